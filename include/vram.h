@@ -1,0 +1,180 @@
+/*
+ * vram.h: GPU memory runtime with TensorFlow tf.config's configuration model.
+ *
+ * Usage, in order (the same template as tf.config):
+ *   1. vram_list_physical_devices()          enumerate GPUs; does NOT start the runtime
+ *   2. vram_set_visible_devices()            choose cards            (optional)
+ *   3. vram_set_memory_growth()              take memory on demand   (optional)
+ *      vram_set_memory_limit()               hard cap per card       (optional)
+ *      vram_set_logical_device_configuration split a card            (optional)
+ *   4. vram_init() / vram_malloc() / ...     starts the runtime and freezes the configuration
+ *
+ * Errors: every call returns a vram_status; on failure vram_last_error() holds a message for the
+ * calling thread (driver failures keep the driver's error name in it). The library never prints.
+ *
+ * Thread safety: every function may be called from any thread at any time. Configuration calls
+ * racing with the runtime's start are serialised: each either lands before the start or fails with
+ * VRAM_ERR_ALREADY_INITIALIZED.
+ *
+ * Environment variables (read when the runtime starts; a malformed value makes vram_init fail with
+ * VRAM_ERR_INVALID_ARGUMENT naming the variable): VRAM_BACKEND=cuda|sim, VRAM_SIM_DEVICES,
+ * VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_FORCE_ALLOW_GROWTH=true|false, VRAM_MEMORY_LIMIT,
+ * VRAM_MEMORY_LIMIT_<i>, VRAM_MEMORY_FRACTION. See README.md.
+ */
+#ifndef VRAM_H
+#define VRAM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define VRAM_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define VRAM_API __attribute__((visibility("default")))
+#else
+#define VRAM_API
+#endif
+
+#define VRAM_VERSION_MAJOR 0
+#define VRAM_VERSION_MINOR 1
+#define VRAM_VERSION_PATCH 0
+
+/* "0.1.0" */
+VRAM_API const char *vram_version_string(void);
+
+/* ---- status codes --------------------------------------------------------------------------- */
+
+typedef enum vram_status {
+    VRAM_OK = 0,
+    VRAM_ERR_INVALID_ARGUMENT,     /* a bad value: NULL where not allowed, malformed size or option */
+    VRAM_ERR_UNRECOGNIZED_DEVICE,  /* no such physical or logical device */
+    VRAM_ERR_ALREADY_INITIALIZED,  /* configuration changed after the runtime started */
+    VRAM_ERR_CONFLICT,             /* settings that cannot hold together (limits above the card's memory, ...) */
+    VRAM_ERR_OUT_OF_MEMORY,
+    VRAM_ERR_INVALID_POINTER,      /* free of a pointer vram did not hand out, or already freed */
+    VRAM_ERR_NO_DEVICE,            /* no usable GPU: no driver, driver init failed, zero devices */
+    VRAM_ERR_DRIVER,               /* any other driver failure; the driver's error name is in the message */
+    VRAM_ERR_UNSUPPORTED,
+    VRAM_ERR_INTERNAL              /* vram_check found a broken invariant (a bug in vram) */
+} vram_status;
+
+VRAM_API const char *vram_status_name(vram_status s);  /* "VRAM_ERR_OUT_OF_MEMORY" */
+VRAM_API const char *vram_last_error(void);            /* this thread's message for its last failed call */
+
+/* ---- physical devices ----------------------------------------------------------------------- */
+
+typedef struct vram_physical_device {
+    int    index;              /* 0-based, in the driver's order after CUDA_VISIBLE_DEVICES */
+    char   name[64];           /* "/physical_device:GPU:0" */
+    char   product[128];       /* "NVIDIA H200" */
+    char   uuid[48];           /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+    char   pci_bus_id[32];     /* "0000:19:00.0" */
+    size_t total_bytes;
+    int    compute_major, compute_minor;
+} vram_physical_device;
+
+/* Every list call sets *count to the full number and fills at most `capacity` entries;
+ * (NULL, 0, &n) asks for the number alone.
+ *
+ * vram_list_physical_devices does not start the runtime. When there is no usable GPU it sets
+ * *count to 0 and returns VRAM_ERR_NO_DEVICE; vram_last_error() then says why (driver library not
+ * found, cuInit failed and its error name, zero devices, CUDA_VISIBLE_DEVICES hides them all) and
+ * what to try. */
+VRAM_API vram_status vram_list_physical_devices(vram_physical_device *out, int capacity, int *count);
+
+/* Visibility: n == 0 hides all. Indices must be distinct physical devices. Until set, every
+ * physical device is visible. */
+VRAM_API vram_status vram_set_visible_devices(const int *physical_indices, int n);
+VRAM_API vram_status vram_get_visible_devices(int *physical_indices, int capacity, int *count);
+
+/* Memory growth: take memory on demand instead of nearly the whole card at start. May differ
+ * between cards and combines with limits and logical devices. *enabled is -1 until set. */
+VRAM_API vram_status vram_set_memory_growth(int physical_index, int enable);
+VRAM_API vram_status vram_get_memory_growth(int physical_index, int *enabled);
+
+/* A hard cap on what the runtime holds from the driver for this card, shared by its logical
+ * devices. 0 removes the limit. A limit above the card's memory is VRAM_ERR_CONFLICT.
+ * VRAM_MEMORY_LIMIT, VRAM_MEMORY_LIMIT_<i> and VRAM_MEMORY_FRACTION override it. */
+VRAM_API vram_status vram_set_memory_limit(int physical_index, size_t limit_bytes);
+VRAM_API vram_status vram_get_memory_limit(int physical_index, size_t *limit_bytes); /* 0: none set */
+
+/* ---- logical devices ------------------------------------------------------------------------ */
+
+typedef struct vram_logical_device_configuration {
+    size_t memory_limit_mb;    /* required, in MiB, as tf.config.LogicalDeviceConfiguration */
+} vram_logical_device_configuration;
+
+/* Splits one card into n logical devices, each with its own hard limit; n == 0 removes the split.
+ * A zero limit is VRAM_ERR_INVALID_ARGUMENT; limits adding up to more than the card's memory
+ * are VRAM_ERR_CONFLICT. */
+VRAM_API vram_status vram_set_logical_device_configuration(int physical_index,
+        const vram_logical_device_configuration *configs, int n);
+VRAM_API vram_status vram_get_logical_device_configuration(int physical_index,
+        vram_logical_device_configuration *out, int capacity, int *count);
+
+typedef struct vram_logical_device {
+    int    index;              /* 0-based over all visible logical devices */
+    int    physical_index;
+    char   name[64];           /* "/device:GPU:0" */
+    size_t memory_limit_bytes; /* the hard cap that applies to this logical device */
+} vram_logical_device;
+
+/* Starts the runtime. */
+VRAM_API vram_status vram_list_logical_devices(vram_logical_device *out, int capacity, int *count);
+
+/* ---- runtime -------------------------------------------------------------------------------- */
+
+VRAM_API vram_status vram_init(void);          /* starts the runtime; idempotent and thread-safe */
+VRAM_API int         vram_is_initialized(void);
+/* Returns all device memory to the driver and allows configuring again; refuses with
+ * VRAM_ERR_CONFLICT while allocations are live. */
+VRAM_API vram_status vram_shutdown(void);
+
+/* ---- allocation ----------------------------------------------------------------------------- */
+
+/* Pointers are aligned to at least 256 bytes. Size 0 gives VRAM_OK and NULL; vram_free(NULL) is
+ * VRAM_OK. A pointer vram did not hand out, or one already freed, is VRAM_ERR_INVALID_POINTER and
+ * changes nothing. vram_malloc starts the runtime if needed. */
+VRAM_API vram_status vram_malloc(void **ptr, size_t size, int logical_device);
+VRAM_API vram_status vram_free(void *ptr);
+
+/* Stream-ordered pair (as cudaMallocAsync/cudaFreeAsync; `stream` is a CUstream/cudaStream_t).
+ * A block freed on a stream may be reused at once by allocations on that stream; other streams,
+ * and vram_malloc, reuse it only once the free has completed on the GPU. */
+VRAM_API vram_status vram_malloc_async(void **ptr, size_t size, int logical_device, void *stream);
+VRAM_API vram_status vram_free_async(void *ptr, void *stream);
+
+/* ---- statistics ----------------------------------------------------------------------------- */
+
+typedef struct vram_memory_info {
+    size_t   current;            /* bytes held by live allocations (TensorFlow's 'current') */
+    size_t   peak;               /* high-water mark of current since start or the last reset ('peak') */
+    size_t   reserved;           /* bytes the runtime holds from the driver for this logical device */
+    size_t   peak_reserved;
+    size_t   limit;              /* the hard cap in force */
+    size_t   largest_free_block;
+    uint64_t num_allocs, num_frees, num_ooms;
+    uint64_t num_driver_allocs, num_driver_frees;
+} vram_memory_info;
+
+VRAM_API vram_status vram_get_memory_info(int logical_device, vram_memory_info *info);  /* starts the runtime */
+VRAM_API vram_status vram_reset_memory_stats(int logical_device);  /* peak = current, peak_reserved = reserved */
+
+/* Walks every structure of the logical device's allocator and verifies its invariants (chunks
+ * tile their regions, free neighbours are merged, the free index and pointer table agree with
+ * the chunks, the counters agree with the blocks, reserved <= limit). VRAM_ERR_INTERNAL with a
+ * description when one is broken. A negative index checks every logical device. */
+VRAM_API vram_status vram_check(int logical_device);
+
+/* Parses "512", "4K", "6GiB", "1.5G", "2TB" (powers of 1024) into bytes. */
+VRAM_API vram_status vram_parse_size(const char *text, size_t *bytes);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* VRAM_H */

@@ -1,0 +1,87 @@
+/*
+ * backend.h: the contract between the pool/runtime and a device memory source.
+ *
+ * Two implementations: the CUDA driver (backend/cuda.c, libcuda.so.1 loaded with dlopen) and the
+ * simulated GPU (backend/sim.c). The layers above never learn which one they talk to.
+ *
+ * Rules for every function:
+ *   - returns VRAM_OK, or a status with this thread's message set through vram__fail(); driver
+ *     failures keep the driver's error name in the message ("cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY");
+ *   - the card running out of memory is VRAM_ERR_OUT_OF_MEMORY, every other driver failure
+ *     VRAM_ERR_DRIVER;
+ *   - on failure nothing was taken and every output is left untouched;
+ *   - `dev` is an ordinal in [0, count) as returned by device_count (the driver's order after
+ *     CUDA_VISIBLE_DEVICES);
+ *   - device addresses are uint64_t (CUdeviceptr); physical handles and events are opaque.
+ *   - callable from any thread; the backend serialises what it must.
+ *
+ * open() is called once before any other function and may be called again after close().
+ */
+#ifndef VRAM_BACKEND_H
+#define VRAM_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "common/common.h"
+
+typedef struct vram__device_caps {
+    int    vmm_supported;     /* address reserve / physical create / map are available */
+    size_t granularity;       /* physical chunk granularity (2 MiB on an H200), a power of two */
+} vram__device_caps;
+
+/* Counters of driver calls, for tests and benchmarks (the sim counts exactly; CUDA counts too). */
+typedef struct vram__backend_counters {
+    uint64_t mem_alloc, mem_free;
+    uint64_t va_reserve, va_free;
+    uint64_t phys_create, phys_release;
+    uint64_t map, unmap;
+    uint64_t event_record, event_sync;
+} vram__backend_counters;
+
+typedef struct vram__backend {
+    const char *name;   /* "cuda" or "sim" */
+
+    /* Loads and initialises the driver. VRAM_ERR_NO_DEVICE with the reason (library not found,
+     * cuInit's error name, zero devices, CUDA_VISIBLE_DEVICES hiding every card) and what to try;
+     * VRAM_ERR_INVALID_ARGUMENT for a malformed backend variable (VRAM_SIM_DEVICES, ...). */
+    vram_status (*open)(void);
+    void        (*close)(void);   /* releases the driver; every resource must already be freed */
+
+    vram_status (*device_count)(int *count);
+    /* Fills everything but name/index (the runtime names devices). */
+    vram_status (*device_props)(int dev, vram_physical_device *out, vram__device_caps *caps);
+    vram_status (*mem_info)(int dev, size_t *free_bytes, size_t *total_bytes);
+
+    /* Plain allocation (cuMemAlloc): at least 256-byte aligned. */
+    vram_status (*mem_alloc)(int dev, size_t size, uint64_t *dptr);
+    vram_status (*mem_free)(int dev, uint64_t dptr);
+
+    /* Virtual memory management (cuMemAddressReserve / cuMemCreate / cuMemMap + cuMemSetAccess).
+     * Sizes and addresses are multiples of caps.granularity. */
+    vram_status (*va_reserve)(int dev, size_t size, uint64_t *va);
+    vram_status (*va_free)(int dev, uint64_t va, size_t size);
+    vram_status (*phys_create)(int dev, size_t size, uint64_t *handle);
+    vram_status (*phys_release)(int dev, uint64_t handle);
+    /* Maps the whole of `handle` (created with `size`) at va and grants read/write to `dev`. */
+    vram_status (*map)(int dev, uint64_t va, size_t size, uint64_t handle);
+    vram_status (*unmap)(int dev, uint64_t va, size_t size);
+
+    /* Stream ordering: record a fresh event on `stream` (a CUstream; NULL is the default stream),
+     * ask whether it completed, wait for it, destroy it. */
+    vram_status (*event_record)(int dev, void *stream, void **event);
+    vram_status (*event_query)(int dev, void *event, int *done);
+    vram_status (*event_sync)(int dev, void *event);
+    void        (*event_destroy)(int dev, void *event);
+
+    void        (*counters)(vram__backend_counters *out);
+} vram__backend;
+
+extern const vram__backend vram__backend_cuda;
+extern const vram__backend vram__backend_sim;
+
+/* Simulated backend only, for tests: completes all work queued so far on a simulated stream,
+ * so that events recorded on it report done. */
+void vram__sim_stream_complete(void *stream);
+
+#endif /* VRAM_BACKEND_H */

@@ -1,0 +1,164 @@
+/*
+ * cuda_api.h: the small part of the CUDA driver API (cuda.h) that backend/cuda.c uses, written out
+ * by hand so that libvram builds without a CUDA toolkit. Types, enum values and struct layouts are
+ * the driver's ABI (checked against cuda.h of CUDA 13.0) for 64-bit hosts; functions are reached
+ * through the pointer types below, resolved with dlsym from libcuda.so.1 at run time.
+ * Private to backend/cuda.c.
+ */
+#ifndef VRAM_CUDA_API_H
+#define VRAM_CUDA_API_H
+
+#include <stddef.h>
+
+/* ---- handles ------------------------------------------------------------------------------- */
+
+typedef int CUdevice;                                  /* a device ordinal */
+typedef unsigned long long CUdeviceptr;                /* CUdeviceptr_v2: 64-bit device address */
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+
+typedef struct CUuuid_st {
+    char bytes[16];
+} CUuuid;
+
+/* ---- results ------------------------------------------------------------------------------- */
+
+typedef enum cudaError_enum {
+    CUDA_SUCCESS = 0,
+    CUDA_ERROR_INVALID_VALUE = 1,
+    CUDA_ERROR_OUT_OF_MEMORY = 2,
+    CUDA_ERROR_NOT_INITIALIZED = 3,
+    CUDA_ERROR_DEINITIALIZED = 4,
+    CUDA_ERROR_STUB_LIBRARY = 34,
+    CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
+    CUDA_ERROR_NO_DEVICE = 100,
+    CUDA_ERROR_INVALID_DEVICE = 101,
+    CUDA_ERROR_INVALID_CONTEXT = 201,
+    CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_NOT_SUPPORTED = 801,
+    CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
+    CUDA_ERROR_UNKNOWN = 999
+} CUresult;
+
+/* ---- device attributes ---------------------------------------------------------------------- */
+
+typedef enum CUdevice_attribute_enum {
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
+    CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
+    CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102
+} CUdevice_attribute;
+
+/* ---- events --------------------------------------------------------------------------------- */
+
+typedef enum CUevent_flags_enum {
+    CU_EVENT_DEFAULT = 0x0,
+    CU_EVENT_DISABLE_TIMING = 0x2
+} CUevent_flags;
+
+/* ---- virtual memory management -------------------------------------------------------------- */
+
+typedef enum CUmemAllocationHandleType_enum {
+    CU_MEM_HANDLE_TYPE_NONE = 0x0
+} CUmemAllocationHandleType;
+
+typedef enum CUmemAccess_flags_enum {
+    CU_MEM_ACCESS_FLAGS_PROT_NONE = 0x0,
+    CU_MEM_ACCESS_FLAGS_PROT_READ = 0x1,
+    CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3
+} CUmemAccess_flags;
+
+typedef enum CUmemLocationType_enum {
+    CU_MEM_LOCATION_TYPE_INVALID = 0x0,
+    CU_MEM_LOCATION_TYPE_DEVICE = 0x1
+} CUmemLocationType;
+
+typedef enum CUmemAllocationType_enum {
+    CU_MEM_ALLOCATION_TYPE_INVALID = 0x0,
+    CU_MEM_ALLOCATION_TYPE_PINNED = 0x1
+} CUmemAllocationType;
+
+typedef enum CUmemAllocationGranularity_flags_enum {
+    CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
+    CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 0x1
+} CUmemAllocationGranularity_flags;
+
+typedef struct CUmemLocation_st {
+    CUmemLocationType type;
+    int id;                                 /* device ordinal for CU_MEM_LOCATION_TYPE_DEVICE */
+} CUmemLocation;
+
+typedef struct CUmemAllocationProp_st {
+    CUmemAllocationType type;
+    CUmemAllocationHandleType requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;              /* must be NULL off Windows */
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+
+typedef struct CUmemAccessDesc_st {
+    CUmemLocation location;
+    CUmemAccess_flags flags;
+} CUmemAccessDesc;
+
+/* The driver's ABI on the 64-bit hosts libvram supports. */
+_Static_assert(sizeof(void *) == 8, "the CUDA backend needs a 64-bit host");
+_Static_assert(sizeof(CUmemLocation) == 8, "CUmemLocation layout");
+_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
+_Static_assert(offsetof(CUmemAllocationProp, allocFlags) == 24, "CUmemAllocationProp layout");
+_Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc layout");
+_Static_assert(sizeof(CUuuid) == 16, "CUuuid layout");
+
+/* ---- function pointer types (named after the symbol they are resolved from) ---------------- */
+
+typedef CUresult (*cuda_pfn_cuInit)(unsigned int flags);
+typedef CUresult (*cuda_pfn_cuDriverGetVersion)(int *version);
+typedef CUresult (*cuda_pfn_cuGetErrorName)(CUresult error, const char **str);
+typedef CUresult (*cuda_pfn_cuGetErrorString)(CUresult error, const char **str);
+
+typedef CUresult (*cuda_pfn_cuDeviceGetCount)(int *count);
+typedef CUresult (*cuda_pfn_cuDeviceGet)(CUdevice *device, int ordinal);
+typedef CUresult (*cuda_pfn_cuDeviceGetName)(char *name, int len, CUdevice dev);
+typedef CUresult (*cuda_pfn_cuDeviceGetUuid)(CUuuid *uuid, CUdevice dev);         /* and _v2 */
+typedef CUresult (*cuda_pfn_cuDeviceGetPCIBusId)(char *bus_id, int len, CUdevice dev);
+typedef CUresult (*cuda_pfn_cuDeviceTotalMem_v2)(size_t *bytes, CUdevice dev);
+typedef CUresult (*cuda_pfn_cuDeviceGetAttribute)(int *value, CUdevice_attribute attrib, CUdevice dev);
+
+typedef CUresult (*cuda_pfn_cuDevicePrimaryCtxRetain)(CUcontext *ctx, CUdevice dev);
+typedef CUresult (*cuda_pfn_cuDevicePrimaryCtxRelease)(CUdevice dev);             /* and _v2 */
+typedef CUresult (*cuda_pfn_cuCtxPushCurrent_v2)(CUcontext ctx);
+typedef CUresult (*cuda_pfn_cuCtxPopCurrent_v2)(CUcontext *ctx);
+
+typedef CUresult (*cuda_pfn_cuMemGetInfo_v2)(size_t *free_bytes, size_t *total_bytes);
+typedef CUresult (*cuda_pfn_cuMemAlloc_v2)(CUdeviceptr *dptr, size_t size);
+typedef CUresult (*cuda_pfn_cuMemFree_v2)(CUdeviceptr dptr);
+
+typedef CUresult (*cuda_pfn_cuMemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t alignment,
+                                                 CUdeviceptr addr, unsigned long long flags);
+typedef CUresult (*cuda_pfn_cuMemAddressFree)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*cuda_pfn_cuMemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
+                                         const CUmemAllocationProp *prop, unsigned long long flags);
+typedef CUresult (*cuda_pfn_cuMemRelease)(CUmemGenericAllocationHandle handle);
+typedef CUresult (*cuda_pfn_cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
+                                      CUmemGenericAllocationHandle handle, unsigned long long flags);
+typedef CUresult (*cuda_pfn_cuMemUnmap)(CUdeviceptr ptr, size_t size);
+typedef CUresult (*cuda_pfn_cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc,
+                                            size_t count);
+typedef CUresult (*cuda_pfn_cuMemGetAllocationGranularity)(size_t *granularity,
+                                                           const CUmemAllocationProp *prop,
+                                                           CUmemAllocationGranularity_flags option);
+
+typedef CUresult (*cuda_pfn_cuEventCreate)(CUevent *event, unsigned int flags);
+typedef CUresult (*cuda_pfn_cuEventRecord)(CUevent event, CUstream stream);
+typedef CUresult (*cuda_pfn_cuEventQuery)(CUevent event);
+typedef CUresult (*cuda_pfn_cuEventSynchronize)(CUevent event);
+typedef CUresult (*cuda_pfn_cuEventDestroy_v2)(CUevent event);
+
+#endif /* VRAM_CUDA_API_H */

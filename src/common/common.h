@@ -1,0 +1,49 @@
+/*
+ * common.h: what every layer of libvram shares: the status table, the thread-local error
+ * message, size parsing and formatting. Internal names use the `vram__` prefix; nothing here is
+ * exported from the shared library.
+ */
+#ifndef VRAM_COMMON_H
+#define VRAM_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "vram.h"
+
+#define VRAM_MIB ((size_t)1 << 20)
+#define VRAM_GIB ((size_t)1 << 30)
+
+#if defined(__GNUC__)
+#define VRAM_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define VRAM_PRINTF(f, a)
+#endif
+
+/* Sets this thread's last-error message and returns `s`, so that failures read
+ * `return vram__fail(VRAM_ERR_..., "...", ...);`. */
+vram_status vram__fail(vram_status s, const char *fmt, ...) VRAM_PRINTF(2, 3);
+vram_status vram__vfail(vram_status s, const char *fmt, va_list ap);
+
+/* Prepends "<prefix>: " to this thread's current message (keeping the cause) and returns s. */
+vram_status vram__fail_wrap(vram_status s, const char *fmt, ...) VRAM_PRINTF(2, 3);
+
+/* Formats bytes for messages: "13.59 GiB (14592024576 bytes)" style, short form "13.59 GiB". */
+void vram__format_bytes(char *buf, size_t len, size_t bytes);
+
+/* Parses a boolean environment value: true/false/1/0/yes/no/on/off. 0 on success. */
+int vram__parse_bool(const char *text, int *value);
+
+/* Size arithmetic that cannot overflow: 0 when a + b would, else 1. */
+static inline int vram__add_ok(size_t a, size_t b, size_t *sum) {
+    if (a > SIZE_MAX - b) return 0;
+    *sum = a + b;
+    return 1;
+}
+
+static inline size_t vram__round_up(size_t x, size_t unit) {  /* unit is a power of two */
+    return (x + unit - 1) & ~(unit - 1);
+}
+
+#endif /* VRAM_COMMON_H */

@@ -1,0 +1,176 @@
+/*
+ * status.c: the status table (one X-macro gives the enum's names and default messages), the
+ * thread-local last-error message, and the small parsers and formatters every layer uses.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "common/common.h"
+
+#define VRAM_STATUS_MAP(X)                                                                  \
+    X(VRAM_OK, "success")                                                                   \
+    X(VRAM_ERR_INVALID_ARGUMENT, "invalid argument")                                       \
+    X(VRAM_ERR_UNRECOGNIZED_DEVICE, "unrecognized device")                                 \
+    X(VRAM_ERR_ALREADY_INITIALIZED, "the runtime is already initialized")                  \
+    X(VRAM_ERR_CONFLICT, "conflicting settings")                                           \
+    X(VRAM_ERR_OUT_OF_MEMORY, "out of memory")                                             \
+    X(VRAM_ERR_INVALID_POINTER, "invalid pointer")                                         \
+    X(VRAM_ERR_NO_DEVICE, "no usable GPU")                                                 \
+    X(VRAM_ERR_DRIVER, "driver failure")                                                   \
+    X(VRAM_ERR_UNSUPPORTED, "unsupported")                                                 \
+    X(VRAM_ERR_INTERNAL, "internal consistency check failed")
+
+const char *vram_status_name(vram_status s) {
+    switch (s) {
+#define VRAM_NAME_CASE(code, msg) case code: return #code;
+        VRAM_STATUS_MAP(VRAM_NAME_CASE)
+#undef VRAM_NAME_CASE
+    }
+    return "VRAM_ERR_UNKNOWN";
+}
+
+static const char *status_message(vram_status s) {
+    switch (s) {
+#define VRAM_MSG_CASE(code, msg) case code: return msg;
+        VRAM_STATUS_MAP(VRAM_MSG_CASE)
+#undef VRAM_MSG_CASE
+    }
+    return "unknown status";
+}
+
+const char *vram_version_string(void) {
+    return "0.1.0";
+}
+
+static _Thread_local char last_error[2048];
+
+const char *vram_last_error(void) {
+    return last_error;
+}
+
+vram_status vram__vfail(vram_status s, const char *fmt, va_list ap) {
+    if (fmt == NULL) {
+        snprintf(last_error, sizeof last_error, "%s", status_message(s));
+    } else {
+        vsnprintf(last_error, sizeof last_error, fmt, ap);
+    }
+    return s;
+}
+
+vram_status vram__fail(vram_status s, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vram__vfail(s, fmt, ap);
+    va_end(ap);
+    return s;
+}
+
+vram_status vram__fail_wrap(vram_status s, const char *fmt, ...) {
+    char cause[sizeof last_error];
+    char prefix[512];
+    va_list ap;
+    memcpy(cause, last_error, sizeof cause);
+    va_start(ap, fmt);
+    vsnprintf(prefix, sizeof prefix, fmt, ap);
+    va_end(ap);
+    int n = snprintf(last_error, sizeof last_error, "%s: ", prefix);
+    if (n > 0 && (size_t)n < sizeof last_error) {
+        memcpy(last_error + n, cause, sizeof last_error - (size_t)n - 1);
+        last_error[sizeof last_error - 1] = '\0';
+    }
+    return s;
+}
+
+void vram__format_bytes(char *buf, size_t len, size_t bytes) {
+    static const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0) {
+        snprintf(buf, len, "%zu B", bytes);
+    } else {
+        snprintf(buf, len, "%.2f %s", v, units[u]);
+    }
+}
+
+int vram__parse_bool(const char *text, int *value) {
+    static const char *yes[] = {"true", "1", "yes", "on"};
+    static const char *no[] = {"false", "0", "no", "off"};
+    if (text == NULL) return -1;
+    for (size_t i = 0; i < 4; i++) {
+        if (strcasecmp(text, yes[i]) == 0) { *value = 1; return 0; }
+        if (strcasecmp(text, no[i]) == 0) { *value = 0; return 0; }
+    }
+    return -1;
+}
+
+/* "512", "4K", "4KB", "4KiB", "1.5G", "2 TiB"; units are powers of 1024. */
+vram_status vram_parse_size(const char *text, size_t *bytes) {
+    if (text == NULL || bytes == NULL) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_parse_size: text and bytes must not be NULL");
+    }
+    const char *p = text;
+    while (isspace((unsigned char)*p)) p++;
+    if (!isdigit((unsigned char)*p) && *p != '.') {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': expected a number with an "
+                          "optional unit K, M, G or T (e.g. 6GiB)", text);
+    }
+    errno = 0;
+    char *end = NULL;
+    double number = strtod(p, &end);
+    if (errno != 0 || end == p || !isfinite(number) || number < 0) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s'", text);
+    }
+    /* Whole numbers are read exactly (doubles lose precision above 2^53). */
+    int whole = 1;
+    for (const char *q = p; q < end; q++) {
+        if (!isdigit((unsigned char)*q)) whole = 0;
+    }
+    while (isspace((unsigned char)*end)) end++;
+    int shift = 0;
+    switch (toupper((unsigned char)*end)) {
+    case '\0': break;
+    case 'B': if (end[1] == '\0') { end++; } break;
+    case 'K': shift = 10; end++; break;
+    case 'M': shift = 20; end++; break;
+    case 'G': shift = 30; end++; break;
+    case 'T': shift = 40; end++; break;
+    default: return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': unknown unit", text);
+    }
+    if (shift != 0) {
+        if (*end == 'i' || *end == 'I') {
+            end++;
+            if (*end != 'B' && *end != 'b') {
+                return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': unknown unit", text);
+            }
+        }
+        if (*end == 'B' || *end == 'b') end++;
+    }
+    while (isspace((unsigned char)*end)) end++;
+    if (*end != '\0') {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': unexpected '%s'", text, end);
+    }
+    if (whole) {
+        errno = 0;
+        unsigned long long n = strtoull(p, NULL, 10);
+        if (errno == ERANGE || (shift > 0 && n > (SIZE_MAX >> shift))) {
+            return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "size '%s' is too large", text);
+        }
+        *bytes = (size_t)n << shift;
+        return VRAM_OK;
+    }
+    double v = ldexp(number, shift);
+    if (v >= 18446744073709551616.0) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "size '%s' is too large", text);
+    }
+    *bytes = (size_t)v;
+    return VRAM_OK;
+}

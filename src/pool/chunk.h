@@ -1,0 +1,31 @@
+/*
+ * chunk.h: the pool's unit of bookkeeping. A chunk is a run of device addresses inside one region,
+ * either handed out (USED), free (FREE, indexed in the free tree) or freed on a stream whose work
+ * has not completed yet (PENDING). Chunks of a region tile it in address order through prev/next.
+ * Device memory is never touched: every field lives in host memory.
+ */
+#ifndef VRAM_POOL_CHUNK_H
+#define VRAM_POOL_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum { CHUNK_FREE = 1, CHUNK_USED = 2, CHUNK_PENDING = 3 };
+
+struct pool_region;
+struct pool_event;
+
+typedef struct pool_chunk {
+    uint64_t             addr;
+    size_t               size;
+    struct pool_chunk   *prev, *next;        /* address neighbours in the region */
+    struct pool_region  *region;
+    struct pool_chunk   *left, *right;       /* free tree links (FREE only) */
+    uint32_t             priority;           /* free tree heap priority */
+    int                  state;
+    void                *stream;             /* PENDING: the stream the free was ordered on */
+    struct pool_event   *event;              /* PENDING: completes when the GPU passed the free */
+    struct pool_chunk   *pend_prev, *pend_next; /* PENDING list */
+} pool_chunk;
+
+#endif /* VRAM_POOL_CHUNK_H */

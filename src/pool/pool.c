@@ -1,0 +1,735 @@
+/*
+ * pool.c: a best-fit, coalescing allocator for one logical device (the design of TensorFlow's BFC
+ * allocator, with its bookkeeping wholly on the host).
+ *
+ * Algorithm
+ *   - Requests are rounded up to 256 bytes (VRAM_POOL_UNIT). A free chunk of at least that size is
+ *     found best-fit in the free tree (smallest size, then lowest address) and split so that the
+ *     block is exactly the rounded size: `current` is the sum of rounded sizes.
+ *   - A freed chunk merges at once with free address neighbours of its region.
+ *   - Memory comes in regions. Without growth, one plain region of the whole limit is taken at
+ *     creation. With growth, one virtual range of the limit is reserved and physical chunks of the
+ *     device granularity are mapped at its end as allocations need them; a free chunk at the end
+ *     simply grows, so growth never fragments the pool. Without virtual memory management, growth
+ *     adds plain regions instead.
+ *   - Stream order: vram_free_async records an event on the stream and parks the chunk PENDING.
+ *     The same stream may reuse a PENDING chunk at once; everyone else waits until its event has
+ *     completed (completed frees are reaped into the free tree before each search, and before
+ *     growing or failing the pool waits for the outstanding events).
+ *
+ * Invariants (checked by vram__pool_check)
+ *   - chunks tile every region in address order; sizes are multiples of 256 and positive;
+ *   - no two FREE chunks are neighbours; every FREE chunk is in the free tree and nothing else is;
+ *   - every USED chunk is in the pointer map under its address; PENDING chunks are in the pending
+ *     list; current == the sum of USED sizes; reserved == the bytes held from the driver;
+ *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes.
+ *
+ * Locking: one mutex per pool guards everything in it; functions ending in `_locked` assert that
+ * the caller holds it. The card budget is an atomic shared by the pools of one card.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/free_tree.h"
+#include "pool/pool.h"
+#include "pool/ptr_map.h"
+
+#define VRAM_POOL_UNIT ((size_t)256)
+#define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
+
+enum { REGION_PLAIN = 1, REGION_VMM = 2 };
+
+typedef struct pool_mapping {
+    uint64_t handle;
+    size_t   offset, size;
+} pool_mapping;
+
+typedef struct pool_region {
+    int                 kind;
+    uint64_t            base;
+    size_t              size;      /* bytes usable by chunks */
+    size_t              va_size;   /* VMM: bytes of reserved address space */
+    size_t              held;      /* bytes held from the driver for this region */
+    pool_chunk         *first, *last;
+    pool_mapping       *maps;      /* VMM: mapped pieces, in address order */
+    size_t              nmaps, maps_cap;
+    struct pool_region *next;
+} pool_region;
+
+typedef struct pool_event {
+    void *event;
+    int   refs;
+} pool_event;
+
+struct vram__pool {
+    vram__pool_config cfg;
+    pthread_mutex_t   lock;
+    pool_region      *regions;
+    pool_region      *growable;      /* the VMM region growth extends, if any */
+    free_tree         tree;
+    ptr_map           live;
+    pool_chunk       *pending;       /* PENDING chunks, newest first */
+    size_t            pending_count;
+    pool_chunk       *spare;         /* recycled chunk records */
+    size_t            current, peak, reserved, peak_reserved;
+    size_t            used_count;
+    uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
+};
+
+/* ---- chunk records --------------------------------------------------------------------------- */
+
+static pool_chunk *chunk_new_locked(vram__pool *p) {
+    pool_chunk *c = p->spare;
+    if (c != NULL) {
+        p->spare = c->next;
+    } else {
+        c = malloc(sizeof *c);
+        if (c == NULL) return NULL;
+    }
+    memset(c, 0, sizeof *c);
+    return c;
+}
+
+static void chunk_recycle_locked(vram__pool *p, pool_chunk *c) {
+    c->next = p->spare;
+    p->spare = c;
+}
+
+static void free_spares(vram__pool *p) {
+    while (p->spare != NULL) {
+        pool_chunk *c = p->spare;
+        p->spare = c->next;
+        free(c);
+    }
+}
+
+/* ---- stats ----------------------------------------------------------------------------------- */
+
+static void note_reserved_locked(vram__pool *p, size_t delta, int grow) {
+    if (grow) {
+        p->reserved += delta;
+        if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
+    } else {
+        p->reserved -= delta;
+    }
+}
+
+static void note_used_locked(vram__pool *p, size_t size, int alloc) {
+    if (alloc) {
+        p->current += size;
+        p->used_count++;
+        p->num_allocs++;
+        if (p->current > p->peak) p->peak = p->current;
+    } else {
+        p->current -= size;
+        p->used_count--;
+        p->num_frees++;
+    }
+}
+
+/* ---- card budget ----------------------------------------------------------------------------- */
+
+static int budget_take(vram__card_budget *b, size_t bytes) {
+    if (b == NULL) return 1;
+    size_t cur = atomic_load(&b->reserved);
+    do {
+        if (cur > b->cap || bytes > b->cap - cur) return 0;
+    } while (!atomic_compare_exchange_weak(&b->reserved, &cur, cur + bytes));
+    return 1;
+}
+
+static void budget_give(vram__card_budget *b, size_t bytes) {
+    if (b != NULL) atomic_fetch_sub(&b->reserved, bytes);
+}
+
+/* ---- regions --------------------------------------------------------------------------------- */
+
+static void region_link_locked(vram__pool *p, pool_region *r) {
+    r->next = p->regions;
+    p->regions = r;
+}
+
+static pool_chunk *region_append_free_locked(vram__pool *p, pool_region *r, uint64_t addr, size_t size) {
+    pool_chunk *c = chunk_new_locked(p);
+    if (c == NULL) return NULL;
+    c->addr = addr;
+    c->size = size;
+    c->region = r;
+    c->state = CHUNK_FREE;
+    c->prev = r->last;
+    if (r->last) r->last->next = c; else r->first = c;
+    r->last = c;
+    free_tree_insert(&p->tree, c);
+    return c;
+}
+
+/* Takes a plain region of `bytes` from the driver (cuMemAlloc). The caller took the budget. */
+static vram_status region_add_plain_locked(vram__pool *p, size_t bytes) {
+    const vram__backend *be = p->cfg.backend;
+    pool_region *r = calloc(1, sizeof *r);
+    uint64_t base = 0;
+    vram_status s = r ? be->mem_alloc(p->cfg.dev, bytes, &base)
+                      : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
+    if (s != VRAM_OK) {
+        free(r);
+        return s;
+    }
+    r->kind = REGION_PLAIN;
+    r->base = base;
+    r->held = bytes;
+    r->size = bytes & ~(VRAM_POOL_UNIT - 1);
+    if (region_append_free_locked(p, r, base, r->size) == NULL) {
+        be->mem_free(p->cfg.dev, base);
+        free(r);
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+    }
+    region_link_locked(p, r);
+    p->num_driver_allocs++;
+    note_reserved_locked(p, bytes, 1);
+    return VRAM_OK;
+}
+
+static vram_status region_add_vmm_locked(vram__pool *p, size_t va_size) {
+    pool_region *r = calloc(1, sizeof *r);
+    if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
+    vram_status s = p->cfg.backend->va_reserve(p->cfg.dev, va_size, &r->base);
+    if (s != VRAM_OK) {
+        free(r);
+        return s;
+    }
+    r->kind = REGION_VMM;
+    r->va_size = va_size;
+    region_link_locked(p, r);
+    p->growable = r;
+    return VRAM_OK;
+}
+
+/* Extends the last chunk of the region by `bytes` that were just mapped at its end. */
+static vram_status region_extend_locked(vram__pool *p, pool_region *r, size_t bytes) {
+    pool_chunk *last = r->last;
+    if (last != NULL && last->state == CHUNK_FREE) {
+        free_tree_remove(&p->tree, last);
+        last->size += bytes;
+        free_tree_insert(&p->tree, last);
+    } else if (region_append_free_locked(p, r, r->base + r->size, bytes) == NULL) {
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+    }
+    r->size += bytes;
+    return VRAM_OK;
+}
+
+/* Maps `bytes` (a multiple of the granularity) of new physical memory at the end of region r.
+ * The caller took the budget. */
+static vram_status region_map_more_locked(vram__pool *p, pool_region *r, size_t bytes) {
+    const vram__backend *be = p->cfg.backend;
+    if (r->nmaps == r->maps_cap) {
+        size_t cap = r->maps_cap ? r->maps_cap * 2 : 16;
+        pool_mapping *m = realloc(r->maps, cap * sizeof *m);
+        if (m == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a mapping record");
+        r->maps = m;
+        r->maps_cap = cap;
+    }
+    uint64_t handle = 0;
+    vram_status s = be->phys_create(p->cfg.dev, bytes, &handle);
+    if (s == VRAM_OK) {
+        s = be->map(p->cfg.dev, r->base + r->size, bytes, handle);
+        if (s != VRAM_OK) be->phys_release(p->cfg.dev, handle);
+    }
+    if (s == VRAM_OK) {
+        s = region_extend_locked(p, r, bytes);
+        if (s != VRAM_OK) {
+            be->unmap(p->cfg.dev, r->base + r->size, bytes);
+            be->phys_release(p->cfg.dev, handle);
+        }
+    }
+    if (s != VRAM_OK) return s;
+    r->maps[r->nmaps++] = (pool_mapping){handle, r->size - bytes, bytes};
+    r->held += bytes;
+    p->num_driver_allocs++;
+    note_reserved_locked(p, bytes, 1);
+    return VRAM_OK;
+}
+
+static void region_release(vram__pool *p, pool_region *r) {
+    const vram__backend *be = p->cfg.backend;
+    if (r->kind == REGION_PLAIN) {
+        be->mem_free(p->cfg.dev, r->base);
+        p->num_driver_frees++;
+    } else {
+        for (size_t i = r->nmaps; i-- > 0;) {
+            be->unmap(p->cfg.dev, r->base + r->maps[i].offset, r->maps[i].size);
+            be->phys_release(p->cfg.dev, r->maps[i].handle);
+            p->num_driver_frees++;
+        }
+        be->va_free(p->cfg.dev, r->base, r->va_size);
+    }
+    budget_give(p->cfg.budget, r->held);
+    note_reserved_locked(p, r->held, 0);
+    for (pool_chunk *c = r->first; c != NULL;) {
+        pool_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(r->maps);
+    free(r);
+}
+
+/* ---- pending (stream-ordered) frees ---------------------------------------------------------- */
+
+static void event_release(vram__pool *p, pool_event *e) {
+    if (--e->refs == 0) {
+        p->cfg.backend->event_destroy(p->cfg.dev, e->event);
+        free(e);
+    }
+}
+
+static void pending_unlink_locked(vram__pool *p, pool_chunk *c) {
+    if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
+    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev;
+    c->pend_prev = c->pend_next = NULL;
+    p->pending_count--;
+}
+
+static void pending_link_locked(vram__pool *p, pool_chunk *c) {
+    c->pend_prev = NULL;
+    c->pend_next = p->pending;
+    if (p->pending) p->pending->pend_prev = c;
+    p->pending = c;
+    p->pending_count++;
+}
+
+static void chunk_make_free_locked(vram__pool *p, pool_chunk *c);
+
+/* Moves a PENDING chunk whose event completed into the free tree. */
+static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
+    pending_unlink_locked(p, c);
+    event_release(p, c->event);
+    c->event = NULL;
+    c->stream = NULL;
+    chunk_make_free_locked(p, c);
+}
+
+/* Settles every pending free whose event has completed; with `wait`, waits for all of them. */
+static void pending_reap_locked(vram__pool *p, int wait) {
+    const vram__backend *be = p->cfg.backend;
+    for (pool_chunk *c = p->pending; c != NULL;) {
+        pool_chunk *next = c->pend_next;
+        int done = 0;
+        if (be->event_query(p->cfg.dev, c->event->event, &done) != VRAM_OK) done = 0;
+        if (!done && wait && be->event_sync(p->cfg.dev, c->event->event) == VRAM_OK) done = 1;
+        if (done) pending_settle_locked(p, c);
+        c = next;
+    }
+}
+
+/* Best fit among PENDING chunks freed on `stream` (which that stream may reuse at once). */
+static pool_chunk *pending_best_fit_locked(vram__pool *p, void *stream, size_t size) {
+    pool_chunk *best = NULL;
+    for (pool_chunk *c = p->pending; c != NULL; c = c->pend_next) {
+        if (c->stream == stream && c->size >= size && (best == NULL || c->size < best->size)) best = c;
+    }
+    return best;
+}
+
+/* ---- chunk split and merge ------------------------------------------------------------------- */
+
+static void chunk_unlink_locked(vram__pool *p, pool_chunk *c) {
+    pool_region *r = c->region;
+    if (c->prev) c->prev->next = c->next; else r->first = c->next;
+    if (c->next) c->next->prev = c->prev; else r->last = c->prev;
+    chunk_recycle_locked(p, c);
+}
+
+/* Puts c (no longer USED or PENDING) into the free tree, merged with free neighbours. */
+static void chunk_make_free_locked(vram__pool *p, pool_chunk *c) {
+    c->state = CHUNK_FREE;
+    pool_chunk *prev = c->prev, *next = c->next;
+    if (next != NULL && next->state == CHUNK_FREE) {
+        free_tree_remove(&p->tree, next);
+        c->size += next->size;
+        chunk_unlink_locked(p, next);
+    }
+    if (prev != NULL && prev->state == CHUNK_FREE) {
+        free_tree_remove(&p->tree, prev);
+        prev->size += c->size;
+        chunk_unlink_locked(p, c);
+        c = prev;
+    }
+    free_tree_insert(&p->tree, c);
+}
+
+/* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
+ * Returns 0, or -1 when no record for the rest could be had (c is then used whole). */
+static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
+    if (c->size - size < VRAM_POOL_UNIT) return 0;
+    pool_chunk *rest = chunk_new_locked(p);
+    if (rest == NULL) return -1;
+    rest->addr = c->addr + size;
+    rest->size = c->size - size;
+    rest->region = c->region;
+    rest->prev = c;
+    rest->next = c->next;
+    if (c->next) c->next->prev = rest; else c->region->last = rest;
+    c->next = rest;
+    c->size = size;
+    if (c->state == CHUNK_PENDING) {
+        rest->state = CHUNK_PENDING;
+        rest->stream = c->stream;
+        rest->event = c->event;
+        rest->event->refs++;
+        pending_link_locked(p, rest);
+    } else {
+        rest->state = CHUNK_FREE;
+        free_tree_insert(&p->tree, rest);
+    }
+    return 0;
+}
+
+/* ---- growth ---------------------------------------------------------------------------------- */
+
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
+
+/* How many bytes growth must take for a block of `size`; 0 when the limit leaves no room. */
+static size_t pool_growth_need_locked(const vram__pool *p, size_t size) {
+    size_t headroom = p->cfg.limit - p->reserved;
+    if (p->growable != NULL) {
+        const pool_region *r = p->growable;
+        size_t tail = (r->last && r->last->state == CHUNK_FREE) ? r->last->size : 0;
+        size_t need = vram__round_up(size > tail ? size - tail : VRAM_POOL_UNIT, p->cfg.caps.granularity);
+        return (need > headroom || need > r->va_size - r->size) ? 0 : need;
+    }
+    size_t need = vram__round_up(size > VRAM_POOL_FALLBACK_REGION ? size : VRAM_POOL_FALLBACK_REGION,
+                                 VRAM_POOL_FALLBACK_REGION);
+    if (need > headroom) need = size;
+    return need > headroom ? 0 : need;
+}
+
+/* Takes enough new memory from the driver for a block of `size`, within the pool's limit and the
+ * card's budget. */
+static grow_result pool_grow_locked(vram__pool *p, size_t size) {
+    if (!p->cfg.growth) return GROW_OFF;
+    size_t need = pool_growth_need_locked(p, size);
+    if (need == 0) return GROW_LIMIT;
+    if (!budget_take(p->cfg.budget, need)) return GROW_CARD_LIMIT;
+    vram_status s = p->growable ? region_map_more_locked(p, p->growable, need)
+                                : region_add_plain_locked(p, need);
+    if (s == VRAM_OK) return GROW_OK;
+    budget_give(p->cfg.budget, need);
+    return GROW_DRIVER;
+}
+
+/* ---- out-of-memory report -------------------------------------------------------------------- */
+
+static vram_status pool_oom_locked(vram__pool *p, size_t size, size_t rounded, grow_result why) {
+    char driver_msg[1024];
+    snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
+    p->num_ooms++;
+    pool_chunk *largest = free_tree_largest(&p->tree);
+    size_t largest_free = largest ? largest->size : 0;
+    size_t growable = p->cfg.growth ? p->cfg.limit - p->reserved : 0;
+    size_t free_bytes = p->tree.bytes;
+    char cause[1536];
+    if (why == GROW_DRIVER) {
+        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : p->reserved;
+        char others[160] = "";
+        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
+            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
+            snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes "
+                     "(or other allocators in this one) hold about %zu bytes", card_free, card_total, other);
+        }
+        snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s",
+                 driver_msg, others);
+    } else if (why == GROW_CARD_LIMIT) {
+        snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
+                 p->cfg.budget->cap_source);
+    } else if (rounded > p->cfg.limit - (p->current < p->cfg.limit ? p->current : p->cfg.limit)) {
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s)",
+                 p->cfg.limit, p->cfg.limit_source);
+    } else {
+        snprintf(cause, sizeof cause, "fragmentation: %zu bytes are free in the pool%s but no free block "
+                 "is large enough", free_bytes + growable, growable ? " (counting room to grow)" : "");
+    }
+    return vram__fail(VRAM_ERR_OUT_OF_MEMORY,
+                      "out of memory on %s: cannot allocate %zu bytes: %s. requested %zu bytes (rounded %zu), "
+                      "in use %zu, reserved %zu, limit %zu, largest free block %zu, free in pool %zu",
+                      p->cfg.name, size, cause, size, rounded, p->current, p->reserved, p->cfg.limit,
+                      largest_free, free_bytes);
+}
+
+/* ---- public pool calls ----------------------------------------------------------------------- */
+
+vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
+    vram__pool *p = calloc(1, sizeof *p);
+    if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
+    p->cfg = *cfg;
+    if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
+    pthread_mutex_init(&p->lock, NULL);
+    vram_status s = VRAM_OK;
+    if (!cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
+        if (!budget_take(cfg->budget, cfg->limit)) {
+            s = vram__fail(VRAM_ERR_CONFLICT, "%s: taking its %zu bytes at start would exceed the "
+                           "physical device's limit (%s)", cfg->name, cfg->limit, cfg->budget->cap_source);
+        } else if ((s = region_add_plain_locked(p, cfg->limit)) != VRAM_OK) {
+            budget_give(cfg->budget, cfg->limit);
+        }
+    } else if (cfg->growth && cfg->caps.vmm_supported) {
+        size_t va = vram__round_up(cfg->limit ? cfg->limit : 1, p->cfg.caps.granularity);
+        s = region_add_vmm_locked(p, va);
+    }
+    if (s != VRAM_OK) {
+        vram__pool_destroy(p);
+        return s;
+    }
+    *out = p;
+    return VRAM_OK;
+}
+
+vram_status vram__pool_destroy(vram__pool *p) {
+    if (p == NULL) return VRAM_OK;
+    pthread_mutex_lock(&p->lock);
+    if (p->used_count > 0) {
+        size_t n = p->used_count, bytes = p->current;
+        pthread_mutex_unlock(&p->lock);
+        return vram__fail(VRAM_ERR_CONFLICT, "%s still has %zu live allocations (%zu bytes); free them first",
+                          p->cfg.name, n, bytes);
+    }
+    pending_reap_locked(p, 1);
+    while (p->pending != NULL) {          /* events that could not be waited for: drop them */
+        pool_chunk *c = p->pending;
+        pending_settle_locked(p, c);
+    }
+    while (p->regions != NULL) {
+        pool_region *r = p->regions;
+        p->regions = r->next;
+        region_release(p, r);
+    }
+    free_spares(p);
+    ptr_map_destroy(&p->live);
+    pthread_mutex_unlock(&p->lock);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
+    return VRAM_OK;
+}
+
+/* Finds a chunk for `rounded` bytes: the free tree, or a chunk freed on the caller's stream. */
+static pool_chunk *pool_find_locked(vram__pool *p, size_t rounded, int async, void *stream) {
+    if (p->pending != NULL) pending_reap_locked(p, 0);
+    pool_chunk *c = free_tree_best_fit(&p->tree, rounded);
+    if (async && p->pending != NULL) {
+        pool_chunk *q = pending_best_fit_locked(p, stream, rounded);
+        if (q != NULL && (c == NULL || q->size < c->size)) return q;
+    }
+    return c;
+}
+
+static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded, void **ptr) {
+    if (ptr_map_reserve_one(&p->live) != 0) {
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
+    }
+    if (c->state == CHUNK_PENDING) {
+        pending_unlink_locked(p, c);
+    } else {
+        free_tree_remove(&p->tree, c);
+    }
+    chunk_split_locked(p, c, rounded);
+    if (c->state == CHUNK_PENDING) {
+        event_release(p, c->event);
+        c->event = NULL;
+        c->stream = NULL;
+    }
+    c->state = CHUNK_USED;
+    ptr_map_put(&p->live, c->addr, c);
+    note_used_locked(p, c->size, 1);
+    *ptr = (void *)(uintptr_t)c->addr;
+    return VRAM_OK;
+}
+
+vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
+    if (size > p->cfg.limit || size > SIZE_MAX - VRAM_POOL_UNIT) {
+        pthread_mutex_lock(&p->lock);
+        vram_status s = pool_oom_locked(p, size, size, GROW_LIMIT);
+        pthread_mutex_unlock(&p->lock);
+        return s;
+    }
+    size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
+    pthread_mutex_lock(&p->lock);
+    pool_chunk *c = pool_find_locked(p, rounded, async, stream);
+    if (c == NULL && p->pending != NULL) {
+        pending_reap_locked(p, 1);
+        c = pool_find_locked(p, rounded, async, stream);
+    }
+    grow_result why = GROW_OFF;
+    if (c == NULL) {
+        why = pool_grow_locked(p, rounded);
+        if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
+    }
+    vram_status s = c ? pool_take_locked(p, c, rounded, ptr) : pool_oom_locked(p, size, rounded, why);
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}
+
+vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    pthread_mutex_lock(&p->lock);
+    pool_chunk *c = ptr_map_get(&p->live, addr);
+    if (c == NULL) {
+        pthread_mutex_unlock(&p->lock);
+        return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): not a live block of %s (already freed, "
+                          "or not the start of a block vram handed out)", ptr, p->cfg.name);
+    }
+    pool_event *e = NULL;
+    if (async) {
+        e = malloc(sizeof *e);
+        vram_status s = e ? p->cfg.backend->event_record(p->cfg.dev, stream, &e->event)
+                          : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
+        if (s != VRAM_OK) {
+            free(e);
+            pthread_mutex_unlock(&p->lock);
+            return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
+        }
+        e->refs = 1;
+    }
+    ptr_map_take(&p->live, addr);
+    note_used_locked(p, c->size, 0);
+    if (async) {
+        c->state = CHUNK_PENDING;
+        c->stream = stream;
+        c->event = e;
+        pending_link_locked(p, c);
+    } else {
+        chunk_make_free_locked(p, c);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return VRAM_OK;
+}
+
+int vram__pool_owns(vram__pool *p, const void *ptr) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    int owns = 0;
+    pthread_mutex_lock(&p->lock);
+    for (pool_region *r = p->regions; r != NULL && !owns; r = r->next) {
+        size_t span = r->kind == REGION_VMM ? r->va_size : r->size;
+        owns = addr >= r->base && addr - r->base < span;
+    }
+    pthread_mutex_unlock(&p->lock);
+    return owns;
+}
+
+void vram__pool_info(vram__pool *p, vram_memory_info *info) {
+    pthread_mutex_lock(&p->lock);
+    pool_chunk *largest = free_tree_largest(&p->tree);
+    *info = (vram_memory_info){
+        .current = p->current,
+        .peak = p->peak,
+        .reserved = p->reserved,
+        .peak_reserved = p->peak_reserved,
+        .limit = p->cfg.limit,
+        .largest_free_block = largest ? largest->size : 0,
+        .num_allocs = p->num_allocs,
+        .num_frees = p->num_frees,
+        .num_ooms = p->num_ooms,
+        .num_driver_allocs = p->num_driver_allocs,
+        .num_driver_frees = p->num_driver_frees,
+    };
+    pthread_mutex_unlock(&p->lock);
+}
+
+void vram__pool_reset_peak(vram__pool *p) {
+    pthread_mutex_lock(&p->lock);
+    p->peak = p->current;
+    p->peak_reserved = p->reserved;
+    pthread_mutex_unlock(&p->lock);
+}
+
+size_t vram__pool_live_bytes(vram__pool *p) {
+    pthread_mutex_lock(&p->lock);
+    size_t n = p->current;
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+/* ---- consistency check ----------------------------------------------------------------------- */
+
+typedef struct check_tally {
+    size_t used_bytes, used_count, free_count, free_bytes, pending_count, held;
+} check_tally;
+
+static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const pool_chunk *c,
+                                      check_tally *t) {
+    if (c->region != r) return "a chunk points to another region";
+    if (c->size == 0 || c->size % VRAM_POOL_UNIT != 0 || c->addr % VRAM_POOL_UNIT != 0) {
+        return "a chunk is empty or not 256-byte aligned";
+    }
+    if (c->next != NULL && (c->next->prev != c || c->next->addr != c->addr + c->size)) {
+        return "chunks do not tile the region";
+    }
+    switch (c->state) {
+    case CHUNK_FREE:
+        if (c->next != NULL && c->next->state == CHUNK_FREE) return "two free neighbours were not merged";
+        t->free_count++;
+        t->free_bytes += c->size;
+        return NULL;
+    case CHUNK_USED:
+        if (ptr_map_get(&p->live, c->addr) != c) return "a live chunk is missing from the pointer table";
+        t->used_count++;
+        t->used_bytes += c->size;
+        return NULL;
+    case CHUNK_PENDING:
+        if (c->event == NULL || c->event->refs <= 0) return "a pending chunk has no event";
+        t->pending_count++;
+        return NULL;
+    }
+    return "a chunk has an unknown state";
+}
+
+static const char *check_region_locked(vram__pool *p, const pool_region *r, check_tally *t) {
+    if (r->first != NULL && r->first->addr != r->base) return "the first chunk does not start the region";
+    size_t sum = 0;
+    for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
+        const char *why = check_chunk_locked(p, r, c, t);
+        if (why != NULL) return why;
+        sum += c->size;
+        if (c->next == NULL && c != r->last) return "the region's last chunk is wrong";
+    }
+    if (sum != r->size) return "chunk sizes do not add up to the region";
+    if (r->kind == REGION_VMM && r->size > r->va_size) return "mapped beyond the reserved range";
+    t->held += r->held;
+    return NULL;
+}
+
+vram_status vram__pool_check(vram__pool *p) {
+    char msg[256];
+    check_tally t = {0};
+    const char *why = NULL;
+    pthread_mutex_lock(&p->lock);
+    for (const pool_region *r = p->regions; r != NULL && why == NULL; r = r->next) {
+        why = check_region_locked(p, r, &t);
+    }
+    size_t pending = 0;
+    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
+    if (why == NULL && free_tree_check(&p->tree, msg, sizeof msg) != 0) why = msg;
+    if (why != NULL) {
+    } else if (t.free_count != p->tree.count || t.free_bytes != p->tree.bytes) {
+        why = "free chunks and the free tree disagree";
+    } else if (t.used_count != p->used_count || t.used_count != p->live.count) {
+        why = "live chunks, the pointer table and the live count disagree";
+    } else if (t.used_bytes != p->current) {
+        why = "current differs from the sum of live blocks";
+    } else if (t.pending_count != p->pending_count || pending != p->pending_count) {
+        why = "pending chunks and the pending list disagree";
+    } else if (t.held != p->reserved) {
+        why = "reserved differs from the bytes held from the driver";
+    } else if (p->reserved > p->cfg.limit) {
+        why = "reserved exceeds the limit";
+    } else if (p->peak < p->current || p->peak_reserved < p->reserved) {
+        why = "a peak is below its current value";
+    } else if (p->cfg.budget != NULL && atomic_load(&p->cfg.budget->reserved) < p->reserved) {
+        why = "the card budget holds less than this pool";
+    }
+    vram_status s = VRAM_OK;
+    if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}

@@ -1,0 +1,60 @@
+/*
+ * pool.h: one best-fit, coalescing allocator per logical device; all bookkeeping on the host.
+ *
+ * The pool takes device memory from the backend in regions, either all at creation (a fixed
+ * region of the whole limit, as TensorFlow's BFC without growth) or on demand (growth): then one
+ * virtual address range of the limit's size is reserved and physical chunks are mapped at its
+ * end as allocations need them, so the pool stays one contiguous, coalescable range. Without
+ * virtual memory management on the device, growth falls back to extra plain regions.
+ *
+ * The pool knows the backend only; the runtime gives it a limit, the card's shared budget and a
+ * description of where the limit came from (for out-of-memory messages).
+ */
+#ifndef VRAM_POOL_H
+#define VRAM_POOL_H
+
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+/* The memory a physical card may give all its logical devices together; shared by their pools. */
+typedef struct vram__card_budget {
+    _Atomic size_t reserved;   /* bytes held by all pools of the card */
+    size_t         cap;        /* SIZE_MAX when the card has no limit of its own */
+    char           cap_source[96];
+} vram__card_budget;
+
+typedef struct vram__pool_config {
+    const vram__backend *backend;
+    int                  dev;            /* backend ordinal */
+    int                  growth;         /* 1: take memory on demand; 0: the whole limit at creation */
+    size_t               limit;          /* hard cap on this pool's reserved bytes */
+    char                 limit_source[96]; /* "VRAM_MEMORY_LIMIT=6GiB", "logical device configuration", ... */
+    vram__device_caps    caps;
+    vram__card_budget   *budget;         /* may be NULL */
+    char                 name[64];       /* "/device:GPU:0", for messages */
+} vram__pool_config;
+
+typedef struct vram__pool vram__pool;
+
+/* Creates a pool; without growth takes the whole limit from the driver now. */
+vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out);
+/* Returns every byte to the driver. VRAM_ERR_CONFLICT (and nothing freed) while blocks are live. */
+vram_status vram__pool_destroy(vram__pool *pool);
+
+/* stream: NULL and `any_stream` = 0 for vram_malloc; async callers pass any_stream = 0 too, but a
+ * real stream value. See pool.c for the stream rules. */
+vram_status vram__pool_alloc(vram__pool *pool, size_t size, int async, void *stream, void **ptr);
+/* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). */
+vram_status vram__pool_free(vram__pool *pool, void *ptr, int async, void *stream);
+/* 1 when ptr lies inside memory this pool holds (live or not). */
+int         vram__pool_owns(vram__pool *pool, const void *ptr);
+
+void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
+void        vram__pool_reset_peak(vram__pool *pool);
+size_t      vram__pool_live_bytes(vram__pool *pool);
+vram_status vram__pool_check(vram__pool *pool);
+
+#endif /* VRAM_POOL_H */

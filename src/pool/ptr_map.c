@@ -1,0 +1,76 @@
+/*
+ * ptr_map.c: open-addressing table from block address to chunk (see ptr_map.h).
+ */
+#include <stdlib.h>
+
+#include "pool/ptr_map.h"
+
+static size_t slot_of(const ptr_map *m, uint64_t addr) {
+    uint64_t h = (addr >> 8) * 0x9e3779b97f4a7c15ull;   /* blocks are 256-byte aligned */
+    return (size_t)(h >> 32) & m->mask;
+}
+
+void ptr_map_destroy(ptr_map *m) {
+    free(m->slots);
+    m->slots = NULL;
+    m->mask = 0;
+    m->count = 0;
+}
+
+static void place(ptr_map *m, uint64_t addr, pool_chunk *c) {
+    size_t i = slot_of(m, addr);
+    while (m->slots[i].addr != 0) i = (i + 1) & m->mask;
+    m->slots[i].addr = addr;
+    m->slots[i].chunk = c;
+}
+
+int ptr_map_reserve_one(ptr_map *m) {
+    size_t capacity = m->slots ? m->mask + 1 : 0;
+    if ((m->count + 1) * 2 <= capacity) return 0;
+    size_t grown = capacity ? capacity * 2 : 64;
+    ptr_map bigger = {calloc(grown, sizeof(ptr_map_slot)), grown - 1, m->count};
+    if (bigger.slots == NULL) return -1;
+    for (size_t i = 0; i < capacity; i++) {
+        if (m->slots[i].addr != 0) place(&bigger, m->slots[i].addr, m->slots[i].chunk);
+    }
+    free(m->slots);
+    *m = bigger;
+    return 0;
+}
+
+void ptr_map_put(ptr_map *m, uint64_t addr, pool_chunk *c) {
+    place(m, addr, c);
+    m->count++;
+}
+
+static size_t find_slot(const ptr_map *m, uint64_t addr) {
+    if (m->slots == NULL) return SIZE_MAX;
+    for (size_t i = slot_of(m, addr);; i = (i + 1) & m->mask) {
+        if (m->slots[i].addr == addr) return i;
+        if (m->slots[i].addr == 0) return SIZE_MAX;
+    }
+}
+
+pool_chunk *ptr_map_get(const ptr_map *m, uint64_t addr) {
+    size_t i = find_slot(m, addr);
+    return i == SIZE_MAX ? NULL : m->slots[i].chunk;
+}
+
+pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr) {
+    size_t i = find_slot(m, addr);
+    if (i == SIZE_MAX) return NULL;
+    pool_chunk *c = m->slots[i].chunk;
+    /* Backward-shift: pull later members of the probe run into the hole. */
+    for (size_t j = (i + 1) & m->mask; m->slots[j].addr != 0; j = (j + 1) & m->mask) {
+        size_t home = slot_of(m, m->slots[j].addr);
+        int movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
+        if (movable) {
+            m->slots[i] = m->slots[j];
+            i = j;
+        }
+    }
+    m->slots[i].addr = 0;
+    m->slots[i].chunk = NULL;
+    m->count--;
+    return c;
+}

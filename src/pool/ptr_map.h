@@ -1,0 +1,32 @@
+/*
+ * ptr_map.h: live blocks by address, so that a free finds its chunk in O(1). Open addressing with
+ * linear probing and backward-shift deletion (no tombstones); load kept at or below one half.
+ * Address 0 marks an empty slot (the driver never hands out 0).
+ */
+#ifndef VRAM_POOL_PTR_MAP_H
+#define VRAM_POOL_PTR_MAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "pool/chunk.h"
+
+typedef struct ptr_map_slot {
+    uint64_t    addr;
+    pool_chunk *chunk;
+} ptr_map_slot;
+
+typedef struct ptr_map {
+    ptr_map_slot *slots;
+    size_t        mask;    /* capacity - 1; capacity is a power of two */
+    size_t        count;
+} ptr_map;
+
+void        ptr_map_destroy(ptr_map *m);
+/* 0 on success, -1 when memory for a larger table could not be had (the map is unchanged). */
+int         ptr_map_reserve_one(ptr_map *m);
+void        ptr_map_put(ptr_map *m, uint64_t addr, pool_chunk *c);  /* after ptr_map_reserve_one */
+pool_chunk *ptr_map_get(const ptr_map *m, uint64_t addr);
+pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr);                 /* removes; NULL if absent */
+
+#endif /* VRAM_POOL_PTR_MAP_H */

@@ -1,0 +1,338 @@
+/*
+ * api.c: the public functions of vram.h: argument checks, the configuration calls and their
+ * freeze at start (TensorFlow's messages), and the allocation and statistics calls, which find the
+ * logical device's pool and hand over.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+#define rt vram__rt
+
+static const char MSG_VISIBLE[] = "Visible devices cannot be modified after being initialized";
+static const char MSG_PHYSICAL[] = "Physical devices cannot be modified after being initialized";
+static const char MSG_VIRTUAL[] = "Virtual devices cannot be modified after being initialized";
+
+static vram_status check_list_args(const void *out, int capacity, const int *count, const char *fn) {
+    if (count == NULL || capacity < 0 || (out == NULL && capacity > 0)) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: count must not be NULL, capacity must be >= 0, and "
+                          "out may be NULL only when capacity is 0", fn);
+    }
+    return VRAM_OK;
+}
+
+/* Discovers devices and checks that `i` is one; with the write lock held. */
+static vram_status physical_wlocked(int i) {
+    vram_status s = vram__rt_discover_wlocked();
+    if (s != VRAM_OK) return s;
+    if (i < 0 || i >= rt.ndev) {
+        return vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (physical devices are 0..%d)",
+                          i, rt.ndev - 1);
+    }
+    return VRAM_OK;
+}
+
+static vram_status unlock_with(vram_status s) {
+    pthread_rwlock_unlock(&rt.lock);
+    return s;
+}
+
+/* ---- physical devices and visibility --------------------------------------------------------- */
+
+vram_status vram_list_physical_devices(vram_physical_device *out, int capacity, int *count) {
+    vram_status s = check_list_args(out, capacity, count, "vram_list_physical_devices");
+    if (s != VRAM_OK) return s;
+    pthread_rwlock_wrlock(&rt.lock);
+    s = vram__rt_discover_wlocked();
+    *count = s == VRAM_OK ? rt.ndev : 0;
+    for (int i = 0; s == VRAM_OK && i < rt.ndev && i < capacity; i++) out[i] = rt.devices[i];
+    return unlock_with(s);
+}
+
+vram_status vram_set_visible_devices(const int *physical_indices, int n) {
+    if (n < 0 || (n > 0 && physical_indices == NULL)) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_set_visible_devices: n must be >= 0 and the "
+                          "indices non-NULL when n > 0");
+    }
+    unsigned char mask[VRAM_MAX_DEVICES] = {0};
+    pthread_rwlock_wrlock(&rt.lock);
+    for (int k = 0; k < n; k++) {
+        vram_status s = physical_wlocked(physical_indices[k]);
+        if (s != VRAM_OK) return unlock_with(s);
+        if (mask[physical_indices[k]]) {
+            return unlock_with(vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_set_visible_devices: device %d "
+                                          "is listed twice", physical_indices[k]));
+        }
+        mask[physical_indices[k]] = 1;
+    }
+    vram_status s = vram__rt_discover_wlocked();
+    if (s != VRAM_OK) return unlock_with(s);
+    if (atomic_load(&rt.initialized)) {
+        int same = memcmp(mask, rt.visible_in_force, sizeof mask) == 0;
+        return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_VISIBLE));
+    }
+    memcpy(rt.visible, mask, sizeof mask);
+    rt.visible_set = 1;
+    return unlock_with(VRAM_OK);
+}
+
+vram_status vram_get_visible_devices(int *physical_indices, int capacity, int *count) {
+    vram_status s = check_list_args(physical_indices, capacity, count, "vram_get_visible_devices");
+    if (s != VRAM_OK) return s;
+    pthread_rwlock_wrlock(&rt.lock);
+    s = vram__rt_discover_wlocked();
+    if (s != VRAM_OK) {
+        *count = 0;
+        return unlock_with(s);
+    }
+    int started = atomic_load(&rt.initialized), n = 0;
+    for (int i = 0; i < rt.ndev; i++) {
+        if (started ? rt.visible_in_force[i] : (!rt.visible_set || rt.visible[i])) {
+            if (n < capacity) physical_indices[n] = i;
+            n++;
+        }
+    }
+    *count = n;
+    return unlock_with(VRAM_OK);
+}
+
+/* ---- growth and limits ----------------------------------------------------------------------- */
+
+vram_status vram_set_memory_growth(int physical_index, int enable) {
+    enable = enable != 0;
+    pthread_rwlock_wrlock(&rt.lock);
+    vram_status s = physical_wlocked(physical_index);
+    if (s != VRAM_OK) return unlock_with(s);
+    if (atomic_load(&rt.initialized)) {
+        int same = rt.growth_in_force[physical_index] == enable;
+        return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_PHYSICAL));
+    }
+    rt.config[physical_index].growth = enable;
+    return unlock_with(VRAM_OK);
+}
+
+vram_status vram_get_memory_growth(int physical_index, int *enabled) {
+    if (enabled == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_growth: enabled is NULL");
+    pthread_rwlock_wrlock(&rt.lock);
+    vram_status s = physical_wlocked(physical_index);
+    if (s == VRAM_OK) *enabled = rt.config[physical_index].growth;
+    return unlock_with(s);
+}
+
+vram_status vram_set_memory_limit(int physical_index, size_t limit_bytes) {
+    pthread_rwlock_wrlock(&rt.lock);
+    vram_status s = physical_wlocked(physical_index);
+    if (s != VRAM_OK) return unlock_with(s);
+    if (atomic_load(&rt.initialized)) {
+        int same = limit_bytes == rt.config[physical_index].limit || limit_bytes == rt.limit_in_force[physical_index];
+        return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_PHYSICAL));
+    }
+    size_t total = rt.devices[physical_index].total_bytes;
+    if (limit_bytes > total) {
+        return unlock_with(vram__fail(VRAM_ERR_CONFLICT, "vram_set_memory_limit: %zu bytes is more than the "
+                                      "%zu bytes of %s", limit_bytes, total, rt.devices[physical_index].name));
+    }
+    rt.config[physical_index].limit = limit_bytes;
+    return unlock_with(VRAM_OK);
+}
+
+vram_status vram_get_memory_limit(int physical_index, size_t *limit_bytes) {
+    if (limit_bytes == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_limit: limit_bytes is NULL");
+    pthread_rwlock_wrlock(&rt.lock);
+    vram_status s = physical_wlocked(physical_index);
+    if (s == VRAM_OK) *limit_bytes = rt.config[physical_index].limit;
+    return unlock_with(s);
+}
+
+/* ---- logical devices ------------------------------------------------------------------------- */
+
+static int same_configs(const rt_physical_config *c, const vram_logical_device_configuration *configs, int n) {
+    if (c->nconfigs != n) return 0;
+    for (int k = 0; k < n; k++) {
+        if (c->configs[k].memory_limit_mb != configs[k].memory_limit_mb) return 0;
+    }
+    return 1;
+}
+
+static vram_status check_configs(int i, const vram_logical_device_configuration *configs, int n) {
+    size_t sum = 0, total = rt.devices[i].total_bytes;
+    for (int k = 0; k < n; k++) {
+        size_t mb = configs[k].memory_limit_mb;
+        if (mb == 0) {
+            return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "Setting memory limit is required for GPU virtual "
+                              "devices (configuration %d of device %d has memory_limit_mb 0)", k, i);
+        }
+        if (mb > SIZE_MAX / VRAM_MIB || !vram__add_ok(sum, mb * VRAM_MIB, &sum) || sum > total) {
+            return vram__fail(VRAM_ERR_CONFLICT, "the logical device configurations of device %d add up to more "
+                              "than its %zu bytes", i, total);
+        }
+    }
+    return VRAM_OK;
+}
+
+vram_status vram_set_logical_device_configuration(int physical_index,
+        const vram_logical_device_configuration *configs, int n) {
+    if (n < 0 || (n > 0 && configs == NULL)) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_set_logical_device_configuration: n must be >= 0 "
+                          "and configs non-NULL when n > 0");
+    }
+    pthread_rwlock_wrlock(&rt.lock);
+    vram_status s = physical_wlocked(physical_index);
+    if (s != VRAM_OK) return unlock_with(s);
+    rt_physical_config *c = &rt.config[physical_index];
+    if (atomic_load(&rt.initialized)) {
+        return unlock_with(same_configs(c, configs, n) ? VRAM_OK
+                           : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_VIRTUAL));
+    }
+    s = check_configs(physical_index, configs, n);
+    if (s != VRAM_OK) return unlock_with(s);
+    vram_logical_device_configuration *copy = NULL;
+    if (n > 0 && (copy = malloc((size_t)n * sizeof *copy)) == NULL) {
+        return unlock_with(vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for %d configurations", n));
+    }
+    if (n > 0) memcpy(copy, configs, (size_t)n * sizeof *copy);
+    free(c->configs);
+    c->configs = copy;
+    c->nconfigs = n;
+    return unlock_with(VRAM_OK);
+}
+
+vram_status vram_get_logical_device_configuration(int physical_index,
+        vram_logical_device_configuration *out, int capacity, int *count) {
+    vram_status s = check_list_args(out, capacity, count, "vram_get_logical_device_configuration");
+    if (s != VRAM_OK) return s;
+    pthread_rwlock_wrlock(&rt.lock);
+    s = physical_wlocked(physical_index);
+    if (s != VRAM_OK) return unlock_with(s);
+    const rt_physical_config *c = &rt.config[physical_index];
+    for (int k = 0; k < c->nconfigs && k < capacity; k++) out[k] = c->configs[k];
+    *count = c->nconfigs;
+    return unlock_with(VRAM_OK);
+}
+
+vram_status vram_list_logical_devices(vram_logical_device *out, int capacity, int *count) {
+    vram_status s = check_list_args(out, capacity, count, "vram_list_logical_devices");
+    if (s == VRAM_OK) s = vram__rt_enter_started();
+    if (s != VRAM_OK) return s;
+    for (int k = 0; k < rt.nlogical && k < capacity; k++) out[k] = rt.logical[k].info;
+    *count = rt.nlogical;
+    vram__rt_leave();
+    return VRAM_OK;
+}
+
+/* ---- start and shutdown ---------------------------------------------------------------------- */
+
+vram_status vram_init(void) {
+    if (atomic_load(&rt.initialized)) return VRAM_OK;
+    pthread_rwlock_wrlock(&rt.lock);
+    return unlock_with(vram__rt_start_wlocked());
+}
+
+int vram_is_initialized(void) {
+    return atomic_load(&rt.initialized);
+}
+
+vram_status vram_shutdown(void) {
+    pthread_rwlock_wrlock(&rt.lock);
+    return unlock_with(vram__rt_stop_wlocked());
+}
+
+/* ---- allocation ------------------------------------------------------------------------------ */
+
+/* Enters the started runtime and finds the logical device's pool (the read lock is held on OK). */
+static vram_status enter_logical(int logical_device, vram__pool **pool) {
+    vram_status s = vram__rt_enter_started();
+    if (s != VRAM_OK) return s;
+    if (logical_device < 0 || logical_device >= rt.nlogical) {
+        s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (logical devices are 0..%d)",
+                       logical_device, rt.nlogical - 1);
+        vram__rt_leave();
+        return s;
+    }
+    *pool = rt.logical[logical_device].pool;
+    return VRAM_OK;
+}
+
+static vram_status alloc_on(void **ptr, size_t size, int logical_device, int async, void *stream) {
+    if (ptr == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_malloc: ptr is NULL");
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    if (size == 0) {
+        *ptr = NULL;
+    } else {
+        s = vram__pool_alloc(pool, size, async, stream, ptr);
+    }
+    vram__rt_leave();
+    return s;
+}
+
+static vram_status free_on(void *ptr, int async, void *stream) {
+    if (ptr == NULL) return VRAM_OK;
+    pthread_rwlock_rdlock(&rt.lock);
+    if (!atomic_load(&rt.initialized)) {
+        return unlock_with(vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): the runtime is not started, so "
+                                      "this pointer was not allocated by vram", ptr));
+    }
+    vram_status s;
+    for (int k = 0; k < rt.nlogical; k++) {
+        if (vram__pool_owns(rt.logical[k].pool, ptr)) {
+            s = vram__pool_free(rt.logical[k].pool, ptr, async, stream);
+            vram__rt_leave();
+            return s;
+        }
+    }
+    vram__rt_leave();
+    return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): this pointer was not allocated by vram", ptr);
+}
+
+vram_status vram_malloc(void **ptr, size_t size, int logical_device) {
+    return alloc_on(ptr, size, logical_device, 0, NULL);
+}
+
+vram_status vram_free(void *ptr) {
+    return free_on(ptr, 0, NULL);
+}
+
+vram_status vram_malloc_async(void **ptr, size_t size, int logical_device, void *stream) {
+    return alloc_on(ptr, size, logical_device, 1, stream);
+}
+
+vram_status vram_free_async(void *ptr, void *stream) {
+    return free_on(ptr, 1, stream);
+}
+
+/* ---- statistics ------------------------------------------------------------------------------ */
+
+vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
+    if (info == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_info: info is NULL");
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    vram__pool_info(pool, info);
+    vram__rt_leave();
+    return VRAM_OK;
+}
+
+vram_status vram_reset_memory_stats(int logical_device) {
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    vram__pool_reset_peak(pool);
+    vram__rt_leave();
+    return VRAM_OK;
+}
+
+vram_status vram_check(int logical_device) {
+    pthread_rwlock_rdlock(&rt.lock);
+    vram_status s = VRAM_OK;
+    if (!atomic_load(&rt.initialized)) return unlock_with(VRAM_OK);
+    if (logical_device >= rt.nlogical) {
+        return unlock_with(vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d", logical_device));
+    }
+    for (int k = 0; k < rt.nlogical && s == VRAM_OK; k++) {
+        if (logical_device < 0 || k == logical_device) s = vram__pool_check(rt.logical[k].pool);
+    }
+    return unlock_with(s);
+}

@@ -1,0 +1,35 @@
+/*
+ * env.h: the runtime's environment variables, read when the runtime starts (and VRAM_BACKEND when
+ * devices are first listed). A malformed value is an error naming the variable and the value;
+ * nothing is ever silently ignored.
+ */
+#ifndef VRAM_RUNTIME_ENV_H
+#define VRAM_RUNTIME_ENV_H
+
+#include <stddef.h>
+
+#include "backend/backend.h"
+
+#define VRAM_MAX_DEVICES 64
+
+typedef struct vram__env_size {
+    int    set;
+    size_t bytes;
+    char   text[64];     /* "VRAM_MEMORY_LIMIT=6GiB", for messages */
+} vram__env_size;
+
+typedef struct vram__env {
+    int            force_growth;                 /* -1 unset, else 0/1 (VRAM_FORCE_ALLOW_GROWTH) */
+    vram__env_size limit_all;                    /* VRAM_MEMORY_LIMIT */
+    vram__env_size limit_dev[VRAM_MAX_DEVICES];  /* VRAM_MEMORY_LIMIT_<i> */
+    int            fraction_set;                 /* VRAM_MEMORY_FRACTION */
+    double         fraction;
+    char           fraction_text[64];
+} vram__env;
+
+/* VRAM_BACKEND: cuda (default) or sim. */
+vram_status vram__env_backend(const vram__backend **out);
+/* Everything else; `ndev` bounds VRAM_MEMORY_LIMIT_<i>. */
+vram_status vram__env_read(vram__env *env, int ndev);
+
+#endif /* VRAM_RUNTIME_ENV_H */

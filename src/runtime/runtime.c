@@ -1,0 +1,241 @@
+/*
+ * runtime.c: discovery of the physical devices, the start of the runtime (configuration frozen,
+ * environment applied, logical devices and their pools created) and its shutdown.
+ *
+ * How much memory a logical device gets (see docs/DESIGN.md):
+ *   card cap    = VRAM_MEMORY_LIMIT_<i>, else VRAM_MEMORY_LIMIT, else vram_set_memory_limit;
+ *                 VRAM_MEMORY_FRACTION * total when smaller; none when nothing is set.
+ *   default     = free memory at start - MinSystemMemory (TensorFlow's rule).
+ *   logical cap = min(its configured MiB, card cap) for a split card, else card cap or default.
+ * Without growth each pool takes its cap at start; with growth it may reach it. A card's cap also
+ * bounds the sum over its logical devices (the shared budget).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "runtime/runtime.h"
+
+rt_state vram__rt = {.lock = PTHREAD_RWLOCK_INITIALIZER};
+#define rt vram__rt
+
+/* ---- discovery ------------------------------------------------------------------------------- */
+
+vram_status vram__rt_discover_wlocked(void) {
+    if (rt.discovered) return VRAM_OK;
+    const vram__backend *be = NULL;
+    vram_status s = vram__env_backend(&be);
+    if (s == VRAM_OK) s = be->open();
+    if (s != VRAM_OK) return s;
+    int n = 0;
+    s = be->device_count(&n);
+    if (s == VRAM_OK && n <= 0) {
+        s = vram__fail(VRAM_ERR_NO_DEVICE, "the %s backend reports no device", be->name);
+    }
+    if (n > VRAM_MAX_DEVICES) n = VRAM_MAX_DEVICES;
+    for (int i = 0; s == VRAM_OK && i < n; i++) {
+        memset(&rt.devices[i], 0, sizeof rt.devices[i]);
+        s = be->device_props(i, &rt.devices[i], &rt.caps[i]);
+        rt.devices[i].index = i;
+        snprintf(rt.devices[i].name, sizeof rt.devices[i].name, "/physical_device:GPU:%d", i);
+    }
+    if (s != VRAM_OK) {
+        be->close();
+        return s;
+    }
+    rt.backend = be;
+    rt.ndev = n;
+    rt.discovered = 1;
+    return VRAM_OK;
+}
+
+/* ---- start ----------------------------------------------------------------------------------- */
+
+/* TensorFlow's MinSystemMemory (gpu_device.cc): what it leaves to the system by default. */
+static size_t min_system_memory(size_t available, int compute_major) {
+    if (available < 2 * VRAM_GIB) return 225 * VRAM_MIB;
+    if (compute_major <= 6) return 500 * VRAM_MIB;
+    if (compute_major <= 7) return 1050 * VRAM_MIB;
+    if (compute_major <= 8) return 1536 * VRAM_MIB;
+    return 1800 * VRAM_MIB;
+}
+
+typedef struct card_plan {
+    int    growth;
+    size_t cap;             /* 0: none */
+    char   cap_source[96];
+    size_t default_amount;
+    char   default_source[96];
+} card_plan;
+
+static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
+    const vram__env_size *e = env->limit_dev[i].set ? &env->limit_dev[i]
+                            : env->limit_all.set    ? &env->limit_all : NULL;
+    size_t total = rt.devices[i].total_bytes;
+    if (e != NULL) {
+        if (e->bytes > total) {
+            return vram__fail(VRAM_ERR_CONFLICT, "%s is more than the %zu bytes of %s (%s)", e->text, total,
+                              rt.devices[i].name, rt.devices[i].product);
+        }
+        plan->cap = e->bytes;
+        snprintf(plan->cap_source, sizeof plan->cap_source, "%s", e->text);
+    } else if (rt.config[i].limit != 0) {
+        plan->cap = rt.config[i].limit;
+        snprintf(plan->cap_source, sizeof plan->cap_source, "vram_set_memory_limit(%d, %zu)", i, plan->cap);
+    }
+    if (env->fraction_set) {
+        size_t f = (size_t)(env->fraction * (double)total);
+        if (plan->cap == 0 || f < plan->cap) {
+            plan->cap = f;
+            snprintf(plan->cap_source, sizeof plan->cap_source, "%s of %zu bytes", env->fraction_text, total);
+        }
+    }
+    return VRAM_OK;
+}
+
+static vram_status plan_card(int i, const vram__env *env, card_plan *plan) {
+    memset(plan, 0, sizeof *plan);
+    plan->growth = env->force_growth >= 0 ? env->force_growth : rt.config[i].growth == 1;
+    vram_status s = plan_cap(i, env, plan);
+    if (s != VRAM_OK) return s;
+    size_t free_bytes = 0, total = 0;
+    s = rt.backend->mem_info(i, &free_bytes, &total);
+    if (s != VRAM_OK) return vram__fail_wrap(s, "reading the free memory of %s", rt.devices[i].name);
+    size_t reserve = min_system_memory(free_bytes, rt.devices[i].compute_major);
+    plan->default_amount = free_bytes > reserve ? free_bytes - reserve : 0;
+    snprintf(plan->default_source, sizeof plan->default_source,
+             "the default (free memory at start minus %zu MiB left to the system)", reserve / VRAM_MIB);
+    return VRAM_OK;
+}
+
+static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t limit, const char *source) {
+    if (rt.nlogical == VRAM_MAX_LOGICAL) {
+        return vram__fail(VRAM_ERR_CONFLICT, "more than %d logical devices", VRAM_MAX_LOGICAL);
+    }
+    rt_logical *l = &rt.logical[rt.nlogical];
+    memset(l, 0, sizeof *l);
+    l->info.index = rt.nlogical;
+    l->info.physical_index = phys;
+    l->info.memory_limit_bytes = limit;
+    snprintf(l->info.name, sizeof l->info.name, "/device:GPU:%d", rt.nlogical);
+    vram__pool_config cfg = {
+        .backend = rt.backend,
+        .dev = phys,
+        .growth = plan->growth,
+        .limit = limit,
+        .caps = rt.caps[phys],
+        .budget = &rt.budgets[phys],
+    };
+    snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
+    snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
+    vram_status s = vram__pool_create(&cfg, &l->pool);
+    if (s != VRAM_OK) return vram__fail_wrap(s, "creating %s on %s", l->info.name, rt.devices[phys].name);
+    rt.nlogical++;
+    return VRAM_OK;
+}
+
+static vram_status start_card_wlocked(int i, const card_plan *plan) {
+    vram__card_budget *b = &rt.budgets[i];
+    atomic_store(&b->reserved, 0);
+    b->cap = plan->cap ? plan->cap : SIZE_MAX;
+    snprintf(b->cap_source, sizeof b->cap_source, "%s", plan->cap ? plan->cap_source : "none");
+    rt.growth_in_force[i] = plan->growth;
+    rt.limit_in_force[i] = plan->cap;
+    const rt_physical_config *c = &rt.config[i];
+    if (c->nconfigs == 0) {
+        return add_logical_wlocked(i, plan, plan->cap ? plan->cap : plan->default_amount,
+                                   plan->cap ? plan->cap_source : plan->default_source);
+    }
+    for (int k = 0; k < c->nconfigs; k++) {
+        size_t limit = c->configs[k].memory_limit_mb * VRAM_MIB;
+        char source[96];
+        snprintf(source, sizeof source, "the logical device configuration (%zu MiB)", c->configs[k].memory_limit_mb);
+        if (plan->cap != 0 && plan->cap < limit) {
+            limit = plan->cap;
+            snprintf(source, sizeof source, "%s", plan->cap_source);
+        }
+        vram_status s = add_logical_wlocked(i, plan, limit, source);
+        if (s != VRAM_OK) return s;
+    }
+    return VRAM_OK;
+}
+
+static void destroy_pools_wlocked(void) {
+    while (rt.nlogical > 0) {
+        rt_logical *l = &rt.logical[--rt.nlogical];
+        vram__pool_destroy(l->pool);
+        l->pool = NULL;
+    }
+}
+
+static vram_status check_visible_wlocked(void) {
+    for (int i = 0; i < VRAM_MAX_DEVICES; i++) {
+        if (rt.visible_set && rt.visible[i] && i >= rt.ndev) {
+            return vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (set visible, but the "
+                              "driver now shows %d devices)", i, rt.ndev);
+        }
+        rt.visible_in_force[i] = i < rt.ndev && (!rt.visible_set || rt.visible[i]);
+    }
+    return VRAM_OK;
+}
+
+vram_status vram__rt_start_wlocked(void) {
+    if (atomic_load(&rt.initialized)) return VRAM_OK;
+    vram_status s = vram__rt_discover_wlocked();
+    vram__env env;
+    if (s == VRAM_OK) s = vram__env_read(&env, rt.ndev);
+    if (s == VRAM_OK) s = check_visible_wlocked();
+    card_plan plans[VRAM_MAX_DEVICES];
+    for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
+        s = plan_card(i, &env, &plans[i]);
+        if (s == VRAM_OK && !rt.visible_in_force[i]) {
+            rt.growth_in_force[i] = plans[i].growth;
+            rt.limit_in_force[i] = plans[i].cap;
+        }
+    }
+    for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
+        if (rt.visible_in_force[i]) s = start_card_wlocked(i, &plans[i]);
+    }
+    if (s != VRAM_OK) {
+        destroy_pools_wlocked();
+        return s;
+    }
+    atomic_store(&rt.initialized, 1);
+    return VRAM_OK;
+}
+
+/* ---- shutdown -------------------------------------------------------------------------------- */
+
+vram_status vram__rt_stop_wlocked(void) {
+    if (!atomic_load(&rt.initialized)) return VRAM_OK;
+    for (int k = 0; k < rt.nlogical; k++) {
+        size_t live = vram__pool_live_bytes(rt.logical[k].pool);
+        if (live != 0) {
+            return vram__fail(VRAM_ERR_CONFLICT, "vram_shutdown: %s still holds %zu bytes of live allocations; "
+                              "free them first", rt.logical[k].info.name, live);
+        }
+    }
+    destroy_pools_wlocked();
+    rt.backend->close();
+    rt.discovered = 0;
+    atomic_store(&rt.initialized, 0);
+    return VRAM_OK;
+}
+
+/* ---- entry for calls that need a started runtime -------------------------------------------- */
+
+vram_status vram__rt_enter_started(void) {
+    for (;;) {
+        pthread_rwlock_rdlock(&rt.lock);
+        if (atomic_load(&rt.initialized)) return VRAM_OK;
+        pthread_rwlock_unlock(&rt.lock);
+        pthread_rwlock_wrlock(&rt.lock);
+        vram_status s = vram__rt_start_wlocked();
+        pthread_rwlock_unlock(&rt.lock);
+        if (s != VRAM_OK) return s;
+    }
+}
+
+void vram__rt_leave(void) {
+    pthread_rwlock_unlock(&rt.lock);
+}
