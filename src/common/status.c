@@ -123,17 +123,17 @@ vram_status vram_parse_size(const char *text, size_t *bytes) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': expected a number with an "
                           "optional unit K, M, G or T (e.g. 6GiB)", text);
     }
-    errno = 0;
-    char *end = NULL;
-    double number = strtod(p, &end);
-    if (errno != 0 || end == p || !isfinite(number) || number < 0) {
+    /* Decimal digits with at most one '.', nothing else (no sign, hex or exponent). */
+    const char *end = p;
+    int dots = 0, digits = 0;
+    for (; isdigit((unsigned char)*end) || (*end == '.' && dots == 0); end++) {
+        if (*end == '.') dots++; else digits++;
+    }
+    if (digits == 0) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s'", text);
     }
-    /* Whole numbers are read exactly (doubles lose precision above 2^53). */
-    int whole = 1;
-    for (const char *q = p; q < end; q++) {
-        if (!isdigit((unsigned char)*q)) whole = 0;
-    }
+    int whole = dots == 0;
+    double number = strtod(p, NULL);
     while (isspace((unsigned char)*end)) end++;
     int shift = 0;
     switch (toupper((unsigned char)*end)) {

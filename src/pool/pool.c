@@ -391,30 +391,37 @@ static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
 
 typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
 
-/* How many bytes growth must take for a block of `size`; 0 when the limit leaves no room. */
-static size_t pool_growth_need_locked(const vram__pool *p, size_t size) {
+/* How many bytes growth must take for a block of `size`; 0 when the limit leaves no room.
+ * *mapped tells whether they extend the mapped range (else they form a new plain region). */
+static size_t pool_growth_need_locked(const vram__pool *p, size_t size, int *mapped) {
     size_t headroom = p->cfg.limit - p->reserved;
+    *mapped = 0;
     if (p->growable != NULL) {
         const pool_region *r = p->growable;
         size_t tail = (r->last && r->last->state == CHUNK_FREE) ? r->last->size : 0;
         size_t need = vram__round_up(size > tail ? size - tail : VRAM_POOL_UNIT, p->cfg.caps.granularity);
-        return (need > headroom || need > r->va_size - r->size) ? 0 : need;
+        if (need <= headroom && need <= r->va_size - r->size) {
+            *mapped = 1;
+            return need;
+        }
     }
+    /* A plain region: without VMM, or for the last piece of a limit that is not a whole number
+     * of granules (which mapping cannot take). */
     size_t need = vram__round_up(size > VRAM_POOL_FALLBACK_REGION ? size : VRAM_POOL_FALLBACK_REGION,
                                  VRAM_POOL_FALLBACK_REGION);
-    if (need > headroom) need = size;
-    return need > headroom ? 0 : need;
+    if (need > headroom) need = headroom & ~(VRAM_POOL_UNIT - 1);
+    return need >= size ? need : 0;
 }
 
 /* Takes enough new memory from the driver for a block of `size`, within the pool's limit and the
  * card's budget. */
 static grow_result pool_grow_locked(vram__pool *p, size_t size) {
     if (!p->cfg.growth) return GROW_OFF;
-    size_t need = pool_growth_need_locked(p, size);
+    int mapped = 0;
+    size_t need = pool_growth_need_locked(p, size, &mapped);
     if (need == 0) return GROW_LIMIT;
     if (!budget_take(p->cfg.budget, need)) return GROW_CARD_LIMIT;
-    vram_status s = p->growable ? region_map_more_locked(p, p->growable, need)
-                                : region_add_plain_locked(p, need);
+    vram_status s = mapped ? region_map_more_locked(p, p->growable, need) : region_add_plain_locked(p, need);
     if (s == VRAM_OK) return GROW_OK;
     budget_give(p->cfg.budget, need);
     return GROW_DRIVER;

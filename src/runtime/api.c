@@ -109,6 +109,7 @@ vram_status vram_set_memory_growth(int physical_index, int enable) {
         return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_PHYSICAL));
     }
     rt.config[physical_index].growth = enable;
+    rt.config[physical_index].growth_set = 1;
     return unlock_with(VRAM_OK);
 }
 
@@ -116,7 +117,7 @@ vram_status vram_get_memory_growth(int physical_index, int *enabled) {
     if (enabled == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_growth: enabled is NULL");
     pthread_rwlock_wrlock(&rt.lock);
     vram_status s = physical_wlocked(physical_index);
-    if (s == VRAM_OK) *enabled = rt.config[physical_index].growth;
+    if (s == VRAM_OK) *enabled = rt.config[physical_index].growth_set ? rt.config[physical_index].growth : -1;
     return unlock_with(s);
 }
 

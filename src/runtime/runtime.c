@@ -95,7 +95,7 @@ static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
 
 static vram_status plan_card(int i, const vram__env *env, card_plan *plan) {
     memset(plan, 0, sizeof *plan);
-    plan->growth = env->force_growth >= 0 ? env->force_growth : rt.config[i].growth == 1;
+    plan->growth = env->force_growth >= 0 ? env->force_growth : rt.config[i].growth_set && rt.config[i].growth;
     vram_status s = plan_cap(i, env, plan);
     if (s != VRAM_OK) return s;
     size_t free_bytes = 0, total = 0;

@@ -18,7 +18,8 @@
 #define VRAM_MAX_LOGICAL 256
 
 typedef struct rt_physical_config {      /* what the program asked for, kept across shutdown */
-    int                                growth;     /* -1 until set */
+    int                                growth_set; /* 0 until vram_set_memory_growth */
+    int                                growth;
     size_t                             limit;      /* 0: none */
     vram_logical_device_configuration *configs;
     int                                nconfigs;

@@ -1,0 +1,196 @@
+#!/usr/bin/env bash
+# cli_test.sh: end-to-end checks of the `vram` command-line tool and examples/config_template on
+# the simulated backend.
+#
+#   tests/cli_test.sh PATH/TO/vram PATH/TO/config_template
+#
+# Runs with VRAM_BACKEND=sim (set here; other VRAM_* variables are cleared). Prints each check's
+# name with PASS/FAIL (and the captured output of a failure), then "N passed, N failed"; exits 1
+# when any check failed, 2 on bad usage.
+set -euo pipefail
+
+if [[ $# -ne 2 ]]; then
+    echo "usage: $0 VRAM_BINARY CONFIG_TEMPLATE_BINARY" >&2
+    exit 2
+fi
+VRAM=$1
+EXAMPLE=$2
+TRACES="$(cd "$(dirname "$0")/.." && pwd)/traces"
+
+unset VRAM_SIM_DEVICES VRAM_SIM_FAIL_ALLOC_AFTER VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT \
+      VRAM_MEMORY_FRACTION CUDA_VISIBLE_DEVICES
+for v in $(compgen -e | grep '^VRAM_MEMORY_LIMIT_' || true); do unset "$v"; done
+export VRAM_BACKEND=sim
+
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+PASSED=0
+FAILED=0
+SKIPPED=0
+
+# run CMD...: runs CMD, keeping its exit status in RC and its stdout/stderr in OUT/ERR.
+run() {
+    set +e
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    set -e
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+# check NAME FUNCTION: runs a check function and counts the result.
+check() {
+    local name=$1
+    shift
+    if "$@"; then
+        echo "PASS  $name"
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL  $name"
+        echo "      exit status: ${RC:-?}"
+        printf '      stdout: %s\n' "${OUT:-}" | sed -n '1,20p'
+        printf '      stderr: %s\n' "${ERR:-}" | sed -n '1,20p'
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+skip() {
+    echo "SKIP  $1 ($2)"
+    SKIPPED=$((SKIPPED + 1))
+}
+
+# json_value KEY: the number (or true/false/null) stored under KEY in the JSON object in $OUT.
+json_value() {
+    printf '%s\n' "$OUT" | sed -nE "s/.*\"$1\": *(-?[0-9.]+|true|false|null).*/\\1/p" | sed -n 1p
+}
+
+# one_json_object: stdout is exactly one line holding one JSON object.
+one_json_object() {
+    [[ $(printf '%s\n' "$OUT" | wc -l) -eq 1 && $OUT == \{*\} ]]
+}
+
+# ---- traces written here ------------------------------------------------------------------------
+# live bytes: 1000, 4000, 3000, 3500, 5500 (peak), 2500, 2000; 4 allocs + 3 frees = 7 ops
+cat >"$TMP/small.trace" <<'EOF'
+# a small trace written by cli_test.sh
+a 10 1000 0 100
+a 20 3000 0 101
+
+f 10 102
+a 30 500 0 103
+a 123456789012 2000 0 104
+f 20 105
+f 30 106
+EOF
+SMALL_OPS=7
+SMALL_PEAK=5500
+gzip -c "$TMP/small.trace" >"$TMP/small.trace.gz"
+
+printf 'a 1 2097152 0 1\nf 1 2\n' >"$TMP/two_mib.trace"
+printf '# header\na 1 100 0 1\na 2 xyz 0 2\nf 1 3\n' >"$TMP/malformed.trace"
+printf 'a 1 100 0 1\nf 1 2\nf 7 3\n' >"$TMP/unknown_free.trace"
+printf 'a 1 100 0 1\nf 1 2\na 1 100 0 3\n' >"$TMP/twice.trace"
+
+# ---- help, version, usage errors ----------------------------------------------------------------
+t_help() {
+    run "$VRAM" --help
+    [[ $RC -eq 0 && $OUT == *replay* && $OUT == *VRAM_MEMORY_LIMIT_* && $OUT == *CUDA_VISIBLE_DEVICES* ]]
+}
+t_version() {
+    run "$VRAM" --version
+    [[ $RC -eq 0 && $OUT =~ [0-9]+\.[0-9]+\.[0-9]+ ]]
+}
+t_unknown_command() { run "$VRAM" frobnicate; [[ $RC -eq 2 && -n $ERR ]]; }
+t_unknown_option() { run "$VRAM" replay "$TMP/small.trace" --bogus; [[ $RC -eq 2 && $ERR == *--bogus* ]]; }
+t_missing_trace() { run "$VRAM" replay; [[ $RC -eq 2 ]]; }
+check "vram --help exits 0 and documents replay and the environment" t_help
+check "vram --version prints the version" t_version
+check "unknown command exits 2" t_unknown_command
+check "unknown option exits 2" t_unknown_option
+check "replay without TRACE exits 2" t_missing_trace
+
+# ---- vram ls ------------------------------------------------------------------------------------
+t_ls() {
+    run "$VRAM" ls
+    [[ $RC -eq 0 && $(head -1 "$TMP/out") == *"sim (simulated)"* && $OUT == *"vram simulated GPU"* ]]
+}
+t_ls_two() {
+    run env VRAM_SIM_DEVICES=2x8GiB "$VRAM" ls
+    [[ $RC -eq 0 && $(grep -c "vram simulated GPU" "$TMP/out") -eq 2 ]]
+}
+t_ls_json() {
+    run env VRAM_SIM_DEVICES=2x8GiB "$VRAM" ls --json
+    one_json_object && [[ $RC -eq 0 && $(grep -o '"index"' "$TMP/out" | wc -l) -eq 2 ]]
+}
+check "vram ls names the backend and shows the simulated GPU" t_ls
+check "vram ls with VRAM_SIM_DEVICES=2x8GiB shows two rows" t_ls_two
+check "vram ls --json prints one object with two devices" t_ls_json
+
+# ---- vram replay --------------------------------------------------------------------------------
+t_replay_small() {
+    run "$VRAM" replay "$TMP/small.trace" --json
+    one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$SMALL_OPS" &&
+        $(json_value peak_live_bytes) == "$SMALL_PEAK" && $(json_value failed_allocs) == 0 &&
+        $(json_value first_error) == null ]]
+}
+t_replay_small_gz() {
+    run "$VRAM" replay "$TMP/small.trace.gz" --growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$SMALL_OPS" &&
+        $(json_value peak_live_bytes) == "$SMALL_PEAK" && $(json_value growth) == true ]]
+}
+t_replay_text() {
+    run "$VRAM" replay "$TMP/small.trace"
+    [[ $RC -eq 0 && $OUT == *"peak live"* && $OUT == *"reserved / live"* ]]
+}
+t_replay_limit() {
+    run "$VRAM" replay "$TMP/two_mib.trace" --limit 1MiB --json
+    one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 1 && $OUT == *OUT_OF_MEMORY* ]]
+}
+t_replay_malformed() {
+    run "$VRAM" replay "$TMP/malformed.trace" --json
+    [[ $RC -eq 1 && $ERR == *"malformed.trace:3:"* && -z $OUT ]]
+}
+t_replay_unknown_free() { run "$VRAM" replay "$TMP/unknown_free.trace"; [[ $RC -eq 1 && $ERR == *":3:"* ]]; }
+t_replay_twice() { run "$VRAM" replay "$TMP/twice.trace"; [[ $RC -eq 1 && $ERR == *":3:"* ]]; }
+t_replay_missing() { run "$VRAM" replay "$TMP/no_such.trace"; [[ $RC -eq 1 && $ERR == *no_such* ]]; }
+check "replay --json of a small trace: ops and peak live as computed by hand" t_replay_small
+check "replay of the same trace gzip-compressed, with --growth" t_replay_small_gz
+check "replay without --json prints the text report" t_replay_text
+check "replay --limit 1MiB with a 2 MiB alloc: failed_allocs 1" t_replay_limit
+check "replay of a malformed line exits 1 naming the line" t_replay_malformed
+check "replay of a free of an unknown id exits 1" t_replay_unknown_free
+check "replay of an id allocated twice exits 1" t_replay_twice
+check "replay of a missing file exits 1" t_replay_missing
+
+# Without VRAM_BACKEND and without a GPU the replay falls back to a simulated card.
+run env -u VRAM_BACKEND "$VRAM" ls
+if [[ $RC -eq 1 && $ERR == "No GPU found:"* ]]; then
+    t_fallback() {
+        run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --json
+        one_json_object && [[ $RC -eq 0 && $ERR == *simulated* && $OUT == *'"backend": "sim"'* &&
+            $(json_value ops) == "$SMALL_OPS" ]]
+    }
+    check "no GPU: vram ls says so; replay falls back to a simulated card" t_fallback
+else
+    skip "replay falls back to a simulated card without a GPU" "a GPU is present"
+fi
+
+# The real trace copied into the repository.
+GPT2="$TRACES/gpt2_train.trace.gz"
+t_replay_gpt2() {
+    local want_ops
+    if [[ ! -r $GPT2 ]]; then RC=-; OUT=; ERR="missing $GPT2"; return 1; fi
+    want_ops=$(gzip -dc "$GPT2" | grep -c '^[af] ')
+    run env VRAM_SIM_DEVICES=32GiB "$VRAM" replay "$GPT2" --growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$want_ops" &&
+        $(json_value peak_live_bytes) == 13594206920 && $(json_value failed_allocs) == 0 ]]
+}
+check "replay gpt2_train.trace.gz --growth: every op, peak live 13594206920" t_replay_gpt2
+
+# ---- the example program ------------------------------------------------------------------------
+t_example() { run "$EXAMPLE"; [[ $RC -eq 0 && $OUT == *"vram simulated GPU"* ]]; }
+check "config_template exits 0 and prints the simulated product" t_example
+
+echo "$PASSED passed, $FAILED failed"
+if [[ $SKIPPED -gt 0 ]]; then echo "($SKIPPED skipped)"; fi
+[[ $FAILED -eq 0 ]]

@@ -1,0 +1,191 @@
+/*
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `--help`, `--version`.
+ *
+ * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
+ * (unknown command or option, missing or malformed argument). Everything goes through the public
+ * API in <vram.h>; the replay itself lives in replay.c, trace reading in trace.c.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <vram.h>
+
+#include "replay.h"
+
+static const char usage_text[] =
+    "Usage: vram <command> [options]\n"
+    "       vram --help | --version\n"
+    "\n"
+    "Commands:\n"
+    "  ls [--json]\n"
+    "      List the physical GPUs (index, product, memory, compute capability, PCI bus id,\n"
+    "      UUID) after a first line naming the backend. Exits 1 with \"No GPU found: <reason>\"\n"
+    "      when there is none. --json prints one JSON object instead.\n"
+    "\n"
+    "  replay TRACE [--growth] [--limit SIZE] [--json]\n"
+    "      Replay an allocation trace (gzip-compressed or plain text; format in traces/README.md)\n"
+    "      through vram on logical device 0 and report ops, peak live bytes, peak reserved bytes,\n"
+    "      reserved/live, mean ns per call, driver allocs/frees and failed allocations.\n"
+    "      --growth      enable memory growth on card 0 (default: take the card's memory at start)\n"
+    "      --limit SIZE  cap card 0 at SIZE (\"512M\", \"6GiB\", \"1.5G\"; powers of 1024)\n"
+    "      --json        print one JSON object on stdout; the text report goes to stderr\n"
+    "      With no GPU and VRAM_BACKEND unset, the replay runs on a simulated card of\n"
+    "      1.25 x the trace's peak live bytes + 4 GiB (said on stderr).\n"
+    "      Exits 0 when the replay ran, even if allocations failed; 1 on errors.\n"
+    "\n"
+    "Options:\n"
+    "  -h, --help        show this help (also after a command)\n"
+    "  -V, --version     print the library version\n"
+    "\n"
+    "Environment (read when the runtime starts):\n"
+    "  VRAM_BACKEND=cuda|sim            device backend: the CUDA driver (default) or a simulated GPU\n"
+    "  VRAM_SIM_DEVICES=LIST            simulated cards and their memory, e.g. \"16GiB\" or \"2x8GiB\"\n"
+    "  VRAM_SIM_FAIL_ALLOC_AFTER=N      simulated driver: allocations fail after N have succeeded\n"
+    "  VRAM_FORCE_ALLOW_GROWTH=true|false  force memory growth on or off, overriding the program\n"
+    "  VRAM_MEMORY_LIMIT=SIZE           cap every card at SIZE\n"
+    "  VRAM_MEMORY_LIMIT_<i>=SIZE       cap physical card <i> (wins over VRAM_MEMORY_LIMIT and the API)\n"
+    "  VRAM_MEMORY_FRACTION=F           cap every card at F x its memory (the smaller cap wins)\n"
+    "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
+    "\n"
+    "Exit status: 0 success, 1 error, 2 usage error.\n";
+
+static int usage_error(const char *fmt, const char *arg) {
+    fputs("vram: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nTry 'vram --help'.\n", stderr);
+    return 2;
+}
+
+static int is_help(const char *a) { return strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0; }
+
+static const char *backend_label(void) {
+    const char *b = getenv("VRAM_BACKEND");
+    if (!b || !*b) return "cuda";
+    return strcmp(b, "sim") == 0 ? "sim (simulated)" : b;
+}
+
+/* ---- vram ls -------------------------------------------------------------------------------- */
+
+static void ls_print_table(const vram_physical_device *d, int n) {
+    int w = (int)strlen("PRODUCT");
+    for (int i = 0; i < n; i++)
+        if ((int)strlen(d[i].product) > w) w = (int)strlen(d[i].product);
+    printf("backend: %s\n", backend_label());
+    printf("%-5s  %-*s  %10s  %-7s  %-16s  %s\n", "INDEX", w, "PRODUCT", "MEMORY", "COMPUTE",
+           "PCI BUS ID", "UUID");
+    for (int i = 0; i < n; i++) {
+        char mem[32], cc[16];
+        snprintf(mem, sizeof mem, "%.2f GiB", (double)d[i].total_bytes / (double)(1u << 30));
+        snprintf(cc, sizeof cc, "%d.%d", d[i].compute_major, d[i].compute_minor);
+        printf("%-5d  %-*s  %10s  %-7s  %-16s  %s\n", d[i].index, w, d[i].product, mem, cc,
+               d[i].pci_bus_id, d[i].uuid);
+    }
+}
+
+static void ls_print_json(const vram_physical_device *d, int n) {
+    const char *b = getenv("VRAM_BACKEND");
+    printf("{\"backend\": ");
+    tool_json_string(stdout, b && *b ? b : "cuda");
+    printf(", \"devices\": [");
+    for (int i = 0; i < n; i++) {
+        printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", d[i].index);
+        tool_json_string(stdout, d[i].name);
+        printf(", \"product\": ");
+        tool_json_string(stdout, d[i].product);
+        printf(", \"total_bytes\": %zu, \"compute_capability\": \"%d.%d\", \"pci_bus_id\": ",
+               d[i].total_bytes, d[i].compute_major, d[i].compute_minor);
+        tool_json_string(stdout, d[i].pci_bus_id);
+        printf(", \"uuid\": ");
+        tool_json_string(stdout, d[i].uuid);
+        printf("}");
+    }
+    printf("]}\n");
+}
+
+static int ls_fail(vram_status s) {
+    if (s == VRAM_ERR_NO_DEVICE)
+        fprintf(stderr, "No GPU found: %s\n", vram_last_error());
+    else
+        fprintf(stderr, "vram ls: %s: %s\n", vram_status_name(s), vram_last_error());
+    return 1;
+}
+
+static int cmd_ls(int argc, char **argv) {
+    int json = 0, n = 0;
+    for (int i = 1; i < argc; i++) {
+        if (is_help(argv[i])) { fputs(usage_text, stdout); return 0; }
+        if (strcmp(argv[i], "--json") != 0) return usage_error("ls: unknown option '%s'", argv[i]);
+        json = 1;
+    }
+    vram_status s = vram_list_physical_devices(NULL, 0, &n);
+    if (s != VRAM_OK) return ls_fail(s);
+    vram_physical_device *devs = calloc(n > 0 ? (size_t)n : 1, sizeof *devs);
+    if (!devs) { fputs("vram ls: out of memory\n", stderr); return 1; }
+    int count = n;
+    if ((s = vram_list_physical_devices(devs, n, &count)) != VRAM_OK) {
+        free(devs);
+        return ls_fail(s);
+    }
+    if (count < n) n = count;
+    if (json) ls_print_json(devs, n);
+    else ls_print_table(devs, n);
+    free(devs);
+    return 0;
+}
+
+/* ---- vram replay ---------------------------------------------------------------------------- */
+
+/* Parses one argument of `replay` at argv[*i]; returns 0, or an exit status (2, or -1 for help). */
+static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
+    const char *a = argv[*i];
+    if (is_help(a)) return -1;
+    if (strcmp(a, "--growth") == 0) { opt->growth = 1; return 0; }
+    if (strcmp(a, "--json") == 0) { opt->json = 1; return 0; }
+    if (strcmp(a, "--limit") == 0 || strncmp(a, "--limit=", 8) == 0) {
+        const char *v = a[7] == '=' ? a + 8 : (*i + 1 < argc ? argv[++*i] : NULL);
+        if (!v) return usage_error("replay: %s needs a SIZE", a);
+        if (vram_parse_size(v, &opt->limit_bytes) != VRAM_OK)
+            return usage_error("replay: --limit: bad size '%s' (try 512M, 6GiB, 1.5G)", v);
+        opt->has_limit = 1;
+        return 0;
+    }
+    if (a[0] == '-' && a[1]) return usage_error("replay: unknown option '%s'", a);
+    if (opt->trace_path) return usage_error("replay: unexpected argument '%s'", a);
+    opt->trace_path = a;
+    return 0;
+}
+
+static int cmd_replay(int argc, char **argv) {
+    replay_options opt = { 0 };
+    for (int i = 1; i < argc; i++) {
+        int rc = replay_arg(argc, argv, &i, &opt);
+        if (rc == -1) { fputs(usage_text, stdout); return 0; }
+        if (rc != 0) return rc;
+    }
+    if (!opt.trace_path) return usage_error("replay: missing TRACE%s", "");
+    return replay_run(&opt);
+}
+
+/* ---- main ----------------------------------------------------------------------------------- */
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fputs(usage_text, stderr);
+        return 2;
+    }
+    const char *cmd = argv[1];
+    if (is_help(cmd)) { fputs(usage_text, stdout); return 0; }
+    if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
+        printf("vram %s\n", vram_version_string());
+        return 0;
+    }
+    if (strcmp(cmd, "ls") == 0) return cmd_ls(argc - 1, argv + 1);
+    if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (cmd[0] == '-') return usage_error("unknown option '%s'", cmd);
+    return usage_error("unknown command '%s'", cmd);
+}
