@@ -207,7 +207,11 @@ vram_status vram__rt_start_wlocked(void) {
 /* ---- shutdown -------------------------------------------------------------------------------- */
 
 vram_status vram__rt_stop_wlocked(void) {
-    if (!atomic_load(&rt.initialized)) return VRAM_OK;
+    if (!atomic_load(&rt.initialized)) {   /* forget a discovery, so the next call looks again */
+        if (rt.discovered) rt.backend->close();
+        rt.discovered = 0;
+        return VRAM_OK;
+    }
     for (int k = 0; k < rt.nlogical; k++) {
         size_t live = vram__pool_live_bytes(rt.logical[k].pool);
         if (live != 0) {

@@ -1,0 +1,406 @@
+/*
+ * harness.c: the test runner.
+ *
+ *   vram_tests [--list] [PATTERN]
+ *
+ * Runs every test of test_list.h whose name or "group.name" matches PATTERN (a shell glob:
+ * "env.*", "*fraction*", or one exact name), each in a forked child with a timeout
+ * (VRAM_TEST_TIMEOUT seconds, default 60).
+ * Prints one line per test, the child's output for failures, and at the end exactly
+ * "N passed, N failed". Exits non-zero when a test failed or PATTERN matched nothing.
+ * VRAM_TEST_SEED=N fixes the seed of the random tests; VRAM_TEST_VERBOSE=1 shows the output of
+ * passing tests too.
+ */
+#include <errno.h>
+#include <fnmatch.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "harness.h"
+#include "test_list.h"
+
+#define DECLARE_TEST(group, name) void test_##name(void);
+TEST_LIST(DECLARE_TEST)
+#undef DECLARE_TEST
+
+typedef struct test_entry {
+    const char *group;
+    const char *name;
+    void (*fn)(void);
+} test_entry;
+
+static const test_entry all_tests[] = {
+#define TEST_ENTRY(group, name) {#group, #name, test_##name},
+    TEST_LIST(TEST_ENTRY)
+#undef TEST_ENTRY
+};
+static const size_t num_tests = sizeof all_tests / sizeof all_tests[0];
+
+/* ---- state of the test running in this (child) process ---------------------------------------- */
+
+static const char *current_test = "";
+static uint64_t    seed_value;
+static atomic_int  seed_used;
+static atomic_flag failing = ATOMIC_FLAG_INIT;
+
+uint64_t harness_seed(void) {
+    atomic_store(&seed_used, 1);
+    return seed_value;
+}
+
+static const char *short_path(const char *file) {
+    const char *p = strstr(file, "tests/");
+    return p != NULL ? p : file;
+}
+
+_Noreturn void harness_fail(const char *file, int line, const char *fmt, ...) {
+    char last_error[2048];
+    snprintf(last_error, sizeof last_error, "%s", vram_last_error());
+    if (atomic_flag_test_and_set(&failing)) {
+        for (;;) pause();  /* another thread is already reporting; the process is ending */
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stdout, "  %s: %s:%d: ", current_test, short_path(file), line);
+    vfprintf(stdout, fmt, ap);
+    va_end(ap);
+    fprintf(stdout, "\n  vram_last_error(): \"%s\"\n", last_error);
+    if (atomic_load(&seed_used)) {
+        fprintf(stdout, "  seed: %" PRIu64 " (set VRAM_TEST_SEED=%" PRIu64 " to repeat)\n",
+                seed_value, seed_value);
+    }
+    fflush(stdout);
+    _exit(1);
+}
+
+void harness_check_str(const char *file, int line, const char *expr, const char *got,
+                       const char *want, int mode) {
+    static const char *const ops[] = {"equals", "contains", "contains (ignoring case)",
+                                      "does not contain"};
+    int ok;
+    if (got == NULL) {
+        ok = 0;
+    } else if (mode == 0) {
+        ok = strcmp(got, want) == 0;
+    } else if (mode == 1) {
+        ok = strstr(got, want) != NULL;
+    } else if (mode == 2) {
+        ok = strcasestr(got, want) != NULL;
+    } else {
+        ok = strstr(got, want) == NULL;
+    }
+    if (!ok) {
+        harness_fail(file, line, "CHECK(%s %s \"%s\")\n    got: %s%s%s", expr, ops[mode], want,
+                     got ? "\"" : "", got ? got : "NULL", got ? "\"" : "");
+    }
+}
+
+vram_memory_info harness_info(const char *file, int line, int dev) {
+    vram_memory_info info;
+    memset(&info, 0xAB, sizeof info);
+    vram_status s = vram_get_memory_info(dev, &info);
+    if (s != VRAM_OK) {
+        harness_fail(file, line, "vram_get_memory_info(%d, &info)\n    expected VRAM_OK, got %s", dev,
+                     vram_status_name(s));
+    }
+    return info;
+}
+
+void harness_check_info_eq(const char *file, int line, const vram_memory_info *a,
+                           const vram_memory_info *b) {
+#define INFO_FIELD_EQ(field, fmt)                                                            \
+    if (a->field != b->field)                                                                \
+        harness_fail(file, line, "memory info changed: %s was " fmt ", is now " fmt, #field, \
+                     a->field, b->field);
+    INFO_FIELD_EQ(current, "%zu")
+    INFO_FIELD_EQ(peak, "%zu")
+    INFO_FIELD_EQ(reserved, "%zu")
+    INFO_FIELD_EQ(peak_reserved, "%zu")
+    INFO_FIELD_EQ(limit, "%zu")
+    INFO_FIELD_EQ(largest_free_block, "%zu")
+    INFO_FIELD_EQ(num_allocs, "%" PRIu64)
+    INFO_FIELD_EQ(num_frees, "%" PRIu64)
+    INFO_FIELD_EQ(num_ooms, "%" PRIu64)
+    INFO_FIELD_EQ(num_driver_allocs, "%" PRIu64)
+    INFO_FIELD_EQ(num_driver_frees, "%" PRIu64)
+#undef INFO_FIELD_EQ
+}
+
+void harness_check_info_sane(const char *file, int line, const vram_memory_info *i) {
+    if (!(i->current <= i->reserved && i->reserved <= i->limit && i->current <= i->peak &&
+          i->reserved <= i->peak_reserved && i->largest_free_block <= i->reserved - i->current &&
+          i->num_frees <= i->num_allocs)) {
+        harness_fail(file, line,
+                     "memory info is inconsistent: current %zu, peak %zu, reserved %zu, "
+                     "peak_reserved %zu, limit %zu, largest_free_block %zu, allocs %" PRIu64
+                     ", frees %" PRIu64,
+                     i->current, i->peak, i->reserved, i->peak_reserved, i->limit,
+                     i->largest_free_block, i->num_allocs, i->num_frees);
+    }
+}
+
+void set_env(const char *name, const char *value) {
+    int rc = value != NULL ? setenv(name, value, 1) : unsetenv(name);
+    if (rc != 0) harness_fail(__FILE__, __LINE__, "setenv(%s): %s", name, strerror(errno));
+}
+
+void use_sim(const char *devices) {
+    set_env("VRAM_BACKEND", "sim");
+    set_env("VRAM_SIM_DEVICES", devices);
+}
+
+/* ---- random numbers: splitmix64 ------------------------------------------------------------- */
+
+test_rng rng_make(uint64_t seed) {
+    test_rng r = {seed};
+    return r;
+}
+
+uint64_t rng_next(test_rng *rng) {
+    uint64_t z = (rng->state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+uint64_t rng_below(test_rng *rng, uint64_t n) {
+    return rng_next(rng) % n;
+}
+
+size_t rng_size_log(test_rng *rng, size_t lo, size_t hi) {
+    /* pick a power-of-two band, then a uniform value inside it, clamped to [lo, hi] */
+    int lo_bits = 0, hi_bits = 0;
+    while (((size_t)1 << lo_bits) < lo) lo_bits++;
+    while (((size_t)1 << hi_bits) < hi) hi_bits++;
+    int bits = lo_bits + (int)rng_below(rng, (uint64_t)(hi_bits - lo_bits + 1));
+    size_t top = (size_t)1 << bits;
+    size_t v = top / 2 + (size_t)rng_below(rng, top / 2 + 1);
+    if (v < lo) v = lo;
+    if (v > hi) v = hi;
+    return v;
+}
+
+/* ---- the child: one test ------------------------------------------------------------------- */
+
+static uint64_t name_hash(const char *s) {
+    uint64_t h = 1469598103934665603ull;  /* FNV-1a */
+    for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+    return h;
+}
+
+/* Removes every VRAM_* variable (except the harness's own VRAM_TEST_*) and CUDA_VISIBLE_DEVICES,
+ * so that each test starts from the same environment and sets what it needs. */
+static void clear_environment(void) {
+    extern char **environ;
+    for (;;) {
+        char name[256] = "";
+        for (char **e = environ; *e != NULL; e++) {
+            int ours = strncmp(*e, "VRAM_", 5) == 0 && strncmp(*e, "VRAM_TEST_", 10) != 0;
+            if (ours || strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) {
+                size_t len = strcspn(*e, "=");
+                if (len >= sizeof name) len = sizeof name - 1;
+                memcpy(name, *e, len);
+                name[len] = '\0';
+                break;
+            }
+        }
+        if (name[0] == '\0') break;
+        unsetenv(name);
+    }
+}
+
+static _Noreturn void run_child(const test_entry *t, unsigned timeout_s) {
+    current_test = t->name;
+    const char *seed_env = getenv("VRAM_TEST_SEED");
+    seed_value = seed_env != NULL ? strtoull(seed_env, NULL, 0) : name_hash(current_test);
+    clear_environment();
+    alarm(timeout_s);
+    t->fn();
+    if (vram_is_initialized()) {
+        vram_status s = vram_check(-1);
+        if (s != VRAM_OK) {
+            harness_fail(__FILE__, __LINE__, "vram_check(-1) at the end of the test: %s",
+                         vram_status_name(s));
+        }
+    }
+    fflush(stdout);
+    exit(0);
+}
+
+/* ---- the parent: runs the children, collects their output ------------------------------------ */
+
+typedef struct buffer {
+    char  *data;
+    size_t len, cap;
+} buffer;
+
+static void buffer_append(buffer *b, const char *data, size_t n) {
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->len + n + 1) cap *= 2;
+        char *p = realloc(b->data, cap);
+        if (p == NULL) {
+            fprintf(stderr, "out of memory\n");
+            exit(2);
+        }
+        b->data = p;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, data, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static double now_seconds(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Runs one test in a child; returns 1 when it passed. */
+static int run_test(const test_entry *t, size_t number, size_t total, unsigned timeout_s, int verbose) {
+    int fds[2];
+    if (pipe(fds) != 0) {
+        perror("pipe");
+        exit(2);
+    }
+    fflush(stdout);
+    fflush(stderr);
+    double start = now_seconds();
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        exit(2);
+    }
+    if (pid == 0) {
+        close(fds[0]);
+        dup2(fds[1], STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        close(fds[1]);
+        run_child(t, timeout_s);
+    }
+    close(fds[1]);
+
+    /* Read the child's output until it closes the pipe; kill it if it outlives its own alarm. */
+    buffer out = {0};
+    int killed = 0;
+    for (;;) {
+        struct pollfd p = {fds[0], POLLIN, 0};
+        int rc = poll(&p, 1, 1000);
+        if (rc < 0 && errno == EINTR) continue;
+        if (rc > 0) {
+            char chunk[4096];
+            ssize_t n = read(fds[0], chunk, sizeof chunk);
+            if (n < 0 && errno == EINTR) continue;
+            if (n <= 0) break;
+            buffer_append(&out, chunk, (size_t)n);
+        }
+        if (!killed && now_seconds() - start > timeout_s + 10.0) {
+            kill(pid, SIGKILL);
+            killed = 1;
+        }
+    }
+    close(fds[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    double elapsed = now_seconds() - start;
+
+    char why[128] = "";
+    int passed = 0;
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        passed = 1;
+    } else if (WIFEXITED(status)) {
+        snprintf(why, sizeof why, "exit status %d", WEXITSTATUS(status));
+    } else if (WIFSIGNALED(status) && (WTERMSIG(status) == SIGALRM || killed)) {
+        snprintf(why, sizeof why, "timed out after %u s", timeout_s);
+    } else if (WIFSIGNALED(status)) {
+        snprintf(why, sizeof why, "killed by signal %d (%s)", WTERMSIG(status),
+                 strsignal(WTERMSIG(status)));
+    }
+    int width = total >= 100 ? 3 : 2;
+    if (passed) {
+        printf("[%*zu/%zu] ok      %s (%.2f s)\n", width, number, total, t->name, elapsed);
+    } else {
+        printf("[%*zu/%zu] FAILED  %s (%s, %.2f s)\n", width, number, total, t->name, why, elapsed);
+    }
+    if ((!passed || verbose) && out.len > 0) {
+        fputs(out.data, stdout);
+        if (out.data[out.len - 1] != '\n') putchar('\n');
+    }
+    free(out.data);
+    return passed;
+}
+
+/* PATTERN is matched against the name and against "group.name". */
+static int selected_by(const char *pattern, const test_entry *t) {
+    if (pattern == NULL || fnmatch(pattern, t->name, 0) == 0) return 1;
+    char full[256];
+    snprintf(full, sizeof full, "%s.%s", t->group, t->name);
+    return fnmatch(pattern, full, 0) == 0;
+}
+
+int main(int argc, char **argv) {
+    const char *pattern = NULL;
+    int list_only = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--list") == 0) {
+            list_only = 1;
+        } else if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+            printf("usage: %s [--list] [PATTERN]\n"
+                   "  PATTERN: a test name, or a shell glob matched against NAME and GROUP.NAME ('env.*')\n"
+                   "  VRAM_TEST_SEED=N fixes the random seed, VRAM_TEST_TIMEOUT=S the timeout per test\n"
+                   "  (default 60 s), VRAM_TEST_VERBOSE=1 prints the output of passing tests\n",
+                   argv[0]);
+            return 0;
+        } else if (pattern == NULL) {
+            pattern = argv[i];
+        } else {
+            fprintf(stderr, "%s: one pattern at most\n", argv[0]);
+            return 2;
+        }
+    }
+
+    size_t selected = 0;
+    for (size_t i = 0; i < num_tests; i++) {
+        if (selected_by(pattern, &all_tests[i])) selected++;
+    }
+    if (list_only) {
+        for (size_t i = 0; i < num_tests; i++) {
+            if (selected_by(pattern, &all_tests[i])) printf("%s.%s\n", all_tests[i].group, all_tests[i].name);
+        }
+        return 0;
+    }
+    if (selected == 0) {
+        fprintf(stderr, "%s: no test matches '%s'\n", argv[0], pattern);
+        return 2;
+    }
+
+    const char *timeout_env = getenv("VRAM_TEST_TIMEOUT");
+    unsigned timeout_s = timeout_env != NULL ? (unsigned)strtoul(timeout_env, NULL, 10) : 60;
+    if (timeout_s == 0) timeout_s = 60;
+    const char *verbose_env = getenv("VRAM_TEST_VERBOSE");
+    int verbose = verbose_env != NULL && strcmp(verbose_env, "0") != 0;
+    signal(SIGPIPE, SIG_IGN);
+
+    size_t passed = 0, failed = 0, number = 0;
+    for (size_t i = 0; i < num_tests; i++) {
+        if (!selected_by(pattern, &all_tests[i])) continue;
+        if (run_test(&all_tests[i], ++number, selected, timeout_s, verbose)) {
+            passed++;
+        } else {
+            failed++;
+        }
+    }
+    printf("%zu passed, %zu failed\n", passed, failed);
+    return failed == 0 ? 0 : 1;
+}

@@ -1,0 +1,341 @@
+/*
+ * test_async.c: stream-ordered allocation on the simulated GPU. Streams are opaque handles; an
+ * event recorded on a simulated stream completes when vram__sim_stream_complete(stream) runs or
+ * when the event is waited for.
+ */
+#include <pthread.h>
+
+#include "backend/backend.h"
+#include "harness.h"
+
+#define STREAM_A ((void *)0x1)
+#define STREAM_B ((void *)0x2)
+
+TEST(async_same_stream_reuses_at_once) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 1 * MiB, 0, STREAM_A));
+    CHECK(p != NULL);
+    CHECK((uintptr_t)p % 256 == 0);
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_ALL();
+    CHECK_OK(vram_malloc_async(&q, 1 * MiB, 0, STREAM_A));
+    CHECK_PTR(q, ==, p);
+    CHECK_ALL();
+    CHECK_OK(vram_free_async(q, STREAM_A));
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_ALL();
+}
+
+TEST(async_other_stream_waits_when_no_room) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {4};  /* a preallocated 4 MiB pool */
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 4 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_ALL();
+    /* nothing else fits: the pool waits for A's free to complete */
+    CHECK_OK(vram_malloc_async(&q, 4 * MiB, 0, STREAM_B));
+    CHECK_PTR(q, ==, p);
+    CHECK_ALL();
+    CHECK_OK(vram_free_async(q, STREAM_B));
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
+TEST(async_plain_malloc_waits_when_no_room) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {4};
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 4 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_OK(vram_malloc(&q, 4 * MiB, 0));
+    CHECK_PTR(q, ==, p);
+    CHECK_OK(vram_free(q));
+    CHECK_ALL();
+}
+
+TEST(async_other_stream_gets_new_block_with_room) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 1 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_OK(vram_malloc_async(&q, 1 * MiB, 0, STREAM_B));  /* A's free is still pending */
+    CHECK(q != p);
+    CHECK_ALL();
+    CHECK_OK(vram_free_async(q, STREAM_B));
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
+TEST(async_plain_malloc_gets_new_block_while_free_pending) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    void *p = NULL, *q = NULL, *r = NULL;
+    CHECK_OK(vram_malloc_async(&p, 1 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_OK(vram_malloc(&q, 1 * MiB, 0));
+    CHECK(q != p);
+    CHECK_ALL();
+    /* once A has run past the free, a plain allocation may take the block again */
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_OK(vram_malloc(&r, 1 * MiB, 0));
+    CHECK_PTR(r, ==, p);
+    CHECK_ALL();
+    CHECK_OK(vram_free(q));
+    CHECK_OK(vram_free(r));
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_ALL();
+}
+
+TEST(async_other_stream_reuses_after_complete) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 1 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_OK(vram_malloc_async(&q, 1 * MiB, 0, STREAM_B));
+    CHECK_PTR(q, ==, p);
+    CHECK_OK(vram_free_async(q, STREAM_B));
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
+TEST(async_free_foreign_pointer_is_invalid) {
+    use_sim("16GiB");
+    void *p = NULL;
+    CHECK_OK(vram_malloc_async(&p, 4096, 0, STREAM_A));
+    vram_memory_info before = INFO(0);
+    int local = 0;
+    CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_free_async(&local, STREAM_A));
+    CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_free_async((char *)p + 8, STREAM_A));
+    vram_memory_info after = INFO(0);
+    CHECK_INFO_EQ(before, after);
+    CHECK_ALL();
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_free_async(p, STREAM_A));  /* double free */
+    CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_free(p));
+    CHECK_OK(vram_free_async(NULL, STREAM_A));
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_ALL();
+}
+
+TEST(async_size_zero_gives_null) {
+    use_sim("16GiB");
+    void *p = (void *)0x1;
+    CHECK_OK(vram_malloc_async(&p, 0, 0, STREAM_A));
+    CHECK_PTR(p, ==, NULL);
+    CHECK_ALL();
+}
+
+TEST(async_stats_after_completion) {
+    use_sim("16GiB");
+    void *p[16];
+    for (int i = 0; i < 16; i++) CHECK_OK(vram_malloc_async(&p[i], 1000, 0, STREAM_A));
+    CHECK_SIZE(INFO(0).current, ==, 16 * 1024);
+    for (int i = 0; i < 16; i++) CHECK_OK(vram_free_async(p[i], i % 2 ? STREAM_A : STREAM_B));
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 0);
+    CHECK_U64(info.num_allocs, ==, 16);
+    CHECK_U64(info.num_frees, ==, 16);
+    CHECK_ALL();
+}
+
+TEST(async_mixed_with_plain_free) {
+    use_sim("16GiB");
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 4096, 0, STREAM_A));
+    CHECK_OK(vram_malloc(&q, 4096, 0));
+    CHECK_OK(vram_free(p));              /* an async block freed the plain way */
+    CHECK_OK(vram_free_async(q, STREAM_B));  /* and the other way round */
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_ALL();
+}
+
+TEST(async_shutdown_with_pending_free) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *p = NULL;
+    CHECK_OK(vram_malloc_async(&p, 1 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));  /* never completed by the stream */
+    CHECK_OK(vram_shutdown());
+    CHECK_INT(vram_is_initialized(), ==, 0);
+    CHECK_OK(vram_init());
+    CHECK_ALL();
+}
+
+TEST(async_tight_pool_many_rounds) {
+    /* a pool that holds only four blocks, cycled through two streams: every allocation must
+     * succeed by waiting for the other stream's frees */
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {8};
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *live[4] = {0};
+    for (int round = 0; round < 200; round++) {
+        void *stream = round % 2 ? STREAM_A : STREAM_B;
+        for (int i = 0; i < 4; i++) CHECK_OK(vram_malloc_async(&live[i], 2 * MiB, 0, stream));
+        for (int i = 0; i < 4; i++) CHECK_OK(vram_free_async(live[i], stream));
+        CHECK_ALL();
+    }
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_ALL();
+}
+
+TEST(async_same_stream_reuses_part_of_a_larger_block) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {2};  /* a preallocated 2 MiB pool */
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *p = NULL, *q = NULL, *r = NULL;
+    CHECK_OK(vram_malloc_async(&p, 2 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_OK(vram_malloc_async(&q, 1 * MiB, 0, STREAM_A));  /* half of A's pending block */
+    CHECK_PTR(q, ==, p);
+    CHECK_ALL();
+    CHECK_OK(vram_malloc_async(&r, 1 * MiB, 0, STREAM_B));  /* the other half, after waiting */
+    CHECK_PTR(r, ==, (char *)p + 1 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_free_async(q, STREAM_A));
+    CHECK_OK(vram_free_async(r, STREAM_B));
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    void *whole = NULL;
+    CHECK_OK(vram_malloc(&whole, 2 * MiB, 0));  /* everything merged again */
+    CHECK_PTR(whole, ==, p);
+    CHECK_OK(vram_free(whole));
+    CHECK_ALL();
+}
+
+TEST(async_current_drops_at_free) {
+    use_sim("16GiB");
+    void *p = NULL;
+    CHECK_OK(vram_malloc_async(&p, 1000, 0, STREAM_A));
+    CHECK_SIZE(INFO(0).current, ==, 1024);
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 0);  /* no longer a live allocation of the program */
+    CHECK_U64(info.num_frees, ==, 1);
+    CHECK_ALL();
+}
+
+/* Random stream-ordered traffic on three streams plus plain calls, vram_check after every step. */
+TEST(async_stress_checked_every_step) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {64};
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *const streams[3] = {STREAM_A, STREAM_B, (void *)0x3};
+    enum { LIVE = 64 };
+    void *live[LIVE] = {0};
+    size_t sizes[LIVE] = {0}, current = 0;
+    test_rng rng = rng_make(harness_seed());
+    for (int step = 0; step < 5000; step++) {
+        int slot = (int)rng_below(&rng, LIVE);
+        int which = (int)rng_below(&rng, 4);  /* 3: plain call */
+        void *stream = which < 3 ? streams[which] : NULL;
+        if (rng_below(&rng, 20) == 0) {
+            vram__sim_stream_complete(streams[rng_below(&rng, 3)]);
+        } else if (live[slot] != NULL) {
+            CHECK_OK(stream ? vram_free_async(live[slot], stream) : vram_free(live[slot]));
+            current -= round256(sizes[slot]);
+            live[slot] = NULL;
+        } else {
+            size_t size = rng_size_log(&rng, 1, 4 * MiB);
+            vram_status s = stream ? vram_malloc_async(&live[slot], size, 0, stream)
+                                   : vram_malloc(&live[slot], size, 0);
+            if (s == VRAM_OK) {
+                sizes[slot] = size;
+                current += round256(size);
+            } else {
+                CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+                live[slot] = NULL;
+            }
+        }
+        CHECK_OK(vram_check(0));
+        vram_memory_info info = INFO(0);
+        CHECK_INFO_SANE(info);
+        CHECK_SIZE(info.current, ==, current);
+    }
+    for (int i = 0; i < LIVE; i++) {
+        if (live[i] != NULL) CHECK_OK(vram_free_async(live[i], STREAM_A));
+    }
+    for (int i = 0; i < 3; i++) vram__sim_stream_complete(streams[i]);
+    void *all = NULL;
+    CHECK_OK(vram_malloc(&all, 64 * MiB, 0));  /* every pending free settled and merged */
+    CHECK_OK(vram_free(all));
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 0);
+    CHECK_U64(info.num_allocs, ==, info.num_frees);
+    CHECK_ALL();
+}
+
+enum { ASYNC_THREADS = 8, ASYNC_OPS = 3000 };
+
+typedef struct async_worker {
+    int      id;
+    uint64_t seed;
+} async_worker;
+
+/* Each thread owns a stream (its id + 1) and completes it now and then. */
+static void *async_worker_main(void *arg) {
+    async_worker *w = arg;
+    void *stream = (void *)(uintptr_t)(w->id + 1);
+    test_rng rng = rng_make(w->seed);
+    enum { SLOTS = 16 };
+    void *live[SLOTS] = {0};
+    for (int op = 0; op < ASYNC_OPS; op++) {
+        int slot = (int)rng_below(&rng, SLOTS);
+        if (rng_below(&rng, 32) == 0) {
+            vram__sim_stream_complete(stream);
+        } else if (live[slot] != NULL) {
+            CHECK_OK(vram_free_async(live[slot], stream));
+            live[slot] = NULL;
+        } else {
+            size_t size = rng_size_log(&rng, 1, 1 * MiB);
+            vram_status s = vram_malloc_async(&live[slot], size, 0, stream);
+            if (s != VRAM_OK) {
+                CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+                live[slot] = NULL;
+            }
+        }
+    }
+    for (int slot = 0; slot < SLOTS; slot++) {
+        if (live[slot] != NULL) CHECK_OK(vram_free_async(live[slot], stream));
+    }
+    vram__sim_stream_complete(stream);
+    return NULL;
+}
+
+TEST(async_threads_with_own_streams) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {64};  /* tight: threads wait on each other's frees */
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    CHECK_OK(vram_init());
+    async_worker workers[ASYNC_THREADS];
+    pthread_t threads[ASYNC_THREADS];
+    uint64_t seed = harness_seed();
+    for (int i = 0; i < ASYNC_THREADS; i++) {
+        workers[i] = (async_worker){.id = i, .seed = seed + (uint64_t)i * 7919u};
+        CHECK_INT(pthread_create(&threads[i], NULL, async_worker_main, &workers[i]), ==, 0);
+    }
+    for (int i = 0; i < ASYNC_THREADS; i++) pthread_join(threads[i], NULL);
+    CHECK_ALL();
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 0);
+    CHECK_U64(info.num_allocs, ==, info.num_frees);
+    void *all = NULL;
+    CHECK_OK(vram_malloc(&all, 64 * MiB, 0));
+    CHECK_OK(vram_free(all));
+    CHECK_OK(vram_shutdown());
+}

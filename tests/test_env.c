@@ -1,0 +1,248 @@
+/*
+ * test_env.c: the environment variables, good and bad values, and their precedence over the API.
+ */
+#include "harness.h"
+
+/* vram_init fails with VRAM_ERR_INVALID_ARGUMENT naming `name` (and `value` when given), and
+ * leaves the runtime stopped. */
+static void check_init_rejects(const char *name, const char *value) {
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_init());
+    CHECK_CONTAINS(vram_last_error(), name);
+    if (value != NULL && value[0] != '\0') CHECK_CONTAINS(vram_last_error(), value);
+    CHECK_INT(vram_is_initialized(), ==, 0);
+}
+
+/* ---- VRAM_FORCE_ALLOW_GROWTH ---------------------------------------------------------------- */
+
+TEST(env_force_growth_true_overrides_program) {
+    use_sim("16GiB");
+    set_env("VRAM_FORCE_ALLOW_GROWTH", "true");
+    CHECK_OK(vram_set_memory_growth(0, 0));
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).reserved, <=, NEAR_ZERO);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 100 * MiB, 0));
+    CHECK_SIZE(INFO(0).reserved, <, 4 * GiB);
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+}
+
+TEST(env_force_growth_false_overrides_program) {
+    use_sim("16GiB");
+    set_env("VRAM_FORCE_ALLOW_GROWTH", "false");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).reserved, ==, tf_default_limit(16 * GiB));
+    CHECK_ALL();
+}
+
+TEST(env_force_growth_applies_to_every_card) {
+    use_sim("2x16GiB");
+    set_env("VRAM_FORCE_ALLOW_GROWTH", "true");
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).reserved, <=, NEAR_ZERO);
+    CHECK_SIZE(INFO(1).reserved, <=, NEAR_ZERO);
+}
+
+TEST(env_force_growth_bad_value) {
+    use_sim("16GiB");
+    set_env("VRAM_FORCE_ALLOW_GROWTH", "maybe");
+    check_init_rejects("VRAM_FORCE_ALLOW_GROWTH", "maybe");
+}
+
+/* ---- VRAM_MEMORY_LIMIT and VRAM_MEMORY_LIMIT_<i> -------------------------------------------- */
+
+TEST(env_memory_limit) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMORY_LIMIT", "2GiB");
+    CHECK_OK(vram_init());
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.limit, ==, 2 * GiB);
+    CHECK_SIZE(info.reserved, ==, 2 * GiB);
+    CHECK_ALL();
+}
+
+TEST(env_memory_limit_overrides_larger_api_limit) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMORY_LIMIT", "2GiB");
+    CHECK_OK(vram_set_memory_limit(0, 4 * GiB));
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, 2 * GiB);
+}
+
+TEST(env_memory_limit_overrides_smaller_api_limit) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMORY_LIMIT", "2GiB");
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, 2 * GiB);
+}
+
+TEST(env_memory_limit_bad_values) {
+    use_sim("16GiB");
+    const char *bad[] = {"abc", "-5", "", "5X"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        set_env("VRAM_MEMORY_LIMIT", bad[i]);
+        check_init_rejects("VRAM_MEMORY_LIMIT", bad[i]);
+    }
+    set_env("VRAM_MEMORY_LIMIT", "1GiB");  /* each failed start cached nothing */
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, 1 * GiB);
+}
+
+TEST(env_memory_limit_above_card_is_conflict) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMORY_LIMIT", "100GiB");
+    CHECK_STATUS(VRAM_ERR_CONFLICT, vram_init());
+    CHECK_CONTAINS(vram_last_error(), "VRAM_MEMORY_LIMIT");
+    CHECK_INT(vram_is_initialized(), ==, 0);
+}
+
+TEST(env_memory_limit_per_card) {
+    use_sim("2x16GiB");
+    set_env("VRAM_MEMORY_LIMIT_1", "1G");
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, tf_default_limit(16 * GiB));
+    CHECK_SIZE(INFO(1).limit, ==, 1 * GiB);
+    CHECK_SIZE(INFO(1).reserved, ==, 1 * GiB);
+}
+
+TEST(env_memory_limit_per_card_takes_precedence) {
+    use_sim("2x16GiB");
+    set_env("VRAM_MEMORY_LIMIT", "2GiB");
+    set_env("VRAM_MEMORY_LIMIT_1", "3GiB");
+    CHECK_OK(vram_set_memory_limit(1, 1 * GiB));
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, 2 * GiB);
+    CHECK_SIZE(INFO(1).limit, ==, 3 * GiB);
+}
+
+TEST(env_memory_limit_per_card_unknown_card) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMORY_LIMIT_7", "1G");
+    check_init_rejects("VRAM_MEMORY_LIMIT_7", NULL);
+}
+
+TEST(env_memory_limit_per_card_bad_value) {
+    use_sim("2x16GiB");
+    set_env("VRAM_MEMORY_LIMIT_1", "lots");
+    check_init_rejects("VRAM_MEMORY_LIMIT_1", "lots");
+}
+
+TEST(env_memory_limit_per_card_above_card_is_conflict) {
+    use_sim("16GiB,8GiB");
+    set_env("VRAM_MEMORY_LIMIT_1", "12GiB");
+    CHECK_STATUS(VRAM_ERR_CONFLICT, vram_init());
+    CHECK_INT(vram_is_initialized(), ==, 0);
+}
+
+TEST(env_memory_limit_with_growth) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMORY_LIMIT", "512MiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 256 * MiB, 0));
+    void *q = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&q, 300 * MiB, 0));
+    CHECK_SIZE(INFO(0).reserved, <=, 512 * MiB);
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+}
+
+/* ---- VRAM_MEMORY_FRACTION ------------------------------------------------------------------- */
+
+TEST(env_memory_fraction) {
+    use_sim("16GiB,8GiB");
+    set_env("VRAM_MEMORY_FRACTION", "0.5");
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, 8 * GiB);
+    CHECK_SIZE(INFO(0).reserved, ==, 8 * GiB);
+    CHECK_SIZE(INFO(1).limit, ==, 4 * GiB);
+}
+
+TEST(env_memory_fraction_and_limit_smaller_wins) {
+    use_sim("2x16GiB");
+    set_env("VRAM_MEMORY_FRACTION", "0.25");
+    set_env("VRAM_MEMORY_LIMIT_0", "2GiB");
+    CHECK_OK(vram_set_memory_limit(1, 8 * GiB));
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, 2 * GiB);   /* 2 GiB < 4 GiB */
+    CHECK_SIZE(INFO(1).limit, ==, 4 * GiB);   /* 4 GiB < 8 GiB */
+}
+
+TEST(env_memory_fraction_bad_values) {
+    use_sim("16GiB");
+    const char *bad[] = {"0", "1.5", "x", "-0.5", ""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        set_env("VRAM_MEMORY_FRACTION", bad[i]);
+        check_init_rejects("VRAM_MEMORY_FRACTION", bad[i]);
+    }
+    set_env("VRAM_MEMORY_FRACTION", "1");
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, 16 * GiB);
+}
+
+/* ---- VRAM_SIM_DEVICES, VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_BACKEND ------------------------------ */
+
+TEST(env_sim_devices_count_times_size) {
+    use_sim("2x16GiB");
+    vram_physical_device devs[2];
+    int n = 0;
+    CHECK_OK(vram_list_physical_devices(devs, 2, &n));
+    CHECK_INT(n, ==, 2);
+    CHECK_SIZE(devs[0].total_bytes, ==, 16 * GiB);
+    CHECK_SIZE(devs[1].total_bytes, ==, 16 * GiB);
+    CHECK_OK(vram_init());
+}
+
+TEST(env_sim_devices_list) {
+    use_sim("80GiB,24GiB");
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).limit, ==, tf_default_limit(80 * GiB));
+    CHECK_SIZE(INFO(1).limit, ==, tf_default_limit(24 * GiB));
+}
+
+TEST(env_sim_devices_bad_values) {
+    const char *bad[] = {"2x", "0x16GiB", "foo", "", "16GiB,", "x16GiB", "65x1GiB", "2x0"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        use_sim(bad[i]);
+        int n = 99;
+        CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_list_physical_devices(NULL, 0, &n));
+        CHECK_CONTAINS(vram_last_error(), "VRAM_SIM_DEVICES");
+        check_init_rejects("VRAM_SIM_DEVICES", bad[i]);
+    }
+    use_sim("16GiB");
+    CHECK_OK(vram_init());
+}
+
+TEST(env_sim_fail_alloc_after_bad_value) {
+    use_sim("16GiB");
+    set_env("VRAM_SIM_FAIL_ALLOC_AFTER", "abc");
+    check_init_rejects("VRAM_SIM_FAIL_ALLOC_AFTER", "abc");
+}
+
+TEST(env_backend_sim) {
+    use_sim("16GiB");
+    CHECK_OK(vram_init());
+    vram_physical_device dev;
+    int n = 0;
+    CHECK_OK(vram_list_physical_devices(&dev, 1, &n));
+    CHECK_STR_EQ(dev.product, "vram simulated GPU");
+}
+
+TEST(env_backend_bogus) {
+    set_env("VRAM_BACKEND", "bogus");
+    check_init_rejects("VRAM_BACKEND", "bogus");
+}
+
+TEST(env_read_at_start_only) {
+    use_sim("16GiB");
+    CHECK_OK(vram_init());
+    set_env("VRAM_MEMORY_LIMIT", "abc");  /* too late to matter */
+    set_env("VRAM_FORCE_ALLOW_GROWTH", "maybe");
+    CHECK_OK(vram_init());
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 1 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    CHECK_SIZE(INFO(0).limit, ==, tf_default_limit(16 * GiB));
+}

@@ -1,0 +1,179 @@
+/*
+ * test_oom.c: out-of-memory failures name their cause (the limit and where it came from, the card
+ * being full, fragmentation) with the numbers, and are counted in num_ooms.
+ */
+#include <stdlib.h>
+
+#include "harness.h"
+
+/* Every out-of-memory message carries these figures. */
+static void check_oom_figures(void) {
+    CHECK_CONTAINS_NOCASE(vram_last_error(), "requested");
+    CHECK_CONTAINS_NOCASE(vram_last_error(), "in use");
+    CHECK_CONTAINS_NOCASE(vram_last_error(), "reserved");
+    CHECK_CONTAINS_NOCASE(vram_last_error(), "limit");
+    CHECK_CONTAINS_NOCASE(vram_last_error(), "largest free block");
+}
+
+TEST(oom_limit_from_api_is_named) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    vram_memory_info before = INFO(0);
+    void *p = (void *)0x1;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 2 * GiB, 0));
+    CHECK_CONTAINS(vram_last_error(), "vram_set_memory_limit");
+    check_oom_figures();
+    vram_memory_info after = INFO(0);
+    CHECK_U64(after.num_ooms, ==, before.num_ooms + 1);
+    CHECK_SIZE(after.current, ==, before.current);
+    CHECK_ALL();
+}
+
+TEST(oom_limit_from_api_with_growth_is_named) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc(&p, 768 * MiB, 0));
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&q, 512 * MiB, 0));
+    CHECK_CONTAINS(vram_last_error(), "vram_set_memory_limit");
+    check_oom_figures();
+    CHECK_SIZE(INFO(0).reserved, <=, 1 * GiB);
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+}
+
+TEST(oom_limit_from_env_is_named) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMORY_LIMIT", "1GiB");
+    void *p = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 2 * GiB, 0));
+    CHECK_CONTAINS(vram_last_error(), "VRAM_MEMORY_LIMIT");
+    check_oom_figures();
+    CHECK_U64(INFO(0).num_ooms, ==, 1);
+    CHECK_ALL();
+}
+
+TEST(oom_limit_from_device_env_is_named) {
+    use_sim("2x16GiB");
+    set_env("VRAM_MEMORY_LIMIT_1", "1GiB");
+    void *p = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 2 * GiB, 1));
+    CHECK_CONTAINS(vram_last_error(), "VRAM_MEMORY_LIMIT_1");
+    check_oom_figures();
+    CHECK_ALL();
+}
+
+TEST(oom_limit_from_logical_configuration_is_named) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {1024};
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *p = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 2 * GiB, 0));
+    CHECK_CONTAINS(vram_last_error(), "logical device configuration");
+    check_oom_figures();
+    CHECK_U64(INFO(0).num_ooms, ==, 1);
+    CHECK_ALL();
+}
+
+TEST(oom_card_full_names_driver_error) {
+    use_sim("16GiB");
+    set_env("VRAM_SIM_FAIL_ALLOC_AFTER", "2");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *blocks[64];
+    int n = 0;
+    vram_status s = VRAM_OK;
+    while (n < 64 && (s = vram_malloc(&blocks[n], 64 * MiB, 0)) == VRAM_OK) n++;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+    CHECK_CONTAINS(vram_last_error(), "CUDA_ERROR_OUT_OF_MEMORY");
+    check_oom_figures();
+    CHECK_U64(INFO(0).num_ooms, ==, 1);
+    CHECK_ALL();
+    for (int i = 0; i < n; i++) CHECK_OK(vram_free(blocks[i]));
+    CHECK_ALL();
+}
+
+TEST(oom_card_full_shared_by_two_logical_devices) {
+    use_sim("16GiB");
+    set_env("VRAM_SIM_FAIL_ALLOC_AFTER", "4");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    vram_logical_device_configuration two[2] = {{4096}, {4096}};
+    CHECK_OK(vram_set_logical_device_configuration(0, two, 2));
+    void *blocks[128];
+    int n = 0;
+    vram_status s = VRAM_OK;
+    for (int i = 0; i < 128; i++) {
+        s = vram_malloc(&blocks[n], 64 * MiB, i % 2);
+        if (s != VRAM_OK) break;
+        n++;
+    }
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+    CHECK_CONTAINS(vram_last_error(), "CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK_ALL();
+    for (int i = 0; i < n; i++) CHECK_OK(vram_free(blocks[i]));
+    CHECK_ALL();
+}
+
+static int compare_ptrs(const void *a, const void *b) {
+    uintptr_t x = (uintptr_t) * (void *const *)a, y = (uintptr_t) * (void *const *)b;
+    return x < y ? -1 : x > y;
+}
+
+TEST(oom_fragmentation_is_named) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {64};  /* a preallocated 64 MiB pool */
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *blocks[80];
+    int n = 0;
+    while (n < 80 && vram_malloc(&blocks[n], 1 * MiB, 0) == VRAM_OK) n++;
+    CHECK_INT(n, ==, 64);
+    qsort(blocks, (size_t)n, sizeof blocks[0], compare_ptrs);
+    for (int i = 0; i < n; i += 2) {
+        CHECK_OK(vram_free(blocks[i]));
+        CHECK_ALL();
+    }
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.largest_free_block, <, 4 * MiB);
+    CHECK_SIZE(info.reserved - info.current, >, 4 * MiB);
+    uint64_t ooms = info.num_ooms;
+
+    void *p = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 4 * MiB, 0));
+    CHECK_CONTAINS_NOCASE(vram_last_error(), "fragmentation");
+    check_oom_figures();
+    CHECK_U64(INFO(0).num_ooms, ==, ooms + 1);
+    CHECK_ALL();
+
+    /* freeing the neighbours merges the holes: now it fits */
+    for (int i = 1; i < 8; i += 2) CHECK_OK(vram_free(blocks[i]));
+    CHECK_OK(vram_malloc(&p, 4 * MiB, 0));
+    CHECK_ALL();
+    CHECK_OK(vram_free(p));
+    for (int i = 9; i < n; i += 2) CHECK_OK(vram_free(blocks[i]));
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_SIZE(INFO(0).largest_free_block, ==, 64 * MiB);
+    CHECK_ALL();
+}
+
+TEST(oom_count_per_device) {
+    use_sim("16GiB");
+    vram_logical_device_configuration two[2] = {{256}, {256}};
+    CHECK_OK(vram_set_logical_device_configuration(0, two, 2));
+    void *p = NULL;
+    for (int i = 0; i < 3; i++) CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 512 * MiB, 1));
+    CHECK_U64(INFO(0).num_ooms, ==, 0);
+    CHECK_U64(INFO(1).num_ooms, ==, 3);
+    CHECK_U64(INFO(1).num_allocs, ==, 0);
+    CHECK_OK(vram_reset_memory_stats(1));
+    CHECK_ALL();
+}
+
+TEST(oom_request_larger_than_card) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *p = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 32 * GiB, 0));
+    check_oom_figures();
+    CHECK_SIZE(INFO(0).reserved, <=, NEAR_ZERO);  /* nothing was taken for it */
+    CHECK_ALL();
+}

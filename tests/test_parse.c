@@ -1,0 +1,68 @@
+/*
+ * test_parse.c: vram_parse_size.
+ */
+#include "harness.h"
+
+typedef struct size_case {
+    const char *text;
+    size_t      bytes;
+} size_case;
+
+TEST(parse_size_good) {
+    const size_case cases[] = {
+        {"512", 512},
+        {"0", 0},
+        {"4K", 4 * KiB},
+        {"4KB", 4 * KiB},
+        {"4KiB", 4 * KiB},
+        {"4k", 4 * KiB},
+        {"6GiB", 6 * GiB},
+        {"1.5G", 3 * GiB / 2},
+        {"2T", 2048 * GiB},
+        {"2TB", 2048 * GiB},
+        {"100M", 100 * MiB},
+        {"18446744073709551615", SIZE_MAX},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        size_t bytes = 12345;
+        vram_status s = vram_parse_size(cases[i].text, &bytes);
+        if (s != VRAM_OK) harness_fail(__FILE__, __LINE__, "vram_parse_size(\"%s\"): %s",
+                                       cases[i].text, vram_status_name(s));
+        if (bytes != cases[i].bytes)
+            harness_fail(__FILE__, __LINE__, "vram_parse_size(\"%s\") = %zu, expected %zu",
+                         cases[i].text, bytes, cases[i].bytes);
+    }
+}
+
+TEST(parse_size_bad) {
+    const char *bad[] = {"", "abc", "5X", "-1", "99999999999T", "18446744073709551616",
+                         "4 KiBs", "1.5.2G", "G", "4Ki", "nan", "inf"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t bytes = 12345;
+        vram_status s = vram_parse_size(bad[i], &bytes);
+        if (s != VRAM_ERR_INVALID_ARGUMENT)
+            harness_fail(__FILE__, __LINE__, "vram_parse_size(\"%s\"): expected "
+                         "VRAM_ERR_INVALID_ARGUMENT, got %s (bytes %zu)", bad[i],
+                         vram_status_name(s), bytes);
+        CHECK(vram_last_error()[0] != '\0');
+    }
+}
+
+/* Only decimal numbers: strtod's hexadecimal form must not slip through ("0x10G" is not 16 GiB). */
+TEST(parse_size_rejects_hexadecimal) {
+    const char *bad[] = {"0x10", "0x10G", "0x1p4"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        size_t bytes = 12345;
+        vram_status s = vram_parse_size(bad[i], &bytes);
+        if (s != VRAM_ERR_INVALID_ARGUMENT)
+            harness_fail(__FILE__, __LINE__, "vram_parse_size(\"%s\"): expected "
+                         "VRAM_ERR_INVALID_ARGUMENT, got %s (bytes %zu)", bad[i],
+                         vram_status_name(s), bytes);
+    }
+}
+
+TEST(parse_size_null_arguments) {
+    size_t bytes = 0;
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_parse_size(NULL, &bytes));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_parse_size("1G", NULL));
+}

@@ -1,0 +1,213 @@
+/*
+ * test_threads.c: many threads allocating and freeing at once, on one and on several logical
+ * devices, with and without growth, mixed with statistics and checks.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "harness.h"
+
+enum { THREADS = 8, OPS = 5000, SLOTS = 64 };
+
+typedef struct worker {
+    int      id;
+    int      ndevices;
+    size_t   max_size;
+    uint64_t seed;
+    int      with_info;   /* also read the memory info now and then */
+    uint64_t allocs, ooms;
+} worker;
+
+static atomic_int workers_running;
+
+/* Each live block carries a tag (thread, op) in its first bytes; another thread handed an
+ * overlapping block would overwrite it. Device memory is host memory on the simulated GPU. */
+static void tag_block(void *p, size_t size, uint64_t tag) {
+    if (size >= sizeof tag) memcpy(p, &tag, sizeof tag);
+}
+
+static void check_tag(const void *p, size_t size, uint64_t tag) {
+    uint64_t got = tag;
+    if (size >= sizeof got) memcpy(&got, p, sizeof got);
+    CHECK_U64(got, ==, tag);
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    test_rng rng = rng_make(w->seed);
+    void    *live[SLOTS] = {0};
+    size_t   sizes[SLOTS] = {0};
+    uint64_t tags[SLOTS] = {0};
+    for (int op = 0; op < OPS; op++) {
+        int slot = (int)rng_below(&rng, SLOTS);
+        int dev = (int)rng_below(&rng, (uint64_t)w->ndevices);
+        if (live[slot] != NULL) {
+            check_tag(live[slot], sizes[slot], tags[slot]);
+            CHECK_OK(vram_free(live[slot]));
+            live[slot] = NULL;
+        } else {
+            size_t size = rng_size_log(&rng, 1, w->max_size);
+            vram_status s = vram_malloc(&live[slot], size, dev);
+            if (s == VRAM_ERR_OUT_OF_MEMORY) {
+                w->ooms++;
+                live[slot] = NULL;
+            } else {
+                CHECK_STATUS(VRAM_OK, s);
+                CHECK(live[slot] != NULL);
+                CHECK((uintptr_t)live[slot] % 256 == 0);
+                w->allocs++;
+                sizes[slot] = size;
+                tags[slot] = ((uint64_t)w->id << 32) | (uint64_t)op;
+                tag_block(live[slot], size, tags[slot]);
+            }
+        }
+        if (w->with_info && op % 8 == 0) {
+            vram_memory_info info = INFO(dev);
+            CHECK_INFO_SANE(info);
+        }
+    }
+    for (int slot = 0; slot < SLOTS; slot++) {
+        if (live[slot] == NULL) continue;
+        check_tag(live[slot], sizes[slot], tags[slot]);
+        CHECK_OK(vram_free(live[slot]));
+    }
+    atomic_fetch_sub(&workers_running, 1);
+    return NULL;
+}
+
+/* Reads statistics and runs vram_check on every device while the workers run. */
+static void *observer_main(void *arg) {
+    int ndevices = *(int *)arg;
+    while (atomic_load(&workers_running) > 0) {
+        for (int d = 0; d < ndevices; d++) {
+            vram_memory_info info = INFO(d);
+            CHECK_INFO_SANE(info);
+            CHECK_OK(vram_check(d));
+        }
+    }
+    return NULL;
+}
+
+static void run_workers(int ndevices, size_t max_size, int with_info, int with_observer) {
+    worker workers[THREADS];
+    pthread_t threads[THREADS], observer;
+    uint64_t seed = harness_seed();
+    CHECK_OK(vram_init());
+    atomic_store(&workers_running, THREADS);
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = (worker){.id = i, .ndevices = ndevices, .max_size = max_size,
+                              .seed = seed + (uint64_t)i * 0x1000193u, .with_info = with_info};
+        CHECK_INT(pthread_create(&threads[i], NULL, worker_main, &workers[i]), ==, 0);
+    }
+    if (with_observer) CHECK_INT(pthread_create(&observer, NULL, observer_main, &ndevices), ==, 0);
+    for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
+    if (with_observer) pthread_join(observer, NULL);
+
+    CHECK_ALL();
+    uint64_t allocs = 0, counted = 0;
+    for (int i = 0; i < THREADS; i++) allocs += workers[i].allocs;
+    for (int d = 0; d < ndevices; d++) {
+        vram_memory_info info = INFO(d);
+        CHECK_SIZE(info.current, ==, 0);
+        CHECK_U64(info.num_allocs, ==, info.num_frees);
+        CHECK_SIZE(info.reserved, <=, info.limit);
+        counted += info.num_allocs;
+    }
+    CHECK_U64(counted, ==, allocs);
+    CHECK_OK(vram_shutdown());
+}
+
+TEST(threads_one_device_prealloc) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    run_workers(1, 1 * MiB, 0, 0);
+}
+
+TEST(threads_one_device_growth) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    run_workers(1, 1 * MiB, 0, 0);
+}
+
+TEST(threads_several_logical_devices) {
+    use_sim("2x16GiB");
+    vram_logical_device_configuration two[2] = {{512}, {512}};
+    CHECK_OK(vram_set_logical_device_configuration(0, two, 2));
+    CHECK_OK(vram_set_logical_device_configuration(1, two, 2));
+    run_workers(4, 512 * KiB, 0, 0);
+}
+
+TEST(threads_several_logical_devices_growth_shared_budget) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    vram_logical_device_configuration three[3] = {{512}, {512}, {512}};
+    CHECK_OK(vram_set_logical_device_configuration(0, three, 3));
+    run_workers(3, 1 * MiB, 1, 0);
+}
+
+TEST(threads_mixed_with_memory_info) {
+    use_sim("16GiB");
+    vram_logical_device_configuration two[2] = {{512}, {512}};
+    CHECK_OK(vram_set_logical_device_configuration(0, two, 2));
+    run_workers(2, 256 * KiB, 1, 0);
+}
+
+TEST(threads_mixed_with_observer_and_check) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    vram_logical_device_configuration two[2] = {{512}, {512}};
+    CHECK_OK(vram_set_logical_device_configuration(0, two, 2));
+    run_workers(2, 256 * KiB, 1, 1);
+}
+
+TEST(threads_tight_limit_with_ooms) {
+    /* 8 threads x up to 64 blocks of up to 4 MiB against a 64 MiB pool: failures must be clean */
+    use_sim("16GiB");
+    vram_logical_device_configuration one = {64};
+    CHECK_OK(vram_set_logical_device_configuration(0, &one, 1));
+    run_workers(1, 4 * MiB, 1, 0);
+}
+
+/* Threads starting, using and shutting down the runtime at once: allocation and free always
+ * work (an allocation restarts a stopped runtime), a shutdown either happens or is refused
+ * because another thread holds a block. */
+static void *lifecycle_main(void *arg) {
+    worker *w = arg;
+    test_rng rng = rng_make(w->seed);
+    for (int op = 0; op < 2000; op++) {
+        void *p = NULL;
+        switch (rng_below(&rng, 4)) {
+        case 0: CHECK_OK(vram_init()); break;
+        case 1: {
+            vram_status s = vram_shutdown();
+            if (s != VRAM_OK) CHECK_STATUS(VRAM_ERR_CONFLICT, s);
+            break;
+        }
+        default:
+            CHECK_OK(vram_malloc(&p, rng_size_log(&rng, 1, 1 * MiB), 0));
+            w->allocs++;
+            CHECK_OK(vram_free(p));
+            break;
+        }
+    }
+    return NULL;
+}
+
+TEST(threads_init_use_shutdown_race) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    worker workers[THREADS];
+    pthread_t threads[THREADS];
+    uint64_t seed = harness_seed();
+    for (int i = 0; i < THREADS; i++) {
+        workers[i] = (worker){.id = i, .seed = seed + (uint64_t)i};
+        CHECK_INT(pthread_create(&threads[i], NULL, lifecycle_main, &workers[i]), ==, 0);
+    }
+    for (int i = 0; i < THREADS; i++) pthread_join(threads[i], NULL);
+    CHECK_OK(vram_init());
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_OK(vram_shutdown());
+}
