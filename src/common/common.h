@@ -15,6 +15,9 @@
 #define VRAM_MIB ((size_t)1 << 20)
 #define VRAM_GIB ((size_t)1 << 30)
 
+/* Room for a description of where a limit came from ("VRAM_MEMORY_LIMIT=6GiB", ...). */
+#define VRAM_SOURCE_LEN 160
+
 #if defined(__GNUC__)
 #define VRAM_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else

@@ -23,7 +23,7 @@
 typedef struct vram__card_budget {
     _Atomic size_t reserved;   /* bytes held by all pools of the card */
     size_t         cap;        /* SIZE_MAX when the card has no limit of its own */
-    char           cap_source[96];
+    char           cap_source[VRAM_SOURCE_LEN];
 } vram__card_budget;
 
 typedef struct vram__pool_config {
@@ -31,7 +31,7 @@ typedef struct vram__pool_config {
     int                  dev;            /* backend ordinal */
     int                  growth;         /* 1: take memory on demand; 0: the whole limit at creation */
     size_t               limit;          /* hard cap on this pool's reserved bytes */
-    char                 limit_source[96]; /* "VRAM_MEMORY_LIMIT=6GiB", "logical device configuration", ... */
+    char                 limit_source[VRAM_SOURCE_LEN]; /* "VRAM_MEMORY_LIMIT=6GiB", "logical device configuration", ... */
     vram__device_caps    caps;
     vram__card_budget   *budget;         /* may be NULL */
     char                 name[64];       /* "/device:GPU:0", for messages */

@@ -34,7 +34,7 @@ static vram_status read_size(const char *name, const char *value, vram__env_size
                           "variable for no limit)", name, value);
     }
     out->set = 1;
-    snprintf(out->text, sizeof out->text, "%s=%s", name, value);
+    snprintf(out->text, sizeof out->text, "%.40s=%.40s", name, value);
     return VRAM_OK;
 }
 
@@ -62,7 +62,7 @@ static vram_status read_fraction(vram__env *env) {
     }
     env->fraction_set = 1;
     env->fraction = f;
-    snprintf(env->fraction_text, sizeof env->fraction_text, "VRAM_MEMORY_FRACTION=%s", v);
+    snprintf(env->fraction_text, sizeof env->fraction_text, "VRAM_MEMORY_FRACTION=%.40s", v);
     return VRAM_OK;
 }
 

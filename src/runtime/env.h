@@ -15,7 +15,7 @@
 typedef struct vram__env_size {
     int    set;
     size_t bytes;
-    char   text[64];     /* "VRAM_MEMORY_LIMIT=6GiB", for messages */
+    char   text[96];     /* "VRAM_MEMORY_LIMIT=6GiB", for messages */
 } vram__env_size;
 
 typedef struct vram__env {
@@ -24,7 +24,7 @@ typedef struct vram__env {
     vram__env_size limit_dev[VRAM_MAX_DEVICES];  /* VRAM_MEMORY_LIMIT_<i> */
     int            fraction_set;                 /* VRAM_MEMORY_FRACTION */
     double         fraction;
-    char           fraction_text[64];
+    char           fraction_text[96];
 } vram__env;
 
 /* VRAM_BACKEND: cuda (default) or sim. */

@@ -63,9 +63,9 @@ static size_t min_system_memory(size_t available, int compute_major) {
 typedef struct card_plan {
     int    growth;
     size_t cap;             /* 0: none */
-    char   cap_source[96];
+    char   cap_source[VRAM_SOURCE_LEN];
     size_t default_amount;
-    char   default_source[96];
+    char   default_source[VRAM_SOURCE_LEN];
 } card_plan;
 
 static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
@@ -148,7 +148,7 @@ static vram_status start_card_wlocked(int i, const card_plan *plan) {
     }
     for (int k = 0; k < c->nconfigs; k++) {
         size_t limit = c->configs[k].memory_limit_mb * VRAM_MIB;
-        char source[96];
+        char source[VRAM_SOURCE_LEN];
         snprintf(source, sizeof source, "the logical device configuration (%zu MiB)", c->configs[k].memory_limit_mb);
         if (plan->cap != 0 && plan->cap < limit) {
             limit = plan->cap;
