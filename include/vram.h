@@ -148,6 +148,25 @@ VRAM_API vram_status vram_free(void *ptr);
 VRAM_API vram_status vram_malloc_async(void **ptr, size_t size, int logical_device, void *stream);
 VRAM_API vram_status vram_free_async(void *ptr, void *stream);
 
+/* ---- giving memory back and allocator options ------------------------------------------- */
+
+/* Returns cached free memory of the logical device to the driver until at most `keep_bytes` are
+ * reserved beyond its live allocations (what can be returned: whole mapped pieces or regions with
+ * no live block in them). vram_get_memory_info's `reserved` and `num_driver_frees` show the effect.
+ * Starts the runtime. */
+VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
+
+/* Allocator options, as one string of comma-separated key:value pairs (the environment variable
+ * VRAM_ALLOC_CONF takes the same string and overrides what the program set; both are read at
+ * start, so this fails with VRAM_ERR_ALREADY_INITIALIZED afterwards when it changes anything):
+ *   vmm:true|false          grow by mapping physical chunks into one reserved address range
+ *                           (default true where the driver supports it) or by separate cuMemAlloc
+ *                           regions
+ *   idle_release_ms:N       growth mode: memory that stayed unused for N ms is returned to the
+ *                           driver (at the next allocator call or vram_trim); 0 (default) keeps it
+ * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
+VRAM_API vram_status vram_set_alloc_conf(const char *conf);
+
 /* ---- statistics ----------------------------------------------------------------------------- */
 
 typedef struct vram_memory_info {

@@ -59,10 +59,20 @@ skip() {
     SKIPPED=$((SKIPPED + 1))
 }
 
-# json_value KEY: the number (or true/false/null) stored under KEY in the JSON object in $OUT.
+# json_value KEY: the number (or true/false/null) stored under KEY in the JSON object in $OUT; the
+# first occurrence, so a top-level key wins over the same key inside replay's later "per_pass" list.
 json_value() {
-    printf '%s\n' "$OUT" | sed -nE "s/.*\"$1\": *(-?[0-9.]+|true|false|null).*/\\1/p" | sed -n 1p
+    printf '%s\n' "$OUT" | grep -oE "\"$1\": *(-?[0-9.]+|true|false|null)" | sed -n 1p |
+        sed -E 's/^"[^"]*": *//'
 }
+
+# json_string KEY: the string stored under KEY (no escapes handled), first occurrence.
+json_string() {
+    printf '%s\n' "$OUT" | grep -oE "\"$1\": *\"[^\"]*\"" | sed -n 1p | sed -E 's/^"[^"]*": *"(.*)"$/\1/'
+}
+
+# is_number TEXT: TEXT is a plain decimal number (not null).
+is_number() { [[ $1 =~ ^-?[0-9]+(\.[0-9]+)?$ ]]; }
 
 # one_json_object: stdout is exactly one line holding one JSON object.
 one_json_object() {
@@ -136,7 +146,8 @@ t_replay_small() {
 t_replay_small_gz() {
     run "$VRAM" replay "$TMP/small.trace.gz" --growth --json
     one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$SMALL_OPS" &&
-        $(json_value peak_live_bytes) == "$SMALL_PEAK" && $(json_value growth) == true ]]
+        $(json_value peak_live_bytes) == "$SMALL_PEAK" && $(json_value growth) == true &&
+        $(json_string policy) == growth ]]
 }
 t_replay_text() {
     run "$VRAM" replay "$TMP/small.trace"
@@ -162,6 +173,96 @@ check "replay of a free of an unknown id exits 1" t_replay_unknown_free
 check "replay of an id allocated twice exits 1" t_replay_twice
 check "replay of a missing file exits 1" t_replay_missing
 
+# ---- vram replay: passes, threads, policies -----------------------------------------------------
+# `ops` counts the calls of every pass and thread: passes x threads x the trace's events when
+# nothing fails (trace_events is one copy of the trace).
+t_replay_one_pass() {
+    run "$VRAM" replay "$TMP/small.trace" --json
+    one_json_object && [[ $RC -eq 0 && $(json_value passes) == 1 && $(json_value threads) == 1 &&
+        $(json_value trace_events) == "$SMALL_OPS" && $(json_string policy) == prealloc &&
+        $(json_value growth) == false && $(json_value warm_ns_per_op) == null &&
+        $(json_value driver_allocs_warm) == null &&
+        $(json_value cold_ns_per_op) == "$(json_value ns_per_op)" &&
+        $(json_value mean_ns_per_op) == "$(json_value ns_per_op)" ]] &&
+        is_number "$(json_value ops_per_sec)"
+}
+t_replay_passes() {
+    run "$VRAM" replay "$TMP/small.trace" --passes 3 --json
+    one_json_object && [[ $RC -eq 0 && $(json_value passes) == 3 &&
+        $(json_value ops) == $((3 * SMALL_OPS)) && $(json_value trace_events) == "$SMALL_OPS" &&
+        $(json_value peak_live_bytes) == "$SMALL_PEAK" && $(json_value failed_allocs) == 0 &&
+        $(json_value driver_allocs_warm) == 0 && $(grep -o '"pass": ' "$TMP/out" | wc -l) -eq 3 ]] &&
+        is_number "$(json_value cold_ns_per_op)" && is_number "$(json_value warm_ns_per_op)" &&
+        is_number "$(json_value warm_ops_per_sec)"
+}
+t_replay_passes_text() {
+    run "$VRAM" replay "$TMP/small.trace" --passes=2 --policy=growth
+    [[ $RC -eq 0 && $OUT == *"ns / op cold:"* && $OUT == *"ns / op warm:"* && $OUT == *"pass 2"* &&
+        $OUT == *"policy:           growth"* && $OUT == *"reserved / live"* ]]
+}
+t_replay_threads() {
+    run "$VRAM" replay "$TMP/small.trace" --threads 4 --json
+    one_json_object && [[ $RC -eq 0 && $(json_value threads) == 4 && $(json_value failed_allocs) == 0 &&
+        $(json_value ops) == $((4 * SMALL_OPS)) && $(json_value peak_live_bytes) == $((4 * SMALL_PEAK)) &&
+        $ERR == *"peak live (4 threads, upper bound)"* ]] && is_number "$(json_value ops_per_sec)"
+}
+t_replay_threads_passes_growth() {
+    run "$VRAM" replay "$TMP/small.trace.gz" --threads 3 --passes 2 --growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 0 &&
+        $(json_value ops) == $((2 * 3 * SMALL_OPS)) && $(json_value growth) == true ]] &&
+        is_number "$(json_value warm_ns_per_op)"
+}
+# Every pass of every thread fails its 2 MiB alloc (1 call) and skips its free; the 100-byte alloc
+# that follows succeeds and is freed between passes.
+t_replay_failures_each_pass() {
+    printf 'a 1 2097152 0 1\nf 1 2\na 2 100 0 3\n' >"$TMP/fail_then_live.trace"
+    run "$VRAM" replay "$TMP/fail_then_live.trace" --limit 1MiB --passes 2 --threads 2 --json
+    one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 4 &&
+        $(json_value skipped_frees) == 4 && $(json_value ops) == 8 && $OUT == *OUT_OF_MEMORY* &&
+        $OUT == *'"first_error": "pass 1, thread 0: event 1'* ]]
+}
+t_replay_policy_prealloc() {
+    run "$VRAM" replay "$TMP/small.trace" --policy prealloc --json
+    one_json_object && [[ $RC -eq 0 && $(json_string policy) == prealloc &&
+        $(json_value growth) == false && $(json_value failed_allocs) == 0 ]]
+}
+t_replay_policy_growth_plain() {
+    run "$VRAM" replay "$TMP/small.trace" --policy growth-plain --passes 2 --json
+    one_json_object && [[ $RC -eq 0 && $(json_string policy) == growth-plain &&
+        $(json_value growth) == true && $(json_value failed_allocs) == 0 &&
+        $(json_value ops) == $((2 * SMALL_OPS)) ]]
+}
+t_replay_policy_unknown() {
+    run "$VRAM" replay "$TMP/small.trace" --policy best-guess
+    [[ $RC -eq 2 && -z $OUT && $ERR == *best-guess* && $ERR == *prealloc* && $ERR == *growth-plain* ]]
+}
+t_replay_policy_conflict() { run "$VRAM" replay "$TMP/small.trace" --growth --policy prealloc; [[ $RC -eq 2 ]]; }
+t_replay_bad_counts() {
+    local a
+    for a in "--passes 0" "--passes x" "--passes" "--threads 0" "--threads 1.5" "--threads 99999"; do
+        # shellcheck disable=SC2086
+        run "$VRAM" replay "$TMP/small.trace" $a
+        [[ $RC -eq 2 ]] || return 1
+    done
+}
+t_replay_help() {
+    run "$VRAM" replay --help
+    [[ $RC -eq 0 && $OUT == *--passes* && $OUT == *--threads* && $OUT == *--policy* &&
+        $OUT == *prealloc* && $OUT == *growth-plain* && $OUT == *cold_ns_per_op* ]]
+}
+check "replay, one pass: passes 1, policy prealloc, warm figures null, cold = mean ns/op" t_replay_one_pass
+check "replay --passes 3 --json: ops 3 x the trace, cold and warm ns/op, no warm driver allocs" t_replay_passes
+check "replay --passes=2 --policy=growth prints cold, warm and per-pass lines" t_replay_passes_text
+check "replay --threads 4: ops and peak live 4 x the trace, failed_allocs 0" t_replay_threads
+check "replay --threads 3 --passes 2 --growth of the gzip trace" t_replay_threads_passes_growth
+check "replay --limit 1MiB --passes 2 --threads 2: each failed alloc's free skipped" t_replay_failures_each_pass
+check "replay --policy prealloc" t_replay_policy_prealloc
+check "replay --policy growth-plain --passes 2" t_replay_policy_growth_plain
+check "replay --policy with an unknown name exits 2 listing the valid ones" t_replay_policy_unknown
+check "replay --growth with another --policy exits 2" t_replay_policy_conflict
+check "replay with a malformed --passes or --threads exits 2" t_replay_bad_counts
+check "replay --help lists the options and the policies" t_replay_help
+
 # Without VRAM_BACKEND and without a GPU the replay falls back to a simulated card.
 run env -u VRAM_BACKEND "$VRAM" ls
 if [[ $RC -eq 1 && $ERR == "No GPU found:"* ]]; then
@@ -171,6 +272,13 @@ if [[ $RC -eq 1 && $ERR == "No GPU found:"* ]]; then
             $(json_value ops) == "$SMALL_OPS" ]]
     }
     check "no GPU: vram ls says so; replay falls back to a simulated card" t_fallback
+    # 4 x 5500 x 1.25 + 4 GiB = 4294994796 bytes, rounded up to 4097 MiB
+    t_fallback_threads() {
+        run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --threads 4 --json
+        one_json_object && [[ $RC -eq 0 && $ERR == *"simulated 4097MiB card (4 threads)"* &&
+            $(json_value failed_allocs) == 0 && $(json_value ops) == $((4 * SMALL_OPS)) ]]
+    }
+    check "no GPU, --threads 4: the simulated card is sized for 4 copies of the trace" t_fallback_threads
 else
     skip "replay falls back to a simulated card without a GPU" "a GPU is present"
 fi
@@ -186,6 +294,16 @@ t_replay_gpt2() {
         $(json_value peak_live_bytes) == 13594206920 && $(json_value failed_allocs) == 0 ]]
 }
 check "replay gpt2_train.trace.gz --growth: every op, peak live 13594206920" t_replay_gpt2
+t_replay_gpt2_passes() {
+    local want_ops
+    if [[ ! -r $GPT2 ]]; then RC=-; OUT=; ERR="missing $GPT2"; return 1; fi
+    want_ops=$(gzip -dc "$GPT2" | grep -c '^[af] ')
+    run env VRAM_SIM_DEVICES=32GiB "$VRAM" replay "$GPT2" --policy growth --passes 2 --json
+    one_json_object && [[ $RC -eq 0 && $(json_value ops) == $((2 * want_ops)) &&
+        $(json_value failed_allocs) == 0 ]] && is_number "$(json_value driver_allocs_warm)" &&
+        is_number "$(json_value warm_ns_per_op)"
+}
+check "replay gpt2_train.trace.gz --policy growth --passes 2: every op twice" t_replay_gpt2_passes
 
 # ---- the example program ------------------------------------------------------------------------
 t_example() { run "$EXAMPLE"; [[ $RC -eq 0 && $OUT == *"vram simulated GPU"* ]]; }

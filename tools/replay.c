@@ -1,14 +1,31 @@
 /*
- * replay.c: `vram replay TRACE [--growth] [--limit SIZE] [--json]`.
+ * replay.c: `vram replay TRACE [--policy NAME | --growth] [--limit SIZE] [--passes N]
+ *           [--threads N] [--json]`.
  *
- * Order: read and check the whole trace (trace.c); make sure there is a device (without a GPU
- * and with VRAM_BACKEND unset, switch to a simulated card large enough for the trace); configure
- * card 0 (growth, limit); vram_init(); replay every event on logical device 0, timing each
- * vram_malloc / vram_free call alone with CLOCK_MONOTONIC; read the statistics; free what is
- * still live (untimed); vram_shutdown(); print the report.
+ * Order: read and check the whole trace (trace.c; allocation ids are already dense slot numbers,
+ * so the replay indexes plain arrays and never hashes); make sure there is a device (without a
+ * GPU and with VRAM_BACKEND unset, switch to a simulated card large enough for `threads` copies of
+ * the trace); configure card 0 from the policy table (growth, allocator options) and the limit;
+ * vram_init(); replay; read the statistics; vram_shutdown(); print the report.
  *
- * A failed allocation is counted, its first message kept, and its later free skipped; `ops` is
- * the number of calls made (and timed). A failed free is an error (exit 1): it means a bug.
+ * Passes and threads. Each of `threads` threads replays the whole trace on logical device 0 with
+ * its own pointer table, `passes` times, in the same runtime. A pass is, for every thread:
+ *   barrier; timed loop over every event; barrier; free what the trace left live (untimed);
+ *   barrier; thread 0 sums the pass and reads the driver counters (untimed).
+ * So every pass starts with no live allocation but with whatever memory the pool kept: pass 1 is
+ * cold (the pool starts empty and takes memory from the driver), passes 2..N are warm.
+ *
+ * Timing. A call takes some tens of ns, about what clock_gettime costs, so calls are not timed one
+ * by one: each thread reads CLOCK_MONOTONIC before and after its loop over the whole trace. The
+ * loop does the vram_malloc / vram_free call and O(1) array bookkeeping (pointer and state by
+ * slot, counters), nothing else; the first failure of a thread also formats its message. A pass's
+ * `loop_ns` is the sum of its threads' loop times, its `wall_ns` runs from the first thread's start
+ * to the last thread's end.
+ *
+ * Counting. `ops` is the number of calls made (allocations, failed ones included, and frees) over
+ * all passes and threads: passes x threads x the trace's events when nothing fails. A failed
+ * allocation is counted, its first message kept, and its later free skipped (not a call, not an
+ * op). A failed free is an error (exit 1): it means a bug.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -17,6 +34,7 @@
 #include "replay.h"
 
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,23 +49,75 @@
 #define MIB ((uint64_t)1 << 20)
 #define GIB ((uint64_t)1 << 30)
 
+/* ---- the policy table ----------------------------------------------------------------------- */
+
+const replay_policy replay_policies[] = {
+    /* name            growth  alloc conf   description (for --help) */
+    { "prealloc",      0,      NULL,        "growth off: take nearly the whole card at start, TensorFlow's default" },
+    { "growth",        1,      NULL,        "memory growth, mapping 2 MiB chunks into one reserved range, VMM" },
+    { "growth-plain",  1,      "vmm:false", "memory growth with separate cuMemAlloc regions, alloc conf vmm:false" },
+};
+const size_t replay_num_policies = sizeof replay_policies / sizeof replay_policies[0];
+
+const replay_policy *replay_find_policy(const char *name) {
+    for (size_t i = 0; i < replay_num_policies; i++)
+        if (strcmp(replay_policies[i].name, name) == 0) return &replay_policies[i];
+    return NULL;
+}
+
+/* ---- state ---------------------------------------------------------------------------------- */
+
 enum { SLOT_NONE, SLOT_LIVE, SLOT_FAILED, SLOT_FREED };
+
+typedef struct pass_stats {      /* one pass, summed over the threads */
+    size_t   ops, allocs, frees, failed_allocs, skipped_frees;
+    uint64_t loop_ns;            /* sum of the threads' timed loops */
+    uint64_t wall_ns;            /* first thread's start to last thread's end */
+    uint64_t driver_allocs, driver_frees;  /* made during the pass and its cleanup */
+} pass_stats;
+
+struct replay_job;
+
+typedef struct worker {
+    struct replay_job *job;
+    int       index;
+    pthread_t tid;
+    void    **ptrs;              /* by slot */
+    uint8_t  *state;             /* SLOT_* by slot */
+    /* this pass */
+    size_t    allocs, frees, failed, skipped;
+    uint64_t  t0, t1;
+    int       err;               /* a failed free: the replay fails */
+    /* this thread's first failed allocation */
+    int       has_failure, failure_pass;
+    char      first_error[2048];
+} worker;
+
+typedef struct replay_job {
+    const trace      *t;
+    int               passes, threads;
+    worker           *workers;
+    pass_stats       *pass;      /* [passes] */
+    int               passes_run;
+    pthread_barrier_t barrier;
+    pthread_mutex_t   gate_lock;
+    pthread_cond_t    gate_cond;
+    int               gate;      /* 0 wait, 1 go, -1 give up (a thread could not be started) */
+    int               abort;     /* written by thread 0 before a start barrier */
+    int               failed;    /* a failed free or statistics call */
+    uint64_t          last_driver_allocs, last_driver_frees;
+} replay_job;
 
 typedef struct replay_result {
     size_t   ops, allocs, frees, failed_allocs, skipped_frees;
-    uint64_t total_ns;
-    size_t   peak_reserved, limit_bytes;
+    uint64_t total_ns, wall_ns;
+    uint64_t peak_live;          /* the trace's peak x threads */
+    size_t   peak_reserved, peak_in_use, limit_bytes;
     uint64_t driver_allocs, driver_frees;
     int      growth;
     char     backend[32];
-    char     first_error[4096];
+    char     first_error[2100];
 } replay_result;
-
-typedef struct replay_state {
-    const trace *t;
-    void       **ptrs;   /* by slot */
-    uint8_t     *slot;   /* SLOT_* by slot */
-} replay_state;
 
 static FILE *text_out(const replay_options *opt) { return opt->json ? stderr : stdout; }
 
@@ -60,13 +130,25 @@ static const char *backend_env(void) {
     return b && *b ? b : NULL;
 }
 
+static int opt_passes(const replay_options *opt) { return opt->passes > 0 ? opt->passes : 1; }
+static int opt_threads(const replay_options *opt) { return opt->threads > 0 ? opt->threads : 1; }
+static const replay_policy *opt_policy(const replay_options *opt) {
+    return opt->policy ? opt->policy : &replay_policies[0];
+}
+
 /* ---- device discovery and the simulated fallback -------------------------------------------- */
 
-static int fall_back_to_sim(const trace *t, const char *reason) {
-    uint64_t bytes = t->peak_live_bytes + t->peak_live_bytes / 4 + 4 * GIB;
+/* A card of 1.25 x (threads x the trace's peak) + 4 GiB. */
+static int fall_back_to_sim(const trace *t, int threads, const char *reason) {
+    uint64_t live = t->peak_live_bytes * (uint64_t)threads;  /* checked against overflow by the caller */
+    uint64_t bytes = live + live / 4 + 4 * GIB;
     char size[32];
     snprintf(size, sizeof size, "%" PRIu64 "MiB", (bytes + MIB - 1) / MIB);
-    fprintf(stderr, "vram replay: no GPU (%s); replaying on a simulated %s card\n", reason, size);
+    if (threads > 1)
+        fprintf(stderr, "vram replay: no GPU (%s); replaying on a simulated %s card (%d threads)\n",
+                reason, size, threads);
+    else
+        fprintf(stderr, "vram replay: no GPU (%s); replaying on a simulated %s card\n", reason, size);
     /* CUDA_VISIBLE_DEVICES named real cards; the sim applies it too and could hide this one. */
     if (getenv("CUDA_VISIBLE_DEVICES"))
         fprintf(stderr, "vram replay: ignoring CUDA_VISIBLE_DEVICES for the simulated card\n");
@@ -78,14 +160,14 @@ static int fall_back_to_sim(const trace *t, const char *reason) {
     return 0;
 }
 
-static int ensure_device(const trace *t) {
+static int ensure_device(const trace *t, int threads) {
     int n = 0;
     vram_status s = vram_list_physical_devices(NULL, 0, &n);
     if (s == VRAM_OK) return 0;
     if (s == VRAM_ERR_NO_DEVICE && !backend_env()) {
         char reason[512];
         snprintf(reason, sizeof reason, "%s", vram_last_error());
-        return fall_back_to_sim(t, reason);
+        return fall_back_to_sim(t, threads, reason);
     }
     if (s == VRAM_ERR_NO_DEVICE)
         fprintf(stderr, "vram replay: No GPU found: %s\n", vram_last_error());
@@ -97,9 +179,14 @@ static int ensure_device(const trace *t) {
 /* ---- configuration -------------------------------------------------------------------------- */
 
 static int configure(const replay_options *opt) {
+    const replay_policy *pol = opt_policy(opt);
     vram_status s;
-    if (opt->growth && (s = vram_set_memory_growth(0, 1)) != VRAM_OK) {
+    if ((s = vram_set_memory_growth(0, pol->growth)) != VRAM_OK) {
         report_status("vram_set_memory_growth", s);
+        return -1;
+    }
+    if (pol->conf && (s = vram_set_alloc_conf(pol->conf)) != VRAM_OK) {
+        report_status("vram_set_alloc_conf", s);
         return -1;
     }
     if (opt->has_limit && (s = vram_set_memory_limit(0, opt->limit_bytes)) != VRAM_OK) {
@@ -125,7 +212,13 @@ static int growth_in_force(void) {
     return vram_get_memory_growth(0, &enabled) == VRAM_OK && enabled == 1;
 }
 
-/* ---- the replay loop ------------------------------------------------------------------------ */
+static int read_info(vram_memory_info *info) {
+    vram_status s = vram_get_memory_info(0, info);
+    if (s != VRAM_OK) report_status("vram_get_memory_info", s);
+    return s == VRAM_OK ? 0 : -1;
+}
+
+/* ---- one pass of one thread ----------------------------------------------------------------- */
 
 static uint64_t now_ns(void) {
     struct timespec ts;
@@ -133,89 +226,251 @@ static uint64_t now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void replay_alloc(replay_state *st, size_t i, replay_result *r) {
-    const trace_event *e = &st->t->events[i];
-    void *p = NULL;
+/* Out of line so that the timed loop stays small; runs once per failed allocation. */
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static void note_failure(worker *w, int pass, size_t i, vram_status s) {
+    if (w->has_failure) return;
+    w->has_failure = 1;
+    w->failure_pass = pass;
+    snprintf(w->first_error, sizeof w->first_error, "event %zu, alloc of %" PRIu64 " bytes: %s: %s",
+             i + 1, w->job->t->events[i].bytes, vram_status_name(s), vram_last_error());
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static void note_bad_free(worker *w, int pass, size_t i, vram_status s) {
+    char where[96];
+    if (w->job->threads > 1 || w->job->passes > 1)
+        snprintf(where, sizeof where, "pass %d, thread %d, event %zu", pass + 1, w->index, i + 1);
+    else
+        snprintf(where, sizeof where, "event %zu", i + 1);
+    fprintf(stderr, "vram replay: %s: vram_free: %s: %s\n", where, vram_status_name(s), vram_last_error());
+    w->err = 1;
+}
+
+/* The timed loop: the call and array bookkeeping by slot. */
+static void replay_pass(worker *w, int pass) {
+    const trace_event *ev = w->job->t->events;
+    const size_t n = w->job->t->num_events;
+    void **ptrs = w->ptrs;
+    uint8_t *state = w->state;
+    size_t allocs = 0, frees = 0, failed = 0, skipped = 0;
     uint64_t t0 = now_ns();
-    vram_status s = vram_malloc(&p, (size_t)e->bytes, 0);
-    r->total_ns += now_ns() - t0;
-    r->ops++;
-    r->allocs++;
-    if (s == VRAM_OK) {
-        st->ptrs[e->slot] = p;
-        st->slot[e->slot] = SLOT_LIVE;
-        return;
-    }
-    st->slot[e->slot] = SLOT_FAILED;
-    if (r->failed_allocs++ == 0)
-        snprintf(r->first_error, sizeof r->first_error, "event %zu, alloc of %" PRIu64 " bytes: %s: %s",
-                 i + 1, e->bytes, vram_status_name(s), vram_last_error());
-}
-
-static int replay_free(replay_state *st, size_t i, replay_result *r) {
-    const trace_event *e = &st->t->events[i];
-    if (st->slot[e->slot] != SLOT_LIVE) {
-        r->skipped_frees++;
-        return 0;
-    }
-    uint64_t t0 = now_ns();
-    vram_status s = vram_free(st->ptrs[e->slot]);
-    r->total_ns += now_ns() - t0;
-    r->ops++;
-    r->frees++;
-    if (s != VRAM_OK) {
-        fprintf(stderr, "vram replay: event %zu: ", i + 1);
-        report_status("vram_free", s);
-        return -1;
-    }
-    st->slot[e->slot] = SLOT_FREED;
-    return 0;
-}
-
-static int replay_events(replay_state *st, replay_result *r) {
-    for (size_t i = 0; i < st->t->num_events; i++) {
-        if (st->t->events[i].kind == TRACE_ALLOC)
-            replay_alloc(st, i, r);
-        else if (replay_free(st, i, r) != 0)
-            return -1;
-    }
-    return 0;
-}
-
-static int free_live(replay_state *st) {
-    int rc = 0;
-    for (size_t i = 0; i < st->t->num_slots; i++) {
-        if (st->slot[i] != SLOT_LIVE) continue;
-        vram_status s = vram_free(st->ptrs[i]);
-        if (s != VRAM_OK && rc == 0) {
-            report_status("vram_free (cleanup)", s);
-            rc = -1;
+    for (size_t i = 0; i < n; i++) {
+        const uint32_t slot = ev[i].slot;
+        if (ev[i].kind == TRACE_ALLOC) {
+            allocs++;
+            vram_status s = vram_malloc(&ptrs[slot], (size_t)ev[i].bytes, 0);
+            if (s == VRAM_OK) {
+                state[slot] = SLOT_LIVE;
+            } else {
+                state[slot] = SLOT_FAILED;
+                failed++;
+                note_failure(w, pass, i, s);
+            }
+        } else if (state[slot] == SLOT_LIVE) {
+            frees++;
+            state[slot] = SLOT_FREED;
+            vram_status s = vram_free(ptrs[slot]);
+            if (s != VRAM_OK) {
+                note_bad_free(w, pass, i, s);
+                break;
+            }
+        } else {
+            skipped++;
         }
-        st->slot[i] = SLOT_FREED;
     }
-    return rc;
+    uint64_t t1 = now_ns();
+    w->t0 = t0;
+    w->t1 = t1;
+    w->allocs = allocs;
+    w->frees = frees;
+    w->failed = failed;
+    w->skipped = skipped;
 }
 
-static int read_info(vram_memory_info *info) {
-    vram_status s = vram_get_memory_info(0, info);
-    if (s != VRAM_OK) report_status("vram_get_memory_info", s);
-    return s == VRAM_OK ? 0 : -1;
+/* Untimed: frees what the trace left live and forgets every slot's state. */
+static void free_live(worker *w) {
+    for (size_t i = 0; i < w->job->t->num_slots; i++) {
+        if (w->state[i] == SLOT_LIVE) {
+            vram_status s = vram_free(w->ptrs[i]);
+            if (s != VRAM_OK && !w->err) {
+                report_status("vram_free (cleanup)", s);
+                w->err = 1;
+            }
+        }
+        w->state[i] = SLOT_NONE;
+        w->ptrs[i] = NULL;
+    }
 }
 
-/* Replays, collects the statistics, frees the rest and shuts down. */
-static int run_runtime(replay_state *st, replay_result *r) {
+/* Thread 0, after every thread's cleanup: sums the pass and reads the driver counters. */
+static void end_pass(replay_job *job, int pass) {
+    pass_stats *ps = &job->pass[pass];
+    uint64_t first = UINT64_MAX, last = 0;
+    for (int k = 0; k < job->threads; k++) {
+        worker *w = &job->workers[k];
+        ps->allocs += w->allocs;
+        ps->frees += w->frees;
+        ps->failed_allocs += w->failed;
+        ps->skipped_frees += w->skipped;
+        ps->loop_ns += w->t1 - w->t0;
+        if (w->t0 < first) first = w->t0;
+        if (w->t1 > last) last = w->t1;
+        if (w->err) job->failed = 1;
+    }
+    ps->ops = ps->allocs + ps->frees;
+    ps->wall_ns = last > first ? last - first : 0;
+    vram_memory_info info;
+    if (read_info(&info) != 0) {
+        job->failed = 1;
+    } else {
+        ps->driver_allocs = info.num_driver_allocs - job->last_driver_allocs;
+        ps->driver_frees = info.num_driver_frees - job->last_driver_frees;
+        job->last_driver_allocs = info.num_driver_allocs;
+        job->last_driver_frees = info.num_driver_frees;
+    }
+    job->passes_run = pass + 1;
+    if (job->failed) job->abort = 1;
+}
+
+/* ---- the threads ---------------------------------------------------------------------------- */
+
+/* Threads 1.. wait here until every thread exists (so that no barrier waits for a thread that
+ * could not be started). Returns 1 to run, 0 to give up. */
+static int gate_wait(replay_job *job) {
+    pthread_mutex_lock(&job->gate_lock);
+    while (job->gate == 0) pthread_cond_wait(&job->gate_cond, &job->gate_lock);
+    int go = job->gate > 0;
+    pthread_mutex_unlock(&job->gate_lock);
+    return go;
+}
+
+static void gate_open(replay_job *job, int go) {
+    pthread_mutex_lock(&job->gate_lock);
+    job->gate = go ? 1 : -1;
+    pthread_cond_broadcast(&job->gate_cond);
+    pthread_mutex_unlock(&job->gate_lock);
+}
+
+static void *worker_main(void *arg) {
+    worker *w = arg;
+    replay_job *job = w->job;
+    if (w->index != 0 && !gate_wait(job)) return NULL;
+    for (int p = 0; p < job->passes; p++) {
+        pthread_barrier_wait(&job->barrier);   /* start; publishes thread 0's abort */
+        if (job->abort) break;
+        replay_pass(w, p);
+        pthread_barrier_wait(&job->barrier);   /* every timed loop is done */
+        free_live(w);
+        pthread_barrier_wait(&job->barrier);   /* every cleanup is done */
+        if (w->index == 0) end_pass(job, p);
+    }
+    return NULL;
+}
+
+/* Runs every pass on every thread; thread 0 is the calling thread. Returns 0, or -1. */
+static int run_threads(replay_job *job) {
+    int started = 1, rc = 0;
+    for (int k = 1; k < job->threads; k++, started++) {
+        int e = pthread_create(&job->workers[k].tid, NULL, worker_main, &job->workers[k]);
+        if (e != 0) {
+            fprintf(stderr, "vram replay: cannot start thread %d: %s\n", k, strerror(e));
+            rc = -1;
+            break;
+        }
+    }
+    gate_open(job, rc == 0);
+    if (rc == 0) worker_main(&job->workers[0]);
+    for (int k = 1; k < started; k++) pthread_join(job->workers[k].tid, NULL);
+    return rc == 0 && !job->failed ? 0 : -1;
+}
+
+static int job_init(replay_job *job, const trace *t, int passes, int threads) {
+    memset(job, 0, sizeof *job);
+    job->t = t;
+    job->passes = passes;
+    job->threads = threads;
+    size_t slots = t->num_slots ? t->num_slots : 1;
+    job->pass = calloc((size_t)passes, sizeof *job->pass);
+    job->workers = calloc((size_t)threads, sizeof *job->workers);
+    if (!job->pass || !job->workers) return -1;
+    for (int k = 0; k < threads; k++) {
+        worker *w = &job->workers[k];
+        w->job = job;
+        w->index = k;
+        w->ptrs = calloc(slots, sizeof *w->ptrs);
+        w->state = calloc(slots, sizeof *w->state);
+        if (!w->ptrs || !w->state) return -1;
+    }
+    if (pthread_barrier_init(&job->barrier, NULL, (unsigned)threads) != 0) return -1;
+    pthread_mutex_init(&job->gate_lock, NULL);
+    pthread_cond_init(&job->gate_cond, NULL);
+    return 0;
+}
+
+static void job_release(replay_job *job, int synced) {
+    if (synced) {
+        pthread_barrier_destroy(&job->barrier);
+        pthread_mutex_destroy(&job->gate_lock);
+        pthread_cond_destroy(&job->gate_cond);
+    }
+    for (int k = 0; job->workers && k < job->threads; k++) {
+        free(job->workers[k].ptrs);
+        free(job->workers[k].state);
+    }
+    free(job->workers);
+    free(job->pass);
+}
+
+/* ---- the runtime ---------------------------------------------------------------------------- */
+
+/* The first failed allocation: the earliest pass, then the lowest thread. */
+static void pick_first_error(const replay_job *job, replay_result *r) {
+    const worker *best = NULL;
+    for (int k = 0; k < job->threads; k++) {
+        const worker *w = &job->workers[k];
+        if (w->has_failure && (!best || w->failure_pass < best->failure_pass)) best = w;
+    }
+    if (!best) return;
+    if (job->threads > 1 || job->passes > 1)
+        snprintf(r->first_error, sizeof r->first_error, "pass %d, thread %d: %s", best->failure_pass + 1,
+                 best->index, best->first_error);
+    else
+        snprintf(r->first_error, sizeof r->first_error, "%s", best->first_error);
+}
+
+/* Replays every pass, collects the statistics and shuts down. */
+static int run_runtime(replay_job *job, replay_result *r) {
     vram_memory_info info;
     r->growth = growth_in_force();
-    int rc = replay_events(st, r);
+    int rc = read_info(&info);
+    if (rc == 0) {
+        job->last_driver_allocs = info.num_driver_allocs;
+        job->last_driver_frees = info.num_driver_frees;
+        rc = run_threads(job);
+    }
     if (rc == 0 && (rc = read_info(&info)) == 0) {
         r->peak_reserved = info.peak_reserved;
+        r->peak_in_use = info.peak;
         r->limit_bytes = info.limit;
-    }
-    if (free_live(st) != 0) rc = -1;
-    if (rc == 0 && (rc = read_info(&info)) == 0) {
         r->driver_allocs = info.num_driver_allocs;
         r->driver_frees = info.num_driver_frees;
     }
+    for (int p = 0; p < job->passes_run; p++) {
+        const pass_stats *ps = &job->pass[p];
+        r->ops += ps->ops;
+        r->allocs += ps->allocs;
+        r->frees += ps->frees;
+        r->failed_allocs += ps->failed_allocs;
+        r->skipped_frees += ps->skipped_frees;
+        r->total_ns += ps->loop_ns;
+        r->wall_ns += ps->wall_ns;
+    }
+    pick_first_error(job, r);
     vram_status s = vram_shutdown();
     if (s != VRAM_OK) {
         report_status("vram_shutdown", s);
@@ -226,12 +481,41 @@ static int run_runtime(replay_state *st, replay_result *r) {
 
 /* ---- the report ----------------------------------------------------------------------------- */
 
-static double ratio(const trace *t, const replay_result *r) {
-    return t->peak_live_bytes ? (double)r->peak_reserved / (double)t->peak_live_bytes : 0.0;
+typedef struct summary {         /* derived figures; the warm ones only when has_warm (else JSON null) */
+    double ns_per_op, cold_ns_per_op, warm_ns_per_op;
+    double ops_per_sec, cold_ops_per_sec, warm_ops_per_sec;
+    int    has_warm;
+    uint64_t driver_allocs_warm, driver_frees_warm;
+} summary;
+
+static double per_op(uint64_t ns, size_t ops) { return ops ? (double)ns / (double)ops : 0.0; }
+static double per_sec(size_t ops, uint64_t wall_ns) { return wall_ns ? (double)ops * 1e9 / (double)wall_ns : 0.0; }
+
+static summary summarise(const replay_job *job, const replay_result *r) {
+    summary s = { 0 };
+    s.ns_per_op = per_op(r->total_ns, r->ops);
+    s.ops_per_sec = per_sec(r->ops, r->wall_ns);
+    if (job->passes_run > 0) {
+        s.cold_ns_per_op = per_op(job->pass[0].loop_ns, job->pass[0].ops);
+        s.cold_ops_per_sec = per_sec(job->pass[0].ops, job->pass[0].wall_ns);
+    }
+    s.has_warm = job->passes > 1;
+    size_t ops = 0;
+    uint64_t ns = 0, wall = 0;
+    for (int p = 1; p < job->passes_run; p++) {
+        ops += job->pass[p].ops;
+        ns += job->pass[p].loop_ns;
+        wall += job->pass[p].wall_ns;
+        s.driver_allocs_warm += job->pass[p].driver_allocs;
+        s.driver_frees_warm += job->pass[p].driver_frees;
+    }
+    s.warm_ns_per_op = per_op(ns, ops);
+    s.warm_ops_per_sec = per_sec(ops, wall);
+    return s;
 }
 
-static double ns_per_op(const replay_result *r) {
-    return r->ops ? (double)r->total_ns / (double)r->ops : 0.0;
+static double ratio(const replay_result *r) {
+    return r->peak_live ? (double)r->peak_reserved / (double)r->peak_live : 0.0;
 }
 
 void tool_json_string(FILE *f, const char *s) {
@@ -247,66 +531,140 @@ void tool_json_string(FILE *f, const char *s) {
     fputc('"', f);
 }
 
-static void print_json(const replay_options *opt, const trace *t, const replay_result *r) {
+/* `, "key": value` with `decimals` digits after the point, or null. */
+static void json_warm(const char *key, int has, int decimals, double v) {
+    printf(", \"%s\": ", key);
+    if (has) printf("%.*f", decimals, v);
+    else fputs("null", stdout);
+}
+
+static void json_warm_count(const char *key, int has, uint64_t v) {
+    printf(", \"%s\": ", key);
+    if (has) printf("%" PRIu64, v);
+    else fputs("null", stdout);
+}
+
+static void print_json(const replay_options *opt, const replay_job *job, const replay_result *r) {
+    summary s = summarise(job, r);
     printf("{\"trace\": ");
     tool_json_string(stdout, opt->trace_path);
     printf(", \"backend\": ");
     tool_json_string(stdout, r->backend);
+    printf(", \"policy\": ");
+    tool_json_string(stdout, opt_policy(opt)->name);
     printf(", \"growth\": %s, \"limit_bytes\": %zu", r->growth ? "true" : "false", r->limit_bytes);
+    printf(", \"passes\": %d, \"threads\": %d, \"trace_events\": %zu", job->passes, job->threads,
+           job->t->num_events);
     printf(", \"ops\": %zu, \"allocs\": %zu, \"frees\": %zu", r->ops, r->allocs, r->frees);
-    printf(", \"peak_live_bytes\": %" PRIu64 ", \"peak_reserved_bytes\": %zu", t->peak_live_bytes,
-           r->peak_reserved);
-    printf(", \"reserved_to_live\": %.3f, \"ns_per_op\": %.1f", ratio(t, r), ns_per_op(r));
+    printf(", \"peak_live_bytes\": %" PRIu64 ", \"peak_reserved_bytes\": %zu, \"peak_in_use_bytes\": %zu",
+           r->peak_live, r->peak_reserved, r->peak_in_use);
+    printf(", \"reserved_to_live\": %.3f, \"ns_per_op\": %.1f", ratio(r), s.ns_per_op);
+    printf(", \"mean_ns_per_op\": %.1f, \"cold_ns_per_op\": %.1f", s.ns_per_op, s.cold_ns_per_op);
+    json_warm("warm_ns_per_op", s.has_warm, 1, s.warm_ns_per_op);
+    printf(", \"ops_per_sec\": %.0f, \"cold_ops_per_sec\": %.0f", s.ops_per_sec, s.cold_ops_per_sec);
+    json_warm("warm_ops_per_sec", s.has_warm, 0, s.warm_ops_per_sec);
     printf(", \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64, r->driver_allocs,
            r->driver_frees);
+    json_warm_count("driver_allocs_warm", s.has_warm, s.driver_allocs_warm);
+    json_warm_count("driver_frees_warm", s.has_warm, s.driver_frees_warm);
     printf(", \"failed_allocs\": %zu, \"skipped_frees\": %zu, \"first_error\": ", r->failed_allocs,
            r->skipped_frees);
     if (r->failed_allocs) tool_json_string(stdout, r->first_error);
     else fputs("null", stdout);
-    printf("}\n");
+    printf(", \"per_pass\": [");
+    for (int p = 0; p < job->passes_run; p++) {
+        const pass_stats *ps = &job->pass[p];
+        printf("%s{\"pass\": %d, \"ops\": %zu, \"ns_per_op\": %.1f, \"wall_ns\": %" PRIu64
+               ", \"ops_per_sec\": %.0f, \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64
+               ", \"failed_allocs\": %zu}",
+               p ? ", " : "", p + 1, ps->ops, per_op(ps->loop_ns, ps->ops), ps->wall_ns,
+               per_sec(ps->ops, ps->wall_ns), ps->driver_allocs, ps->driver_frees, ps->failed_allocs);
+    }
+    printf("]}\n");
 }
 
-static void print_text(const replay_options *opt, const trace *t, const replay_result *r) {
+#define TEXT_PASS_LINES 20
+
+static void print_text(const replay_options *opt, const replay_job *job, const replay_result *r) {
     FILE *f = text_out(opt);
+    summary s = summarise(job, r);
+    const replay_policy *pol = opt_policy(opt);
     double gib = (double)GIB;
     fprintf(f, "trace:            %s\n", opt->trace_path);
     fprintf(f, "backend:          %s\n", r->backend);
+    fprintf(f, "policy:           %s (%s)\n", pol->name, pol->description);
     fprintf(f, "mode:             %s, limit %.2f GiB (%zu bytes)\n",
             r->growth ? "growth" : "preallocated", (double)r->limit_bytes / gib, r->limit_bytes);
+    if (job->passes > 1)
+        fprintf(f, "passes:           %d (1 cold, %d warm)\n", job->passes, job->passes - 1);
+    else
+        fprintf(f, "passes:           1 (cold)\n");
+    fprintf(f, "threads:          %d\n", job->threads);
     fprintf(f, "ops:              %zu (%zu allocs, %zu frees, %zu frees skipped)\n", r->ops,
             r->allocs, r->frees, r->skipped_frees);
-    fprintf(f, "peak live:        %.2f GiB (%" PRIu64 " bytes)\n",
-            (double)t->peak_live_bytes / gib, t->peak_live_bytes);
+    if (job->threads > 1)
+        fprintf(f, "peak live (%d threads, upper bound): %.2f GiB (%" PRIu64 " bytes)\n", job->threads,
+                (double)r->peak_live / gib, r->peak_live);
+    else
+        fprintf(f, "peak live:        %.2f GiB (%" PRIu64 " bytes)\n", (double)r->peak_live / gib,
+                r->peak_live);
+    fprintf(f, "peak in use:      %.2f GiB (%zu bytes, measured by vram, rounded sizes)\n",
+            (double)r->peak_in_use / gib, r->peak_in_use);
     fprintf(f, "peak reserved:    %.2f GiB (%zu bytes)\n", (double)r->peak_reserved / gib,
             r->peak_reserved);
-    fprintf(f, "reserved / live:  %.3f\n", ratio(t, r));
-    fprintf(f, "ns / op:          %.1f\n", ns_per_op(r));
+    fprintf(f, "reserved / live:  %.3f%s\n", ratio(r), job->threads > 1 ? " (approximate with threads)" : "");
+    fprintf(f, "ns / op:          %.1f\n", s.ns_per_op);
+    fprintf(f, "ns / op cold:     %.1f\n", s.cold_ns_per_op);
+    if (s.has_warm) fprintf(f, "ns / op warm:     %.1f\n", s.warm_ns_per_op);
+    fprintf(f, "ops / s:          %.0f\n", s.ops_per_sec);
     fprintf(f, "driver allocs:    %" PRIu64 "\n", r->driver_allocs);
     fprintf(f, "driver frees:     %" PRIu64 "\n", r->driver_frees);
+    if (s.has_warm)
+        fprintf(f, "driver warm:      %" PRIu64 " allocs, %" PRIu64 " frees (passes 2..%d)\n",
+                s.driver_allocs_warm, s.driver_frees_warm, job->passes);
     fprintf(f, "failed allocs:    %zu\n", r->failed_allocs);
     if (r->failed_allocs) fprintf(f, "first failure:    %s\n", r->first_error);
+    if (job->passes > 1) {
+        for (int p = 0; p < job->passes_run && p < TEXT_PASS_LINES; p++) {
+            const pass_stats *ps = &job->pass[p];
+            fprintf(f, "pass %-4d %s:   %.1f ns/op, %.0f ops/s, %zu ops, %" PRIu64 " driver allocs, %"
+                    PRIu64 " driver frees, %zu failed\n", p + 1, p ? "warm" : "cold",
+                    per_op(ps->loop_ns, ps->ops), per_sec(ps->ops, ps->wall_ns), ps->ops,
+                    ps->driver_allocs, ps->driver_frees, ps->failed_allocs);
+        }
+        if (job->passes_run > TEXT_PASS_LINES)
+            fprintf(f, "(%d more passes in --json's per_pass)\n", job->passes_run - TEXT_PASS_LINES);
+    }
 }
 
 /* ---- entry point ---------------------------------------------------------------------------- */
 
 static int replay_trace(const replay_options *opt, const trace *t) {
-    replay_result r = { 0 };
-    replay_state st = { .t = t };
-    if (ensure_device(t) != 0 || configure(opt) != 0) return 1;
-    snprintf(r.backend, sizeof r.backend, "%s", backend_env() ? backend_env() : "cuda");
-    st.ptrs = calloc(t->num_slots ? t->num_slots : 1, sizeof *st.ptrs);
-    st.slot = calloc(t->num_slots ? t->num_slots : 1, sizeof *st.slot);
-    int rc = 1;
-    if (!st.ptrs || !st.slot) {
-        fprintf(stderr, "vram replay: out of memory\n");
-        vram_shutdown();
-    } else if (run_runtime(&st, &r) == 0) {
-        print_text(opt, t, &r);
-        if (opt->json) print_json(opt, t, &r);
-        rc = 0;
+    int passes = opt_passes(opt), threads = opt_threads(opt);
+    /* threads x peak, and 1.25 x that + 4 GiB for the simulated card, must fit in 64 bits */
+    if (t->peak_live_bytes > (UINT64_MAX / 2) / (uint64_t)threads) {
+        fprintf(stderr, "vram replay: %s: peak live bytes x %d threads overflow 64 bits\n",
+                opt->trace_path, threads);
+        return 1;
     }
-    free(st.ptrs);
-    free(st.slot);
+    replay_result r = { 0 };
+    r.peak_live = t->peak_live_bytes * (uint64_t)threads;
+    replay_job job;
+    if (job_init(&job, t, passes, threads) != 0) {
+        fprintf(stderr, "vram replay: out of memory\n");
+        job_release(&job, 0);
+        return 1;
+    }
+    int rc = 1;
+    if (ensure_device(t, threads) == 0 && configure(opt) == 0) {
+        snprintf(r.backend, sizeof r.backend, "%s", backend_env() ? backend_env() : "cuda");
+        if (run_runtime(&job, &r) == 0) {
+            print_text(opt, &job, &r);
+            if (opt->json) print_json(opt, &job, &r);
+            rc = 0;
+        }
+    }
+    job_release(&job, 1);
     return rc;
 }
 

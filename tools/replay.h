@@ -1,7 +1,7 @@
 /*
  * replay.h: `vram replay`: replays an allocation trace through libvram on logical device 0 and
- * reports peak live bytes, peak reserved bytes, their ratio, the mean time of one call and the
- * driver calls made.
+ * reports peak live bytes, peak reserved bytes, their ratio, the mean time of one call (cold first
+ * pass and warm later passes), the throughput of one or more threads and the driver calls made.
  */
 #ifndef VRAM_TOOLS_REPLAY_H
 #define VRAM_TOOLS_REPLAY_H
@@ -9,12 +9,32 @@
 #include <stddef.h>
 #include <stdio.h>
 
+/* An allocator strategy `--policy NAME` selects. The table (replay_policies, in replay.c) is the
+ * one place that lists them: adding a strategy is one line there; `vram --help` prints it. */
+typedef struct replay_policy {
+    const char *name;         /* "growth" */
+    int         growth;       /* passed to vram_set_memory_growth(0, growth) */
+    const char *conf;         /* passed to vram_set_alloc_conf(conf); NULL: not called */
+    const char *description;  /* one line for --help */
+} replay_policy;
+
+extern const replay_policy replay_policies[];
+extern const size_t        replay_num_policies;
+
+/* The policy called `name`, or NULL. */
+const replay_policy *replay_find_policy(const char *name);
+
+#define REPLAY_MAX_PASSES  100000
+#define REPLAY_MAX_THREADS 1024
+
 typedef struct replay_options {
-    const char *trace_path;
-    int         growth;       /* --growth: vram_set_memory_growth(0, 1) */
-    int         has_limit;    /* --limit SIZE given */
-    size_t      limit_bytes;  /* the parsed SIZE */
-    int         json;         /* --json: one JSON object on stdout, everything else on stderr */
+    const char          *trace_path;
+    const replay_policy *policy;       /* --policy NAME (--growth: "growth"); NULL: replay_policies[0] */
+    int                  has_limit;    /* --limit SIZE given */
+    size_t               limit_bytes;  /* the parsed SIZE */
+    int                  passes;       /* --passes N, 1..REPLAY_MAX_PASSES; 0 means 1 */
+    int                  threads;      /* --threads N, 1..REPLAY_MAX_THREADS; 0 means 1 */
+    int                  json;         /* --json: one JSON object on stdout, everything else on stderr */
 } replay_options;
 
 /* Runs the replay and prints the report. Returns the exit status: 0 when the replay ran (failed

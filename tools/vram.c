@@ -17,7 +17,8 @@
 
 #include "replay.h"
 
-static const char usage_text[] =
+/* The help: usage_head, the policy table (from replay.c), usage_tail. */
+static const char usage_head[] =
     "Usage: vram <command> [options]\n"
     "       vram --help | --version\n"
     "\n"
@@ -27,15 +28,33 @@ static const char usage_text[] =
     "      UUID) after a first line naming the backend. Exits 1 with \"No GPU found: <reason>\"\n"
     "      when there is none. --json prints one JSON object instead.\n"
     "\n"
-    "  replay TRACE [--growth] [--limit SIZE] [--json]\n"
+    "  replay TRACE [--policy NAME | --growth] [--limit SIZE] [--passes N] [--threads N] [--json]\n"
     "      Replay an allocation trace (gzip-compressed or plain text; format in traces/README.md)\n"
     "      through vram on logical device 0 and report ops, peak live bytes, peak reserved bytes,\n"
-    "      reserved/live, mean ns per call, driver allocs/frees and failed allocations.\n"
-    "      --growth      enable memory growth on card 0 (default: take the card's memory at start)\n"
+    "      reserved/live, mean ns per call (cold first pass, warm later passes), ops per second,\n"
+    "      driver allocs/frees and failed allocations.\n"
+    "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";
+
+static const char usage_tail[] =
+    "      --growth      same as --policy growth\n"
     "      --limit SIZE  cap card 0 at SIZE (\"512M\", \"6GiB\", \"1.5G\"; powers of 1024)\n"
+    "      --passes N    replay the whole trace N times in the same runtime (default 1). What the\n"
+    "                    trace leaves live is freed between passes (untimed); the pool keeps its\n"
+    "                    memory, so pass 1 is cold (cold_ns_per_op) and passes 2..N are warm\n"
+    "                    (warm_ns_per_op; driver_allocs_warm is what they took from the driver)\n"
+    "      --threads N   N threads (default 1) each replay the trace on device 0 with their own\n"
+    "                    pointers, started together behind a barrier at every pass.\n"
+    "                    mean_ns_per_op = the threads' summed loop time / ops; ops_per_sec = ops /\n"
+    "                    wall time of the parallel phases. peak_live_bytes is then N x the trace's\n"
+    "                    peak, an upper bound (the threads' peaks need not coincide), so\n"
+    "                    reserved/live is approximate (peak_in_use_bytes is vram's measured peak)\n"
     "      --json        print one JSON object on stdout; the text report goes to stderr\n"
+    "      ops counts the calls of every pass and thread (passes x threads x the trace's events\n"
+    "      when nothing fails; trace_events is one copy); a failed allocation's free is skipped.\n"
+    "      Each thread's loop over the trace is timed as a whole (the loop does the call and\n"
+    "      array bookkeeping only), not each call; ns_per_op = mean_ns_per_op over all passes.\n"
     "      With no GPU and VRAM_BACKEND unset, the replay runs on a simulated card of\n"
-    "      1.25 x the trace's peak live bytes + 4 GiB (said on stderr).\n"
+    "      1.25 x N threads x the trace's peak live bytes + 4 GiB (said on stderr).\n"
     "      Exits 0 when the replay ran, even if allocations failed; 1 on errors.\n"
     "\n"
     "Options:\n"
@@ -50,9 +69,17 @@ static const char usage_text[] =
     "  VRAM_MEMORY_LIMIT=SIZE           cap every card at SIZE\n"
     "  VRAM_MEMORY_LIMIT_<i>=SIZE       cap physical card <i> (wins over VRAM_MEMORY_LIMIT and the API)\n"
     "  VRAM_MEMORY_FRACTION=F           cap every card at F x its memory (the smaller cap wins)\n"
+    "  VRAM_ALLOC_CONF=OPTS             allocator options, e.g. \"vmm:false\" (overrides the program's)\n"
     "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error.\n";
+
+static void print_usage(FILE *f) {
+    fputs(usage_head, f);
+    for (size_t i = 0; i < replay_num_policies; i++)
+        fprintf(f, "        %-14s%s\n", replay_policies[i].name, replay_policies[i].description);
+    fputs(usage_tail, f);
+}
 
 static int usage_error(const char *fmt, const char *arg) {
     fputs("vram: ", stderr);
@@ -118,7 +145,7 @@ static int ls_fail(vram_status s) {
 static int cmd_ls(int argc, char **argv) {
     int json = 0, n = 0;
     for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) { fputs(usage_text, stdout); return 0; }
+        if (is_help(argv[i])) { print_usage(stdout); return 0; }
         if (strcmp(argv[i], "--json") != 0) return usage_error("ls: unknown option '%s'", argv[i]);
         json = 1;
     }
@@ -140,18 +167,97 @@ static int cmd_ls(int argc, char **argv) {
 
 /* ---- vram replay ---------------------------------------------------------------------------- */
 
+/* "a, b, c": the names of the policy table. */
+static void policy_names(char *buf, size_t len) {
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < replay_num_policies && used < len; i++) {
+        int n = snprintf(buf + used, len - used, "%s%s", i ? ", " : "", replay_policies[i].name);
+        if (n < 0) break;
+        used += (size_t)n;
+    }
+}
+
+/* The value of option `name` at argv[*i], given as "NAME VALUE" or "NAME=VALUE"; NULL when `a`
+ * is not that option. *missing is set when it is but has no value. */
+static const char *option_value(int argc, char **argv, int *i, const char *name, int *missing) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    *missing = 0;
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != '\0') return NULL;
+    if (*i + 1 < argc) return argv[++*i];
+    *missing = 1;
+    return NULL;
+}
+
+/* A whole number in 1..max, digits only. */
+static int parse_count(const char *v, int max, int *out) {
+    long x = 0;
+    if (!*v) return -1;
+    for (const char *c = v; *c; c++) {
+        if (*c < '0' || *c > '9') return -1;
+        x = x * 10 + (*c - '0');
+        if (x > max) return -1;
+    }
+    if (x < 1) return -1;
+    *out = (int)x;
+    return 0;
+}
+
+static int set_policy(replay_options *opt, const char *name, const char *given_as) {
+    const replay_policy *p = replay_find_policy(name);
+    if (!p) {
+        char names[256], msg[512];
+        policy_names(names, sizeof names);
+        snprintf(msg, sizeof msg, "replay: unknown policy '%.100s' (valid: %s)", name, names);
+        return usage_error("%s", msg);
+    }
+    if (opt->policy && opt->policy != p) {
+        char msg[256];
+        snprintf(msg, sizeof msg, "replay: %s conflicts with the policy '%s' given before", given_as,
+                 opt->policy->name);
+        return usage_error("%s", msg);
+    }
+    opt->policy = p;
+    return 0;
+}
+
 /* Parses one argument of `replay` at argv[*i]; returns 0, or an exit status (2, or -1 for help). */
 static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
-    const char *a = argv[*i];
+    const char *a = argv[*i], *v;
+    int missing = 0;
+    char msg[160];
     if (is_help(a)) return -1;
-    if (strcmp(a, "--growth") == 0) { opt->growth = 1; return 0; }
+    if (strcmp(a, "--growth") == 0) return set_policy(opt, "growth", "--growth");
     if (strcmp(a, "--json") == 0) { opt->json = 1; return 0; }
-    if (strcmp(a, "--limit") == 0 || strncmp(a, "--limit=", 8) == 0) {
-        const char *v = a[7] == '=' ? a + 8 : (*i + 1 < argc ? argv[++*i] : NULL);
+    if ((v = option_value(argc, argv, i, "--policy", &missing)) || missing) {
+        if (!v) return usage_error("replay: --policy needs a NAME%s", "");
+        snprintf(msg, sizeof msg, "--policy %.100s", v);
+        return set_policy(opt, v, msg);
+    }
+    if ((v = option_value(argc, argv, i, "--limit", &missing)) || missing) {
         if (!v) return usage_error("replay: %s needs a SIZE", a);
         if (vram_parse_size(v, &opt->limit_bytes) != VRAM_OK)
             return usage_error("replay: --limit: bad size '%s' (try 512M, 6GiB, 1.5G)", v);
         opt->has_limit = 1;
+        return 0;
+    }
+    if ((v = option_value(argc, argv, i, "--passes", &missing)) || missing) {
+        if (!v) return usage_error("replay: --passes needs a number%s", "");
+        if (parse_count(v, REPLAY_MAX_PASSES, &opt->passes) != 0) {
+            snprintf(msg, sizeof msg, "replay: --passes: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_PASSES);
+            return usage_error("%s", msg);
+        }
+        return 0;
+    }
+    if ((v = option_value(argc, argv, i, "--threads", &missing)) || missing) {
+        if (!v) return usage_error("replay: --threads needs a number%s", "");
+        if (parse_count(v, REPLAY_MAX_THREADS, &opt->threads) != 0) {
+            snprintf(msg, sizeof msg, "replay: --threads: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_THREADS);
+            return usage_error("%s", msg);
+        }
         return 0;
     }
     if (a[0] == '-' && a[1]) return usage_error("replay: unknown option '%s'", a);
@@ -164,7 +270,7 @@ static int cmd_replay(int argc, char **argv) {
     replay_options opt = { 0 };
     for (int i = 1; i < argc; i++) {
         int rc = replay_arg(argc, argv, &i, &opt);
-        if (rc == -1) { fputs(usage_text, stdout); return 0; }
+        if (rc == -1) { print_usage(stdout); return 0; }
         if (rc != 0) return rc;
     }
     if (!opt.trace_path) return usage_error("replay: missing TRACE%s", "");
@@ -175,11 +281,11 @@ static int cmd_replay(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fputs(usage_text, stderr);
+        print_usage(stderr);
         return 2;
     }
     const char *cmd = argv[1];
-    if (is_help(cmd)) { fputs(usage_text, stdout); return 0; }
+    if (is_help(cmd)) { print_usage(stdout); return 0; }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vram %s\n", vram_version_string());
         return 0;

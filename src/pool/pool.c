@@ -35,26 +35,20 @@
 #include "pool/free_tree.h"
 #include "pool/pool.h"
 #include "pool/ptr_map.h"
+#include "pool/vmm.h"
 
 #define VRAM_POOL_UNIT ((size_t)256)
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
 
 enum { REGION_PLAIN = 1, REGION_VMM = 2 };
 
-typedef struct pool_mapping {
-    uint64_t handle;
-    size_t   offset, size;
-} pool_mapping;
-
 typedef struct pool_region {
     int                 kind;
     uint64_t            base;
-    size_t              size;      /* bytes usable by chunks */
-    size_t              va_size;   /* VMM: bytes of reserved address space */
-    size_t              held;      /* bytes held from the driver for this region */
+    size_t              size;      /* bytes tiled by chunks (VMM: the whole reserved range) */
+    size_t              held;      /* PLAIN: bytes held from the driver (VMM: see vmm.mapped) */
     pool_chunk         *first, *last;
-    pool_mapping       *maps;      /* VMM: mapped pieces, in address order */
-    size_t              nmaps, maps_cap;
+    pool_vmm            vmm;       /* VMM: the physical backing */
     struct pool_region *next;
 } pool_region;
 
@@ -67,14 +61,15 @@ struct vram__pool {
     vram__pool_config cfg;
     pthread_mutex_t   lock;
     pool_region      *regions;
-    pool_region      *growable;      /* the VMM region growth extends, if any */
-    free_tree         tree;
+    pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
+    free_tree         tree;          /* free chunks */
     ptr_map           live;
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     size_t            pending_count;
     pool_chunk       *spare;         /* recycled chunk records */
     size_t            current, peak, reserved, peak_reserved;
     size_t            used_count;
+    size_t            idle_low;      /* lowest reserved - current since the last idle tick */
     uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
 };
 
@@ -191,65 +186,80 @@ static vram_status region_add_plain_locked(vram__pool *p, size_t bytes) {
     return VRAM_OK;
 }
 
+/* Reserves the address range growth places blocks in; one free chunk tiles it. */
 static vram_status region_add_vmm_locked(vram__pool *p, size_t va_size) {
     pool_region *r = calloc(1, sizeof *r);
     if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
-    vram_status s = p->cfg.backend->va_reserve(p->cfg.dev, va_size, &r->base);
+    vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, va_size);
+    if (s == VRAM_OK) {
+        r->kind = REGION_VMM;
+        r->base = r->vmm.base;
+        r->size = va_size;
+        if (region_append_free_locked(p, r, r->base, va_size) == NULL) {
+            pool_vmm_destroy(&r->vmm);
+            s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+        }
+    }
     if (s != VRAM_OK) {
         free(r);
         return s;
     }
-    r->kind = REGION_VMM;
-    r->va_size = va_size;
     region_link_locked(p, r);
-    p->growable = r;
+    p->vmm = r;
     return VRAM_OK;
 }
 
-/* Extends the last chunk of the region by `bytes` that were just mapped at its end. */
-static vram_status region_extend_locked(vram__pool *p, pool_region *r, size_t bytes) {
-    pool_chunk *last = r->last;
-    if (last != NULL && last->state == CHUNK_FREE) {
-        free_tree_remove(&p->tree, last);
-        last->size += bytes;
-        free_tree_insert(&p->tree, last);
-    } else if (region_append_free_locked(p, r, r->base + r->size, bytes) == NULL) {
-        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+/* Books a change of a VMM region's mapped bytes (driver calls counted from its counters). */
+static void vmm_note_locked(vram__pool *p, const pool_vmm *v, size_t mapped_before, uint64_t creates,
+                            uint64_t releases) {
+    if (v->mapped > mapped_before) note_reserved_locked(p, v->mapped - mapped_before, 1);
+    if (v->mapped < mapped_before) {
+        note_reserved_locked(p, mapped_before - v->mapped, 0);
+        budget_give(p->cfg.budget, mapped_before - v->mapped);
     }
-    r->size += bytes;
-    return VRAM_OK;
+    p->num_driver_allocs += v->creates - creates;
+    p->num_driver_frees += v->releases - releases;
 }
 
-/* Maps `bytes` (a multiple of the granularity) of new physical memory at the end of region r.
- * The caller took the budget. */
-static vram_status region_map_more_locked(vram__pool *p, pool_region *r, size_t bytes) {
-    const vram__backend *be = p->cfg.backend;
-    if (r->nmaps == r->maps_cap) {
-        size_t cap = r->maps_cap ? r->maps_cap * 2 : 16;
-        pool_mapping *m = realloc(r->maps, cap * sizeof *m);
-        if (m == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a mapping record");
-        r->maps = m;
-        r->maps_cap = cap;
+static size_t vmm_idle_locked(const vram__pool *p) {
+    return p->vmm ? p->vmm->vmm.idle : 0;
+}
+
+/* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much. */
+static size_t vmm_unmap_idle_locked(vram__pool *p, size_t want) {
+    if (p->vmm == NULL) return 0;
+    pool_vmm *v = &p->vmm->vmm;
+    size_t before = v->mapped;
+    uint64_t c = v->creates, r = v->releases;
+    size_t released = pool_vmm_unmap_idle(v, want);
+    vmm_note_locked(p, v, before, c, r);
+    return released;
+}
+
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
+
+/* Makes sure the physical memory under the (taken) chunk c is mapped and marks it in use: maps
+ * what is missing within the limit and the card budget, giving back idle extents first when the
+ * limit would be crossed. */
+static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
+    pool_vmm *v = &c->region->vmm;
+    size_t need = pool_vmm_unmapped(v, c->addr, c->size);
+    while (need > p->cfg.limit - p->reserved && vmm_idle_locked(p) > 0) {
+        vmm_unmap_idle_locked(p, need - (p->cfg.limit - p->reserved));
+        need = pool_vmm_unmapped(v, c->addr, c->size);
     }
-    uint64_t handle = 0;
-    vram_status s = be->phys_create(p->cfg.dev, bytes, &handle);
-    if (s == VRAM_OK) {
-        s = be->map(p->cfg.dev, r->base + r->size, bytes, handle);
-        if (s != VRAM_OK) be->phys_release(p->cfg.dev, handle);
+    if (need > p->cfg.limit - p->reserved) return GROW_LIMIT;
+    if (need > 0 && !budget_take(p->cfg.budget, need)) {
+        vmm_unmap_idle_locked(p, need);
+        need = pool_vmm_unmapped(v, c->addr, c->size);
+        if (!budget_take(p->cfg.budget, need)) return GROW_CARD_LIMIT;
     }
-    if (s == VRAM_OK) {
-        s = region_extend_locked(p, r, bytes);
-        if (s != VRAM_OK) {
-            be->unmap(p->cfg.dev, r->base + r->size, bytes);
-            be->phys_release(p->cfg.dev, handle);
-        }
-    }
-    if (s != VRAM_OK) return s;
-    r->maps[r->nmaps++] = (pool_mapping){handle, r->size - bytes, bytes};
-    r->held += bytes;
-    p->num_driver_allocs++;
-    note_reserved_locked(p, bytes, 1);
-    return VRAM_OK;
+    size_t before = v->mapped;
+    uint64_t creates = v->creates, releases = v->releases;
+    vram_status s = pool_vmm_acquire(v, c->addr, c->size);
+    budget_give(p->cfg.budget, need - (v->mapped - before));   /* a failure maps less than asked */
+    vmm_note_locked(p, v, before, creates, releases);
+    return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
 }
 
 static void region_release(vram__pool *p, pool_region *r) {
@@ -257,22 +267,21 @@ static void region_release(vram__pool *p, pool_region *r) {
     if (r->kind == REGION_PLAIN) {
         be->mem_free(p->cfg.dev, r->base);
         p->num_driver_frees++;
+        budget_give(p->cfg.budget, r->held);
+        note_reserved_locked(p, r->held, 0);
     } else {
-        for (size_t i = r->nmaps; i-- > 0;) {
-            be->unmap(p->cfg.dev, r->base + r->maps[i].offset, r->maps[i].size);
-            be->phys_release(p->cfg.dev, r->maps[i].handle);
-            p->num_driver_frees++;
-        }
-        be->va_free(p->cfg.dev, r->base, r->va_size);
+        size_t mapped = r->vmm.mapped;
+        p->num_driver_frees += r->vmm.mapped ? (uint64_t)(r->vmm.creates - r->vmm.releases) : 0;
+        pool_vmm_destroy(&r->vmm);
+        budget_give(p->cfg.budget, mapped);
+        note_reserved_locked(p, mapped, 0);
+        p->vmm = NULL;
     }
-    budget_give(p->cfg.budget, r->held);
-    note_reserved_locked(p, r->held, 0);
     for (pool_chunk *c = r->first; c != NULL;) {
         pool_chunk *next = c->next;
         free(c);
         c = next;
     }
-    free(r->maps);
     free(r);
 }
 
@@ -300,7 +309,7 @@ static void pending_link_locked(vram__pool *p, pool_chunk *c) {
     p->pending_count++;
 }
 
-static void chunk_make_free_locked(vram__pool *p, pool_chunk *c);
+static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy);
 
 /* Moves a PENDING chunk whose event completed into the free tree. */
 static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
@@ -308,7 +317,7 @@ static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
     event_release(p, c->event);
     c->event = NULL;
     c->stream = NULL;
-    chunk_make_free_locked(p, c);
+    chunk_make_free_locked(p, c, 1);
 }
 
 /* Settles every pending free whose event has completed; with `wait`, waits for all of them. */
@@ -342,8 +351,10 @@ static void chunk_unlink_locked(vram__pool *p, pool_chunk *c) {
     chunk_recycle_locked(p, c);
 }
 
-/* Puts c (no longer USED or PENDING) into the free tree, merged with free neighbours. */
-static void chunk_make_free_locked(vram__pool *p, pool_chunk *c) {
+/* Puts c into the free tree, merged with free neighbours. `was_busy`: c was USED or PENDING, so
+ * its bytes stop counting as in use in the VMM region. */
+static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy) {
+    if (was_busy && c->region->kind == REGION_VMM) pool_vmm_release(&c->region->vmm, c->addr, c->size);
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
     if (next != NULL && next->state == CHUNK_FREE) {
@@ -387,56 +398,61 @@ static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
     return 0;
 }
 
-/* ---- growth ---------------------------------------------------------------------------------- */
+/* ---- growth (plain regions) ------------------------------------------------------------------ */
 
-typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
-
-/* How many bytes growth must take for a block of `size`; 0 when the limit leaves no room.
- * *mapped tells whether they extend the mapped range (else they form a new plain region). */
-static size_t pool_growth_need_locked(const vram__pool *p, size_t size, int *mapped) {
-    size_t headroom = p->cfg.limit - p->reserved;
-    *mapped = 0;
-    if (p->growable != NULL) {
-        const pool_region *r = p->growable;
-        size_t tail = (r->last && r->last->state == CHUNK_FREE) ? r->last->size : 0;
-        size_t need = vram__round_up(size > tail ? size - tail : VRAM_POOL_UNIT, p->cfg.caps.granularity);
-        if (need <= headroom && need <= r->va_size - r->size) {
-            *mapped = 1;
-            return need;
-        }
+/* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
+ * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */
+static grow_result pool_grow_plain_locked(vram__pool *p, size_t size) {
+    size_t headroom = p->cfg.limit - p->reserved, need;
+    if (!p->cfg.growth) {
+        if (p->regions != NULL || p->cfg.limit < VRAM_POOL_UNIT) return GROW_OFF;
+        need = p->cfg.limit;             /* re-take the preallocation that a trim gave back */
+    } else {
+        need = vram__round_up(size > VRAM_POOL_FALLBACK_REGION ? size : VRAM_POOL_FALLBACK_REGION,
+                              VRAM_POOL_FALLBACK_REGION);
+        if (need > headroom) need = headroom & ~(VRAM_POOL_UNIT - 1);
+        if (need < size) return GROW_LIMIT;
     }
-    /* A plain region: without VMM, or for the last piece of a limit that is not a whole number
-     * of granules (which mapping cannot take). */
-    size_t need = vram__round_up(size > VRAM_POOL_FALLBACK_REGION ? size : VRAM_POOL_FALLBACK_REGION,
-                                 VRAM_POOL_FALLBACK_REGION);
-    if (need > headroom) need = headroom & ~(VRAM_POOL_UNIT - 1);
-    return need >= size ? need : 0;
-}
-
-/* Takes enough new memory from the driver for a block of `size`, within the pool's limit and the
- * card's budget. */
-static grow_result pool_grow_locked(vram__pool *p, size_t size) {
-    if (!p->cfg.growth) return GROW_OFF;
-    int mapped = 0;
-    size_t need = pool_growth_need_locked(p, size, &mapped);
-    if (need == 0) return GROW_LIMIT;
     if (!budget_take(p->cfg.budget, need)) return GROW_CARD_LIMIT;
-    vram_status s = mapped ? region_map_more_locked(p, p->growable, need) : region_add_plain_locked(p, need);
-    if (s == VRAM_OK) return GROW_OK;
+    if (region_add_plain_locked(p, need) == VRAM_OK) return GROW_OK;
     budget_give(p->cfg.budget, need);
     return GROW_DRIVER;
 }
 
 /* ---- out-of-memory report -------------------------------------------------------------------- */
 
+/* The largest block a request could get now: the largest free chunk, and in a VMM region no more
+ * than the limit leaves for new mappings. */
+/* Largest free block within memory held from the driver: in the VMM region, the longest mapped
+ * run inside a free chunk (free chunks are visited largest first, and the walk stops once no
+ * chunk can beat the best run found). */
+static void largest_mapped_walk(const pool_chunk *n, size_t *best) {
+    if (n == NULL) return;
+    largest_mapped_walk(n->right, best);
+    if (n->size <= *best) return;            /* this chunk and everything left of it are smaller */
+    size_t run = n->region->kind == REGION_VMM ? pool_vmm_mapped_run(&n->region->vmm, n->addr, n->size, NULL)
+                                               : n->size;
+    if (run > *best) *best = run;
+    largest_mapped_walk(n->left, best);
+}
+
+static size_t pool_largest_free_locked(const vram__pool *p) {
+    if (p->vmm == NULL) {
+        pool_chunk *largest = free_tree_largest(&p->tree);
+        return largest ? largest->size : 0;
+    }
+    size_t best = 0;
+    largest_mapped_walk(p->tree.root, &best);
+    return best;
+}
+
 static vram_status pool_oom_locked(vram__pool *p, size_t size, size_t rounded, grow_result why) {
     char driver_msg[1024];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     p->num_ooms++;
-    pool_chunk *largest = free_tree_largest(&p->tree);
-    size_t largest_free = largest ? largest->size : 0;
+    size_t largest_free = pool_largest_free_locked(p);
     size_t growable = p->cfg.growth ? p->cfg.limit - p->reserved : 0;
-    size_t free_bytes = p->tree.bytes;
+    size_t free_bytes = p->reserved - p->current;
     char cause[1536];
     if (why == GROW_DRIVER) {
         size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : p->reserved;
@@ -467,6 +483,13 @@ static vram_status pool_oom_locked(vram__pool *p, size_t size, size_t rounded, g
 
 /* ---- public pool calls ----------------------------------------------------------------------- */
 
+/* Address space reserved for a growth pool: twice the limit, so that placement always finds
+ * room in address space and only physical memory (the limit) decides. */
+static size_t growth_va_size(const vram__pool_config *cfg) {
+    size_t gran = cfg->caps.granularity, limit = vram__round_up(cfg->limit ? cfg->limit : 1, gran);
+    return limit <= SIZE_MAX / 4 ? 2 * limit : limit;
+}
+
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
@@ -482,8 +505,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
             budget_give(cfg->budget, cfg->limit);
         }
     } else if (cfg->growth && cfg->caps.vmm_supported) {
-        size_t va = vram__round_up(cfg->limit ? cfg->limit : 1, p->cfg.caps.granularity);
-        s = region_add_vmm_locked(p, va);
+        s = region_add_vmm_locked(p, growth_va_size(&p->cfg));
     }
     if (s != VRAM_OK) {
         vram__pool_destroy(p);
@@ -531,7 +553,48 @@ static pool_chunk *pool_find_locked(vram__pool *p, size_t rounded, int async, vo
     return c;
 }
 
-static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded, void **ptr) {
+/* Under the limit, a block may fit in memory that is already mapped inside a larger free chunk
+ * (of any size class) although best fit chose an unmapped place: find the smallest free chunk
+ * holding a mapped run of `size` bytes and cut the block's place out of it. */
+typedef struct mapped_fit {
+    pool_chunk *chunk;
+    uint64_t    at;
+} mapped_fit;
+
+/* In ascending (size, address) order, the first free chunk with a mapped run of `size` bytes;
+ * subtrees of chunks smaller than `size` are skipped. */
+static void mapped_fit_walk(pool_chunk *n, size_t size, mapped_fit *fit) {
+    if (n == NULL || fit->chunk != NULL) return;
+    if (n->size >= size) mapped_fit_walk(n->left, size, fit);
+    if (fit->chunk != NULL) return;
+    if (n->size >= size) {
+        uint64_t at = n->addr;
+        size_t run = n->region->kind == REGION_VMM ? pool_vmm_mapped_run(&n->region->vmm, n->addr, n->size, &at)
+                                                   : n->size;
+        if (run >= size) {
+            fit->chunk = n;
+            fit->at = at;
+            return;
+        }
+    }
+    mapped_fit_walk(n->right, size, fit);
+}
+
+static pool_chunk *pool_find_mapped_locked(vram__pool *p, size_t size) {
+    mapped_fit best = {NULL, 0};
+    mapped_fit_walk(p->tree.root, size, &best);
+    pool_chunk *c = best.chunk;
+    if (c == NULL || best.at == c->addr) return c;
+    free_tree *t = &p->tree;                 /* keep [addr, at) free, hand back [at, end) */
+    free_tree_remove(t, c);
+    pool_chunk *rest = chunk_split_locked(p, c, (size_t)(best.at - c->addr)) == 0 ? c->next : NULL;
+    free_tree_insert(t, c);
+    return rest != NULL && rest->addr == best.at ? rest : NULL;
+}
+
+/* Hands out `rounded` bytes of chunk c. A free chunk of the VMM region gets its memory mapped
+ * first; when that fails (*why says how) the chunk goes back and nothing changed. */
+static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded, void **ptr, grow_result *why) {
     if (ptr_map_reserve_one(&p->live) != 0) {
         return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
     }
@@ -541,6 +604,13 @@ static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded
         free_tree_remove(&p->tree, c);
     }
     chunk_split_locked(p, c, rounded);
+    if (c->state == CHUNK_FREE && c->region->kind == REGION_VMM) {
+        *why = vmm_back_locked(p, c);
+        if (*why != GROW_OK) {
+            chunk_make_free_locked(p, c, 0);
+            return VRAM_ERR_OUT_OF_MEMORY;
+        }
+    }
     if (c->state == CHUNK_PENDING) {
         event_release(p, c->event);
         c->event = NULL;
@@ -567,12 +637,23 @@ vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream
         pending_reap_locked(p, 1);
         c = pool_find_locked(p, rounded, async, stream);
     }
-    grow_result why = GROW_OFF;
-    if (c == NULL) {
-        why = pool_grow_locked(p, rounded);
+    grow_result why = GROW_LIMIT;
+    if (c == NULL && p->vmm == NULL) {
+        why = pool_grow_plain_locked(p, rounded);
         if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
     }
-    vram_status s = c ? pool_take_locked(p, c, rounded, ptr) : pool_oom_locked(p, size, rounded, why);
+    vram_status s = c ? pool_take_locked(p, c, rounded, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
+    if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
+        pool_chunk *m = pool_find_mapped_locked(p, rounded);
+        if (m != NULL) {
+            s = pool_take_locked(p, m, rounded, ptr, &why);
+        } else if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
+            /* the limit's last partial granule, as a plain region: exactly what is left */
+            s = pool_take_locked(p, p->regions->first, rounded, ptr, &why);
+        }
+    }
+    if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
+    if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
     pthread_mutex_unlock(&p->lock);
     return s;
 }
@@ -606,7 +687,7 @@ vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream) {
         c->event = e;
         pending_link_locked(p, c);
     } else {
-        chunk_make_free_locked(p, c);
+        chunk_make_free_locked(p, c, 1);
     }
     pthread_mutex_unlock(&p->lock);
     return VRAM_OK;
@@ -617,8 +698,7 @@ int vram__pool_owns(vram__pool *p, const void *ptr) {
     int owns = 0;
     pthread_mutex_lock(&p->lock);
     for (pool_region *r = p->regions; r != NULL && !owns; r = r->next) {
-        size_t span = r->kind == REGION_VMM ? r->va_size : r->size;
-        owns = addr >= r->base && addr - r->base < span;
+        owns = addr >= r->base && addr - r->base < r->size;
     }
     pthread_mutex_unlock(&p->lock);
     return owns;
@@ -626,14 +706,13 @@ int vram__pool_owns(vram__pool *p, const void *ptr) {
 
 void vram__pool_info(vram__pool *p, vram_memory_info *info) {
     pthread_mutex_lock(&p->lock);
-    pool_chunk *largest = free_tree_largest(&p->tree);
     *info = (vram_memory_info){
         .current = p->current,
         .peak = p->peak,
         .reserved = p->reserved,
         .peak_reserved = p->peak_reserved,
         .limit = p->cfg.limit,
-        .largest_free_block = largest ? largest->size : 0,
+        .largest_free_block = pool_largest_free_locked(p),
         .num_allocs = p->num_allocs,
         .num_frees = p->num_frees,
         .num_ooms = p->num_ooms,
@@ -657,10 +736,51 @@ size_t vram__pool_live_bytes(vram__pool *p) {
     return n;
 }
 
+/* ---- giving memory back ---------------------------------------------------------------------- */
+
+/* Releases plain regions with no block in them (their one chunk is free), while more than `keep`
+ * bytes are reserved beyond live blocks. */
+static void trim_plain_regions_locked(vram__pool *p, size_t keep) {
+    for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
+        pool_region *r = *link;
+        if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
+            *link = r->next;
+            free_tree_remove(&p->tree, r->first);
+            region_release(p, r);
+        } else {
+            link = &r->next;
+        }
+    }
+}
+
+static void pool_trim_locked(vram__pool *p, size_t keep) {
+    if (p->pending != NULL) pending_reap_locked(p, 0);
+    size_t excess = p->reserved - p->current;
+    if (excess <= keep) return;
+    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep);
+    trim_plain_regions_locked(p, keep);
+}
+
+void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
+    pthread_mutex_lock(&p->lock);
+    pool_trim_locked(p, keep_bytes);
+    p->idle_low = p->reserved - p->current;
+    pthread_mutex_unlock(&p->lock);
+}
+
+void vram__pool_idle_tick(vram__pool *p) {
+    pthread_mutex_lock(&p->lock);
+    size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;
+    if (unused > 0) pool_trim_locked(p, excess - unused);
+    p->idle_low = p->reserved - p->current;
+    pthread_mutex_unlock(&p->lock);
+}
+
 /* ---- consistency check ----------------------------------------------------------------------- */
 
 typedef struct check_tally {
     size_t used_bytes, used_count, free_count, free_bytes, pending_count, held;
+    size_t region_busy;   /* bytes of USED and PENDING chunks in the region being checked */
 } check_tally;
 
 static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const pool_chunk *c,
@@ -682,10 +802,12 @@ static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const
         if (ptr_map_get(&p->live, c->addr) != c) return "a live chunk is missing from the pointer table";
         t->used_count++;
         t->used_bytes += c->size;
+        t->region_busy += c->size;
         return NULL;
     case CHUNK_PENDING:
         if (c->event == NULL || c->event->refs <= 0) return "a pending chunk has no event";
         t->pending_count++;
+        t->region_busy += c->size;
         return NULL;
     }
     return "a chunk has an unknown state";
@@ -694,6 +816,7 @@ static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const
 static const char *check_region_locked(vram__pool *p, const pool_region *r, check_tally *t) {
     if (r->first != NULL && r->first->addr != r->base) return "the first chunk does not start the region";
     size_t sum = 0;
+    t->region_busy = 0;
     for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
         const char *why = check_chunk_locked(p, r, c, t);
         if (why != NULL) return why;
@@ -701,8 +824,16 @@ static const char *check_region_locked(vram__pool *p, const pool_region *r, chec
         if (c->next == NULL && c != r->last) return "the region's last chunk is wrong";
     }
     if (sum != r->size) return "chunk sizes do not add up to the region";
-    if (r->kind == REGION_VMM && r->size > r->va_size) return "mapped beyond the reserved range";
-    t->held += r->held;
+    if (r->kind == REGION_VMM) {
+        static _Thread_local char msg[256];
+        if (pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
+        size_t busy = 0;
+        for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
+        if (busy != t->region_busy) return "the extents' bytes in use differ from the blocks in use";
+        t->held += r->vmm.mapped;
+    } else {
+        t->held += r->held;
+    }
     return NULL;
 }
 

@@ -30,6 +30,7 @@ typedef struct vram__pool_config {
     const vram__backend *backend;
     int                  dev;            /* backend ordinal */
     int                  growth;         /* 1: take memory on demand; 0: the whole limit at creation */
+                                         /* growth maps into one reserved range when caps.vmm_supported */
     size_t               limit;          /* hard cap on this pool's reserved bytes */
     char                 limit_source[VRAM_SOURCE_LEN]; /* "VRAM_MEMORY_LIMIT=6GiB", "logical device configuration", ... */
     vram__device_caps    caps;
@@ -55,6 +56,12 @@ int         vram__pool_owns(vram__pool *pool, const void *ptr);
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);
 size_t      vram__pool_live_bytes(vram__pool *pool);
+/* Gives cached memory back to the driver until at most keep_bytes are reserved beyond live blocks
+ * (as far as whole extents and regions allow). */
+void        vram__pool_trim(vram__pool *pool, size_t keep_bytes);
+/* Idle release: gives back what stayed unused since the previous tick (the lowest
+ * reserved - current seen in between), then starts a new period. */
+void        vram__pool_idle_tick(vram__pool *pool);
 vram_status vram__pool_check(vram__pool *pool);
 
 #endif /* VRAM_POOL_H */

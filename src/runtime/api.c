@@ -13,6 +13,7 @@
 static const char MSG_VISIBLE[] = "Visible devices cannot be modified after being initialized";
 static const char MSG_PHYSICAL[] = "Physical devices cannot be modified after being initialized";
 static const char MSG_VIRTUAL[] = "Virtual devices cannot be modified after being initialized";
+static const char MSG_ALLOC_CONF[] = "Allocator options cannot be modified after being initialized";
 
 static vram_status check_list_args(const void *out, int capacity, const int *count, const char *fn) {
     if (count == NULL || capacity < 0 || (out == NULL && capacity > 0)) {
@@ -222,6 +223,22 @@ vram_status vram_list_logical_devices(vram_logical_device *out, int capacity, in
     return VRAM_OK;
 }
 
+/* ---- allocator options and giving memory back ----------------------------------------------- */
+
+vram_status vram_set_alloc_conf(const char *conf) {
+    vram__alloc_conf parsed;
+    vram_status s = vram__alloc_conf_parse(conf, "vram_set_alloc_conf", &parsed);
+    if (s != VRAM_OK) return s;
+    pthread_rwlock_wrlock(&rt.lock);
+    if (atomic_load(&rt.initialized)) {
+        int same = memcmp(&parsed, &rt.alloc_conf_in_force, sizeof parsed) == 0 ||
+                   memcmp(&parsed, &rt.alloc_conf, sizeof parsed) == 0;
+        return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_ALLOC_CONF));
+    }
+    rt.alloc_conf = parsed;
+    return unlock_with(VRAM_OK);
+}
+
 /* ---- start and shutdown ---------------------------------------------------------------------- */
 
 vram_status vram_init(void) {
@@ -321,6 +338,15 @@ vram_status vram_reset_memory_stats(int logical_device) {
     vram_status s = enter_logical(logical_device, &pool);
     if (s != VRAM_OK) return s;
     vram__pool_reset_peak(pool);
+    vram__rt_leave();
+    return VRAM_OK;
+}
+
+vram_status vram_trim(int logical_device, size_t keep_bytes) {
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    vram__pool_trim(pool, keep_bytes);
     vram__rt_leave();
     return VRAM_OK;
 }

@@ -88,6 +88,58 @@ static vram_status read_device_limits(vram__env *env, int ndev) {
     return VRAM_OK;
 }
 
+static vram_status conf_value_error(const char *origin, const char *key, const char *value, const char *want) {
+    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: '%s:%s' is not valid: %s", origin, key, value, want);
+}
+
+/* One key:value pair of an allocator option string. */
+static vram_status conf_apply(const char *key, const char *value, const char *origin, vram__alloc_conf *c) {
+    if (strcmp(key, "vmm") == 0) {
+        int on = 0;
+        if (vram__parse_bool(value, &on) != 0) return conf_value_error(origin, key, value, "use true or false");
+        c->vmm = on;
+    } else if (strcmp(key, "idle_release_ms") == 0) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long ms = strtoull(value, &end, 10);
+        if (errno != 0 || end == value || *end != '\0' || value[0] == '-') {
+            return conf_value_error(origin, key, value, "use a whole number of milliseconds (0 keeps memory)");
+        }
+        c->idle_release_ms = ms;
+    } else {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms)",
+                          origin, key);
+    }
+    return VRAM_OK;
+}
+
+vram_status vram__alloc_conf_parse(const char *text, const char *origin, vram__alloc_conf *out) {
+    vram__alloc_conf c = VRAM_ALLOC_CONF_DEFAULT;
+    char buf[512];
+    if (text != NULL && strlen(text) >= sizeof buf) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: the option string is too long", origin);
+    }
+    snprintf(buf, sizeof buf, "%s", text ? text : "");
+    char *save = NULL;
+    for (char *item = strtok_r(buf, ",", &save); item != NULL; item = strtok_r(NULL, ",", &save)) {
+        while (isspace((unsigned char)*item)) item++;
+        if (*item == '\0') continue;
+        char *colon = strchr(item, ':');
+        if (colon == NULL) {
+            return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: '%s' is not key:value (e.g. vmm:false)", origin, item);
+        }
+        *colon = '\0';
+        char *value = colon + 1;
+        for (char *t = colon - 1; t >= item && isspace((unsigned char)*t); t--) *t = '\0';
+        while (isspace((unsigned char)*value)) value++;
+        for (char *t = value + strlen(value); t > value && isspace((unsigned char)t[-1]); t--) t[-1] = '\0';
+        vram_status s = conf_apply(item, value, origin, &c);
+        if (s != VRAM_OK) return s;
+    }
+    *out = c;
+    return VRAM_OK;
+}
+
 vram_status vram__env_read(vram__env *env, int ndev) {
     memset(env, 0, sizeof *env);
     vram_status s = read_growth(env);
@@ -96,5 +148,10 @@ vram_status vram__env_read(vram__env *env, int ndev) {
     }
     if (s == VRAM_OK) s = read_fraction(env);
     if (s == VRAM_OK) s = read_device_limits(env, ndev);
+    const char *conf = getenv("VRAM_ALLOC_CONF");
+    if (s == VRAM_OK && conf != NULL) {
+        s = vram__alloc_conf_parse(conf, "VRAM_ALLOC_CONF", &env->alloc_conf);
+        env->alloc_conf_set = s == VRAM_OK;
+    }
     return s;
 }

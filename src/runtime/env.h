@@ -7,6 +7,7 @@
 #define VRAM_RUNTIME_ENV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "backend/backend.h"
 
@@ -18,6 +19,17 @@ typedef struct vram__env_size {
     char   text[96];     /* "VRAM_MEMORY_LIMIT=6GiB", for messages */
 } vram__env_size;
 
+/* Allocator options (vram_set_alloc_conf / VRAM_ALLOC_CONF). */
+typedef struct vram__alloc_conf {
+    int      vmm;               /* -1 auto (use it where supported), 0 off, 1 on */
+    uint64_t idle_release_ms;   /* 0: keep cached memory */
+} vram__alloc_conf;
+
+#define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf){-1, 0})
+
+/* Parses "vmm:false,idle_release_ms:500"; `origin` names the source in messages. */
+vram_status vram__alloc_conf_parse(const char *text, const char *origin, vram__alloc_conf *out);
+
 typedef struct vram__env {
     int            force_growth;                 /* -1 unset, else 0/1 (VRAM_FORCE_ALLOW_GROWTH) */
     vram__env_size limit_all;                    /* VRAM_MEMORY_LIMIT */
@@ -25,6 +37,8 @@ typedef struct vram__env {
     int            fraction_set;                 /* VRAM_MEMORY_FRACTION */
     double         fraction;
     char           fraction_text[96];
+    int              alloc_conf_set;             /* VRAM_ALLOC_CONF */
+    vram__alloc_conf alloc_conf;
 } vram__env;
 
 /* VRAM_BACKEND: cuda (default) or sim. */

@@ -13,10 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "runtime/runtime.h"
 
-rt_state vram__rt = {.lock = PTHREAD_RWLOCK_INITIALIZER};
+rt_state vram__rt = {
+    .lock = PTHREAD_RWLOCK_INITIALIZER,
+    .alloc_conf = {-1, 0},
+    .idle_lock = PTHREAD_MUTEX_INITIALIZER,
+    .idle_wake = PTHREAD_COND_INITIALIZER,
+};
 #define rt vram__rt
 
 /* ---- discovery ------------------------------------------------------------------------------- */
@@ -126,6 +132,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
         .caps = rt.caps[phys],
         .budget = &rt.budgets[phys],
     };
+    cfg.caps.vmm_supported = rt.caps[phys].vmm_supported && rt.alloc_conf_in_force.vmm != 0;
     snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
     snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
     vram_status s = vram__pool_create(&cfg, &l->pool);
@@ -168,6 +175,69 @@ static void destroy_pools_wlocked(void) {
     }
 }
 
+/* The allocator options in force: VRAM_ALLOC_CONF, else what the program set. */
+static vram_status apply_alloc_conf_wlocked(const vram__env *env) {
+    rt.alloc_conf_in_force = env->alloc_conf_set ? env->alloc_conf : rt.alloc_conf;
+    if (rt.alloc_conf_in_force.vmm != 1) return VRAM_OK;
+    for (int i = 0; i < rt.ndev; i++) {
+        if (rt.visible_in_force[i] && !rt.caps[i].vmm_supported) {
+            return vram__fail(VRAM_ERR_CONFLICT, "the allocator option vmm:true needs virtual memory management, "
+                              "which %s (%s) does not support", rt.devices[i].name, rt.devices[i].product);
+        }
+    }
+    return VRAM_OK;
+}
+
+/* ---- idle release ------------------------------------------------------------------------------ */
+
+static void *idle_thread_main(void *arg) {
+    (void)arg;
+    uint64_t ms = rt.alloc_conf_in_force.idle_release_ms;
+    pthread_mutex_lock(&rt.idle_lock);
+    while (!rt.idle_stop) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += (time_t)(ms / 1000);
+        until.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        if (pthread_cond_timedwait(&rt.idle_wake, &rt.idle_lock, &until) == 0 || rt.idle_stop) continue;
+        pthread_mutex_unlock(&rt.idle_lock);
+        /* Never blocks on rt.lock: a shutdown holds it for writing while it joins this thread. */
+        if (pthread_rwlock_tryrdlock(&rt.lock) == 0) {
+            for (int k = 0; k < rt.nlogical; k++) {
+                if (rt.growth_in_force[rt.logical[k].info.physical_index]) vram__pool_idle_tick(rt.logical[k].pool);
+            }
+            pthread_rwlock_unlock(&rt.lock);
+        }
+        pthread_mutex_lock(&rt.idle_lock);
+    }
+    pthread_mutex_unlock(&rt.idle_lock);
+    return NULL;
+}
+
+static vram_status idle_thread_start_wlocked(void) {
+    if (rt.alloc_conf_in_force.idle_release_ms == 0) return VRAM_OK;
+    rt.idle_stop = 0;
+    if (pthread_create(&rt.idle_thread, NULL, idle_thread_main, NULL) != 0) {
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "could not start the idle-release thread");
+    }
+    rt.idle_thread_running = 1;
+    return VRAM_OK;
+}
+
+static void idle_thread_stop_wlocked(void) {
+    if (!rt.idle_thread_running) return;
+    pthread_mutex_lock(&rt.idle_lock);
+    rt.idle_stop = 1;
+    pthread_cond_signal(&rt.idle_wake);
+    pthread_mutex_unlock(&rt.idle_lock);
+    pthread_join(rt.idle_thread, NULL);
+    rt.idle_thread_running = 0;
+}
+
 static vram_status check_visible_wlocked(void) {
     for (int i = 0; i < VRAM_MAX_DEVICES; i++) {
         if (rt.visible_set && rt.visible[i] && i >= rt.ndev) {
@@ -185,6 +255,7 @@ vram_status vram__rt_start_wlocked(void) {
     vram__env env;
     if (s == VRAM_OK) s = vram__env_read(&env, rt.ndev);
     if (s == VRAM_OK) s = check_visible_wlocked();
+    if (s == VRAM_OK) s = apply_alloc_conf_wlocked(&env);
     card_plan plans[VRAM_MAX_DEVICES];
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
         s = plan_card(i, &env, &plans[i]);
@@ -196,6 +267,7 @@ vram_status vram__rt_start_wlocked(void) {
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
         if (rt.visible_in_force[i]) s = start_card_wlocked(i, &plans[i]);
     }
+    if (s == VRAM_OK) s = idle_thread_start_wlocked();
     if (s != VRAM_OK) {
         destroy_pools_wlocked();
         return s;
@@ -219,6 +291,7 @@ vram_status vram__rt_stop_wlocked(void) {
                               "free them first", rt.logical[k].info.name, live);
         }
     }
+    idle_thread_stop_wlocked();
     destroy_pools_wlocked();
     rt.backend->close();
     rt.discovered = 0;

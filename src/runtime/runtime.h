@@ -42,14 +42,22 @@ typedef struct rt_state {
     int                  visible_set;
     unsigned char        visible[VRAM_MAX_DEVICES];
     rt_physical_config   config[VRAM_MAX_DEVICES];
+    vram__alloc_conf     alloc_conf;           /* vram_set_alloc_conf (VRAM_ALLOC_CONF overrides) */
     /* started runtime */
     atomic_int           initialized;
     unsigned char        visible_in_force[VRAM_MAX_DEVICES];
     int                  growth_in_force[VRAM_MAX_DEVICES];
     size_t               limit_in_force[VRAM_MAX_DEVICES];   /* 0: none */
     vram__card_budget    budgets[VRAM_MAX_DEVICES];
+    vram__alloc_conf     alloc_conf_in_force;
     int                  nlogical;
     rt_logical           logical[VRAM_MAX_LOGICAL];
+    /* idle release: a thread that ticks growth pools every idle_release_ms */
+    int                  idle_thread_running;
+    pthread_t            idle_thread;
+    pthread_mutex_t      idle_lock;
+    pthread_cond_t       idle_wake;
+    int                  idle_stop;
 } rt_state;
 
 extern rt_state vram__rt;

@@ -1,0 +1,248 @@
+/*
+ * vmm.c: physical backing of a reserved address range, extent by extent (see vmm.h).
+ *
+ * Invariants: gran_ext[g] is the extent mapped over granule g or -1; an extent covers the whole
+ * granules [offset, offset + size) and no other extent overlaps it; `mapped` is the sum of extent
+ * sizes and `idle` the sum over extents whose busy count is 0.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/vmm.h"
+
+static size_t granule_of(const pool_vmm *v, uint64_t addr) {
+    return (size_t)((addr - v->base) / v->gran);
+}
+
+vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size) {
+    memset(v, 0, sizeof *v);
+    v->backend = be;
+    v->dev = dev;
+    v->gran = gran;
+    v->va_size = va_size;
+    v->free_slot = -1;
+    size_t n = va_size / gran;
+    v->gran_ext = malloc(n * sizeof *v->gran_ext);
+    if (v->gran_ext == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a granule table");
+    memset(v->gran_ext, 0xff, n * sizeof *v->gran_ext);   /* -1 everywhere */
+    v->mapped_bits = calloc((n + 63) / 64, sizeof *v->mapped_bits);
+    if (v->mapped_bits == NULL) {
+        free(v->gran_ext);
+        v->gran_ext = NULL;
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a granule bitmap");
+    }
+    vram_status s = be->va_reserve(dev, va_size, &v->base);
+    if (s != VRAM_OK) {
+        free(v->gran_ext);
+        free(v->mapped_bits);
+        v->gran_ext = NULL;
+        v->mapped_bits = NULL;
+    }
+    return s;
+}
+
+static void extent_unmap(pool_vmm *v, int32_t e) {
+    pool_extent *x = &v->ext[e];
+    v->backend->unmap(v->dev, v->base + x->offset, x->size);
+    v->backend->phys_release(v->dev, x->handle);
+    for (size_t g = x->offset / v->gran; g < (x->offset + x->size) / v->gran; g++) {
+        v->gran_ext[g] = -1;
+        v->mapped_bits[g / 64] &= ~(1ull << (g % 64));
+    }
+    v->mapped -= x->size;
+    if (x->busy == 0) v->idle -= x->size;
+    v->releases++;
+    x->size = 0;
+    x->next_free = v->free_slot;
+    v->free_slot = e;
+}
+
+void pool_vmm_destroy(pool_vmm *v) {
+    if (v->gran_ext == NULL) return;
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        if (v->ext[e].size != 0) extent_unmap(v, e);
+    }
+    v->backend->va_free(v->dev, v->base, v->va_size);
+    free(v->gran_ext);
+    free(v->mapped_bits);
+    free(v->ext);
+    memset(v, 0, sizeof *v);
+}
+
+size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size) {
+    size_t missing = 0;
+    for (size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1); g <= last;) {
+        int32_t e = v->gran_ext[g];
+        if (e >= 0) {
+            g = (v->ext[e].offset + v->ext[e].size) / v->gran;
+        } else {
+            missing += v->gran;
+            g++;
+        }
+    }
+    return missing;
+}
+
+/* The first mapped granule in [g, last], or last + 1. */
+static size_t next_mapped(const pool_vmm *v, size_t g, size_t last) {
+    while (g <= last) {
+        uint64_t word = v->mapped_bits[g / 64] >> (g % 64);
+        if (word != 0) return g + (size_t)__builtin_ctzll(word);
+        g = (g / 64 + 1) * 64;
+    }
+    return last + 1;
+}
+
+size_t pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at) {
+    uint64_t end = addr + size, run_start = addr, best_at = addr;
+    size_t best = 0;
+    int in_run = 0;
+    for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last; g++) {
+        if (v->gran_ext[g] < 0) {
+            in_run = 0;
+            g = next_mapped(v, g, last) - 1;   /* skip the unmapped stretch */
+            continue;
+        }
+        uint64_t gs = v->base + g * v->gran, ge = gs + v->gran;
+        if (gs < addr) gs = addr;
+        if (ge > end) ge = end;
+        if (!in_run) run_start = gs;
+        in_run = 1;
+        if (ge - run_start > best) {
+            best = (size_t)(ge - run_start);
+            best_at = run_start;
+        }
+    }
+    if (at != NULL) *at = best_at;
+    return best;
+}
+
+static int32_t extent_slot(pool_vmm *v) {
+    if (v->free_slot >= 0) {
+        int32_t e = v->free_slot;
+        v->free_slot = v->ext[e].next_free;
+        return e;
+    }
+    if (v->next_slot == v->cap) {
+        int32_t cap = v->cap ? v->cap * 2 : 64;
+        pool_extent *grown = realloc(v->ext, (size_t)cap * sizeof *grown);
+        if (grown == NULL) return -1;
+        v->ext = grown;
+        v->cap = cap;
+    }
+    return v->next_slot++;
+}
+
+/* Maps one extent over the unmapped granules [g, g + n). */
+static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
+    int32_t e = extent_slot(v);
+    if (e < 0) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an extent record");
+    pool_extent *x = &v->ext[e];
+    size_t size = n * v->gran;
+    vram_status s = v->backend->phys_create(v->dev, size, &x->handle);
+    if (s == VRAM_OK) {
+        s = v->backend->map(v->dev, v->base + g * v->gran, size, x->handle);
+        if (s != VRAM_OK) v->backend->phys_release(v->dev, x->handle);
+    }
+    if (s != VRAM_OK) {
+        x->size = 0;
+        x->next_free = v->free_slot;
+        v->free_slot = e;
+        return s;
+    }
+    x->offset = g * v->gran;
+    x->size = size;
+    x->busy = 0;
+    for (size_t k = g; k < g + n; k++) {
+        v->gran_ext[k] = e;
+        v->mapped_bits[k / 64] |= 1ull << (k % 64);
+    }
+    v->mapped += size;
+    v->idle += size;
+    v->creates++;
+    return VRAM_OK;
+}
+
+/* Adds `delta` (positive or negative) busy bytes to every extent overlapping [addr, addr+size). */
+static void busy_add(pool_vmm *v, uint64_t addr, size_t size, int sign) {
+    uint64_t end = addr + size;
+    for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last;) {
+        pool_extent *x = &v->ext[v->gran_ext[g]];
+        uint64_t xs = v->base + x->offset, xe = xs + x->size;
+        size_t overlap = (size_t)((end < xe ? end : xe) - (addr > xs ? addr : xs));
+        if (sign > 0) {
+            if (x->busy == 0) v->idle -= x->size;
+            x->busy += overlap;
+        } else {
+            x->busy -= overlap;
+            if (x->busy == 0) v->idle += x->size;
+        }
+        g = (x->offset + x->size) / v->gran;
+    }
+}
+
+/* The largest extent mapped at once: larger ones cost fewer driver calls, smaller ones can be
+ * given back in finer pieces. */
+#define POOL_VMM_MAX_EXTENT ((size_t)256 << 20)
+
+vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size) {
+    for (size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1); g <= last;) {
+        if (v->gran_ext[g] >= 0) {
+            g = (v->ext[v->gran_ext[g]].offset + v->ext[v->gran_ext[g]].size) / v->gran;
+            continue;
+        }
+        size_t run = 1, max_run = POOL_VMM_MAX_EXTENT / v->gran;
+        while (g + run <= last && v->gran_ext[g + run] < 0 && run < max_run) run++;
+        vram_status s = extent_map(v, g, run);
+        if (s != VRAM_OK) return s;
+        g += run;
+    }
+    busy_add(v, addr, size, +1);
+    return VRAM_OK;
+}
+
+void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {
+    busy_add(v, addr, size, -1);
+}
+
+size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want) {
+    size_t released = 0;
+    while (released < want && v->idle > 0) {
+        int32_t best = -1;
+        for (int32_t e = 0; e < v->next_slot; e++) {
+            const pool_extent *x = &v->ext[e];
+            if (x->size != 0 && x->busy == 0 && (best < 0 || x->size > v->ext[best].size)) best = e;
+        }
+        if (best < 0) break;
+        released += v->ext[best].size;
+        extent_unmap(v, best);
+    }
+    return released;
+}
+
+int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
+    size_t mapped = 0, idle = 0;
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        const pool_extent *x = &v->ext[e];
+        if (x->size == 0) continue;
+        mapped += x->size;
+        if (x->busy == 0) idle += x->size;
+        if (x->busy > x->size || x->offset % v->gran != 0 || x->offset + x->size > v->va_size) {
+            snprintf(msg, len, "extent %d is out of its range or busier than its size", (int)e);
+            return -1;
+        }
+        for (size_t g = x->offset / v->gran; g < (x->offset + x->size) / v->gran; g++) {
+            if (v->gran_ext[g] != e) {
+                snprintf(msg, len, "granule %zu does not point to extent %d over it", g, (int)e);
+                return -1;
+            }
+        }
+    }
+    if (mapped != v->mapped || idle != v->idle) {
+        snprintf(msg, len, "mapped/idle bytes %zu/%zu differ from the extents' %zu/%zu", v->mapped, v->idle,
+                 mapped, idle);
+        return -1;
+    }
+    return 0;
+}

@@ -1,0 +1,61 @@
+/*
+ * vmm.h: a reserved virtual address range whose physical backing follows its use.
+ *
+ * The pool places blocks in address space; this module makes sure the granules (the device's
+ * physical granularity, 2 MiB on an H200) under every block in use are mapped, and can give back
+ * physical memory under address ranges where no block is in use. Physical memory is held in
+ * extents: one cuMemCreate + cuMemMap each, as large as the unmapped run that needed it (a mapped
+ * extent cannot be split, so it is given back only when no byte of it is in use). Each extent
+ * counts the bytes of blocks in use that overlap it.
+ *
+ * Costs: acquiring or releasing a range is O(extents it overlaps) (one for most blocks); mapping
+ * is a driver call per unmapped run. Every function runs under the owning pool's lock.
+ */
+#ifndef VRAM_POOL_VMM_H
+#define VRAM_POOL_VMM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+typedef struct pool_extent {
+    uint64_t handle;
+    size_t   offset, size;   /* within the range */
+    size_t   busy;           /* bytes of blocks in use that overlap it; 0: it can be given back */
+    int32_t  next_free;      /* slot recycling */
+} pool_extent;
+
+typedef struct pool_vmm {
+    const vram__backend *backend;
+    int                  dev;
+    size_t               gran;
+    uint64_t             base;
+    size_t               va_size;
+    int32_t             *gran_ext;       /* per granule: the extent mapped there, or -1 */
+    uint64_t            *mapped_bits;    /* per granule: 1 when mapped (to skip unmapped runs fast) */
+    pool_extent         *ext;
+    int32_t              next_slot, cap, free_slot;
+    size_t               mapped;         /* bytes of all extents */
+    size_t               idle;           /* bytes of extents with busy == 0 */
+    uint64_t             creates, releases;
+} pool_vmm;
+
+vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size);
+void        pool_vmm_destroy(pool_vmm *v);   /* unmaps and releases everything, frees the range */
+
+/* Bytes that acquiring [addr, addr+size) would map (whole granules). */
+size_t      pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size);
+/* Marks [addr, addr+size) in use, mapping what is unmapped. On failure nothing is marked (extents
+ * mapped on the way stay, idle). */
+vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size);
+void        pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size);
+/* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
+size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);
+/* Gives back idle extents, largest first, until at least `want` bytes went back or none is left;
+ * returns the bytes given back. */
+size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want);
+/* Verifies the granule table against the extents; 0 when sound, else writes why into msg. */
+int         pool_vmm_check(const pool_vmm *v, char *msg, size_t len);
+
+#endif /* VRAM_POOL_VMM_H */
