@@ -162,8 +162,12 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *   vmm:true|false          grow by mapping physical chunks into one reserved address range
  *                           (default true where the driver supports it) or by separate cuMemAlloc
  *                           regions
- *   idle_release_ms:N       growth mode: memory that stayed unused for N ms is returned to the
- *                           driver (at the next allocator call or vram_trim); 0 (default) keeps it
+ *   idle_release_ms:N       growth mode: memory that stayed unused for a whole period of N ms is
+ *                           returned to the driver (by a background thread); 0 (default) keeps it
+ *   extent_mb:N             growth: the largest physical piece mapped at once (default 256); smaller
+ *                           pieces can be given back more finely, larger ones cost fewer driver calls
+ *   hold_peak:true|false    growth: give idle pieces back rather than raise the high-water mark of
+ *                           reserved memory (leaner, but more driver calls in steady state); default false
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 

@@ -190,7 +190,8 @@ static vram_status region_add_plain_locked(vram__pool *p, size_t bytes) {
 static vram_status region_add_vmm_locked(vram__pool *p, size_t va_size) {
     pool_region *r = calloc(1, sizeof *r);
     if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
-    vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, va_size);
+    vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, va_size,
+                                  p->cfg.max_extent);
     if (s == VRAM_OK) {
         r->kind = REGION_VMM;
         r->base = r->vmm.base;
@@ -244,6 +245,15 @@ typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GR
 static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
+    /* hold_peak: rather than map beyond the high-water mark, give back idle extents first (they lie
+     * in holes this block does not fit), so that fragmentation does not raise what the pool holds;
+     * the price is driver calls whenever the holes are needed again. */
+    while (p->cfg.hold_peak && need > 0 && p->reserved + need > p->peak_reserved && vmm_idle_locked(p) > 0) {
+        size_t before = p->reserved;
+        vmm_unmap_idle_locked(p, p->reserved + need - p->peak_reserved);
+        if (p->reserved == before) break;
+        need = pool_vmm_unmapped(v, c->addr, c->size);
+    }
     while (need > p->cfg.limit - p->reserved && vmm_idle_locked(p) > 0) {
         vmm_unmap_idle_locked(p, need - (p->cfg.limit - p->reserved));
         need = pool_vmm_unmapped(v, c->addr, c->size);

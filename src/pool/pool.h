@@ -35,6 +35,8 @@ typedef struct vram__pool_config {
     char                 limit_source[VRAM_SOURCE_LEN]; /* "VRAM_MEMORY_LIMIT=6GiB", "logical device configuration", ... */
     vram__device_caps    caps;
     vram__card_budget   *budget;         /* may be NULL */
+    size_t               max_extent;     /* growth: largest physical extent mapped at once (0: default) */
+    int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
     char                 name[64];       /* "/device:GPU:0", for messages */
 } vram__pool_config;
 

@@ -11,15 +11,21 @@
 
 #include "pool/vmm.h"
 
+/* The default largest extent mapped at once: larger ones cost fewer driver calls, smaller ones can
+ * be given back in finer pieces. */
+#define POOL_VMM_MAX_EXTENT ((size_t)256 << 20)
+
 static size_t granule_of(const pool_vmm *v, uint64_t addr) {
     return (size_t)((addr - v->base) / v->gran);
 }
 
-vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size) {
+vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
+                          size_t max_extent) {
     memset(v, 0, sizeof *v);
     v->backend = be;
     v->dev = dev;
     v->gran = gran;
+    v->max_extent = vram__round_up(max_extent ? max_extent : POOL_VMM_MAX_EXTENT, gran);
     v->va_size = va_size;
     v->free_slot = -1;
     size_t n = va_size / gran;
@@ -182,9 +188,6 @@ static void busy_add(pool_vmm *v, uint64_t addr, size_t size, int sign) {
     }
 }
 
-/* The largest extent mapped at once: larger ones cost fewer driver calls, smaller ones can be
- * given back in finer pieces. */
-#define POOL_VMM_MAX_EXTENT ((size_t)256 << 20)
 
 vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size) {
     for (size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1); g <= last;) {
@@ -192,7 +195,7 @@ vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size) {
             g = (v->ext[v->gran_ext[g]].offset + v->ext[v->gran_ext[g]].size) / v->gran;
             continue;
         }
-        size_t run = 1, max_run = POOL_VMM_MAX_EXTENT / v->gran;
+        size_t run = 1, max_run = v->max_extent / v->gran;
         while (g + run <= last && v->gran_ext[g + run] < 0 && run < max_run) run++;
         vram_status s = extent_map(v, g, run);
         if (s != VRAM_OK) return s;

@@ -30,6 +30,7 @@ typedef struct pool_vmm {
     const vram__backend *backend;
     int                  dev;
     size_t               gran;
+    size_t               max_extent;     /* largest extent mapped at once, a multiple of gran */
     uint64_t             base;
     size_t               va_size;
     int32_t             *gran_ext;       /* per granule: the extent mapped there, or -1 */
@@ -41,7 +42,8 @@ typedef struct pool_vmm {
     uint64_t             creates, releases;
 } pool_vmm;
 
-vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size);
+vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
+                          size_t max_extent);
 void        pool_vmm_destroy(pool_vmm *v);   /* unmaps and releases everything, frees the range */
 
 /* Bytes that acquiring [addr, addr+size) would map (whole granules). */

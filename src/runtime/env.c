@@ -106,9 +106,19 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
             return conf_value_error(origin, key, value, "use a whole number of milliseconds (0 keeps memory)");
         }
         c->idle_release_ms = ms;
+    } else if (strcmp(key, "extent_mb") == 0) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long mb = strtoull(value, &end, 10);
+        if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || mb == 0 || mb > (1u << 20)) {
+            return conf_value_error(origin, key, value, "use a whole number of MiB, 2 or more");
+        }
+        c->extent_mb = (size_t)mb;
+    } else if (strcmp(key, "hold_peak") == 0) {
+        if (vram__parse_bool(value, &c->hold_peak) != 0) return conf_value_error(origin, key, value, "use true or false");
     } else {
-        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms)",
-                          origin, key);
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
+                          "extent_mb, hold_peak)", origin, key);
     }
     return VRAM_OK;
 }

@@ -23,9 +23,11 @@ typedef struct vram__env_size {
 typedef struct vram__alloc_conf {
     int      vmm;               /* -1 auto (use it where supported), 0 off, 1 on */
     uint64_t idle_release_ms;   /* 0: keep cached memory */
+    size_t   extent_mb;         /* largest physical extent growth maps at once (0: the default) */
+    int      hold_peak;         /* growth gives idle extents back rather than raise its high-water mark */
 } vram__alloc_conf;
 
-#define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf){-1, 0})
+#define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf){-1, 0, 0, 0})
 
 /* Parses "vmm:false,idle_release_ms:500"; `origin` names the source in messages. */
 vram_status vram__alloc_conf_parse(const char *text, const char *origin, vram__alloc_conf *out);

@@ -133,6 +133,8 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
         .budget = &rt.budgets[phys],
     };
     cfg.caps.vmm_supported = rt.caps[phys].vmm_supported && rt.alloc_conf_in_force.vmm != 0;
+    cfg.max_extent = rt.alloc_conf_in_force.extent_mb * VRAM_MIB;
+    cfg.hold_peak = rt.alloc_conf_in_force.hold_peak;
     snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
     snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
     vram_status s = vram__pool_create(&cfg, &l->pool);
