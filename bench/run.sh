@@ -52,14 +52,7 @@ if ! { cmake -S . -B "$BUILD/vram" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS
     say "vram did not build: its rows will say so"
     VRAM=""
 fi
-HAS_POLICY=0 HAS_PASSES=0 HAS_ALLOC_CONF=0
-if [ -n "$VRAM" ]; then
-    HELP=$("$VRAM" --help 2>&1 || true)
-    grep -q -- '--policy' <<<"$HELP" && HAS_POLICY=1
-    grep -q -- '--passes' <<<"$HELP" && HAS_PASSES=1
-    grep -aq VRAM_ALLOC_CONF "$VRAM" && HAS_ALLOC_CONF=1
-    echo "vram $("$VRAM" --version 2>&1 | head -n1): --policy $HAS_POLICY, --passes $HAS_PASSES, VRAM_ALLOC_CONF $HAS_ALLOC_CONF" >&2
-fi
+[ -n "$VRAM" ] && echo "vram $("$VRAM" --version 2>&1 | head -n1)" >&2
 
 # ---- peers, against the installed PyTorch ------------------------------------------------------
 say "building bench/peers"
@@ -113,22 +106,7 @@ run_row() {
 vram_row() {
     local trace=$1 policy=$2
     if [ -z "$VRAM" ]; then run_row "vram $policy" "$trace" "${FAIL[@]}" "vram did not build"; return; fi
-    local args=() pre=()
-    if [ "$HAS_POLICY" = 1 ]; then
-        args=(--policy "$policy")
-    else
-        # TODO(bench): drop this fallback once `vram replay --policy` has landed everywhere.
-        case $policy in
-            prealloc) args=() ;;
-            growth) args=(--growth) ;;
-            growth-plain)
-                if [ "$HAS_ALLOC_CONF" = 1 ]; then pre=(env VRAM_ALLOC_CONF=vmm:false); args=(--growth)
-                else run_row "vram $policy" "$trace" "${FAIL[@]}" "this vram has neither --policy nor VRAM_ALLOC_CONF"; return; fi ;;
-        esac
-    fi
-    # TODO(bench): without --passes, vram replay times one cold pass per call (ns_per_op): warm is n/a.
-    [ "$HAS_PASSES" = 1 ] && args+=(--passes "$PASSES")
-    run_row "vram $policy" "$trace" "${pre[@]}" "$VRAM" replay "$trace" "${args[@]}" --json
+    run_row "vram $policy" "$trace" "$VRAM" replay "$trace" --policy "$policy" --passes "$PASSES" --json
 }
 
 peer_row() {
@@ -143,7 +121,7 @@ peer_row() {
 
 for rep in $(seq 1 "$REPEAT"); do
     for trace in "${TRACES[@]}"; do
-        for policy in prealloc growth growth-plain; do vram_row "$trace" "$policy"; done
+        for policy in prealloc growth growth-lean growth-plain; do vram_row "$trace" "$policy"; done
         for alloc in cumemalloc cumemallocasync torch torch-expandable; do peer_row "$trace" "$alloc"; done
     done
 done

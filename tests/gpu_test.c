@@ -141,6 +141,12 @@ static void test_growth_with_limit(void) {
     CHECK(vram_free(b) == VRAM_OK && vram_free(b) == VRAM_ERR_INVALID_POINTER);
     CHECK_OK(vram_free(a));
     CHECK_OK(vram_check(-1));
+    CHECK_OK(vram_trim(0, 0));                 /* everything is free: all of it goes back */
+    CHECK(reserved_of(0) == 0);
+    CHECK(near(driver_free(), before, 8 * MiB));
+    CHECK_OK(vram_malloc(&a, 64 * MiB, 0));    /* and comes back on demand */
+    check_usable(a, 64 * MiB);
+    CHECK_OK(vram_free(a));
     CHECK_OK(vram_shutdown());
     CHECK(near(driver_free(), before, 8 * MiB));
 }

@@ -54,7 +54,7 @@
 const replay_policy replay_policies[] = {
     /* name            growth  alloc conf   description (for --help) */
     { "prealloc",      0,      NULL,        "growth off: take nearly the whole card at start, TensorFlow's default" },
-    { "growth",        1,      NULL,        "memory growth, mapping 2 MiB chunks into one reserved range, VMM" },
+    { "growth",        1,      NULL,        "memory growth: physical extents mapped into a reserved range as blocks need them" },
     { "growth-plain",  1,      "vmm:false", "memory growth with separate cuMemAlloc regions, alloc conf vmm:false" },
     { "growth-lean",   1,      "hold_peak:true,extent_mb:64",
       "memory growth that gives idle 64 MiB extents back rather than raise its peak (fewer bytes, more driver calls)" },
