@@ -164,7 +164,8 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *                           regions
  *   idle_release_ms:N       growth mode: memory that stayed unused for a whole period of N ms is
  *                           returned to the driver (by a background thread); 0 (default) keeps it
- *   extent_mb:N             growth: the largest physical piece mapped at once (default 256); smaller
+ *   extent_mb:N             growth: the largest physical piece mapped at once (default: the limit / 64,
+ *                           from 2 MiB to 256 MiB); smaller
  *                           pieces can be given back more finely, larger ones cost fewer driver calls
  *   hold_peak:true|false    growth: give idle pieces back rather than raise the high-water mark of
  *                           reserved memory (leaner, but more driver calls in steady state); default false

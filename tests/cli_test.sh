@@ -294,6 +294,18 @@ t_replay_gpt2() {
         $(json_value peak_live_bytes) == 13594206920 && $(json_value failed_allocs) == 0 ]]
 }
 check "replay gpt2_train.trace.gz --growth: every op, peak live 13594206920" t_replay_gpt2
+# Issue target: a real trace whose peak live is 95% of the limit completes in growth mode (the
+# pool maps memory where blocks go and gives idle extents back under the limit).
+t_replay_tight() {  # t_replay_tight TRACE PEAK_LIVE
+    local limit=$(( $2 * 100 / 95 ))
+    if [[ ! -r $1 ]]; then RC=-; OUT=; ERR="missing $1"; return 1; fi
+    run env VRAM_SIM_DEVICES=32GiB "$VRAM" replay "$1" --policy growth --limit "$limit" --passes 2 --json
+    one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 0 ]] &&
+        (( $(json_value peak_reserved_bytes) <= limit ))
+}
+check "replay gpt2_train at a limit 95% full: no failed allocation" t_replay_tight "$GPT2" 13594206920
+check "replay bert_varlen at a limit 95% full: no failed allocation" \
+    t_replay_tight "$TRACES/bert_varlen.trace.gz" 12941578172
 t_replay_gpt2_passes() {
     local want_ops
     if [[ ! -r $GPT2 ]]; then RC=-; OUT=; ERR="missing $GPT2"; return 1; fi

@@ -216,6 +216,54 @@
     X(async, async_current_drops_at_free) \
     X(async, async_stress_checked_every_step) \
     X(async, async_threads_with_own_streams) \
+    /* test_release.c */ \
+    X(release, trim_growth_returns_free_extents) \
+    X(release, trim_large_keep_releases_nothing) \
+    X(release, trim_partial_keep) \
+    X(release, trim_unknown_logical_device) \
+    X(release, trim_starts_the_runtime) \
+    X(release, trim_prealloc_empty_gives_everything_back) \
+    X(release, trim_prealloc_then_oversized_request) \
+    X(release, trim_prealloc_with_live_blocks_keeps) \
+    X(release, trim_growth_plain_returns_free_regions) \
+    X(release, trim_growth_odd_limit) \
+    X(release, trim_waits_for_pending_frees) \
+    X(release, pressure_reserved_within_limit_reuses_idle) \
+    X(release, pressure_small_blocks_in_freed_large_extent) \
+    X(release, pressure_shared_card_budget_and_trim) \
+    X(release, replay_tight_limit_vmm_report) \
+    X(release, replay_tight_limit_plain_and_prealloc_recorded) \
+    X(release, alloc_conf_good_strings) \
+    X(release, alloc_conf_last_call_wins_and_reset) \
+    X(release, alloc_conf_bad_strings_name_the_key) \
+    X(release, alloc_conf_bad_string_changes_nothing) \
+    X(release, alloc_conf_after_start) \
+    X(release, alloc_conf_after_default_start) \
+    X(release, alloc_conf_env_overrides_api_vmm_false) \
+    X(release, alloc_conf_env_overrides_api_vmm_true) \
+    X(release, alloc_conf_env_partial_string_recorded) \
+    X(release, alloc_conf_env_malformed_fails_init) \
+    X(release, alloc_conf_kept_across_shutdown) \
+    X(release, alloc_conf_vmm_false_prealloc_unchanged) \
+    X(release, alloc_conf_extent_and_hold_peak_strings) \
+    X(release, alloc_conf_extent_mb_gives_back_finely) \
+    X(release, alloc_conf_hold_peak) \
+    X(release, idle_release_returns_unused_memory) \
+    X(release, idle_release_not_before_a_period) \
+    X(release, idle_release_keeps_live_blocks) \
+    X(release, idle_release_keeps_memory_in_continuous_use) \
+    X(release, idle_release_prefers_memory_that_stayed_unused) \
+    X(release, idle_release_off_keeps_memory) \
+    X(release, idle_release_prealloc_untouched) \
+    X(release, idle_release_plain_growth) \
+    X(release, idle_release_shutdown_is_prompt) \
+    X(release, idle_release_restart_many_times) \
+    X(release, idle_release_races_with_allocations) \
+    X(release, vmm_maps_only_what_blocks_need) \
+    X(release, vmm_second_pass_reuses_memory) \
+    X(release, vmm_async_same_stream_reuse) \
+    X(release, vmm_malloc_waits_for_pending_free_at_limit) \
+    X(release, vmm_async_tight_limit_waits_and_remaps) \
     /* end of list */
 /* clang-format on */
 

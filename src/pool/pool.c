@@ -39,6 +39,7 @@
 
 #define VRAM_POOL_UNIT ((size_t)256)
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
+#define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
 
 enum { REGION_PLAIN = 1, REGION_VMM = 2 };
 
@@ -70,6 +71,7 @@ struct vram__pool {
     size_t            current, peak, reserved, peak_reserved;
     size_t            used_count;
     size_t            idle_low;      /* lowest reserved - current since the last idle tick */
+    size_t            hold_mark;     /* highest reserved ever (hold_peak; not reset with the stats) */
     uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
 };
 
@@ -106,6 +108,7 @@ static void note_reserved_locked(vram__pool *p, size_t delta, int grow) {
     if (grow) {
         p->reserved += delta;
         if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
+        if (p->reserved > p->hold_mark) p->hold_mark = p->reserved;
     } else {
         p->reserved -= delta;
     }
@@ -248,9 +251,9 @@ static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
     /* hold_peak: rather than map beyond the high-water mark, give back idle extents first (they lie
      * in holes this block does not fit), so that fragmentation does not raise what the pool holds;
      * the price is driver calls whenever the holes are needed again. */
-    while (p->cfg.hold_peak && need > 0 && p->reserved + need > p->peak_reserved && vmm_idle_locked(p) > 0) {
+    while (p->cfg.hold_peak && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
         size_t before = p->reserved;
-        vmm_unmap_idle_locked(p, p->reserved + need - p->peak_reserved);
+        vmm_unmap_idle_locked(p, p->reserved + need - p->hold_mark);
         if (p->reserved == before) break;
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
@@ -505,6 +508,11 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     p->cfg = *cfg;
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
+    if (p->cfg.max_extent == 0) {
+        size_t e = p->cfg.limit / 64;
+        p->cfg.max_extent = e < p->cfg.caps.granularity ? p->cfg.caps.granularity
+                          : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
+    }
     pthread_mutex_init(&p->lock, NULL);
     vram_status s = VRAM_OK;
     if (!cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
@@ -662,6 +670,14 @@ vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream
             s = pool_take_locked(p, p->regions->first, rounded, ptr, &why);
         }
     }
+    if (s == VRAM_ERR_OUT_OF_MEMORY && p->pending != NULL) {
+        size_t pending = p->pending_count;      /* frees still in flight on streams: wait, retry */
+        pending_reap_locked(p, 1);
+        if (p->pending_count < pending) {
+            pthread_mutex_unlock(&p->lock);
+            return vram__pool_alloc(p, size, async, stream, ptr);
+        }
+    }
     if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
     if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
     pthread_mutex_unlock(&p->lock);
@@ -780,8 +796,16 @@ void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
 
 void vram__pool_idle_tick(vram__pool *p) {
     pthread_mutex_lock(&p->lock);
+    if (p->pending != NULL) pending_reap_locked(p, 0);
+    if (p->vmm != NULL) {                        /* extents idle since before the last tick */
+        pool_vmm *v = &p->vmm->vmm;
+        size_t before = v->mapped;
+        uint64_t c = v->creates, r = v->releases;
+        pool_vmm_unmap_stale(v);
+        vmm_note_locked(p, v, before, c, r);
+    }
     size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;
-    if (unused > 0) pool_trim_locked(p, excess - unused);
+    if (unused > 0) trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
     p->idle_low = p->reserved - p->current;
     pthread_mutex_unlock(&p->lock);
 }

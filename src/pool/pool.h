@@ -35,7 +35,9 @@ typedef struct vram__pool_config {
     char                 limit_source[VRAM_SOURCE_LEN]; /* "VRAM_MEMORY_LIMIT=6GiB", "logical device configuration", ... */
     vram__device_caps    caps;
     vram__card_budget   *budget;         /* may be NULL */
-    size_t               max_extent;     /* growth: largest physical extent mapped at once (0: default) */
+    size_t               max_extent;     /* growth: largest physical extent mapped at once; larger ones
+                                            cost fewer driver calls, smaller ones go back more finely.
+                                            0: limit / 64, between one granule and 256 MiB */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
     char                 name[64];       /* "/device:GPU:0", for messages */
 } vram__pool_config;
@@ -61,8 +63,9 @@ size_t      vram__pool_live_bytes(vram__pool *pool);
 /* Gives cached memory back to the driver until at most keep_bytes are reserved beyond live blocks
  * (as far as whole extents and regions allow). */
 void        vram__pool_trim(vram__pool *pool, size_t keep_bytes);
-/* Idle release: gives back what stayed unused since the previous tick (the lowest
- * reserved - current seen in between), then starts a new period. */
+/* Idle release, called once a period: gives back the mapped extents that no block used since
+ * before the previous tick, and plain regions up to the lowest reserved - current seen since the
+ * previous tick; then starts a new period. */
 void        vram__pool_idle_tick(vram__pool *pool);
 vram_status vram__pool_check(vram__pool *pool);
 

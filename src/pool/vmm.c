@@ -11,10 +11,6 @@
 
 #include "pool/vmm.h"
 
-/* The default largest extent mapped at once: larger ones cost fewer driver calls, smaller ones can
- * be given back in finer pieces. */
-#define POOL_VMM_MAX_EXTENT ((size_t)256 << 20)
-
 static size_t granule_of(const pool_vmm *v, uint64_t addr) {
     return (size_t)((addr - v->base) / v->gran);
 }
@@ -25,7 +21,7 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
     v->backend = be;
     v->dev = dev;
     v->gran = gran;
-    v->max_extent = vram__round_up(max_extent ? max_extent : POOL_VMM_MAX_EXTENT, gran);
+    v->max_extent = vram__round_up(max_extent ? max_extent : gran, gran);
     v->va_size = va_size;
     v->free_slot = -1;
     size_t n = va_size / gran;
@@ -160,6 +156,7 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
     x->offset = g * v->gran;
     x->size = size;
     x->busy = 0;
+    x->idle_since = v->tick;
     for (size_t k = g; k < g + n; k++) {
         v->gran_ext[k] = e;
         v->mapped_bits[k / 64] |= 1ull << (k % 64);
@@ -182,7 +179,10 @@ static void busy_add(pool_vmm *v, uint64_t addr, size_t size, int sign) {
             x->busy += overlap;
         } else {
             x->busy -= overlap;
-            if (x->busy == 0) v->idle += x->size;
+            if (x->busy == 0) {
+                v->idle += x->size;
+                x->idle_since = v->tick;
+            }
         }
         g = (x->offset + x->size) / v->gran;
     }
@@ -222,6 +222,14 @@ size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want) {
         extent_unmap(v, best);
     }
     return released;
+}
+
+void pool_vmm_unmap_stale(pool_vmm *v) {
+    for (int32_t e = 0; e < v->next_slot && v->idle > 0; e++) {
+        const pool_extent *x = &v->ext[e];
+        if (x->size != 0 && x->busy == 0 && x->idle_since < v->tick) extent_unmap(v, e);
+    }
+    v->tick++;
 }
 
 int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {

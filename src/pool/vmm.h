@@ -24,6 +24,7 @@ typedef struct pool_extent {
     size_t   offset, size;   /* within the range */
     size_t   busy;           /* bytes of blocks in use that overlap it; 0: it can be given back */
     int32_t  next_free;      /* slot recycling */
+    uint64_t idle_since;     /* the tick during which busy last dropped to 0 */
 } pool_extent;
 
 typedef struct pool_vmm {
@@ -40,6 +41,7 @@ typedef struct pool_vmm {
     size_t               mapped;         /* bytes of all extents */
     size_t               idle;           /* bytes of extents with busy == 0 */
     uint64_t             creates, releases;
+    uint64_t             tick;           /* idle-release periods so far */
 } pool_vmm;
 
 vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
@@ -57,6 +59,9 @@ size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, u
 /* Gives back idle extents, largest first, until at least `want` bytes went back or none is left;
  * returns the bytes given back. */
 size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want);
+/* Gives back the idle extents that have been idle since before the current period began, then
+ * starts the next period (see the pool's idle release). */
+void        pool_vmm_unmap_stale(pool_vmm *v);
 /* Verifies the granule table against the extents; 0 when sound, else writes why into msg. */
 int         pool_vmm_check(const pool_vmm *v, char *msg, size_t len);
 

@@ -227,12 +227,12 @@ vram_status vram_list_logical_devices(vram_logical_device *out, int capacity, in
 
 vram_status vram_set_alloc_conf(const char *conf) {
     vram__alloc_conf parsed;
-    vram_status s = vram__alloc_conf_parse(conf, "vram_set_alloc_conf", &parsed);
+    vram_status s = vram__alloc_conf_parse(conf, "vram_set_alloc_conf", NULL, &parsed);
     if (s != VRAM_OK) return s;
     pthread_rwlock_wrlock(&rt.lock);
     if (atomic_load(&rt.initialized)) {
-        int same = memcmp(&parsed, &rt.alloc_conf_in_force, sizeof parsed) == 0 ||
-                   memcmp(&parsed, &rt.alloc_conf, sizeof parsed) == 0;
+        int same = vram__alloc_conf_equal(&parsed, &rt.alloc_conf_in_force) ||
+                   vram__alloc_conf_equal(&parsed, &rt.alloc_conf);
         return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_ALLOC_CONF));
     }
     rt.alloc_conf = parsed;

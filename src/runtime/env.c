@@ -111,7 +111,8 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
         errno = 0;
         unsigned long long mb = strtoull(value, &end, 10);
         if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || mb == 0 || mb > (1u << 20)) {
-            return conf_value_error(origin, key, value, "use a whole number of MiB, 2 or more");
+            return conf_value_error(origin, key, value, "use a whole number of MiB from 1 (rounded up to the "
+                                    "device's granularity, 2 MiB on an H200)");
         }
         c->extent_mb = (size_t)mb;
     } else if (strcmp(key, "hold_peak") == 0) {
@@ -123,8 +124,14 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
     return VRAM_OK;
 }
 
-vram_status vram__alloc_conf_parse(const char *text, const char *origin, vram__alloc_conf *out) {
-    vram__alloc_conf c = VRAM_ALLOC_CONF_DEFAULT;
+int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {
+    return (a->vmm != 0) == (b->vmm != 0) && a->idle_release_ms == b->idle_release_ms &&
+           a->extent_mb == b->extent_mb && (a->hold_peak != 0) == (b->hold_peak != 0);
+}
+
+vram_status vram__alloc_conf_parse(const char *text, const char *origin, const vram__alloc_conf *base,
+                                   vram__alloc_conf *out) {
+    vram__alloc_conf c = base ? *base : VRAM_ALLOC_CONF_DEFAULT;
     char buf[512];
     if (text != NULL && strlen(text) >= sizeof buf) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: the option string is too long", origin);
@@ -159,9 +166,10 @@ vram_status vram__env_read(vram__env *env, int ndev) {
     if (s == VRAM_OK) s = read_fraction(env);
     if (s == VRAM_OK) s = read_device_limits(env, ndev);
     const char *conf = getenv("VRAM_ALLOC_CONF");
+    vram__alloc_conf checked;
     if (s == VRAM_OK && conf != NULL) {
-        s = vram__alloc_conf_parse(conf, "VRAM_ALLOC_CONF", &env->alloc_conf);
-        env->alloc_conf_set = s == VRAM_OK;
+        s = vram__alloc_conf_parse(conf, "VRAM_ALLOC_CONF", NULL, &checked);
+        env->alloc_conf_text = conf;
     }
     return s;
 }

@@ -29,8 +29,12 @@ typedef struct vram__alloc_conf {
 
 #define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf){-1, 0, 0, 0})
 
-/* Parses "vmm:false,idle_release_ms:500"; `origin` names the source in messages. */
-vram_status vram__alloc_conf_parse(const char *text, const char *origin, vram__alloc_conf *out);
+/* Parses "vmm:false,idle_release_ms:500" on top of `base` (NULL: the defaults): keys the string
+ * names replace base's; `origin` names the source in messages. */
+vram_status vram__alloc_conf_parse(const char *text, const char *origin, const vram__alloc_conf *base,
+                                   vram__alloc_conf *out);
+/* Whether two option sets mean the same (auto vmm counts as on). */
+int         vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b);
 
 typedef struct vram__env {
     int            force_growth;                 /* -1 unset, else 0/1 (VRAM_FORCE_ALLOW_GROWTH) */
@@ -39,8 +43,7 @@ typedef struct vram__env {
     int            fraction_set;                 /* VRAM_MEMORY_FRACTION */
     double         fraction;
     char           fraction_text[96];
-    int              alloc_conf_set;             /* VRAM_ALLOC_CONF */
-    vram__alloc_conf alloc_conf;
+    const char      *alloc_conf_text;            /* VRAM_ALLOC_CONF (validated), or NULL */
 } vram__env;
 
 /* VRAM_BACKEND: cuda (default) or sim. */

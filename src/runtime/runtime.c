@@ -133,7 +133,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
         .budget = &rt.budgets[phys],
     };
     cfg.caps.vmm_supported = rt.caps[phys].vmm_supported && rt.alloc_conf_in_force.vmm != 0;
-    cfg.max_extent = rt.alloc_conf_in_force.extent_mb * VRAM_MIB;
+    cfg.max_extent = rt.alloc_conf_in_force.extent_mb * VRAM_MIB;   /* 0: the pool's default */
     cfg.hold_peak = rt.alloc_conf_in_force.hold_peak;
     snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
     snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
@@ -179,7 +179,12 @@ static void destroy_pools_wlocked(void) {
 
 /* The allocator options in force: VRAM_ALLOC_CONF, else what the program set. */
 static vram_status apply_alloc_conf_wlocked(const vram__env *env) {
-    rt.alloc_conf_in_force = env->alloc_conf_set ? env->alloc_conf : rt.alloc_conf;
+    rt.alloc_conf_in_force = rt.alloc_conf;     /* VRAM_ALLOC_CONF's keys override the program's */
+    if (env->alloc_conf_text != NULL) {
+        vram_status s = vram__alloc_conf_parse(env->alloc_conf_text, "VRAM_ALLOC_CONF", &rt.alloc_conf,
+                                               &rt.alloc_conf_in_force);
+        if (s != VRAM_OK) return s;
+    }
     if (rt.alloc_conf_in_force.vmm != 1) return VRAM_OK;
     for (int i = 0; i < rt.ndev; i++) {
         if (rt.visible_in_force[i] && !rt.caps[i].vmm_supported) {

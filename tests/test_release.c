@@ -1,0 +1,1357 @@
+/*
+ * test_release.c: giving memory back and the allocator options: vram_trim, growth that maps
+ * physical extents lazily into a reserved range (and unmaps idle ones under the limit), the
+ * idle-release thread (idle_release_ms), vram_set_alloc_conf and VRAM_ALLOC_CONF.
+ *
+ * The simulated backend's call counters (vram__backend_sim.counters, zeroed when the runtime
+ * opens the backend) show what the pool asks of the driver. Blocks are written with a pattern
+ * and read back after memory was given back: on the simulated GPU an unmapped range is
+ * PROT_NONE and a remapped one reads zeros, so a live block that lost its memory is caught.
+ */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+#include "backend/backend.h"
+#include "harness.h"
+
+#define GRAN (2 * MiB)
+#define STREAM_A ((void *)0x1)
+#define STREAM_B ((void *)0x2)
+
+static const char MSG_ALLOC_CONF[] = "Allocator options cannot be modified after being initialized";
+
+/* ---- helpers ----------------------------------------------------------------------------------- */
+
+static vram__backend_counters counters(void) {
+    vram__backend_counters c;
+    vram__backend_sim.counters(&c);
+    return c;
+}
+
+static size_t round_gran(size_t n) {
+    return (n + GRAN - 1) & ~(GRAN - 1);
+}
+
+/* A growing pool on one simulated 16 GiB card with `limit` as its cap; starts the runtime. */
+static void start_growth(size_t limit) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, limit));
+    CHECK_OK(vram_init());
+}
+
+/* The pattern byte at offset `off` of a block written with `tag`. */
+static unsigned char pattern(size_t off, unsigned tag) {
+    return (unsigned char)(tag * 31u + off / 4096 + off % 4096);
+}
+
+/* Writes one byte per 4 KiB page (and the last byte) of a block. */
+static void fill(void *p, size_t n, unsigned tag) {
+    unsigned char *b = p;
+    for (size_t off = 0; off < n; off += 4096) b[off] = pattern(off, tag);
+    b[n - 1] = pattern(n - 1, tag);
+}
+
+/* 1 when the pattern of fill() is still there. */
+static int filled(const void *p, size_t n, unsigned tag) {
+    const unsigned char *b = p;
+    for (size_t off = 0; off < n; off += 4096) {
+        if (b[off] != pattern(off, tag)) return 0;
+    }
+    return b[n - 1] == pattern(n - 1, tag);
+}
+
+static double now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static void sleep_ms(unsigned ms) {
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+/* Polls (every 5 ms, at most timeout_ms) until reserved <= bytes; returns the last info. */
+static vram_memory_info wait_reserved_at_most(int dev, size_t bytes, unsigned timeout_ms) {
+    double until = now_ms() + timeout_ms;
+    vram_memory_info info = INFO(dev);
+    while (info.reserved > bytes && now_ms() < until) {
+        sleep_ms(5);
+        info = INFO(dev);
+    }
+    return info;
+}
+
+/* Balanced driver calls: everything taken was given back (after a shutdown). */
+static void check_counters_balanced(void) {
+    vram__backend_counters c = counters();
+    CHECK_U64(c.mem_alloc, ==, c.mem_free);
+    CHECK_U64(c.phys_create, ==, c.phys_release);
+    CHECK_U64(c.map, ==, c.unmap);
+    CHECK_U64(c.va_reserve, ==, c.va_free);
+}
+
+/* ---- vram_trim ----------------------------------------------------------------------------------- */
+
+TEST(trim_growth_returns_free_extents) {
+    CHECK_OK(vram_set_alloc_conf("extent_mb:256"));   /* one extent per 32 MiB block */
+    start_growth(1 * GiB);
+    enum { N = 8 };
+    const size_t sz = 32 * MiB;
+    void *b[N];
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(vram_malloc(&b[i], sz, 0));
+        fill(b[i], sz, (unsigned)i);
+    }
+    for (int i = 1; i < N; i += 2) CHECK_OK(vram_free(b[i]));
+    CHECK_ALL();
+    vram_memory_info before = INFO(0);
+    vram__backend_counters cb = counters();
+    CHECK_SIZE(before.current, ==, 4 * sz);
+    CHECK_SIZE(before.reserved, ==, 8 * sz);   /* freeing alone gives nothing back */
+
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    vram_memory_info after = INFO(0);
+    vram__backend_counters ca = counters();
+    CHECK_INFO_SANE(after);
+    CHECK_SIZE(after.current, ==, before.current);
+    CHECK_SIZE(after.reserved, ==, after.current);          /* every free extent went back */
+    CHECK_U64(after.num_driver_frees, >, before.num_driver_frees);
+    CHECK_U64(after.num_driver_frees - before.num_driver_frees, ==, ca.phys_release - cb.phys_release);
+    CHECK_U64(ca.unmap - cb.unmap, ==, 4);
+    CHECK_U64(after.num_allocs, ==, before.num_allocs);
+    CHECK_U64(after.num_frees, ==, before.num_frees);
+    CHECK_SIZE(after.peak_reserved, ==, before.peak_reserved);
+    CHECK_SIZE(after.largest_free_block, ==, 0);            /* nothing free is mapped any more */
+    for (int i = 0; i < N; i += 2) CHECK(filled(b[i], sz, (unsigned)i));  /* live blocks untouched */
+
+    /* later allocations map memory again */
+    void *x = NULL, *y = NULL;
+    CHECK_OK(vram_malloc(&x, 64 * MiB, 0));
+    fill(x, 64 * MiB, 100);
+    CHECK_OK(vram_malloc(&y, 1 * MiB, 0));
+    fill(y, 1 * MiB, 101);
+    CHECK_ALL();
+    vram_memory_info again = INFO(0);
+    CHECK_SIZE(again.current, ==, 4 * sz + 64 * MiB + 1 * MiB);
+    CHECK_SIZE(again.reserved, >=, again.current);
+    CHECK_SIZE(again.reserved, <=, again.current + 2 * GRAN);
+    CHECK(filled(x, 64 * MiB, 100));
+    CHECK(filled(y, 1 * MiB, 101));
+    for (int i = 0; i < N; i += 2) CHECK(filled(b[i], sz, (unsigned)i));
+
+    CHECK_OK(vram_free(x));
+    CHECK_OK(vram_free(y));
+    for (int i = 0; i < N; i += 2) CHECK_OK(vram_free(b[i]));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    vram__backend_counters cz = counters();
+    CHECK_U64(cz.phys_create, ==, cz.phys_release);
+    CHECK_U64(cz.map, ==, cz.unmap);
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+TEST(trim_large_keep_releases_nothing) {
+    start_growth(1 * GiB);
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 16 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, 48 * MiB, 0));
+    CHECK_OK(vram_free(b));
+    vram_memory_info before = INFO(0);
+    vram__backend_counters cb = counters();
+    CHECK_OK(vram_trim(0, 48 * MiB));            /* exactly what is cached */
+    CHECK_OK(vram_trim(0, 1 * GiB));
+    CHECK_OK(vram_trim(0, SIZE_MAX));
+    vram_memory_info after = INFO(0);
+    vram__backend_counters ca = counters();
+    CHECK_INFO_EQ(before, after);
+    CHECK_U64(ca.phys_release, ==, cb.phys_release);
+    CHECK_U64(ca.unmap, ==, cb.unmap);
+    CHECK_ALL();
+    CHECK_OK(vram_free(a));
+}
+
+/* keep_bytes between nothing and everything: at most keep_bytes stay cached, whole extents go. */
+TEST(trim_partial_keep) {
+    start_growth(1 * GiB);
+    void *b[4];
+    for (int i = 0; i < 4; i++) CHECK_OK(vram_malloc(&b[i], 32 * MiB, 0));
+    void *live = NULL;
+    CHECK_OK(vram_malloc(&live, 8 * MiB, 0));
+    for (int i = 0; i < 4; i++) CHECK_OK(vram_free(b[i]));
+    vram_memory_info before = INFO(0);
+    CHECK_SIZE(before.reserved - before.current, ==, 128 * MiB);
+    CHECK_OK(vram_trim(0, 80 * MiB));
+    vram_memory_info after = INFO(0);
+    CHECK_SIZE(after.reserved - after.current, <=, 80 * MiB);
+    CHECK_SIZE(after.reserved - after.current, >=, 32 * MiB);  /* no more than needed (32 MiB pieces) */
+    CHECK_SIZE(after.current, ==, 8 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 8 * MiB);
+    CHECK_OK(vram_free(live));
+    CHECK_ALL();
+}
+
+TEST(trim_unknown_logical_device) {
+    use_sim("2x16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_growth(1, 1));
+    CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_trim(2, 0));
+    CHECK_ERROR_CONTAINS("Unrecognized device: 2");
+    CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_trim(-1, 0));
+    CHECK_ERROR_CONTAINS("Unrecognized device: -1");
+    CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_trim(1000, 0));
+    CHECK_OK(vram_trim(1, 0));
+    CHECK_ALL();
+}
+
+TEST(trim_starts_the_runtime) {
+    use_sim("16GiB");
+    CHECK_INT(vram_is_initialized(), ==, 0);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_INT(vram_is_initialized(), ==, 1);
+    CHECK_ALL();
+}
+
+TEST(trim_prealloc_empty_gives_everything_back) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    CHECK_OK(vram_init());
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 10 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    vram_memory_info before = INFO(0);
+    CHECK_SIZE(before.reserved, ==, 256 * MiB);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    vram_memory_info after = INFO(0);
+    CHECK_INFO_SANE(after);
+    CHECK_SIZE(after.reserved, ==, 0);
+    CHECK_SIZE(after.limit, ==, 256 * MiB);
+    CHECK_U64(after.num_driver_frees, ==, before.num_driver_frees + 1);
+    vram__backend_counters c = counters();
+    CHECK_U64(c.mem_free, ==, 1);
+    CHECK_U64(c.mem_alloc, ==, 1);
+
+    /* the next allocation takes the whole preallocation again */
+    CHECK_OK(vram_malloc(&p, 1 * MiB, 0));
+    fill(p, 1 * MiB, 7);
+    vram_memory_info again = INFO(0);
+    CHECK_SIZE(again.reserved, ==, 256 * MiB);
+    CHECK_SIZE(again.current, ==, 1 * MiB);
+    CHECK_U64(again.num_driver_allocs, ==, before.num_driver_allocs + 1);
+    CHECK_U64(counters().mem_alloc, ==, 2);
+    CHECK_ALL();
+    /* and the whole limit is usable again in one block */
+    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_malloc(&p, 256 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* A trimmed preallocated pool, then a request the re-taken preallocation cannot hold. */
+TEST(trim_prealloc_then_oversized_request) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    void *p = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 65 * MiB, 0));
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, <=, 64 * MiB);
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+}
+
+TEST(trim_prealloc_with_live_blocks_keeps) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc(&p, 10 * MiB, 0));
+    CHECK_OK(vram_malloc(&q, 100 * MiB, 0));
+    CHECK_OK(vram_free(q));
+    fill(p, 10 * MiB, 3);
+    vram_memory_info before = INFO(0);
+    CHECK_OK(vram_trim(0, 0));
+    vram_memory_info after = INFO(0);
+    CHECK_INFO_EQ(before, after);
+    CHECK_SIZE(after.reserved, ==, 256 * MiB);
+    CHECK(filled(p, 10 * MiB, 3));
+    CHECK_U64(counters().mem_free, ==, 0);
+    CHECK_ALL();
+    CHECK_OK(vram_free(p));
+}
+
+/* Growth without VMM (plain regions): a region with no live block goes back, others stay. */
+TEST(trim_growth_plain_returns_free_regions) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 10 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, 20 * MiB, 0));
+    fill(b, 20 * MiB, 9);
+    vram__backend_counters c0 = counters();
+    CHECK_U64(c0.phys_create, ==, 0);
+    CHECK_U64(c0.va_reserve, ==, 0);
+    CHECK_U64(c0.mem_alloc, ==, 2);
+    CHECK_SIZE(INFO(0).reserved, ==, 30 * MiB);
+    CHECK_OK(vram_free(a));
+    vram_memory_info before = INFO(0);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    vram_memory_info after = INFO(0);
+    CHECK_SIZE(after.reserved, ==, 20 * MiB);
+    CHECK_U64(after.num_driver_frees, ==, before.num_driver_frees + 1);
+    CHECK_U64(counters().mem_free, ==, 1);
+    CHECK(filled(b, 20 * MiB, 9));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_U64(counters().mem_free, ==, 2);
+    CHECK_ALL();
+    /* and it grows again */
+    CHECK_OK(vram_malloc(&a, 5 * MiB, 0));
+    CHECK_SIZE(INFO(0).reserved, >=, 5 * MiB);
+    CHECK_OK(vram_free(a));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* A limit that is not a whole number of granules: its last piece is a plain region, which a
+ * trim gives back too. */
+TEST(trim_growth_odd_limit) {
+    const size_t limit = 64 * MiB + 512 * KiB;
+    start_growth(limit);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, limit, 0));          /* the whole limit in one block */
+    fill(p, limit, 1);
+    CHECK_SIZE(INFO(0).reserved, ==, limit);
+    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* Memory under a stream-ordered free is in use until the stream passes the free. */
+TEST(trim_waits_for_pending_frees) {
+    start_growth(1 * GiB);
+    void *p = NULL;
+    CHECK_OK(vram_malloc_async(&p, 32 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, 32 * MiB);   /* the GPU may still use it */
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+}
+
+/* ---- the limit under pressure: idle memory is reused ----------------------------------------------- */
+
+TEST(pressure_reserved_within_limit_reuses_idle) {
+    const size_t limit = 64 * MiB, sz = 4 * MiB;
+    start_growth(limit);
+    enum { N = 15 };  /* 60 of 64 MiB */
+    void *b[N];
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(vram_malloc(&b[i], sz, 0));
+        fill(b[i], sz, (unsigned)i);
+        CHECK_ALL();
+        CHECK_SIZE(INFO(0).reserved, <=, limit);
+    }
+    for (int i = 0; i < N; i += 2) {
+        CHECK_OK(vram_free(b[i]));
+        CHECK_ALL();
+    }
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 7 * sz);
+    CHECK_SIZE(info.reserved, ==, 15 * sz);
+    /* larger than any hole (4 MiB), smaller than limit - current (36 MiB) */
+    void *big = NULL;
+    vram_status s = vram_malloc(&big, 32 * MiB, 0);
+    if (s != VRAM_OK) {
+        printf("  32 MiB with 36 MiB of the limit unused failed: %s\n", vram_last_error());
+    }
+    CHECK_OK(s);
+    fill(big, 32 * MiB, 77);
+    CHECK_ALL();
+    info = INFO(0);
+    CHECK_INFO_SANE(info);
+    CHECK_SIZE(info.reserved, <=, limit);
+    CHECK_SIZE(info.current, ==, 7 * sz + 32 * MiB);
+    /* the last 4 MiB of the limit */
+    void *last = NULL;
+    CHECK_OK(vram_malloc(&last, 4 * MiB, 0));
+    fill(last, 4 * MiB, 78);
+    CHECK_ALL();
+    info = INFO(0);
+    CHECK_SIZE(info.current, ==, limit);
+    CHECK_SIZE(info.reserved, ==, limit);
+    void *none = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&none, 256, 0));
+    CHECK_ALL();
+    for (int i = 1; i < N; i += 2) CHECK(filled(b[i], sz, (unsigned)i));
+    CHECK(filled(big, 32 * MiB, 77));
+    CHECK(filled(last, 4 * MiB, 78));
+    /* everything freed: the whole limit in one block */
+    for (int i = 1; i < N; i += 2) CHECK_OK(vram_free(b[i]));
+    CHECK_OK(vram_free(big));
+    CHECK_OK(vram_free(last));
+    CHECK_ALL();
+    void *all = NULL;
+    CHECK_OK(vram_malloc(&all, limit, 0));
+    fill(all, limit, 79);
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, limit);
+    CHECK_OK(vram_free(all));
+    CHECK_ALL();
+}
+
+/* Small blocks placed in the memory of a freed large block keep part of it busy; a large request
+ * afterwards must still fit when the limit leaves room for it. */
+TEST(pressure_small_blocks_in_freed_large_extent) {
+    const size_t limit = 64 * MiB;
+    start_growth(limit);
+    void *big = NULL, *small[4], *next = NULL;
+    CHECK_OK(vram_malloc(&big, 48 * MiB, 0));
+    CHECK_OK(vram_free(big));
+    for (int i = 0; i < 4; i++) {
+        CHECK_OK(vram_malloc(&small[i], 1 * MiB, 0));
+        fill(small[i], 1 * MiB, (unsigned)i);
+    }
+    CHECK_ALL();
+    /* 4 MiB live: 60 MiB must be allocatable in one block */
+    vram_status s = vram_malloc(&next, 60 * MiB, 0);
+    if (s != VRAM_OK) printf("  60 MiB with 4 MiB live in a 64 MiB limit: %s\n", vram_last_error());
+    CHECK_OK(s);
+    fill(next, 60 * MiB, 9);
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, <=, limit);
+    for (int i = 0; i < 4; i++) CHECK(filled(small[i], 1 * MiB, (unsigned)i));
+    CHECK_OK(vram_free(next));
+    for (int i = 0; i < 4; i++) CHECK_OK(vram_free(small[i]));
+    CHECK_ALL();
+}
+
+/* Two growing logical devices share a card cap: idle memory of one is not given back for the
+ * other by itself (recorded); vram_trim on the first makes room (asserted). */
+TEST(pressure_shared_card_budget_and_trim) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    vram_logical_device_configuration two[2] = {{64}, {64}};
+    CHECK_OK(vram_set_logical_device_configuration(0, two, 2));
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 48 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    vram_status s = vram_malloc(&b, 48 * MiB, 1);
+    printf("  48 MiB on /device:GPU:1 while GPU:0 caches 48 MiB of a 64 MiB card cap: %s%s%s\n",
+           vram_status_name(s), s ? ": " : "", s ? vram_last_error() : "");
+    if (s == VRAM_OK) CHECK_OK(vram_free(b));
+    CHECK_ALL();
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_OK(vram_malloc(&b, 48 * MiB, 1));
+    CHECK_ALL();
+    CHECK_OK(vram_free(b));
+}
+
+/* ---- tight-limit replay ---------------------------------------------------------------------------- */
+
+enum { RP_SLOTS = 768, RP_OPS = 24000 };
+
+typedef struct rp_op {
+    uint32_t slot;
+    uint32_t alloc;   /* 1: allocate size into slot, 0: free slot */
+    size_t   size;
+} rp_op;
+
+static size_t rp_size(test_rng *r, size_t limit) {
+    uint64_t k = rng_below(r, 20);
+    if (k < 12) return rng_size_log(r, 1, 256 * KiB);             /* small */
+    if (k < 18) return rng_size_log(r, 256 * KiB, 8 * MiB);       /* medium */
+    return rng_size_log(r, 8 * MiB, limit / 8);                   /* large */
+}
+
+/* A deterministic workload whose live bytes (rounded to 256) never pass 95% of the limit and
+ * reach it over and over. Returns the number of operations; *peak the highest live bytes. */
+static size_t rp_build(rp_op *ops, uint64_t seed, size_t limit, size_t *peak) {
+    test_rng r = rng_make(seed);
+    size_t target = limit / 100 * 95, live = 0, n = 0;
+    size_t size[RP_SLOTS] = {0};
+    uint32_t slots[RP_SLOTS], nlive = 0;  /* live slots */
+    uint32_t spare[RP_SLOTS], nspare = RP_SLOTS;
+    for (uint32_t i = 0; i < RP_SLOTS; i++) spare[i] = RP_SLOTS - 1 - i;
+    *peak = 0;
+    while (n < RP_OPS - RP_SLOTS - 1) {
+        int do_free = nlive > 0 && (nspare == 0 || rng_below(&r, 100) < 45);
+        size_t want = do_free ? 0 : round256(rp_size(&r, limit));
+        while (nlive > 0 && (do_free || live + want > target)) {
+            uint32_t k = (uint32_t)rng_below(&r, nlive), s = slots[k];
+            ops[n++] = (rp_op){s, 0, size[s]};
+            live -= size[s];
+            slots[k] = slots[--nlive];
+            spare[nspare++] = s;
+            do_free = 0;
+        }
+        if (want == 0) continue;
+        uint32_t s = spare[--nspare];
+        size[s] = want;
+        slots[nlive++] = s;
+        live += want;
+        if (live > *peak) *peak = live;
+        ops[n++] = (rp_op){s, 1, want};
+    }
+    while (nlive > 0) {
+        uint32_t s = slots[--nlive];
+        ops[n++] = (rp_op){s, 0, size[s]};
+    }
+    return n;
+}
+
+typedef struct rp_result {
+    size_t ooms, first_oom_op, ops;
+    char   first_oom[1024];
+    vram_memory_info at_first_oom;
+} rp_result;
+
+/* Replays the workload on logical device 0; with `strict`, checks the pool after every step. */
+static rp_result rp_replay(const rp_op *ops, size_t n, size_t limit, int strict) {
+    rp_result res = {0};
+    res.ops = n;
+    void **ptr = calloc(RP_SLOTS, sizeof *ptr);
+    CHECK(ptr != NULL);
+    for (size_t i = 0; i < n; i++) {
+        const rp_op *op = &ops[i];
+        if (op->alloc) {
+            vram_status s = vram_malloc(&ptr[op->slot], op->size, 0);
+            if (s != VRAM_OK) {
+                CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+                ptr[op->slot] = NULL;
+                if (res.ooms++ == 0) {
+                    res.first_oom_op = i;
+                    snprintf(res.first_oom, sizeof res.first_oom, "%s", vram_last_error());
+                    res.at_first_oom = INFO(0);
+                }
+            }
+        } else if (ptr[op->slot] != NULL) {
+            CHECK_OK(vram_free(ptr[op->slot]));
+            ptr[op->slot] = NULL;
+        }
+        if (strict) {
+            CHECK_OK(vram_check(0));
+            CHECK_SIZE(INFO(0).reserved, <=, limit);
+        }
+    }
+    free(ptr);
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    return res;
+}
+
+static void rp_print(const char *what, const rp_result *r) {
+    if (r->ooms == 0) {
+        printf("  %s: %zu operations, no out-of-memory\n", what, r->ops);
+    } else {
+        printf("  %s: %zu of %zu operations failed; first at operation %zu (current %zu, reserved %zu, "
+               "limit %zu): %s\n", what, r->ooms, r->ops, r->first_oom_op, r->at_first_oom.current,
+               r->at_first_oom.reserved, r->at_first_oom.limit, r->first_oom);
+    }
+}
+
+/* One workload for every replay test (so that their results compare), unless VRAM_TEST_SEED. */
+#define RP_SEED ((uint64_t)0x5eed95)
+
+static rp_op *rp_workload(size_t limit, size_t *n) {
+    rp_op *ops = malloc((RP_OPS + 2 * RP_SLOTS) * sizeof *ops);  /* a last round and the final frees */
+    CHECK(ops != NULL);
+    size_t peak = 0;
+    uint64_t seed = getenv("VRAM_TEST_SEED") != NULL ? harness_seed() : RP_SEED;
+    printf("  workload seed %" PRIu64 "\n", seed);
+    *n = rp_build(ops, seed, limit, &peak);
+    CHECK_SIZE(peak, <=, limit / 100 * 95);
+    CHECK_SIZE(peak, >=, limit / 100 * 93);   /* the workload does come close to 95% */
+    return ops;
+}
+
+/* A random workload at 95% of a small limit defeats any allocator that does not move blocks:
+ * live blocks end up scattered over every granule. The replay reports how many requests failed
+ * (the real traces must not fail at 95%: tests/cli_test.sh checks that) and checks the pool's
+ * invariants at every step and that reserved stays within the limit. */
+TEST(replay_tight_limit_vmm_report) {
+    const size_t limit = 256 * MiB;
+    size_t n = 0;
+    rp_op *ops = rp_workload(limit, &n);
+    start_growth(limit);
+    rp_result r = rp_replay(ops, n, limit, 1);
+    rp_print("growth (vmm)", &r);
+    vram_memory_info info = INFO(0);
+    printf("  peak %zu, peak_reserved %zu, driver allocs %" PRIu64 ", driver frees %" PRIu64 "\n", info.peak,
+           info.peak_reserved, info.num_driver_allocs, info.num_driver_frees);
+    free(ops);
+    CHECK_SIZE(info.peak_reserved, <=, limit);
+}
+
+/* The same workload with growth by plain regions and with preallocation: recorded, not asserted. */
+TEST(replay_tight_limit_plain_and_prealloc_recorded) {
+    const size_t limit = 256 * MiB;
+    size_t n = 0;
+    rp_op *ops = rp_workload(limit, &n);
+
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, limit));
+    CHECK_OK(vram_init());
+    rp_result plain = rp_replay(ops, n, limit, 0);
+    rp_print("growth, vmm:false", &plain);
+    CHECK_OK(vram_shutdown());
+
+    CHECK_OK(vram_set_alloc_conf("extent_mb:2"));
+    CHECK_OK(vram_init());
+    rp_result fine = rp_replay(ops, n, limit, 0);
+    rp_print("growth, extent_mb:2", &fine);
+    CHECK_OK(vram_shutdown());
+
+    CHECK_OK(vram_set_alloc_conf(NULL));
+    CHECK_OK(vram_set_memory_growth(0, 0));
+    CHECK_OK(vram_init());
+    rp_result pre = rp_replay(ops, n, limit, 0);
+    rp_print("preallocated", &pre);
+    CHECK_OK(vram_shutdown());
+    free(ops);
+}
+
+/* ---- vram_set_alloc_conf --------------------------------------------------------------------------- */
+
+/* Growth on a fresh runtime, one 8 MiB block: which way the pool took memory. */
+static vram__backend_counters grow_once(void) {
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_init());
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 8 * MiB, 0));
+    vram__backend_counters c = counters();
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+    return c;
+}
+
+#define CHECK_USED_VMM(c)                 \
+    do {                                  \
+        CHECK_U64((c).phys_create, >=, 1); \
+        CHECK_U64((c).va_reserve, ==, 1);  \
+        CHECK_U64((c).mem_alloc, ==, 0);   \
+    } while (0)
+
+#define CHECK_USED_PLAIN(c)               \
+    do {                                  \
+        CHECK_U64((c).phys_create, ==, 0); \
+        CHECK_U64((c).va_reserve, ==, 0);  \
+        CHECK_U64((c).mem_alloc, >=, 1);   \
+    } while (0)
+
+TEST(alloc_conf_good_strings) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    CHECK_OK(vram_set_alloc_conf("idle_release_ms:50"));
+    CHECK_OK(vram_set_alloc_conf(" vmm : true , idle_release_ms:0 "));
+    CHECK_OK(vram_set_alloc_conf("vmm:TRUE"));
+    CHECK_OK(vram_set_alloc_conf("vmm:off,idle_release_ms:1"));
+    CHECK_OK(vram_set_alloc_conf("vmm:false,"));
+    CHECK_OK(vram_set_alloc_conf(""));
+    CHECK_OK(vram_set_alloc_conf(NULL));
+    CHECK_INT(vram_is_initialized(), ==, 0);   /* configuration does not start the runtime */
+}
+
+/* Each call replaces the whole option set; "" and NULL reset the defaults (vmm where supported). */
+TEST(alloc_conf_last_call_wins_and_reset) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    vram__backend_counters c = grow_once();
+    CHECK_USED_PLAIN(c);
+    CHECK_OK(vram_shutdown());
+
+    CHECK_OK(vram_set_alloc_conf(""));
+    c = grow_once();
+    CHECK_USED_VMM(c);
+    CHECK_OK(vram_shutdown());
+
+    CHECK_OK(vram_set_alloc_conf(" vmm : false "));
+    c = grow_once();
+    CHECK_USED_PLAIN(c);
+    CHECK_OK(vram_shutdown());
+
+    CHECK_OK(vram_set_alloc_conf(NULL));
+    c = grow_once();
+    CHECK_USED_VMM(c);
+    CHECK_OK(vram_shutdown());
+
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    CHECK_OK(vram_set_alloc_conf("idle_release_ms:0"));    /* vmm back to its default */
+    c = grow_once();
+    CHECK_USED_VMM(c);
+}
+
+TEST(alloc_conf_bad_strings_name_the_key) {
+    use_sim("16GiB");
+    static const struct {
+        const char *conf, *names;
+    } bad[] = {
+        {"vmm:maybe", "vmm"},
+        {"idle_release_ms:-1", "idle_release_ms"},
+        {"idle_release_ms:abc", "idle_release_ms"},
+        {"idle_release_ms:", "idle_release_ms"},
+        {"idle_release_ms:12ms", "idle_release_ms"},
+        {"idle_release_ms:99999999999999999999999", "idle_release_ms"},
+        {"bogus:1", "bogus"},
+        {"vmm", "vmm"},
+        {"vmm:true,idle_release_ms:x", "idle_release_ms"},
+        {"vmm:", "vmm"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_alloc_conf(bad[i].conf));
+        CHECK_ERROR_CONTAINS(bad[i].names);
+        CHECK_ERROR_CONTAINS("vram_set_alloc_conf");
+    }
+    CHECK_INT(vram_is_initialized(), ==, 0);
+}
+
+/* A rejected string changes nothing: what was set before stays in force. */
+TEST(alloc_conf_bad_string_changes_nothing) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_alloc_conf("vmm:true,bogus:1"));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_alloc_conf("vmm:maybe"));
+    vram__backend_counters c = grow_once();
+    CHECK_USED_PLAIN(c);
+}
+
+/* Fills the stack below the caller's frame, where the next call's locals will live. */
+static void __attribute__((noinline)) dirty_stack(unsigned char byte) {
+    volatile unsigned char junk[8192];
+    for (size_t i = 0; i < sizeof junk; i++) junk[i] = byte;
+}
+
+TEST(alloc_conf_after_start) {
+    use_sim("16GiB");
+    dirty_stack(0x00);
+    CHECK_OK(vram_set_alloc_conf("idle_release_ms:50"));
+    CHECK_OK(vram_init());
+    CHECK_OK(vram_set_alloc_conf("idle_release_ms:50"));          /* the same: fine */
+    CHECK_OK(vram_set_alloc_conf(" idle_release_ms : 50 "));
+    dirty_stack(0xff);
+    CHECK_OK(vram_set_alloc_conf("idle_release_ms:50"));           /* whatever the stack held */
+    dirty_stack(0xa5);
+    CHECK_OK(vram_set_alloc_conf("idle_release_ms:50"));
+    CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf("idle_release_ms:60"));
+    CHECK_ERROR_IS(MSG_ALLOC_CONF);
+    CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf("vmm:false,idle_release_ms:50"));
+    CHECK_ERROR_IS(MSG_ALLOC_CONF);
+    CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf(""));
+    CHECK_ERROR_IS(MSG_ALLOC_CONF);
+    CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf(NULL));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_alloc_conf("vmm:maybe"));  /* checked first */
+    CHECK_ERROR_CONTAINS("vmm");
+    CHECK_OK(vram_shutdown());
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));                    /* allowed again */
+    CHECK_ALL();
+}
+
+/* Default options in force: the defaults set again are fine. Setting vmm:true when the default
+ * (vmm where supported) put VMM in force is recorded, not asserted. */
+TEST(alloc_conf_after_default_start) {
+    use_sim("16GiB");
+    CHECK_OK(vram_init());
+    CHECK_OK(vram_set_alloc_conf(""));
+    CHECK_OK(vram_set_alloc_conf(NULL));
+    CHECK_OK(vram_set_alloc_conf("idle_release_ms:0"));
+    CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf("vmm:false"));
+    CHECK_ERROR_IS(MSG_ALLOC_CONF);
+    vram_status s = vram_set_alloc_conf("vmm:true");
+    printf("  vmm:true after a start with the default (VMM in force on the sim): %s\n", vram_status_name(s));
+}
+
+TEST(alloc_conf_env_overrides_api_vmm_false) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:true"));
+    set_env("VRAM_ALLOC_CONF", "vmm:false");
+    vram__backend_counters c = grow_once();
+    CHECK_USED_PLAIN(c);
+    /* after the start: both what the program set and what is in force count as unchanged */
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    CHECK_OK(vram_set_alloc_conf("vmm:true"));
+    CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf("idle_release_ms:5"));
+    CHECK_ERROR_IS(MSG_ALLOC_CONF);
+}
+
+TEST(alloc_conf_env_overrides_api_vmm_true) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    set_env("VRAM_ALLOC_CONF", "vmm:true");
+    vram__backend_counters c = grow_once();
+    CHECK_USED_VMM(c);
+}
+
+/* VRAM_ALLOC_CONF replaces the program's whole option string (recorded: does an env string that
+ * does not mention vmm keep the program's vmm:false?). */
+TEST(alloc_conf_env_partial_string_recorded) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:100000");
+    vram__backend_counters c = grow_once();
+    printf("  API vmm:false + VRAM_ALLOC_CONF=idle_release_ms:100000 -> growth used %s\n",
+           c.phys_create > 0 ? "VMM (the env string replaced the program's vmm:false)"
+                             : "plain regions (the program's vmm:false kept)");
+}
+
+TEST(alloc_conf_env_malformed_fails_init) {
+    use_sim("16GiB");
+    static const char *const bad[] = {"vmm:maybe", "bogus:1", "idle_release_ms:-5", "vmm"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        set_env("VRAM_ALLOC_CONF", bad[i]);
+        CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_init());
+        CHECK_ERROR_CONTAINS("VRAM_ALLOC_CONF");
+        CHECK_INT(vram_is_initialized(), ==, 0);
+        void *p = NULL;
+        CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_malloc(&p, 1, 0));
+        CHECK_ERROR_CONTAINS("VRAM_ALLOC_CONF");
+    }
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_init());
+    CHECK_ERROR_CONTAINS("'vmm'");
+    set_env("VRAM_ALLOC_CONF", "vmm:maybe");
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_init());
+    CHECK_ERROR_CONTAINS("vmm:maybe");
+    set_env("VRAM_ALLOC_CONF", "");              /* empty: the defaults, fine */
+    CHECK_OK(vram_init());
+    CHECK_ALL();
+}
+
+/* The API's options survive a shutdown; the environment is read again at each start. */
+TEST(alloc_conf_kept_across_shutdown) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    vram__backend_counters c = grow_once();
+    CHECK_USED_PLAIN(c);
+    CHECK_OK(vram_shutdown());
+    c = grow_once();
+    CHECK_USED_PLAIN(c);
+    CHECK_OK(vram_shutdown());
+    set_env("VRAM_ALLOC_CONF", "vmm:true");
+    c = grow_once();
+    CHECK_USED_VMM(c);
+}
+
+/* vmm:false changes nothing for a preallocated pool (one plain region of the limit). */
+TEST(alloc_conf_vmm_false_prealloc_unchanged) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    CHECK_OK(vram_set_memory_limit(0, 128 * MiB));
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(0).reserved, ==, 128 * MiB);
+    vram__backend_counters c = counters();
+    CHECK_U64(c.mem_alloc, ==, 1);
+    CHECK_U64(c.phys_create, ==, 0);
+    CHECK_ALL();
+}
+
+/* extent_mb and hold_peak (added with the growth options): accepted values and rejected ones. */
+TEST(alloc_conf_extent_and_hold_peak_strings) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("extent_mb:2"));
+    CHECK_OK(vram_set_alloc_conf("extent_mb:64,hold_peak:true"));
+    CHECK_OK(vram_set_alloc_conf(" hold_peak : off , extent_mb : 1024 "));
+    static const struct {
+        const char *conf, *names;
+    } bad[] = {
+        {"extent_mb:0", "extent_mb"},
+        {"extent_mb:-2", "extent_mb"},
+        {"extent_mb:2MiB", "extent_mb"},
+        {"extent_mb:", "extent_mb"},
+        {"extent_mb:99999999999", "extent_mb"},
+        {"hold_peak:maybe", "hold_peak"},
+        {"hold_peak:", "hold_peak"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_alloc_conf(bad[i].conf));
+        CHECK_ERROR_CONTAINS(bad[i].names);
+    }
+    vram_status s = vram_set_alloc_conf("extent_mb:1");
+    printf("  extent_mb:1 -> %s%s%s\n", vram_status_name(s), s ? ": " : "", s ? vram_last_error() : "");
+}
+
+/* extent_mb:2 maps one granule per extent, so a trim can give back everything around a small
+ * live block; with the default (large extents) the freed block's extent stays while any byte of
+ * it is in use. */
+TEST(alloc_conf_extent_mb_gives_back_finely) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("extent_mb:2"));
+    start_growth(1 * GiB);
+    void *big = NULL, *small = NULL;
+    CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
+    CHECK_U64(counters().phys_create, ==, 32);     /* one extent per 2 MiB granule */
+    CHECK_OK(vram_free(big));
+    CHECK_OK(vram_malloc(&small, 1 * MiB, 0));     /* placed inside the freed block's memory */
+    fill(small, 1 * MiB, 2);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, GRAN);
+    CHECK(filled(small, 1 * MiB, 2));
+    CHECK_OK(vram_free(small));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+
+    CHECK_OK(vram_set_alloc_conf(NULL));            /* the default: extents of limit / 64 = 16 MiB */
+    CHECK_OK(vram_init());
+    CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
+    CHECK_U64(counters().phys_create, ==, 4);
+    CHECK_OK(vram_free(big));
+    CHECK_OK(vram_malloc(&small, 1 * MiB, 0));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    vram_memory_info info = INFO(0);
+    printf("  default extents: a 1 MiB live block keeps %zu MiB reserved after vram_trim(0, 0)\n",
+           info.reserved / MiB);
+    CHECK_SIZE(info.reserved, >=, GRAN);
+    CHECK_SIZE(info.reserved, <=, 64 * MiB);
+    CHECK_OK(vram_free(small));
+}
+
+/* hold_peak:true gives idle extents back instead of raising the high-water mark of reserved. */
+TEST(alloc_conf_hold_peak) {
+    for (int hold = 0; hold <= 1; hold++) {
+        use_sim("16GiB");
+        CHECK_OK(vram_set_alloc_conf(hold ? "hold_peak:true" : ""));
+        start_growth(1 * GiB);
+        void *a = NULL, *b = NULL, *c = NULL;
+        CHECK_OK(vram_malloc(&a, 32 * MiB, 0));
+        CHECK_OK(vram_malloc(&b, 1 * MiB, 0));
+        CHECK_OK(vram_free(a));
+        CHECK_OK(vram_malloc(&c, 48 * MiB, 0));     /* does not fit a's 32 MiB hole */
+        CHECK_ALL();
+        vram_memory_info info = INFO(0);
+        CHECK_SIZE(info.peak_reserved, ==, hold ? 50 * MiB : 82 * MiB);
+        CHECK_SIZE(info.reserved, ==, hold ? 50 * MiB : 82 * MiB);
+        CHECK_OK(vram_free(b));
+        CHECK_OK(vram_free(c));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+    }
+}
+
+/* ---- idle release ---------------------------------------------------------------------------------- */
+
+TEST(idle_release_returns_unused_memory) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:50");
+    start_growth(1 * GiB);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    vram_memory_info before = INFO(0);
+    CHECK_SIZE(before.reserved, ==, 64 * MiB);
+    sleep_ms(300);
+    vram_memory_info after = wait_reserved_at_most(0, 0, 3000);
+    CHECK_SIZE(after.reserved, ==, 0);
+    CHECK_U64(after.num_driver_frees, >, before.num_driver_frees);
+    CHECK_SIZE(after.peak_reserved, ==, 64 * MiB);
+    CHECK_ALL();
+    vram__backend_counters c = counters();
+    CHECK_U64(c.phys_create, ==, c.phys_release);
+    /* and the pool grows again */
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    fill(p, 64 * MiB, 5);
+    CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);
+    CHECK(filled(p, 64 * MiB, 5));
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* Memory is not given back before it stayed unused for a whole period. */
+TEST(idle_release_not_before_a_period) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:400");
+    start_growth(1 * GiB);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    double freed_at = now_ms();
+    while (now_ms() - freed_at < 300) {
+        vram_memory_info info = INFO(0);
+        if (now_ms() - freed_at < 390) CHECK_SIZE(info.reserved, ==, 64 * MiB);
+        sleep_ms(10);
+    }
+    vram_memory_info after = wait_reserved_at_most(0, 0, 4000);
+    CHECK_SIZE(after.reserved, ==, 0);
+    CHECK_OK(vram_shutdown());
+}
+
+TEST(idle_release_keeps_live_blocks) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:20");
+    start_growth(1 * GiB);
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 8 * MiB, 0));
+    fill(a, 8 * MiB, 1);
+    CHECK_OK(vram_malloc(&b, 64 * MiB, 0));
+    CHECK_OK(vram_free(b));
+    double until = now_ms() + 400;
+    while (now_ms() < until) {
+        vram_memory_info info = INFO(0);
+        CHECK_SIZE(info.reserved, >=, info.current);
+        CHECK_SIZE(info.current, ==, 8 * MiB);
+        sleep_ms(5);
+    }
+    vram_memory_info after = wait_reserved_at_most(0, 8 * MiB, 3000);
+    CHECK_SIZE(after.reserved, ==, 8 * MiB);
+    CHECK(filled(a, 8 * MiB, 1));
+    CHECK_ALL();
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_shutdown());
+}
+
+/* A block allocated and freed over and over: the lowest unused amount of every period is 0, so
+ * nothing is given back while it is in use; once it stops, everything goes back. */
+TEST(idle_release_keeps_memory_in_continuous_use) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:100");
+    start_growth(1 * GiB);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    vram__backend_counters c0 = counters();
+    uint64_t frees0 = INFO(0).num_driver_frees;
+    double until = now_ms() + 500;
+    long rounds = 0;
+    while (now_ms() < until) {
+        CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+        CHECK_OK(vram_free(p));
+        rounds++;
+    }
+    vram__backend_counters c1 = counters();
+    vram_memory_info info = INFO(0);
+    printf("  %ld rounds in 500 ms\n", rounds);
+    CHECK_U64(c1.phys_create, ==, c0.phys_create);
+    CHECK_U64(c1.phys_release, ==, c0.phys_release);
+    CHECK_U64(info.num_driver_frees, ==, frees0);
+    CHECK_SIZE(info.reserved, ==, 64 * MiB);
+    info = wait_reserved_at_most(0, 0, 3000);
+    CHECK_SIZE(info.reserved, ==, 0);
+    CHECK_OK(vram_shutdown());
+}
+
+/* One block in constant use next to memory that is never used again: the idle memory is what
+ * goes back, not the memory in use. */
+TEST(idle_release_prefers_memory_that_stayed_unused) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:50");
+    start_growth(1 * GiB);
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 64 * MiB, 0));   /* the block in use, mapped first */
+    CHECK_OK(vram_malloc(&b, 32 * MiB, 0));   /* used once */
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(a));
+    vram__backend_counters c0 = counters();
+    double until = now_ms() + 600;
+    while (now_ms() < until) {
+        CHECK_OK(vram_malloc(&a, 64 * MiB, 0));
+        CHECK_OK(vram_free(a));
+        sleep_ms(1);
+    }
+    vram__backend_counters c1 = counters();
+    vram_memory_info info = INFO(0);
+    printf("  during 600 ms of use: %" PRIu64 " extents created, %" PRIu64 " released; reserved %zu\n",
+           c1.phys_create - c0.phys_create, c1.phys_release - c0.phys_release, info.reserved);
+    CHECK_U64(c1.phys_create, ==, c0.phys_create);      /* the block in use was never unmapped */
+    CHECK_SIZE(info.reserved, ==, 64 * MiB);            /* the 32 MiB that stayed unused went back */
+    CHECK_OK(vram_shutdown());
+}
+
+TEST(idle_release_off_keeps_memory) {
+    use_sim("16GiB");
+    start_growth(1 * GiB);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    vram_memory_info before = INFO(0);
+    sleep_ms(300);
+    vram_memory_info after = INFO(0);
+    CHECK_INFO_EQ(before, after);
+    CHECK_SIZE(after.reserved, ==, 64 * MiB);
+    CHECK_U64(counters().phys_release, ==, 0);
+    /* idle_release_ms:0 is the same as none */
+    CHECK_OK(vram_shutdown());
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:0");
+    CHECK_OK(vram_init());
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    sleep_ms(200);
+    CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);
+    CHECK_U64(counters().phys_release, ==, 0);
+}
+
+/* Idle release is for growth: a preallocated pool keeps its memory. */
+TEST(idle_release_prealloc_untouched) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:10");
+    CHECK_OK(vram_set_memory_limit(0, 128 * MiB));
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    sleep_ms(200);
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.reserved, ==, 128 * MiB);
+    CHECK_U64(info.num_driver_frees, ==, 0);
+    CHECK_OK(vram_shutdown());
+}
+
+/* Growth by plain regions: a region with no live block goes back after a period. */
+TEST(idle_release_plain_growth) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "vmm:false,idle_release_ms:30");
+    start_growth(1 * GiB);
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 10 * MiB, 0));
+    fill(a, 10 * MiB, 4);
+    CHECK_OK(vram_malloc(&b, 64 * MiB, 0));
+    CHECK_OK(vram_free(b));
+    CHECK_U64(counters().phys_create, ==, 0);
+    vram_memory_info info = wait_reserved_at_most(0, 10 * MiB, 3000);
+    CHECK_SIZE(info.reserved, ==, 10 * MiB);
+    CHECK(filled(a, 10 * MiB, 4));
+    CHECK_OK(vram_free(a));
+    info = wait_reserved_at_most(0, 0, 3000);
+    CHECK_SIZE(info.reserved, ==, 0);
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* vram_shutdown stops the idle thread at once, even with a long period. */
+TEST(idle_release_shutdown_is_prompt) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:10000");
+    start_growth(1 * GiB);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 8 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    sleep_ms(20);
+    double t0 = now_ms();
+    CHECK_OK(vram_shutdown());
+    double took = now_ms() - t0;
+    CHECK_CMP(double, "%.1f", took, <, 1000.0);
+    CHECK_INT(vram_is_initialized(), ==, 0);
+    check_counters_balanced();
+}
+
+TEST(idle_release_restart_many_times) {
+    use_sim("2x16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:2");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_growth(1, 1));
+    for (int round = 0; round < 25; round++) {
+        CHECK_OK(vram_init());
+        void *p = NULL, *q = NULL;
+        CHECK_OK(vram_malloc(&p, 4 * MiB, 0));
+        CHECK_OK(vram_malloc(&q, 4 * MiB, 1));
+        CHECK_OK(vram_free(p));
+        if (round % 3 == 0) sleep_ms(10);
+        CHECK_OK(vram_free(q));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
+}
+
+/* The idle thread ticking every millisecond while threads allocate, write, verify and free. */
+enum { IDLE_THREADS = 4 };
+
+static void *idle_worker(void *arg) {
+    unsigned id = (unsigned)(uintptr_t)arg;
+    test_rng rng = rng_make(0x1d1e + id);
+    double until = now_ms() + 400;
+    while (now_ms() < until) {
+        size_t sz = rng_size_log(&rng, 4 * KiB, 16 * MiB);
+        void *p = NULL;
+        vram_status s = vram_malloc(&p, sz, 0);
+        if (s == VRAM_ERR_OUT_OF_MEMORY) continue;
+        CHECK_OK(s);
+        fill(p, sz, id);
+        if (rng_below(&rng, 4) == 0) sleep_ms(1);
+        CHECK(filled(p, sz, id));
+        CHECK_OK(vram_free(p));
+    }
+    return NULL;
+}
+
+TEST(idle_release_races_with_allocations) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:1");
+    start_growth(256 * MiB);
+    pthread_t t[IDLE_THREADS];
+    for (int i = 0; i < IDLE_THREADS; i++) {
+        CHECK(pthread_create(&t[i], NULL, idle_worker, (void *)(uintptr_t)(i + 1)) == 0);
+    }
+    for (int k = 0; k < 40; k++) {
+        CHECK_ALL();
+        vram_memory_info info = INFO(0);
+        CHECK_INFO_SANE(info);
+        sleep_ms(10);
+    }
+    for (int i = 0; i < IDLE_THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* ---- driver calls ---------------------------------------------------------------------------------- */
+
+TEST(vmm_maps_only_what_blocks_need) {
+    start_growth(1 * GiB);
+    vram__backend_counters c0 = counters();
+    CHECK_U64(c0.va_reserve, ==, 1);
+    CHECK_U64(c0.phys_create, ==, 0);
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 1 * MiB, 0));
+    vram_memory_info info = INFO(0);
+    vram__backend_counters c = counters();
+    CHECK_SIZE(info.reserved, ==, GRAN);
+    CHECK_U64(c.phys_create, ==, 1);
+    CHECK_U64(c.map, ==, 1);
+    CHECK_U64(c.mem_alloc, ==, 0);
+    CHECK_U64(info.num_driver_allocs, ==, 1);
+    /* a second block in the same granule maps nothing */
+    void *q = NULL;
+    CHECK_OK(vram_malloc(&q, 512 * KiB, 0));
+    CHECK_U64(counters().phys_create, ==, 1);
+    CHECK_SIZE(INFO(0).reserved, ==, GRAN);
+    CHECK_OK(vram_free(q));
+    CHECK_OK(vram_free(p));
+    CHECK_U64(counters().phys_release, ==, 0);   /* a free alone calls no driver */
+    CHECK_ALL();
+}
+
+TEST(vmm_second_pass_reuses_memory) {
+    start_growth(1 * GiB);
+    static const size_t sizes[] = {1 * MiB, 3 * MiB, 10 * MiB + 5, 256 * KiB, 40 * MiB, 7 * MiB, 300, 64 * MiB,
+                                   2 * MiB, 123456};
+    enum { N = sizeof sizes / sizeof sizes[0] };
+    void *p[N];
+    size_t current = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK_OK(vram_malloc(&p[i], sizes[i], 0));
+        current += round256(sizes[i]);
+        vram_memory_info info = INFO(0);
+        CHECK_SIZE(info.current, ==, current);
+        CHECK_SIZE(info.reserved, ==, round_gran(current));   /* packed from the range's start */
+        CHECK_ALL();
+    }
+    for (int i = 0; i < N; i++) CHECK_OK(vram_free(p[i]));
+    vram__backend_counters c1 = counters();
+    vram_memory_info i1 = INFO(0);
+    for (int pass = 0; pass < 3; pass++) {
+        for (int i = 0; i < N; i++) CHECK_OK(vram_malloc(&p[i], sizes[i], 0));
+        CHECK_ALL();
+        for (int i = N - 1; i >= 0; i--) CHECK_OK(vram_free(p[i]));
+        CHECK_ALL();
+    }
+    vram__backend_counters c2 = counters();
+    vram_memory_info i2 = INFO(0);
+    CHECK_U64(c2.phys_create, ==, c1.phys_create);
+    CHECK_U64(c2.map, ==, c1.map);
+    CHECK_U64(c2.phys_release, ==, c1.phys_release);
+    CHECK_SIZE(i2.reserved, ==, i1.reserved);
+    CHECK_U64(i2.num_driver_allocs, ==, i1.num_driver_allocs);
+}
+
+/* ---- stream-ordered frees with growth by mapping --------------------------------------------------- */
+
+TEST(vmm_async_same_stream_reuse) {
+    start_growth(256 * MiB);
+    void *p = NULL, *q = NULL, *r = NULL;
+    CHECK_OK(vram_malloc_async(&p, 16 * MiB, 0, STREAM_A));
+    fill(p, 16 * MiB, 1);
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_ALL();
+    CHECK_OK(vram_malloc_async(&q, 16 * MiB, 0, STREAM_A));
+    CHECK_PTR(q, ==, p);                                  /* same stream: reused at once */
+    CHECK(filled(q, 16 * MiB, 1));                        /* the same memory */
+    CHECK_ALL();
+    CHECK_OK(vram_free_async(q, STREAM_A));
+    CHECK_OK(vram_malloc_async(&r, 16 * MiB, 0, STREAM_B));
+    CHECK_PTR(r, !=, q);                                  /* other stream: not before completion */
+    CHECK_ALL();
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 16 * MiB);
+    CHECK_SIZE(info.reserved, ==, 32 * MiB);
+    CHECK_OK(vram_free_async(r, STREAM_B));
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    void *s = NULL;
+    CHECK_OK(vram_malloc(&s, 32 * MiB, 0));               /* both settled and merged */
+    CHECK_SIZE(INFO(0).reserved, ==, 32 * MiB);
+    CHECK_OK(vram_free(s));
+    CHECK_ALL();
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_ALL();
+}
+
+/* The same with vram_malloc: a stream-ordered free holds the memory the request needs. */
+TEST(vmm_malloc_waits_for_pending_free_at_limit) {
+    const size_t limit = 32 * MiB;
+    start_growth(limit);
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 24 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    vram_status s = vram_malloc(&q, 32 * MiB, 0);
+    if (s != VRAM_OK) printf("  vram_malloc(32 MiB) with A's 24 MiB free pending: %s\n", vram_last_error());
+    CHECK_OK(s);
+    CHECK_ALL();
+    CHECK_OK(vram_free(q));
+    CHECK_ALL();
+}
+
+/* At the limit, a pending free on another stream is waited for instead of failing, and idle
+ * extents are given back to map the request. */
+TEST(vmm_async_tight_limit_waits_and_remaps) {
+    const size_t limit = 32 * MiB;
+    start_growth(limit);
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc_async(&p, 24 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_A));
+    CHECK_OK(vram_malloc_async(&q, 32 * MiB, 0, STREAM_B));   /* needs A's memory */
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, <=, limit);
+    CHECK_SIZE(INFO(0).current, ==, 32 * MiB);
+    CHECK_OK(vram_free_async(q, STREAM_B));
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
