@@ -4,7 +4,7 @@
  *
  * Algorithm
  *   - Requests are rounded up to 256 bytes (VRAM_POOL_UNIT). A free chunk of at least that size is
- *     found best-fit in the free tree (smallest size, then lowest address) and split so that the
+ *     found best-fit in the free bins (smallest size, then lowest address, within a bounded scan) and split so that the
  *     block is exactly the rounded size: `current` is the sum of rounded sizes.
  *   - A freed chunk merges at once with free address neighbours of its region.
  *   - Memory comes in regions. Without growth, one plain region of the whole limit is taken at
@@ -14,12 +14,12 @@
  *     adds plain regions instead.
  *   - Stream order: vram_free_async records an event on the stream and parks the chunk PENDING.
  *     The same stream may reuse a PENDING chunk at once; everyone else waits until its event has
- *     completed (completed frees are reaped into the free tree before each search, and before
+ *     completed (completed frees are reaped into the free bins before each search, and before
  *     growing or failing the pool waits for the outstanding events).
  *
  * Invariants (checked by vram__pool_check)
  *   - chunks tile every region in address order; sizes are multiples of 256 and positive;
- *   - no two FREE chunks are neighbours; every FREE chunk is in the free tree and nothing else is;
+ *   - no two FREE chunks are neighbours; every FREE chunk is in the free bins and nothing else is;
  *   - every USED chunk is in the pointer map under its address; PENDING chunks are in the pending
  *     list; current == the sum of USED sizes; reserved == the bytes held from the driver;
  *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes.
@@ -32,7 +32,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/free_tree.h"
+#include "pool/free_bins.h"
 #include "pool/pool.h"
 #include "pool/ptr_map.h"
 #include "pool/vmm.h"
@@ -63,7 +63,7 @@ struct vram__pool {
     pthread_mutex_t   lock;
     pool_region      *regions;
     pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
-    free_tree         tree;          /* free chunks */
+    free_bins         bins;          /* free chunks, by size class */
     ptr_map           live;
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     size_t            pending_count;
@@ -159,7 +159,7 @@ static pool_chunk *region_append_free_locked(vram__pool *p, pool_region *r, uint
     c->prev = r->last;
     if (r->last) r->last->next = c; else r->first = c;
     r->last = c;
-    free_tree_insert(&p->tree, c);
+    free_bins_insert(&p->bins, c);
     return c;
 }
 
@@ -324,7 +324,7 @@ static void pending_link_locked(vram__pool *p, pool_chunk *c) {
 
 static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy);
 
-/* Moves a PENDING chunk whose event completed into the free tree. */
+/* Moves a PENDING chunk whose event completed into the free bins. */
 static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
     pending_unlink_locked(p, c);
     event_release(p, c->event);
@@ -364,24 +364,24 @@ static void chunk_unlink_locked(vram__pool *p, pool_chunk *c) {
     chunk_recycle_locked(p, c);
 }
 
-/* Puts c into the free tree, merged with free neighbours. `was_busy`: c was USED or PENDING, so
+/* Puts c into the free bins, merged with free neighbours. `was_busy`: c was USED or PENDING, so
  * its bytes stop counting as in use in the VMM region. */
 static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy) {
     if (was_busy && c->region->kind == REGION_VMM) pool_vmm_release(&c->region->vmm, c->addr, c->size);
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
     if (next != NULL && next->state == CHUNK_FREE) {
-        free_tree_remove(&p->tree, next);
+        free_bins_remove(&p->bins, next);
         c->size += next->size;
         chunk_unlink_locked(p, next);
     }
     if (prev != NULL && prev->state == CHUNK_FREE) {
-        free_tree_remove(&p->tree, prev);
+        free_bins_remove(&p->bins, prev);
         prev->size += c->size;
         chunk_unlink_locked(p, c);
         c = prev;
     }
-    free_tree_insert(&p->tree, c);
+    free_bins_insert(&p->bins, c);
 }
 
 /* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
@@ -406,7 +406,7 @@ static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
         pending_link_locked(p, rest);
     } else {
         rest->state = CHUNK_FREE;
-        free_tree_insert(&p->tree, rest);
+        free_bins_insert(&p->bins, rest);
     }
     return 0;
 }
@@ -437,25 +437,24 @@ static grow_result pool_grow_plain_locked(vram__pool *p, size_t size) {
 /* The largest block a request could get now: the largest free chunk, and in a VMM region no more
  * than the limit leaves for new mappings. */
 /* Largest free block within memory held from the driver: in the VMM region, the longest mapped
- * run inside a free chunk (free chunks are visited largest first, and the walk stops once no
- * chunk can beat the best run found). */
-static void largest_mapped_walk(const pool_chunk *n, size_t *best) {
-    if (n == NULL) return;
-    largest_mapped_walk(n->right, best);
-    if (n->size <= *best) return;            /* this chunk and everything left of it are smaller */
-    size_t run = n->region->kind == REGION_VMM ? pool_vmm_mapped_run(&n->region->vmm, n->addr, n->size, NULL)
-                                               : n->size;
-    if (run > *best) *best = run;
-    largest_mapped_walk(n->left, best);
+ * run inside a free chunk (classes are visited largest first, and the walk stops once no class can
+ * beat the best run found). */
+static int largest_mapped_visit(pool_chunk *c, void *ctx, size_t *floor) {
+    size_t *best = ctx;
+    if (c->size <= *best) return 0;
+    size_t run = c->region->kind == REGION_VMM ? pool_vmm_mapped_run(&c->region->vmm, c->addr, c->size, NULL)
+                                               : c->size;
+    if (run > *best) *best = *floor = run;
+    return 0;
 }
 
 static size_t pool_largest_free_locked(const vram__pool *p) {
     if (p->vmm == NULL) {
-        pool_chunk *largest = free_tree_largest(&p->tree);
+        pool_chunk *largest = free_bins_largest(&p->bins);
         return largest ? largest->size : 0;
     }
     size_t best = 0;
-    largest_mapped_walk(p->tree.root, &best);
+    free_bins_descending(&p->bins, largest_mapped_visit, &best, 0);
     return best;
 }
 
@@ -560,10 +559,10 @@ vram_status vram__pool_destroy(vram__pool *p) {
     return VRAM_OK;
 }
 
-/* Finds a chunk for `rounded` bytes: the free tree, or a chunk freed on the caller's stream. */
+/* Finds a chunk for `rounded` bytes: the free bins, or a chunk freed on the caller's stream. */
 static pool_chunk *pool_find_locked(vram__pool *p, size_t rounded, int async, void *stream) {
     if (p->pending != NULL) pending_reap_locked(p, 0);
-    pool_chunk *c = free_tree_best_fit(&p->tree, rounded);
+    pool_chunk *c = free_bins_best_fit(&p->bins, rounded);
     if (async && p->pending != NULL) {
         pool_chunk *q = pending_best_fit_locked(p, stream, rounded);
         if (q != NULL && (c == NULL || q->size < c->size)) return q;
@@ -575,38 +574,32 @@ static pool_chunk *pool_find_locked(vram__pool *p, size_t rounded, int async, vo
  * (of any size class) although best fit chose an unmapped place: find the smallest free chunk
  * holding a mapped run of `size` bytes and cut the block's place out of it. */
 typedef struct mapped_fit {
+    size_t      want;
     pool_chunk *chunk;
     uint64_t    at;
 } mapped_fit;
 
-/* In ascending (size, address) order, the first free chunk with a mapped run of `size` bytes;
- * subtrees of chunks smaller than `size` are skipped. */
-static void mapped_fit_walk(pool_chunk *n, size_t size, mapped_fit *fit) {
-    if (n == NULL || fit->chunk != NULL) return;
-    if (n->size >= size) mapped_fit_walk(n->left, size, fit);
-    if (fit->chunk != NULL) return;
-    if (n->size >= size) {
-        uint64_t at = n->addr;
-        size_t run = n->region->kind == REGION_VMM ? pool_vmm_mapped_run(&n->region->vmm, n->addr, n->size, &at)
-                                                   : n->size;
-        if (run >= size) {
-            fit->chunk = n;
-            fit->at = at;
-            return;
-        }
-    }
-    mapped_fit_walk(n->right, size, fit);
+/* In ascending size classes, the first free chunk with a mapped run of `size` bytes. */
+static int mapped_fit_visit(pool_chunk *c, void *ctx, size_t *floor) {
+    mapped_fit *fit = ctx;
+    uint64_t at = c->addr;
+    size_t run = c->region->kind == REGION_VMM ? pool_vmm_mapped_run(&c->region->vmm, c->addr, c->size, &at)
+                                               : c->size;
+    (void)floor;
+    if (run < fit->want) return 0;
+    fit->chunk = c;
+    fit->at = at;
+    return 1;
 }
 
 static pool_chunk *pool_find_mapped_locked(vram__pool *p, size_t size) {
-    mapped_fit best = {NULL, 0};
-    mapped_fit_walk(p->tree.root, size, &best);
+    mapped_fit best = {size, NULL, 0};
+    free_bins_ascending(&p->bins, size, mapped_fit_visit, &best);
     pool_chunk *c = best.chunk;
     if (c == NULL || best.at == c->addr) return c;
-    free_tree *t = &p->tree;                 /* keep [addr, at) free, hand back [at, end) */
-    free_tree_remove(t, c);
+    free_bins_remove(&p->bins, c);             /* keep [addr, at) free, hand back [at, end) */
     pool_chunk *rest = chunk_split_locked(p, c, (size_t)(best.at - c->addr)) == 0 ? c->next : NULL;
-    free_tree_insert(t, c);
+    free_bins_insert(&p->bins, c);
     return rest != NULL && rest->addr == best.at ? rest : NULL;
 }
 
@@ -619,7 +612,7 @@ static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
     } else {
-        free_tree_remove(&p->tree, c);
+        free_bins_remove(&p->bins, c);
     }
     chunk_split_locked(p, c, rounded);
     if (c->state == CHUNK_FREE && c->region->kind == REGION_VMM) {
@@ -771,7 +764,7 @@ static void trim_plain_regions_locked(vram__pool *p, size_t keep) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
             *link = r->next;
-            free_tree_remove(&p->tree, r->first);
+            free_bins_remove(&p->bins, r->first);
             region_release(p, r);
         } else {
             link = &r->next;
@@ -881,10 +874,10 @@ vram_status vram__pool_check(vram__pool *p) {
     }
     size_t pending = 0;
     for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
-    if (why == NULL && free_tree_check(&p->tree, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why != NULL) {
-    } else if (t.free_count != p->tree.count || t.free_bytes != p->tree.bytes) {
-        why = "free chunks and the free tree disagree";
+    } else if (t.free_count != p->bins.count || t.free_bytes != p->bins.bytes) {
+        why = "free chunks and the free bins disagree";
     } else if (t.used_count != p->used_count || t.used_count != p->live.count) {
         why = "live chunks, the pointer table and the live count disagree";
     } else if (t.used_bytes != p->current) {
