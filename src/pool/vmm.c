@@ -12,7 +12,7 @@
 #include "pool/vmm.h"
 
 static size_t granule_of(const pool_vmm *v, uint64_t addr) {
-    return (size_t)((addr - v->base) / v->gran);
+    return (size_t)((addr - v->base) >> v->gran_shift);
 }
 
 vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
@@ -21,6 +21,7 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
     v->backend = be;
     v->dev = dev;
     v->gran = gran;
+    v->gran_shift = __builtin_ctzll(gran);
     v->max_extent = vram__round_up(max_extent ? max_extent : gran, gran);
     v->va_size = va_size;
     v->free_slot = -1;
@@ -48,7 +49,7 @@ static void extent_unmap(pool_vmm *v, int32_t e) {
     pool_extent *x = &v->ext[e];
     v->backend->unmap(v->dev, v->base + x->offset, x->size);
     v->backend->phys_release(v->dev, x->handle);
-    for (size_t g = x->offset / v->gran; g < (x->offset + x->size) / v->gran; g++) {
+    for (size_t g = x->offset >> v->gran_shift; g < (x->offset + x->size) >> v->gran_shift; g++) {
         v->gran_ext[g] = -1;
         v->mapped_bits[g / 64] &= ~(1ull << (g % 64));
     }
@@ -72,12 +73,24 @@ void pool_vmm_destroy(pool_vmm *v) {
     memset(v, 0, sizeof *v);
 }
 
+/* Whether every granule in [g, last] is mapped, a word of the bitmap at a time. */
+static int all_mapped(const pool_vmm *v, size_t g, size_t last) {
+    while (g <= last) {
+        size_t bit = g % 64, n = last - g + 1 < 64 - bit ? last - g + 1 : 64 - bit;
+        uint64_t want = (n == 64 ? ~0ull : ((1ull << n) - 1)) << bit;
+        if ((v->mapped_bits[g / 64] & want) != want) return 0;
+        g += n;
+    }
+    return 1;
+}
+
 size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size) {
+    if (all_mapped(v, granule_of(v, addr), granule_of(v, addr + size - 1))) return 0;
     size_t missing = 0;
     for (size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1); g <= last;) {
         int32_t e = v->gran_ext[g];
         if (e >= 0) {
-            g = (v->ext[e].offset + v->ext[e].size) / v->gran;
+            g = (v->ext[e].offset + v->ext[e].size) >> v->gran_shift;
         } else {
             missing += v->gran;
             g++;
@@ -184,18 +197,19 @@ static void busy_add(pool_vmm *v, uint64_t addr, size_t size, int sign) {
                 x->idle_since = v->tick;
             }
         }
-        g = (x->offset + x->size) / v->gran;
+        g = (x->offset + x->size) >> v->gran_shift;
     }
 }
 
 
 vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size) {
-    for (size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1); g <= last;) {
+    size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1);
+    for (size_t g = all_mapped(v, first, last) ? last + 1 : first; g <= last;) {
         if (v->gran_ext[g] >= 0) {
-            g = (v->ext[v->gran_ext[g]].offset + v->ext[v->gran_ext[g]].size) / v->gran;
+            g = (v->ext[v->gran_ext[g]].offset + v->ext[v->gran_ext[g]].size) >> v->gran_shift;
             continue;
         }
-        size_t run = 1, max_run = v->max_extent / v->gran;
+        size_t run = 1, max_run = v->max_extent >> v->gran_shift;
         while (g + run <= last && v->gran_ext[g + run] < 0 && run < max_run) run++;
         vram_status s = extent_map(v, g, run);
         if (s != VRAM_OK) return s;
@@ -243,7 +257,7 @@ int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
             snprintf(msg, len, "extent %d is out of its range or busier than its size", (int)e);
             return -1;
         }
-        for (size_t g = x->offset / v->gran; g < (x->offset + x->size) / v->gran; g++) {
+        for (size_t g = x->offset >> v->gran_shift; g < (x->offset + x->size) >> v->gran_shift; g++) {
             if (v->gran_ext[g] != e) {
                 snprintf(msg, len, "granule %zu does not point to extent %d over it", g, (int)e);
                 return -1;

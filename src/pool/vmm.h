@@ -31,6 +31,7 @@ typedef struct pool_vmm {
     const vram__backend *backend;
     int                  dev;
     size_t               gran;
+    unsigned             gran_shift;     /* gran == 1 << gran_shift */
     size_t               max_extent;     /* largest extent mapped at once, a multiple of gran */
     uint64_t             base;
     size_t               va_size;
