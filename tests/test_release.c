@@ -98,7 +98,7 @@ static void check_counters_balanced(void) {
 /* ---- vram_trim ----------------------------------------------------------------------------------- */
 
 TEST(trim_growth_returns_free_extents) {
-    CHECK_OK(vram_set_alloc_conf("extent_mb:256"));   /* one extent per 32 MiB block */
+    CHECK_OK(vram_set_alloc_conf("extent_mb:256,map_ahead_mb:0"));   /* one extent per 32 MiB block */
     start_growth(1 * GiB);
     enum { N = 8 };
     const size_t sz = 32 * MiB;
@@ -180,6 +180,7 @@ TEST(trim_large_keep_releases_nothing) {
 
 /* keep_bytes between nothing and everything: at most keep_bytes stay cached, whole extents go. */
 TEST(trim_partial_keep) {
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));   /* only what blocks need is mapped */
     start_growth(1 * GiB);
     void *b[4];
     for (int i = 0; i < 4; i++) CHECK_OK(vram_malloc(&b[i], 32 * MiB, 0));
@@ -944,7 +945,7 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
 TEST(alloc_conf_hold_peak) {
     for (int hold = 0; hold <= 1; hold++) {
         use_sim("16GiB");
-        CHECK_OK(vram_set_alloc_conf(hold ? "hold_peak:true" : ""));
+        CHECK_OK(vram_set_alloc_conf(hold ? "hold_peak:true,map_ahead_mb:0" : "map_ahead_mb:0"));
         start_growth(1 * GiB);
         void *a = NULL, *b = NULL, *c = NULL;
         CHECK_OK(vram_malloc(&a, 32 * MiB, 0));
@@ -1258,7 +1259,33 @@ TEST(vmm_maps_only_what_blocks_need) {
     CHECK_ALL();
 }
 
+/* Map-ahead: growing maps up to 1/16 of what is held (at most map_ahead_mb) beyond the block, so a
+ * run of small allocations takes few driver calls; with map_ahead_mb:0 every granule is one call. */
+TEST(vmm_map_ahead_saves_driver_calls) {
+    uint64_t creates[2];
+    for (int ahead = 0; ahead <= 1; ahead++) {
+        use_sim("16GiB");
+        CHECK_OK(vram_set_alloc_conf(ahead ? "map_ahead_mb:64" : "map_ahead_mb:0"));
+        start_growth(4 * GiB);
+        void *big = NULL, *small[64];
+        CHECK_OK(vram_malloc(&big, 512 * MiB, 0));          /* reserved / 16 is now 32 MiB */
+        vram__backend_counters before = counters();
+        for (int i = 0; i < 64; i++) CHECK_OK(vram_malloc(&small[i], 2 * MiB, 0));
+        creates[ahead] = counters().phys_create - before.phys_create;
+        vram_memory_info info = INFO(0);
+        CHECK_INFO_SANE(info);
+        CHECK_SIZE(info.reserved - info.current, <=, ahead ? 32 * MiB : 0);
+        CHECK_ALL();
+        for (int i = 0; i < 64; i++) CHECK_OK(vram_free(small[i]));
+        CHECK_OK(vram_free(big));
+        CHECK_OK(vram_shutdown());
+    }
+    CHECK_U64(creates[0], ==, 64);
+    CHECK_U64(creates[1], <=, 5);
+}
+
 TEST(vmm_second_pass_reuses_memory) {
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));   /* only what blocks need is mapped */
     start_growth(1 * GiB);
     static const size_t sizes[] = {1 * MiB, 3 * MiB, 10 * MiB + 5, 256 * KiB, 40 * MiB, 7 * MiB, 300, 64 * MiB,
                                    2 * MiB, 123456};

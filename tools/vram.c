@@ -70,7 +70,8 @@ static const char usage_tail[] =
     "  VRAM_MEMORY_LIMIT_<i>=SIZE       cap physical card <i> (wins over VRAM_MEMORY_LIMIT and the API)\n"
     "  VRAM_MEMORY_FRACTION=F           cap every card at F x its memory (the smaller cap wins)\n"
     "  VRAM_ALLOC_CONF=OPTS             allocator options (overrides the program's): vmm:true|false,\n"
-    "                                   idle_release_ms:N, extent_mb:N, hold_peak:true|false\n"
+    "                                   idle_release_ms:N, extent_mb:N, map_ahead_mb:N,\n"
+    "                                   hold_peak:true|false\n"
     "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error.\n";

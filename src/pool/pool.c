@@ -40,6 +40,7 @@
 #define VRAM_POOL_UNIT ((size_t)256)
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
 #define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
+#define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
 
 enum { REGION_PLAIN = 1, REGION_VMM = 2 };
 
@@ -245,6 +246,17 @@ typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GR
 /* Makes sure the physical memory under the (taken) chunk c is mapped and marks it in use: maps
  * what is missing within the limit and the card budget, giving back idle extents first when the
  * limit would be crossed. */
+/* How much to map beyond a block that needs `need` new bytes: reserved / 16, at most map_ahead,
+ * within the limit and the card's budget (taken here; the caller gives back what was not mapped).
+ * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. */
+static size_t pool_map_ahead_locked(vram__pool *p, size_t need) {
+    size_t ahead = p->reserved / POOL_MAP_AHEAD_DIV, room = p->cfg.limit - p->reserved - need;
+    if (ahead > p->cfg.map_ahead) ahead = p->cfg.map_ahead;
+    if (ahead > room) ahead = room;
+    ahead &= ~(p->cfg.caps.granularity - 1);
+    return ahead > 0 && budget_take(p->cfg.budget, ahead) ? ahead : 0;
+}
+
 static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
@@ -267,10 +279,11 @@ static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
         need = pool_vmm_unmapped(v, c->addr, c->size);
         if (!budget_take(p->cfg.budget, need)) return GROW_CARD_LIMIT;
     }
+    size_t ahead = need > 0 ? pool_map_ahead_locked(p, need) : 0;
     size_t before = v->mapped;
     uint64_t creates = v->creates, releases = v->releases;
-    vram_status s = pool_vmm_acquire(v, c->addr, c->size);
-    budget_give(p->cfg.budget, need - (v->mapped - before));   /* a failure maps less than asked */
+    vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead);
+    budget_give(p->cfg.budget, need + ahead - (v->mapped - before));   /* unused ahead, or a failure */
     vmm_note_locked(p, v, before, creates, releases);
     return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
 }

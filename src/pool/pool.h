@@ -39,6 +39,7 @@ typedef struct vram__pool_config {
                                             cost fewer driver calls, smaller ones go back more finely.
                                             0: limit / 64, between one granule and 256 MiB */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
+    size_t               map_ahead;      /* growth: most bytes mapped beyond a block when growing */
     char                 name[64];       /* "/device:GPU:0", for messages */
 } vram__pool_config;
 

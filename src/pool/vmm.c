@@ -202,8 +202,10 @@ static void busy_add(pool_vmm *v, uint64_t addr, size_t size, int sign) {
 }
 
 
-vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size) {
+vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead) {
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1);
+    size_t end = last + (ahead >> v->gran_shift), ngran = v->va_size >> v->gran_shift;
+    if (end >= ngran) end = ngran - 1;
     for (size_t g = all_mapped(v, first, last) ? last + 1 : first; g <= last;) {
         if (v->gran_ext[g] >= 0) {
             g = (v->ext[v->gran_ext[g]].offset + v->ext[v->gran_ext[g]].size) >> v->gran_shift;
@@ -211,6 +213,8 @@ vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size) {
         }
         size_t run = 1, max_run = v->max_extent >> v->gran_shift;
         while (g + run <= last && v->gran_ext[g + run] < 0 && run < max_run) run++;
+        /* the run that ends the block may take up to `ahead` more unmapped granules after it */
+        while (g + run > last && g + run <= end && v->gran_ext[g + run] < 0 && run < max_run) run++;
         vram_status s = extent_map(v, g, run);
         if (s != VRAM_OK) return s;
         g += run;

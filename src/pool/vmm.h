@@ -51,9 +51,10 @@ void        pool_vmm_destroy(pool_vmm *v);   /* unmaps and releases everything, 
 
 /* Bytes that acquiring [addr, addr+size) would map (whole granules). */
 size_t      pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size);
-/* Marks [addr, addr+size) in use, mapping what is unmapped. On failure nothing is marked (extents
- * mapped on the way stay, idle). */
-vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size);
+/* Marks [addr, addr+size) in use, mapping what is unmapped; the last run mapped may go on over up
+ * to `ahead` more unmapped bytes after the block (fewer driver calls as the pool grows). On
+ * failure nothing is marked (extents mapped on the way stay, idle). */
+vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead);
 void        pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size);
 /* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
 size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);

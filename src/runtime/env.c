@@ -115,18 +115,27 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
                                     "device's granularity, 2 MiB on an H200)");
         }
         c->extent_mb = (size_t)mb;
+    } else if (strcmp(key, "map_ahead_mb") == 0) {
+        char *end = NULL;
+        errno = 0;
+        unsigned long long mb = strtoull(value, &end, 10);
+        if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || mb > (1u << 20)) {
+            return conf_value_error(origin, key, value, "use a whole number of MiB (0: map only what blocks need)");
+        }
+        c->map_ahead_mb = (size_t)mb;
     } else if (strcmp(key, "hold_peak") == 0) {
         if (vram__parse_bool(value, &c->hold_peak) != 0) return conf_value_error(origin, key, value, "use true or false");
     } else {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
-                          "extent_mb, hold_peak)", origin, key);
+                          "extent_mb, hold_peak, map_ahead_mb)", origin, key);
     }
     return VRAM_OK;
 }
 
 int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {
     return (a->vmm != 0) == (b->vmm != 0) && a->idle_release_ms == b->idle_release_ms &&
-           a->extent_mb == b->extent_mb && (a->hold_peak != 0) == (b->hold_peak != 0);
+           a->extent_mb == b->extent_mb && (a->hold_peak != 0) == (b->hold_peak != 0) &&
+           a->map_ahead_mb == b->map_ahead_mb;
 }
 
 vram_status vram__alloc_conf_parse(const char *text, const char *origin, const vram__alloc_conf *base,

@@ -19,7 +19,7 @@
 
 rt_state vram__rt = {
     .lock = PTHREAD_RWLOCK_INITIALIZER,
-    .alloc_conf = {-1, 0},
+    .alloc_conf = VRAM_ALLOC_CONF_INIT,
     .idle_lock = PTHREAD_MUTEX_INITIALIZER,
     .idle_wake = PTHREAD_COND_INITIALIZER,
 };
@@ -135,6 +135,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     cfg.caps.vmm_supported = rt.caps[phys].vmm_supported && rt.alloc_conf_in_force.vmm != 0;
     cfg.max_extent = rt.alloc_conf_in_force.extent_mb * VRAM_MIB;   /* 0: the pool's default */
     cfg.hold_peak = rt.alloc_conf_in_force.hold_peak;
+    cfg.map_ahead = rt.alloc_conf_in_force.map_ahead_mb * VRAM_MIB;
     snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
     snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
     vram_status s = vram__pool_create(&cfg, &l->pool);
