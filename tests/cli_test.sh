@@ -316,6 +316,22 @@ t_replay_gpt2_passes() {
         is_number "$(json_value warm_ns_per_op)"
 }
 check "replay gpt2_train.trace.gz --policy growth --passes 2: every op twice" t_replay_gpt2_passes
+# Traces recorded with tools/record_trace.py (traces/README.md): each replays every op, reaches the
+# peak live bytes that `record_trace.py --check` computed, and fails no allocation.
+t_replay_recorded() {  # t_replay_recorded TRACE PEAK_LIVE
+    local want_ops
+    if [[ ! -r $1 ]]; then RC=-; OUT=; ERR="missing $1"; return 1; fi
+    want_ops=$(gzip -dc "$1" | grep -c '^[af] ')
+    run env VRAM_SIM_DEVICES=32GiB "$VRAM" replay "$1" --policy growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$want_ops" &&
+        $(json_value peak_live_bytes) == "$2" && $(json_value failed_allocs) == 0 ]]
+}
+check "replay resnet50_train.trace.gz --policy growth: every op, no failed allocation" \
+    t_replay_recorded "$TRACES/resnet50_train.trace.gz" 1846041060
+check "replay transformer_varlen.trace.gz --policy growth: every op, no failed allocation" \
+    t_replay_recorded "$TRACES/transformer_varlen.trace.gz" 12684404008
+check "replay gpt2_generate.trace.gz --policy growth: every op, no failed allocation" \
+    t_replay_recorded "$TRACES/gpt2_generate.trace.gz" 377499941
 
 # ---- the example program ------------------------------------------------------------------------
 t_example() { run "$EXAMPLE"; [[ $RC -eq 0 && $OUT == *"vram simulated GPU"* ]]; }
