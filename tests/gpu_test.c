@@ -131,7 +131,7 @@ static void test_growth_with_limit(void) {
     CHECK_OK(vram_malloc(&a, GiB, 0));
     CHECK_OK(vram_malloc(&b, 1000, 0));
     size_t reserved = reserved_of(0);
-    CHECK(reserved >= GiB + 256 && reserved <= GiB + 4 * MiB);
+    CHECK(reserved >= GiB + 256 && reserved <= GiB + 2 * MiB + 64 * MiB);   /* + map-ahead */
     CHECK(near(before - driver_free(), reserved, 8 * MiB));
     check_usable(a, GiB);
     check_usable(b, 1000);
