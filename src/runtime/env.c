@@ -3,6 +3,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -92,42 +93,42 @@ static vram_status conf_value_error(const char *origin, const char *key, const c
     return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: '%s:%s' is not valid: %s", origin, key, value, want);
 }
 
+/* A whole number in [min, max]: 0 on success. */
+static int parse_whole(const char *value, unsigned long long min, unsigned long long max, unsigned long long *out) {
+    char *end = NULL;
+    errno = 0;
+    unsigned long long n = strtoull(value, &end, 10);
+    if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || n < min || n > max) return -1;
+    *out = n;
+    return 0;
+}
+
 /* One key:value pair of an allocator option string. */
 static vram_status conf_apply(const char *key, const char *value, const char *origin, vram__alloc_conf *c) {
-    if (strcmp(key, "vmm") == 0) {
+    unsigned long long n = 0;
+    if (strcmp(key, "vmm") == 0 || strcmp(key, "hold_peak") == 0) {
         int on = 0;
         if (vram__parse_bool(value, &on) != 0) return conf_value_error(origin, key, value, "use true or false");
-        c->vmm = on;
+        if (key[0] == 'v') c->vmm = on; else c->hold_peak = on;
     } else if (strcmp(key, "idle_release_ms") == 0) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long ms = strtoull(value, &end, 10);
-        if (errno != 0 || end == value || *end != '\0' || value[0] == '-') {
+        if (parse_whole(value, 0, ULLONG_MAX, &n) != 0) {
             return conf_value_error(origin, key, value, "use a whole number of milliseconds (0 keeps memory)");
         }
-        c->idle_release_ms = ms;
+        c->idle_release_ms = n;
     } else if (strcmp(key, "extent_mb") == 0) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long mb = strtoull(value, &end, 10);
-        if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || mb == 0 || mb > (1u << 20)) {
+        if (parse_whole(value, 1, 1u << 20, &n) != 0) {
             return conf_value_error(origin, key, value, "use a whole number of MiB from 1 (rounded up to the "
                                     "device's granularity, 2 MiB on an H200)");
         }
-        c->extent_mb = (size_t)mb;
+        c->extent_mb = (size_t)n;
     } else if (strcmp(key, "map_ahead_mb") == 0) {
-        char *end = NULL;
-        errno = 0;
-        unsigned long long mb = strtoull(value, &end, 10);
-        if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || mb > (1u << 20)) {
+        if (parse_whole(value, 0, 1u << 20, &n) != 0) {
             return conf_value_error(origin, key, value, "use a whole number of MiB (0: map only what blocks need)");
         }
-        c->map_ahead_mb = (size_t)mb;
-    } else if (strcmp(key, "hold_peak") == 0) {
-        if (vram__parse_bool(value, &c->hold_peak) != 0) return conf_value_error(origin, key, value, "use true or false");
+        c->map_ahead_mb = (size_t)n;
     } else {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
-                          "extent_mb, hold_peak, map_ahead_mb)", origin, key);
+                          "extent_mb, map_ahead_mb, hold_peak)", origin, key);
     }
     return VRAM_OK;
 }
