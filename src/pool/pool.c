@@ -260,6 +260,10 @@ static size_t pool_map_ahead_locked(vram__pool *p, size_t need) {
 static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
+    if (need == 0) {                             /* the common case: memory already mapped */
+        pool_vmm_mark(v, c->addr, c->size);
+        return GROW_OK;
+    }
     /* hold_peak: rather than map beyond the high-water mark, give back idle extents first (they lie
      * in holes this block does not fit), so that fragmentation does not raise what the pool holds;
      * the price is driver calls whenever the holes are needed again. */

@@ -223,6 +223,10 @@ vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahe
     return VRAM_OK;
 }
 
+void pool_vmm_mark(pool_vmm *v, uint64_t addr, size_t size) {
+    busy_add(v, addr, size, +1);
+}
+
 void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {
     busy_add(v, addr, size, -1);
 }

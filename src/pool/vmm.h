@@ -55,6 +55,8 @@ size_t      pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size);
  * to `ahead` more unmapped bytes after the block (fewer driver calls as the pool grows). On
  * failure nothing is marked (extents mapped on the way stay, idle). */
 vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead);
+/* Marks [addr, addr+size) in use (every granule of it is mapped) or no longer in use. */
+void        pool_vmm_mark(pool_vmm *v, uint64_t addr, size_t size);
 void        pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size);
 /* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
 size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);

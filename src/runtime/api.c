@@ -35,7 +35,7 @@ static vram_status physical_wlocked(int i) {
 }
 
 static vram_status unlock_with(vram_status s) {
-    pthread_rwlock_unlock(&rt.lock);
+    vram__rt_write_unlock();
     return s;
 }
 
@@ -44,7 +44,7 @@ static vram_status unlock_with(vram_status s) {
 vram_status vram_list_physical_devices(vram_physical_device *out, int capacity, int *count) {
     vram_status s = check_list_args(out, capacity, count, "vram_list_physical_devices");
     if (s != VRAM_OK) return s;
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     s = vram__rt_discover_wlocked();
     *count = s == VRAM_OK ? rt.ndev : 0;
     for (int i = 0; s == VRAM_OK && i < rt.ndev && i < capacity; i++) out[i] = rt.devices[i];
@@ -57,7 +57,7 @@ vram_status vram_set_visible_devices(const int *physical_indices, int n) {
                           "indices non-NULL when n > 0");
     }
     unsigned char mask[VRAM_MAX_DEVICES] = {0};
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     for (int k = 0; k < n; k++) {
         vram_status s = physical_wlocked(physical_indices[k]);
         if (s != VRAM_OK) return unlock_with(s);
@@ -81,7 +81,7 @@ vram_status vram_set_visible_devices(const int *physical_indices, int n) {
 vram_status vram_get_visible_devices(int *physical_indices, int capacity, int *count) {
     vram_status s = check_list_args(physical_indices, capacity, count, "vram_get_visible_devices");
     if (s != VRAM_OK) return s;
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     s = vram__rt_discover_wlocked();
     if (s != VRAM_OK) {
         *count = 0;
@@ -102,7 +102,7 @@ vram_status vram_get_visible_devices(int *physical_indices, int capacity, int *c
 
 vram_status vram_set_memory_growth(int physical_index, int enable) {
     enable = enable != 0;
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     vram_status s = physical_wlocked(physical_index);
     if (s != VRAM_OK) return unlock_with(s);
     if (atomic_load(&rt.initialized)) {
@@ -116,14 +116,14 @@ vram_status vram_set_memory_growth(int physical_index, int enable) {
 
 vram_status vram_get_memory_growth(int physical_index, int *enabled) {
     if (enabled == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_growth: enabled is NULL");
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     vram_status s = physical_wlocked(physical_index);
     if (s == VRAM_OK) *enabled = rt.config[physical_index].growth_set ? rt.config[physical_index].growth : -1;
     return unlock_with(s);
 }
 
 vram_status vram_set_memory_limit(int physical_index, size_t limit_bytes) {
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     vram_status s = physical_wlocked(physical_index);
     if (s != VRAM_OK) return unlock_with(s);
     if (atomic_load(&rt.initialized)) {
@@ -141,7 +141,7 @@ vram_status vram_set_memory_limit(int physical_index, size_t limit_bytes) {
 
 vram_status vram_get_memory_limit(int physical_index, size_t *limit_bytes) {
     if (limit_bytes == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_limit: limit_bytes is NULL");
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     vram_status s = physical_wlocked(physical_index);
     if (s == VRAM_OK) *limit_bytes = rt.config[physical_index].limit;
     return unlock_with(s);
@@ -179,7 +179,7 @@ vram_status vram_set_logical_device_configuration(int physical_index,
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_set_logical_device_configuration: n must be >= 0 "
                           "and configs non-NULL when n > 0");
     }
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     vram_status s = physical_wlocked(physical_index);
     if (s != VRAM_OK) return unlock_with(s);
     rt_physical_config *c = &rt.config[physical_index];
@@ -204,7 +204,7 @@ vram_status vram_get_logical_device_configuration(int physical_index,
         vram_logical_device_configuration *out, int capacity, int *count) {
     vram_status s = check_list_args(out, capacity, count, "vram_get_logical_device_configuration");
     if (s != VRAM_OK) return s;
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     s = physical_wlocked(physical_index);
     if (s != VRAM_OK) return unlock_with(s);
     const rt_physical_config *c = &rt.config[physical_index];
@@ -229,7 +229,7 @@ vram_status vram_set_alloc_conf(const char *conf) {
     vram__alloc_conf parsed;
     vram_status s = vram__alloc_conf_parse(conf, "vram_set_alloc_conf", NULL, &parsed);
     if (s != VRAM_OK) return s;
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     if (atomic_load(&rt.initialized)) {
         int same = vram__alloc_conf_equal(&parsed, &rt.alloc_conf_in_force) ||
                    vram__alloc_conf_equal(&parsed, &rt.alloc_conf);
@@ -243,7 +243,7 @@ vram_status vram_set_alloc_conf(const char *conf) {
 
 vram_status vram_init(void) {
     if (atomic_load(&rt.initialized)) return VRAM_OK;
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     return unlock_with(vram__rt_start_wlocked());
 }
 
@@ -252,7 +252,7 @@ int vram_is_initialized(void) {
 }
 
 vram_status vram_shutdown(void) {
-    pthread_rwlock_wrlock(&rt.lock);
+    vram__rt_write_lock();
     return unlock_with(vram__rt_stop_wlocked());
 }
 
@@ -288,10 +288,9 @@ static vram_status alloc_on(void **ptr, size_t size, int logical_device, int asy
 
 static vram_status free_on(void *ptr, int async, void *stream) {
     if (ptr == NULL) return VRAM_OK;
-    pthread_rwlock_rdlock(&rt.lock);
-    if (!atomic_load(&rt.initialized)) {
-        return unlock_with(vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): the runtime is not started, so "
-                                      "this pointer was not allocated by vram", ptr));
+    if (!vram__rt_read_enter()) {
+        return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): the runtime is not started, so this pointer "
+                          "was not allocated by vram", ptr);
     }
     vram_status s;
     for (int k = 0; k < rt.nlogical; k++) {
@@ -352,14 +351,14 @@ vram_status vram_trim(int logical_device, size_t keep_bytes) {
 }
 
 vram_status vram_check(int logical_device) {
-    pthread_rwlock_rdlock(&rt.lock);
+    if (!vram__rt_read_enter()) return VRAM_OK;
     vram_status s = VRAM_OK;
-    if (!atomic_load(&rt.initialized)) return unlock_with(VRAM_OK);
     if (logical_device >= rt.nlogical) {
-        return unlock_with(vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d", logical_device));
+        s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d", logical_device);
     }
     for (int k = 0; k < rt.nlogical && s == VRAM_OK; k++) {
         if (logical_device < 0 || k == logical_device) s = vram__pool_check(rt.logical[k].pool);
     }
-    return unlock_with(s);
+    vram__rt_leave();
+    return s;
 }

@@ -10,6 +10,8 @@
  * Without growth each pool takes its cap at start; with growth it may reach it. A card's cap also
  * bounds the sum over its logical devices (the shared budget).
  */
+#include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -309,18 +311,102 @@ vram_status vram__rt_stop_wlocked(void) {
 
 /* ---- entry for calls that need a started runtime -------------------------------------------- */
 
-vram_status vram__rt_enter_started(void) {
-    for (;;) {
-        pthread_rwlock_rdlock(&rt.lock);
-        if (atomic_load(&rt.initialized)) return VRAM_OK;
-        pthread_rwlock_unlock(&rt.lock);
-        pthread_rwlock_wrlock(&rt.lock);
-        vram_status s = vram__rt_start_wlocked();
-        pthread_rwlock_unlock(&rt.lock);
-        if (s != VRAM_OK) return s;
+/*
+ * Calls that use a started runtime (allocation, free, stats) must not see it start or stop under
+ * them. A plain reader-writer lock would make every such call write one shared cache line; instead
+ * each thread announces itself in a slot of its own cache line (biased locking), and a writer
+ * takes the rwlock, raises `rt_writer` and waits until every slot is clear. Readers that see the
+ * flag, and threads beyond RT_SLOTS, take the rwlock's read side. Both sides use sequentially
+ * consistent atomics, so a reader and a writer cannot miss each other.
+ */
+#define RT_SLOTS 256
+
+typedef struct rt_slot {
+    atomic_int active;
+    char       pad[64 - sizeof(atomic_int)];
+} rt_slot;
+
+static rt_slot         rt_slots[RT_SLOTS];
+static atomic_int      rt_slot_taken[RT_SLOTS];
+static atomic_int      rt_writer;
+static pthread_once_t  rt_key_once = PTHREAD_ONCE_INIT;
+static pthread_key_t   rt_key;
+static _Thread_local int rt_tls_slot = -1;      /* -1: not yet chosen; -2: none free */
+static _Thread_local int rt_tls_fast;           /* the current read side is the slot */
+
+static void slot_release(void *value) {
+    atomic_store(&rt_slot_taken[(intptr_t)value - 1], 0);
+}
+
+static void key_create(void) {
+    pthread_key_create(&rt_key, slot_release);
+}
+
+static int thread_slot(void) {
+    if (rt_tls_slot != -1) return rt_tls_slot;
+    rt_tls_slot = -2;
+    pthread_once(&rt_key_once, key_create);
+    for (int i = 0; i < RT_SLOTS; i++) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&rt_slot_taken[i], &expected, 1)) {
+            rt_tls_slot = i;
+            pthread_setspecific(rt_key, (void *)(intptr_t)(i + 1));
+            break;
+        }
     }
+    return rt_tls_slot;
+}
+
+int vram__rt_read_enter(void) {
+    int slot = thread_slot();
+    if (slot >= 0) {
+        atomic_store(&rt_slots[slot].active, 1);
+        if (!atomic_load(&rt_writer)) {
+            if (atomic_load(&rt.initialized)) {
+                rt_tls_fast = 1;
+                return 1;
+            }
+            atomic_store(&rt_slots[slot].active, 0);
+            return 0;
+        }
+        atomic_store(&rt_slots[slot].active, 0);
+    }
+    pthread_rwlock_rdlock(&rt.lock);
+    if (atomic_load(&rt.initialized)) {
+        rt_tls_fast = 0;
+        return 1;
+    }
+    pthread_rwlock_unlock(&rt.lock);
+    return 0;
 }
 
 void vram__rt_leave(void) {
+    if (rt_tls_fast) {
+        atomic_store(&rt_slots[rt_tls_slot].active, 0);
+    } else {
+        pthread_rwlock_unlock(&rt.lock);
+    }
+}
+
+void vram__rt_write_lock(void) {
+    pthread_rwlock_wrlock(&rt.lock);
+    atomic_store(&rt_writer, 1);
+    for (int i = 0; i < RT_SLOTS; i++) {
+        while (atomic_load(&rt_slots[i].active)) sched_yield();
+    }
+}
+
+void vram__rt_write_unlock(void) {
+    atomic_store(&rt_writer, 0);
     pthread_rwlock_unlock(&rt.lock);
+}
+
+vram_status vram__rt_enter_started(void) {
+    while (!vram__rt_read_enter()) {
+        vram__rt_write_lock();
+        vram_status s = vram__rt_start_wlocked();
+        vram__rt_write_unlock();
+        if (s != VRAM_OK) return s;
+    }
+    return VRAM_OK;
 }

@@ -2,9 +2,10 @@
  * runtime.h: the runtime's state: the configuration set through the API, the devices found by the
  * backend, and, once started, the logical devices with their pools.
  *
- * Locking: `rt.lock` (a rwlock) guards everything here. Configuration, start and shutdown take it
- * for writing; allocation, free and stats take it for reading, so they run concurrently and a
- * shutdown cannot pull a pool away underneath them. Lock order: rt.lock, then a pool's lock.
+ * Locking: configuration, start and shutdown hold the runtime for writing (vram__rt_write_lock:
+ * `rt.lock` plus draining the per-thread read slots); allocation, free and stats hold it for
+ * reading (vram__rt_read_enter), so they run concurrently and a shutdown cannot pull a pool away
+ * underneath them. Lock order: the runtime, then a pool's lock.
  */
 #ifndef VRAM_RUNTIME_H
 #define VRAM_RUNTIME_H
@@ -62,11 +63,17 @@ typedef struct rt_state {
 
 extern rt_state vram__rt;
 
-/* All `_wlocked` functions need vram__rt.lock held for writing. */
+/* Writers (configuration, start, shutdown) hold the runtime exclusively between these two;
+ * all `_wlocked` functions need it. */
+void        vram__rt_write_lock(void);
+void        vram__rt_write_unlock(void);
+/* Read side for calls on a started runtime: 1 with read access held (vram__rt_leave ends it), or
+ * 0 when the runtime is not started (nothing held). */
+int         vram__rt_read_enter(void);
 vram_status vram__rt_discover_wlocked(void);
 vram_status vram__rt_start_wlocked(void);
 vram_status vram__rt_stop_wlocked(void);
-/* Starts the runtime if needed and returns with the lock held for reading. */
+/* Starts the runtime if needed and returns with read access held. */
 vram_status vram__rt_enter_started(void);
 void        vram__rt_leave(void);
 
