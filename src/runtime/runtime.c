@@ -381,8 +381,8 @@ int vram__rt_read_enter(void) {
 }
 
 void vram__rt_leave(void) {
-    if (rt_tls_fast) {
-        atomic_store(&rt_slots[rt_tls_slot].active, 0);
+    if (rt_tls_fast) {      /* release: the writer's load of the slot sees everything done before */
+        atomic_store_explicit(&rt_slots[rt_tls_slot].active, 0, memory_order_release);
     } else {
         pthread_rwlock_unlock(&rt.lock);
     }
