@@ -2,6 +2,7 @@
  * test_lifecycle.c: vram_init and vram_shutdown.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 
 #include "backend/backend.h"
 #include "harness.h"
@@ -221,4 +222,43 @@ TEST(shutdown_returns_every_byte_to_the_driver) {
     CHECK_U64(c.phys_create, ==, c.phys_release);
     CHECK_U64(c.map, ==, c.unmap);
     CHECK_U64(c.va_reserve, ==, c.va_free);
+}
+
+/* Writers (shutdown, configuration) and readers (allocation, free, stats) on many threads at once:
+ * a shutdown attempted while blocks are live is refused and changes nothing; readers never see a
+ * runtime half started or half stopped; once every thread is done, the shutdown succeeds. */
+enum { RW_THREADS = 4, RW_ROUNDS = 3000 };
+static atomic_int rw_failures;
+
+static void *rw_reader(void *arg) {
+    uintptr_t seed = (uintptr_t)arg;
+    void *p = NULL;
+    for (int i = 0; i < RW_ROUNDS; i++) {
+        seed = seed * 6364136223846793005u + 1442695040888963407u;
+        size_t size = 256 + (size_t)(seed >> 40) % (1 << 20);
+        if (vram_malloc(&p, size, 0) != VRAM_OK || vram_free(p) != VRAM_OK) atomic_fetch_add(&rw_failures, 1);
+        vram_memory_info info;
+        if (vram_get_memory_info(0, &info) != VRAM_OK) atomic_fetch_add(&rw_failures, 1);
+    }
+    return NULL;
+}
+
+TEST(shutdown_races_with_allocating_threads) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_init());
+    void *held = NULL;
+    CHECK_OK(vram_malloc(&held, 4096, 0));      /* keeps every shutdown below refused */
+    pthread_t t[RW_THREADS];
+    for (uintptr_t i = 0; i < RW_THREADS; i++) CHECK(pthread_create(&t[i], NULL, rw_reader, (void *)(i + 1)) == 0);
+    for (int i = 0; i < 200; i++) {
+        CHECK(vram_shutdown() == VRAM_ERR_CONFLICT);
+        CHECK(vram_set_memory_growth(0, 0) == VRAM_ERR_ALREADY_INITIALIZED);
+        CHECK_OK(vram_check(-1));
+    }
+    for (int i = 0; i < RW_THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
+    CHECK(atomic_load(&rw_failures) == 0);
+    CHECK_OK(vram_free(held));
+    CHECK_OK(vram_shutdown());
+    CHECK(!vram_is_initialized());
 }
