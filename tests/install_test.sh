@@ -19,6 +19,10 @@ for f in include/vram.h lib/libvram.a lib/libvram.so lib/pkgconfig/vram.pc lib/c
   check "installed $f" test -e "$prefix/$f"
 done
 check "installed vram runs" "$prefix/bin/vram" ls
+if command -v python3 >/dev/null; then  # the Python package finds the libvram.so of its installation
+  check "installed python package imports" env -u VRAM_LIBRARY PYTHONPATH="$prefix/lib/python3/dist-packages" \
+    python3 -c 'import sys, vram; assert vram._lib.path.startswith(sys.argv[1]), vram._lib.path; print(vram.diagnose())' "$prefix"
+fi
 
 pc() { PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config "$@"; }
 if command -v pkg-config >/dev/null; then

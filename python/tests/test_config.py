@@ -1,0 +1,356 @@
+"""Tests of the vram Python package (vram.config and the top level) on the simulated GPU backend.
+
+libvram keeps global state (the configuration survives vram.shutdown(), and a started runtime
+freezes it), so every test runs in its own forked child process: the parent only imports the
+package, each child starts from a fresh library state with the environment its class asks for.
+
+Run: PYTHONPATH=python VRAM_LIBRARY=build/libvram.so python3 -m unittest discover -s python/tests -v
+"""
+import os
+import sys
+import traceback
+import unittest
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+
+import vram  # noqa: E402
+from vram import config  # noqa: E402
+
+MIB = 1 << 20
+GIB = 1 << 30
+_SKIP = b"SKIP:"
+
+
+def _run_in_child(test, env):
+    """Runs test() in a forked child with `env` as its vram environment; returns (exit ok, report)."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        code, report = 0, b""
+        try:
+            for key in [k for k in os.environ if k.startswith("VRAM_SIM") or k.startswith("VRAM_MEMORY")]:
+                del os.environ[key]
+            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
+            os.environ.update(env)
+            test()
+        except unittest.SkipTest as skip:
+            report = _SKIP + str(skip).encode()
+        except BaseException:  # noqa: B902 - everything goes back to the parent
+            code, report = 1, traceback.format_exc().encode()
+        os.write(write_end, report)
+        os._exit(code)
+    os.close(write_end)
+    chunks = iter(lambda: os.read(read_end, 65536), b"")
+    report = b"".join(chunks)
+    os.close(read_end)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status), report
+
+
+class IsolatedTestCase(unittest.TestCase):
+    """Runs each test_* method in its own process with ENV set (on the simulated backend by default)."""
+    ENV = {"VRAM_BACKEND": "sim", "VRAM_SIM_DEVICES": "2x16GiB"}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for name in [n for n in vars(cls) if n.startswith("test")]:
+            setattr(cls, name, cls._isolated(getattr(cls, name)))
+
+    @staticmethod
+    def _isolated(method):
+        def test(self):
+            code, report = _run_in_child(lambda: method(self), self.ENV)
+            if report.startswith(_SKIP):
+                self.skipTest(report[len(_SKIP):].decode())
+            if code != 0:
+                how = "killed by signal %d" % -code if code < 0 else "exit %d" % code
+                self.fail("in the child process (%s):\n%s" % (how, report.decode(errors="replace")))
+        test.__name__, test.__doc__ = method.__name__, method.__doc__
+        return test
+
+
+class TemplateTest(IsolatedTestCase):
+    """The tf.config template of issue 5, with the module name changed."""
+
+    def test_template(self):
+        gpus = vram.config.list_physical_devices('GPU')
+        vram.config.set_visible_devices(gpus[0], 'GPU')
+        vram.config.experimental.set_memory_growth(gpus[0], True)
+        vram.config.set_logical_device_configuration(
+            gpus[0], [vram.config.LogicalDeviceConfiguration(memory_limit=6144)])
+        self.assertFalse(vram.is_initialized())
+        self.assertEqual(vram.config.experimental.get_memory_info('GPU:0'), {'current': 0, 'peak': 0})
+        self.assertTrue(vram.is_initialized())
+        self.assertEqual(vram.config.list_logical_devices('GPU'), [config.LogicalDevice('/device:GPU:0', 'GPU')])
+        self.assertEqual(config.get_memory_info_full('GPU:0')['limit'], 6144 * MIB)
+
+    def test_two_logical_devices_on_one_card(self):
+        gpu = config.list_physical_devices('GPU')[1]
+        config.set_logical_device_configuration(
+            gpu, [config.LogicalDeviceConfiguration(1024), config.LogicalDeviceConfiguration(2048)])
+        names = [d.name for d in config.list_logical_devices()]
+        self.assertEqual(names, ['/device:GPU:0', '/device:GPU:1', '/device:GPU:2'])
+        self.assertEqual(config.get_memory_info_full('/device:GPU:2')['limit'], 2048 * MIB)
+
+
+class DevicesTest(IsolatedTestCase):
+    """Device objects, names and visibility."""
+
+    def test_physical_devices(self):
+        gpus = config.list_physical_devices()
+        self.assertEqual(gpus, [config.PhysicalDevice('/physical_device:GPU:0', 'GPU'),
+                                config.PhysicalDevice('/physical_device:GPU:1', 'GPU')])
+        self.assertEqual((gpus[0].name, gpus[0].device_type), ('/physical_device:GPU:0', 'GPU'))
+        self.assertEqual(config.list_physical_devices('GPU'), gpus)
+        self.assertEqual(config.list_physical_devices('CPU'), [])
+        self.assertFalse(vram.is_initialized())
+
+    def test_device_details(self):
+        details = config.experimental.get_device_details(config.list_physical_devices()[0])
+        self.assertEqual(details['compute_capability'], (9, 0))
+        self.assertEqual(details['total_bytes'], 16 * GIB)
+        self.assertTrue(details['uuid'].startswith('GPU-'))
+
+    def test_visible_devices(self):
+        gpus = config.list_physical_devices('GPU')
+        self.assertEqual(config.get_visible_devices(), gpus)
+        config.set_visible_devices([gpus[1]], 'GPU')
+        self.assertEqual(config.get_visible_devices('GPU'), [gpus[1]])
+        self.assertEqual(config.get_visible_devices('CPU'), [])
+        self.assertEqual(len(config.list_logical_devices()), 1)
+
+    def test_hide_all(self):
+        config.set_visible_devices([])
+        self.assertEqual(config.get_visible_devices(), [])
+
+    def test_cpu_visibility_is_a_no_op(self):
+        config.set_visible_devices([], 'CPU')
+        self.assertEqual(len(config.get_visible_devices()), 2)
+
+    def test_device_as_name_string_or_index(self):
+        config.experimental.set_memory_growth('/physical_device:GPU:1', True)
+        self.assertTrue(config.experimental.get_memory_growth(config.list_physical_devices()[1]))
+        config.experimental.set_memory_growth(0, False)
+        self.assertIs(config.experimental.get_memory_growth('GPU:0'), False)
+
+    def test_memory_info_device_forms(self):
+        logical = config.list_logical_devices()[1]
+        ptr = vram.malloc(4096, device=logical)
+        for device in ('GPU:1', '/device:GPU:1', logical, 1, '/job:localhost/replica:0/task:0/device:GPU:1'):
+            self.assertEqual(config.experimental.get_memory_info(device)['current'], 4096, device)
+        vram.free(ptr)
+
+
+class NoneUntilSetTest(IsolatedTestCase):
+    """Getters return None until their setter is called, as TensorFlow's."""
+
+    def test_memory_growth(self):
+        gpu = config.list_physical_devices()[0]
+        self.assertIsNone(config.experimental.get_memory_growth(gpu))
+        config.experimental.set_memory_growth(gpu, True)
+        self.assertIs(config.experimental.get_memory_growth(gpu), True)
+
+    def test_logical_device_configuration(self):
+        gpu = config.list_physical_devices()[0]
+        self.assertIsNone(config.get_logical_device_configuration(gpu))
+        configs = [config.LogicalDeviceConfiguration(memory_limit=512)] * 2
+        config.set_logical_device_configuration(gpu, configs)
+        self.assertEqual(config.get_logical_device_configuration(gpu), configs)
+        config.experimental.set_virtual_device_configuration(gpu, [])
+        self.assertIsNone(config.experimental.get_virtual_device_configuration(gpu))
+
+    def test_memory_limit(self):
+        gpu = config.list_physical_devices()[0]
+        self.assertIsNone(config.get_memory_limit(gpu))
+        config.set_memory_limit(gpu, '1.5GiB')
+        self.assertEqual(config.get_memory_limit(gpu), 3 * GIB // 2)
+        config.set_memory_limit(gpu, None)
+        self.assertIsNone(config.get_memory_limit(gpu))
+
+
+class ExceptionsTest(IsolatedTestCase):
+    """TensorFlow's exceptions and messages."""
+
+    def _started(self):
+        gpus = config.list_physical_devices()
+        config.list_logical_devices()
+        return gpus
+
+    def test_visible_after_start(self):
+        gpus = self._started()
+        config.set_visible_devices(gpus)  # the same list: a no-op
+        with self.assertRaises(RuntimeError) as caught:
+            config.set_visible_devices(gpus[0])
+        self.assertEqual(str(caught.exception), "Visible devices cannot be modified after being initialized")
+        self.assertEqual(caught.exception.status, "VRAM_ERR_ALREADY_INITIALIZED")
+
+    def test_growth_after_start(self):
+        gpu = self._started()[0]
+        with self.assertRaisesRegex(RuntimeError, "^Physical devices cannot be modified after being initialized$"):
+            config.experimental.set_memory_growth(gpu, True)
+
+    def test_logical_configuration_after_start(self):
+        gpu = self._started()[0]
+        config.set_logical_device_configuration(gpu, [])  # what is in force: a no-op
+        with self.assertRaisesRegex(RuntimeError, "^Virtual devices cannot be modified after being initialized$"):
+            config.set_logical_device_configuration(gpu, [config.LogicalDeviceConfiguration(memory_limit=100)])
+
+    def test_unrecognized_device(self):
+        ghost = config.PhysicalDevice('/physical_device:GPU:7', 'GPU')
+        message = "^Unrecognized device: PhysicalDevice\\(name='/physical_device:GPU:7', device_type='GPU'\\)$"
+        for call in (lambda: config.set_visible_devices(ghost),
+                     lambda: config.experimental.set_memory_growth(ghost, True),
+                     lambda: config.experimental.get_memory_growth(ghost),
+                     lambda: config.get_logical_device_configuration(ghost),
+                     lambda: config.set_memory_limit(ghost, 1 << 20)):
+            with self.assertRaisesRegex(ValueError, message):
+                call()
+        with self.assertRaisesRegex(ValueError, "^Unrecognized device: "):
+            config.set_visible_devices(config.list_physical_devices()[0], 'CPU')
+
+    def test_unrecognized_logical_device(self):
+        with self.assertRaisesRegex(ValueError, "^Unrecognized device: 5") as caught:
+            config.experimental.get_memory_info('GPU:5')
+        self.assertEqual(caught.exception.status, "VRAM_ERR_UNRECOGNIZED_DEVICE")
+        with self.assertRaisesRegex(ValueError, "^Unrecognized device: 'CPU:0'"):
+            config.experimental.get_memory_info('CPU:0')
+
+    def test_memory_limit_required(self):
+        gpu = config.list_physical_devices()[0]
+        with self.assertRaisesRegex(ValueError, "^Setting memory limit is required for GPU virtual devices$"):
+            config.set_logical_device_configuration(gpu, [config.LogicalDeviceConfiguration()])
+        with self.assertRaisesRegex(ValueError, "experimental_priority"):
+            config.set_logical_device_configuration(gpu, [config.LogicalDeviceConfiguration(10, 1)])
+
+    def test_conflicts_are_value_errors(self):
+        gpu = config.list_physical_devices()[0]
+        with self.assertRaises(ValueError) as caught:
+            config.set_memory_limit(gpu, '17GiB')
+        self.assertEqual(caught.exception.status, "VRAM_ERR_CONFLICT")
+        with self.assertRaises(ValueError):
+            config.set_logical_device_configuration(gpu, [config.LogicalDeviceConfiguration(20000)])
+
+    def test_out_of_memory(self):
+        config.set_memory_limit(0, '64MiB')
+        with self.assertRaises(vram.OutOfMemoryError) as caught:
+            vram.malloc('128MiB')
+        self.assertIsInstance(caught.exception, MemoryError)
+        self.assertIn("memory limit", str(caught.exception))
+        self.assertEqual(caught.exception.status, "VRAM_ERR_OUT_OF_MEMORY")
+        self.assertEqual(config.get_memory_info_full(0)['num_ooms'], 1)
+
+    def test_other_errors_are_vram_errors(self):
+        vram.init()
+        with self.assertRaises(vram.VramError) as caught:
+            vram.free(0x1000)
+        self.assertIsInstance(caught.exception, RuntimeError)
+        self.assertEqual(caught.exception.status, "VRAM_ERR_INVALID_POINTER")
+
+
+class NoGpuTest(IsolatedTestCase):
+    """No usable GPU: empty lists, as TensorFlow, and diagnose() says why."""
+    ENV = {"VRAM_BACKEND": "sim", "CUDA_VISIBLE_DEVICES": ""}
+
+    def test_empty_lists(self):
+        self.assertEqual(config.list_physical_devices('GPU'), [])
+        self.assertEqual(config.get_visible_devices(), [])
+        self.assertEqual(config.list_logical_devices(), [])
+        self.assertIn("CUDA_VISIBLE_DEVICES", vram.diagnose())
+        self.assertTrue(vram.diagnose().startswith("No GPU found: "))
+
+    def test_configuring_a_missing_gpu(self):
+        with self.assertRaisesRegex(ValueError, "^Unrecognized device: "):
+            config.experimental.set_memory_growth(config.PhysicalDevice('/physical_device:GPU:0', 'GPU'), True)
+
+
+class CudaBackendTest(IsolatedTestCase):
+    """The CUDA backend: on a machine without a GPU (or driver), [] and the reason."""
+    ENV = {"VRAM_BACKEND": "cuda"}
+
+    def test_no_gpu_or_listed(self):
+        gpus = config.list_physical_devices('GPU')
+        if gpus:
+            self.assertTrue(vram.diagnose().startswith("%d GPU" % len(gpus)))
+            raise unittest.SkipTest("this machine has a GPU: " + vram.diagnose())
+        self.assertTrue(vram.diagnose().startswith("No GPU found: "))
+        self.assertEqual(config.list_logical_devices(), [])
+
+
+class RuntimeTest(IsolatedTestCase):
+    """Life cycle, raw allocation, trim, memory info and sizes."""
+
+    def test_life_cycle(self):
+        self.assertFalse(vram.is_initialized())
+        vram.init()
+        vram.init()
+        self.assertTrue(vram.is_initialized())
+        vram.shutdown()
+        self.assertFalse(vram.is_initialized())
+        config.experimental.set_memory_growth(0, True)  # configuring again after shutdown
+
+    def test_shutdown_refused_while_live(self):
+        ptr = vram.malloc(1)
+        with self.assertRaises(ValueError):
+            vram.shutdown()
+        vram.free(ptr)
+        vram.shutdown()
+
+    def test_malloc_free(self):
+        ptr = vram.malloc(1000)
+        self.assertIsInstance(ptr, int)
+        self.assertEqual(ptr % 256, 0)
+        self.assertEqual(config.experimental.get_memory_info('GPU:0'), {'current': 1024, 'peak': 1024})
+        vram.free(ptr)
+        self.assertEqual(config.experimental.get_memory_info('GPU:0'), {'current': 0, 'peak': 1024})
+        config.experimental.reset_memory_stats('GPU:0')
+        self.assertEqual(config.experimental.get_memory_info('GPU:0')['peak'], 0)
+        self.assertEqual(vram.malloc(0), 0)
+        vram.free(0)
+        vram.free(None)
+
+    def test_double_free(self):
+        ptr = vram.malloc('1KiB', device='GPU:1')
+        vram.free(ptr)
+        with self.assertRaises(vram.VramError):
+            vram.free(ptr)
+
+    def test_trim(self):
+        config.experimental.set_memory_growth(0, True)
+        ptr = vram.malloc('32MiB')
+        vram.free(ptr)
+        before = config.get_memory_info_full(0)
+        self.assertGreater(before['reserved'], 0)
+        vram.trim(0)
+        after = config.get_memory_info_full('GPU:0')
+        self.assertEqual(after['reserved'], 0)
+        self.assertGreater(after['num_driver_frees'], before['num_driver_frees'])
+        config.trim('GPU:0', keep_bytes='1MiB')
+
+    def test_memory_info_full_keys(self):
+        info = config.get_memory_info_full(0)
+        self.assertEqual(list(info), ['current', 'peak', 'reserved', 'peak_reserved', 'limit', 'largest_free_block',
+                                      'num_allocs', 'num_frees', 'num_ooms', 'num_driver_allocs', 'num_driver_frees'])
+        self.assertEqual(list(config.experimental.get_memory_info(0)), ['current', 'peak'])
+        self.assertTrue(all(isinstance(v, int) for v in info.values()))
+
+    def test_sizes(self):
+        self.assertEqual(vram.parse_size('512'), 512)
+        self.assertEqual(vram.parse_size('4K'), 4096)
+        self.assertEqual(vram.parse_size('6GiB'), 6 * GIB)
+        self.assertEqual(vram.parse_size('1.5G'), 3 * GIB // 2)
+        self.assertEqual(vram.parse_size('2TB'), 2 << 40)
+        with self.assertRaises(ValueError):
+            vram.parse_size('lots')
+        with self.assertRaises(ValueError):
+            config.set_memory_limit(0, -1)
+        with self.assertRaises(ValueError):
+            config.set_memory_limit(0, 1.5)
+
+    def test_version_and_diagnose(self):
+        self.assertRegex(vram.__version__, r"^\d+\.\d+\.\d+$")
+        self.assertTrue(vram.diagnose().startswith("2 GPUs: /physical_device:GPU:0 "), vram.diagnose())
+
+
+if __name__ == "__main__":
+    unittest.main()

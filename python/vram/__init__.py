@@ -1,0 +1,25 @@
+"""vram: GPU memory with TensorFlow tf.config's configuration model, from Python.
+
+A ctypes binding over libvram.so (standard library only). ``vram.config`` mirrors ``tf.config``;
+the top level has the runtime's life cycle, raw allocation and diagnosis:
+
+    import vram
+    print(vram.diagnose())                    # why there is no GPU, or the GPUs on one line
+    gpus = vram.config.list_physical_devices('GPU')
+    ptr = vram.malloc('256MiB')               # an int address on logical GPU 0
+    vram.free(ptr)
+
+Errors are TensorFlow's exceptions with vram's messages: RuntimeError for a configuration change
+after the start, ValueError for unrecognized devices and bad arguments, vram.OutOfMemoryError
+(a MemoryError) when an allocation does not fit, vram.VramError for the rest.
+"""
+from . import config
+from ._core import diagnose, free, init, is_initialized, malloc, parse_size, shutdown, trim, version
+from ._errors import OutOfMemoryError, VramError
+
+__version__ = version()
+
+__all__ = [
+    "config", "diagnose", "free", "init", "is_initialized", "malloc", "parse_size", "shutdown", "trim",
+    "OutOfMemoryError", "VramError", "__version__",
+]

@@ -1,0 +1,169 @@
+"""Finds and loads libvram.so and declares the C functions the package calls.
+
+The library is looked for, in order:
+
+1. the path in the environment variable ``VRAM_LIBRARY``;
+2. next to the installed package: the package's own folder, then the library folder that
+   ``cmake --install`` put libvram.so in (recorded in ``vram/_installed.py`` at install time);
+3. the build tree of a source checkout: ``build/libvram.so`` at the repository root;
+4. ``ctypes.util.find_library("vram")`` (the system's library path).
+
+Every structure mirrors its C declaration in include/vram.h field by field, and every function
+used has its argtypes and restype declared, so no call goes through ctypes' int defaults.
+"""
+import ctypes
+import ctypes.util
+import os
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_NAMES = ("libvram.so", "libvram.so.0")
+
+# vram_status values, in the order of the C enum.
+STATUS_NAMES = (
+    "VRAM_OK",
+    "VRAM_ERR_INVALID_ARGUMENT",
+    "VRAM_ERR_UNRECOGNIZED_DEVICE",
+    "VRAM_ERR_ALREADY_INITIALIZED",
+    "VRAM_ERR_CONFLICT",
+    "VRAM_ERR_OUT_OF_MEMORY",
+    "VRAM_ERR_INVALID_POINTER",
+    "VRAM_ERR_NO_DEVICE",
+    "VRAM_ERR_DRIVER",
+    "VRAM_ERR_UNSUPPORTED",
+    "VRAM_ERR_INTERNAL",
+)
+OK = 0
+ERR_NO_DEVICE = STATUS_NAMES.index("VRAM_ERR_NO_DEVICE")
+
+
+class PhysicalDeviceStruct(ctypes.Structure):
+    """vram_physical_device."""
+    _fields_ = [
+        ("index", ctypes.c_int),
+        ("name", ctypes.c_char * 64),
+        ("product", ctypes.c_char * 128),
+        ("uuid", ctypes.c_char * 48),
+        ("pci_bus_id", ctypes.c_char * 32),
+        ("total_bytes", ctypes.c_size_t),
+        ("compute_major", ctypes.c_int),
+        ("compute_minor", ctypes.c_int),
+    ]
+
+
+class LogicalDeviceConfigurationStruct(ctypes.Structure):
+    """vram_logical_device_configuration."""
+    _fields_ = [("memory_limit_mb", ctypes.c_size_t)]
+
+
+class LogicalDeviceStruct(ctypes.Structure):
+    """vram_logical_device."""
+    _fields_ = [
+        ("index", ctypes.c_int),
+        ("physical_index", ctypes.c_int),
+        ("name", ctypes.c_char * 64),
+        ("memory_limit_bytes", ctypes.c_size_t),
+    ]
+
+
+class MemoryInfoStruct(ctypes.Structure):
+    """vram_memory_info."""
+    _fields_ = [
+        ("current", ctypes.c_size_t),
+        ("peak", ctypes.c_size_t),
+        ("reserved", ctypes.c_size_t),
+        ("peak_reserved", ctypes.c_size_t),
+        ("limit", ctypes.c_size_t),
+        ("largest_free_block", ctypes.c_size_t),
+        ("num_allocs", ctypes.c_uint64),
+        ("num_frees", ctypes.c_uint64),
+        ("num_ooms", ctypes.c_uint64),
+        ("num_driver_allocs", ctypes.c_uint64),
+        ("num_driver_frees", ctypes.c_uint64),
+    ]
+
+
+_int_p = ctypes.POINTER(ctypes.c_int)
+_size_p = ctypes.POINTER(ctypes.c_size_t)
+
+# name: (restype, argtypes)
+_SIGNATURES = {
+    "vram_version_string": (ctypes.c_char_p, []),
+    "vram_status_name": (ctypes.c_char_p, [ctypes.c_int]),
+    "vram_last_error": (ctypes.c_char_p, []),
+    "vram_list_physical_devices": (ctypes.c_int, [ctypes.POINTER(PhysicalDeviceStruct), ctypes.c_int, _int_p]),
+    "vram_set_visible_devices": (ctypes.c_int, [_int_p, ctypes.c_int]),
+    "vram_get_visible_devices": (ctypes.c_int, [_int_p, ctypes.c_int, _int_p]),
+    "vram_set_memory_growth": (ctypes.c_int, [ctypes.c_int, ctypes.c_int]),
+    "vram_get_memory_growth": (ctypes.c_int, [ctypes.c_int, _int_p]),
+    "vram_set_memory_limit": (ctypes.c_int, [ctypes.c_int, ctypes.c_size_t]),
+    "vram_get_memory_limit": (ctypes.c_int, [ctypes.c_int, _size_p]),
+    "vram_set_logical_device_configuration": (
+        ctypes.c_int, [ctypes.c_int, ctypes.POINTER(LogicalDeviceConfigurationStruct), ctypes.c_int]),
+    "vram_get_logical_device_configuration": (
+        ctypes.c_int, [ctypes.c_int, ctypes.POINTER(LogicalDeviceConfigurationStruct), ctypes.c_int, _int_p]),
+    "vram_list_logical_devices": (ctypes.c_int, [ctypes.POINTER(LogicalDeviceStruct), ctypes.c_int, _int_p]),
+    "vram_init": (ctypes.c_int, []),
+    "vram_is_initialized": (ctypes.c_int, []),
+    "vram_shutdown": (ctypes.c_int, []),
+    "vram_malloc": (ctypes.c_int, [ctypes.POINTER(ctypes.c_void_p), ctypes.c_size_t, ctypes.c_int]),
+    "vram_free": (ctypes.c_int, [ctypes.c_void_p]),
+    "vram_trim": (ctypes.c_int, [ctypes.c_int, ctypes.c_size_t]),
+    "vram_get_memory_info": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(MemoryInfoStruct)]),
+    "vram_reset_memory_stats": (ctypes.c_int, [ctypes.c_int]),
+    "vram_parse_size": (ctypes.c_int, [ctypes.c_char_p, _size_p]),
+}
+
+
+def _installed_dirs():
+    """The library folder recorded by `cmake --install`, if this is an installed package."""
+    try:
+        from . import _installed  # written by CMake at install time only
+    except ImportError:
+        return []
+    return [os.path.normpath(os.path.join(_HERE, _installed.LIBDIR_FROM_PACKAGE))]
+
+
+def _candidates():
+    """Paths to try, in order of preference."""
+    env = os.environ.get("VRAM_LIBRARY")
+    if env:
+        return [env]
+    build = os.path.join(_HERE, os.pardir, os.pardir, "build")
+    dirs = [_HERE] + _installed_dirs() + [build]
+    paths = [os.path.normpath(os.path.join(d, n)) for d in dirs for n in _NAMES]
+    found = ctypes.util.find_library("vram")
+    return paths + ([found] if found else [])
+
+
+def _open():
+    """Loads the first candidate that exists (VRAM_LIBRARY is loaded as given)."""
+    candidates = _candidates()
+    forced = bool(os.environ.get("VRAM_LIBRARY"))
+    for path in candidates:
+        if forced or os.path.exists(path) or os.sep not in path:
+            return ctypes.CDLL(path), path
+    raise ImportError("vram: libvram.so not found; looked at " + ", ".join(candidates) +
+                      ". Build it (cmake -S . -B build && cmake --build build) or set VRAM_LIBRARY "
+                      "to its path.")
+
+
+def _declare(lib):
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        fn = getattr(lib, name)
+        fn.restype = restype
+        fn.argtypes = argtypes
+
+
+lib, path = _open()
+_declare(lib)
+
+
+def last_error():
+    """The calling thread's message for its last failed call."""
+    message = lib.vram_last_error()
+    return message.decode("utf-8", "replace") if message else ""
+
+
+def status_name(status):
+    """'VRAM_ERR_OUT_OF_MEMORY' for a vram_status value."""
+    return lib.vram_status_name(status).decode("ascii")
