@@ -125,6 +125,10 @@ typedef struct vram_logical_device {
 
 /* Starts the runtime. */
 VRAM_API vram_status vram_list_logical_devices(vram_logical_device *out, int capacity, int *count);
+/* The first logical device on physical device `physical_index` (a CUDA device ordinal): what
+ * serves a framework's "cuda:N". VRAM_ERR_UNRECOGNIZED_DEVICE when the card is hidden or absent.
+ * Starts the runtime. */
+VRAM_API vram_status vram_logical_device_of(int physical_index, int *logical_device);
 
 /* ---- runtime -------------------------------------------------------------------------------- */
 
@@ -174,6 +178,15 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *                           reserved memory (leaner, but more driver calls in steady state); default false
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
+
+/* ---- framework plug-ins ---------------------------------------------------------------------- */
+
+/* PyTorch's CUDAPluggableAllocator signatures (ptrdiff_t is ssize_t here): allocate `size` bytes
+ * for CUDA device `device` (the physical index; the first logical device on that card serves it),
+ * stream-ordered on `stream`; NULL on failure, with vram_last_error() saying why. The free is
+ * stream-ordered on `stream` too. Python: vram.torch.install(). */
+VRAM_API void *vram_plugin_alloc(ptrdiff_t size, int device, void *stream);
+VRAM_API void  vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *stream);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 

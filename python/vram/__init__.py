@@ -14,12 +14,13 @@ after the start, ValueError for unrecognized devices and bad arguments, vram.Out
 (a MemoryError) when an allocation does not fit, vram.VramError for the rest.
 """
 from . import config
+from . import cupy, torch  # noqa: F401  (vram.torch.install(), vram.cupy.install(); import nothing heavy)
 from ._core import diagnose, free, init, is_initialized, malloc, parse_size, shutdown, trim, version
 from ._errors import OutOfMemoryError, VramError
 
 __version__ = version()
 
 __all__ = [
-    "config", "diagnose", "free", "init", "is_initialized", "malloc", "parse_size", "shutdown", "trim",
+    "config", "cupy", "torch", "diagnose", "free", "init", "is_initialized", "malloc", "parse_size", "shutdown", "trim",
     "OutOfMemoryError", "VramError", "__version__",
 ]

@@ -75,6 +75,13 @@ def logical_index(device):
     return int(match.group(1))
 
 
+def logical_for_physical(device):
+    """The first logical GPU on physical card `device` (a CUDA device ordinal); starts the runtime."""
+    logical = ctypes.c_int(-1)
+    check(lib.vram_logical_device_of(device, ctypes.byref(logical)))
+    return logical.value
+
+
 # ---- life cycle ------------------------------------------------------------------------------
 
 def init():

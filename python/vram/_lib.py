@@ -102,6 +102,7 @@ _SIGNATURES = {
     "vram_get_logical_device_configuration": (
         ctypes.c_int, [ctypes.c_int, ctypes.POINTER(LogicalDeviceConfigurationStruct), ctypes.c_int, _int_p]),
     "vram_list_logical_devices": (ctypes.c_int, [ctypes.POINTER(LogicalDeviceStruct), ctypes.c_int, _int_p]),
+    "vram_logical_device_of": (ctypes.c_int, [ctypes.c_int, _int_p]),
     "vram_init": (ctypes.c_int, []),
     "vram_is_initialized": (ctypes.c_int, []),
     "vram_shutdown": (ctypes.c_int, []),

@@ -239,6 +239,25 @@ vram_status vram_set_alloc_conf(const char *conf) {
     return unlock_with(VRAM_OK);
 }
 
+vram_status vram_logical_device_of(int physical_index, int *logical_device) {
+    if (logical_device == NULL) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_logical_device_of: logical_device is NULL");
+    }
+    vram_status s = vram__rt_enter_started();
+    if (s != VRAM_OK) return s;
+    s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (no visible logical device on that "
+                   "physical device)", physical_index);
+    for (int k = 0; k < rt.nlogical; k++) {
+        if (rt.logical[k].info.physical_index == physical_index) {
+            *logical_device = k;
+            s = VRAM_OK;
+            break;
+        }
+    }
+    vram__rt_leave();
+    return s;
+}
+
 /* ---- start and shutdown ---------------------------------------------------------------------- */
 
 vram_status vram_init(void) {

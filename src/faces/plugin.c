@@ -1,0 +1,21 @@
+/*
+ * plugin.c: allocator entry points with the signatures frameworks load by name (PyTorch's
+ * CUDAPluggableAllocator: `void *alloc(ssize_t size, int device, cudaStream_t stream)` and
+ * `void free(void *ptr, ssize_t size, int device, cudaStream_t stream)`). A face over the public
+ * API only: the CUDA device ordinal is the physical index, served by the first logical device on
+ * that card, stream-ordered on the caller's stream.
+ */
+#include "vram.h"
+
+void *vram_plugin_alloc(ptrdiff_t size, int device, void *stream) {
+    void *ptr = NULL;
+    int logical = -1;
+    if (size < 0 || vram_logical_device_of(device, &logical) != VRAM_OK) return NULL;
+    return vram_malloc_async(&ptr, (size_t)size, logical, stream) == VRAM_OK ? ptr : NULL;
+}
+
+void vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *stream) {
+    (void)size;
+    (void)device;
+    vram_free_async(ptr, stream);
+}
