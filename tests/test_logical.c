@@ -181,3 +181,43 @@ TEST(logical_devices_are_independent_pools) {
     CHECK_OK(vram_free(p));
     CHECK_ALL();
 }
+
+/* What serves a framework's "cuda:N": the first logical device on physical card N. */
+TEST(logical_device_of_physical_card) {
+    use_sim("3x16GiB");
+    vram_logical_device_configuration two[2] = {{1024}, {2048}};
+    CHECK_OK(vram_set_logical_device_configuration(1, two, 2));
+    int hide0[2] = {1, 2};
+    CHECK_OK(vram_set_visible_devices(hide0, 2));
+    int logical = -1;
+    CHECK_OK(vram_logical_device_of(1, &logical));
+    CHECK_INT(logical, ==, 0);
+    CHECK_OK(vram_logical_device_of(2, &logical));
+    CHECK_INT(logical, ==, 2);
+    CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_logical_device_of(0, &logical));   /* hidden */
+    CHECK(strstr(vram_last_error(), "Unrecognized device: 0") != NULL);
+    CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_logical_device_of(7, &logical));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_logical_device_of(1, NULL));
+}
+
+/* PyTorch's pluggable-allocator entry points: stream-ordered, on the card's first logical device. */
+TEST(logical_plugin_alloc_and_free) {
+    use_sim("2x16GiB");
+    CHECK_OK(vram_set_memory_growth(1, 1));
+    void *stream = (void *)0x10;
+    void *p = vram_plugin_alloc(3 * MiB, 1, stream);
+    CHECK(p != NULL);
+    CHECK_SIZE(INFO(1).current, ==, 3 * MiB);
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    vram_plugin_free(p, 3 * MiB, 1, stream);
+    CHECK_SIZE(INFO(1).current, ==, 0);
+    void *q = vram_plugin_alloc(3 * MiB, 1, stream);      /* same stream: reused at once */
+    CHECK(q == p);
+    vram_plugin_free(q, 3 * MiB, 1, stream);
+    CHECK(vram_plugin_alloc(1 * MiB, 5, stream) == NULL);  /* no such card: NULL, and why */
+    CHECK(strstr(vram_last_error(), "Unrecognized device: 5") != NULL);
+    CHECK(vram_plugin_alloc(64 * GiB, 0, stream) == NULL); /* too large: NULL, and why */
+    CHECK(strstr(vram_last_error(), "out of memory") != NULL);
+    CHECK(vram_plugin_alloc(-1, 0, stream) == NULL);
+    CHECK_ALL();
+}
