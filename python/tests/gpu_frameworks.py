@@ -1,0 +1,64 @@
+"""vram as PyTorch's and CuPy's allocator, on a GPU machine with both installed.
+
+Run from the repository root after building: `VRAM_LIBRARY=build/libvram.so python3
+python/tests/gpu_frameworks.py`. Not part of the unittest suite (CI has no GPU and no PyTorch).
+Exits non-zero on the first failed check.
+"""
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+
+import vram  # noqa: E402
+
+GiB = 1 << 30
+
+
+def check(condition, what):
+    print(("ok     " if condition else "FAILED ") + what, flush=True)
+    if not condition:
+        sys.exit(1)
+
+
+def main():
+    import torch
+    gpus = vram.config.list_physical_devices("GPU")
+    check(len(gpus) >= 1, "a GPU is listed: %s" % (gpus,))
+    vram.config.experimental.set_memory_growth(gpus[0], True)
+    vram.config.set_memory_limit(gpus[0], "8GiB")
+    vram.torch.install()
+
+    model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).cuda()
+    opt = torch.optim.AdamW(model.parameters())
+    for _ in range(5):
+        x = torch.randn(512, 4096, device="cuda")
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+    torch.cuda.synchronize()
+    check(torch.isfinite(loss).item(), "five AdamW steps of an MLP train on vram's memory")
+    info = vram.torch.memory_info(0)
+    print("       vram memory info:", info)
+    check(info["current"] > 0 and info["reserved"] <= 8 * GiB and info["limit"] == 8 * GiB,
+          "PyTorch's tensors are vram's blocks, within the 8 GiB limit")
+    try:
+        torch.empty(9 * GiB, dtype=torch.uint8, device="cuda")
+        check(False, "a 9 GiB tensor under an 8 GiB limit fails")
+    except torch.OutOfMemoryError:
+        check("limit" in vram.torch.last_error(), "a 9 GiB tensor fails with torch.OutOfMemoryError; vram says: "
+              + vram.torch.last_error()[:160])
+
+    import cupy
+    vram.cupy.install()
+    before = vram.torch.memory_info(0)["current"]
+    a = cupy.ones(10 ** 7, dtype=cupy.float32)
+    check(float(a.sum()) == 1e7, "CuPy computes on vram's memory")
+    check(vram.torch.memory_info(0)["current"] >= before + 4 * 10 ** 7, "CuPy's array is a vram block")
+    del a
+    check(vram.torch.memory_info(0)["current"] <= before + 4096, "dropping the array frees the block")
+    print("0 failed", flush=True)
+
+
+if __name__ == "__main__":
+    main()
