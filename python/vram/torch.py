@@ -7,8 +7,11 @@
 PyTorch's CUDAPluggableAllocator loads libvram.so's vram_plugin_alloc / vram_plugin_free, which take
 PyTorch's (size, device, stream) arguments and allocate stream-ordered on the caller's stream. vram's
 configuration (vram.config: visibility, growth, limits, logical devices) applies as it does to C
-programs; configure before the first allocation. An allocation vram cannot serve makes PyTorch raise
-its usual torch.OutOfMemoryError; vram.torch.last_error() says why.
+programs; configure before the first allocation.
+
+Known limitation: when vram cannot serve a request (a limit, a full card) it returns NULL, and
+PyTorch 2.11's pluggable-allocator path does not raise torch.OutOfMemoryError for it: the tensor
+comes back with a null data pointer (check `tensor.data_ptr()`; vram.torch.last_error() says why).
 """
 from . import _core, _lib
 
