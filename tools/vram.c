@@ -1,5 +1,5 @@
 /*
- * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `--help`, `--version`.
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `--help`, `--version`.
  *
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument). Everything goes through the public
@@ -16,6 +16,7 @@
 #include <vram.h>
 
 #include "replay.h"
+#include "run.h"
 
 /* The help: usage_head, the policy table (from replay.c), usage_tail. */
 static const char usage_head[] =
@@ -57,6 +58,21 @@ static const char usage_tail[] =
     "      1.25 x N threads x the trace's peak live bytes + 4 GiB (said on stderr).\n"
     "      Exits 0 when the replay ran, even if allocations failed; 1 on errors.\n"
     "\n"
+    "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]\n"
+    "      Run an unmodified CUDA program (PyTorch, JAX, any binary) with libvram_preload.so\n"
+    "      (LD_PRELOAD; found next to vram or in ../lib), which caps the device memory it takes:\n"
+    "      an allocation past the limit fails with CUDA_ERROR_OUT_OF_MEMORY (the program's usual\n"
+    "      out-of-memory error) and cuMemGetInfo / cuDeviceTotalMem report the limit as the total.\n"
+    "      --devices LIST  CUDA_VISIBLE_DEVICES=LIST (indices or UUIDs; renumbered from 0)\n"
+    "      --growth        take memory on demand (VRAM_GROWTH=1). Without it VRAM_GROWTH=0, but\n"
+    "                      preallocation is not implemented yet: memory is taken on demand (a note\n"
+    "                      says so)\n"
+    "      --limit SIZE    cap every visible device at SIZE (VRAM_LIMIT, in bytes)\n"
+    "      --fraction F    cap each visible device at F x its memory, 0 < F <= 1 (VRAM_LIMIT_<i>;\n"
+    "                      with --limit the smaller wins)\n"
+    "      --log           VRAM_LOG=1: say on stderr when the vram limit refused an allocation\n"
+    "      The process becomes CMD (its exit status is CMD's); 126/127 when CMD cannot be run.\n"
+    "\n"
     "Options:\n"
     "  -h, --help        show this help (also after a command)\n"
     "  -V, --version     print the library version\n"
@@ -74,7 +90,12 @@ static const char usage_tail[] =
     "                                   hold_peak:true|false\n"
     "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
     "\n"
-    "Exit status: 0 success, 1 error, 2 usage error.\n";
+    "Environment of a program under `vram run` (read by libvram_preload.so):\n"
+    "  VRAM_LIMIT=BYTES                 cap every device; VRAM_LIMIT_<i>=BYTES caps device <i> (wins)\n"
+    "  VRAM_GROWTH=0|1                  1: memory on demand (0 is not implemented yet: same as 1)\n"
+    "  VRAM_LOG=1                       one line on stderr for each allocation the limit refused\n"
+    "\n"
+    "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status).\n";
 
 static void print_usage(FILE *f) {
     fputs(usage_head, f);
@@ -294,6 +315,11 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "ls") == 0) return cmd_ls(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "run") == 0) {
+        int rc = run_main(argc - 1, argv + 1);
+        if (rc == -1) { print_usage(stdout); return 0; }
+        return rc;
+    }
     if (cmd[0] == '-') return usage_error("unknown option '%s'", cmd);
     return usage_error("unknown command '%s'", cmd);
 }

@@ -1,0 +1,628 @@
+/*
+ * preload.c: libvram_preload.so, loaded with LD_PRELOAD by `vram run`. It caps the device memory an
+ * unmodified CUDA program takes, by interposing on the CUDA driver API.
+ *
+ * How calls reach it
+ *   - Programs linked against libcuda bind to the exported symbols below (LD_PRELOAD puts this
+ *     library first in the global lookup scope).
+ *   - Programs that dlopen("libcuda.so.1") and dlsym the driver's symbols (the CUDA runtime, JAX,
+ *     PyTorch's lazy loading) go through the exported dlsym: for an interposed name that resolves,
+ *     it returns this library's version; everything else is forwarded to the real dlsym as a tail
+ *     call, so that RTLD_NEXT keeps meaning "after the caller" (the build compiles this file with
+ *     -O2 for that; tests/shim checks it).
+ *   - Entry points obtained through cuGetProcAddress (v1 and _v2; the CUDA runtime of CUDA 12/13
+ *     gets all its driver functions that way) are replaced by this library's versions for the
+ *     interposed names, including cuGetProcAddress itself and the per-thread-stream (_ptsz)
+ *     variants of the stream-ordered calls.
+ *   The real functions come from dlopen("libcuda.so.1") (the already loaded driver, found by its
+ *   soname) and the real dlsym (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), else "GLIBC_2.2.5").
+ *
+ * Accounting
+ *   Per device (the current context's device, cuCtxGetDevice; for cuMemCreate the device named in
+ *   its properties), bytes in use = the sum of the sizes of live allocations made through the
+ *   interposed calls: cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged (counted on
+ *   the current device although managed memory may migrate), cuMemCreate, cuMemAllocAsync,
+ *   cuMemAllocFromPoolAsync. A hash table maps each live pointer (or VMM handle) to its size and
+ *   device. Frees (cuMemFree, cuMemRelease, cuMemFreeAsync) subtract at the call: a stream-ordered
+ *   free gives its bytes back when it is enqueued, not when the GPU reaches it, and memory a CUDA
+ *   memory pool caches beyond live allocations (its release threshold) is not counted.
+ *   An allocation is reserved against the limit before the driver is called (so concurrent threads
+ *   cannot together pass the limit) and settled afterwards. One mutex guards the counters and table.
+ *
+ * Limits (environment, read at the first interposed call)
+ *   VRAM_LIMIT=BYTES every device; VRAM_LIMIT_<i>=BYTES device <i> as the program numbers it (after
+ *   CUDA_VISIBLE_DEVICES), winning over VRAM_LIMIT. An allocation that would pass the limit fails
+ *   with CUDA_ERROR_OUT_OF_MEMORY, the program's normal error path; with VRAM_LOG=1 one line on
+ *   stderr says the vram limit was the cause, with the numbers. cuMemGetInfo reports total = the
+ *   limit and free = limit - in use (0 when in use exceeds the limit, never an unsigned wrap; never
+ *   more than the driver's own free), cuDeviceTotalMem the limit (at most the card's memory).
+ *   VRAM_GROWTH=0 (preallocation) is not implemented yet: memory is always taken on demand.
+ *
+ * Not covered yet: the legacy v1 entry points (32-bit sizes, CUDA < 3.2), dlvsym lookups of driver
+ * symbols, NVML, a ledger shared between processes.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cuda_driver.h"
+
+#define SHIM_MAX_DEVICES 64
+
+/* ---- the real functions ---------------------------------------------------------------------- */
+
+typedef void *(*shim_dlsym_fn)(void *handle, const char *symbol);
+
+/* Every exported (interposed) driver symbol, with its base name for cuGetProcAddress, the CUDA
+ * version from which cuGetProcAddress returns it and whether it is the per-thread-stream variant. */
+#define SHIM_HOOKS(X)                                                              \
+    X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0)                                        \
+    X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0)                              \
+    X(cuMemAllocManaged, "cuMemAllocManaged", 0, 0)                                \
+    X(cuMemFree_v2, "cuMemFree", 3020, 0)                                          \
+    X(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0)                                    \
+    X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0)                            \
+    X(cuMemCreate, "cuMemCreate", 0, 0)                                            \
+    X(cuMemRelease, "cuMemRelease", 0, 0)                                          \
+    X(cuMemAllocAsync, "cuMemAllocAsync", 0, 0)                                    \
+    X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 0, 1)                               \
+    X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 0, 0)                    \
+    X(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 0, 1)               \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 0, 0)                                      \
+    X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 0, 1)                                 \
+    X(cuGetProcAddress, "cuGetProcAddress", 0, 0)                                  \
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0)
+
+enum {
+#define X(sym, base, ver, ptsz) SHIM_HOOK_##sym,
+    SHIM_HOOKS(X)
+#undef X
+    SHIM_NUM_HOOKS
+};
+
+typedef struct shim_hook {
+    const char *symbol;   /* exported name, "cuMemAlloc_v2" */
+    const char *base;     /* name given to cuGetProcAddress, "cuMemAlloc" */
+    int         min_version;
+    int         ptsz;
+    void       *wrapper;  /* this library's function */
+} shim_hook;
+
+static const shim_hook shim_hooks[SHIM_NUM_HOOKS] = {
+#define X(sym, base, ver, ptsz) { #sym, base, ver, ptsz, (void *)sym },
+    SHIM_HOOKS(X)
+#undef X
+};
+
+typedef struct shim_real {
+    void *lib;                              /* libcuda.so.1, or NULL when it cannot be loaded */
+    void *fn[SHIM_NUM_HOOKS];               /* the driver's own versions, by SHIM_HOOK_* */
+    pfn_cuCtxGetDevice cuCtxGetDevice;
+} shim_real;
+
+/* ---- state ----------------------------------------------------------------------------------- */
+
+enum { SHIM_KIND_PTR = 1, SHIM_KIND_HANDLE = 2 };
+
+typedef struct shim_entry {
+    unsigned long long key;   /* device pointer or VMM handle */
+    size_t size;
+    int dev;
+    int kind;                 /* 0: empty slot */
+} shim_entry;
+
+enum { SHIM_LIMIT_NONE = 0, SHIM_LIMIT_ALL = 1, SHIM_LIMIT_DEVICE = 2 };
+
+typedef struct shim_state {
+    pthread_mutex_t mu;                      /* guards used and the table */
+    size_t used[SHIM_MAX_DEVICES];           /* bytes in use (reserved included) per device */
+    size_t limit[SHIM_MAX_DEVICES];          /* 0: none; set once, at the first interposed call */
+    int limit_src[SHIM_MAX_DEVICES];         /* SHIM_LIMIT_*; set once */
+    int log;                                 /* VRAM_LOG=1; set once */
+    shim_entry *table;                       /* open addressing, linear probing */
+    size_t cap, count;                       /* cap is a power of two */
+    shim_real real;
+} shim_state;
+
+static shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static pthread_once_t shim_dl_once = PTHREAD_ONCE_INIT;
+static pthread_once_t shim_cuda_once = PTHREAD_ONCE_INIT;
+static shim_dlsym_fn shim_real_dlsym_fn;
+
+/* ---- the real dlsym and the driver ------------------------------------------------------------- */
+
+static void shim_dl_init(void) {
+    void *f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!f) f = dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    shim_real_dlsym_fn = (shim_dlsym_fn)f;
+}
+
+static shim_dlsym_fn shim_real_dlsym(void) {
+    pthread_once(&shim_dl_once, shim_dl_init);
+    return shim_real_dlsym_fn;
+}
+
+static void shim_fmt_bytes(char *buf, size_t len, size_t bytes) {
+    double b = (double)bytes;
+    if (bytes >= (1ull << 30)) snprintf(buf, len, "%.2f GiB", b / (double)(1ull << 30));
+    else if (bytes >= (1ull << 20)) snprintf(buf, len, "%.2f MiB", b / (double)(1ull << 20));
+    else snprintf(buf, len, "%zu bytes", bytes);
+}
+
+/* A whole number of bytes, digits only; 0 on success. */
+static int shim_parse_bytes(const char *s, size_t *out) {
+    size_t v = 0;
+    if (!s || !*s) return -1;
+    for (; *s; s++) {
+        if (*s < '0' || *s > '9') return -1;
+        size_t d = (size_t)(*s - '0');
+        if (v > (SIZE_MAX - d) / 10) return -1;
+        v = v * 10 + d;
+    }
+    *out = v;
+    return 0;
+}
+
+static void shim_read_limit(const char *name, int dev, int src) {
+    const char *v = getenv(name);
+    size_t bytes = 0;
+    if (!v) return;
+    if (shim_parse_bytes(v, &bytes) != 0) {
+        fprintf(stderr, "vram: %s='%s' is not a number of bytes; ignored\n", name, v);
+        return;
+    }
+    for (int d = (dev < 0 ? 0 : dev); d < (dev < 0 ? SHIM_MAX_DEVICES : dev + 1); d++) {
+        if (src == SHIM_LIMIT_ALL && g.limit_src[d] == SHIM_LIMIT_DEVICE) continue;
+        g.limit[d] = bytes;
+        g.limit_src[d] = bytes ? src : SHIM_LIMIT_NONE;
+    }
+}
+
+static void shim_cuda_init(void) {
+    shim_dlsym_fn real_dlsym = shim_real_dlsym();
+    const char *log = getenv("VRAM_LOG");
+    g.log = log && strcmp(log, "1") == 0;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        char name[32];
+        snprintf(name, sizeof name, "VRAM_LIMIT_%d", d);
+        shim_read_limit(name, d, SHIM_LIMIT_DEVICE);
+    }
+    shim_read_limit("VRAM_LIMIT", -1, SHIM_LIMIT_ALL);
+    g.real.lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (g.real.lib && real_dlsym) {
+        for (int i = 0; i < SHIM_NUM_HOOKS; i++) g.real.fn[i] = real_dlsym(g.real.lib, shim_hooks[i].symbol);
+        g.real.cuCtxGetDevice = (pfn_cuCtxGetDevice)real_dlsym(g.real.lib, "cuCtxGetDevice");
+    }
+    if (g.log) {
+        char all[32] = "none";
+        const char *growth = getenv("VRAM_GROWTH");
+        int per_device = 0;
+        for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+            if (g.limit_src[d] == SHIM_LIMIT_ALL) shim_fmt_bytes(all, sizeof all, g.limit[d]);
+            per_device += g.limit_src[d] == SHIM_LIMIT_DEVICE;
+        }
+        fprintf(stderr, "vram: preload active in pid %ld: VRAM_LIMIT %s, %d device limit(s) from "
+                "VRAM_LIMIT_<i>%s\n", (long)getpid(), all, per_device,
+                g.real.lib ? "" : "; libcuda.so.1 could not be loaded");
+        if (growth && strcmp(growth, "0") == 0)
+            fputs("vram: preallocation (VRAM_GROWTH=0) is not implemented in the preload library yet; "
+                  "memory is taken on demand\n", stderr);
+    }
+}
+
+/* The driver's own function for hook `i`, or NULL. */
+static void *shim_real_fn(int i) {
+    pthread_once(&shim_cuda_once, shim_cuda_init);
+    return g.real.fn[i];
+}
+
+#define SHIM_REAL(sym) ((pfn_##sym)shim_real_fn(SHIM_HOOK_##sym))
+
+/* The device of the calling thread's current context, or -1 (no context, or beyond the table). */
+static int shim_current_device(void) {
+    CUdevice dev = -1;
+    pthread_once(&shim_cuda_once, shim_cuda_init);
+    if (!g.real.cuCtxGetDevice || g.real.cuCtxGetDevice(&dev) != CUDA_SUCCESS) return -1;
+    return dev >= 0 && dev < SHIM_MAX_DEVICES ? dev : -1;
+}
+
+/* ---- the table of live allocations (callers hold g.mu) ------------------------------------------ */
+
+static size_t shim_hash(unsigned long long key, int kind) {
+    unsigned long long h = (key ^ (unsigned long long)kind) * 0x9E3779B97F4A7C15ull;
+    return (size_t)(h ^ (h >> 29));
+}
+
+static shim_entry *shim_find_unsafe(unsigned long long key, int kind) {
+    if (!g.cap) return NULL;
+    for (size_t i = shim_hash(key, kind) & (g.cap - 1);; i = (i + 1) & (g.cap - 1)) {
+        shim_entry *e = &g.table[i];
+        if (!e->kind) return NULL;
+        if (e->key == key && e->kind == kind) return e;
+    }
+}
+
+static void shim_place_unsafe(shim_entry *t, size_t cap, const shim_entry *e) {
+    size_t i = shim_hash(e->key, e->kind) & (cap - 1);
+    while (t[i].kind) i = (i + 1) & (cap - 1);
+    t[i] = *e;
+}
+
+/* Inserts (or replaces) an entry; -1 when the table cannot grow. */
+static int shim_insert_unsafe(const shim_entry *e) {
+    shim_entry *old = shim_find_unsafe(e->key, e->kind);
+    if (old) { *old = *e; return 0; }
+    if ((g.count + 1) * 2 > g.cap) {
+        size_t cap = g.cap ? g.cap * 2 : 1024;
+        shim_entry *t = calloc(cap, sizeof *t);
+        if (!t) return -1;
+        for (size_t i = 0; i < g.cap; i++)
+            if (g.table[i].kind) shim_place_unsafe(t, cap, &g.table[i]);
+        free(g.table);
+        g.table = t;
+        g.cap = cap;
+    }
+    shim_place_unsafe(g.table, g.cap, e);
+    g.count++;
+    return 0;
+}
+
+/* Removes the entry at e, shifting later entries of its probe run back (no tombstones). */
+static void shim_remove_unsafe(shim_entry *e) {
+    size_t mask = g.cap - 1, hole = (size_t)(e - g.table);
+    g.table[hole].kind = 0;
+    g.count--;
+    for (size_t i = (hole + 1) & mask; g.table[i].kind; i = (i + 1) & mask) {
+        size_t home = shim_hash(g.table[i].key, g.table[i].kind) & mask;
+        /* The entry at i may move to the hole when its home is not cyclically in (hole, i]. */
+        int stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+        if (stays) continue;
+        g.table[hole] = g.table[i];
+        g.table[i].kind = 0;
+        hole = i;
+    }
+}
+
+/* ---- accounting ------------------------------------------------------------------------------------- */
+
+static void shim_log_refusal(const char *fn, int dev, size_t size, size_t used, size_t limit, int src) {
+    char req[32], in_use[32], lim[32], from[32];
+    shim_fmt_bytes(req, sizeof req, size);
+    shim_fmt_bytes(in_use, sizeof in_use, used);
+    shim_fmt_bytes(lim, sizeof lim, limit);
+    if (src == SHIM_LIMIT_DEVICE) snprintf(from, sizeof from, "VRAM_LIMIT_%d", dev);
+    else snprintf(from, sizeof from, "VRAM_LIMIT");
+    fprintf(stderr,
+            "vram: %s of %s (%zu bytes) on device %d refused: the vram limit would be exceeded "
+            "(in use %s = %zu bytes, limit %s = %zu bytes, from %s); returning "
+            "CUDA_ERROR_OUT_OF_MEMORY\n",
+            fn, req, size, dev, in_use, used, lim, limit, from);
+}
+
+/* Reserves `size` bytes on `dev` against its limit; 0 on success, -1 (logged) when it would pass
+ * the limit. dev -1 is not accounted. */
+static int shim_reserve(const char *fn, int dev, size_t size) {
+    if (dev < 0) return 0;
+    pthread_mutex_lock(&g.mu);
+    size_t used = g.used[dev], limit = g.limit[dev];
+    int over = limit && (size > limit || used > limit - size);
+    if (!over) g.used[dev] = used + size;
+    pthread_mutex_unlock(&g.mu);
+    if (over && g.log) shim_log_refusal(fn, dev, size, used, limit, g.limit_src[dev]);
+    return over ? -1 : 0;
+}
+
+static void shim_unreserve(int dev, size_t size) {
+    if (dev < 0) return;
+    pthread_mutex_lock(&g.mu);
+    g.used[dev] = g.used[dev] > size ? g.used[dev] - size : 0;
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* Records a successful allocation whose bytes were reserved; -1 when the table cannot hold it
+ * (the reservation is then given back). */
+static int shim_record(int kind, unsigned long long key, size_t size, int dev) {
+    if (dev < 0) return 0;
+    shim_entry e = { .key = key, .size = size, .dev = dev, .kind = kind };
+    pthread_mutex_lock(&g.mu);
+    int rc = shim_insert_unsafe(&e);
+    pthread_mutex_unlock(&g.mu);
+    if (rc != 0) shim_unreserve(dev, size);
+    return rc;
+}
+
+/* Takes the entry of a freed pointer or handle out of the table and its bytes out of use;
+ * 1 when there was one (copied to *out), 0 for memory that was not counted. */
+static int shim_forget(int kind, unsigned long long key, shim_entry *out) {
+    int found = 0;
+    pthread_mutex_lock(&g.mu);
+    shim_entry *e = shim_find_unsafe(key, kind);
+    if (e) {
+        *out = *e;
+        g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
+        shim_remove_unsafe(e);
+        found = 1;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return found;
+}
+
+/* Puts back what shim_forget took when the driver refused the free (usage may then pass a limit
+ * for a moment; every reader clamps). */
+static void shim_restore(const shim_entry *e) {
+    pthread_mutex_lock(&g.mu);
+    if (shim_insert_unsafe(e) == 0) g.used[e->dev] += e->size;
+    pthread_mutex_unlock(&g.mu);
+}
+
+/* The common tail of a pointer allocation: settles the reservation after the driver answered. */
+static CUresult shim_settle_ptr(CUresult r, CUdeviceptr *dptr, size_t size, int dev) {
+    if (r != CUDA_SUCCESS) {
+        shim_unreserve(dev, size);
+        return r;
+    }
+    if (shim_record(SHIM_KIND_PTR, *dptr, size, dev) != 0) {
+        pfn_cuMemFree_v2 real_free = SHIM_REAL(cuMemFree_v2);
+        if (real_free) real_free(*dptr);
+        *dptr = 0;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---- the interposed allocation calls --------------------------------------------------------------- */
+
+SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    pfn_cuMemAlloc_v2 real = SHIM_REAL(cuMemAlloc_v2);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    int dev = dptr ? shim_current_device() : -1;
+    if (shim_reserve("cuMemAlloc", dev, bytesize) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    return shim_settle_ptr(real(dptr, bytesize), dptr, bytesize, dev);
+}
+
+SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    pfn_cuMemAllocManaged real = SHIM_REAL(cuMemAllocManaged);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    int dev = dptr ? shim_current_device() : -1;
+    if (shim_reserve("cuMemAllocManaged", dev, bytesize) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    return shim_settle_ptr(real(dptr, bytesize, flags), dptr, bytesize, dev);
+}
+
+/* The size is known only after the driver chose the pitch: width x height is reserved first,
+ * then the rest of pitch x height; if that passes the limit the allocation is freed again. */
+SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
+                                        size_t height, unsigned int element_size_bytes) {
+    pfn_cuMemAllocPitch_v2 real = SHIM_REAL(cuMemAllocPitch_v2);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    int dev = dptr && pitch ? shim_current_device() : -1;
+    size_t estimate = 0;
+    if (height && width_bytes > SIZE_MAX / height) dev = -1;   /* the driver refuses it */
+    else estimate = width_bytes * height;
+    if (shim_reserve("cuMemAllocPitch", dev, estimate) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = real(dptr, pitch, width_bytes, height, element_size_bytes);
+    if (r != CUDA_SUCCESS || dev < 0) return shim_settle_ptr(r, dptr, estimate, dev);
+    size_t actual = estimate;
+    if (*pitch >= width_bytes && (!height || *pitch <= SIZE_MAX / height)) actual = *pitch * height;
+    if (actual > estimate && shim_reserve("cuMemAllocPitch", dev, actual - estimate) != 0) {
+        pfn_cuMemFree_v2 real_free = SHIM_REAL(cuMemFree_v2);
+        if (real_free) real_free(*dptr);
+        *dptr = 0;
+        shim_unreserve(dev, estimate);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return shim_settle_ptr(r, dptr, actual, dev);
+}
+
+SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    pfn_cuMemFree_v2 real = SHIM_REAL(cuMemFree_v2);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    shim_entry e;
+    int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
+    CUresult r = real(dptr);
+    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
+    return r;
+}
+
+/* VMM: counted by handle, on the device its properties name (other locations are not device memory). */
+SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                 const CUmemAllocationProp *prop, unsigned long long flags) {
+    pfn_cuMemCreate real = SHIM_REAL(cuMemCreate);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    int dev = -1;
+    if (handle && prop && prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+        prop->location.id >= 0 && prop->location.id < SHIM_MAX_DEVICES)
+        dev = prop->location.id;
+    if (shim_reserve("cuMemCreate", dev, size) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = real(handle, size, prop, flags);
+    if (r != CUDA_SUCCESS) {
+        shim_unreserve(dev, size);
+        return r;
+    }
+    if (shim_record(SHIM_KIND_HANDLE, *handle, size, dev) != 0) {
+        pfn_cuMemRelease real_release = SHIM_REAL(cuMemRelease);
+        if (real_release) real_release(*handle);
+        *handle = 0;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The bytes are counted as given back at the release (the driver frees them when the last
+ * mapping of the handle goes). */
+SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    pfn_cuMemRelease real = SHIM_REAL(cuMemRelease);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    shim_entry e;
+    int counted = shim_forget(SHIM_KIND_HANDLE, handle, &e);
+    CUresult r = real(handle);
+    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
+    return r;
+}
+
+/* Stream-ordered: counted on the current context's device at the call. */
+static CUresult shim_alloc_async(pfn_cuMemAllocAsync real, const char *fn, CUdeviceptr *dptr,
+                                 size_t bytesize, CUstream stream) {
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    int dev = dptr ? shim_current_device() : -1;
+    if (shim_reserve(fn, dev, bytesize) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    return shim_settle_ptr(real(dptr, bytesize, stream), dptr, bytesize, dev);
+}
+
+static CUresult shim_alloc_pool_async(pfn_cuMemAllocFromPoolAsync real, const char *fn,
+                                      CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                      CUstream stream) {
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    int dev = dptr ? shim_current_device() : -1;
+    if (shim_reserve(fn, dev, bytesize) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    return shim_settle_ptr(real(dptr, bytesize, pool, stream), dptr, bytesize, dev);
+}
+
+/* Subtracts at the call, before the GPU reached the free (see the header). */
+static CUresult shim_free_async(pfn_cuMemFreeAsync real, CUdeviceptr dptr, CUstream stream) {
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    shim_entry e;
+    int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
+    CUresult r = real(dptr, stream);
+    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
+    return r;
+}
+
+SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    return shim_alloc_async(SHIM_REAL(cuMemAllocAsync), "cuMemAllocAsync", dptr, bytesize, stream);
+}
+
+SHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    return shim_alloc_async((pfn_cuMemAllocAsync)shim_real_fn(SHIM_HOOK_cuMemAllocAsync_ptsz),
+                            "cuMemAllocAsync", dptr, bytesize, stream);
+}
+
+SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream stream) {
+    return shim_alloc_pool_async(SHIM_REAL(cuMemAllocFromPoolAsync), "cuMemAllocFromPoolAsync", dptr,
+                                 bytesize, pool, stream);
+}
+
+SHIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                  CUmemoryPool pool, CUstream stream) {
+    return shim_alloc_pool_async(
+        (pfn_cuMemAllocFromPoolAsync)shim_real_fn(SHIM_HOOK_cuMemAllocFromPoolAsync_ptsz),
+        "cuMemAllocFromPoolAsync", dptr, bytesize, pool, stream);
+}
+
+SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+    return shim_free_async(SHIM_REAL(cuMemFreeAsync), dptr, stream);
+}
+
+SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+    return shim_free_async((pfn_cuMemFreeAsync)shim_real_fn(SHIM_HOOK_cuMemFreeAsync_ptsz), dptr, stream);
+}
+
+/* ---- the limited totals ------------------------------------------------------------------------------ */
+
+SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+    pfn_cuMemGetInfo_v2 real = SHIM_REAL(cuMemGetInfo_v2);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    size_t real_free = 0, real_total = 0;
+    CUresult r = real(free_bytes ? &real_free : NULL, total_bytes ? &real_total : NULL);
+    if (r != CUDA_SUCCESS) return r;
+    int dev = shim_current_device();
+    size_t limit = 0, used = 0;
+    if (dev >= 0) {
+        pthread_mutex_lock(&g.mu);
+        limit = g.limit[dev];
+        used = g.used[dev];
+        pthread_mutex_unlock(&g.mu);
+    }
+    if (limit) {
+        /* real_total is only known when total_bytes was asked for; the limit is the total either way
+         * unless the card is smaller. */
+        size_t total = total_bytes && real_total < limit ? real_total : limit;
+        size_t free_left = used >= total ? 0 : total - used;
+        if (free_bytes && real_free < free_left) free_left = real_free;
+        real_free = free_left;
+        real_total = total;
+    }
+    if (free_bytes) *free_bytes = real_free;
+    if (total_bytes) *total_bytes = real_total;
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    pfn_cuDeviceTotalMem_v2 real = SHIM_REAL(cuDeviceTotalMem_v2);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult r = real(bytes, dev);
+    if (r != CUDA_SUCCESS || dev < 0 || dev >= SHIM_MAX_DEVICES) return r;
+    pthread_mutex_lock(&g.mu);
+    size_t limit = g.limit[dev];
+    pthread_mutex_unlock(&g.mu);
+    if (limit && limit < *bytes) *bytes = limit;
+    return r;
+}
+
+/* ---- entry points handed out by cuGetProcAddress and dlsym ----------------------------------------- */
+
+/* This library's version of what the driver returned for `symbol`, or NULL to keep the driver's.
+ * The driver's pointer is matched against its exported versions first; when it is none of them the
+ * version and per-thread-stream flag decide. */
+static void *shim_proc_replacement(const char *symbol, void *driver_fn, int cuda_version, cuuint64_t flags) {
+    int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    int best = -1;
+    for (int i = 0; i < SHIM_NUM_HOOKS; i++) {
+        const shim_hook *h = &shim_hooks[i];
+        if (strcmp(h->base, symbol) != 0) continue;
+        if (driver_fn == shim_real_fn(i) || driver_fn == h->wrapper) return h->wrapper;
+        if ((h->ptsz && !ptsz) || h->min_version > cuda_version) continue;
+        /* the newest version; with the per-thread flag its _ptsz variant where there is one */
+        if (best < 0 || h->min_version > shim_hooks[best].min_version ||
+            (h->min_version == shim_hooks[best].min_version && h->ptsz))
+            best = i;
+    }
+    return best >= 0 ? shim_hooks[best].wrapper : NULL;
+}
+
+SHIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags) {
+    pfn_cuGetProcAddress real = SHIM_REAL(cuGetProcAddress);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult r = real(symbol, pfn, cuda_version, flags);
+    if (r == CUDA_SUCCESS && symbol && pfn && *pfn) {
+        void *mine = shim_proc_replacement(symbol, *pfn, cuda_version, flags);
+        if (mine) *pfn = mine;
+    }
+    return r;
+}
+
+SHIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+    pfn_cuGetProcAddress_v2 real = SHIM_REAL(cuGetProcAddress_v2);
+    if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult r = real(symbol, pfn, cuda_version, flags, status);
+    if (r == CUDA_SUCCESS && symbol && pfn && *pfn) {
+        void *mine = shim_proc_replacement(symbol, *pfn, cuda_version, flags);
+        if (mine) *pfn = mine;
+    }
+    return r;
+}
+
+static int shim_hook_index(const char *symbol) {
+    if (symbol[0] != 'c' || symbol[1] != 'u') return -1;
+    for (int i = 0; i < SHIM_NUM_HOOKS; i++)
+        if (strcmp(shim_hooks[i].symbol, symbol) == 0) return i;
+    return -1;
+}
+
+/* An interposed driver name that resolves gives this library's version; anything else goes to the
+ * real dlsym as a tail call, so that the real dlsym sees the original caller (RTLD_NEXT). */
+SHIM_EXPORT void *dlsym(void *handle, const char *symbol) {
+    shim_dlsym_fn real = shim_real_dlsym();
+    int i = shim_hook_index(symbol);   /* symbol is nonnull, as for the real dlsym */
+    if (i >= 0) return real(handle, symbol) ? shim_hooks[i].wrapper : NULL;
+    return real(handle, symbol);
+}

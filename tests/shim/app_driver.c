@@ -1,0 +1,315 @@
+/*
+ * app_driver.c: a test program that uses the CUDA driver as the CUDA runtime does: it dlopens
+ * "libcuda.so.1" and gets its functions with dlsym or through cuGetProcAddress. Run it under
+ * `vram run` (libvram_preload.so) or without, over the fake driver; it prints what it saw as
+ * key=value lines that tests/shim/shim_test.sh checks.
+ *
+ *   app_driver PATH SCENARIO [ARGS]
+ *   PATH      dlsym     dlsym(handle, "cuMemAlloc_v2"), ...
+ *             proc      cuGetProcAddress (v1, itself from dlsym), CUDA 12.0, default stream
+ *             proc_v2   cuGetProcAddress_v2 obtained through cuGetProcAddress_v2("cuGetProcAddress")
+ *             proc_ptsz as proc_v2, with the per-thread default stream flag
+ *   SCENARIO  info [DEV]                  total=, free=, devtotal=
+ *             fill KIND MIB [DEV]         chunks=N bytes=B err=E, refill=E, free_after= total=
+ *                                         KIND: alloc pitch managed create async pool
+ *             threads                     threads_bytes=B, free_after= total=
+ *             mixed                       allocate by dlsym, free by cuGetProcAddress, free again:
+ *                                         alloc= free= double_free= free_after= total=
+ *             many                        20000 blocks of 16 KiB, freed in a scrambled order:
+ *                                         many=N, free_after= total=
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+
+#define MAX_CHUNKS 200
+
+typedef struct driver {
+    pfn_cuInit init;
+    pfn_cuDeviceGet device_get;
+    pfn_cuDevicePrimaryCtxRetain ctx_retain;
+    pfn_cuCtxSetCurrent ctx_set;
+    pfn_cuMemAlloc_v2 alloc;
+    pfn_cuMemAllocPitch_v2 alloc_pitch;
+    pfn_cuMemAllocManaged alloc_managed;
+    pfn_cuMemFree_v2 free;
+    pfn_cuMemGetInfo_v2 get_info;
+    pfn_cuDeviceTotalMem_v2 total_mem;
+    pfn_cuMemCreate create;
+    pfn_cuMemRelease release;
+    pfn_cuMemAllocAsync alloc_async;
+    pfn_cuMemAllocFromPoolAsync alloc_pool;
+    pfn_cuMemFreeAsync free_async;
+} driver;
+
+static void *lib;
+
+static void die(const char *what, const char *name) {
+    fprintf(stderr, "app_driver: %s %s\n", what, name);
+    exit(3);
+}
+
+static void *need_dlsym(const char *name) {
+    void *p = dlsym(lib, name);
+    if (!p) die("dlsym found no", name);
+    return p;
+}
+
+static void resolve_by_dlsym(driver *d) {
+    d->alloc = (pfn_cuMemAlloc_v2)need_dlsym("cuMemAlloc_v2");
+    d->alloc_pitch = (pfn_cuMemAllocPitch_v2)need_dlsym("cuMemAllocPitch_v2");
+    d->alloc_managed = (pfn_cuMemAllocManaged)need_dlsym("cuMemAllocManaged");
+    d->free = (pfn_cuMemFree_v2)need_dlsym("cuMemFree_v2");
+    d->get_info = (pfn_cuMemGetInfo_v2)need_dlsym("cuMemGetInfo_v2");
+    d->total_mem = (pfn_cuDeviceTotalMem_v2)need_dlsym("cuDeviceTotalMem_v2");
+    d->create = (pfn_cuMemCreate)need_dlsym("cuMemCreate");
+    d->release = (pfn_cuMemRelease)need_dlsym("cuMemRelease");
+    d->alloc_async = (pfn_cuMemAllocAsync)need_dlsym("cuMemAllocAsync");
+    d->alloc_pool = (pfn_cuMemAllocFromPoolAsync)need_dlsym("cuMemAllocFromPoolAsync");
+    d->free_async = (pfn_cuMemFreeAsync)need_dlsym("cuMemFreeAsync");
+}
+
+static pfn_cuGetProcAddress gpa1;
+static pfn_cuGetProcAddress_v2 gpa2;
+static cuuint64_t gpa_flags;
+
+static void *need_proc(const char *name) {
+    void *p = NULL;
+    CUresult r;
+    if (gpa2) {
+        CUdriverProcAddressQueryResult st = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+        r = gpa2(name, &p, 12000, gpa_flags, &st);
+        if (r == CUDA_SUCCESS && st != CU_GET_PROC_ADDRESS_SUCCESS) die("bad symbol status for", name);
+    } else {
+        r = gpa1(name, &p, 12000, gpa_flags);
+    }
+    if (r != CUDA_SUCCESS || !p) die("cuGetProcAddress found no", name);
+    return p;
+}
+
+static void resolve_by_proc(driver *d, const char *path) {
+    if (strcmp(path, "proc") == 0) {
+        gpa1 = (pfn_cuGetProcAddress)need_dlsym("cuGetProcAddress");
+    } else {
+        /* As the CUDA runtime does: the _v2 entry point, then cuGetProcAddress asked for itself. */
+        gpa2 = (pfn_cuGetProcAddress_v2)need_dlsym("cuGetProcAddress_v2");
+        gpa2 = (pfn_cuGetProcAddress_v2)need_proc("cuGetProcAddress");
+        if (strcmp(path, "proc_ptsz") == 0) gpa_flags = CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM;
+    }
+    d->alloc = (pfn_cuMemAlloc_v2)need_proc("cuMemAlloc");
+    d->alloc_pitch = (pfn_cuMemAllocPitch_v2)need_proc("cuMemAllocPitch");
+    d->alloc_managed = (pfn_cuMemAllocManaged)need_proc("cuMemAllocManaged");
+    d->free = (pfn_cuMemFree_v2)need_proc("cuMemFree");
+    d->get_info = (pfn_cuMemGetInfo_v2)need_proc("cuMemGetInfo");
+    d->total_mem = (pfn_cuDeviceTotalMem_v2)need_proc("cuDeviceTotalMem");
+    d->create = (pfn_cuMemCreate)need_proc("cuMemCreate");
+    d->release = (pfn_cuMemRelease)need_proc("cuMemRelease");
+    d->alloc_async = (pfn_cuMemAllocAsync)need_proc("cuMemAllocAsync");
+    d->alloc_pool = (pfn_cuMemAllocFromPoolAsync)need_proc("cuMemAllocFromPoolAsync");
+    d->free_async = (pfn_cuMemFreeAsync)need_proc("cuMemFreeAsync");
+}
+
+static void use_device(const driver *d, int ordinal) {
+    CUdevice dev;
+    CUcontext ctx;
+    if (d->device_get(&dev, ordinal) != CUDA_SUCCESS) die("no device", "");
+    if (d->ctx_retain(&ctx, dev) != CUDA_SUCCESS || d->ctx_set(ctx) != CUDA_SUCCESS) die("no context", "");
+}
+
+/* ---- one allocation of each kind ---------------------------------------------------------------- */
+
+typedef struct chunk {
+    unsigned long long key;
+    int kind;
+} chunk;
+
+enum { K_ALLOC, K_PITCH, K_MANAGED, K_CREATE, K_ASYNC, K_POOL };
+static const char *const kind_names[] = { "alloc", "pitch", "managed", "create", "async", "pool" };
+
+static CUresult take(const driver *d, int kind, size_t bytes, int dev, chunk *c) {
+    CUdeviceptr p = 0;
+    CUresult r;
+    c->kind = kind;
+    switch (kind) {
+    case K_ALLOC: r = d->alloc(&p, bytes); break;
+    case K_PITCH: {
+        size_t pitch = 0;   /* rows of 1 MiB: the pitch equals the width */
+        r = d->alloc_pitch(&p, &pitch, 1u << 20, bytes >> 20, 4);
+        break;
+    }
+    case K_MANAGED: r = d->alloc_managed(&p, bytes, 1); break;
+    case K_CREATE: {
+        CUmemAllocationProp prop;
+        memset(&prop, 0, sizeof prop);
+        prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop.location.id = dev;
+        CUmemGenericAllocationHandle h = 0;
+        r = d->create(&h, bytes, &prop, 0);
+        p = h;
+        break;
+    }
+    case K_ASYNC: r = d->alloc_async(&p, bytes, NULL); break;
+    default: r = d->alloc_pool(&p, bytes, (CUmemoryPool)(void *)d, NULL); break;
+    }
+    c->key = p;
+    return r;
+}
+
+static CUresult give(const driver *d, const chunk *c) {
+    switch (c->kind) {
+    case K_CREATE: return d->release(c->key);
+    case K_ASYNC:
+    case K_POOL: return d->free_async(c->key, NULL);
+    default: return d->free(c->key);
+    }
+}
+
+static void print_info(const driver *d, int dev, const char *prefix) {
+    size_t f = 0, t = 0, dt = 0;
+    CUresult r1 = d->get_info(&f, &t), r2 = d->total_mem(&dt, dev);
+    if (r1 != CUDA_SUCCESS || r2 != CUDA_SUCCESS) die("cuMemGetInfo or cuDeviceTotalMem failed", "");
+    if (strcmp(prefix, "info") == 0) printf("total=%zu free=%zu devtotal=%zu\n", t, f, dt);
+    else printf("%s=%zu total=%zu\n", prefix, f, t);
+}
+
+static int scenario_fill(const driver *d, const char *kind_name, size_t mib, int dev) {
+    int kind = -1;
+    for (int k = 0; k < 6; k++)
+        if (strcmp(kind_names[k], kind_name) == 0) kind = k;
+    if (kind < 0) die("unknown kind", kind_name);
+    static chunk chunks[MAX_CHUNKS];
+    int n = 0;
+    CUresult err = CUDA_SUCCESS;
+    while (n < MAX_CHUNKS && (err = take(d, kind, mib << 20, dev, &chunks[n])) == CUDA_SUCCESS) n++;
+    printf("chunks=%d bytes=%zu err=%d\n", n, (size_t)n * (mib << 20), (int)err);
+    if (n > 0) {
+        if (give(d, &chunks[n - 1]) != CUDA_SUCCESS) die("free failed", "");
+        printf("refill=%d\n", (int)take(d, kind, mib << 20, dev, &chunks[n - 1]));
+    }
+    for (int i = 0; i < n; i++)
+        if (give(d, &chunks[i]) != CUDA_SUCCESS) die("free failed", "");
+    print_info(d, dev, "free_after");
+    return 0;
+}
+
+/* ---- threads: together they never pass the limit, and every byte comes back -------------------- */
+
+static const driver *thread_driver;
+
+typedef struct filler {
+    chunk c[64];
+    int n;
+} filler;
+
+/* Allocates 64 MiB blocks until the first failure and keeps them (the main thread frees them). */
+static void *fill_thread(void *arg) {
+    filler *f = arg;
+    use_device(thread_driver, 0);
+    while (f->n < 64 && take(thread_driver, K_ALLOC, 64u << 20, 0, &f->c[f->n]) == CUDA_SUCCESS) f->n++;
+    return NULL;
+}
+
+static void *churn_thread(void *arg) {
+    (void)arg;
+    use_device(thread_driver, 0);
+    for (int i = 0; i < 2000; i++) {
+        chunk c;
+        if (take(thread_driver, (i & 1) ? K_ASYNC : K_ALLOC, 1u << 20, 0, &c) == CUDA_SUCCESS) give(thread_driver, &c);
+    }
+    return NULL;
+}
+
+static int scenario_threads(const driver *d) {
+    enum { T = 8 };
+    static filler fillers[T];
+    pthread_t th[T];
+    thread_driver = d;
+    for (int i = 0; i < T; i++) pthread_create(&th[i], NULL, fill_thread, &fillers[i]);
+    for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+    size_t total = 0;
+    for (int i = 0; i < T; i++) {
+        total += (size_t)fillers[i].n << 26;
+        for (int k = 0; k < fillers[i].n; k++) give(d, &fillers[i].c[k]);
+    }
+    printf("threads_bytes=%zu\n", total);
+    for (int i = 0; i < T; i++) pthread_create(&th[i], NULL, churn_thread, NULL);
+    for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+    use_device(d, 0);
+    print_info(d, 0, "free_after");
+    return 0;
+}
+
+/* ---- main ------------------------------------------------------------------------------------------ */
+
+int main(int argc, char **argv) {
+    if (argc < 3) {
+        fputs("usage: app_driver dlsym|proc|proc_v2|proc_ptsz info|fill|threads|mixed|many [ARGS]\n", stderr);
+        return 2;
+    }
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) die("cannot load", dlerror());
+    driver d;
+    memset(&d, 0, sizeof d);
+    d.init = (pfn_cuInit)need_dlsym("cuInit");
+    d.device_get = (pfn_cuDeviceGet)need_dlsym("cuDeviceGet");
+    d.ctx_retain = (pfn_cuDevicePrimaryCtxRetain)need_dlsym("cuDevicePrimaryCtxRetain");
+    d.ctx_set = (pfn_cuCtxSetCurrent)need_dlsym("cuCtxSetCurrent");
+    if (strcmp(argv[1], "dlsym") == 0) resolve_by_dlsym(&d);
+    else if (!strcmp(argv[1], "proc") || !strcmp(argv[1], "proc_v2") || !strcmp(argv[1], "proc_ptsz"))
+        resolve_by_proc(&d, argv[1]);
+    else die("unknown path", argv[1]);
+    if (d.init(0) != CUDA_SUCCESS) die("cuInit failed", "");
+
+    const char *sc = argv[2];
+    if (strcmp(sc, "info") == 0) {
+        int dev = argc > 3 ? atoi(argv[3]) : 0;
+        use_device(&d, dev);
+        print_info(&d, dev, "info");
+        return 0;
+    }
+    if (strcmp(sc, "fill") == 0 && argc >= 5) {
+        int dev = argc > 5 ? atoi(argv[5]) : 0;
+        use_device(&d, dev);
+        return scenario_fill(&d, argv[3], (size_t)strtoull(argv[4], NULL, 10), dev);
+    }
+    if (strcmp(sc, "threads") == 0) return scenario_threads(&d);
+    if (strcmp(sc, "mixed") == 0) {
+        driver by_proc = d;
+        resolve_by_proc(&by_proc, "proc_v2");
+        use_device(&d, 0);
+        chunk c;
+        CUresult r = take(&d, K_ALLOC, 768u << 20, 0, &c);
+        printf("alloc=%d\n", (int)r);
+        if (r == CUDA_SUCCESS) {
+            printf("free=%d\n", (int)give(&by_proc, &c));
+            printf("double_free=%d\n", (int)give(&d, &c));   /* the driver's error; nothing counted */
+        }
+        print_info(&d, 0, "free_after");
+        return 0;
+    }
+    if (strcmp(sc, "many") == 0) {
+        enum { N = 20000 };
+        static chunk c[N];
+        use_device(&d, 0);
+        int n = 0;
+        while (n < N && take(&d, K_ALLOC, 16u << 10, 0, &c[n]) == CUDA_SUCCESS) n++;
+        printf("many=%d\n", n);
+        for (int i = 0; i < n; i++) {   /* a fixed permutation: 7919 is prime, coprime with N */
+            int k = (int)(((long)i * 7919) % n);
+            if (give(&d, &c[k]) != CUDA_SUCCESS) die("free failed", "");
+        }
+        print_info(&d, 0, "free_after");
+        return 0;
+    }
+    die("unknown scenario", sc);
+    return 2;
+}

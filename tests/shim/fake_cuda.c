@@ -1,0 +1,360 @@
+/*
+ * fake_cuda.c: a libcuda.so.1 double for the preload library's tests. It implements the handful of
+ * driver calls the preload library interposes on (plus cuInit, cuDeviceGet, cuDeviceGetCount, the
+ * primary context and cuCtxGetDevice) over simulated memory: FAKE_CUDA_DEVICES devices (default 2)
+ * of 16 GiB each. Allocations hand out addresses from a counter (nothing is backed by host memory)
+ * and are kept in a list, so frees of unknown pointers fail as the real driver's do. The current
+ * context is per thread, as in CUDA. cuGetProcAddress (v1 and _v2) returns this library's exported
+ * functions, or with FAKE_CUDA_PROC=internal the same functions at other addresses (as a driver may
+ * hand out internal entry points that no exported symbol names).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda_driver.h"
+
+#define FAKE_MAX_DEVICES 8
+#define FAKE_TOTAL (16ull << 30)
+
+SHIM_EXPORT CUresult cuInit(unsigned int flags);
+SHIM_EXPORT CUresult cuDeviceGetCount(int *count);
+SHIM_EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal);
+SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);
+SHIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx);
+SHIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev);
+
+typedef struct fake_alloc {
+    unsigned long long key;
+    size_t size;
+    int dev;
+    int handle;   /* a cuMemCreate handle rather than a pointer */
+} fake_alloc;
+
+static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
+static fake_alloc *fake_list;
+static size_t fake_count, fake_cap;
+static size_t fake_used[FAKE_MAX_DEVICES];
+static unsigned long long fake_next_addr = 0x7f0000000000ull, fake_next_handle = 1;
+static int fake_initialized;
+static _Thread_local int fake_current = -1;   /* this thread's context: its device, or -1 */
+
+static int fake_device_count(void) {
+    const char *v = getenv("FAKE_CUDA_DEVICES");
+    int n = v ? atoi(v) : 2;
+    return n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
+}
+
+SHIM_EXPORT CUresult cuInit(unsigned int flags) {
+    (void)flags;
+    fake_initialized = 1;
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT CUresult cuDeviceGetCount(int *count) {
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!count) return CUDA_ERROR_INVALID_VALUE;
+    *count = fake_device_count();
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    if (ordinal < 0 || ordinal >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    *dev = ordinal;
+    return CUDA_SUCCESS;
+}
+
+/* A context is the device ordinal + 1, disguised as a pointer. */
+SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    *ctx = (CUcontext)(uintptr_t)(dev + 1);
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
+    fake_current = ctx ? (int)(uintptr_t)ctx - 1 : -1;
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    if (fake_current < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    *dev = fake_current;
+    return CUDA_SUCCESS;
+}
+
+/* ---- simulated memory -------------------------------------------------------------------------- */
+
+static CUresult fake_take(int dev, size_t size, int handle, unsigned long long *key) {
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!key || size == 0) return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    pthread_mutex_lock(&fake_mu);
+    if (size > FAKE_TOTAL - fake_used[dev]) r = CUDA_ERROR_OUT_OF_MEMORY;
+    else if (fake_count == fake_cap) {
+        size_t cap = fake_cap ? fake_cap * 2 : 256;
+        fake_alloc *l = realloc(fake_list, cap * sizeof *l);
+        if (!l) r = CUDA_ERROR_OUT_OF_MEMORY;
+        else { fake_list = l; fake_cap = cap; }
+    }
+    if (r == CUDA_SUCCESS) {
+        *key = handle ? fake_next_handle++ : fake_next_addr;
+        if (!handle) fake_next_addr += (size + 0xfffffull) & ~0xfffffull;   /* 1 MiB apart */
+        fake_list[fake_count++] = (fake_alloc){ *key, size, dev, handle };
+        fake_used[dev] += size;
+    }
+    pthread_mutex_unlock(&fake_mu);
+    return r;
+}
+
+static CUresult fake_give(unsigned long long key, int handle) {
+    CUresult r = handle ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_mu);
+    for (size_t i = 0; i < fake_count; i++) {
+        if (fake_list[i].key != key || fake_list[i].handle != handle) continue;
+        fake_used[fake_list[i].dev] -= fake_list[i].size;
+        fake_list[i] = fake_list[--fake_count];
+        r = CUDA_SUCCESS;
+        break;
+    }
+    pthread_mutex_unlock(&fake_mu);
+    return r;
+}
+
+static CUresult impl_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    return fake_take(fake_current, bytesize, 0, dptr);
+}
+
+static CUresult impl_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
+                                        size_t height, unsigned int element_size_bytes) {
+    (void)element_size_bytes;
+    if (!pitch || width_bytes == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
+    size_t p = (width_bytes + 511) & ~(size_t)511;
+    if (p > FAKE_TOTAL / height) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = fake_take(fake_current, p * height, 0, dptr);
+    if (r == CUDA_SUCCESS) *pitch = p;
+    return r;
+}
+
+static CUresult impl_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    (void)flags;
+    return fake_take(fake_current, bytesize, 0, dptr);
+}
+
+static CUresult impl_cuMemFree_v2(CUdeviceptr dptr) { return fake_give(dptr, 0); }
+
+static CUresult impl_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (fake_current < 0) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&fake_mu);
+    *free_bytes = FAKE_TOTAL - fake_used[fake_current];
+    *total_bytes = FAKE_TOTAL;
+    pthread_mutex_unlock(&fake_mu);
+    return CUDA_SUCCESS;
+}
+
+static CUresult impl_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    *bytes = FAKE_TOTAL;
+    return CUDA_SUCCESS;
+}
+
+static CUresult impl_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                 const CUmemAllocationProp *prop, unsigned long long flags) {
+    (void)flags;
+    if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.id < 0 || prop->location.id >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    if (size % (2u << 20)) return CUDA_ERROR_INVALID_VALUE;   /* whole 2 MiB granules */
+    return fake_take(prop->location.id, size, 1, handle);
+}
+
+static CUresult impl_cuMemRelease(CUmemGenericAllocationHandle handle) { return fake_give(handle, 1); }
+
+static CUresult impl_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    (void)stream;
+    return fake_take(fake_current, bytesize, 0, dptr);
+}
+
+/* The _ptsz variants do the same work without calling the exported functions: a call to an
+ * exported symbol from inside this library would bind to the preload library's version. */
+static CUresult impl_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    (void)stream;
+    return fake_take(fake_current, bytesize, 0, dptr);
+}
+
+static CUresult impl_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream stream) {
+    (void)stream;
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    return fake_take(fake_current, bytesize, 0, dptr);
+}
+
+static CUresult impl_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                  CUmemoryPool pool, CUstream stream) {
+    (void)stream;
+    if (!pool) return CUDA_ERROR_INVALID_VALUE;
+    return fake_take(fake_current, bytesize, 0, dptr);
+}
+
+static CUresult impl_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+    (void)stream;
+    return fake_give(dptr, 0);
+}
+
+static CUresult impl_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+    (void)stream;
+    return fake_give(dptr, 0);
+}
+
+/* ---- cuGetProcAddress ------------------------------------------------------------------------------ */
+
+typedef struct fake_proc {
+    const char *base;
+    int min_version, ptsz;
+    void *fn;         /* the exported function */
+    void *internal;   /* the same function at another address (FAKE_CUDA_PROC=internal) */
+} fake_proc;
+
+static CUresult impl_cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
+static CUresult impl_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status);
+
+static const fake_proc fake_procs[] = {
+    { "cuInit", 2000, 0, (void *)cuInit, (void *)cuInit },
+    { "cuDeviceGet", 2000, 0, (void *)cuDeviceGet, (void *)cuDeviceGet },
+    { "cuDeviceGetCount", 2000, 0, (void *)cuDeviceGetCount, (void *)cuDeviceGetCount },
+    { "cuDevicePrimaryCtxRetain", 7000, 0, (void *)cuDevicePrimaryCtxRetain, (void *)cuDevicePrimaryCtxRetain },
+    { "cuCtxSetCurrent", 4000, 0, (void *)cuCtxSetCurrent, (void *)cuCtxSetCurrent },
+    { "cuCtxGetDevice", 2000, 0, (void *)cuCtxGetDevice, (void *)cuCtxGetDevice },
+    { "cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, (void *)impl_cuMemAlloc_v2 },
+    { "cuMemAllocPitch", 3020, 0, (void *)cuMemAllocPitch_v2, (void *)impl_cuMemAllocPitch_v2 },
+    { "cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged, (void *)impl_cuMemAllocManaged },
+    { "cuMemFree", 3020, 0, (void *)cuMemFree_v2, (void *)impl_cuMemFree_v2 },
+    { "cuMemGetInfo", 3020, 0, (void *)cuMemGetInfo_v2, (void *)impl_cuMemGetInfo_v2 },
+    { "cuDeviceTotalMem", 3020, 0, (void *)cuDeviceTotalMem_v2, (void *)impl_cuDeviceTotalMem_v2 },
+    { "cuMemCreate", 10020, 0, (void *)cuMemCreate, (void *)impl_cuMemCreate },
+    { "cuMemRelease", 10020, 0, (void *)cuMemRelease, (void *)impl_cuMemRelease },
+    { "cuMemAllocAsync", 11020, 0, (void *)cuMemAllocAsync, (void *)impl_cuMemAllocAsync },
+    { "cuMemAllocAsync", 11020, 1, (void *)cuMemAllocAsync_ptsz, (void *)impl_cuMemAllocAsync_ptsz },
+    { "cuMemAllocFromPoolAsync", 11020, 0, (void *)cuMemAllocFromPoolAsync, (void *)impl_cuMemAllocFromPoolAsync },
+    { "cuMemAllocFromPoolAsync", 11020, 1, (void *)cuMemAllocFromPoolAsync_ptsz, (void *)impl_cuMemAllocFromPoolAsync_ptsz },
+    { "cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync, (void *)impl_cuMemFreeAsync },
+    { "cuMemFreeAsync", 11020, 1, (void *)cuMemFreeAsync_ptsz, (void *)impl_cuMemFreeAsync_ptsz },
+    { "cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, (void *)impl_cuGetProcAddress },
+    { "cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, (void *)impl_cuGetProcAddress_v2 },
+};
+
+static CUresult fake_lookup(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
+                            CUdriverProcAddressQueryResult *status) {
+    int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, found = 0;
+    const fake_proc *best = NULL;
+    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof fake_procs / sizeof fake_procs[0]; i++) {
+        const fake_proc *p = &fake_procs[i];
+        if (strcmp(p->base, symbol) != 0) continue;
+        found = 1;
+        if (p->min_version > cuda_version) continue;
+        if (p->ptsz && !ptsz) continue;
+        if (!best || p->min_version > best->min_version || (p->ptsz && !best->ptsz)) best = p;
+    }
+    const char *mode = getenv("FAKE_CUDA_PROC");
+    int internal = mode && strcmp(mode, "internal") == 0;
+    *pfn = best ? (internal ? best->internal : best->fn) : NULL;
+    if (status)
+        *status = best ? CU_GET_PROC_ADDRESS_SUCCESS
+                       : found ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+static CUresult impl_cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags) {
+    return fake_lookup(symbol, pfn, cuda_version, flags, NULL);
+}
+
+static CUresult impl_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+    return fake_lookup(symbol, pfn, cuda_version, flags, status);
+}
+
+/* ---- the exported functions: what cuGetProcAddress returns unless FAKE_CUDA_PROC=internal ---- */
+
+SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
+    return impl_cuMemAlloc_v2(dptr, bytesize);
+}
+
+SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
+                                        size_t height, unsigned int element_size_bytes) {
+    return impl_cuMemAllocPitch_v2(dptr, pitch, width_bytes, height, element_size_bytes);
+}
+
+SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
+    return impl_cuMemAllocManaged(dptr, bytesize, flags);
+}
+
+SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
+    return impl_cuMemFree_v2(dptr);
+}
+
+SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
+    return impl_cuMemGetInfo_v2(free_bytes, total_bytes);
+}
+
+SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
+    return impl_cuDeviceTotalMem_v2(bytes, dev);
+}
+
+SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
+                                 const CUmemAllocationProp *prop, unsigned long long flags) {
+    return impl_cuMemCreate(handle, size, prop, flags);
+}
+
+SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
+    return impl_cuMemRelease(handle);
+}
+
+SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    return impl_cuMemAllocAsync(dptr, bytesize, stream);
+}
+
+SHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
+    return impl_cuMemAllocAsync_ptsz(dptr, bytesize, stream);
+}
+
+SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                                             CUstream stream) {
+    return impl_cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream);
+}
+
+SHIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
+                                                  CUmemoryPool pool, CUstream stream) {
+    return impl_cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, stream);
+}
+
+SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
+    return impl_cuMemFreeAsync(dptr, stream);
+}
+
+SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
+    return impl_cuMemFreeAsync_ptsz(dptr, stream);
+}
+
+SHIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags) {
+    return impl_cuGetProcAddress(symbol, pfn, cuda_version, flags);
+}
+
+SHIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
+                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
+    return impl_cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, status);
+}

@@ -1,0 +1,197 @@
+#!/usr/bin/env bash
+# shim_test.sh: end-to-end checks of `vram run` and libvram_preload.so over the fake libcuda.so.1,
+# as real processes, without a GPU.
+#
+#   tests/shim/shim_test.sh VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED
+#
+# FAKE_CUDA_DIR (holding the fake libcuda.so.1: 2 devices of 16 GiB) goes first on LD_LIBRARY_PATH.
+# Prints each check with PASS/FAIL (and the captured output of a failure), then "N passed, N failed";
+# exits 1 when a check failed, 2 on bad usage.
+set -euo pipefail
+
+if [[ $# -ne 5 ]]; then
+    echo "usage: $0 VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED" >&2
+    exit 2
+fi
+VRAM=$1 PRELOAD=$2 FAKE=$3 APP=$4 LINKED=$5
+
+unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_BACKEND VRAM_SIM_DEVICES \
+      FAKE_CUDA_DEVICES
+for v in $(compgen -e | grep '^VRAM_LIMIT_' || true); do unset "$v"; done
+export LD_LIBRARY_PATH=$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+GiB=1073741824
+CARD=$((16 * GiB))
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+PASSED=0
+FAILED=0
+
+# run CMD...: runs CMD, keeping its exit status in RC and its stdout/stderr in OUT/ERR.
+run() {
+    set +e
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    set -e
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+# check NAME CONDITION...: CONDITION is a bash expression over RC, OUT, ERR.
+check() {
+    local name=$1
+    shift
+    if eval "$@"; then
+        echo "PASS  $name"
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL  $name  [$*]"
+        echo "  rc=$RC"
+        sed 's/^/  out: /' <<<"$OUT"
+        sed 's/^/  err: /' <<<"$ERR"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+has() { grep -qF -- "$2" <<<"$1"; }   # has TEXT NEEDLE
+
+limited() { "$VRAM" run --limit 1GiB --growth -- "$@"; }
+
+# ---- the fake driver alone: the full 16 GiB ------------------------------------------------------
+run "$APP" dlsym info
+check "no shim: cuMemGetInfo/cuDeviceTotalMem show 16 GiB" \
+    '[[ $RC == 0 ]] && has "$OUT" "total=$CARD free=$CARD devtotal=$CARD"'
+run "$APP" dlsym fill alloc 256
+check "no shim: allocations go up to the 16 GiB card" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=64 bytes=$CARD err=2"'
+run "$LINKED"
+check "no shim: linked program gets 16 GiB" '[[ $RC == 0 ]] && has "$OUT" "chunks=64 bytes=$CARD err=2"'
+
+# ---- under vram run --limit 1GiB --growth ----------------------------------------------------------
+for path in dlsym proc proc_v2 proc_ptsz; do
+    run limited "$APP" $path info
+    check "$path: cuMemGetInfo total/free and cuDeviceTotalMem show 1 GiB" \
+        '[[ $RC == 0 ]] && has "$OUT" "total=$GiB free=$GiB devtotal=$GiB"'
+    for kind in alloc pitch managed create async pool; do
+        run limited "$APP" $path fill $kind 256
+        check "$path $kind: 4 x 256 MiB fit, the 5th is CUDA_ERROR_OUT_OF_MEMORY, a free gives room back" \
+            '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2" && has "$OUT" "refill=0" &&
+             has "$OUT" "free_after=$GiB total=$GiB"'
+    done
+done
+for path in proc proc_v2 proc_ptsz; do
+    for kind in alloc async; do
+        run limited env FAKE_CUDA_PROC=internal "$APP" $path fill $kind 256
+        check "$path $kind, driver hands out internal entry points: still limited" \
+            '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2" && has "$OUT" "refill=0" &&
+             has "$OUT" "free_after=$GiB total=$GiB"'
+    done
+done
+run limited "$APP" dlsym fill alloc 300
+check "300 MiB blocks: 3 fit in 1 GiB" '[[ $RC == 0 ]] && has "$OUT" "chunks=3 bytes=943718400 err=2"'
+run limited "$APP" dlsym threads
+check "8 threads filling at once take exactly the limit, then all comes back" \
+    '[[ $RC == 0 ]] && has "$OUT" "threads_bytes=$GiB" && has "$OUT" "free_after=$GiB total=$GiB"'
+run limited "$APP" dlsym mixed
+check "allocated through dlsym, freed through cuGetProcAddress: counted back; a double free changes nothing" \
+    '[[ $RC == 0 ]] && has "$OUT" "alloc=0" && has "$OUT" "free=0" && has "$OUT" "double_free=1" && has "$OUT" "free_after=$GiB total=$GiB"'
+run limited "$APP" dlsym many
+check "20000 live blocks freed in a scrambled order: every byte counted back" \
+    '[[ $RC == 0 ]] && has "$OUT" "many=20000" && has "$OUT" "free_after=$GiB total=$GiB"'
+run limited "$LINKED"
+check "program linked against libcuda: limited through the exported symbols" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2" && has "$OUT" "total=$GiB free=$GiB"'
+check "dlsym(RTLD_NEXT) from a later library still finds the next definition" 'has "$OUT" "rtld_next=ok"'
+
+if command -v python3 >/dev/null; then
+    run limited python3 "$(dirname "$0")/app_ctypes.py"
+    check "Python ctypes (dlopen + dlsym): 1 GiB total, 2 GiB refused, 512 MiB fits" \
+        '[[ $RC == 0 ]] && has "$OUT" "total=$GiB" && has "$OUT" "alloc_2GiB=2" && has "$OUT" "alloc_512MiB=0" &&
+         has "$OUT" "free_after=$GiB"'
+fi
+
+# ---- VRAM_LOG --------------------------------------------------------------------------------------
+run limited "$APP" dlsym fill alloc 256
+check "without --log the shim is silent" '[[ $RC == 0 ]] && ! has "$ERR" "vram"'
+run "$VRAM" run --limit 1GiB --growth --log -- "$APP" dlsym fill alloc 256
+check "--log: one line says the vram limit refused, with the numbers" \
+    '[[ $RC == 0 ]] && has "$ERR" "vram: cuMemAlloc of 256.00 MiB (268435456 bytes) on device 0 refused: the vram limit would be exceeded (in use 1.00 GiB = 1073741824 bytes, limit 1.00 GiB = 1073741824 bytes, from VRAM_LIMIT); returning CUDA_ERROR_OUT_OF_MEMORY" &&
+     [[ $(grep -c "refused" <<<"$ERR") == 1 ]]'
+
+# ---- per-device limits, no limit ---------------------------------------------------------------------
+run "$VRAM" run --growth -- env VRAM_LIMIT=$GiB VRAM_LIMIT_1=536870912 "$APP" proc_v2 info 1
+check "VRAM_LIMIT_1 wins on device 1" '[[ $RC == 0 ]] && has "$OUT" "total=536870912 free=536870912 devtotal=536870912"'
+run "$VRAM" run --growth -- env VRAM_LIMIT=$GiB VRAM_LIMIT_1=536870912 "$APP" proc_v2 info 0
+check "VRAM_LIMIT on the other devices" '[[ $RC == 0 ]] && has "$OUT" "total=$GiB free=$GiB devtotal=$GiB"'
+run "$VRAM" run --growth -- env VRAM_LIMIT_1=536870912 "$APP" dlsym fill create 256 1
+check "cuMemCreate counted on the device its properties name" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=2 bytes=536870912 err=2"'
+run "$VRAM" run --growth -- "$APP" dlsym fill alloc 256
+check "vram run without a limit: the whole card" '[[ $RC == 0 ]] && has "$OUT" "chunks=64 bytes=$CARD err=2"'
+run "$VRAM" run --growth -- env VRAM_LIMIT=$((32 * GiB)) "$APP" dlsym info
+check "a limit above the card reports the card" '[[ $RC == 0 ]] && has "$OUT" "total=$CARD free=$CARD devtotal=$CARD"'
+run "$VRAM" run --growth -- env VRAM_LIMIT=12x "$APP" dlsym info
+check "a malformed VRAM_LIMIT is said on stderr, not applied" \
+    '[[ $RC == 0 ]] && has "$ERR" "VRAM_LIMIT=" && has "$OUT" "total=$CARD"'
+
+# ---- what vram run sets --------------------------------------------------------------------------------
+REAL_PRELOAD=$(realpath "$PRELOAD")
+run "$VRAM" run --devices 1,0 --limit 1.5GiB --growth --log -- env
+check "vram run sets CUDA_VISIBLE_DEVICES, VRAM_LIMIT, VRAM_GROWTH, VRAM_LOG, LD_PRELOAD" \
+    '[[ $RC == 0 ]] && has "$OUT" "CUDA_VISIBLE_DEVICES=1,0" && has "$OUT" "VRAM_LIMIT=1610612736" &&
+     has "$OUT" "VRAM_GROWTH=1" && has "$OUT" "VRAM_LOG=1" && has "$OUT" "LD_PRELOAD=$REAL_PRELOAD"'
+run env LD_PRELOAD="$REAL_PRELOAD" VRAM_LIMIT_3=5 "$VRAM" run --limit 1GiB --growth -- env
+check "LD_PRELOAD not repeated; inherited VRAM_LIMIT_<i> cleared by --limit" \
+    '[[ $RC == 0 ]] && [[ $(grep "^LD_PRELOAD=" <<<"$OUT") == "LD_PRELOAD=$REAL_PRELOAD" ]] && ! has "$OUT" "VRAM_LIMIT_3"'
+run env LD_PRELOAD=libm.so.6 "$VRAM" run --growth -- env
+check "an existing LD_PRELOAD is kept after the shim" \
+    '[[ $RC == 0 ]] && has "$OUT" "LD_PRELOAD=$REAL_PRELOAD:libm.so.6"'
+run env VRAM_BACKEND=sim VRAM_SIM_DEVICES=16GiB "$VRAM" run --fraction 0.25 --growth -- env
+check "--fraction: F x the card's memory" '[[ $RC == 0 ]] && has "$OUT" "VRAM_LIMIT_0=4294967296"'
+run env VRAM_BACKEND=sim VRAM_SIM_DEVICES=16GiB "$VRAM" run --fraction 0.25 --limit 1GiB --growth -- env
+check "--fraction with --limit: the smaller wins" \
+    '[[ $RC == 0 ]] && has "$OUT" "VRAM_LIMIT_0=$GiB" && has "$OUT" "VRAM_LIMIT=$GiB"'
+run "$VRAM" run --limit 1GiB -- "$APP" dlsym fill alloc 256
+check "without --growth: a note, VRAM_GROWTH=0, still limited" \
+    '[[ $RC == 0 ]] && has "$ERR" "preallocation" && has "$OUT" "chunks=4 bytes=$GiB err=2"'
+run "$VRAM" run --growth -- sh -c 'exit 7'
+check "the exit status is the command'\''s" '[[ $RC == 7 ]]'
+
+# ---- errors ---------------------------------------------------------------------------------------------
+run "$VRAM" run --growth
+check "missing CMD: usage error" '[[ $RC == 2 ]] && has "$ERR" "missing CMD"'
+run "$VRAM" run --growth --
+check "missing CMD after --: usage error" '[[ $RC == 2 ]] && has "$ERR" "missing CMD"'
+run "$VRAM" run --limit lots -- true
+check "bad size: usage error" '[[ $RC == 2 ]] && has "$ERR" "--limit: bad size '\''lots'\''"'
+run "$VRAM" run --limit 0 -- true
+check "zero limit: usage error" '[[ $RC == 2 ]] && has "$ERR" "--limit: bad size"'
+run "$VRAM" run --fraction 1.5 -- true
+check "bad fraction: usage error" '[[ $RC == 2 ]] && has "$ERR" "--fraction: bad number"'
+run "$VRAM" run --devices "0;1" -- true
+check "bad device list: usage error" '[[ $RC == 2 ]] && has "$ERR" "--devices: bad LIST"'
+run "$VRAM" run --frobnicate -- true
+check "unknown option: usage error" '[[ $RC == 2 ]] && has "$ERR" "unknown option '\''--frobnicate'\''"'
+run "$VRAM" run --growth -- /nonexistent/program
+check "command not found: 127 and why" '[[ $RC == 127 ]] && has "$ERR" "cannot run '\''/nonexistent/program'\''"'
+run env -u VRAM_BACKEND VRAM_SIM_DEVICES= "$VRAM" run --fraction 0.5 --growth -- true
+check "--fraction without a readable device: error 1 with the reason" \
+    '[[ $RC == 1 ]] && has "$ERR" "--fraction needs the devices'\'' memory"'
+mkdir -p "$TMP/lonely"
+cp "$VRAM" "$TMP/lonely/vram"
+run "$TMP/lonely/vram" run --growth -- true
+check "missing preload library: error 1 naming it" '[[ $RC == 1 ]] && has "$ERR" "cannot find libvram_preload.so"'
+run "$VRAM" run --help
+check "vram run --help" '[[ $RC == 0 ]] && has "$OUT" "run [--devices LIST] [--growth] [--limit SIZE]"'
+
+# ---- the library exports only the interposed symbols -------------------------------------------------
+if command -v nm >/dev/null; then
+    run nm -D --defined-only "$PRELOAD"
+    exported=$(awk '$2 ~ /^[TtWw]$/ {print $3}' <<<"$OUT" | grep -v -e '^_init$' -e '^_fini$' | sort | tr '\n' ' ')
+    expected="cuDeviceTotalMem_v2 cuGetProcAddress cuGetProcAddress_v2 cuMemAllocAsync cuMemAllocAsync_ptsz cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz cuMemAllocManaged cuMemAllocPitch_v2 cuMemAlloc_v2 cuMemCreate cuMemFreeAsync cuMemFreeAsync_ptsz cuMemFree_v2 cuMemGetInfo_v2 cuMemRelease dlsym "
+    OUT="exported: $exported"
+    check "libvram_preload.so exports only the interposed symbols" '[[ "$exported" == "$expected" ]]'
+fi
+
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED == 0 ]]

@@ -1,0 +1,250 @@
+/*
+ * run.c: `vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]`.
+ *
+ * Sets, then execvp's CMD:
+ *   CUDA_VISIBLE_DEVICES  from --devices (the program's devices are then numbered from 0)
+ *   VRAM_LIMIT            from --limit, in bytes: every visible device
+ *   VRAM_LIMIT_<i>        from --fraction: F x device <i>'s memory (read with
+ *                         vram_list_physical_devices after CUDA_VISIBLE_DEVICES is set), or the
+ *                         smaller of that and --limit. --limit or --fraction first clear the
+ *                         VRAM_LIMIT* the environment had.
+ *   VRAM_GROWTH           1 with --growth, else 0 (preallocation is not implemented in the
+ *                         preload library yet: a note says memory is taken on demand)
+ *   VRAM_LOG              1 with --log: the preload library says on stderr when the limit refused
+ *   LD_PRELOAD            the absolute path of libvram_preload.so (next to this binary, in ../lib or
+ *                         ../<libdir>), put first
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <vram.h>
+
+#include "run.h"
+
+#ifndef VRAM_INSTALL_LIBDIR
+#define VRAM_INSTALL_LIBDIR "lib"
+#endif
+
+#define RUN_PRELOAD_NAME "libvram_preload.so"
+
+extern char **environ;
+
+typedef struct run_options {
+    const char *devices;
+    int growth, log;
+    int has_limit;
+    size_t limit;
+    double fraction;   /* 0: not given */
+} run_options;
+
+static int run_usage_error(const char *fmt, const char *arg) {
+    fputs("vram run: ", stderr);
+    fprintf(stderr, fmt, arg);
+    fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]\n"
+          "Try 'vram --help'.\n", stderr);
+    return 2;
+}
+
+/* The value of `name` at argv[*i] ("NAME VALUE" or "NAME=VALUE"); NULL when argv[*i] is not that
+ * option; *missing when it is but has no value. */
+static const char *run_option_value(int argc, char **argv, int *i, const char *name, int *missing) {
+    const char *a = argv[*i];
+    size_t n = strlen(name);
+    *missing = 0;
+    if (strncmp(a, name, n) != 0) return NULL;
+    if (a[n] == '=') return a + n + 1;
+    if (a[n] != '\0') return NULL;
+    if (*i + 1 < argc) return argv[++*i];
+    *missing = 1;
+    return NULL;
+}
+
+/* CUDA_VISIBLE_DEVICES items: indices, or UUIDs (GPU-..., MIG-...), separated by commas. */
+static int run_valid_devices(const char *v) {
+    if (!*v) return 0;
+    for (const char *c = v; *c; c++) {
+        int ok = (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                 *c == '-' || *c == '/' || *c == ',';
+        if (!ok) return 0;
+        if (*c == ',' && (c == v || c[1] == ',' || c[1] == '\0')) return 0;
+    }
+    return 1;
+}
+
+/* Parses the options before CMD; sets *cmd_at to the index of CMD. Returns 0, 2 or -1 (help). */
+static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
+    int i = 1, missing = 0;
+    const char *v;
+    for (; i < argc; i++) {
+        const char *a = argv[i];
+        if (strcmp(a, "--") == 0) { i++; break; }
+        if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return -1;
+        if (strcmp(a, "--growth") == 0) { o->growth = 1; continue; }
+        if (strcmp(a, "--log") == 0) { o->log = 1; continue; }
+        if ((v = run_option_value(argc, argv, &i, "--devices", &missing)) || missing) {
+            if (!v) return run_usage_error("--devices needs a LIST (e.g. 0,1)%s", "");
+            if (!run_valid_devices(v))
+                return run_usage_error("--devices: bad LIST '%s' (indices or UUIDs separated by commas)", v);
+            o->devices = v;
+            continue;
+        }
+        if ((v = run_option_value(argc, argv, &i, "--limit", &missing)) || missing) {
+            if (!v) return run_usage_error("--limit needs a SIZE (e.g. 8GiB)%s", "");
+            if (vram_parse_size(v, &o->limit) != VRAM_OK || o->limit == 0)
+                return run_usage_error("--limit: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", v);
+            o->has_limit = 1;
+            continue;
+        }
+        if ((v = run_option_value(argc, argv, &i, "--fraction", &missing)) || missing) {
+            char *end = NULL;
+            if (!v) return run_usage_error("--fraction needs a number F, 0 < F <= 1%s", "");
+            errno = 0;
+            double f = strtod(v, &end);
+            if (errno || end == v || *end || !isfinite(f) || f <= 0.0 || f > 1.0)
+                return run_usage_error("--fraction: bad number '%s' (0 < F <= 1)", v);
+            o->fraction = f;
+            continue;
+        }
+        if (a[0] == '-' && a[1]) return run_usage_error("unknown option '%s' (put the command after --)", a);
+        break;   /* the command */
+    }
+    if (i >= argc) return run_usage_error("missing CMD%s", "");
+    *cmd_at = i;
+    return 0;
+}
+
+/* The absolute path of libvram_preload.so next to this binary, in ../lib or ../<libdir>; 0 when found. */
+static int run_find_preload(char *out, size_t len, char *dir, size_t dir_len) {
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return -1;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return -1;
+    *slash = '\0';
+    snprintf(dir, dir_len, "%s", exe);
+    const char *rel[] = { "", "/../lib", "/../" VRAM_INSTALL_LIBDIR };
+    for (size_t k = 0; k < sizeof rel / sizeof rel[0]; k++) {
+        char candidate[PATH_MAX + 64];
+        snprintf(candidate, sizeof candidate, "%s%s/" RUN_PRELOAD_NAME, exe, rel[k]);
+        char resolved[PATH_MAX];
+        if (access(candidate, R_OK) == 0 && realpath(candidate, resolved)) {
+            snprintf(out, len, "%s", resolved);
+            return 0;
+        }
+    }
+    return -1;
+}
+
+/* Clears VRAM_LIMIT and every VRAM_LIMIT_<i> inherited from the environment. */
+static void run_clear_limits(void) {
+    for (;;) {
+        char name[64] = "";
+        for (char **e = environ; e && *e; e++) {
+            if (strncmp(*e, "VRAM_LIMIT", 10) == 0 && ((*e)[10] == '=' || (*e)[10] == '_')) {
+                size_t n = strcspn(*e, "=");
+                if (n < sizeof name) { memcpy(name, *e, n); name[n] = '\0'; }
+                break;
+            }
+        }
+        if (!name[0]) return;
+        unsetenv(name);
+    }
+}
+
+static int run_set_size(const char *name, size_t bytes) {
+    char v[32];
+    snprintf(v, sizeof v, "%zu", bytes);
+    return setenv(name, v, 1);
+}
+
+/* VRAM_LIMIT_<i> = F x the memory of each visible device (the smaller of that and --limit). */
+static int run_set_fraction(const run_options *o) {
+    int n = 0;
+    vram_status s = vram_list_physical_devices(NULL, 0, &n);
+    if (s != VRAM_OK || n <= 0) {
+        fprintf(stderr, "vram run: --fraction needs the devices' memory: %s\n",
+                s == VRAM_OK ? "no device" : vram_last_error());
+        return 1;
+    }
+    vram_physical_device *devs = calloc((size_t)n, sizeof *devs);
+    if (!devs) { fputs("vram run: out of memory\n", stderr); return 1; }
+    int count = n;
+    if ((s = vram_list_physical_devices(devs, n, &count)) != VRAM_OK) {
+        fprintf(stderr, "vram run: --fraction needs the devices' memory: %s\n", vram_last_error());
+        free(devs);
+        return 1;
+    }
+    for (int i = 0; i < count && i < n; i++) {
+        size_t bytes = (size_t)floor(o->fraction * (double)devs[i].total_bytes);
+        if (o->has_limit && o->limit < bytes) bytes = o->limit;
+        if (bytes == 0) {
+            fprintf(stderr, "vram run: --fraction %g of device %d (%zu bytes) is 0 bytes\n", o->fraction,
+                    devs[i].index, devs[i].total_bytes);
+            free(devs);
+            return 1;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "VRAM_LIMIT_%d", devs[i].index);
+        run_set_size(name, bytes);
+    }
+    free(devs);
+    return 0;
+}
+
+/* LD_PRELOAD with `lib` first (not repeated when it is already there). */
+static int run_set_preload(const char *lib) {
+    const char *old = getenv("LD_PRELOAD");
+    if (!old || !*old) return setenv("LD_PRELOAD", lib, 1);
+    size_t n = strlen(lib);
+    if (strncmp(old, lib, n) == 0 && (old[n] == '\0' || old[n] == ':' || old[n] == ' ')) return 0;
+    size_t len = n + 1 + strlen(old) + 1;
+    char *v = malloc(len);
+    if (!v) return -1;
+    snprintf(v, len, "%s:%s", lib, old);
+    int rc = setenv("LD_PRELOAD", v, 1);
+    free(v);
+    return rc;
+}
+
+int run_main(int argc, char **argv) {
+    run_options o = { 0 };
+    int cmd_at = 0;
+    int rc = run_parse(argc, argv, &o, &cmd_at);
+    if (rc != 0) return rc;
+
+    char lib[PATH_MAX], dir[PATH_MAX];
+    if (run_find_preload(lib, sizeof lib, dir, sizeof dir) != 0) {
+        fprintf(stderr, "vram run: cannot find " RUN_PRELOAD_NAME " next to the vram binary (%s) or in "
+                "%s/../lib; build the vram_preload target or reinstall vram\n", dir, dir);
+        return 1;
+    }
+    if (o.devices && setenv("CUDA_VISIBLE_DEVICES", o.devices, 1) != 0) goto env_failed;
+    if (o.has_limit || o.fraction > 0) run_clear_limits();
+    if (o.has_limit && run_set_size("VRAM_LIMIT", o.limit) != 0) goto env_failed;
+    if (o.fraction > 0 && (rc = run_set_fraction(&o)) != 0) return rc;
+    if (setenv("VRAM_GROWTH", o.growth ? "1" : "0", 1) != 0) goto env_failed;
+    if (o.log && setenv("VRAM_LOG", "1", 1) != 0) goto env_failed;
+    if (run_set_preload(lib) != 0) goto env_failed;
+    if (!o.growth)
+        fputs("vram run: note: preallocation (running without --growth) is not implemented yet; "
+              "memory is taken on demand, as with --growth\n", stderr);
+    fflush(NULL);
+    execvp(argv[cmd_at], argv + cmd_at);
+    int err = errno;
+    fprintf(stderr, "vram run: cannot run '%s': %s\n", argv[cmd_at], strerror(err));
+    return err == ENOENT ? 127 : 126;
+
+env_failed:
+    fprintf(stderr, "vram run: cannot set the environment: %s\n", strerror(errno));
+    return 1;
+}
