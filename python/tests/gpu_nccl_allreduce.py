@@ -15,6 +15,9 @@ def rank_main(rank, world):
     import torch
     import torch.distributed as dist
     import vram
+    gpus = vram.config.list_physical_devices("GPU")
+    vram.config.set_visible_devices(gpus[rank], "GPU")      # each rank takes only its own card,
+    vram.config.experimental.set_memory_growth(gpus[rank], True)   # and only what it uses
     vram.torch.install()
     torch.cuda.set_device(rank)
     dist.init_process_group("nccl", init_method="tcp://127.0.0.1:29533", rank=rank, world_size=world)
