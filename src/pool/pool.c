@@ -17,64 +17,22 @@
  *     completed (completed frees are reaped into the free bins before each search, and before
  *     growing or failing the pool waits for the outstanding events).
  *
- * Invariants (checked by vram__pool_check)
+ * Invariants (checked by vram__pool_check, in pool_check.c)
  *   - chunks tile every region in address order; sizes are multiples of 256 and positive;
  *   - no two FREE chunks are neighbours; every FREE chunk is in the free bins and nothing else is;
  *   - every USED chunk is in the pointer map under its address; PENDING chunks are in the pending
  *     list; current == the sum of USED sizes; reserved == the bytes held from the driver;
  *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes.
  *
- * Locking: one mutex per pool guards everything in it; functions ending in `_locked` assert that
- * the caller holds it. The card budget is an atomic shared by the pools of one card.
+ * Locking: one mutex per pool guards everything in it; functions ending in `_locked` must be
+ * called with it held. The card budget is an atomic shared by the pools of one card.
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/free_bins.h"
-#include "pool/pool.h"
-#include "pool/ptr_map.h"
-#include "pool/vmm.h"
-
-#define VRAM_POOL_UNIT ((size_t)256)
-#define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
-#define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
-#define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
-
-enum { REGION_PLAIN = 1, REGION_VMM = 2 };
-
-typedef struct pool_region {
-    int                 kind;
-    uint64_t            base;
-    size_t              size;      /* bytes tiled by chunks (VMM: the whole reserved range) */
-    size_t              held;      /* PLAIN: bytes held from the driver (VMM: see vmm.mapped) */
-    pool_chunk         *first, *last;
-    pool_vmm            vmm;       /* VMM: the physical backing */
-    struct pool_region *next;
-} pool_region;
-
-typedef struct pool_event {
-    void *event;
-    int   refs;
-} pool_event;
-
-struct vram__pool {
-    vram__pool_config cfg;
-    pthread_mutex_t   lock;
-    pool_region      *regions;
-    pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
-    free_bins         bins;          /* free chunks, by size class */
-    ptr_map           live;
-    pool_chunk       *pending;       /* PENDING chunks, newest first */
-    size_t            pending_count;
-    pool_chunk       *spare;         /* recycled chunk records */
-    size_t            current, peak, reserved, peak_reserved;
-    size_t            used_count;
-    size_t            idle_low;      /* lowest reserved - current since the last idle tick */
-    size_t            hold_mark;     /* highest reserved ever (hold_peak; not reset with the stats) */
-    uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
-};
+#include "pool/pool_internal.h"
 
 /* ---- chunk records --------------------------------------------------------------------------- */
 
@@ -818,100 +776,4 @@ void vram__pool_idle_tick(vram__pool *p) {
     if (unused > 0) trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
     p->idle_low = p->reserved - p->current;
     pthread_mutex_unlock(&p->lock);
-}
-
-/* ---- consistency check ----------------------------------------------------------------------- */
-
-typedef struct check_tally {
-    size_t used_bytes, used_count, free_count, free_bytes, pending_count, held;
-    size_t region_busy;   /* bytes of USED and PENDING chunks in the region being checked */
-} check_tally;
-
-static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const pool_chunk *c,
-                                      check_tally *t) {
-    if (c->region != r) return "a chunk points to another region";
-    if (c->size == 0 || c->size % VRAM_POOL_UNIT != 0 || c->addr % VRAM_POOL_UNIT != 0) {
-        return "a chunk is empty or not 256-byte aligned";
-    }
-    if (c->next != NULL && (c->next->prev != c || c->next->addr != c->addr + c->size)) {
-        return "chunks do not tile the region";
-    }
-    switch (c->state) {
-    case CHUNK_FREE:
-        if (c->next != NULL && c->next->state == CHUNK_FREE) return "two free neighbours were not merged";
-        t->free_count++;
-        t->free_bytes += c->size;
-        return NULL;
-    case CHUNK_USED:
-        if (ptr_map_get(&p->live, c->addr) != c) return "a live chunk is missing from the pointer table";
-        t->used_count++;
-        t->used_bytes += c->size;
-        t->region_busy += c->size;
-        return NULL;
-    case CHUNK_PENDING:
-        if (c->event == NULL || c->event->refs <= 0) return "a pending chunk has no event";
-        t->pending_count++;
-        t->region_busy += c->size;
-        return NULL;
-    }
-    return "a chunk has an unknown state";
-}
-
-static const char *check_region_locked(vram__pool *p, const pool_region *r, check_tally *t) {
-    if (r->first != NULL && r->first->addr != r->base) return "the first chunk does not start the region";
-    size_t sum = 0;
-    t->region_busy = 0;
-    for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
-        const char *why = check_chunk_locked(p, r, c, t);
-        if (why != NULL) return why;
-        sum += c->size;
-        if (c->next == NULL && c != r->last) return "the region's last chunk is wrong";
-    }
-    if (sum != r->size) return "chunk sizes do not add up to the region";
-    if (r->kind == REGION_VMM) {
-        static _Thread_local char msg[256];
-        if (pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
-        size_t busy = 0;
-        for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
-        if (busy != t->region_busy) return "the extents' bytes in use differ from the blocks in use";
-        t->held += r->vmm.mapped;
-    } else {
-        t->held += r->held;
-    }
-    return NULL;
-}
-
-vram_status vram__pool_check(vram__pool *p) {
-    char msg[256];
-    check_tally t = {0};
-    const char *why = NULL;
-    pthread_mutex_lock(&p->lock);
-    for (const pool_region *r = p->regions; r != NULL && why == NULL; r = r->next) {
-        why = check_region_locked(p, r, &t);
-    }
-    size_t pending = 0;
-    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
-    if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
-    if (why != NULL) {
-    } else if (t.free_count != p->bins.count || t.free_bytes != p->bins.bytes) {
-        why = "free chunks and the free bins disagree";
-    } else if (t.used_count != p->used_count || t.used_count != p->live.count) {
-        why = "live chunks, the pointer table and the live count disagree";
-    } else if (t.used_bytes != p->current) {
-        why = "current differs from the sum of live blocks";
-    } else if (t.pending_count != p->pending_count || pending != p->pending_count) {
-        why = "pending chunks and the pending list disagree";
-    } else if (t.held != p->reserved) {
-        why = "reserved differs from the bytes held from the driver";
-    } else if (p->reserved > p->cfg.limit) {
-        why = "reserved exceeds the limit";
-    } else if (p->peak < p->current || p->peak_reserved < p->reserved) {
-        why = "a peak is below its current value";
-    } else if (p->cfg.budget != NULL && atomic_load(&p->cfg.budget->reserved) < p->reserved) {
-        why = "the card budget holds less than this pool";
-    }
-    vram_status s = VRAM_OK;
-    if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
-    pthread_mutex_unlock(&p->lock);
-    return s;
 }

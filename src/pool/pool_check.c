@@ -1,0 +1,103 @@
+/*
+ * pool_check.c: vram__pool_check walks every structure of a pool and verifies the invariants
+ * stated in pool.c's header: chunks tile their regions, free neighbours are merged, the free bins,
+ * the pointer table, the pending list and the extents agree with the chunks, the counters agree
+ * with the blocks, and reserved stays within the limit and the card's budget.
+ */
+#include <stdio.h>
+
+#include "pool/pool_internal.h"
+
+typedef struct check_tally {
+    size_t used_bytes, used_count, free_count, free_bytes, pending_count, held;
+    size_t region_busy;   /* bytes of USED and PENDING chunks in the region being checked */
+} check_tally;
+
+static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const pool_chunk *c,
+                                      check_tally *t) {
+    if (c->region != r) return "a chunk points to another region";
+    if (c->size == 0 || c->size % VRAM_POOL_UNIT != 0 || c->addr % VRAM_POOL_UNIT != 0) {
+        return "a chunk is empty or not 256-byte aligned";
+    }
+    if (c->next != NULL && (c->next->prev != c || c->next->addr != c->addr + c->size)) {
+        return "chunks do not tile the region";
+    }
+    switch (c->state) {
+    case CHUNK_FREE:
+        if (c->next != NULL && c->next->state == CHUNK_FREE) return "two free neighbours were not merged";
+        t->free_count++;
+        t->free_bytes += c->size;
+        return NULL;
+    case CHUNK_USED:
+        if (ptr_map_get(&p->live, c->addr) != c) return "a live chunk is missing from the pointer table";
+        t->used_count++;
+        t->used_bytes += c->size;
+        t->region_busy += c->size;
+        return NULL;
+    case CHUNK_PENDING:
+        if (c->event == NULL || c->event->refs <= 0) return "a pending chunk has no event";
+        t->pending_count++;
+        t->region_busy += c->size;
+        return NULL;
+    }
+    return "a chunk has an unknown state";
+}
+
+static const char *check_region_locked(vram__pool *p, const pool_region *r, check_tally *t) {
+    if (r->first != NULL && r->first->addr != r->base) return "the first chunk does not start the region";
+    size_t sum = 0;
+    t->region_busy = 0;
+    for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
+        const char *why = check_chunk_locked(p, r, c, t);
+        if (why != NULL) return why;
+        sum += c->size;
+        if (c->next == NULL && c != r->last) return "the region's last chunk is wrong";
+    }
+    if (sum != r->size) return "chunk sizes do not add up to the region";
+    if (r->kind == REGION_VMM) {
+        static _Thread_local char msg[256];
+        if (pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
+        size_t busy = 0;
+        for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
+        if (busy != t->region_busy) return "the extents' bytes in use differ from the blocks in use";
+        t->held += r->vmm.mapped;
+    } else {
+        t->held += r->held;
+    }
+    return NULL;
+}
+
+vram_status vram__pool_check(vram__pool *p) {
+    char msg[256];
+    check_tally t = {0};
+    const char *why = NULL;
+    pthread_mutex_lock(&p->lock);
+    for (const pool_region *r = p->regions; r != NULL && why == NULL; r = r->next) {
+        why = check_region_locked(p, r, &t);
+    }
+    size_t pending = 0;
+    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
+    if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
+    if (why != NULL) {
+    } else if (t.free_count != p->bins.count || t.free_bytes != p->bins.bytes) {
+        why = "free chunks and the free bins disagree";
+    } else if (t.used_count != p->used_count || t.used_count != p->live.count) {
+        why = "live chunks, the pointer table and the live count disagree";
+    } else if (t.used_bytes != p->current) {
+        why = "current differs from the sum of live blocks";
+    } else if (t.pending_count != p->pending_count || pending != p->pending_count) {
+        why = "pending chunks and the pending list disagree";
+    } else if (t.held != p->reserved) {
+        why = "reserved differs from the bytes held from the driver";
+    } else if (p->reserved > p->cfg.limit) {
+        why = "reserved exceeds the limit";
+    } else if (p->peak < p->current || p->peak_reserved < p->reserved) {
+        why = "a peak is below its current value";
+    } else if (p->cfg.budget != NULL && atomic_load(&p->cfg.budget->reserved) < p->reserved) {
+        why = "the card budget holds less than this pool";
+    }
+    vram_status s = VRAM_OK;
+    if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
+    pthread_mutex_unlock(&p->lock);
+    return s;
+}
