@@ -26,7 +26,7 @@ def main():
     check(len(gpus) >= 1, "a GPU is listed: %s" % (gpus,))
     vram.config.experimental.set_memory_growth(gpus[0], True)
     vram.config.set_memory_limit(gpus[0], "8GiB")
-    vram.torch.install()
+    print("       PyTorch calls", vram.torch.install())
 
     model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).cuda()
     opt = torch.optim.AdamW(model.parameters())
@@ -42,17 +42,11 @@ def main():
     print("       vram memory info:", info)
     check(info["current"] > 0 and info["reserved"] <= 8 * GiB and info["limit"] == 8 * GiB,
           "PyTorch's tensors are vram's blocks, within the 8 GiB limit")
-    # vram refuses a 9 GiB block under the 8 GiB limit. PyTorch 2.11's pluggable-allocator path does not
-    # turn the NULL into torch.OutOfMemoryError: the tensor comes back with a null data pointer.
-    # Recorded here as what happens (a known limitation, see vram/torch.py), not as success.
     try:
-        t = torch.empty(9 * GiB, dtype=torch.uint8, device="cuda")
-        check(t.data_ptr() == 0 and "limit" in vram.torch.last_error(),
-              "KNOWN LIMITATION: a 9 GiB tensor under an 8 GiB limit gets a null data pointer, no exception; "
-              "vram says: " + vram.torch.last_error()[:120])
-        del t
-    except torch.OutOfMemoryError:
-        check(True, "a 9 GiB tensor fails with torch.OutOfMemoryError")
+        torch.empty(9 * GiB, dtype=torch.uint8, device="cuda")
+        check(False, "a 9 GiB tensor under an 8 GiB limit raises torch.OutOfMemoryError")
+    except torch.OutOfMemoryError as e:
+        check("limit" in str(e), "a 9 GiB tensor raises torch.OutOfMemoryError naming the cause: " + str(e)[:150])
 
     import cupy
     vram.cupy.install()
