@@ -38,8 +38,28 @@
  *   more than the driver's own free), cuDeviceTotalMem the limit (at most the card's memory).
  *   VRAM_GROWTH=0 (preallocation) is not implemented yet: memory is always taken on demand.
  *
+ * The ledger (ledger.h; read by `vram top`)
+ *   At the first accounted call on a device the process claims a slot for (itself, that device) in
+ *   the per-machine ledger: pid, start time, the device's UUID (cuDeviceGetUuid_v2 / cuDeviceGetUuid
+ *   of the real driver; "unknown-<ordinal>" when there is none), its limit, VRAM_GROUP, the group
+ *   limit and /proc/self/comm. Every change of a device's usage stores in_use and peak into the
+ *   process's own slot (two relaxed atomic stores under g.mu; no ledger lock). The slots are freed
+ *   at exit (a destructor); a process killed before that is reclaimed by whoever scans the ledger.
+ *   After fork the child starts with no slot and nothing counted. A ledger that cannot be opened (bad
+ *   permissions, full) is said on stderr with VRAM_LOG=1 or a group limit, and the program runs on.
+ *
+ * Group limits (VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=BYTES)
+ *   An allocation on a device is refused (CUDA_ERROR_OUT_OF_MEMORY; with VRAM_LOG=1 a line naming
+ *   the group limit) when the bytes in use of the group's live slots on that device's UUID plus the
+ *   request would pass VRAM_GROUP_LIMIT. The slow path: under a process mutex and the ledger's flock
+ *   the ledger's slots are scanned (1024 slots, a /proc/<pid>/stat read per live slot), then the
+ *   reservation is published into the slot before the lock is released, so that processes of the
+ *   group cannot pass the limit together. Frees need no lock (usage only falls). Each process
+ *   enforces its own VRAM_GROUP_LIMIT. A process whose ledger was rebuilt by another one (the
+ *   file it mapped was corrupted and moved aside) keeps writing the old file until it restarts.
+ *
  * Not covered yet: the legacy v1 entry points (32-bit sizes, CUDA < 3.2), dlvsym lookups of driver
- * symbols, NVML, a ledger shared between processes.
+ * symbols, NVML.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -54,6 +74,7 @@
 #include <unistd.h>
 
 #include "cuda_driver.h"
+#include "ledger.h"
 
 #define SHIM_MAX_DEVICES 64
 
@@ -130,9 +151,21 @@ typedef struct shim_state {
     shim_entry *table;                       /* open addressing, linear probing */
     size_t cap, count;                       /* cap is a power of two */
     shim_real real;
+    /* the ledger (ledger.h): this process's slot per device, registered at the first accounted call */
+    pthread_mutex_t ledger_mu;               /* guards the fields below; taken before g.mu, never after */
+    int ledger_state;                        /* 0 not opened yet, 1 open, -1 unavailable */
+    ledger ledger;
+    ledger_slot *slot[SHIM_MAX_DEVICES];     /* written under ledger_mu and g.mu; read under g.mu */
+    int slot_tried[SHIM_MAX_DEVICES];        /* registration attempted (atomic read on the fast path) */
+    char uuid[SHIM_MAX_DEVICES][LEDGER_UUID_LEN];
+    size_t peak[SHIM_MAX_DEVICES];           /* under mu */
+    int self_pid;
+    uint64_t self_start;
+    char group[LEDGER_NAME_LEN];             /* VRAM_GROUP, "" none; set once */
+    size_t group_limit;                      /* VRAM_GROUP_LIMIT, 0 none; set once */
 } shim_state;
 
-static shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER };
+static shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t shim_dl_once = PTHREAD_ONCE_INIT;
 static pthread_once_t shim_cuda_once = PTHREAD_ONCE_INIT;
 static shim_dlsym_fn shim_real_dlsym_fn;
@@ -186,6 +219,62 @@ static void shim_read_limit(const char *name, int dev, int src) {
     }
 }
 
+static int shim_valid_group(const char *v) {
+    size_t n = strlen(v);
+    if (n == 0 || n >= LEDGER_NAME_LEN) return 0;
+    for (; *v; v++)
+        if (!((*v >= '0' && *v <= '9') || (*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') ||
+              *v == '.' || *v == '_' || *v == '-'))
+            return 0;
+    return 1;
+}
+
+/* VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=BYTES (a limit without a group is ignored, said on stderr). */
+static void shim_read_group(void) {
+    const char *name = getenv("VRAM_GROUP"), *lim = getenv("VRAM_GROUP_LIMIT");
+    if (name && *name) {
+        if (shim_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
+        else fprintf(stderr, "vram: VRAM_GROUP='%s' is not a group name (1-31 of A-Z a-z 0-9 . _ -); ignored\n", name);
+    }
+    if (lim && *lim) {
+        size_t bytes = 0;
+        if (shim_parse_bytes(lim, &bytes) != 0)
+            fprintf(stderr, "vram: VRAM_GROUP_LIMIT='%s' is not a number of bytes; ignored\n", lim);
+        else if (!g.group[0])
+            fputs("vram: VRAM_GROUP_LIMIT without a valid VRAM_GROUP; ignored\n", stderr);
+        else
+            g.group_limit = bytes;
+    }
+}
+
+/* fork: the child must not write the parent's slots nor share its ledger lock (flock belongs to the
+ * open file description, which the child inherits): it starts with no slot, no ledger and nothing
+ * counted (memory the parent allocated is the parent's), and registers anew at its first call. */
+static void shim_fork_prepare(void) {
+    pthread_mutex_lock(&g.ledger_mu);
+    pthread_mutex_lock(&g.mu);
+}
+
+static void shim_fork_parent(void) {
+    pthread_mutex_unlock(&g.mu);
+    pthread_mutex_unlock(&g.ledger_mu);
+}
+
+static void shim_fork_child(void) {
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        g.slot[d] = NULL;
+        g.slot_tried[d] = 0;
+        g.used[d] = 0;
+        g.peak[d] = 0;
+    }
+    if (g.table) memset(g.table, 0, g.cap * sizeof *g.table);
+    g.count = 0;
+    if (g.ledger_state == 1) ledger_close(&g.ledger);
+    g.ledger_state = 0;
+    pthread_mutex_unlock(&g.mu);
+    pthread_mutex_unlock(&g.ledger_mu);
+}
+
 static void shim_cuda_init(void) {
     shim_dlsym_fn real_dlsym = shim_real_dlsym();
     const char *log = getenv("VRAM_LOG");
@@ -196,6 +285,8 @@ static void shim_cuda_init(void) {
         shim_read_limit(name, d, SHIM_LIMIT_DEVICE);
     }
     shim_read_limit("VRAM_LIMIT", -1, SHIM_LIMIT_ALL);
+    shim_read_group();
+    pthread_atfork(shim_fork_prepare, shim_fork_parent, shim_fork_child);
     g.real.lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (g.real.lib && real_dlsym) {
         for (int i = 0; i < SHIM_NUM_HOOKS; i++) g.real.fn[i] = real_dlsym(g.real.lib, shim_hooks[i].symbol);
@@ -209,8 +300,14 @@ static void shim_cuda_init(void) {
             if (g.limit_src[d] == SHIM_LIMIT_ALL) shim_fmt_bytes(all, sizeof all, g.limit[d]);
             per_device += g.limit_src[d] == SHIM_LIMIT_DEVICE;
         }
+        char grp[96] = "";
+        if (g.group[0]) {
+            char gl[32] = "none";
+            if (g.group_limit) shim_fmt_bytes(gl, sizeof gl, g.group_limit);
+            snprintf(grp, sizeof grp, ", group %s (group limit %s)", g.group, gl);
+        }
         fprintf(stderr, "vram: preload active in pid %ld: VRAM_LIMIT %s, %d device limit(s) from "
-                "VRAM_LIMIT_<i>%s\n", (long)getpid(), all, per_device,
+                "VRAM_LIMIT_<i>%s%s\n", (long)getpid(), all, per_device, grp,
                 g.real.lib ? "" : "; libcuda.so.1 could not be loaded");
         if (growth && strcmp(growth, "0") == 0)
             fputs("vram: preallocation (VRAM_GROWTH=0) is not implemented in the preload library yet; "
@@ -307,23 +404,150 @@ static void shim_log_refusal(const char *fn, int dev, size_t size, size_t used, 
             fn, req, size, dev, in_use, used, lim, limit, from);
 }
 
-/* Reserves `size` bytes on `dev` against its limit; 0 on success, -1 (logged) when it would pass
- * the limit. dev -1 is not accounted. */
+/* ---- the ledger ---------------------------------------------------------------------------------- */
+
+/* Publishes g.used[dev] (and the peak) into this process's slot: two stores, no lock. Caller holds g.mu. */
+static void shim_publish_unsafe(int dev) {
+    if (g.used[dev] > g.peak[dev]) g.peak[dev] = g.used[dev];
+    ledger_slot *s = g.slot[dev];
+    if (!s) return;
+    __atomic_store_n(&s->in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
+    __atomic_store_n(&s->peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
+}
+
+static void shim_device_uuid(int dev, char *out, size_t len) {
+    typedef struct { unsigned char b[16]; } shim_uuid;
+    typedef CUresult (*pfn_uuid)(shim_uuid *uuid, CUdevice dev);
+    shim_dlsym_fn real_dlsym = shim_real_dlsym();
+    pfn_uuid get = NULL;
+    pfn_cuDeviceGet device_get = NULL;
+    if (g.real.lib && real_dlsym) {
+        get = (pfn_uuid)real_dlsym(g.real.lib, "cuDeviceGetUuid_v2");
+        if (!get) get = (pfn_uuid)real_dlsym(g.real.lib, "cuDeviceGetUuid");
+        device_get = (pfn_cuDeviceGet)real_dlsym(g.real.lib, "cuDeviceGet");
+    }
+    CUdevice d = dev;
+    shim_uuid u;
+    if (get && (!device_get || device_get(&d, dev) == CUDA_SUCCESS) && get(&u, d) == CUDA_SUCCESS) {
+        const unsigned char *b = u.b;
+        snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+                 b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+    } else {
+        snprintf(out, len, "unknown-%d", dev);   /* group totals then go by ordinal */
+    }
+}
+
+/* Opens the ledger once (caller holds ledger_mu); 0 when it is open. */
+static int shim_ledger_ready_locked(void) {
+    if (g.ledger_state) return g.ledger_state == 1 ? 0 : -1;
+    char err[512];
+    g.self_pid = (int)getpid();
+    if (ledger_start_time(g.self_pid, &g.self_start) != 0 || ledger_open(&g.ledger, err, sizeof err) != 0) {
+        if (!g.self_start) snprintf(err, sizeof err, "cannot read /proc/%d/stat", g.self_pid);
+        g.ledger_state = -1;
+        if (g.log || g.group_limit)
+            fprintf(stderr, "vram: the ledger is unavailable (%s): this process is not listed by vram top%s\n",
+                    err, g.group_limit ? " and its group limit is not enforced" : "");
+        return -1;
+    }
+    if (g.ledger.rebuilt[0] && g.log) fprintf(stderr, "vram: the ledger %s\n", g.ledger.rebuilt);
+    g.ledger_state = 1;
+    return 0;
+}
+
+/* Registers this process's slot for `dev` at the first accounted call on it (slow path, once). */
+static void shim_register(int dev) {
+    if (__atomic_load_n(&g.slot_tried[dev], __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g.ledger_mu);
+    if (!g.slot_tried[dev] && shim_ledger_ready_locked() == 0) {
+        char comm[LEDGER_NAME_LEN] = "?";
+        FILE *f = fopen("/proc/self/comm", "re");
+        if (f) {
+            if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
+            fclose(f);
+        }
+        shim_device_uuid(dev, g.uuid[dev], sizeof g.uuid[dev]);
+        ledger_lock(&g.ledger);
+        ledger_slot *s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, dev, g.uuid[dev], g.group,
+                                             comm, g.limit[dev], g.group_limit);
+        pthread_mutex_lock(&g.mu);
+        g.slot[dev] = s;
+        if (s) shim_publish_unsafe(dev);
+        pthread_mutex_unlock(&g.mu);
+        ledger_unlock(&g.ledger);
+        if (!s && (g.log || g.group_limit))
+            fprintf(stderr, "vram: the ledger is full (%u slots): device %d of this process is not listed "
+                    "by vram top%s\n", LEDGER_SLOTS, dev, g.group_limit ? " and its group limit is not enforced" : "");
+    }
+    __atomic_store_n(&g.slot_tried[dev], 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&g.ledger_mu);
+}
+
+/* At exit: the slots are freed (a process killed before this is reclaimed by whoever scans). */
+__attribute__((destructor)) static void shim_unregister(void) {
+    pthread_mutex_lock(&g.ledger_mu);
+    if (g.ledger_state == 1 && g.self_pid == (int)getpid()) {
+        ledger_lock(&g.ledger);
+        pthread_mutex_lock(&g.mu);
+        for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+            if (g.slot[d]) ledger_release_locked(g.slot[d], g.self_pid, g.self_start);
+            g.slot[d] = NULL;
+        }
+        pthread_mutex_unlock(&g.mu);
+        ledger_unlock(&g.ledger);
+    }
+    pthread_mutex_unlock(&g.ledger_mu);
+}
+
+static void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_t total) {
+    char req[32], in_use[32], lim[32];
+    shim_fmt_bytes(req, sizeof req, size);
+    shim_fmt_bytes(in_use, sizeof in_use, (size_t)total);
+    shim_fmt_bytes(lim, sizeof lim, g.group_limit);
+    fprintf(stderr,
+            "vram: %s of %s (%zu bytes) on device %d refused: the vram group limit would be exceeded "
+            "(group %s uses %s = %llu bytes on %s, group limit %s = %zu bytes, from VRAM_GROUP_LIMIT); "
+            "returning CUDA_ERROR_OUT_OF_MEMORY\n",
+            fn, req, size, dev, g.group, in_use, (unsigned long long)total, g.uuid[dev], lim, g.group_limit);
+}
+
+/* Reserves `size` bytes on `dev` against its limit and, with a group limit, against the group's
+ * total on that device (summed over the ledger's live slots under the ledger lock: the slow path,
+ * one scan of the ledger per allocation, taken only when a group limit is set). 0 on success, -1
+ * (logged) when a limit would be passed. dev -1 is not accounted. */
 static int shim_reserve(const char *fn, int dev, size_t size) {
     if (dev < 0) return 0;
+    shim_register(dev);
+    int grouped = g.group_limit && g.slot[dev];
+    uint64_t total = 0;
+    if (grouped) {
+        pthread_mutex_lock(&g.ledger_mu);
+        ledger_lock(&g.ledger);
+        total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+    }
     pthread_mutex_lock(&g.mu);
     size_t used = g.used[dev], limit = g.limit[dev];
     int over = limit && (size > limit || used > limit - size);
-    if (!over) g.used[dev] = used + size;
+    int over_group = !over && grouped && (size > g.group_limit || total > g.group_limit - size);
+    if (!over && !over_group) {
+        g.used[dev] = used + size;
+        shim_publish_unsafe(dev);
+    }
     pthread_mutex_unlock(&g.mu);
+    if (grouped) {
+        ledger_unlock(&g.ledger);
+        pthread_mutex_unlock(&g.ledger_mu);
+    }
     if (over && g.log) shim_log_refusal(fn, dev, size, used, limit, g.limit_src[dev]);
-    return over ? -1 : 0;
+    if (over_group && g.log) shim_log_group_refusal(fn, dev, size, total);
+    return over || over_group ? -1 : 0;
 }
 
 static void shim_unreserve(int dev, size_t size) {
     if (dev < 0) return;
     pthread_mutex_lock(&g.mu);
     g.used[dev] = g.used[dev] > size ? g.used[dev] - size : 0;
+    shim_publish_unsafe(dev);
     pthread_mutex_unlock(&g.mu);
 }
 
@@ -348,6 +572,7 @@ static int shim_forget(int kind, unsigned long long key, shim_entry *out) {
     if (e) {
         *out = *e;
         g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
+        shim_publish_unsafe(e->dev);
         shim_remove_unsafe(e);
         found = 1;
     }
@@ -359,7 +584,10 @@ static int shim_forget(int kind, unsigned long long key, shim_entry *out) {
  * for a moment; every reader clamps). */
 static void shim_restore(const shim_entry *e) {
     pthread_mutex_lock(&g.mu);
-    if (shim_insert_unsafe(e) == 0) g.used[e->dev] += e->size;
+    if (shim_insert_unsafe(e) == 0) {
+        g.used[e->dev] += e->size;
+        shim_publish_unsafe(e->dev);
+    }
     pthread_mutex_unlock(&g.mu);
 }
 

@@ -10,6 +10,11 @@
  *                         VRAM_LIMIT* the environment had.
  *   VRAM_GROWTH           1 with --growth, else 0 (preallocation is not implemented in the
  *                         preload library yet: a note says memory is taken on demand)
+ *   VRAM_GROUP            from --group: the name the process is listed under in the ledger (vram
+ *                         top); 1-31 of A-Z a-z 0-9 . _ -
+ *   VRAM_GROUP_LIMIT      from --group-limit, in bytes (needs --group): the group's processes
+ *                         together stay under it on each device (by UUID). --group clears an
+ *                         inherited VRAM_GROUP_LIMIT unless --group-limit is given.
  *   VRAM_LOG              1 with --log: the preload library says on stderr when the limit refused
  *   LD_PRELOAD            the absolute path of libvram_preload.so (next to this binary, in ../lib or
  *                         ../<libdir>), put first
@@ -44,12 +49,16 @@ typedef struct run_options {
     int has_limit;
     size_t limit;
     double fraction;   /* 0: not given */
+    const char *group;
+    int has_group_limit;
+    size_t group_limit;
 } run_options;
 
 static int run_usage_error(const char *fmt, const char *arg) {
     fputs("vram run: ", stderr);
     fprintf(stderr, fmt, arg);
-    fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]\n"
+    fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F]\n"
+          "                [--group NAME [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
           "Try 'vram --help'.\n", stderr);
     return 2;
 }
@@ -77,6 +86,17 @@ static int run_valid_devices(const char *v) {
         if (!ok) return 0;
         if (*c == ',' && (c == v || c[1] == ',' || c[1] == '\0')) return 0;
     }
+    return 1;
+}
+
+/* A group name: 1 to 31 of A-Z a-z 0-9 . _ - (the ledger's field holds 31). */
+static int run_valid_group(const char *v) {
+    size_t n = strlen(v);
+    if (n == 0 || n > 31) return 0;
+    for (const char *c = v; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+              *c == '.' || *c == '_' || *c == '-'))
+            return 0;
     return 1;
 }
 
@@ -114,9 +134,24 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
             o->fraction = f;
             continue;
         }
+        if ((v = run_option_value(argc, argv, &i, "--group-limit", &missing)) || missing) {
+            if (!v) return run_usage_error("--group-limit needs a SIZE (e.g. 20GiB)%s", "");
+            if (vram_parse_size(v, &o->group_limit) != VRAM_OK || o->group_limit == 0)
+                return run_usage_error("--group-limit: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", v);
+            o->has_group_limit = 1;
+            continue;
+        }
+        if ((v = run_option_value(argc, argv, &i, "--group", &missing)) || missing) {
+            if (!v) return run_usage_error("--group needs a NAME%s", "");
+            if (!run_valid_group(v))
+                return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
+            o->group = v;
+            continue;
+        }
         if (a[0] == '-' && a[1]) return run_usage_error("unknown option '%s' (put the command after --)", a);
         break;   /* the command */
     }
+    if (o->has_group_limit && !o->group) return run_usage_error("--group-limit needs --group NAME%s", "");
     if (i >= argc) return run_usage_error("missing CMD%s", "");
     *cmd_at = i;
     return 0;
@@ -234,6 +269,12 @@ int run_main(int argc, char **argv) {
     if (o.fraction > 0 && (rc = run_set_fraction(&o)) != 0) return rc;
     if (setenv("VRAM_GROWTH", o.growth ? "1" : "0", 1) != 0) goto env_failed;
     if (o.log && setenv("VRAM_LOG", "1", 1) != 0) goto env_failed;
+    if (o.group) {
+        if (setenv("VRAM_GROUP", o.group, 1) != 0) goto env_failed;
+        if (o.has_group_limit ? run_set_size("VRAM_GROUP_LIMIT", o.group_limit) != 0
+                              : unsetenv("VRAM_GROUP_LIMIT") != 0)
+            goto env_failed;
+    }
     if (run_set_preload(lib) != 0) goto env_failed;
     if (!o.growth)
         fputs("vram run: note: preallocation (running without --growth) is not implemented yet; "

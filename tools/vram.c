@@ -1,5 +1,6 @@
 /*
- * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `--help`, `--version`.
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`, `--help`,
+ * `--version`.
  *
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument). Everything goes through the public
@@ -17,6 +18,7 @@
 
 #include "replay.h"
 #include "run.h"
+#include "top.h"
 
 /* The help: usage_head, the policy table (from replay.c), usage_tail. */
 static const char usage_head[] =
@@ -58,7 +60,8 @@ static const char usage_tail[] =
     "      1.25 x N threads x the trace's peak live bytes + 4 GiB (said on stderr).\n"
     "      Exits 0 when the replay ran, even if allocations failed; 1 on errors.\n"
     "\n"
-    "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]\n"
+    "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME\n"
+    "      [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
     "      Run an unmodified CUDA program (PyTorch, JAX, any binary) with libvram_preload.so\n"
     "      (LD_PRELOAD; found next to vram or in ../lib), which caps the device memory it takes:\n"
     "      an allocation past the limit fails with CUDA_ERROR_OUT_OF_MEMORY (the program's usual\n"
@@ -70,8 +73,26 @@ static const char usage_tail[] =
     "      --limit SIZE    cap every visible device at SIZE (VRAM_LIMIT, in bytes)\n"
     "      --fraction F    cap each visible device at F x its memory, 0 < F <= 1 (VRAM_LIMIT_<i>;\n"
     "                      with --limit the smaller wins)\n"
-    "      --log           VRAM_LOG=1: say on stderr when the vram limit refused an allocation\n"
+    "      --group NAME    list the process under group NAME in vram top (VRAM_GROUP; 1-31 of\n"
+    "                      A-Z a-z 0-9 . _ -)\n"
+    "      --group-limit SIZE  (with --group) the group's processes together take at most SIZE\n"
+    "                      on each device (by UUID); an allocation past it fails with\n"
+    "                      CUDA_ERROR_OUT_OF_MEMORY (VRAM_GROUP_LIMIT, in bytes). Costs one scan of\n"
+    "                      the ledger under its lock per allocation of a grouped process\n"
+    "      --log           VRAM_LOG=1: say on stderr when the vram limit (or group limit) refused\n"
+    "                      an allocation\n"
     "      The process becomes CMD (its exit status is CMD's); 126/127 when CMD cannot be run.\n"
+    "      Each process under vram run holds a slot per device in the per-machine ledger\n"
+    "      ($XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger), read by vram top.\n"
+    "\n"
+    "  top [--json] [--once]\n"
+    "      List every process on this machine that runs under vram run: pid, command, device\n"
+    "      (ordinal as the program numbers it / UUID), limit, in use, peak, free under the limit,\n"
+    "      group and group limit. Slots of processes that are gone (kill -9 included) are\n"
+    "      reclaimed as it reads; a corrupted ledger or one of another version is moved aside\n"
+    "      (ledger.bad.*) and rebuilt. Refreshes every second until interrupted; --once prints\n"
+    "      one table and exits; --json prints JSON objects (keys pid, command, device, uuid,\n"
+    "      limit_bytes, in_use_bytes, peak_bytes, free_bytes, group, group_limit_bytes).\n"
     "\n"
     "Options:\n"
     "  -h, --help        show this help (also after a command)\n"
@@ -94,6 +115,9 @@ static const char usage_tail[] =
     "  VRAM_LIMIT=BYTES                 cap every device; VRAM_LIMIT_<i>=BYTES caps device <i> (wins)\n"
     "  VRAM_GROWTH=0|1                  1: memory on demand (0 is not implemented yet: same as 1)\n"
     "  VRAM_LOG=1                       one line on stderr for each allocation the limit refused\n"
+    "  VRAM_GROUP=NAME                  the process's group in the ledger\n"
+    "  VRAM_GROUP_LIMIT=BYTES           the group's budget on each device (needs VRAM_GROUP)\n"
+    "  XDG_RUNTIME_DIR=DIR              the ledger lives in DIR/vram (else /dev/shm/vram-<uid>)\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status).\n";
 
@@ -317,6 +341,11 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) {
         int rc = run_main(argc - 1, argv + 1);
+        if (rc == -1) { print_usage(stdout); return 0; }
+        return rc;
+    }
+    if (strcmp(cmd, "top") == 0) {
+        int rc = top_main(argc - 1, argv + 1);
         if (rc == -1) { print_usage(stdout); return 0; }
         return rc;
     }

@@ -17,6 +17,9 @@
  *                                         alloc= free= double_free= free_after= total=
  *             many                        20000 blocks of 16 KiB, freed in a scrambled order:
  *                                         many=N, free_after= total=
+ *             hold KIND MIB [DEV [PEAK]]  one block of MIB (after a block of PEAK MiB taken and
+ *                                         freed, when given): hold=E (flushed), then waits for EOF
+ *                                         on stdin, frees it: free_after= total= (vram top tests)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -27,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cuda_driver.h"
 
@@ -280,6 +284,28 @@ int main(int argc, char **argv) {
         int dev = argc > 5 ? atoi(argv[5]) : 0;
         use_device(&d, dev);
         return scenario_fill(&d, argv[3], (size_t)strtoull(argv[4], NULL, 10), dev);
+    }
+    if (strcmp(sc, "hold") == 0 && argc >= 5) {
+        int dev = argc > 5 ? atoi(argv[5]) : 0;
+        int kind = -1;
+        for (int k = 0; k < 6; k++)
+            if (strcmp(kind_names[k], argv[3]) == 0) kind = k;
+        if (kind < 0) die("unknown kind", argv[3]);
+        use_device(&d, dev);
+        chunk c;
+        if (argc > 6) {
+            if (take(&d, kind, (size_t)strtoull(argv[6], NULL, 10) << 20, dev, &c) != CUDA_SUCCESS) die("peak block", "");
+            if (give(&d, &c) != CUDA_SUCCESS) die("free failed", "");
+        }
+        CUresult r = take(&d, kind, (size_t)strtoull(argv[4], NULL, 10) << 20, dev, &c);
+        printf("hold=%d\n", (int)r);
+        fflush(stdout);
+        char buf[64];
+        while (read(0, buf, sizeof buf) > 0) {
+        }
+        if (r == CUDA_SUCCESS && give(&d, &c) != CUDA_SUCCESS) die("free failed", "");
+        print_info(&d, dev, "free_after");
+        return 0;
     }
     if (strcmp(sc, "threads") == 0) return scenario_threads(&d);
     if (strcmp(sc, "mixed") == 0) {

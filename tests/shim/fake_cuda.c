@@ -1,7 +1,7 @@
 /*
  * fake_cuda.c: a libcuda.so.1 double for the preload library's tests. It implements the handful of
  * driver calls the preload library interposes on (plus cuInit, cuDeviceGet, cuDeviceGetCount, the
- * primary context and cuCtxGetDevice) over simulated memory: FAKE_CUDA_DEVICES devices (default 2)
+ * primary context, cuCtxGetDevice and cuDeviceGetUuid) over simulated memory: FAKE_CUDA_DEVICES devices (default 2)
  * of 16 GiB each. Allocations hand out addresses from a counter (nothing is backed by host memory)
  * and are kept in a list, so frees of unknown pointers fail as the real driver's do. The current
  * context is per thread, as in CUDA. cuGetProcAddress (v1 and _v2) returns this library's exported
@@ -28,6 +28,10 @@ SHIM_EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal);
 SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);
 SHIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx);
 SHIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev);
+
+typedef struct fake_uuid { unsigned char bytes[16]; } fake_uuid;
+SHIM_EXPORT CUresult cuDeviceGetUuid(fake_uuid *uuid, CUdevice dev);
+SHIM_EXPORT CUresult cuDeviceGetUuid_v2(fake_uuid *uuid, CUdevice dev);
 
 typedef struct fake_alloc {
     unsigned long long key;
@@ -91,6 +95,21 @@ SHIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev) {
     *dev = fake_current;
     return CUDA_SUCCESS;
 }
+
+/* Device d's UUID: fa4ec0da-0000-4000-8000-0000000000<d>, printed GPU-fa4ec0da-0000-4000-8000-0000000000dd
+ * (FAKE_CUDA_UUID_BASE=N adds N to the last byte, for a second "machine" of distinct cards). */
+SHIM_EXPORT CUresult cuDeviceGetUuid_v2(fake_uuid *uuid, CUdevice dev) {
+    static const unsigned char base[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!uuid) return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    const char *add = getenv("FAKE_CUDA_UUID_BASE");
+    memcpy(uuid->bytes, base, 16);
+    uuid->bytes[15] = (unsigned char)(dev + (add ? atoi(add) : 0));
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT CUresult cuDeviceGetUuid(fake_uuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
 
 /* ---- simulated memory -------------------------------------------------------------------------- */
 
@@ -239,6 +258,8 @@ static const fake_proc fake_procs[] = {
     { "cuDevicePrimaryCtxRetain", 7000, 0, (void *)cuDevicePrimaryCtxRetain, (void *)cuDevicePrimaryCtxRetain },
     { "cuCtxSetCurrent", 4000, 0, (void *)cuCtxSetCurrent, (void *)cuCtxSetCurrent },
     { "cuCtxGetDevice", 2000, 0, (void *)cuCtxGetDevice, (void *)cuCtxGetDevice },
+    { "cuDeviceGetUuid", 9020, 0, (void *)cuDeviceGetUuid, (void *)cuDeviceGetUuid },
+    { "cuDeviceGetUuid", 11040, 0, (void *)cuDeviceGetUuid_v2, (void *)cuDeviceGetUuid_v2 },
     { "cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, (void *)impl_cuMemAlloc_v2 },
     { "cuMemAllocPitch", 3020, 0, (void *)cuMemAllocPitch_v2, (void *)impl_cuMemAllocPitch_v2 },
     { "cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged, (void *)impl_cuMemAllocManaged },

@@ -15,7 +15,7 @@ if [[ $# -ne 5 ]]; then
 fi
 VRAM=$1 PRELOAD=$2 FAKE=$3 APP=$4 LINKED=$5
 
-unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_BACKEND VRAM_SIM_DEVICES \
+unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_BACKEND VRAM_SIM_DEVICES \
       FAKE_CUDA_DEVICES
 for v in $(compgen -e | grep '^VRAM_LIMIT_' || true); do unset "$v"; done
 export LD_LIBRARY_PATH=$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
@@ -24,6 +24,9 @@ GiB=1073741824
 CARD=$((16 * GiB))
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
+# The processes under vram run register in the per-machine ledger: a private one (ledger_test.sh tests it).
+export XDG_RUNTIME_DIR=$TMP/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
 PASSED=0
 FAILED=0
 

@@ -1,0 +1,307 @@
+/*
+ * ledger.c: the per-machine ledger (see ledger.h). Used by libvram_preload.so and `vram top`.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "ledger.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define LEDGER_FILE_SIZE (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
+
+static uint64_t ledger_checksum(const ledger_header *h) {
+    ledger_header c = *h;
+    c.checksum = 0;
+    const unsigned char *p = (const unsigned char *)&c;
+    uint64_t x = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof c; i++) {
+        x ^= p[i];
+        x *= 0x100000001b3ull;
+    }
+    return x;
+}
+
+/* The directory: $XDG_RUNTIME_DIR/vram, else /dev/shm/vram-<uid>; created 0700 and checked. */
+static int ledger_make_dir(ledger *l, char *err, size_t errlen) {
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && xdg[0] == '/') snprintf(l->dir, sizeof l->dir, "%s/vram", xdg);
+    else snprintf(l->dir, sizeof l->dir, "/dev/shm/vram-%lu", (unsigned long)geteuid());
+    if (mkdir(l->dir, 0700) != 0 && errno != EEXIST) {
+        snprintf(err, errlen, "cannot create %s: %s", l->dir, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (lstat(l->dir, &st) != 0) {
+        snprintf(err, errlen, "cannot stat %s: %s", l->dir, strerror(errno));
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
+        snprintf(err, errlen, "%s is not a directory (a symlink or another file); refused", l->dir);
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        snprintf(err, errlen, "%s belongs to uid %lu, not to this user (uid %lu); refused", l->dir,
+                 (unsigned long)st.st_uid, (unsigned long)geteuid());
+        return -1;
+    }
+    if (st.st_mode & 077) {
+        snprintf(err, errlen, "%s has mode %03o; it must not be open to group or others (0700); refused",
+                 l->dir, (unsigned)(st.st_mode & 0777));
+        return -1;
+    }
+    return 0;
+}
+
+/* Opens `path` O_NOFOLLOW, creating it 0600; checks it is a regular file of this user. */
+static int ledger_open_file(const char *path, char *err, size_t errlen) {
+    int fd = open(path, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(err, errlen, "cannot open %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077)) {
+        snprintf(err, errlen, "%s is not a regular file of this user with mode 0600; refused", path);
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* Why the ledger file is not one this version can trust, or NULL when it is. */
+static const char *ledger_bad(int fd, char *why, size_t len) {
+    struct stat st;
+    if (fstat(fd, &st) != 0) return "cannot be read";
+    if ((size_t)st.st_size != LEDGER_FILE_SIZE) {
+        snprintf(why, len, "of %lld bytes, not %zu", (long long)st.st_size, (size_t)LEDGER_FILE_SIZE);
+        return why;
+    }
+    ledger_header h;
+    if (pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) return "unreadable";
+    if (h.magic != LEDGER_MAGIC) return "corrupted (bad magic number)";
+    if (h.version != LEDGER_VERSION) {
+        snprintf(why, len, "of another version (layout %u, this is %u)", h.version, LEDGER_VERSION);
+        return why;
+    }
+    if (h.header_size != sizeof h || h.slot_size != sizeof(ledger_slot) || h.nslots != LEDGER_SLOTS ||
+        h.file_size != LEDGER_FILE_SIZE)
+        return "of another layout (sizes differ)";
+    if (h.checksum != ledger_checksum(&h)) return "corrupted (bad header checksum)";
+    return NULL;
+}
+
+/* Writes a fresh ledger at fd (truncated, zeroed slots, header). */
+static int ledger_init_file(int fd) {
+    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0) return -1;
+    ledger_header h;
+    memset(&h, 0, sizeof h);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h.magic = LEDGER_MAGIC;
+    h.version = LEDGER_VERSION;
+    h.header_size = sizeof h;
+    h.slot_size = sizeof(ledger_slot);
+    h.nslots = LEDGER_SLOTS;
+    h.file_size = LEDGER_FILE_SIZE;
+    h.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    h.checksum = ledger_checksum(&h);
+    if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) return -1;
+    return 0;
+}
+
+int ledger_open(ledger *l, char *err, size_t errlen) {
+    memset(l, 0, sizeof *l);
+    l->lock_fd = l->fd = -1;
+    if (ledger_make_dir(l, err, errlen) != 0) return -1;
+    char lock_path[PATH_MAX + 16];
+    snprintf(lock_path, sizeof lock_path, "%s/ledger.lock", l->dir);
+    snprintf(l->path, sizeof l->path, "%s/ledger", l->dir);
+    if ((l->lock_fd = ledger_open_file(lock_path, err, errlen)) < 0) return -1;
+    ledger_lock(l);
+    int fd = ledger_open_file(l->path, err, errlen);
+    if (fd < 0) goto fail;
+    struct stat st;
+    char why[128];
+    const char *bad = NULL;
+    if (fstat(fd, &st) == 0 && st.st_size == 0) {
+        if (ledger_init_file(fd) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+            goto fail_fd;
+        }
+    } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
+        /* Never trusted: moved aside (kept for a look), and a fresh one written. */
+        char aside[PATH_MAX + 64];
+        snprintf(aside, sizeof aside, "%s.bad.%ld.%ld", l->path, (long)getpid(), (long)time(NULL));
+        close(fd);
+        fd = -1;
+        if (rename(l->path, aside) != 0) {
+            snprintf(err, errlen, "%s is %s and cannot be moved aside: %s", l->path, bad, strerror(errno));
+            goto fail;
+        }
+        snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt", l->path, bad,
+                 aside);
+        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) goto fail;
+        if (ledger_init_file(fd) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+            goto fail_fd;
+        }
+    }
+    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
+        goto fail_fd;
+    }
+    ledger_unlock(l);
+    l->fd = fd;
+    l->map = map;
+    l->size = LEDGER_FILE_SIZE;
+    l->hdr = map;
+    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
+    return 0;
+
+fail_fd:
+    close(fd);
+fail:
+    ledger_unlock(l);
+    close(l->lock_fd);
+    l->lock_fd = -1;
+    return -1;
+}
+
+void ledger_close(ledger *l) {
+    if (l->map) munmap(l->map, l->size);
+    if (l->fd >= 0) close(l->fd);
+    if (l->lock_fd >= 0) close(l->lock_fd);
+    l->map = NULL;
+    l->fd = l->lock_fd = -1;
+}
+
+void ledger_lock(ledger *l) {
+    while (flock(l->lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+    }
+}
+
+void ledger_unlock(ledger *l) { flock(l->lock_fd, LOCK_UN); }
+
+int ledger_start_time(int pid, uint64_t *out) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');   /* the command may hold spaces and parentheses */
+    if (!p) return -1;
+    p++;
+    /* fields 3.. follow; field 22 is the 20th of them */
+    for (int field = 3; field < 22; field++) {
+        while (*p == ' ') p++;
+        while (*p && *p != ' ') p++;
+        if (!*p) return -1;
+    }
+    while (*p == ' ') p++;
+    char *end = NULL;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p) return -1;
+    *out = v;
+    return 0;
+}
+
+int ledger_slot_alive(const ledger_slot *s) {
+    uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+    if (state != LEDGER_SLOT_LIVE) return 0;
+    int pid = s->pid;
+    uint64_t st = 0;
+    if (pid <= 0) return 0;
+    if (ledger_start_time(pid, &st) != 0) return 0;   /* gone */
+    return st == s->start_time;                      /* else the pid was reused */
+}
+
+static void ledger_free_slot(ledger_slot *s) {
+    __atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
+    memset((char *)s + sizeof s->state, 0, sizeof *s - sizeof s->state);
+}
+
+int ledger_reclaim_locked(ledger *l) {
+    int n = 0;
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &l->slots[i];
+        if (s->state == 0) continue;
+        if (!ledger_slot_alive(s)) {
+            ledger_free_slot(s);
+            n++;
+        }
+    }
+    return n;
+}
+
+static void ledger_set_name(char *dst, size_t len, const char *src) {
+    memset(dst, 0, len);
+    if (src) snprintf(dst, len, "%s", src);
+}
+
+ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int device, const char *uuid,
+                                 const char *group, const char *command, uint64_t limit,
+                                 uint64_t group_limit) {
+    ledger_slot *s = NULL;
+    for (uint32_t i = 0; i < LEDGER_SLOTS && !s; i++)
+        if (l->slots[i].state == 0) s = &l->slots[i];
+    if (!s && ledger_reclaim_locked(l) > 0)
+        for (uint32_t i = 0; i < LEDGER_SLOTS && !s; i++)
+            if (l->slots[i].state == 0) s = &l->slots[i];
+    if (!s) return NULL;
+    memset(s, 0, sizeof *s);
+    s->pid = pid;
+    s->start_time = start_time;
+    s->device = device;
+    s->limit = limit;
+    s->group_limit = group_limit;
+    ledger_set_name(s->uuid, sizeof s->uuid, uuid);
+    ledger_set_name(s->group, sizeof s->group, group);
+    ledger_set_name(s->command, sizeof s->command, command);
+    __atomic_store_n(&s->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
+    return s;
+}
+
+void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time) {
+    if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time) ledger_free_slot(s);
+}
+
+uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uuid) {
+    uint64_t total = 0;
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &l->slots[i];
+        if (s->state == 0) continue;
+        if (!ledger_slot_alive(s)) {
+            ledger_free_slot(s);
+            continue;
+        }
+        if (strncmp(s->group, group, sizeof s->group) != 0 || strncmp(s->uuid, uuid, sizeof s->uuid) != 0)
+            continue;
+        uint64_t u = __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
+        total = u > UINT64_MAX - total ? UINT64_MAX : total + u;
+    }
+    return total;
+}
+
+void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen) {
+    size_t i = 0;
+    for (; i + 1 < dstlen && i < srclen && src[i]; i++) {
+        unsigned char c = (unsigned char)src[i];
+        dst[i] = (c >= 0x20 && c < 0x7f) ? (char)c : '?';
+    }
+    dst[i] = '\0';
+}

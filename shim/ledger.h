@@ -1,0 +1,115 @@
+/*
+ * ledger.h: the per-machine ledger of processes under `vram run`, shared by libvram_preload.so
+ * (which writes its own slots) and `vram top` (which reads them). Compiled into both.
+ *
+ * Where: $XDG_RUNTIME_DIR/vram when XDG_RUNTIME_DIR is set (and absolute), else /dev/shm/vram-<uid>.
+ * The directory is created 0700 and must be a real directory (not a symlink) owned by the user with
+ * no group/other permissions; otherwise the ledger is refused. It holds:
+ *   ledger       the table, mmap'd MAP_SHARED (0600, opened O_NOFOLLOW, checked: regular file, owner)
+ *   ledger.lock  an empty file whose flock() is the ledger lock (never renamed, so a rebuild of
+ *                `ledger` cannot split the lock). flock is released by the kernel when its holder
+ *                dies (kill -9 included), so a dead process never leaves the ledger locked.
+ *
+ * Layout: a header (magic, layout version, header size, slot size, slot count, file size and an
+ * FNV-1a checksum of the header) and LEDGER_SLOTS slots, one per (process, device). A file whose
+ * size, magic, version, sizes or checksum do not match is renamed aside to ledger.bad.<pid>.<time>
+ * and a fresh one is written (under the lock): it is never trusted.
+ *
+ * Slots: claimed and released under the lock; their counters (in_use, peak) are written by the
+ * owning process alone with relaxed atomic stores, without the lock, and read with atomic loads.
+ * A slot is live when its state is LEDGER_SLOT_LIVE and its pid runs with the start time recorded
+ * (/proc/<pid>/stat field 22, so that a reused pid does not keep a dead process's slot); whoever
+ * scans under the lock (vram top, a process checking its group limit, a process claiming a slot)
+ * frees the stale ones.
+ */
+#ifndef VRAM_SHIM_LEDGER_H
+#define VRAM_SHIM_LEDGER_H
+
+#include <limits.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define LEDGER_MAGIC 0x3152474c4d415256ull   /* "VRAMLGR1" little-endian */
+#define LEDGER_VERSION 1u
+#define LEDGER_SLOTS 1024u
+#define LEDGER_SLOT_LIVE 0x45564c53u          /* "SLVE" */
+#define LEDGER_UUID_LEN 48
+#define LEDGER_NAME_LEN 32
+
+typedef struct ledger_header {
+    uint64_t magic;
+    uint32_t version;
+    uint32_t header_size;
+    uint32_t slot_size;
+    uint32_t nslots;
+    uint64_t file_size;
+    uint64_t created_ns;   /* CLOCK_REALTIME when written */
+    uint64_t checksum;     /* FNV-1a 64 of this header with checksum = 0 */
+    uint64_t reserved[2];
+} ledger_header;
+
+typedef struct ledger_slot {
+    uint32_t state;        /* 0 free, LEDGER_SLOT_LIVE */
+    int32_t pid;
+    uint64_t start_time;   /* /proc/<pid>/stat field 22 (clock ticks since boot) */
+    int32_t device;        /* the device ordinal as the program numbers it */
+    uint32_t reserved0;
+    uint64_t in_use;       /* bytes; written by the owner only */
+    uint64_t peak;         /* bytes; written by the owner only */
+    uint64_t limit;        /* bytes, 0 none */
+    uint64_t group_limit;  /* bytes, 0 none */
+    char uuid[LEDGER_UUID_LEN];    /* "GPU-...", or "unknown-<ordinal>" */
+    char group[LEDGER_NAME_LEN];   /* "" when none */
+    char command[LEDGER_NAME_LEN]; /* /proc/<pid>/comm */
+} ledger_slot;
+
+_Static_assert(sizeof(ledger_header) == 64, "ledger header layout");
+_Static_assert(sizeof(ledger_slot) == 168, "ledger slot layout");
+
+typedef struct ledger {
+    int lock_fd, fd;
+    void *map;
+    size_t size;
+    ledger_header *hdr;
+    ledger_slot *slots;
+    char dir[PATH_MAX];
+    char path[PATH_MAX + 16];
+    char rebuilt[3 * PATH_MAX];/* after ledger_open: why the file found there was rebuilt, or "" */
+} ledger;
+
+/* Opens (creating the directory and files, or rebuilding a bad file) and maps the ledger.
+ * 0 on success; -1 with the reason in err. */
+int ledger_open(ledger *l, char *err, size_t errlen);
+void ledger_close(ledger *l);
+
+/* The ledger lock (flock on ledger.lock). Callers in one process must serialise among their own
+ * threads: flock does not exclude threads sharing the descriptor. */
+void ledger_lock(ledger *l);
+void ledger_unlock(ledger *l);
+
+/* /proc/<pid>/stat field 22; 0 on success. */
+int ledger_start_time(int pid, uint64_t *out);
+
+/* 1 when the slot is live (its process runs with the recorded start time). */
+int ledger_slot_alive(const ledger_slot *s);
+
+/* Under the lock: frees every stale slot; returns how many. */
+int ledger_reclaim_locked(ledger *l);
+
+/* Under the lock: a free (or stale, reclaimed) slot filled with the fields given (in_use and peak
+ * 0), or NULL when the ledger is full. */
+ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int device, const char *uuid,
+                                 const char *group, const char *command, uint64_t limit,
+                                 uint64_t group_limit);
+
+/* Under the lock: frees `s` if it is still pid's. */
+void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time);
+
+/* Under the lock: the bytes in use of the live slots of `group` on device `uuid` (stale slots are
+ * reclaimed on the way; a total that would overflow saturates at UINT64_MAX). */
+uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uuid);
+
+/* Copies a NUL-terminated, printable version of a slot string field (the file may hold garbage). */
+void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen);
+
+#endif /* VRAM_SHIM_LEDGER_H */

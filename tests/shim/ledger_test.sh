@@ -1,0 +1,311 @@
+#!/usr/bin/env bash
+# ledger_test.sh: the per-machine ledger, `vram top` and group limits (`vram run --group NAME
+# --group-limit SIZE`), as real processes over the fake libcuda.so.1, without a GPU.
+#
+#   tests/shim/ledger_test.sh VRAM FAKE_CUDA_DIR APP_DRIVER
+#
+# The ledger goes to a private XDG_RUNTIME_DIR. Processes that hold memory are app_driver's `hold`
+# scenario: one block allocated, then it waits for EOF on its stdin (a fifo this script holds open).
+# Prints each check with PASS/FAIL, then "N passed, N failed"; exits 1 when a check failed.
+set -euo pipefail
+
+if [[ $# -ne 3 ]]; then
+    echo "usage: $0 VRAM FAKE_CUDA_DIR APP_DRIVER" >&2
+    exit 2
+fi
+VRAM=$1 FAKE=$2 APP=$3
+
+unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD \
+      VRAM_BACKEND VRAM_SIM_DEVICES FAKE_CUDA_DEVICES FAKE_CUDA_UUID_BASE
+for v in $(compgen -e | grep '^VRAM_LIMIT_' || true); do unset "$v"; done
+export LD_LIBRARY_PATH=$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+MiB=1048576
+GiB=1073741824
+UUID0=GPU-fa4ec0da-0000-4000-8000-000000000000
+UUID1=GPU-fa4ec0da-0000-4000-8000-000000000001
+TMP=$(mktemp -d)
+export XDG_RUNTIME_DIR=$TMP/run
+mkdir -m 700 "$XDG_RUNTIME_DIR"
+LEDGER_DIR=$XDG_RUNTIME_DIR/vram
+LEDGER=$LEDGER_DIR/ledger
+LEDGER_SIZE=$((64 + 1024 * 168))
+PASSED=0
+FAILED=0
+declare -A HOLD_PID HOLD_FD
+
+cleanup() {
+    for name in "${!HOLD_PID[@]}"; do kill -9 "${HOLD_PID[$name]}" 2>/dev/null || true; done
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+run() {
+    set +e
+    "$@" >"$TMP/out" 2>"$TMP/err"
+    RC=$?
+    set -e
+    OUT=$(cat "$TMP/out")
+    ERR=$(cat "$TMP/err")
+}
+
+check() {
+    local name=$1
+    shift
+    if eval "$@"; then
+        echo "PASS  $name"
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL  $name  [$*]"
+        echo "  rc=$RC"
+        sed 's/^/  out: /' <<<"$OUT"
+        sed 's/^/  err: /' <<<"$ERR"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+has() { grep -qF -- "$2" <<<"$1"; }
+
+# hold NAME [VRAM RUN OPTIONS] -- KIND MIB DEV: starts a process under vram run that allocates one
+# block and keeps it until `release NAME` (or kill -9); waits until it said hold=E (E in HOLD_RC).
+hold() {
+    local name=$1
+    shift
+    local opts=()
+    while [[ $1 != -- ]]; do opts+=("$1"); shift; done
+    shift
+    rm -f "$TMP/$name.in" "$TMP/$name.out" "$TMP/$name.err"
+    mkfifo "$TMP/$name.in"
+    # The child closes the write ends of the other holders' fifos (else their EOF would never come).
+    (
+        for f in "${HOLD_FD[@]}"; do exec {f}>&-; done
+        exec "$VRAM" run --growth "${opts[@]}" -- "$APP" dlsym hold "$@" <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    ) &
+    HOLD_PID[$name]=$!
+    local fd
+    exec {fd}>"$TMP/$name.in"
+    HOLD_FD[$name]=$fd
+}
+
+# wait_held NAME...: until each said hold=E (10 s at most).
+wait_held() {
+    for name in "$@"; do
+        for _ in $(seq 200); do
+            grep -q '^hold=' "$TMP/$name.out" 2>/dev/null && break
+            sleep 0.05
+        done
+    done
+}
+
+held() { sed -n 's/^hold=//p' "$TMP/$1.out"; }
+
+release() {
+    local name=$1 fd=${HOLD_FD[$1]}
+    exec {fd}>&-
+    wait "${HOLD_PID[$name]}" 2>/dev/null || true
+    unset "HOLD_PID[$name]" "HOLD_FD[$name]"
+}
+
+kill9() {
+    local name=$1 fd=${HOLD_FD[$1]}
+    kill -9 "${HOLD_PID[$name]}"
+    wait "${HOLD_PID[$name]}" 2>/dev/null || true
+    exec {fd}>&-
+    unset "HOLD_PID[$name]" "HOLD_FD[$name]"
+}
+
+top_json() { run "$VRAM" top --once --json; }
+
+# row PID DEV UUID LIMIT IN_USE PEAK FREE GROUP GROUP_LIMIT: the JSON object vram top prints for it
+row() {
+    local group=null free=$7
+    [[ $8 != - ]] && group="\"$8\""
+    printf '{"pid": %s, "command": "vram_shim_app_d", "device": %s, "uuid": "%s", "limit_bytes": %s, "in_use_bytes": %s, "peak_bytes": %s, "free_bytes": %s, "group": %s, "group_limit_bytes": %s}' \
+        "$1" "$2" "$3" "$4" "$5" "$6" "$free" "$group" "$9"
+}
+
+# ---- several processes show up in vram top with their numbers ---------------------------------------
+run "$VRAM" top --once --json
+check "vram top on an empty ledger: no process" '[[ $RC == 0 ]] && has "$OUT" "\"processes\": []"'
+check "the ledger directory is 0700, the ledger and its lock file 0600" \
+    '[[ $(stat -c %a "$LEDGER_DIR") == 700 && $(stat -c %a "$LEDGER") == 600 && $(stat -c %a "$LEDGER.lock") == 600 &&
+       $(stat -c %s "$LEDGER") == $LEDGER_SIZE ]]'
+
+hold a --limit 1GiB --group ga -- alloc 256 0
+hold b -- async 512 1
+hold c --limit 2GiB -- create 100 0 300
+hold d --limit 1GiB -- alloc 64 1
+wait_held a b c d
+PA=${HOLD_PID[a]} PB=${HOLD_PID[b]} PC=${HOLD_PID[c]} PD=${HOLD_PID[d]}
+OUT="a=$(held a) b=$(held b) c=$(held c) d=$(held d)"
+check "four processes under vram run hold their blocks" '[[ $OUT == "a=0 b=0 c=0 d=0" ]]'
+top_json
+check "vram top --json: A on device 0 with its limit, in use, peak, free and group" \
+    'has "$OUT" "$(row $PA 0 $UUID0 $GiB $((256 * MiB)) $((256 * MiB)) $((768 * MiB)) ga 0)"'
+check "vram top --json: B on device 1, no limit (free null), no group" \
+    'has "$OUT" "$(row $PB 1 $UUID1 0 $((512 * MiB)) $((512 * MiB)) null - 0)"'
+check "vram top --json: C (cuMemCreate; 300 MiB taken and freed before, so its peak is 300 MiB) and D" \
+    'has "$OUT" "$(row $PC 0 $UUID0 $((2 * GiB)) $((100 * MiB)) $((300 * MiB)) $((1948 * MiB)) - 0)" &&
+     has "$OUT" "$(row $PD 1 $UUID1 $GiB $((64 * MiB)) $((64 * MiB)) $((960 * MiB)) - 0)"'
+check "vram top --json lists exactly four processes" '[[ $(grep -o "\"pid\"" <<<"$OUT" | wc -l) == 4 ]]'
+run "$VRAM" top --once
+check "vram top --once: a table with every process, its device and numbers" \
+    '[[ $RC == 0 ]] && has "$OUT" "4 process slots" && has "$OUT" "PID" && has "$OUT" "GROUP LIMIT" &&
+     grep -qE "^$PA +vram_shim_app_d +0/$UUID0 +1.00 GiB +256.0 MiB +256.0 MiB +768.0 MiB +ga " <<<"$OUT" &&
+     grep -qE "^$PB +vram_shim_app_d +1/$UUID1 +- +512.0 MiB +512.0 MiB +- +- " <<<"$OUT" &&
+     has "$OUT" "$PC " && has "$OUT" "$PD "'
+
+# ---- kill -9: the slot disappears; a normal exit frees it --------------------------------------------
+kill9 b
+top_json
+check "kill -9: the process is gone from vram top, its slot reclaimed as top read" \
+    '[[ $RC == 0 ]] && ! has "$OUT" "\"pid\": $PB," && has "$OUT" "\"reclaimed\": 1," && has "$OUT" "\"pid\": $PA,"'
+release d
+top_json
+check "a process that exits frees its own slot" '! has "$OUT" "\"pid\": $PD," && has "$OUT" "\"reclaimed\": 0,"'
+check "the exiting process freed its block first (free_after = its limit)" 'has "$(cat $TMP/d.out)" "free_after=$GiB total=$GiB"'
+release a
+release c
+top_json
+check "all released: vram top lists none" '[[ $RC == 0 ]] && has "$OUT" "\"processes\": []"'
+
+# ---- group limits -------------------------------------------------------------------------------------
+G="--group gg --group-limit 1GiB --log"
+hold g2 $G -- alloc 768 0
+wait_held g2
+OUT="g2=$(held g2)"
+check "group gg (1 GiB): one process alone takes 768 MiB" '[[ $OUT == "g2=0" ]]'
+release g2
+hold g1 $G -- alloc 768 0
+wait_held g1
+hold g2 $G -- alloc 512 0
+wait_held g2
+OUT="g1=$(held g1) g2=$(held g2)"
+ERR=$(cat "$TMP/g2.err")
+check "a second process of the group cannot pass 1 GiB together (768 + 512 MiB): CUDA_ERROR_OUT_OF_MEMORY" \
+    '[[ $OUT == "g1=0 g2=2" ]]'
+check "--log says the group limit was the cause, with the group's numbers" \
+    'has "$ERR" "refused: the vram group limit would be exceeded (group gg uses 768.00 MiB = 805306368 bytes on $UUID0, group limit 1.00 GiB = 1073741824 bytes, from VRAM_GROUP_LIMIT)"'
+release g2
+run "$VRAM" run --growth $G -- "$APP" dlsym fill alloc 64 0
+check "next to 768 MiB of the group, another member fills only the remaining 256 MiB" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=268435456 err=2" && has "$OUT" "refill=0"'
+hold g3 $G -- alloc 768 1
+wait_held g3
+OUT="g3=$(held g3)"
+check "the group limit is per device: 768 MiB more on device 1 fit" '[[ $OUT == "g3=0" ]]'
+run "$VRAM" run --growth --group other --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "another group is not charged for gg's memory" '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2"'
+run "$VRAM" run --growth --group gg -- "$APP" dlsym fill alloc 256 0
+check "a member without --group-limit is listed but not limited" '[[ $RC == 0 ]] && has "$OUT" "chunks=64 "'
+top_json
+check "vram top shows the group and its limit" \
+    'has "$OUT" "$(row ${HOLD_PID[g1]} 0 $UUID0 0 $((768 * MiB)) $((768 * MiB)) null gg $GiB)"'
+kill9 g1
+hold g4 $G -- alloc 768 0
+wait_held g4
+OUT="g4=$(held g4)"
+check "after kill -9 of a member its 768 MiB no longer count toward the group" '[[ $OUT == "g4=0" ]]'
+release g4
+release g3
+
+# Four members start at once, each asking 384 MiB of a 1 GiB group: exactly two get it.
+for i in 1 2 3 4; do hold r$i --group race --group-limit 1GiB -- alloc 384 0; done
+wait_held r1 r2 r3 r4
+OUT="$(held r1)$(held r2)$(held r3)$(held r4)"
+check "4 processes racing for a 1 GiB group (384 MiB each): exactly 2 succeed" \
+    '[[ $(grep -o 0 <<<"$OUT" | wc -l) == 2 && $(grep -o 2 <<<"$OUT" | wc -l) == 2 ]]'
+for i in 1 2 3 4; do release r$i; done
+
+# ---- a ledger corrupted or of another version is moved aside and rebuilt ----------------------------
+bad_count() { ls "$LEDGER_DIR" | grep -c '^ledger\.bad\.' || true; }
+head -c 5000 /dev/urandom >"$LEDGER"
+run "$VRAM" top --once --json
+check "garbage of the wrong size: detected, moved aside, rebuilt; vram top works" \
+    '[[ $RC == 0 ]] && has "$ERR" "was of 5000 bytes" && has "$ERR" "moved aside to $LEDGER.bad." &&
+     has "$OUT" "\"processes\": []" && [[ $(bad_count) == 1 && $(stat -c %s "$LEDGER") == $LEDGER_SIZE ]]'
+head -c 64 /dev/urandom | dd of="$LEDGER" conv=notrunc status=none
+run "$VRAM" top --once --json
+check "garbage over the header: detected (magic) and rebuilt" \
+    '[[ $RC == 0 ]] && has "$ERR" "corrupted (bad magic number)" && [[ $(bad_count) == 2 ]]'
+printf '\x63\x00\x00\x00' | dd of="$LEDGER" bs=1 seek=8 conv=notrunc status=none
+run "$VRAM" top --once --json
+check "a ledger of another layout version: detected and rebuilt" \
+    '[[ $RC == 0 ]] && has "$ERR" "of another version (layout 99, this is 1)" && [[ $(bad_count) == 3 ]]'
+printf '\x01' | dd of="$LEDGER" bs=1 seek=48 conv=notrunc status=none
+run "$VRAM" top --once --json
+check "a header byte changed: the checksum catches it" \
+    '[[ $RC == 0 ]] && has "$ERR" "corrupted (bad header checksum)" && [[ $(bad_count) == 4 ]]'
+head -c $((1024 * 168)) /dev/urandom | dd of="$LEDGER" bs=64 seek=1 conv=notrunc status=none
+run "$VRAM" top --once --json
+check "garbage in the slots (header intact): no crash, no garbage listed, the slots reclaimed" \
+    '[[ $RC == 0 ]] && has "$OUT" "\"processes\": []" && ! has "$ERR" "rebuilt"'
+run "$VRAM" top --once --json
+check "... and the next read finds nothing left to reclaim" '[[ $RC == 0 ]] && has "$OUT" "\"reclaimed\": 0,"'
+head -c 300 /dev/urandom >"$LEDGER"
+hold v --log -- alloc 128 0
+wait_held v
+top_json
+ERR=$(cat "$TMP/v.err")
+check "the preload library rebuilds a corrupted ledger too and registers in the new one" \
+    '[[ $(held v) == 0 ]] && has "$ERR" "was of 300 bytes, not $LEDGER_SIZE; moved aside" && has "$OUT" "\"pid\": ${HOLD_PID[v]},"'
+release v
+
+# A usage above the limit (written into the slot by hand: the shim itself never lets it pass) shows
+# 0 free, not a wrapped number. The ledger is empty here, so the process takes slot 0 (offset 64;
+# in_use at +24).
+hold w --limit 1GiB -- alloc 128 0
+wait_held w
+printf '\x00\x00\x00\xc0\x00\x00\x00\x00' | dd of="$LEDGER" bs=1 seek=$((64 + 24)) conv=notrunc status=none
+top_json
+check "in use above the limit: free_bytes 0, no unsigned wrap" \
+    'has "$OUT" "\"pid\": ${HOLD_PID[w]}," && has "$OUT" "\"limit_bytes\": $GiB, \"in_use_bytes\": 3221225472, \"peak_bytes\": $((128 * MiB)), \"free_bytes\": 0,"'
+run "$VRAM" top --once
+check "... and the table shows 0 free" \
+    'grep -qE "^${HOLD_PID[w]} +vram_shim_app_d +0/$UUID0 +1.00 GiB +3.00 GiB +128.0 MiB +0.0 MiB " <<<"$OUT"'
+release w
+
+# ---- permissions ------------------------------------------------------------------------------------------
+chmod 755 "$LEDGER_DIR"
+run "$VRAM" top --once
+check "a ledger directory open to others is refused" \
+    '[[ $RC == 1 ]] && has "$ERR" "has mode 755; it must not be open to group or others"'
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "... and a program under vram run still runs, saying its group limit is not enforced" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=64 " && has "$ERR" "the ledger is unavailable" && has "$ERR" "not enforced"'
+chmod 700 "$LEDGER_DIR"
+mkdir -m 700 "$TMP/run2" "$TMP/elsewhere"
+ln -s "$TMP/elsewhere" "$TMP/run2/vram"
+run env XDG_RUNTIME_DIR="$TMP/run2" "$VRAM" top --once
+check "a ledger directory that is a symlink is refused" '[[ $RC == 1 ]] && has "$ERR" "is not a directory (a symlink"'
+mv "$LEDGER" "$TMP/elsewhere/ledger"
+ln -s "$TMP/elsewhere/ledger" "$LEDGER"
+run "$VRAM" top --once
+check "a ledger file that is a symlink is refused" '[[ $RC == 1 ]] && has "$ERR" "cannot open $LEDGER"'
+rm "$LEDGER"
+chmod 644 "$LEDGER.lock"
+run "$VRAM" top --once
+check "a lock file open to others is refused" '[[ $RC == 1 ]] && has "$ERR" "with mode 0600; refused"'
+chmod 600 "$LEDGER.lock"
+
+# ---- options ------------------------------------------------------------------------------------------------
+run "$VRAM" run --growth --group g1 --group-limit 2GiB -- env
+check "vram run --group/--group-limit set VRAM_GROUP and VRAM_GROUP_LIMIT" \
+    '[[ $RC == 0 ]] && has "$OUT" "VRAM_GROUP=g1" && has "$OUT" "VRAM_GROUP_LIMIT=2147483648"'
+run env VRAM_GROUP_LIMIT=5 "$VRAM" run --growth --group g1 -- env
+check "--group without --group-limit clears an inherited VRAM_GROUP_LIMIT" \
+    '[[ $RC == 0 ]] && has "$OUT" "VRAM_GROUP=g1" && ! has "$OUT" "VRAM_GROUP_LIMIT"'
+run "$VRAM" run --group-limit 1GiB -- true
+check "--group-limit without --group: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group-limit needs --group"'
+run "$VRAM" run --group "a b" -- true
+check "bad group name: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group: bad NAME"'
+run "$VRAM" run --group g --group-limit 0 -- true
+check "zero group limit: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group-limit: bad size"'
+run "$VRAM" top --frobnicate
+check "vram top: unknown option is a usage error" '[[ $RC == 2 ]] && has "$ERR" "unknown option"'
+run "$VRAM" top --help
+check "vram top --help documents top and the group options" \
+    '[[ $RC == 0 ]] && has "$OUT" "top [--json] [--once]" && has "$OUT" "--group-limit SIZE"'
+
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED == 0 ]]

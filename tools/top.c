@@ -1,0 +1,154 @@
+/*
+ * top.c: `vram top [--json] [--once]`.
+ *
+ * Opens the ledger (shim/ledger.h: $XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger;
+ * created when missing; a corrupted ledger or one of another version is moved aside and rebuilt, said
+ * on stderr), takes its lock, frees the stale slots (process gone, or its pid reused), copies the
+ * live ones and prints one line per (process, device): pid, command, device ordinal (as the program
+ * numbers it) and UUID, limit, in use, peak, free under the limit (0 when in use exceeds it, "-"
+ * without a limit), group and group limit. --json prints one JSON object instead. Without --once the
+ * table is printed again every second until interrupted.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ledger.h"
+#include "replay.h"
+#include "top.h"
+
+typedef struct top_row {
+    int pid, device;
+    uint64_t in_use, peak, limit, group_limit;
+    char uuid[LEDGER_UUID_LEN], group[LEDGER_NAME_LEN], command[LEDGER_NAME_LEN];
+} top_row;
+
+static int top_row_cmp(const void *a, const void *b) {
+    const top_row *x = a, *y = b;
+    if (x->pid != y->pid) return x->pid < y->pid ? -1 : 1;
+    return (x->device > y->device) - (x->device < y->device);
+}
+
+static void top_bytes(char *buf, size_t len, uint64_t b, int none_if_zero) {
+    if (none_if_zero && b == 0) snprintf(buf, len, "-");
+    else if (b >= (1ull << 30)) snprintf(buf, len, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ull << 20));
+}
+
+/* One snapshot: rows (malloc'd, *n of them), *reclaimed stale slots freed. 0, or 1 on error. */
+static int top_snapshot(top_row **rows, int *n, int *reclaimed, char *path, size_t pathlen) {
+    ledger l;
+    char err[512];
+    if (ledger_open(&l, err, sizeof err) != 0) {
+        fprintf(stderr, "vram top: the ledger is unavailable: %s\n", err);
+        return 1;
+    }
+    if (l.rebuilt[0]) fprintf(stderr, "vram top: the ledger %s\n", l.rebuilt);
+    snprintf(path, pathlen, "%s", l.path);
+    top_row *r = calloc(LEDGER_SLOTS, sizeof *r);
+    if (!r) {
+        ledger_close(&l);
+        fputs("vram top: out of memory\n", stderr);
+        return 1;
+    }
+    int k = 0;
+    ledger_lock(&l);
+    *reclaimed = ledger_reclaim_locked(&l);
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        const ledger_slot *s = &l.slots[i];
+        if (s->state != LEDGER_SLOT_LIVE) continue;
+        top_row *t = &r[k++];
+        t->pid = s->pid;
+        t->device = s->device;
+        t->in_use = __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
+        t->peak = __atomic_load_n(&s->peak, __ATOMIC_RELAXED);
+        t->limit = s->limit;
+        t->group_limit = s->group_limit;
+        ledger_copy_name(t->uuid, sizeof t->uuid, s->uuid, sizeof s->uuid);
+        ledger_copy_name(t->group, sizeof t->group, s->group, sizeof s->group);
+        ledger_copy_name(t->command, sizeof t->command, s->command, sizeof s->command);
+    }
+    ledger_unlock(&l);
+    ledger_close(&l);
+    qsort(r, (size_t)k, sizeof *r, top_row_cmp);
+    *rows = r;
+    *n = k;
+    return 0;
+}
+
+static uint64_t top_free(const top_row *t) {
+    return t->in_use >= t->limit ? 0 : t->limit - t->in_use;   /* never wraps */
+}
+
+static void top_print_table(const top_row *r, int n, const char *path) {
+    printf("vram top: %d process slot%s in %s\n", n, n == 1 ? "" : "s", path);
+    printf("%-8s %-16s %-44s %11s %11s %11s %11s %-16s %11s\n", "PID", "COMMAND", "DEVICE", "LIMIT", "IN USE",
+           "PEAK", "FREE", "GROUP", "GROUP LIMIT");
+    for (int i = 0; i < n; i++) {
+        const top_row *t = &r[i];
+        char dev[64], lim[32], use[32], peak[32], fr[32], glim[32];
+        snprintf(dev, sizeof dev, "%d/%s", t->device, t->uuid);
+        top_bytes(lim, sizeof lim, t->limit, 1);
+        top_bytes(use, sizeof use, t->in_use, 0);
+        top_bytes(peak, sizeof peak, t->peak, 0);
+        if (t->limit) top_bytes(fr, sizeof fr, top_free(t), 0);
+        else snprintf(fr, sizeof fr, "-");
+        top_bytes(glim, sizeof glim, t->group_limit, 1);
+        printf("%-8d %-16s %-44s %11s %11s %11s %11s %-16s %11s\n", t->pid, t->command, dev, lim, use, peak, fr,
+               t->group[0] ? t->group : "-", glim);
+    }
+}
+
+static void top_print_json(const top_row *r, int n, const char *path, int reclaimed) {
+    printf("{\"ledger\": ");
+    tool_json_string(stdout, path);
+    printf(", \"reclaimed\": %d, \"processes\": [", reclaimed);
+    for (int i = 0; i < n; i++) {
+        const top_row *t = &r[i];
+        printf("%s{\"pid\": %d, \"command\": ", i ? ", " : "", t->pid);
+        tool_json_string(stdout, t->command);
+        printf(", \"device\": %d, \"uuid\": ", t->device);
+        tool_json_string(stdout, t->uuid);
+        printf(", \"limit_bytes\": %llu, \"in_use_bytes\": %llu, \"peak_bytes\": %llu, \"free_bytes\": ",
+               (unsigned long long)t->limit, (unsigned long long)t->in_use, (unsigned long long)t->peak);
+        if (t->limit) printf("%llu", (unsigned long long)top_free(t));
+        else printf("null");
+        printf(", \"group\": ");
+        if (t->group[0]) tool_json_string(stdout, t->group);
+        else printf("null");
+        printf(", \"group_limit_bytes\": %llu}", (unsigned long long)t->group_limit);
+    }
+    printf("]}\n");
+}
+
+int top_main(int argc, char **argv) {
+    int json = 0, once = 0;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return -1;
+        if (strcmp(argv[i], "--json") == 0) json = 1;
+        else if (strcmp(argv[i], "--once") == 0) once = 1;
+        else {
+            fprintf(stderr, "vram: top: unknown option '%s'\nTry 'vram --help'.\n", argv[i]);
+            return 2;
+        }
+    }
+    int tty = isatty(STDOUT_FILENO);
+    for (;;) {
+        top_row *rows = NULL;
+        int n = 0, reclaimed = 0;
+        char path[PATH_MAX + 16];
+        if (top_snapshot(&rows, &n, &reclaimed, path, sizeof path) != 0) return 1;
+        if (!once && tty && !json) fputs("\033[H\033[2J", stdout);
+        if (json) top_print_json(rows, n, path, reclaimed);
+        else top_print_table(rows, n, path);
+        free(rows);
+        fflush(stdout);
+        if (once) return 0;
+        sleep(1);
+    }
+}
