@@ -3,7 +3,7 @@
  *
  * Skipped (exit 77) with fewer than two usable GPUs. Card 0 is split into two logical devices
  * with memory growth and a 3 GiB card limit; card 1 stays one logical device, preallocated with a
- * 4 GiB limit. Checked against the driver itself: the card that owns each block
+ * 4 GiB limit; then a limit on card 0 only, with growth on both. Checked against the driver itself: the card that owns each block
  * (cuPointerGetAttribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), the bytes each card lost
  * (cuMemGetInfo with that card's context current) against vram's `reserved`, and memory written
  * and read back on both cards.
@@ -91,6 +91,28 @@ static void check_on_card(void *p, size_t size, int want) {
     printf("block of %zu MiB: card %d (expected %d)\n", size / MiB, ordinal, want);
 }
 
+/* A limit on card 0 only, growth on both: card 0 stops at its limit, card 1 does not. */
+static void limit_on_one_card_only(void) {
+    CHECK_OK(vram_set_logical_device_configuration(0, NULL, 0));   /* card 0 unsplit again */
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_growth(1, 1));
+    CHECK_OK(vram_set_memory_limit(0, 2 * GiB));
+    CHECK_OK(vram_set_memory_limit(1, 0));
+    void *a = NULL, *b = NULL;
+    CHECK(vram_malloc(&a, 3 * GiB, 0) == VRAM_ERR_OUT_OF_MEMORY);   /* card 0: limited to 2 GiB */
+    CHECK(strstr(vram_last_error(), "vram_set_memory_limit(0") != NULL);
+    CHECK_OK(vram_malloc(&b, 3 * GiB, 1));                         /* card 1: no limit */
+    check_on_card(b, 3 * GiB, 1);
+    vram_memory_info i0, i1;
+    CHECK_OK(vram_get_memory_info(0, &i0));
+    CHECK_OK(vram_get_memory_info(1, &i1));
+    printf("limit on card 0 only: card 0 limit %zu MiB, card 1 limit %zu MiB (free memory minus the reserve)\n",
+           i0.limit / MiB, i1.limit / MiB);
+    CHECK(i0.limit == 2 * GiB && i1.limit > 100 * GiB);
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_shutdown());
+}
+
 int main(void) {
     vram_physical_device dev[8];
     int n = 0;
@@ -140,6 +162,7 @@ int main(void) {
     CHECK_OK(vram_free(c));
     CHECK_OK(vram_shutdown());
     CHECK(near(card_free(0), free0, 16 * MiB) && near(card_free(1), free1, 16 * MiB));
+    limit_on_one_card_only();
     printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
     return failures ? 1 : 0;
 }
