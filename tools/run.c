@@ -33,6 +33,7 @@
 
 #include <vram.h>
 
+#include "cli.h"
 #include "run.h"
 
 #ifndef VRAM_INSTALL_LIBDIR
@@ -61,20 +62,6 @@ static int run_usage_error(const char *fmt, const char *arg) {
           "                [--group NAME [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
           "Try 'vram --help'.\n", stderr);
     return 2;
-}
-
-/* The value of `name` at argv[*i] ("NAME VALUE" or "NAME=VALUE"); NULL when argv[*i] is not that
- * option; *missing when it is but has no value. */
-static const char *run_option_value(int argc, char **argv, int *i, const char *name, int *missing) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    *missing = 0;
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != '\0') return NULL;
-    if (*i + 1 < argc) return argv[++*i];
-    *missing = 1;
-    return NULL;
 }
 
 /* CUDA_VISIBLE_DEVICES items: indices, or UUIDs (GPU-..., MIG-...), separated by commas. */
@@ -110,21 +97,21 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return -1;
         if (strcmp(a, "--growth") == 0) { o->growth = 1; continue; }
         if (strcmp(a, "--log") == 0) { o->log = 1; continue; }
-        if ((v = run_option_value(argc, argv, &i, "--devices", &missing)) || missing) {
+        if ((v = cli_option_value(argc, argv, &i, "--devices", &missing)) || missing) {
             if (!v) return run_usage_error("--devices needs a LIST (e.g. 0,1)%s", "");
             if (!run_valid_devices(v))
                 return run_usage_error("--devices: bad LIST '%s' (indices or UUIDs separated by commas)", v);
             o->devices = v;
             continue;
         }
-        if ((v = run_option_value(argc, argv, &i, "--limit", &missing)) || missing) {
+        if ((v = cli_option_value(argc, argv, &i, "--limit", &missing)) || missing) {
             if (!v) return run_usage_error("--limit needs a SIZE (e.g. 8GiB)%s", "");
             if (vram_parse_size(v, &o->limit) != VRAM_OK || o->limit == 0)
                 return run_usage_error("--limit: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", v);
             o->has_limit = 1;
             continue;
         }
-        if ((v = run_option_value(argc, argv, &i, "--fraction", &missing)) || missing) {
+        if ((v = cli_option_value(argc, argv, &i, "--fraction", &missing)) || missing) {
             char *end = NULL;
             if (!v) return run_usage_error("--fraction needs a number F, 0 < F <= 1%s", "");
             errno = 0;
@@ -134,14 +121,14 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
             o->fraction = f;
             continue;
         }
-        if ((v = run_option_value(argc, argv, &i, "--group-limit", &missing)) || missing) {
+        if ((v = cli_option_value(argc, argv, &i, "--group-limit", &missing)) || missing) {
             if (!v) return run_usage_error("--group-limit needs a SIZE (e.g. 20GiB)%s", "");
             if (vram_parse_size(v, &o->group_limit) != VRAM_OK || o->group_limit == 0)
                 return run_usage_error("--group-limit: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", v);
             o->has_group_limit = 1;
             continue;
         }
-        if ((v = run_option_value(argc, argv, &i, "--group", &missing)) || missing) {
+        if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
             if (!v) return run_usage_error("--group needs a NAME%s", "");
             if (!run_valid_group(v))
                 return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);

@@ -16,6 +16,7 @@
 
 #include <vram.h>
 
+#include "cli.h"
 #include "replay.h"
 #include "run.h"
 #include "top.h"
@@ -225,20 +226,6 @@ static void policy_names(char *buf, size_t len) {
     }
 }
 
-/* The value of option `name` at argv[*i], given as "NAME VALUE" or "NAME=VALUE"; NULL when `a`
- * is not that option. *missing is set when it is but has no value. */
-static const char *option_value(int argc, char **argv, int *i, const char *name, int *missing) {
-    const char *a = argv[*i];
-    size_t n = strlen(name);
-    *missing = 0;
-    if (strncmp(a, name, n) != 0) return NULL;
-    if (a[n] == '=') return a + n + 1;
-    if (a[n] != '\0') return NULL;
-    if (*i + 1 < argc) return argv[++*i];
-    *missing = 1;
-    return NULL;
-}
-
 /* A whole number in 1..max, digits only. */
 static int parse_count(const char *v, int max, int *out) {
     long x = 0;
@@ -279,19 +266,19 @@ static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
     if (is_help(a)) return -1;
     if (strcmp(a, "--growth") == 0) return set_policy(opt, "growth", "--growth");
     if (strcmp(a, "--json") == 0) { opt->json = 1; return 0; }
-    if ((v = option_value(argc, argv, i, "--policy", &missing)) || missing) {
+    if ((v = cli_option_value(argc, argv, i, "--policy", &missing)) || missing) {
         if (!v) return usage_error("replay: --policy needs a NAME%s", "");
         snprintf(msg, sizeof msg, "--policy %.100s", v);
         return set_policy(opt, v, msg);
     }
-    if ((v = option_value(argc, argv, i, "--limit", &missing)) || missing) {
+    if ((v = cli_option_value(argc, argv, i, "--limit", &missing)) || missing) {
         if (!v) return usage_error("replay: %s needs a SIZE", a);
         if (vram_parse_size(v, &opt->limit_bytes) != VRAM_OK)
             return usage_error("replay: --limit: bad size '%s' (try 512M, 6GiB, 1.5G)", v);
         opt->has_limit = 1;
         return 0;
     }
-    if ((v = option_value(argc, argv, i, "--passes", &missing)) || missing) {
+    if ((v = cli_option_value(argc, argv, i, "--passes", &missing)) || missing) {
         if (!v) return usage_error("replay: --passes needs a number%s", "");
         if (parse_count(v, REPLAY_MAX_PASSES, &opt->passes) != 0) {
             snprintf(msg, sizeof msg, "replay: --passes: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_PASSES);
@@ -299,7 +286,7 @@ static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
         }
         return 0;
     }
-    if ((v = option_value(argc, argv, i, "--threads", &missing)) || missing) {
+    if ((v = cli_option_value(argc, argv, i, "--threads", &missing)) || missing) {
         if (!v) return usage_error("replay: --threads needs a number%s", "");
         if (parse_count(v, REPLAY_MAX_THREADS, &opt->threads) != 0) {
             snprintf(msg, sizeof msg, "replay: --threads: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_THREADS);
