@@ -7,6 +7,7 @@
  *   3. vram_set_memory_growth()              take memory on demand   (optional)
  *      vram_set_memory_limit()               hard cap per card       (optional)
  *      vram_set_logical_device_configuration split a card            (optional)
+ *      vram_set_alloc_conf()                 allocator options       (optional)
  *   4. vram_init() / vram_malloc() / ...     starts the runtime and freezes the configuration
  *
  * Errors: every call returns a vram_status; on failure vram_last_error() holds a message for the
@@ -19,7 +20,8 @@
  * Environment variables (read when the runtime starts; a malformed value makes vram_init fail with
  * VRAM_ERR_INVALID_ARGUMENT naming the variable): VRAM_BACKEND=cuda|sim, VRAM_SIM_DEVICES,
  * VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_FORCE_ALLOW_GROWTH=true|false, VRAM_MEMORY_LIMIT,
- * VRAM_MEMORY_LIMIT_<i>, VRAM_MEMORY_FRACTION. See README.md.
+ * VRAM_MEMORY_LIMIT_<i>, VRAM_MEMORY_FRACTION, VRAM_ALLOC_CONF (allocator options, see
+ * vram_set_alloc_conf). See README.md.
  */
 #ifndef VRAM_H
 #define VRAM_H
