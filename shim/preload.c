@@ -36,7 +36,24 @@
  *   stderr says the vram limit was the cause, with the numbers. cuMemGetInfo reports total = the
  *   limit and free = limit - in use (0 when in use exceeds the limit, never an unsigned wrap; never
  *   more than the driver's own free), cuDeviceTotalMem the limit (at most the card's memory).
- *   VRAM_GROWTH=0 (preallocation) is not implemented yet: memory is always taken on demand.
+ *
+ * Preallocation (VRAM_GROWTH=0, the default of `vram run` without --growth)
+ *   A device with a limit keeps the limit reserved on the card: at the first accounted call on it
+ *   the shim takes physical memory up to limit - in use with the real cuMemCreate (pinned device
+ *   memory, never mapped) in pieces of 64 MiB rounded up to the device's allocation granularity
+ *   (cuMemGetAllocationGranularity; 2 MiB when the driver has none), the "balloon", holding the
+ *   handles per device. Before an allocation of the program is forwarded to the driver, balloon
+ *   pieces are released (real cuMemRelease) until the balloon is at most limit - in use (the
+ *   request's reservation included), so the program's memory comes out of its own reservation and
+ *   a second process cannot take it away. After a free (and after a refused allocation gave its
+ *   reservation back) the balloon is filled again up to limit - in use, in pieces; when another
+ *   process took that memory meanwhile this is no error (VRAM_LOG=1 says so). The balloon is not
+ *   the program's usage: cuMemGetInfo, cuDeviceTotalMem and the ledger show what they show with
+ *   growth (cuMemGetInfo counts the balloon as free to the program). When cuMemCreate is missing
+ *   or its first piece fails, that device falls back to memory on demand, said once on stderr.
+ *   One mutex (balloon_mu, taken before g.mu, never with ledger_mu) serialises balloon changes, each
+ *   against the current in-use count, so threads cannot together hold more than the limit.
+ *   VRAM_GROWTH unset or 1: memory on demand, nothing taken up front.
  *
  * The ledger (ledger.h; read by `vram top`)
  *   At the first accounted call on a device the process claims a slot for (itself, that device) in
@@ -123,10 +140,14 @@ static const shim_hook shim_hooks[SHIM_NUM_HOOKS] = {
 #undef X
 };
 
+/* cuMemGetAllocationGranularity (CUDA 10.2); option 0 = CU_MEM_ALLOC_GRANULARITY_MINIMUM. */
+typedef CUresult (*shim_pfn_granularity)(size_t *granularity, const CUmemAllocationProp *prop, int option);
+
 typedef struct shim_real {
     void *lib;                              /* libcuda.so.1, or NULL when it cannot be loaded */
     void *fn[SHIM_NUM_HOOKS];               /* the driver's own versions, by SHIM_HOOK_* */
     pfn_cuCtxGetDevice cuCtxGetDevice;
+    shim_pfn_granularity cuMemGetAllocationGranularity;   /* NULL on drivers without it */
 } shim_real;
 
 /* ---- state ----------------------------------------------------------------------------------- */
@@ -163,9 +184,23 @@ typedef struct shim_state {
     uint64_t self_start;
     char group[LEDGER_NAME_LEN];             /* VRAM_GROUP, "" none; set once */
     size_t group_limit;                      /* VRAM_GROUP_LIMIT, 0 none; set once */
+    /* preallocation (VRAM_GROWTH=0): the balloon per device, under balloon_mu */
+    int prealloc;                            /* VRAM_GROWTH=0; set once */
+    pthread_mutex_t balloon_mu;              /* taken before g.mu; never together with ledger_mu */
+    int balloon_state[SHIM_MAX_DEVICES];     /* 0 not started, 1 active, -1 on demand (atomic reads) */
+    size_t balloon_bytes[SHIM_MAX_DEVICES];  /* the sum of the pieces held */
+    size_t balloon_piece[SHIM_MAX_DEVICES];  /* the size of a full piece */
+    size_t balloon_gran[SHIM_MAX_DEVICES];   /* the device's allocation granularity */
+    CUmemGenericAllocationHandle *balloon_h[SHIM_MAX_DEVICES];   /* the pieces' handles */
+    size_t *balloon_sz[SHIM_MAX_DEVICES];    /* their sizes (the last piece may be smaller) */
+    size_t balloon_n[SHIM_MAX_DEVICES], balloon_cap[SHIM_MAX_DEVICES];
+    int balloon_short[SHIM_MAX_DEVICES];     /* the last fill stopped below limit - in use (card full) */
+    size_t balloon_slack[SHIM_MAX_DEVICES];  /* while short: released beyond what allocations took */
+    int fallback_said;                       /* the on-demand note was printed */
 } shim_state;
 
-static shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER };
+static shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER,
+                        .balloon_mu = PTHREAD_MUTEX_INITIALIZER };
 static pthread_once_t shim_dl_once = PTHREAD_ONCE_INIT;
 static pthread_once_t shim_cuda_once = PTHREAD_ONCE_INIT;
 static shim_dlsym_fn shim_real_dlsym_fn;
@@ -251,6 +286,7 @@ static void shim_read_group(void) {
  * open file description, which the child inherits): it starts with no slot, no ledger and nothing
  * counted (memory the parent allocated is the parent's), and registers anew at its first call. */
 static void shim_fork_prepare(void) {
+    pthread_mutex_lock(&g.balloon_mu);
     pthread_mutex_lock(&g.ledger_mu);
     pthread_mutex_lock(&g.mu);
 }
@@ -258,6 +294,7 @@ static void shim_fork_prepare(void) {
 static void shim_fork_parent(void) {
     pthread_mutex_unlock(&g.mu);
     pthread_mutex_unlock(&g.ledger_mu);
+    pthread_mutex_unlock(&g.balloon_mu);
 }
 
 static void shim_fork_child(void) {
@@ -266,6 +303,12 @@ static void shim_fork_child(void) {
         g.slot_tried[d] = 0;
         g.used[d] = 0;
         g.peak[d] = 0;
+        /* the parent's balloon pieces are the parent's: forgotten, not released */
+        g.balloon_state[d] = 0;
+        g.balloon_bytes[d] = 0;
+        g.balloon_n[d] = 0;
+        g.balloon_short[d] = 0;
+        g.balloon_slack[d] = 0;
     }
     if (g.table) memset(g.table, 0, g.cap * sizeof *g.table);
     g.count = 0;
@@ -273,12 +316,15 @@ static void shim_fork_child(void) {
     g.ledger_state = 0;
     pthread_mutex_unlock(&g.mu);
     pthread_mutex_unlock(&g.ledger_mu);
+    pthread_mutex_unlock(&g.balloon_mu);
 }
 
 static void shim_cuda_init(void) {
     shim_dlsym_fn real_dlsym = shim_real_dlsym();
     const char *log = getenv("VRAM_LOG");
     g.log = log && strcmp(log, "1") == 0;
+    const char *growth_env = getenv("VRAM_GROWTH");
+    g.prealloc = growth_env && strcmp(growth_env, "0") == 0;
     for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
         char name[32];
         snprintf(name, sizeof name, "VRAM_LIMIT_%d", d);
@@ -291,10 +337,11 @@ static void shim_cuda_init(void) {
     if (g.real.lib && real_dlsym) {
         for (int i = 0; i < SHIM_NUM_HOOKS; i++) g.real.fn[i] = real_dlsym(g.real.lib, shim_hooks[i].symbol);
         g.real.cuCtxGetDevice = (pfn_cuCtxGetDevice)real_dlsym(g.real.lib, "cuCtxGetDevice");
+        g.real.cuMemGetAllocationGranularity =
+            (shim_pfn_granularity)real_dlsym(g.real.lib, "cuMemGetAllocationGranularity");
     }
     if (g.log) {
         char all[32] = "none";
-        const char *growth = getenv("VRAM_GROWTH");
         int per_device = 0;
         for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
             if (g.limit_src[d] == SHIM_LIMIT_ALL) shim_fmt_bytes(all, sizeof all, g.limit[d]);
@@ -307,11 +354,10 @@ static void shim_cuda_init(void) {
             snprintf(grp, sizeof grp, ", group %s (group limit %s)", g.group, gl);
         }
         fprintf(stderr, "vram: preload active in pid %ld: VRAM_LIMIT %s, %d device limit(s) from "
-                "VRAM_LIMIT_<i>%s%s\n", (long)getpid(), all, per_device, grp,
+                "VRAM_LIMIT_<i>%s, %s%s\n", (long)getpid(), all, per_device, grp,
+                g.prealloc ? "preallocation (the limit is reserved at the first allocation)"
+                           : "memory on demand (growth)",
                 g.real.lib ? "" : "; libcuda.so.1 could not be loaded");
-        if (growth && strcmp(growth, "0") == 0)
-            fputs("vram: preallocation (VRAM_GROWTH=0) is not implemented in the preload library yet; "
-                  "memory is taken on demand\n", stderr);
     }
 }
 
@@ -511,6 +557,178 @@ static void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_
             fn, req, size, dev, g.group, in_use, (unsigned long long)total, g.uuid[dev], lim, g.group_limit);
 }
 
+/* ---- preallocation: the balloon (see the header) ----------------------------------------------- */
+
+#define SHIM_BALLOON_PIECE (64ull << 20)
+#define SHIM_BALLOON_GRAN_DEFAULT (2ull << 20)
+
+/* What the balloon may hold on `dev`: limit - in use, 0 when in use reached the limit. */
+static size_t shim_balloon_target(int dev) {
+    pthread_mutex_lock(&g.mu);
+    size_t used = g.used[dev], limit = g.limit[dev];
+    pthread_mutex_unlock(&g.mu);
+    return used >= limit ? 0 : limit - used;
+}
+
+static CUmemAllocationProp shim_balloon_prop(int dev) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    return prop;
+}
+
+/* Appends a piece to dev's list (caller holds balloon_mu); -1 when the list cannot grow. */
+static int shim_balloon_push_locked(int dev, CUmemGenericAllocationHandle h, size_t size) {
+    if (g.balloon_n[dev] == g.balloon_cap[dev]) {
+        size_t cap = g.balloon_cap[dev] ? g.balloon_cap[dev] * 2 : 64;
+        CUmemGenericAllocationHandle *hs = realloc(g.balloon_h[dev], cap * sizeof *hs);
+        if (!hs) return -1;
+        g.balloon_h[dev] = hs;
+        size_t *sz = realloc(g.balloon_sz[dev], cap * sizeof *sz);
+        if (!sz) return -1;
+        g.balloon_sz[dev] = sz;
+        g.balloon_cap[dev] = cap;
+    }
+    g.balloon_h[dev][g.balloon_n[dev]] = h;
+    g.balloon_sz[dev][g.balloon_n[dev]] = size;
+    g.balloon_n[dev]++;
+    __atomic_store_n(&g.balloon_bytes[dev], g.balloon_bytes[dev] + size, __ATOMIC_RELAXED);
+    return 0;
+}
+
+/* Fills dev's balloon up to limit - in use, in pieces (caller holds balloon_mu). Returns the
+ * driver's error of the piece that failed, CUDA_SUCCESS when the balloon reached its target. */
+static CUresult shim_balloon_fill_locked(int dev) {
+    pfn_cuMemCreate create = SHIM_REAL(cuMemCreate);
+    pfn_cuMemRelease release = SHIM_REAL(cuMemRelease);
+    CUmemAllocationProp prop = shim_balloon_prop(dev);
+    size_t gran = g.balloon_gran[dev], target = shim_balloon_target(dev);
+    while (g.balloon_bytes[dev] < target && target - g.balloon_bytes[dev] >= gran) {
+        size_t want = target - g.balloon_bytes[dev];
+        want -= want % gran;
+        if (want > g.balloon_piece[dev]) want = g.balloon_piece[dev];
+        CUmemGenericAllocationHandle h = 0;
+        CUresult r = create(&h, want, &prop, 0);
+        if (r == CUDA_SUCCESS && shim_balloon_push_locked(dev, h, want) != 0) {
+            release(h);
+            r = CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        if (r != CUDA_SUCCESS) {
+            g.balloon_short[dev] = 1;
+            return r;
+        }
+    }
+    g.balloon_short[dev] = 0;
+    g.balloon_slack[dev] = 0;
+    return CUDA_SUCCESS;
+}
+
+/* Releases pieces, newest first, until the balloon is at most `target` bytes (caller holds
+ * balloon_mu); returns the bytes released. */
+static size_t shim_balloon_shrink_locked(int dev, size_t target) {
+    pfn_cuMemRelease release = SHIM_REAL(cuMemRelease);
+    size_t before = g.balloon_bytes[dev];
+    while (g.balloon_bytes[dev] > target && g.balloon_n[dev] > 0) {
+        size_t i = --g.balloon_n[dev];
+        CUresult r = release(g.balloon_h[dev][i]);
+        __atomic_store_n(&g.balloon_bytes[dev], g.balloon_bytes[dev] - g.balloon_sz[dev][i], __ATOMIC_RELAXED);
+        if (r != CUDA_SUCCESS && g.log)
+            fprintf(stderr, "vram: cuMemRelease of a preallocated piece on device %d failed (error %d)\n", dev, (int)r);
+    }
+    return before - g.balloon_bytes[dev];
+}
+
+static void shim_balloon_fallback_locked(int dev, const char *why) {
+    __atomic_store_n(&g.balloon_state[dev], -1, __ATOMIC_RELEASE);
+    if (g.fallback_said && !g.log) return;
+    g.fallback_said = 1;
+    fprintf(stderr, "vram: preallocation is not available on device %d (%s); memory is taken on demand\n", dev, why);
+}
+
+/* At the first accounted call on `dev` with VRAM_GROWTH=0 and a limit: the balloon is filled up
+ * to the limit (less what is in use), or the device falls back to memory on demand. */
+static void shim_balloon_start(int dev) {
+    if (!g.prealloc || __atomic_load_n(&g.balloon_state[dev], __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g.balloon_mu);
+    if (!g.balloon_state[dev]) {
+        pfn_cuMemCreate create = SHIM_REAL(cuMemCreate);
+        pfn_cuMemRelease release = SHIM_REAL(cuMemRelease);
+        if (!g.limit[dev]) {
+            __atomic_store_n(&g.balloon_state[dev], -1, __ATOMIC_RELEASE);   /* nothing to reserve */
+        } else if (!create || !release) {
+            shim_balloon_fallback_locked(dev, "the driver has no cuMemCreate/cuMemRelease");
+        } else {
+            CUmemAllocationProp prop = shim_balloon_prop(dev);
+            size_t gran = 0;
+            if (!g.real.cuMemGetAllocationGranularity ||
+                g.real.cuMemGetAllocationGranularity(&gran, &prop, 0) != CUDA_SUCCESS || gran == 0)
+                gran = SHIM_BALLOON_GRAN_DEFAULT;
+            g.balloon_gran[dev] = gran;
+            g.balloon_piece[dev] = (SHIM_BALLOON_PIECE + gran - 1) / gran * gran;
+            CUresult r = shim_balloon_fill_locked(dev);
+            if (r != CUDA_SUCCESS && g.balloon_n[dev] == 0) {
+                char why[64];
+                snprintf(why, sizeof why, "cuMemCreate failed with error %d", (int)r);
+                shim_balloon_fallback_locked(dev, why);
+            } else {
+                __atomic_store_n(&g.balloon_state[dev], 1, __ATOMIC_RELEASE);
+                if (r != CUDA_SUCCESS && g.log) {
+                    char held[32];
+                    shim_fmt_bytes(held, sizeof held, g.balloon_bytes[dev]);
+                    fprintf(stderr, "vram: preallocation on device %d reserved only %s (cuMemCreate error %d: "
+                            "the card has less free memory); the rest is taken on demand\n", dev, held, (int)r);
+                }
+            }
+        }
+    }
+    pthread_mutex_unlock(&g.balloon_mu);
+}
+
+/* Before an allocation of `size` bytes, just reserved, goes to the driver: room out of the balloon.
+ * The balloon shrinks to limit - in use (the reservation included). While it is short (the card
+ * had less free memory than the limit) that may not free anything, so `size` more is released
+ * then (less what earlier releases left unused, the slack). */
+static void shim_balloon_make_room(int dev, size_t size) {
+    if (!g.prealloc || __atomic_load_n(&g.balloon_state[dev], __ATOMIC_ACQUIRE) != 1) return;
+    pthread_mutex_lock(&g.balloon_mu);
+    size_t released = shim_balloon_shrink_locked(dev, shim_balloon_target(dev));
+    if (g.balloon_short[dev]) {
+        size_t slack = g.balloon_slack[dev] + released;
+        if (slack >= size) {
+            slack -= size;
+        } else {
+            size_t need = size - slack, have = g.balloon_bytes[dev];
+            size_t got = shim_balloon_shrink_locked(dev, have > need ? have - need : 0);
+            slack = got > need ? got - need : 0;
+        }
+        g.balloon_slack[dev] = slack;
+    }
+    pthread_mutex_unlock(&g.balloon_mu);
+}
+
+/* After bytes of `dev` were given back: the balloon is filled again up to limit - in use; memory
+ * another process took meanwhile is no error (said with VRAM_LOG=1). */
+static void shim_balloon_refill(int dev) {
+    if (dev < 0 || !g.prealloc || __atomic_load_n(&g.balloon_state[dev], __ATOMIC_ACQUIRE) != 1) return;
+    pthread_mutex_lock(&g.balloon_mu);
+    int was_short = g.balloon_short[dev];
+    CUresult r = shim_balloon_fill_locked(dev);
+    if (r != CUDA_SUCCESS && !was_short && g.log) {   /* said when it starts falling short */
+        char held[32];
+        shim_fmt_bytes(held, sizeof held, g.balloon_bytes[dev]);
+        fprintf(stderr, "vram: preallocation on device %d could not take freed memory back (cuMemCreate error "
+                "%d; another process may hold it): %s stay reserved beyond use\n", dev, (int)r, held);
+    }
+    pthread_mutex_unlock(&g.balloon_mu);
+}
+
+/* The bytes the balloon holds on `dev` (free to the program). */
+static size_t shim_balloon_bytes(int dev) {
+    return __atomic_load_n(&g.balloon_bytes[dev], __ATOMIC_RELAXED);
+}
+
 /* Reserves `size` bytes on `dev` against its limit and, with a group limit, against the group's
  * total on that device (summed over the ledger's live slots under the ledger lock: the slow path,
  * one scan of the ledger per allocation, taken only when a group limit is set). 0 on success, -1
@@ -518,6 +736,7 @@ static void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_
 static int shim_reserve(const char *fn, int dev, size_t size) {
     if (dev < 0) return 0;
     shim_register(dev);
+    shim_balloon_start(dev);
     int grouped = g.group_limit && g.slot[dev];
     uint64_t total = 0;
     if (grouped) {
@@ -540,7 +759,9 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     }
     if (over && g.log) shim_log_refusal(fn, dev, size, used, limit, g.limit_src[dev]);
     if (over_group && g.log) shim_log_group_refusal(fn, dev, size, total);
-    return over || over_group ? -1 : 0;
+    if (over || over_group) return -1;
+    shim_balloon_make_room(dev, size);
+    return 0;
 }
 
 static void shim_unreserve(int dev, size_t size) {
@@ -549,6 +770,7 @@ static void shim_unreserve(int dev, size_t size) {
     g.used[dev] = g.used[dev] > size ? g.used[dev] - size : 0;
     shim_publish_unsafe(dev);
     pthread_mutex_unlock(&g.mu);
+    shim_balloon_refill(dev);
 }
 
 /* Records a successful allocation whose bytes were reserved; -1 when the table cannot hold it
@@ -656,6 +878,7 @@ SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
     CUresult r = real(dptr);
     if (r != CUDA_SUCCESS && counted) shim_restore(&e);
+    else if (counted) shim_balloon_refill(e.dev);
     return r;
 }
 
@@ -692,6 +915,7 @@ SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     int counted = shim_forget(SHIM_KIND_HANDLE, handle, &e);
     CUresult r = real(handle);
     if (r != CUDA_SUCCESS && counted) shim_restore(&e);
+    else if (counted) shim_balloon_refill(e.dev);
     return r;
 }
 
@@ -720,6 +944,7 @@ static CUresult shim_free_async(pfn_cuMemFreeAsync real, CUdeviceptr dptr, CUstr
     int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
     CUresult r = real(dptr, stream);
     if (r != CUDA_SUCCESS && counted) shim_restore(&e);
+    else if (counted) shim_balloon_refill(e.dev);
     return r;
 }
 
@@ -762,19 +987,20 @@ SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     CUresult r = real(free_bytes ? &real_free : NULL, total_bytes ? &real_total : NULL);
     if (r != CUDA_SUCCESS) return r;
     int dev = shim_current_device();
-    size_t limit = 0, used = 0;
+    size_t limit = 0, used = 0, balloon = 0;
     if (dev >= 0) {
         pthread_mutex_lock(&g.mu);
         limit = g.limit[dev];
         used = g.used[dev];
         pthread_mutex_unlock(&g.mu);
+        balloon = shim_balloon_bytes(dev);   /* preallocated: free to the program, not to the driver */
     }
     if (limit) {
         /* real_total is only known when total_bytes was asked for; the limit is the total either way
          * unless the card is smaller. */
         size_t total = total_bytes && real_total < limit ? real_total : limit;
         size_t free_left = used >= total ? 0 : total - used;
-        if (free_bytes && real_free < free_left) free_left = real_free;
+        if (free_bytes && real_free + balloon < free_left) free_left = real_free + balloon;
         real_free = free_left;
         real_total = total;
     }

@@ -8,8 +8,12 @@
  *                         vram_list_physical_devices after CUDA_VISIBLE_DEVICES is set), or the
  *                         smaller of that and --limit. --limit or --fraction first clear the
  *                         VRAM_LIMIT* the environment had.
- *   VRAM_GROWTH           1 with --growth, else 0 (preallocation is not implemented in the
- *                         preload library yet: a note says memory is taken on demand)
+ *   VRAM_GROWTH           1 with --growth: memory is taken on demand, nothing up front. Else 0:
+ *                         preallocation, as in the library: the preload library reserves each
+ *                         limited device's limit on the card at the program's first allocation
+ *                         there (cuMemCreate pieces it gives up as the program allocates and
+ *                         takes back as it frees), so a second process cannot take it away; it
+ *                         falls back to on demand, with a note, where the driver cannot
  *   VRAM_GROUP            from --group: the name the process is listed under in the ledger (vram
  *                         top); 1-31 of A-Z a-z 0-9 . _ -
  *   VRAM_GROUP_LIMIT      from --group-limit, in bytes (needs --group): the group's processes
@@ -60,6 +64,8 @@ static int run_usage_error(const char *fmt, const char *arg) {
     fprintf(stderr, fmt, arg);
     fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F]\n"
           "                [--group NAME [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
+          "Without --growth the limit is preallocated: reserved on the card at the first allocation,\n"
+          "so no other process can take it; --growth takes memory on demand.\n"
           "Try 'vram --help'.\n", stderr);
     return 2;
 }
@@ -263,9 +269,6 @@ int run_main(int argc, char **argv) {
             goto env_failed;
     }
     if (run_set_preload(lib) != 0) goto env_failed;
-    if (!o.growth)
-        fputs("vram run: note: preallocation (running without --growth) is not implemented yet; "
-              "memory is taken on demand, as with --growth\n", stderr);
     fflush(NULL);
     execvp(argv[cmd_at], argv + cmd_at);
     int err = errno;

@@ -20,6 +20,10 @@
  *             hold KIND MIB [DEV [PEAK]]  one block of MIB (after a block of PEAK MiB taken and
  *                                         freed, when given): hold=E (flushed), then waits for EOF
  *                                         on stdin, frees it: free_after= total= (vram top tests)
+ *             script [DEV]                commands on stdin, one a line, each answered by one
+ *                                         flushed line: "alloc MIB" -> alloc=E (cuMemAlloc),
+ *                                         "free" -> free=E (the newest live block), "info" ->
+ *                                         free=F total=T (cuMemGetInfo); exits at EOF
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -305,6 +309,31 @@ int main(int argc, char **argv) {
         }
         if (r == CUDA_SUCCESS && give(&d, &c) != CUDA_SUCCESS) die("free failed", "");
         print_info(&d, dev, "free_after");
+        return 0;
+    }
+    if (strcmp(sc, "script") == 0) {
+        int dev = argc > 3 ? atoi(argv[3]) : 0;
+        use_device(&d, dev);
+        static chunk live[MAX_CHUNKS];
+        int n = 0;
+        char line[128];
+        while (fgets(line, sizeof line, stdin)) {
+            if (strncmp(line, "alloc ", 6) == 0) {
+                CUresult r = n < MAX_CHUNKS ? take(&d, K_ALLOC, (size_t)strtoull(line + 6, NULL, 10) << 20, dev, &live[n])
+                                            : CUDA_ERROR_OUT_OF_MEMORY;
+                if (r == CUDA_SUCCESS) n++;
+                printf("alloc=%d\n", (int)r);
+            } else if (strncmp(line, "free", 4) == 0) {
+                printf("free=%d\n", n > 0 ? (int)give(&d, &live[--n]) : -1);
+            } else if (strncmp(line, "info", 4) == 0) {
+                size_t f = 0, t = 0;
+                CUresult r = d.get_info(&f, &t);
+                printf("free=%zu total=%zu err=%d\n", f, t, (int)r);
+            } else {
+                printf("unknown=%s", line);
+            }
+            fflush(stdout);
+        }
         return 0;
     }
     if (strcmp(sc, "threads") == 0) return scenario_threads(&d);

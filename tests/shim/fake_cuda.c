@@ -1,21 +1,32 @@
 /*
  * fake_cuda.c: a libcuda.so.1 double for the preload library's tests. It implements the handful of
  * driver calls the preload library interposes on (plus cuInit, cuDeviceGet, cuDeviceGetCount, the
- * primary context, cuCtxGetDevice and cuDeviceGetUuid) over simulated memory: FAKE_CUDA_DEVICES devices (default 2)
+ * primary context, cuCtxGetDevice, cuDeviceGetUuid and cuMemGetAllocationGranularity: 2 MiB) over
+ * simulated memory (cuMemCreate handles and cuMemAlloc pointers share each device's 16 GiB): FAKE_CUDA_DEVICES devices (default 2)
  * of 16 GiB each. Allocations hand out addresses from a counter (nothing is backed by host memory)
  * and are kept in a list, so frees of unknown pointers fail as the real driver's do. The current
  * context is per thread, as in CUDA. cuGetProcAddress (v1 and _v2) returns this library's exported
  * functions, or with FAKE_CUDA_PROC=internal the same functions at other addresses (as a driver may
- * hand out internal entry points that no exported symbol names).
+ * hand out internal entry points that no exported symbol names). FAKE_CUDA_VMM=off makes cuMemCreate
+ * fail with CUDA_ERROR_NOT_SUPPORTED. FAKE_CUDA_SHARED=FILE makes the devices one machine's cards
+ * that all processes naming FILE share: each process's bytes per device are kept in FILE (a slot
+ * per pid, under flock; slots of dead processes count nothing, as the driver frees a process's
+ * memory when it ends), and each allocation and cuMemGetInfo go by the sum.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "cuda_driver.h"
 
@@ -47,6 +58,78 @@ static size_t fake_used[FAKE_MAX_DEVICES];
 static unsigned long long fake_next_addr = 0x7f0000000000ull, fake_next_handle = 1;
 static int fake_initialized;
 static _Thread_local int fake_current = -1;   /* this thread's context: its device, or -1 */
+
+/* ---- FAKE_CUDA_SHARED: the cards' usage shared between processes ---------------------------- */
+
+#define FAKE_SHARE_SLOTS 128
+
+typedef struct fake_share_slot {
+    int pid;    /* 0: free */
+    int pad;
+    unsigned long long used[FAKE_MAX_DEVICES];
+} fake_share_slot;
+
+static fake_share_slot *fake_share;   /* the mapping, or NULL when not shared */
+static int fake_share_fd = -1, fake_share_tried, fake_share_me = -1;
+
+static int fake_pid_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
+
+/* Opens the shared file once and claims this process's slot (caller holds fake_mu). */
+static void fake_share_open_unsafe(void) {
+    if (fake_share_tried) return;
+    fake_share_tried = 1;
+    const char *path = getenv("FAKE_CUDA_SHARED");
+    if (!path || !*path) return;
+    size_t len = FAKE_SHARE_SLOTS * sizeof(fake_share_slot);
+    int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0) return;
+    flock(fd, LOCK_EX);
+    off_t end = lseek(fd, 0, SEEK_END);
+    if (end < (off_t)len && ftruncate(fd, (off_t)len) != 0) { flock(fd, LOCK_UN); close(fd); return; }
+    void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (m == MAP_FAILED) { flock(fd, LOCK_UN); close(fd); return; }
+    fake_share_slot *t = m;
+    int me = -1;
+    for (int i = 0; i < FAKE_SHARE_SLOTS && me < 0; i++)
+        if (t[i].pid == 0 || t[i].pid == (int)getpid() || !fake_pid_alive(t[i].pid)) me = i;
+    if (me >= 0) {
+        memset(&t[me], 0, sizeof t[me]);
+        t[me].pid = (int)getpid();
+        fake_share = t;
+        fake_share_fd = fd;
+        fake_share_me = me;
+    }
+    flock(fd, LOCK_UN);
+    if (me < 0) { munmap(m, len); close(fd); }
+}
+
+/* Bytes in use on dev: this process's alone, or every live process's (caller holds fake_mu and,
+ * when shared, the flock). */
+static size_t fake_used_unsafe(int dev) {
+    if (!fake_share) return fake_used[dev];
+    size_t sum = 0;
+    for (int i = 0; i < FAKE_SHARE_SLOTS; i++)
+        if (fake_share[i].pid && (i == fake_share_me || fake_pid_alive(fake_share[i].pid)))
+            sum += fake_share[i].used[dev];
+    return sum;
+}
+
+static void fake_lock(void) {
+    pthread_mutex_lock(&fake_mu);
+    fake_share_open_unsafe();
+    if (fake_share) flock(fake_share_fd, LOCK_EX);
+}
+
+static void fake_unlock(void) {
+    if (fake_share) flock(fake_share_fd, LOCK_UN);
+    pthread_mutex_unlock(&fake_mu);
+}
+
+static void fake_add_unsafe(int dev, size_t size, int sign) {
+    if (sign > 0) fake_used[dev] += size;
+    else fake_used[dev] -= size;
+    if (fake_share) fake_share[fake_share_me].used[dev] = fake_used[dev];
+}
 
 static int fake_device_count(void) {
     const char *v = getenv("FAKE_CUDA_DEVICES");
@@ -118,8 +201,9 @@ static CUresult fake_take(int dev, size_t size, int handle, unsigned long long *
     if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
     if (!key || size == 0) return CUDA_ERROR_INVALID_VALUE;
     CUresult r = CUDA_SUCCESS;
-    pthread_mutex_lock(&fake_mu);
-    if (size > FAKE_TOTAL - fake_used[dev]) r = CUDA_ERROR_OUT_OF_MEMORY;
+    fake_lock();
+    size_t in_use = fake_used_unsafe(dev);
+    if (in_use > FAKE_TOTAL || size > FAKE_TOTAL - in_use) r = CUDA_ERROR_OUT_OF_MEMORY;
     else if (fake_count == fake_cap) {
         size_t cap = fake_cap ? fake_cap * 2 : 256;
         fake_alloc *l = realloc(fake_list, cap * sizeof *l);
@@ -130,23 +214,23 @@ static CUresult fake_take(int dev, size_t size, int handle, unsigned long long *
         *key = handle ? fake_next_handle++ : fake_next_addr;
         if (!handle) fake_next_addr += (size + 0xfffffull) & ~0xfffffull;   /* 1 MiB apart */
         fake_list[fake_count++] = (fake_alloc){ *key, size, dev, handle };
-        fake_used[dev] += size;
+        fake_add_unsafe(dev, size, 1);
     }
-    pthread_mutex_unlock(&fake_mu);
+    fake_unlock();
     return r;
 }
 
 static CUresult fake_give(unsigned long long key, int handle) {
     CUresult r = handle ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&fake_mu);
+    fake_lock();
     for (size_t i = 0; i < fake_count; i++) {
         if (fake_list[i].key != key || fake_list[i].handle != handle) continue;
-        fake_used[fake_list[i].dev] -= fake_list[i].size;
+        fake_add_unsafe(fake_list[i].dev, fake_list[i].size, -1);
         fake_list[i] = fake_list[--fake_count];
         r = CUDA_SUCCESS;
         break;
     }
-    pthread_mutex_unlock(&fake_mu);
+    fake_unlock();
     return r;
 }
 
@@ -176,10 +260,11 @@ static CUresult impl_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
     if (fake_current < 0) return CUDA_ERROR_INVALID_CONTEXT;
     if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
-    pthread_mutex_lock(&fake_mu);
-    *free_bytes = FAKE_TOTAL - fake_used[fake_current];
+    fake_lock();
+    size_t in_use = fake_used_unsafe(fake_current);
+    *free_bytes = in_use >= FAKE_TOTAL ? 0 : FAKE_TOTAL - in_use;
     *total_bytes = FAKE_TOTAL;
-    pthread_mutex_unlock(&fake_mu);
+    fake_unlock();
     return CUDA_SUCCESS;
 }
 
@@ -197,10 +282,26 @@ static CUresult impl_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t si
     if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
     if (prop->location.id < 0 || prop->location.id >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
     if (size % (2u << 20)) return CUDA_ERROR_INVALID_VALUE;   /* whole 2 MiB granules */
+    const char *vmm = getenv("FAKE_CUDA_VMM");                  /* "off": a driver without VMM support */
+    if (vmm && strcmp(vmm, "off") == 0) return CUDA_ERROR_NOT_SUPPORTED;
     return fake_take(prop->location.id, size, 1, handle);
 }
 
 static CUresult impl_cuMemRelease(CUmemGenericAllocationHandle handle) { return fake_give(handle, 1); }
+
+/* cuMemGetAllocationGranularity(size_t *, const CUmemAllocationProp *, option): 2 MiB, minimum and
+ * recommended alike (cuMemCreate wants whole granules). Not in cuda_driver.h: declared here. */
+SHIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, int option);
+
+static CUresult impl_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
+                                                   int option) {
+    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!granularity || !prop || (option != 0 && option != 1)) return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.id < 0 || prop->location.id >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
+    *granularity = 2u << 20;
+    return CUDA_SUCCESS;
+}
 
 static CUresult impl_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
     (void)stream;
@@ -268,6 +369,8 @@ static const fake_proc fake_procs[] = {
     { "cuDeviceTotalMem", 3020, 0, (void *)cuDeviceTotalMem_v2, (void *)impl_cuDeviceTotalMem_v2 },
     { "cuMemCreate", 10020, 0, (void *)cuMemCreate, (void *)impl_cuMemCreate },
     { "cuMemRelease", 10020, 0, (void *)cuMemRelease, (void *)impl_cuMemRelease },
+    { "cuMemGetAllocationGranularity", 10020, 0, (void *)cuMemGetAllocationGranularity,
+      (void *)impl_cuMemGetAllocationGranularity },
     { "cuMemAllocAsync", 11020, 0, (void *)cuMemAllocAsync, (void *)impl_cuMemAllocAsync },
     { "cuMemAllocAsync", 11020, 1, (void *)cuMemAllocAsync_ptsz, (void *)impl_cuMemAllocAsync_ptsz },
     { "cuMemAllocFromPoolAsync", 11020, 0, (void *)cuMemAllocFromPoolAsync, (void *)impl_cuMemAllocFromPoolAsync },
@@ -343,6 +446,10 @@ SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t si
 
 SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     return impl_cuMemRelease(handle);
+}
+
+SHIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, int option) {
+    return impl_cuMemGetAllocationGranularity(granularity, prop, option);
 }
 
 SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {

@@ -5,6 +5,7 @@
 #   tests/shim/shim_test.sh VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED
 #
 # FAKE_CUDA_DIR (holding the fake libcuda.so.1: 2 devices of 16 GiB) goes first on LD_LIBRARY_PATH.
+# The preallocation checks run processes side by side on shared fake cards (FAKE_CUDA_SHARED).
 # Prints each check with PASS/FAIL (and the captured output of a failure), then "N passed, N failed";
 # exits 1 when a check failed, 2 on bad usage.
 set -euo pipefail
@@ -155,10 +156,115 @@ run env VRAM_BACKEND=sim VRAM_SIM_DEVICES=16GiB "$VRAM" run --fraction 0.25 --li
 check "--fraction with --limit: the smaller wins" \
     '[[ $RC == 0 ]] && has "$OUT" "VRAM_LIMIT_0=$GiB" && has "$OUT" "VRAM_LIMIT=$GiB"'
 run "$VRAM" run --limit 1GiB -- "$APP" dlsym fill alloc 256
-check "without --growth: a note, VRAM_GROWTH=0, still limited" \
-    '[[ $RC == 0 ]] && has "$ERR" "preallocation" && has "$OUT" "chunks=4 bytes=$GiB err=2"'
+check "without --growth: no note, still limited" \
+    '[[ $RC == 0 ]] && ! has "$ERR" "vram" && has "$OUT" "chunks=4 bytes=$GiB err=2"'
+run "$VRAM" run --limit 1GiB -- env
+check "without --growth: VRAM_GROWTH=0" '[[ $RC == 0 ]] && has "$OUT" "VRAM_GROWTH=0"'
 run "$VRAM" run --growth -- sh -c 'exit 7'
 check "the exit status is the command'\''s" '[[ $RC == 7 ]]'
+
+# ---- preallocation (no --growth): the limit is reserved on the card ---------------------------------
+# A: app_driver's script scenario under vram run, fed through a fifo; say CMD sends one command and
+# waits for its answer line (in ANSWER).
+start_a() {
+    rm -f "$TMP/a.in"
+    mkfifo "$TMP/a.in"
+    "$VRAM" run "$@" -- "$APP" dlsym script 0 <"$TMP/a.in" >"$TMP/a.out" 2>"$TMP/a.err" &
+    A_PID=$!
+    exec 7>"$TMP/a.in"
+    A_LINES=0
+}
+say() {
+    echo "$1" >&7
+    A_LINES=$((A_LINES + 1))
+    for _ in $(seq 1 1000); do
+        [[ $(wc -l <"$TMP/a.out") -ge $A_LINES ]] && break
+        sleep 0.01
+    done
+    ANSWER=$(sed -n "${A_LINES}p" "$TMP/a.out")
+}
+stop_a() {
+    exec 7>&-
+    wait "$A_PID" || true
+}
+# a_check NAME EXPECTED: the last answer of A
+a_check() {
+    RC=0 OUT=$ANSWER ERR=$(cat "$TMP/a.err") EXPECTED=$2
+    check "$1" '[[ "$ANSWER" == "$EXPECTED" ]]'
+}
+SIX=$((6 * GiB)) TEN=$((10 * GiB))
+# From here on the fake driver's cards are shared by the processes (FAKE_CUDA_SHARED).
+export FAKE_CUDA_SHARED=$TMP/cards
+
+start_a --limit 6GiB
+say "alloc 1024"; a_check "prealloc A (--limit 6GiB): a first 1 GiB block" "alloc=0"
+run "$APP" dlsym info
+check "prealloc A holds its 6 GiB: a plain process sees 10 GiB free" \
+    '[[ $RC == 0 ]] && has "$OUT" "total=$CARD free=$TEN devtotal=$CARD"'
+run "$APP" dlsym fill alloc 256
+check "prealloc A: a plain process gets only 10 GiB" '[[ $RC == 0 ]] && has "$OUT" "chunks=40 bytes=$TEN err=2"'
+run "$VRAM" run --growth --limit 12GiB -- "$APP" dlsym fill alloc 256
+check "prealloc A: a process under --growth --limit 12GiB gets only 10 GiB" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=40 bytes=$TEN err=2"'
+say "info"; a_check "prealloc A: its own view is 5 GiB free of 6 (the balloon is free to it)" "free=$((5 * GiB)) total=$SIX err=0"
+for i in 2 3 4 5 6; do say "alloc 1024"; done
+a_check "prealloc A: its allocations up to 6 GiB succeed (the balloon gives way)" "alloc=0"
+say "alloc 2"; a_check "prealloc A: beyond 6 GiB, CUDA_ERROR_OUT_OF_MEMORY" "alloc=2"
+say "info"; a_check "prealloc A: 0 free of 6 GiB" "free=0 total=$SIX err=0"
+run "$APP" dlsym info
+check "prealloc A at its limit: still 10 GiB free to others" '[[ $RC == 0 ]] && has "$OUT" "free=$TEN"'
+say "free"; say "free"; a_check "prealloc A frees 2 GiB" "free=0"
+run "$APP" dlsym info
+check "prealloc A freed: the balloon took it back (others still see 10 GiB free)" \
+    '[[ $RC == 0 ]] && has "$OUT" "free=$TEN"'
+say "info"; a_check "prealloc A after the frees: 2 GiB free of 6" "free=$((2 * GiB)) total=$SIX err=0"
+say "alloc 2048"; a_check "prealloc A: the freed 2 GiB are its again" "alloc=0"
+stop_a
+run "$APP" dlsym info
+check "prealloc A exited: the whole card is free" '[[ $RC == 0 ]] && has "$OUT" "free=$CARD"'
+
+start_a --growth --limit 6GiB
+say "info"; a_check "growth A (--growth --limit 6GiB) before allocating: 6 GiB free" "free=$SIX total=$SIX err=0"
+run "$APP" dlsym fill alloc 256
+check "growth A holds nothing up front: another process gets 16 GiB" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=64 bytes=$CARD err=2"'
+say "alloc 1024"; a_check "growth A: a 1 GiB block" "alloc=0"
+run "$APP" dlsym fill alloc 256
+check "growth A holding 1 GiB: another process gets 15 GiB" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=60 bytes=$((15 * GiB)) err=2"'
+stop_a
+
+# A's threads race for its limit while another process holds the other 10 GiB of the card: any
+# moment of balloon + blocks above 6 GiB would make the fake driver refuse an allocation.
+start_a
+run "$APP" dlsym fill alloc 256
+check "(no limit, no --growth: nothing reserved)" '[[ $RC == 0 ]] && has "$OUT" "chunks=64 bytes=$CARD err=2"'
+say "alloc 10240"; a_check "another process holds 10 GiB" "alloc=0"
+run "$VRAM" run --limit 6GiB -- "$APP" dlsym threads
+check "prealloc, 8 threads racing: exactly the 6 GiB limit, all of it back" \
+    '[[ $RC == 0 ]] && has "$OUT" "threads_bytes=$SIX" && has "$OUT" "free_after=$SIX total=$SIX"'
+run "$VRAM" run --limit 8GiB --log -- "$APP" dlsym fill alloc 256
+check "prealloc with less free on the card than the limit: reserves what there is, says so, 6 GiB usable" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=24 bytes=$SIX err=2" && has "$ERR" "reserved only 6.00 GiB"'
+stop_a
+
+for kind in alloc pitch managed create async pool; do
+    run "$VRAM" run --limit 1GiB -- "$APP" proc_v2 fill $kind 256
+    check "prealloc $kind: 4 x 256 MiB fit, the 5th is CUDA_ERROR_OUT_OF_MEMORY, a free gives room back" \
+        '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2" && has "$OUT" "refill=0" &&
+         has "$OUT" "free_after=$GiB total=$GiB"'
+done
+run "$VRAM" run --limit 1GiB -- "$APP" dlsym many
+check "prealloc: 20000 small blocks, every byte back" \
+    '[[ $RC == 0 ]] && has "$OUT" "many=20000" && has "$OUT" "free_after=$GiB total=$GiB"'
+run "$VRAM" run --limit 1GiB -- env FAKE_CUDA_VMM=off "$APP" dlsym fill alloc 256
+check "prealloc where cuMemCreate fails: one note, memory on demand, still limited" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2" && [[ $(grep -c "vram" <<<"$ERR") == 1 ]] &&
+     has "$ERR" "vram: preallocation is not available on device 0 (cuMemCreate failed with error 801); memory is taken on demand"'
+run "$VRAM" run --limit 1GiB --log -- "$APP" dlsym info
+check "--log says preallocation is on" '[[ $RC == 0 ]] && has "$ERR" "preallocation (the limit is reserved"'
+
+unset FAKE_CUDA_SHARED
 
 # ---- errors ---------------------------------------------------------------------------------------------
 run "$VRAM" run --growth
