@@ -28,15 +28,8 @@ PASSED=0
 FAILED=0
 SKIPPED=0
 
-# run CMD...: runs CMD, keeping its exit status in RC and its stdout/stderr in OUT/ERR.
-run() {
-    set +e
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    RC=$?
-    set -e
-    OUT=$(cat "$TMP/out")
-    ERR=$(cat "$TMP/err")
-}
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run()
 
 # check NAME FUNCTION: runs a check function and counts the result.
 check() {

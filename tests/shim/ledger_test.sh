@@ -40,14 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-run() {
-    set +e
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    RC=$?
-    set -e
-    OUT=$(cat "$TMP/out")
-    ERR=$(cat "$TMP/err")
-}
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run()
 
 check() {
     local name=$1

@@ -31,15 +31,8 @@ mkdir -m 700 "$XDG_RUNTIME_DIR"
 PASSED=0
 FAILED=0
 
-# run CMD...: runs CMD, keeping its exit status in RC and its stdout/stderr in OUT/ERR.
-run() {
-    set +e
-    "$@" >"$TMP/out" 2>"$TMP/err"
-    RC=$?
-    set -e
-    OUT=$(cat "$TMP/out")
-    ERR=$(cat "$TMP/err")
-}
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run()
 
 # check NAME CONDITION...: CONDITION is a bash expression over RC, OUT, ERR.
 check() {
