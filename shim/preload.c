@@ -33,7 +33,8 @@
  *   VRAM_LIMIT=BYTES every device; VRAM_LIMIT_<i>=BYTES device <i> as the program numbers it (after
  *   CUDA_VISIBLE_DEVICES), winning over VRAM_LIMIT. An allocation that would pass the limit fails
  *   with CUDA_ERROR_OUT_OF_MEMORY, the program's normal error path; with VRAM_LOG=1 one line on
- *   stderr says the vram limit was the cause, with the numbers. cuMemGetInfo reports total = the
+ *   stderr says the vram limit was the cause, with the numbers. With a group limit, cuMemGetInfo's
+ *   free is at most what the group has left on the device. cuMemGetInfo reports total = the
  *   limit and free = limit - in use (0 when in use exceeds the limit, never an unsigned wrap; never
  *   more than the driver's own free), cuDeviceTotalMem the limit (at most the card's memory).
  *
@@ -980,6 +981,20 @@ SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
 
 /* ---- the limited totals ------------------------------------------------------------------------------ */
 
+/* What the group may still take on `dev` (its limit minus its members' use there, from the
+ * ledger under its lock), or SIZE_MAX without a group limit. */
+static size_t shim_group_free(int dev) {
+    if (!g.group_limit) return SIZE_MAX;
+    shim_register(dev);                         /* a member that only asks still has a slot */
+    if (!g.slot[dev]) return SIZE_MAX;
+    pthread_mutex_lock(&g.ledger_mu);
+    ledger_lock(&g.ledger);
+    uint64_t total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+    ledger_unlock(&g.ledger);
+    pthread_mutex_unlock(&g.ledger_mu);
+    return total >= g.group_limit ? 0 : (size_t)(g.group_limit - total);
+}
+
 SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     pfn_cuMemGetInfo_v2 real = SHIM_REAL(cuMemGetInfo_v2);
     if (!real) return CUDA_ERROR_NOT_FOUND;
@@ -1004,6 +1019,8 @@ SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
         real_free = free_left;
         real_total = total;
     }
+    size_t group_free = dev >= 0 ? shim_group_free(dev) : SIZE_MAX;
+    if (free_bytes && group_free < real_free) real_free = group_free;   /* the group's budget left */
     if (free_bytes) *free_bytes = real_free;
     if (total_bytes) *total_bytes = real_total;
     return CUDA_SUCCESS;

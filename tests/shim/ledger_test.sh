@@ -181,6 +181,9 @@ check "a second process of the group cannot pass 1 GiB together (768 + 512 MiB):
 check "--log says the group limit was the cause, with the group's numbers" \
     'has "$ERR" "refused: the vram group limit would be exceeded (group gg uses 768.00 MiB = 805306368 bytes on $UUID0, group limit 1.00 GiB = 1073741824 bytes, from VRAM_GROUP_LIMIT)"'
 release g2
+run "$VRAM" run --growth $G -- "$APP" dlsym info 0
+check "next to 768 MiB of the group, cuMemGetInfo's free is the 256 MiB the group has left" \
+    '[[ $RC == 0 ]] && has "$OUT" "free=268435456"'
 run "$VRAM" run --growth $G -- "$APP" dlsym fill alloc 64 0
 check "next to 768 MiB of the group, another member fills only the remaining 256 MiB" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=268435456 err=2" && has "$OUT" "refill=0"'
