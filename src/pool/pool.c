@@ -4,14 +4,17 @@
  *
  * Algorithm
  *   - Requests are rounded up to 256 bytes (VRAM_POOL_UNIT). A free chunk of at least that size is
- *     found best-fit in the free bins (smallest size, then lowest address, within a bounded scan) and split so that the
- *     block is exactly the rounded size: `current` is the sum of rounded sizes.
+ *     found best-fit in the free bins (smallest size, then lowest address, within a bounded scan)
+ *     and split so that the block is exactly the rounded size: `current` is the sum of rounded sizes.
  *   - A freed chunk merges at once with free address neighbours of its region.
  *   - Memory comes in regions. Without growth, one plain region of the whole limit is taken at
- *     creation. With growth, one virtual range of the limit is reserved and physical chunks of the
- *     device granularity are mapped at its end as allocations need them; a free chunk at the end
- *     simply grows, so growth never fragments the pool. Without virtual memory management, growth
- *     adds plain regions instead.
+ *     creation (and again after a trim gave it back). With growth and virtual memory management,
+ *     one address range of twice the limit is reserved and tiled by a single free chunk; blocks are
+ *     placed in it best-fit, and the granules under a block are mapped when it is handed out
+ *     (vmm.c: extents of at most max_extent, plus up to map_ahead beyond when growing). Idle extents
+ *     (no byte in use) are unmapped when the limit would be crossed, on vram_trim, by idle release
+ *     and, with hold_peak, rather than raise the high-water mark. Plain regions serve growth without
+ *     virtual memory management and the last partial granule of a limit.
  *   - Stream order: vram_free_async records an event on the stream and parks the chunk PENDING.
  *     The same stream may reuse a PENDING chunk at once; everyone else waits until its event has
  *     completed (completed frees are reaped into the free bins before each search, and before
@@ -22,7 +25,8 @@
  *   - no two FREE chunks are neighbours; every FREE chunk is in the free bins and nothing else is;
  *   - every USED chunk is in the pointer map under its address; PENDING chunks are in the pending
  *     list; current == the sum of USED sizes; reserved == the bytes held from the driver;
- *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes.
+ *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes;
+ *   - in the VMM region, each extent's busy count is the bytes of USED and PENDING chunks over it.
  *
  * Locking: one mutex per pool guards everything in it; functions ending in `_locked` must be
  * called with it held. The card budget is an atomic shared by the pools of one card.
