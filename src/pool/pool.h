@@ -1,11 +1,11 @@
 /*
  * pool.h: one best-fit, coalescing allocator per logical device; all bookkeeping on the host.
  *
- * The pool takes device memory from the backend in regions, either all at creation (a fixed
- * region of the whole limit, as TensorFlow's BFC without growth) or on demand (growth): then one
- * virtual address range of the limit's size is reserved and physical chunks are mapped at its
- * end as allocations need them, so the pool stays one contiguous, coalescable range. Without
- * virtual memory management on the device, growth falls back to extra plain regions.
+ * The pool takes device memory from the backend either all at creation (a fixed region of the
+ * whole limit, as TensorFlow's BFC without growth) or on demand (growth): then an address range
+ * of twice the limit is reserved, blocks are placed in it best-fit, and physical memory is mapped
+ * under them as they are handed out and given back when idle (see pool.c and vmm.c). Without
+ * virtual memory management on the device, growth takes extra plain regions.
  *
  * The pool knows the backend only; the runtime gives it a limit, the card's shared budget and a
  * description of where the limit came from (for out-of-memory messages).
