@@ -14,6 +14,8 @@
  *     gets all its driver functions that way) are replaced by this library's versions for the
  *     interposed names, including cuGetProcAddress itself and the per-thread-stream (_ptsz)
  *     variants of the stream-ordered calls.
+ *   - NVML: nvmlDeviceGetMemoryInfo and _v2 are exported and handed out by dlsym the same way (their
+ *     real versions from dlopen("libnvidia-ml.so.1")); see "NVML" below.
  *   The real functions come from dlopen("libcuda.so.1") (the already loaded driver, found by its
  *   soname) and the real dlsym (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), else "GLIBC_2.2.5").
  *
@@ -77,7 +79,7 @@
  *   file it mapped was corrupted and moved aside) keeps writing the old file until it restarts.
  *
  * Not covered yet: the legacy v1 entry points (32-bit sizes, CUDA < 3.2), dlvsym lookups of driver
- * symbols, NVML.
+ * symbols, NVML calls other than nvmlDeviceGetMemoryInfo / _v2 (see "NVML" below).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -89,10 +91,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "cuda_driver.h"
 #include "ledger.h"
+#include "nvml_types.h"
 
 #define SHIM_MAX_DEVICES 64
 
@@ -1038,6 +1042,142 @@ SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     return r;
 }
 
+/* ---- NVML (nvidia-smi-style queries) ----------------------------------------------------------------- */
+
+/* nvmlDeviceGetMemoryInfo / _v2 of a device under a limit report the process's view, as cuMemGetInfo
+ * does: total = the limit (the card when smaller), used = this process's bytes in use on it, free =
+ * total - used (0 when used passes the total; never more than the card's free plus the balloon);
+ * _v2's reserved is reported 0 (driver-reserved memory is not the program's). NVML enumerates every
+ * GPU whatever CUDA_VISIBLE_DEVICES says, so an NVML device is matched to the program's CUDA device
+ * by UUID (the real nvmlDeviceGetUUID against cuDeviceGetUuid of every visible CUDA device, looked up
+ * once, when the program has initialised CUDA); a device that is none of them, or has no limit,
+ * passes through unchanged, as does every device while libcuda is not loaded or not initialised.
+ * The real functions come from dlopen("libnvidia-ml.so.1") (the loaded library, by soname). */
+
+#define SHIM_NVML_HOOKS(X)            \
+    X(nvmlDeviceGetMemoryInfo)        \
+    X(nvmlDeviceGetMemoryInfo_v2)
+
+enum {
+#define X(sym) SHIM_NVML_HOOK_##sym,
+    SHIM_NVML_HOOKS(X)
+#undef X
+    SHIM_NUM_NVML_HOOKS
+};
+
+static const struct { const char *symbol; void *wrapper; } shim_nvml_hooks[SHIM_NUM_NVML_HOOKS] = {
+#define X(sym) { #sym, (void *)sym },
+    SHIM_NVML_HOOKS(X)
+#undef X
+};
+
+static pthread_once_t shim_nvml_once = PTHREAD_ONCE_INIT;
+static void *shim_nvml_real[SHIM_NUM_NVML_HOOKS];
+static pfn_nvmlDeviceGetUUID shim_nvml_real_uuid;
+/* the visible CUDA devices' UUIDs, looked up once (published under g.mu; ready read atomically) */
+static int shim_nvml_cuda_ready, shim_nvml_cuda_count;
+static char shim_nvml_cuda_uuid[SHIM_MAX_DEVICES][LEDGER_UUID_LEN];
+
+static void shim_nvml_init(void) {
+    shim_dlsym_fn real_dlsym = shim_real_dlsym();
+    void *lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
+    if (!lib || !real_dlsym) return;
+    for (int i = 0; i < SHIM_NUM_NVML_HOOKS; i++) shim_nvml_real[i] = real_dlsym(lib, shim_nvml_hooks[i].symbol);
+    shim_nvml_real_uuid = (pfn_nvmlDeviceGetUUID)real_dlsym(lib, "nvmlDeviceGetUUID");
+}
+
+static void *shim_nvml_real_fn(int i) {
+    pthread_once(&shim_nvml_once, shim_nvml_init);
+    return shim_nvml_real[i];
+}
+
+/* Looks up the UUIDs of the program's CUDA devices once CUDA is loaded and initialised; 0 when known. */
+static int shim_nvml_cuda_uuids(void) {
+    if (__atomic_load_n(&shim_nvml_cuda_ready, __ATOMIC_ACQUIRE)) return 0;
+    void *loaded = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL | RTLD_NOLOAD);
+    if (!loaded) return -1;   /* the program does not use CUDA (yet): no CUDA devices */
+    dlclose(loaded);
+    pthread_once(&shim_cuda_once, shim_cuda_init);
+    shim_dlsym_fn real_dlsym = shim_real_dlsym();
+    if (!g.real.lib || !real_dlsym) return -1;
+    typedef CUresult (*pfn_count)(int *count);
+    pfn_count get_count = (pfn_count)real_dlsym(g.real.lib, "cuDeviceGetCount");
+    int n = 0;
+    if (!get_count || get_count(&n) != CUDA_SUCCESS) return -1;   /* not initialised: try again later */
+    if (n < 0) n = 0;
+    if (n > SHIM_MAX_DEVICES) n = SHIM_MAX_DEVICES;
+    char (*uuid)[LEDGER_UUID_LEN] = calloc((size_t)(n ? n : 1), LEDGER_UUID_LEN);
+    if (!uuid) return -1;
+    for (int d = 0; d < n; d++) shim_device_uuid(d, uuid[d], LEDGER_UUID_LEN);
+    pthread_mutex_lock(&g.mu);
+    if (!shim_nvml_cuda_ready) {
+        memcpy(shim_nvml_cuda_uuid, uuid, (size_t)n * LEDGER_UUID_LEN);
+        shim_nvml_cuda_count = n;
+        __atomic_store_n(&shim_nvml_cuda_ready, 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&g.mu);
+    free(uuid);
+    return 0;
+}
+
+/* The program's CUDA device that NVML device `device` is, when it has a limit; -1 otherwise. */
+static int shim_nvml_limited_device(nvmlDevice_t device, size_t *limit, size_t *used) {
+    pthread_once(&shim_nvml_once, shim_nvml_init);
+    if (!shim_nvml_real_uuid || shim_nvml_cuda_uuids() != 0) return -1;
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    if (shim_nvml_real_uuid(device, uuid, sizeof uuid) != NVML_SUCCESS) return -1;
+    uuid[sizeof uuid - 1] = '\0';
+    for (int d = 0; d < shim_nvml_cuda_count; d++) {
+        if (strncmp(shim_nvml_cuda_uuid[d], "unknown-", 8) == 0 || strcasecmp(shim_nvml_cuda_uuid[d], uuid) != 0)
+            continue;
+        pthread_mutex_lock(&g.mu);
+        *limit = g.limit[d];
+        *used = g.used[d];
+        pthread_mutex_unlock(&g.mu);
+        return *limit ? d : -1;
+    }
+    return -1;
+}
+
+/* The limited view of a device whose real NVML numbers are card_total, card_free. */
+static void shim_nvml_view(int dev, size_t limit, size_t used, unsigned long long card_total,
+                           unsigned long long card_free, unsigned long long *total,
+                           unsigned long long *free_out, unsigned long long *used_out) {
+    unsigned long long t = card_total < limit ? card_total : limit;
+    unsigned long long f = used >= t ? 0 : t - used;
+    unsigned long long room = card_free + shim_balloon_bytes(dev);   /* the balloon is the program's */
+    if (room < card_free) room = ~0ull;                              /* no wrap */
+    if (room < f) f = room;
+    *total = t;
+    *free_out = f;
+    *used_out = used;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
+    pfn_nvmlDeviceGetMemoryInfo real =
+        (pfn_nvmlDeviceGetMemoryInfo)shim_nvml_real_fn(SHIM_NVML_HOOK_nvmlDeviceGetMemoryInfo);
+    if (!real) return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t r = real(device, memory);
+    size_t limit = 0, used = 0;
+    int dev;
+    if (r != NVML_SUCCESS || !memory || (dev = shim_nvml_limited_device(device, &limit, &used)) < 0) return r;
+    shim_nvml_view(dev, limit, used, memory->total, memory->free, &memory->total, &memory->free, &memory->used);
+    return r;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t *memory) {
+    pfn_nvmlDeviceGetMemoryInfo_v2 real =
+        (pfn_nvmlDeviceGetMemoryInfo_v2)shim_nvml_real_fn(SHIM_NVML_HOOK_nvmlDeviceGetMemoryInfo_v2);
+    if (!real) return NVML_ERROR_FUNCTION_NOT_FOUND;
+    nvmlReturn_t r = real(device, memory);
+    size_t limit = 0, used = 0;
+    int dev;
+    if (r != NVML_SUCCESS || !memory || (dev = shim_nvml_limited_device(device, &limit, &used)) < 0) return r;
+    shim_nvml_view(dev, limit, used, memory->total, memory->free, &memory->total, &memory->free, &memory->used);
+    memory->reserved = 0;
+    return r;
+}
+
 /* ---- entry points handed out by cuGetProcAddress and dlsym ----------------------------------------- */
 
 /* This library's version of what the driver returned for `symbol`, or NULL to keep the driver's.
@@ -1089,11 +1229,20 @@ static int shim_hook_index(const char *symbol) {
     return -1;
 }
 
-/* An interposed driver name that resolves gives this library's version; anything else goes to the
+static int shim_nvml_hook_index(const char *symbol) {
+    if (strncmp(symbol, "nvml", 4) != 0) return -1;
+    for (int i = 0; i < SHIM_NUM_NVML_HOOKS; i++)
+        if (strcmp(shim_nvml_hooks[i].symbol, symbol) == 0) return i;
+    return -1;
+}
+
+/* An interposed driver (or NVML) name that resolves gives this library's version; anything else goes to the
  * real dlsym as a tail call, so that the real dlsym sees the original caller (RTLD_NEXT). */
 SHIM_EXPORT void *dlsym(void *handle, const char *symbol) {
     shim_dlsym_fn real = shim_real_dlsym();
     int i = shim_hook_index(symbol);   /* symbol is nonnull, as for the real dlsym */
     if (i >= 0) return real(handle, symbol) ? shim_hooks[i].wrapper : NULL;
+    i = shim_nvml_hook_index(symbol);
+    if (i >= 0) return real(handle, symbol) ? shim_nvml_hooks[i].wrapper : NULL;
     return real(handle, symbol);
 }

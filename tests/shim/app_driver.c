@@ -20,6 +20,10 @@
  *             hold KIND MIB [DEV [PEAK]]  one block of MIB (after a block of PEAK MiB taken and
  *                                         freed, when given): hold=E (flushed), then waits for EOF
  *                                         on stdin, frees it: free_after= total= (vram top tests)
+ *             nvml MIB                    MIB with cuMemAlloc on device 0 (nvml_alloc=E), then
+ *                                         for every NVML device i (libnvidia-ml.so.1 by dlopen +
+ *                                         dlsym): "nvml i total= free= used=" (GetMemoryInfo) and
+ *                                         "nvml_v2 i total= reserved= free= used=" (_v2)
  *             script [DEV]                commands on stdin, one a line, each answered by one
  *                                         flushed line: "alloc MIB" -> alloc=E (cuMemAlloc),
  *                                         "free" -> free=E (the newest live block), "info" ->
@@ -37,6 +41,7 @@
 #include <unistd.h>
 
 #include "cuda_driver.h"
+#include "nvml_types.h"
 
 #define MAX_CHUNKS 200
 
@@ -256,6 +261,37 @@ static int scenario_threads(const driver *d) {
     return 0;
 }
 
+/* ---- NVML ------------------------------------------------------------------------------------------ */
+
+static int scenario_nvml(const driver *d, size_t mib) {
+    CUdeviceptr p = 0;
+    printf("nvml_alloc=%d\n", (int)d->alloc(&p, mib << 20));
+    void *ml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!ml) die("cannot load", dlerror());
+    pfn_nvmlInit_v2 init = (pfn_nvmlInit_v2)dlsym(ml, "nvmlInit_v2");
+    pfn_nvmlDeviceGetCount_v2 count = (pfn_nvmlDeviceGetCount_v2)dlsym(ml, "nvmlDeviceGetCount_v2");
+    pfn_nvmlDeviceGetHandleByIndex_v2 handle =
+        (pfn_nvmlDeviceGetHandleByIndex_v2)dlsym(ml, "nvmlDeviceGetHandleByIndex_v2");
+    pfn_nvmlDeviceGetMemoryInfo info = (pfn_nvmlDeviceGetMemoryInfo)dlsym(ml, "nvmlDeviceGetMemoryInfo");
+    pfn_nvmlDeviceGetMemoryInfo_v2 info2 = (pfn_nvmlDeviceGetMemoryInfo_v2)dlsym(ml, "nvmlDeviceGetMemoryInfo_v2");
+    if (!init || !count || !handle || !info || !info2) die("dlsym found no", "NVML function");
+    unsigned int n = 0;
+    if (init() != NVML_SUCCESS || count(&n) != NVML_SUCCESS) die("nvmlInit_v2 or nvmlDeviceGetCount_v2 failed", "");
+    for (unsigned int i = 0; i < n; i++) {
+        nvmlDevice_t h;
+        nvmlMemory_t m;
+        nvmlMemory_v2_t m2;
+        memset(&m2, 0, sizeof m2);
+        m2.version = nvmlMemory_v2;
+        if (handle(i, &h) != NVML_SUCCESS || info(h, &m) != NVML_SUCCESS || info2(h, &m2) != NVML_SUCCESS)
+            die("NVML memory query failed", "");
+        printf("nvml %u total=%llu free=%llu used=%llu\n", i, m.total, m.free, m.used);
+        printf("nvml_v2 %u total=%llu reserved=%llu free=%llu used=%llu\n", i, m2.total, m2.reserved, m2.free,
+               m2.used);
+    }
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -335,6 +371,10 @@ int main(int argc, char **argv) {
             fflush(stdout);
         }
         return 0;
+    }
+    if (strcmp(sc, "nvml") == 0 && argc >= 4) {
+        use_device(&d, 0);
+        return scenario_nvml(&d, (size_t)strtoull(argv[3], NULL, 10));
     }
     if (strcmp(sc, "threads") == 0) return scenario_threads(&d);
     if (strcmp(sc, "mixed") == 0) {

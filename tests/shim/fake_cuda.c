@@ -131,10 +131,35 @@ static void fake_add_unsafe(int dev, size_t size, int sign) {
     if (fake_share) fake_share[fake_share_me].used[dev] = fake_used[dev];
 }
 
+/* CUDA_VISIBLE_DEVICES as a list of card indices ("1,0"): the card of ordinal i in phys[i]; the
+ * number of entries, or -1 when it is unset (every card visible, in order). Only the device count
+ * and the UUIDs follow it (the simulated memory stays by ordinal). */
+static int fake_visible(int phys[FAKE_MAX_DEVICES]) {
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) return -1;
+    int n = 0;
+    while (*v && n < FAKE_MAX_DEVICES) {
+        char *end;
+        long c = strtol(v, &end, 10);
+        if (end == v || c < 0) break;   /* like the driver: the list ends at an invalid entry */
+        phys[n++] = (int)c;
+        v = *end == ',' ? end + 1 : end;
+        if (*end != ',') break;
+    }
+    return n;
+}
+
 static int fake_device_count(void) {
     const char *v = getenv("FAKE_CUDA_DEVICES");
     int n = v ? atoi(v) : 2;
-    return n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
+    n = n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
+    int phys[FAKE_MAX_DEVICES], visible = fake_visible(phys);
+    if (visible >= 0) {
+        int k = 0;
+        while (k < visible && phys[k] < n) k++;
+        n = k;
+    }
+    return n;
 }
 
 SHIM_EXPORT CUresult cuInit(unsigned int flags) {
@@ -180,15 +205,17 @@ SHIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev) {
 }
 
 /* Device d's UUID: fa4ec0da-0000-4000-8000-0000000000<d>, printed GPU-fa4ec0da-0000-4000-8000-0000000000dd
- * (FAKE_CUDA_UUID_BASE=N adds N to the last byte, for a second "machine" of distinct cards). */
+ * (FAKE_CUDA_UUID_BASE=N adds N to the last byte, for a second "machine" of distinct cards); d is the
+ * card's index, ordinal <d> of CUDA_VISIBLE_DEVICES when it is set. */
 SHIM_EXPORT CUresult cuDeviceGetUuid_v2(fake_uuid *uuid, CUdevice dev) {
     static const unsigned char base[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
     if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
     if (!uuid) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
     const char *add = getenv("FAKE_CUDA_UUID_BASE");
+    int phys[FAKE_MAX_DEVICES], card = fake_visible(phys) >= 0 ? phys[dev] : dev;
     memcpy(uuid->bytes, base, 16);
-    uuid->bytes[15] = (unsigned char)(dev + (add ? atoi(add) : 0));
+    uuid->bytes[15] = (unsigned char)(card + (add ? atoi(add) : 0));
     return CUDA_SUCCESS;
 }
 

@@ -2,19 +2,20 @@
 # shim_test.sh: end-to-end checks of `vram run` and libvram_preload.so over the fake libcuda.so.1,
 # as real processes, without a GPU.
 #
-#   tests/shim/shim_test.sh VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED
+#   tests/shim/shim_test.sh VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED APP_NVML_LINKED
 #
-# FAKE_CUDA_DIR (holding the fake libcuda.so.1: 2 devices of 16 GiB) goes first on LD_LIBRARY_PATH.
+# FAKE_CUDA_DIR (holding the fake libcuda.so.1: 2 devices of 16 GiB, and the fake libnvidia-ml.so.1
+# of the same cards) goes first on LD_LIBRARY_PATH.
 # The preallocation checks run processes side by side on shared fake cards (FAKE_CUDA_SHARED).
 # Prints each check with PASS/FAIL (and the captured output of a failure), then "N passed, N failed";
 # exits 1 when a check failed, 2 on bad usage.
 set -euo pipefail
 
-if [[ $# -ne 5 ]]; then
-    echo "usage: $0 VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED" >&2
+if [[ $# -ne 6 ]]; then
+    echo "usage: $0 VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED APP_NVML_LINKED" >&2
     exit 2
 fi
-VRAM=$1 PRELOAD=$2 FAKE=$3 APP=$4 LINKED=$5
+VRAM=$1 PRELOAD=$2 FAKE=$3 APP=$4 LINKED=$5 NVML_LINKED=$6
 
 unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_BACKEND VRAM_SIM_DEVICES \
       FAKE_CUDA_DEVICES
@@ -106,6 +107,51 @@ if command -v python3 >/dev/null; then
         '[[ $RC == 0 ]] && has "$OUT" "total=$GiB" && has "$OUT" "alloc_2GiB=2" && has "$OUT" "alloc_512MiB=0" &&
          has "$OUT" "free_after=$GiB"'
 fi
+
+# ---- NVML: nvmlDeviceGetMemoryInfo / _v2 (the fake libnvidia-ml.so.1 enumerates both 16 GiB cards) ----
+M256=268435456 M512=536870912
+run "$APP" dlsym nvml 256
+check "no shim: NVML shows both 16 GiB cards unchanged" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml_alloc=0" &&
+     has "$OUT" "nvml 0 total=$CARD free=$CARD used=0" && has "$OUT" "nvml 1 total=$CARD free=$CARD used=0" &&
+     has "$OUT" "nvml_v2 0 total=$CARD reserved=$M512 free=$((CARD - M512)) used=0" &&
+     has "$OUT" "nvml_v2 1 total=$CARD reserved=$M512 free=$((CARD - M512)) used=0"'
+run limited "$APP" dlsym nvml 256
+check "--limit 1GiB: NVML shows the limit, 256 MiB of the process used, 768 MiB free on the device in use" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml_alloc=0" &&
+     has "$OUT" "nvml 0 total=$GiB free=$((GiB - M256)) used=$M256" &&
+     has "$OUT" "nvml_v2 0 total=$GiB reserved=0 free=$((GiB - M256)) used=$M256"'
+check "--limit 1GiB: the other device (also limited) shows 1 GiB free" \
+    'has "$OUT" "nvml 1 total=$GiB free=$GiB used=0" && has "$OUT" "nvml_v2 1 total=$GiB reserved=0 free=$GiB used=0"'
+run "$VRAM" run --devices 1 --limit 1GiB --growth -- "$APP" dlsym nvml 256
+check "--devices 1: the limit applies to NVML device 1 (CUDA device 0 by UUID), NVML device 0 passes through" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml_alloc=0" &&
+     has "$OUT" "nvml 1 total=$GiB free=$((GiB - M256)) used=$M256" &&
+     has "$OUT" "nvml_v2 1 total=$GiB reserved=0 free=$((GiB - M256)) used=$M256" &&
+     has "$OUT" "nvml 0 total=$CARD free=$CARD used=0" &&
+     has "$OUT" "nvml_v2 0 total=$CARD reserved=$M512 free=$((CARD - M512)) used=0"'
+run limited "$NVML_LINKED"
+check "program linked against libnvidia-ml: limited through the exported symbols" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml_alloc=0" &&
+     has "$OUT" "nvml 0 total=$GiB free=$((GiB - M256)) used=$M256" &&
+     has "$OUT" "nvml_v2 0 total=$GiB reserved=0 free=$((GiB - M256)) used=$M256"'
+run "$NVML_LINKED"
+check "no shim: linked NVML program sees the 16 GiB cards" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml 0 total=$CARD free=$CARD used=0"'
+run "$VRAM" run --limit 1GiB -- "$APP" dlsym nvml 256
+check "preallocation (no --growth): NVML shows the same limited view" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml 0 total=$GiB free=$((GiB - M256)) used=$M256"'
+run "$VRAM" run --growth -- "$APP" dlsym nvml 256
+check "vram run without a limit: NVML passes through" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml 0 total=$CARD free=$CARD used=0" &&
+     has "$OUT" "nvml_v2 0 total=$CARD reserved=$M512 free=$((CARD - M512)) used=0"'
+run "$VRAM" run --limit 2GiB --growth -- env VRAM_LIMIT_1=$GiB "$APP" dlsym nvml 512
+check "VRAM_LIMIT_1 on NVML device 1, VRAM_LIMIT on device 0" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml 0 total=$((2 * GiB)) free=$((2 * GiB - M512)) used=$M512" &&
+     has "$OUT" "nvml 1 total=$GiB free=$GiB used=0"'
+run "$VRAM" run --limit 32GiB --growth -- "$APP" dlsym nvml 256
+check "a limit above the card: NVML total is the card" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml 0 total=$CARD free=$((CARD - M256)) used=$M256"'
 
 # ---- VRAM_LOG --------------------------------------------------------------------------------------
 run limited "$APP" dlsym fill alloc 256
@@ -290,7 +336,7 @@ check "vram run --help" '[[ $RC == 0 ]] && has "$OUT" "run [--devices LIST] [--g
 if command -v nm >/dev/null; then
     run nm -D --defined-only "$PRELOAD"
     exported=$(awk '$2 ~ /^[TtWw]$/ {print $3}' <<<"$OUT" | grep -v -e '^_init$' -e '^_fini$' | sort | tr '\n' ' ')
-    expected="cuDeviceTotalMem_v2 cuGetProcAddress cuGetProcAddress_v2 cuMemAllocAsync cuMemAllocAsync_ptsz cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz cuMemAllocManaged cuMemAllocPitch_v2 cuMemAlloc_v2 cuMemCreate cuMemFreeAsync cuMemFreeAsync_ptsz cuMemFree_v2 cuMemGetInfo_v2 cuMemRelease dlsym "
+    expected="cuDeviceTotalMem_v2 cuGetProcAddress cuGetProcAddress_v2 cuMemAllocAsync cuMemAllocAsync_ptsz cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz cuMemAllocManaged cuMemAllocPitch_v2 cuMemAlloc_v2 cuMemCreate cuMemFreeAsync cuMemFreeAsync_ptsz cuMemFree_v2 cuMemGetInfo_v2 cuMemRelease dlsym nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo_v2 "
     OUT="exported: $exported"
     check "libvram_preload.so exports only the interposed symbols" '[[ "$exported" == "$expected" ]]'
 fi
