@@ -20,3 +20,21 @@ echo "== a CUDA runtime program (cudaMalloc, cudaMallocAsync) under vram run --l
 nvcc -O2 -o "$B/gpu_runtime_app" tests/gpu_runtime_app.cu
 "$B/vram" run --limit 1GiB --growth -- "$B/gpu_runtime_app"
 "$B/gpu_runtime_app"
+
+echo "== JAX with its default preallocation (75% of what it is told the card holds) under --limit 8GiB"
+"$B/vram" run --limit 8GiB --log -- python3 -c '
+import jax, jax.numpy as jnp
+x = jnp.ones((1 << 28,), dtype=jnp.float32); x.block_until_ready()
+stats = jax.devices()[0].memory_stats() or {}
+limit = stats.get("bytes_limit", 0)
+print("JAX bytes_limit GiB", round(limit / 2**30, 2), "(75% of the 8 GiB it sees)")
+assert 0 < limit <= 8 << 30, limit'
+
+echo "== two PyTorch processes with --growth share the card and both finish"
+step='import torch
+x = torch.randn(8192, 8192, device="cuda")
+for _ in range(20): x = (x @ x).clamp_(-1, 1)
+torch.cuda.synchronize(); print("done, peak GiB", round(torch.cuda.max_memory_reserved() / 2**30, 2))'
+"$B/vram" run --growth --limit 40GiB -- python3 -c "$step" & one=$!
+"$B/vram" run --growth --limit 40GiB -- python3 -c "$step" & two=$!
+wait "$one" && wait "$two" && echo "both finished"
