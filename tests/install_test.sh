@@ -15,7 +15,7 @@ check() {  # check NAME COMMAND...
 export VRAM_BACKEND=sim
 prefix=$work/prefix
 check "cmake --install" cmake --install "$build" --prefix "$prefix"
-for f in include/vram.h lib/libvram.a lib/libvram.so lib/pkgconfig/vram.pc lib/cmake/vram/vramConfig.cmake bin/vram; do
+for f in include/vram.h lib/libvram.a lib/libvram.so lib/libvram_preload.so lib/pkgconfig/vram.pc lib/cmake/vram/vramConfig.cmake bin/vram; do
   check "installed $f" test -e "$prefix/$f"
 done
 check "installed vram runs" "$prefix/bin/vram" ls
