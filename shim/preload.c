@@ -818,19 +818,29 @@ static void shim_restore(const shim_entry *e) {
     pthread_mutex_unlock(&g.mu);
 }
 
-/* The common tail of a pointer allocation: settles the reservation after the driver answered. */
-static CUresult shim_settle_ptr(CUresult r, CUdeviceptr *dptr, size_t size, int dev) {
+/* The common tail of an allocation (a pointer or, for cuMemCreate, a handle): settles the
+ * reservation after the driver answered; when the shim cannot record it, the memory goes back. */
+static CUresult shim_settle(CUresult r, int kind, unsigned long long *value, size_t size, int dev) {
     if (r != CUDA_SUCCESS) {
         shim_unreserve(dev, size);
         return r;
     }
-    if (shim_record(SHIM_KIND_PTR, *dptr, size, dev) != 0) {
-        pfn_cuMemFree_v2 real_free = SHIM_REAL(cuMemFree_v2);
-        if (real_free) real_free(*dptr);
-        *dptr = 0;
+    if (shim_record(kind, *value, size, dev) != 0) {
+        if (kind == SHIM_KIND_HANDLE) {
+            pfn_cuMemRelease real_release = SHIM_REAL(cuMemRelease);
+            if (real_release) real_release(*value);
+        } else {
+            pfn_cuMemFree_v2 real_free = SHIM_REAL(cuMemFree_v2);
+            if (real_free) real_free(*value);
+        }
+        *value = 0;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     return CUDA_SUCCESS;
+}
+
+static CUresult shim_settle_ptr(CUresult r, CUdeviceptr *dptr, size_t size, int dev) {
+    return shim_settle(r, SHIM_KIND_PTR, dptr, size, dev);
 }
 
 /* ---- the interposed allocation calls --------------------------------------------------------------- */
@@ -897,18 +907,7 @@ SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t si
         prop->location.id >= 0 && prop->location.id < SHIM_MAX_DEVICES)
         dev = prop->location.id;
     if (shim_reserve("cuMemCreate", dev, size) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = real(handle, size, prop, flags);
-    if (r != CUDA_SUCCESS) {
-        shim_unreserve(dev, size);
-        return r;
-    }
-    if (shim_record(SHIM_KIND_HANDLE, *handle, size, dev) != 0) {
-        pfn_cuMemRelease real_release = SHIM_REAL(cuMemRelease);
-        if (real_release) real_release(*handle);
-        *handle = 0;
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
-    return CUDA_SUCCESS;
+    return shim_settle(real(handle, size, prop, flags), SHIM_KIND_HANDLE, handle, size, dev);
 }
 
 /* The bytes are counted as given back at the release (the driver frees them when the last
