@@ -31,7 +31,8 @@ SKIPPED=0
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run()
 
-# check NAME FUNCTION: runs a check function and counts the result.
+# check NAME FUNCTION [ARGS]: runs a check function and counts the result (this script passes
+# functions with arguments that may hold spaces, so it keeps its own check rather than lib.sh's).
 check() {
     local name=$1
     shift

@@ -9,3 +9,23 @@ run() {
     OUT=$(cat "$TMP/out")
     ERR=$(cat "$TMP/err")
 }
+
+# check NAME CONDITION...: evaluates CONDITION (a bash expression over RC, OUT, ERR), prints PASS or
+# FAIL with the output, and counts it in PASSED / FAILED.
+check() {
+    local name=$1
+    shift
+    if eval "$@"; then
+        echo "PASS  $name"
+        PASSED=$((PASSED + 1))
+    else
+        echo "FAIL  $name  [$*]"
+        echo "  rc=$RC"
+        sed 's/^/  out: /' <<<"$OUT"
+        sed 's/^/  err: /' <<<"$ERR"
+        FAILED=$((FAILED + 1))
+    fi
+}
+
+# has TEXT NEEDLE: whether TEXT contains NEEDLE.
+has() { grep -qF -- "$2" <<<"$1"; }

@@ -41,24 +41,7 @@ cleanup() {
 trap cleanup EXIT
 
 # shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run()
-
-check() {
-    local name=$1
-    shift
-    if eval "$@"; then
-        echo "PASS  $name"
-        PASSED=$((PASSED + 1))
-    else
-        echo "FAIL  $name  [$*]"
-        echo "  rc=$RC"
-        sed 's/^/  out: /' <<<"$OUT"
-        sed 's/^/  err: /' <<<"$ERR"
-        FAILED=$((FAILED + 1))
-    fi
-}
-
-has() { grep -qF -- "$2" <<<"$1"; }
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run, check, has
 
 # hold NAME [VRAM RUN OPTIONS] -- KIND MIB DEV: starts a process under vram run that allocates one
 # block and keeps it until `release NAME` (or kill -9); waits until it said hold=E (E in HOLD_RC).

@@ -33,25 +33,9 @@ PASSED=0
 FAILED=0
 
 # shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run()
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run, check, has
 
-# check NAME CONDITION...: CONDITION is a bash expression over RC, OUT, ERR.
-check() {
-    local name=$1
-    shift
-    if eval "$@"; then
-        echo "PASS  $name"
-        PASSED=$((PASSED + 1))
-    else
-        echo "FAIL  $name  [$*]"
-        echo "  rc=$RC"
-        sed 's/^/  out: /' <<<"$OUT"
-        sed 's/^/  err: /' <<<"$ERR"
-        FAILED=$((FAILED + 1))
-    fi
-}
 
-has() { grep -qF -- "$2" <<<"$1"; }   # has TEXT NEEDLE
 
 limited() { "$VRAM" run --limit 1GiB --growth -- "$@"; }
 
