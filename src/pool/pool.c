@@ -656,10 +656,19 @@ vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream
     return s;
 }
 
-vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream) {
+/* Whether addr lies in memory of one of the pool's regions. */
+static int pool_owns_locked(const vram__pool *p, uint64_t addr) {
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
+        if (addr >= r->base && addr - r->base < r->size) return 1;
+    }
+    return 0;
+}
+
+vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     pthread_mutex_lock(&p->lock);
     pool_chunk *c = ptr_map_get(&p->live, addr);
+    *owned = c != NULL || pool_owns_locked(p, addr);
     if (c == NULL) {
         pthread_mutex_unlock(&p->lock);
         return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): not a live block of %s (already freed, "
@@ -689,17 +698,6 @@ vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream) {
     }
     pthread_mutex_unlock(&p->lock);
     return VRAM_OK;
-}
-
-int vram__pool_owns(vram__pool *p, const void *ptr) {
-    uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    int owns = 0;
-    pthread_mutex_lock(&p->lock);
-    for (pool_region *r = p->regions; r != NULL && !owns; r = r->next) {
-        owns = addr >= r->base && addr - r->base < r->size;
-    }
-    pthread_mutex_unlock(&p->lock);
-    return owns;
 }
 
 void vram__pool_info(vram__pool *p, vram_memory_info *info) {

@@ -53,10 +53,10 @@ vram_status vram__pool_destroy(vram__pool *pool);
 /* stream: NULL and `any_stream` = 0 for vram_malloc; async callers pass any_stream = 0 too, but a
  * real stream value. See pool.c for the stream rules. */
 vram_status vram__pool_alloc(vram__pool *pool, size_t size, int async, void *stream, void **ptr);
-/* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). */
-vram_status vram__pool_free(vram__pool *pool, void *ptr, int async, void *stream);
-/* 1 when ptr lies inside memory this pool holds (live or not). */
-int         vram__pool_owns(vram__pool *pool, const void *ptr);
+/* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). *owned
+ * tells whether ptr lies inside memory this pool holds (live or not), so that a caller looking for
+ * the owner of a pointer needs one call, one lock, per pool. */
+vram_status vram__pool_free(vram__pool *pool, void *ptr, int async, void *stream, int *owned);
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);

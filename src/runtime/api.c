@@ -311,10 +311,10 @@ static vram_status free_on(void *ptr, int async, void *stream) {
         return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): the runtime is not started, so this pointer "
                           "was not allocated by vram", ptr);
     }
-    vram_status s;
     for (int k = 0; k < rt.nlogical; k++) {
-        if (vram__pool_owns(rt.logical[k].pool, ptr)) {
-            s = vram__pool_free(rt.logical[k].pool, ptr, async, stream);
+        int owned = 0;
+        vram_status s = vram__pool_free(rt.logical[k].pool, ptr, async, stream, &owned);
+        if (s == VRAM_OK || owned) {
             vram__rt_leave();
             return s;
         }
