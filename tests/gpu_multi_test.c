@@ -3,87 +3,20 @@
  *
  * Skipped (exit 77) with fewer than two usable GPUs. Card 0 is split into two logical devices
  * with memory growth and a 3 GiB card limit; card 1 stays one logical device, preallocated with a
- * 4 GiB limit; then a limit on card 0 only, with growth on both. Checked against the driver itself: the card that owns each block
- * (cuPointerGetAttribute CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), the bytes each card lost
+ * 4 GiB limit; then a limit on card 0 only, with growth on both. Checked against the driver
+ * itself: the card that owns each block (cuPointerGetAttribute
+ * CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), the bytes each card lost
  * (cuMemGetInfo with that card's context current) against vram's `reserved`, and memory written
  * and read back on both cards.
  */
-#include <dlfcn.h>
-#include <stdio.h>
-#include <string.h>
-
-#include "vram.h"
-
-#define SKIP 77
-#define MiB ((size_t)1 << 20)
-#define GiB ((size_t)1 << 30)
-
-static struct {
-    int (*cuInit)(unsigned);
-    int (*cuDeviceGet)(int *, int);
-    int (*cuDevicePrimaryCtxRetain)(void **, int);
-    int (*cuCtxSetCurrent)(void *);
-    int (*cuMemsetD8)(unsigned long long, unsigned char, size_t);
-    int (*cuMemcpyDtoH)(void *, unsigned long long, size_t);
-    int (*cuPointerGetAttribute)(void *, int, unsigned long long);
-    int (*cuMemGetInfo)(size_t *, size_t *);
-} cu;
-static void *ctx[2];
-static int failures;
-
-#define CHECK(cond)                                                                                 \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s\n  last error: %s\n", __FILE__, __LINE__, #cond,        \
-                    vram_last_error());                                                             \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
-#define CHECK_OK(call) CHECK((call) == VRAM_OK)
-
-static int load_driver(void) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (lib == NULL) return -1;
-    *(void **)&cu.cuInit = dlsym(lib, "cuInit");
-    *(void **)&cu.cuDeviceGet = dlsym(lib, "cuDeviceGet");
-    *(void **)&cu.cuDevicePrimaryCtxRetain = dlsym(lib, "cuDevicePrimaryCtxRetain");
-    *(void **)&cu.cuCtxSetCurrent = dlsym(lib, "cuCtxSetCurrent");
-    *(void **)&cu.cuMemsetD8 = dlsym(lib, "cuMemsetD8_v2");
-    *(void **)&cu.cuMemcpyDtoH = dlsym(lib, "cuMemcpyDtoH_v2");
-    *(void **)&cu.cuPointerGetAttribute = dlsym(lib, "cuPointerGetAttribute");
-    *(void **)&cu.cuMemGetInfo = dlsym(lib, "cuMemGetInfo_v2");
-    if (cu.cuInit(0) != 0) return -1;
-    for (int d = 0; d < 2; d++) {
-        int dev = 0;
-        if (cu.cuDeviceGet(&dev, d) != 0 || cu.cuDevicePrimaryCtxRetain(&ctx[d], dev) != 0) return -1;
-    }
-    return 0;
-}
-
-static size_t card_free(int d) {
-    size_t free_bytes = 0, total = 0;
-    cu.cuCtxSetCurrent(ctx[d]);
-    cu.cuMemGetInfo(&free_bytes, &total);
-    return free_bytes;
-}
-
-static size_t reserved_of(int logical) {
-    vram_memory_info info;
-    memset(&info, 0, sizeof info);
-    vram_get_memory_info(logical, &info);
-    return info.reserved;
-}
-
-static int near(size_t a, size_t b, size_t tolerance) {
-    return (a > b ? a - b : b - a) <= tolerance;
-}
+#include "gpu_common.h"
 
 /* The block is usable and lives on card `want`. */
 static void check_on_card(void *p, size_t size, int want) {
     unsigned long long d = (unsigned long long)(size_t)p;
     unsigned char head[256] = {0};
     int ordinal = -1;
-    cu.cuCtxSetCurrent(ctx[want]);
+    cu.cuCtxSetCurrent(gpu_ctx[want]);
     CHECK(cu.cuMemsetD8(d, 0x5a, size) == 0);
     CHECK(cu.cuMemcpyDtoH(head, d, sizeof head) == 0 && head[0] == 0x5a && head[255] == 0x5a);
     CHECK(cu.cuPointerGetAttribute(&ordinal, 9 /* CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL */, d) == 0);
@@ -116,7 +49,7 @@ static void limit_on_one_card_only(void) {
 int main(void) {
     vram_physical_device dev[8];
     int n = 0;
-    if (vram_list_physical_devices(dev, 8, &n) != VRAM_OK || n < 2 || load_driver() != 0) {
+    if (vram_list_physical_devices(dev, 8, &n) != VRAM_OK || n < 2 || gpu_load_driver(2) != 0) {
         printf("SKIP: fewer than two usable GPUs (%d): %s\n", n, vram_last_error());
         return SKIP;
     }
@@ -134,7 +67,7 @@ int main(void) {
     CHECK_OK(vram_set_logical_device_configuration(0, split, 2));
     CHECK_OK(vram_set_memory_growth(1, 0));
     CHECK_OK(vram_set_memory_limit(1, 4 * GiB));
-    size_t free0 = card_free(0), free1 = card_free(1);
+    size_t free0 = gpu_card_free(0), free1 = gpu_card_free(1);
     vram_logical_device l[4];
     int nl = 0;
     CHECK_OK(vram_list_logical_devices(l, 4, &nl));
@@ -142,7 +75,7 @@ int main(void) {
     CHECK(l[0].memory_limit_bytes == GiB && l[1].memory_limit_bytes == 2 * GiB && l[2].memory_limit_bytes == 4 * GiB);
     CHECK(reserved_of(0) == 0 && reserved_of(1) == 0);          /* growth: nothing taken yet */
     CHECK(reserved_of(2) == 4 * GiB);                           /* preallocated at start */
-    CHECK(near(free1 - card_free(1), 4 * GiB, 16 * MiB));
+    CHECK(near(free1 - gpu_card_free(1), 4 * GiB, 16 * MiB));
 
     void *a = NULL, *b = NULL, *c = NULL, *x = NULL;
     CHECK_OK(vram_malloc(&a, 512 * MiB, 0));
@@ -152,8 +85,8 @@ int main(void) {
     check_on_card(b, 1536 * MiB, 0);
     check_on_card(c, 3 * GiB, 1);
     size_t on0 = reserved_of(0) + reserved_of(1);
-    printf("card 0: vram reserved %zu MiB, driver free dropped %zu MiB\n", on0 / MiB, (free0 - card_free(0)) / MiB);
-    CHECK(near(free0 - card_free(0), on0, 16 * MiB));
+    printf("card 0: vram reserved %zu MiB, driver free dropped %zu MiB\n", on0 / MiB, (free0 - gpu_card_free(0)) / MiB);
+    CHECK(near(free0 - gpu_card_free(0), on0, 16 * MiB));
     CHECK(vram_malloc(&x, 2 * GiB, 1) == VRAM_ERR_OUT_OF_MEMORY);   /* logical limit 2 GiB, 1.5 used */
     CHECK(vram_malloc(&x, 1536 * MiB, 0) == VRAM_ERR_OUT_OF_MEMORY); /* logical limit 1 GiB */
     CHECK_OK(vram_check(-1));
@@ -161,7 +94,7 @@ int main(void) {
     CHECK_OK(vram_free(b));
     CHECK_OK(vram_free(c));
     CHECK_OK(vram_shutdown());
-    CHECK(near(card_free(0), free0, 16 * MiB) && near(card_free(1), free1, 16 * MiB));
+    CHECK(near(gpu_card_free(0), free0, 16 * MiB) && near(gpu_card_free(1), free1, 16 * MiB));
     limit_on_one_card_only();
     printf("%d passed, %d failed\n", failures ? 0 : 1, failures ? 1 : 0);
     return failures ? 1 : 0;

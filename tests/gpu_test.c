@@ -7,90 +7,12 @@
  * cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), and `reserved` is compared with the
  * drop in cuMemGetInfo's free memory.
  */
-#include <dlfcn.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-#include "vram.h"
-
-#define SKIP 77
-#define MiB ((size_t)1 << 20)
-#define GiB ((size_t)1 << 30)
-
-typedef int (*fn_init)(unsigned);
-typedef int (*fn_get)(int *, int);
-typedef int (*fn_retain)(void **, int);
-typedef int (*fn_set_ctx)(void *);
-typedef int (*fn_memset)(unsigned long long, unsigned char, size_t);
-typedef int (*fn_dtoh)(void *, unsigned long long, size_t);
-typedef int (*fn_ptr_attr)(void *, int, unsigned long long);
-typedef int (*fn_mem_info)(size_t *, size_t *);
-typedef int (*fn_stream_create)(void **, unsigned);
-typedef int (*fn_sync)(void);
-
-static struct {
-    fn_init cuInit;
-    fn_get cuDeviceGet;
-    fn_retain cuDevicePrimaryCtxRetain;
-    fn_set_ctx cuCtxSetCurrent;
-    fn_memset cuMemsetD8;
-    fn_dtoh cuMemcpyDtoH;
-    fn_ptr_attr cuPointerGetAttribute;
-    fn_mem_info cuMemGetInfo;
-    fn_stream_create cuStreamCreate;
-    fn_sync cuCtxSynchronize;
-} cu;
-
-static int failures;
-
-#define CHECK(cond)                                                                                 \
-    do {                                                                                            \
-        if (!(cond)) {                                                                              \
-            fprintf(stderr, "FAIL %s:%d: %s\n  last error: %s\n", __FILE__, __LINE__, #cond,        \
-                    vram_last_error());                                                             \
-            failures++;                                                                             \
-        }                                                                                           \
-    } while (0)
-
-#define CHECK_OK(call) CHECK((call) == VRAM_OK)
-
-static int load_driver(void) {
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW);
-    if (lib == NULL) return -1;
-#define LOAD(field, sym) *(void **)&cu.field = dlsym(lib, sym)
-    LOAD(cuInit, "cuInit");
-    LOAD(cuDeviceGet, "cuDeviceGet");
-    LOAD(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-    LOAD(cuCtxSetCurrent, "cuCtxSetCurrent");
-    LOAD(cuMemsetD8, "cuMemsetD8_v2");
-    LOAD(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
-    LOAD(cuPointerGetAttribute, "cuPointerGetAttribute");
-    LOAD(cuMemGetInfo, "cuMemGetInfo_v2");
-    LOAD(cuStreamCreate, "cuStreamCreate");
-    LOAD(cuCtxSynchronize, "cuCtxSynchronize");
-#undef LOAD
-    int dev = 0;
-    void *ctx = NULL;
-    if (cu.cuInit(0) != 0 || cu.cuDeviceGet(&dev, 0) != 0 || cu.cuDevicePrimaryCtxRetain(&ctx, dev) != 0) return -1;
-    return cu.cuCtxSetCurrent(ctx) == 0 ? 0 : -1;
-}
+#include "gpu_common.h"
 
 static size_t driver_free(void) {
-    size_t free_bytes = 0, total = 0;
-    cu.cuMemGetInfo(&free_bytes, &total);
-    return free_bytes;
-}
-
-static size_t reserved_of(int logical) {
-    vram_memory_info info;
-    memset(&info, 0, sizeof info);
-    vram_get_memory_info(logical, &info);
-    return info.reserved;
-}
-
-static int near(size_t a, size_t b, size_t tolerance) {
-    return (a > b ? a - b : b - a) <= tolerance;
+    return gpu_card_free(0);
 }
 
 /* The memory works: write a pattern with the driver, read it back, and find the owning card. */
@@ -219,7 +141,7 @@ int main(void) {
         printf("SKIP: VRAM_BACKEND=%s; this test runs on the CUDA backend only\n", getenv("VRAM_BACKEND"));
         return SKIP;
     }
-    if (vram_list_physical_devices(NULL, 0, &n) != VRAM_OK || load_driver() != 0) {
+    if (vram_list_physical_devices(NULL, 0, &n) != VRAM_OK || gpu_load_driver(1) != 0) {
         printf("SKIP: no usable GPU: %s\n", vram_last_error());
         return SKIP;
     }
