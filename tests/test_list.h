@@ -235,7 +235,7 @@
     X(release, pressure_small_blocks_in_freed_large_extent) \
     X(release, pressure_shared_card_budget_and_trim) \
     X(release, replay_tight_limit_vmm_report) \
-    X(release, replay_tight_limit_plain_and_prealloc_recorded) \
+    X(release, replay_tight_limit_plain_and_prealloc_fail_more) \
     X(release, alloc_conf_good_strings) \
     X(release, alloc_conf_last_call_wins_and_reset) \
     X(release, alloc_conf_bad_strings_name_the_key) \

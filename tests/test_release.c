@@ -618,7 +618,7 @@ TEST(replay_tight_limit_vmm_report) {
 }
 
 /* The same workload with growth by plain regions and with preallocation: recorded, not asserted. */
-TEST(replay_tight_limit_plain_and_prealloc_recorded) {
+TEST(replay_tight_limit_plain_and_prealloc_fail_more) {
     const size_t limit = 256 * MiB;
     size_t n = 0;
     rp_op *ops = rp_workload(limit, &n);
@@ -645,6 +645,10 @@ TEST(replay_tight_limit_plain_and_prealloc_recorded) {
     rp_print("preallocated", &pre);
     CHECK_OK(vram_shutdown());
     free(ops);
+    /* Mapping memory where blocks go (fine extents) fails fewer requests than fixed regions do
+     * (71 against 204 and 190 with the default seed). */
+    CHECK_SIZE(fine.ooms, <, plain.ooms);
+    CHECK_SIZE(fine.ooms, <, pre.ooms);
 }
 
 /* ---- vram_set_alloc_conf --------------------------------------------------------------------------- */
