@@ -158,6 +158,14 @@
     X(threads, threads_mixed_with_observer_and_check) \
     X(threads, threads_tight_limit_with_ooms) \
     X(threads, threads_init_use_shutdown_race) \
+    /* test_tcache.c */ \
+    X(tcache, tcache_parks_per_thread_and_keeps_the_figures_exact) \
+    X(tcache, tcache_single_thread_parks_nothing) \
+    X(tcache, tcache_parked_memory_serves_a_request_at_the_limit) \
+    X(tcache, tcache_parked_blocks_of_another_thread_serve_it_too) \
+    X(tcache, tcache_trim_and_shutdown_give_parked_memory_back) \
+    X(tcache, tcache_off_keeps_every_block_in_the_pool) \
+    X(tcache, tcache_option_is_checked) \
     /* test_stress.c */ \
     X(stress, stress_prealloc_checked_every_step) \
     X(stress, stress_growth_checked_every_step) \

@@ -1,7 +1,8 @@
 /*
  * chunk.h: the pool's unit of bookkeeping. A chunk is a run of device addresses inside one region,
- * either handed out (USED), free (FREE, indexed in the free tree) or freed on a stream whose work
- * has not completed yet (PENDING). Chunks of a region tile it in address order through prev/next.
+ * either handed out (USED; a USED chunk may be parked in a thread cache after the program freed it,
+ * see thread_cache.c), free (FREE, indexed in the free bins) or freed on a stream whose work has
+ * not completed yet (PENDING). Chunks of a region tile it in address order through prev/next.
  * Device memory is never touched: every field lives in host memory.
  */
 #ifndef VRAM_POOL_CHUNK_H
@@ -26,6 +27,8 @@ typedef struct pool_chunk {
     void                *stream;             /* PENDING: the stream the free was ordered on */
     struct pool_event   *event;              /* PENDING: completes when the GPU passed the free */
     struct pool_chunk   *pend_prev, *pend_next; /* PENDING list */
+    struct pool_chunk   *cache_next;         /* USED, parked in a thread cache: the next of its bin */
+    int                  cached;             /* 1 while parked in a thread cache (under its lock) */
 } pool_chunk;
 
 #endif /* VRAM_POOL_CHUNK_H */

@@ -28,8 +28,14 @@
  *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes;
  *   - in the VMM region, each extent's busy count is the bytes of USED and PENDING chunks over it.
  *
- * Locking: one mutex per pool guards everything in it; functions ending in `_locked` must be
- * called with it held. The card budget is an atomic shared by the pools of one card.
+ * Thread caches (thread_cache.c): once several threads use the pool, a freed block is parked in
+ * the freeing thread's cache and its next request of that size takes it back without the pool
+ * lock; parked blocks stay USED here and go back to the free bins before the pool grows or fails.
+ *
+ * Locking: one mutex per pool guards its chunks, bins, regions and counters; functions ending in
+ * `_locked` must be called with it held. Each thread cache and each of the POOL_SHARDS shards of
+ * the pointer table has a spin lock of its own; the order is pool, cache, shard. The card budget is
+ * an atomic shared by the pools of one card.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -88,6 +94,26 @@ static void note_used_locked(vram__pool *p, size_t size, int alloc) {
         p->used_count--;
         p->num_frees++;
     }
+}
+
+/* ---- the pointer table (shards with their own locks; see pool_internal.h) ------------------- */
+
+/* 0, or -1 without host memory for a larger table. */
+static int live_put(vram__pool *p, pool_chunk *c) {
+    pool_shard *sh = pool_shard_of(p, c->addr);
+    pool_spin_lock(&sh->lock);
+    int ok = ptr_map_reserve_one(&sh->map) == 0;
+    if (ok) ptr_map_put(&sh->map, c->addr, c);
+    pool_spin_unlock(&sh->lock);
+    return ok ? 0 : -1;
+}
+
+static pool_chunk *live_take(vram__pool *p, uint64_t addr) {
+    pool_shard *sh = pool_shard_of(p, addr);
+    pool_spin_lock(&sh->lock);
+    pool_chunk *c = ptr_map_take(&sh->map, addr);
+    pool_spin_unlock(&sh->lock);
+    return c;
 }
 
 /* ---- card budget ----------------------------------------------------------------------------- */
@@ -363,6 +389,11 @@ static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy) {
     free_bins_insert(&p->bins, c);
 }
 
+void pool_release_used_locked(vram__pool *p, pool_chunk *c) {
+    note_used_locked(p, c->size, 0);
+    chunk_make_free_locked(p, c, 1);
+}
+
 /* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
  * Returns 0, or -1 when no record for the rest could be had (c is then used whole). */
 static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
@@ -492,8 +523,17 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
                           : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
     }
     pthread_mutex_init(&p->lock, NULL);
-    vram_status s = VRAM_OK;
-    if (!cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
+    for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->live[i].lock.held, 0);
+    size_t tcache = cfg->thread_cache;
+    if (tcache == VRAM_POOL_TCACHE_AUTO) {
+        tcache = cfg->limit / 256;
+        if (tcache > VRAM_POOL_TCACHE_MAX) tcache = VRAM_POOL_TCACHE_MAX;
+    }
+    p->tc_cap = tcache;
+    p->tc_max_block = tcache / 4;
+    vram_status s = tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
+    if (s != VRAM_OK) {
+    } else if (!cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
         if (!budget_take(cfg->budget, cfg->limit)) {
             s = vram__fail(VRAM_ERR_CONFLICT, "%s: taking its %zu bytes at start would exceed the "
                            "physical device's limit (%s)", cfg->name, cfg->limit, cfg->budget->cap_source);
@@ -514,6 +554,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
 vram_status vram__pool_destroy(vram__pool *p) {
     if (p == NULL) return VRAM_OK;
     pthread_mutex_lock(&p->lock);
+    tc_flush_all_locked(p);
     if (p->used_count > 0) {
         size_t n = p->used_count, bytes = p->current;
         pthread_mutex_unlock(&p->lock);
@@ -531,7 +572,8 @@ vram_status vram__pool_destroy(vram__pool *p) {
         region_release(p, r);
     }
     free_spares(p);
-    ptr_map_destroy(&p->live);
+    for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
+    tc_destroy(p);
     pthread_mutex_unlock(&p->lock);
     pthread_mutex_destroy(&p->lock);
     free(p);
@@ -585,9 +627,6 @@ static pool_chunk *pool_find_mapped_locked(vram__pool *p, size_t size) {
 /* Hands out `rounded` bytes of chunk c. A free chunk of the VMM region gets its memory mapped
  * first; when that fails (*why says how) the chunk goes back and nothing changed. */
 static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded, void **ptr, grow_result *why) {
-    if (ptr_map_reserve_one(&p->live) != 0) {
-        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
-    }
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
     } else {
@@ -607,10 +646,60 @@ static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded
         c->stream = NULL;
     }
     c->state = CHUNK_USED;
-    ptr_map_put(&p->live, c->addr, c);
     note_used_locked(p, c->size, 1);
+    if (live_put(p, c) != 0) {
+        pool_release_used_locked(p, c);
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
+    }
     *ptr = (void *)(uintptr_t)c->addr;
     return VRAM_OK;
+}
+
+/* Whether serving `rounded` bytes from chunk c (NULL: none was found) takes memory from the driver
+ * or fails: then parked blocks are worth flushing first. */
+static int pool_would_grow_locked(const vram__pool *p, const pool_chunk *c, size_t rounded) {
+    (void)p;
+    if (c == NULL) return 1;
+    return c->state == CHUNK_FREE && c->region->kind == REGION_VMM &&
+           pool_vmm_unmapped(&c->region->vmm, c->addr, rounded) > 0;
+}
+
+static vram_status pool_alloc_locked(vram__pool *p, size_t size, size_t rounded, int async, void *stream,
+                                     void **ptr) {
+    for (;;) {
+        pool_chunk *c = pool_find_locked(p, rounded, async, stream);
+        if (c == NULL && p->pending != NULL) {
+            pending_reap_locked(p, 1);
+            c = pool_find_locked(p, rounded, async, stream);
+        }
+        if (pool_would_grow_locked(p, c, rounded) && tc_holds_any(p)) {
+            tc_flush_all_locked(p);              /* parked blocks first, then the driver */
+            c = pool_find_locked(p, rounded, async, stream);
+        }
+        grow_result why = GROW_LIMIT;
+        if (c == NULL && p->vmm == NULL) {
+            why = pool_grow_plain_locked(p, rounded);
+            if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
+        }
+        vram_status s = c ? pool_take_locked(p, c, rounded, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
+        if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
+            pool_chunk *m = pool_find_mapped_locked(p, rounded);
+            if (m != NULL) {
+                s = pool_take_locked(p, m, rounded, ptr, &why);
+            } else if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
+                /* the limit's last partial granule, as a plain region: exactly what is left */
+                s = pool_take_locked(p, p->regions->first, rounded, ptr, &why);
+            }
+        }
+        if (s == VRAM_ERR_OUT_OF_MEMORY && p->pending != NULL) {
+            size_t pending = p->pending_count;  /* frees still in flight on streams: wait, retry */
+            pending_reap_locked(p, 1);
+            if (p->pending_count < pending) continue;
+        }
+        if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
+        if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
+        return s;
+    }
 }
 
 vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
@@ -621,37 +710,14 @@ vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream
         return s;
     }
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
+    pool_tcache *tc = tc_mine(p);
+    pool_chunk *c = NULL;
+    if (!async && tc_take(p, tc, rounded, &c)) {     /* the fast path: a block this thread parked */
+        *ptr = (void *)(uintptr_t)c->addr;
+        return VRAM_OK;
+    }
     pthread_mutex_lock(&p->lock);
-    pool_chunk *c = pool_find_locked(p, rounded, async, stream);
-    if (c == NULL && p->pending != NULL) {
-        pending_reap_locked(p, 1);
-        c = pool_find_locked(p, rounded, async, stream);
-    }
-    grow_result why = GROW_LIMIT;
-    if (c == NULL && p->vmm == NULL) {
-        why = pool_grow_plain_locked(p, rounded);
-        if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
-    }
-    vram_status s = c ? pool_take_locked(p, c, rounded, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
-    if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
-        pool_chunk *m = pool_find_mapped_locked(p, rounded);
-        if (m != NULL) {
-            s = pool_take_locked(p, m, rounded, ptr, &why);
-        } else if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
-            /* the limit's last partial granule, as a plain region: exactly what is left */
-            s = pool_take_locked(p, p->regions->first, rounded, ptr, &why);
-        }
-    }
-    if (s == VRAM_ERR_OUT_OF_MEMORY && p->pending != NULL) {
-        size_t pending = p->pending_count;      /* frees still in flight on streams: wait, retry */
-        pending_reap_locked(p, 1);
-        if (p->pending_count < pending) {
-            pthread_mutex_unlock(&p->lock);
-            return vram__pool_alloc(p, size, async, stream, ptr);
-        }
-    }
-    if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
-    if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
+    vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr);
     pthread_mutex_unlock(&p->lock);
     return s;
 }
@@ -666,51 +732,53 @@ static int pool_owns_locked(const vram__pool *p, uint64_t addr) {
 
 vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    pthread_mutex_lock(&p->lock);
-    pool_chunk *c = ptr_map_get(&p->live, addr);
-    *owned = c != NULL || pool_owns_locked(p, addr);
+    *owned = 1;
+    if (!async && tc_park(p, tc_mine(p), addr)) return VRAM_OK;    /* the fast path: parked */
+    pthread_mutex_lock(&p->lock);       /* a block is always in the table, a cache or the pool's */
+    pool_chunk *c = live_take(p, addr); /* under the pool lock, so vram_check sees no gap */
     if (c == NULL) {
+        *owned = pool_owns_locked(p, addr);
         pthread_mutex_unlock(&p->lock);
         return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): not a live block of %s (already freed, "
                           "or not the start of a block vram handed out)", ptr, p->cfg.name);
     }
-    pool_event *e = NULL;
-    if (async) {
-        e = malloc(sizeof *e);
-        vram_status s = e ? p->cfg.backend->event_record(p->cfg.dev, stream, &e->event)
-                          : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
-        if (s != VRAM_OK) {
-            free(e);
-            pthread_mutex_unlock(&p->lock);
-            return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
-        }
-        e->refs = 1;
+    if (!async) {
+        pool_release_used_locked(p, c);
+        pthread_mutex_unlock(&p->lock);
+        return VRAM_OK;
     }
-    ptr_map_take(&p->live, addr);
+    pool_event *e = malloc(sizeof *e);
+    vram_status s = e ? p->cfg.backend->event_record(p->cfg.dev, stream, &e->event)
+                      : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
+    if (s != VRAM_OK) {
+        free(e);
+        live_put(p, c);                 /* cannot fail: taking it out left the room */
+        pthread_mutex_unlock(&p->lock);
+        return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
+    }
+    e->refs = 1;
     note_used_locked(p, c->size, 0);
-    if (async) {
-        c->state = CHUNK_PENDING;
-        c->stream = stream;
-        c->event = e;
-        pending_link_locked(p, c);
-    } else {
-        chunk_make_free_locked(p, c, 1);
-    }
+    c->state = CHUNK_PENDING;
+    c->stream = stream;
+    c->event = e;
+    pending_link_locked(p, c);
     pthread_mutex_unlock(&p->lock);
     return VRAM_OK;
 }
 
 void vram__pool_info(vram__pool *p, vram_memory_info *info) {
     pthread_mutex_lock(&p->lock);
+    tc_stats st;
+    tc_stats_locked(p, &st);
     *info = (vram_memory_info){
-        .current = p->current,
+        .current = p->current - st.cached,
         .peak = p->peak,
         .reserved = p->reserved,
         .peak_reserved = p->peak_reserved,
         .limit = p->cfg.limit,
         .largest_free_block = pool_largest_free_locked(p),
-        .num_allocs = p->num_allocs,
-        .num_frees = p->num_frees,
+        .num_allocs = p->num_allocs + st.hits,
+        .num_frees = p->num_frees - p->num_flushed + st.parks,
         .num_ooms = p->num_ooms,
         .num_driver_allocs = p->num_driver_allocs,
         .num_driver_frees = p->num_driver_frees,
@@ -727,7 +795,9 @@ void vram__pool_reset_peak(vram__pool *p) {
 
 size_t vram__pool_live_bytes(vram__pool *p) {
     pthread_mutex_lock(&p->lock);
-    size_t n = p->current;
+    tc_stats st;
+    tc_stats_locked(p, &st);
+    size_t n = p->current - st.cached;
     pthread_mutex_unlock(&p->lock);
     return n;
 }
@@ -750,6 +820,7 @@ static void trim_plain_regions_locked(vram__pool *p, size_t keep) {
 }
 
 static void pool_trim_locked(vram__pool *p, size_t keep) {
+    tc_flush_all_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     size_t excess = p->reserved - p->current;
     if (excess <= keep) return;
@@ -766,6 +837,7 @@ void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
 
 void vram__pool_idle_tick(vram__pool *p) {
     pthread_mutex_lock(&p->lock);
+    tc_flush_all_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->vmm != NULL) {                        /* extents idle since before the last tick */
         pool_vmm *v = &p->vmm->vmm;

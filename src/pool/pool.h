@@ -40,8 +40,12 @@ typedef struct vram__pool_config {
                                             0: limit / 64, between one granule and 256 MiB */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
     size_t               map_ahead;      /* growth: most bytes mapped beyond a block when growing */
+    size_t               thread_cache;   /* bytes of freed blocks one thread cache may park (0: none;
+                                            VRAM_POOL_TCACHE_AUTO: limit / 256, at most 64 MiB) */
     char                 name[64];       /* "/device:GPU:0", for messages */
 } vram__pool_config;
+
+#define VRAM_POOL_TCACHE_AUTO SIZE_MAX
 
 typedef struct vram__pool vram__pool;
 

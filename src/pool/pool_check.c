@@ -9,7 +9,7 @@
 #include "pool/pool_internal.h"
 
 typedef struct check_tally {
-    size_t used_bytes, used_count, free_count, free_bytes, pending_count, held;
+    size_t used_bytes, used_count, free_count, free_bytes, pending_count, held, parked_count;
     size_t region_busy;   /* bytes of USED and PENDING chunks in the region being checked */
 } check_tally;
 
@@ -29,7 +29,11 @@ static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const
         t->free_bytes += c->size;
         return NULL;
     case CHUNK_USED:
-        if (ptr_map_get(&p->live, c->addr) != c) return "a live chunk is missing from the pointer table";
+        if (c->cached) {
+            t->parked_count++;
+        } else if (ptr_map_get(&pool_shard_of(p, c->addr)->map, c->addr) != c) {
+            return "a live chunk is missing from the pointer table";
+        }
         t->used_count++;
         t->used_bytes += c->size;
         t->region_busy += c->size;
@@ -67,21 +71,46 @@ static const char *check_region_locked(vram__pool *p, const pool_region *r, chec
     return NULL;
 }
 
+/* The thread caches: every parked chunk is USED, marked, of its bin's size, and the bytes agree. */
+static const char *check_caches_locked(const vram__pool *p, size_t *parked) {
+    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
+        const pool_tcache *tc = &p->tc[i];
+        size_t bytes = 0;
+        for (int k = 0; k < TC_BINS; k++) {
+            for (const pool_chunk *c = tc->bin[k].head; c != NULL; c = c->cache_next) {
+                if (c->state != CHUNK_USED || !c->cached) return "a parked chunk is not a marked USED chunk";
+                if (c->size != tc->bin[k].size) return "a parked chunk is in the bin of another size";
+                bytes += c->size;
+                (*parked)++;
+            }
+        }
+        if (bytes != atomic_load(&tc->cached)) return "a thread cache's byte count differs from its blocks";
+        if (bytes > p->tc_cap) return "a thread cache holds more than its cap";
+    }
+    return NULL;
+}
+
 vram_status vram__pool_check(vram__pool *p) {
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;
     pthread_mutex_lock(&p->lock);
+    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock);
+    for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock);
+    size_t parked = 0, mapped = 0;
+    why = check_caches_locked(p, &parked);
+    for (int i = 0; i < POOL_SHARDS; i++) mapped += p->live[i].map.count;
     for (const pool_region *r = p->regions; r != NULL && why == NULL; r = r->next) {
         why = check_region_locked(p, r, &t);
     }
+    if (why == NULL && t.parked_count != parked) why = "parked chunks and the thread caches disagree";
     size_t pending = 0;
     for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
     if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why != NULL) {
     } else if (t.free_count != p->bins.count || t.free_bytes != p->bins.bytes) {
         why = "free chunks and the free bins disagree";
-    } else if (t.used_count != p->used_count || t.used_count != p->live.count) {
+    } else if (t.used_count != p->used_count || t.used_count != mapped + parked) {
         why = "live chunks, the pointer table and the live count disagree";
     } else if (t.used_bytes != p->current) {
         why = "current differs from the sum of live blocks";
@@ -98,6 +127,8 @@ vram_status vram__pool_check(vram__pool *p) {
     }
     vram_status s = VRAM_OK;
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
+    for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->live[i].lock);
+    for (int i = TC_SLOTS - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
     pthread_mutex_unlock(&p->lock);
     return s;
 }

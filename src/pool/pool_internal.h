@@ -10,12 +10,14 @@
 #include "pool/free_bins.h"
 #include "pool/pool.h"
 #include "pool/ptr_map.h"
+#include "pool/spin.h"
 #include "pool/vmm.h"
 
 #define VRAM_POOL_UNIT ((size_t)256)
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
 #define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
 #define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
+#define VRAM_POOL_TCACHE_MAX ((size_t)64 << 20)    /* the default thread cache on large cards */
 
 enum { REGION_PLAIN = 1, REGION_VMM = 2 };
 
@@ -29,6 +31,33 @@ typedef struct pool_region {
     struct pool_region *next;
 } pool_region;
 
+/* Live blocks by address, in shards with a lock each, so that frees on several threads do not
+ * meet on one lock. Lock order: pool lock, then a thread cache, then a shard. */
+#define POOL_SHARDS 64
+
+typedef struct pool_shard {
+    _Alignas(64) pool_spin lock;
+    ptr_map                map;
+} pool_shard;
+
+/* Thread caches (thread_cache.c): blocks the program freed, parked by exact size for the next
+ * request of that size on the same thread, without the pool lock. Threads are spread over
+ * TC_SLOTS caches by the order in which they first allocated. */
+#define TC_SLOTS 64
+#define TC_BINS 64
+
+typedef struct tc_bin {
+    size_t      size;    /* the rounded size parked here; any when head is NULL */
+    pool_chunk *head;
+} tc_bin;
+
+typedef struct pool_tcache {
+    _Alignas(64) pool_spin lock;
+    _Atomic size_t cached;        /* bytes parked in the bins (written under the lock) */
+    uint64_t       hits, parks;   /* allocations served from the bins, frees parked in them */
+    tc_bin         bin[TC_BINS];
+} pool_tcache;
+
 typedef struct pool_event {
     void *event;
     int   refs;
@@ -40,7 +69,7 @@ struct vram__pool {
     pool_region      *regions;
     pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
     free_bins         bins;          /* free chunks, by size class */
-    ptr_map           live;
+    pool_shard        live[POOL_SHARDS];
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     size_t            pending_count;
     pool_chunk       *spare;         /* recycled chunk records */
@@ -49,6 +78,42 @@ struct vram__pool {
     size_t            idle_low;      /* lowest reserved - current since the last idle tick */
     size_t            hold_mark;     /* highest reserved ever (hold_peak; not reset with the stats) */
     uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
+    /* thread caches; `current`, `used_count` and `peak` above count parked blocks as in use, and
+     * num_allocs / num_frees count the pool's own hand-outs and releases (see thread_cache.c) */
+    pool_tcache      *tc;            /* TC_SLOTS caches */
+    size_t            tc_cap;        /* bytes one cache may hold; 0: park nothing */
+    size_t            tc_max_block;  /* largest block a cache takes */
+    atomic_int        tc_first;      /* the first cache used, -1 before; */
+    atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on */
+    uint64_t          num_flushed;   /* parked blocks given back to the pool */
 };
+
+/* thread_cache.c */
+int         tc_init(vram__pool *p);                 /* 0, or -1 without host memory */
+void        tc_destroy(vram__pool *p);
+pool_tcache *tc_mine(vram__pool *p);                /* the calling thread's cache */
+/* Serves `rounded` bytes from the thread's cache: 1 and *c set (already in the pointer table), or 0. */
+
+int         tc_take(vram__pool *p, pool_tcache *tc, size_t rounded, pool_chunk **c);
+/* The program frees the block at addr: takes it out of the pointer table and parks it, 1; or 0
+ * (nothing changed) when it is no block of this pool's table, or too large, or the cache is full:
+ * the pool must take it then. */
+int         tc_park(vram__pool *p, pool_tcache *tc, uint64_t addr);
+int         tc_holds_any(vram__pool *p);
+/* Gives every parked block back to the pool (pool lock held). */
+void        tc_flush_all_locked(vram__pool *p);
+typedef struct tc_stats {
+    size_t   cached;          /* bytes parked */
+    uint64_t hits, parks;
+} tc_stats;
+void        tc_stats_locked(vram__pool *p, tc_stats *out);      /* pool lock held */
+
+/* pool.c, for thread_cache.c and pool_check.c */
+void        pool_release_used_locked(vram__pool *p, pool_chunk *c);   /* a USED chunk back to the free bins */
+
+/* the pointer table's shards */
+static inline pool_shard *pool_shard_of(vram__pool *p, uint64_t addr) {
+    return &p->live[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
+}
 
 #endif /* VRAM_POOL_INTERNAL_H */

@@ -138,6 +138,8 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     cfg.max_extent = rt.alloc_conf_in_force.extent_mb * VRAM_MIB;   /* 0: the pool's default */
     cfg.hold_peak = rt.alloc_conf_in_force.hold_peak;
     cfg.map_ahead = rt.alloc_conf_in_force.map_ahead_mb * VRAM_MIB;
+    cfg.thread_cache = rt.alloc_conf_in_force.thread_cache_mb < 0 ? VRAM_POOL_TCACHE_AUTO
+                     : (size_t)rt.alloc_conf_in_force.thread_cache_mb * VRAM_MIB;
     snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
     snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
     vram_status s = vram__pool_create(&cfg, &l->pool);

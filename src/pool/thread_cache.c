@@ -1,0 +1,175 @@
+/*
+ * thread_cache.c: per-thread caches in front of the pool.
+ *
+ * A block the program frees with vram_free is parked in the freeing thread's cache, by its exact
+ * rounded size, instead of going back to the free bins; the next vram_malloc of that size on a
+ * thread of the same cache takes it back without the pool lock, without a best-fit search, split,
+ * merge or a look at the mappings. Training and inference loops ask for the same sizes over and
+ * over, so most calls end here, and threads that allocate at once meet only on the shard of the
+ * pointer table their block hashes to.
+ *
+ * What keeps the pool honest:
+ *   - parked blocks stay USED in the pool (in `current`, under the limit and in the mappings'
+ *     counts), so the limit and `reserved` are exactly what they are without the caches;
+ *   - before the pool would map or take new memory, or fail, it flushes every cache and searches
+ *     again (vram__pool_alloc), so parked blocks never cost growth nor an out-of-memory error;
+ *     vram_trim, idle release, vram_check's caller and the pool's destruction flush too;
+ *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
+ *     only keep the figures below, nothing is parked);
+ *   - caches park nothing until a second thread allocates or frees on the pool (tc_multi): a
+ *     single-threaded program gets exactly the pool without caches, placement and peak included;
+ *   - the program's figures stay exact whenever no call is in flight: in use = the pool's
+ *     `current` minus the parked bytes, allocations = the pool's plus the cache hits, frees = the
+ *     pool's, less the flushed blocks, plus the parked ones. The peak is the pool's, which counts
+ *     parked blocks as in use: with several threads it may exceed the exact peak by what their
+ *     caches held at that moment (at most tc_cap each), never fall below it.
+ *
+ * Threads take caches in the order they first allocate (thread k uses cache k mod TC_SLOTS), so a
+ * cache outlives its thread and serves a later one; two threads sharing a cache stay correct (its
+ * lock) and only contend. Lock order: pool lock, then a cache, then a shard of the pointer table.
+ */
+#include <stdlib.h>
+
+#include "pool/pool_internal.h"
+
+_Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of two");
+
+static atomic_uint tc_threads;           /* threads that asked for a cache so far */
+static _Thread_local unsigned tc_seq;    /* 1 + this thread's order; 0 before its first call */
+
+int tc_init(vram__pool *p) {
+    atomic_init(&p->tc_first, -1);
+    atomic_init(&p->tc_multi, 0);
+    p->tc = aligned_alloc(64, sizeof(pool_tcache) * TC_SLOTS);
+    if (p->tc == NULL) {
+        p->tc_cap = 0;
+        return -1;
+    }
+    for (int i = 0; i < TC_SLOTS; i++) {
+        pool_tcache *tc = &p->tc[i];
+        atomic_init(&tc->lock.held, 0);
+        atomic_init(&tc->cached, 0);
+        tc->hits = tc->parks = 0;
+        for (int b = 0; b < TC_BINS; b++) tc->bin[b] = (tc_bin){0, NULL};
+    }
+    return 0;
+}
+
+void tc_destroy(vram__pool *p) {
+    free(p->tc);
+    p->tc = NULL;
+}
+
+pool_tcache *tc_mine(vram__pool *p) {
+    if (tc_seq == 0) tc_seq = atomic_fetch_add_explicit(&tc_threads, 1, memory_order_relaxed) + 1;
+    int k = (int)((tc_seq - 1) % TC_SLOTS);
+    int first = atomic_load_explicit(&p->tc_first, memory_order_relaxed);
+    if (first != k && !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) {
+        int none = -1;
+        if (!(first == -1 && atomic_compare_exchange_strong(&p->tc_first, &none, k)) &&
+            atomic_load(&p->tc_first) != k) {
+            atomic_store(&p->tc_multi, 1);
+        }
+    }
+    return &p->tc[k];
+}
+
+static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
+    size_t h = (rounded >> 8) * (size_t)0x9e3779b97f4a7c15ull;
+    return &tc->bin[(h >> 20) & (TC_BINS - 1)];
+}
+
+int tc_take(vram__pool *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
+    if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
+    pool_spin_lock(&tc->lock);
+    tc_bin *b = bin_of(tc, rounded);
+    pool_chunk *c = b->size == rounded ? b->head : NULL;
+    if (c == NULL) {
+        pool_spin_unlock(&tc->lock);
+        return 0;
+    }
+    pool_shard *sh = pool_shard_of(p, c->addr);
+    pool_spin_lock(&sh->lock);
+    int room = ptr_map_reserve_one(&sh->map) == 0;
+    if (room) ptr_map_put(&sh->map, c->addr, c);
+    pool_spin_unlock(&sh->lock);
+    if (!room) {                       /* no host memory for the table: let the pool say so */
+        pool_spin_unlock(&tc->lock);
+        return 0;
+    }
+    b->head = c->cache_next;
+    c->cache_next = NULL;
+    c->cached = 0;
+    atomic_store_explicit(&tc->cached, atomic_load_explicit(&tc->cached, memory_order_relaxed) - c->size,
+                          memory_order_relaxed);
+    tc->hits++;
+    pool_spin_unlock(&tc->lock);
+    *out = c;
+    return 1;
+}
+
+int tc_park(vram__pool *p, pool_tcache *tc, uint64_t addr) {
+    if (!atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
+    pool_spin_lock(&tc->lock);
+    size_t cached = atomic_load_explicit(&tc->cached, memory_order_relaxed);
+    pool_shard *sh = pool_shard_of(p, addr);
+    pool_spin_lock(&sh->lock);
+    pool_chunk *c = ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
+    tc_bin *b = c ? bin_of(tc, c->size) : NULL;
+    int park = c != NULL && c->size <= p->tc_max_block && c->size <= p->tc_cap - cached &&
+               (b->head == NULL || b->size == c->size);
+    if (park) ptr_map_take(&sh->map, addr);
+    pool_spin_unlock(&sh->lock);
+    if (park) {
+        b->size = c->size;
+        c->cache_next = b->head;
+        c->cached = 1;
+        b->head = c;
+        atomic_store_explicit(&tc->cached, cached + c->size, memory_order_relaxed);
+        tc->parks++;
+    }
+    pool_spin_unlock(&tc->lock);
+    return park;
+}
+
+int tc_holds_any(vram__pool *p) {
+    if (p->tc_cap == 0) return 0;
+    for (int i = 0; i < TC_SLOTS; i++) {
+        if (atomic_load_explicit(&p->tc[i].cached, memory_order_relaxed) != 0) return 1;
+    }
+    return 0;
+}
+
+void tc_flush_all_locked(vram__pool *p) {
+    if (p->tc_cap == 0) return;
+    for (int i = 0; i < TC_SLOTS; i++) {
+        pool_tcache *tc = &p->tc[i];
+        if (atomic_load_explicit(&tc->cached, memory_order_relaxed) == 0) continue;
+        pool_spin_lock(&tc->lock);
+        for (int k = 0; k < TC_BINS; k++) {
+            for (pool_chunk *c = tc->bin[k].head; c != NULL;) {
+                pool_chunk *next = c->cache_next;
+                c->cache_next = NULL;
+                c->cached = 0;
+                pool_release_used_locked(p, c);
+                p->num_flushed++;
+                c = next;
+            }
+            tc->bin[k].head = NULL;
+        }
+        atomic_store_explicit(&tc->cached, 0, memory_order_relaxed);
+        pool_spin_unlock(&tc->lock);
+    }
+}
+
+void tc_stats_locked(vram__pool *p, tc_stats *out) {
+    *out = (tc_stats){0};
+    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
+        pool_tcache *tc = &p->tc[i];
+        pool_spin_lock(&tc->lock);
+        out->hits += tc->hits;
+        out->parks += tc->parks;
+        out->cached += atomic_load_explicit(&tc->cached, memory_order_relaxed);
+        pool_spin_unlock(&tc->lock);
+    }
+}
