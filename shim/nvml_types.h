@@ -19,6 +19,8 @@ typedef int nvmlReturn_t;   /* an enum in nvml.h */
 #define NVML_ERROR_ARGUMENT_VERSION_MISMATCH 25
 
 #define NVML_DEVICE_UUID_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_NAME_V2_BUFFER_SIZE 96
+#define NVML_DEVICE_MIG_ENABLE 1
 
 typedef struct nvmlDevice_st *nvmlDevice_t;
 
@@ -50,6 +52,10 @@ typedef nvmlReturn_t (*pfn_nvmlInit_v2)(void);
 typedef nvmlReturn_t (*pfn_nvmlDeviceGetCount_v2)(unsigned int *count);
 typedef nvmlReturn_t (*pfn_nvmlDeviceGetHandleByIndex_v2)(unsigned int index, nvmlDevice_t *device);
 typedef nvmlReturn_t (*pfn_nvmlDeviceGetUUID)(nvmlDevice_t device, char *uuid, unsigned int length);
+typedef nvmlReturn_t (*pfn_nvmlDeviceGetIndex)(nvmlDevice_t device, unsigned int *index);
+typedef nvmlReturn_t (*pfn_nvmlDeviceGetName)(nvmlDevice_t device, char *name, unsigned int length);
+typedef nvmlReturn_t (*pfn_nvmlDeviceGetMigMode)(nvmlDevice_t device, unsigned int *current_mode,
+                                                 unsigned int *pending_mode);
 typedef nvmlReturn_t (*pfn_nvmlDeviceGetMemoryInfo)(nvmlDevice_t device, nvmlMemory_t *memory);
 typedef nvmlReturn_t (*pfn_nvmlDeviceGetMemoryInfo_v2)(nvmlDevice_t device, nvmlMemory_v2_t *memory);
 

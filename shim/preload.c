@@ -35,10 +35,11 @@
  *   VRAM_LIMIT=BYTES every device; VRAM_LIMIT_<i>=BYTES device <i> as the program numbers it (after
  *   CUDA_VISIBLE_DEVICES), winning over VRAM_LIMIT. An allocation that would pass the limit fails
  *   with CUDA_ERROR_OUT_OF_MEMORY, the program's normal error path; with VRAM_LOG=1 one line on
- *   stderr says the vram limit was the cause, with the numbers. With a group limit, cuMemGetInfo's
- *   free is at most what the group has left on the device. cuMemGetInfo reports total = the
+ *   stderr says the vram limit was the cause, with the numbers. cuMemGetInfo reports total = the
  *   limit and free = limit - in use (0 when in use exceeds the limit, never an unsigned wrap; never
- *   more than the driver's own free), cuDeviceTotalMem the limit (at most the card's memory).
+ *   more than the driver's own free plus the balloon), cuDeviceTotalMem the limit (at most the
+ *   card's memory). With a group limit, cuMemGetInfo's free is at most what the group has left on
+ *   the device. NVML's memory numbers are the same view (shim_view; see "NVML").
  *
  * Preallocation (VRAM_GROWTH=0, the default of `vram run` without --growth)
  *   A device with a limit keeps the limit reserved on the card: at the first accounted call on it
@@ -324,8 +325,9 @@ static void shim_fork_child(void) {
     pthread_mutex_unlock(&g.balloon_mu);
 }
 
-static void shim_cuda_init(void) {
-    shim_dlsym_fn real_dlsym = shim_real_dlsym();
+/* The environment (limits, log, growth, group), read once: at the first interposed call, or at an NVML
+ * query of a program that has not loaded CUDA (which must not load it: see "NVML"). */
+static void shim_env_init(void) {
     const char *log = getenv("VRAM_LOG");
     g.log = log && strcmp(log, "1") == 0;
     const char *growth_env = getenv("VRAM_GROWTH");
@@ -338,6 +340,15 @@ static void shim_cuda_init(void) {
     shim_read_limit("VRAM_LIMIT", -1, SHIM_LIMIT_ALL);
     shim_read_group();
     pthread_atfork(shim_fork_prepare, shim_fork_parent, shim_fork_child);
+}
+
+static pthread_once_t shim_env_once = PTHREAD_ONCE_INIT;
+
+static void shim_env(void) { pthread_once(&shim_env_once, shim_env_init); }
+
+static void shim_cuda_init(void) {
+    shim_dlsym_fn real_dlsym = shim_real_dlsym();
+    shim_env();
     g.real.lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (g.real.lib && real_dlsym) {
         for (int i = 0; i < SHIM_NUM_HOOKS; i++) g.real.fn[i] = real_dlsym(g.real.lib, shim_hooks[i].symbol);
@@ -984,18 +995,62 @@ SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
 
 /* ---- the limited totals ------------------------------------------------------------------------------ */
 
-/* What the group may still take on `dev` (its limit minus its members' use there, from the
- * ledger under its lock), or SIZE_MAX without a group limit. */
-static size_t shim_group_free(int dev) {
+/* What the group may still take on the device of UUID `uuid` (its limit minus its members' use there,
+ * from the ledger under its lock), or SIZE_MAX without a group limit or a ledger. */
+static size_t shim_group_free_uuid(const char *uuid) {
     if (!g.group_limit) return SIZE_MAX;
-    shim_register(dev);                         /* a member that only asks still has a slot */
-    if (!g.slot[dev]) return SIZE_MAX;
+    size_t left = SIZE_MAX;
     pthread_mutex_lock(&g.ledger_mu);
-    ledger_lock(&g.ledger);
-    uint64_t total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
-    ledger_unlock(&g.ledger);
+    if (shim_ledger_ready_locked() == 0) {
+        ledger_lock(&g.ledger);
+        uint64_t total = ledger_group_total_locked(&g.ledger, g.group, uuid);
+        ledger_unlock(&g.ledger);
+        left = total >= g.group_limit ? 0 : (size_t)(g.group_limit - total);
+    }
     pthread_mutex_unlock(&g.ledger_mu);
-    return total >= g.group_limit ? 0 : (size_t)(g.group_limit - total);
+    return left;
+}
+
+/* The same for the program's device `dev` (-1: none), whose slot it registers: a member that only
+ * asks is still listed. */
+static size_t shim_group_free(int dev) {
+    if (dev < 0 || !g.group_limit) return SIZE_MAX;
+    shim_register(dev);
+    if (!g.slot[dev]) return SIZE_MAX;
+    return shim_group_free_uuid(g.uuid[dev]);
+}
+
+enum { SHIM_VIEW_LIMIT = 1, SHIM_VIEW_GROUP = 2 };
+
+/* The program's view of its device `dev` (-1: none), shared by cuMemGetInfo and NVML. *total and
+ * *free_bytes come in as the card's numbers (SIZE_MAX where not known) and are narrowed: with a
+ * limit, total = the limit (the card when smaller) and free = total - in use (0 when in use passes
+ * it, never an unsigned wrap), never more than the card's free plus the balloon (preallocated memory
+ * is free to the program, not to the driver); with a group limit, free is at most `group_free`, what
+ * the group has left on the device (SIZE_MAX: no group limit). Returns the SHIM_VIEW_* that applied. */
+static int shim_view(int dev, size_t group_free, size_t *total, size_t *free_bytes) {
+    int applied = 0;
+    size_t limit = 0, used = 0, balloon = 0;
+    if (dev >= 0) {
+        pthread_mutex_lock(&g.mu);
+        limit = g.limit[dev];
+        used = g.used[dev];
+        pthread_mutex_unlock(&g.mu);
+        balloon = shim_balloon_bytes(dev);
+    }
+    if (limit) {
+        size_t t = *total < limit ? *total : limit;
+        size_t f = used >= t ? 0 : t - used;
+        size_t room = *free_bytes > SIZE_MAX - balloon ? SIZE_MAX : *free_bytes + balloon;
+        *total = t;
+        *free_bytes = room < f ? room : f;
+        applied |= SHIM_VIEW_LIMIT;
+    }
+    if (group_free != SIZE_MAX) {
+        if (group_free < *free_bytes) *free_bytes = group_free;
+        applied |= SHIM_VIEW_GROUP;
+    }
+    return applied;
 }
 
 SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
@@ -1005,27 +1060,11 @@ SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
     CUresult r = real(free_bytes ? &real_free : NULL, total_bytes ? &real_total : NULL);
     if (r != CUDA_SUCCESS) return r;
     int dev = shim_current_device();
-    size_t limit = 0, used = 0, balloon = 0;
-    if (dev >= 0) {
-        pthread_mutex_lock(&g.mu);
-        limit = g.limit[dev];
-        used = g.used[dev];
-        pthread_mutex_unlock(&g.mu);
-        balloon = shim_balloon_bytes(dev);   /* preallocated: free to the program, not to the driver */
-    }
-    if (limit) {
-        /* real_total is only known when total_bytes was asked for; the limit is the total either way
-         * unless the card is smaller. */
-        size_t total = total_bytes && real_total < limit ? real_total : limit;
-        size_t free_left = used >= total ? 0 : total - used;
-        if (free_bytes && real_free + balloon < free_left) free_left = real_free + balloon;
-        real_free = free_left;
-        real_total = total;
-    }
-    size_t group_free = dev >= 0 ? shim_group_free(dev) : SIZE_MAX;
-    if (free_bytes && group_free < real_free) real_free = group_free;   /* the group's budget left */
-    if (free_bytes) *free_bytes = real_free;
-    if (total_bytes) *total_bytes = real_total;
+    /* the card's total is only known when it was asked for; the limit is the total either way */
+    size_t total = total_bytes ? real_total : SIZE_MAX, free_left = real_free;
+    shim_view(dev, shim_group_free(dev), &total, &free_left);
+    if (free_bytes) *free_bytes = free_left;
+    if (total_bytes) *total_bytes = total;
     return CUDA_SUCCESS;
 }
 
@@ -1043,14 +1082,28 @@ SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
 
 /* ---- NVML (nvidia-smi-style queries) ----------------------------------------------------------------- */
 
-/* nvmlDeviceGetMemoryInfo / _v2 of a device under a limit report the process's view, as cuMemGetInfo
- * does: total = the limit (the card when smaller), used = this process's bytes in use on it, free =
- * total - used (0 when used passes the total; never more than the card's free plus the balloon);
- * _v2's reserved is reported 0 (driver-reserved memory is not the program's). NVML enumerates every
- * GPU whatever CUDA_VISIBLE_DEVICES says, so an NVML device is matched to the program's CUDA device
- * by UUID (the real nvmlDeviceGetUUID against cuDeviceGetUuid of every visible CUDA device, looked up
- * once, when the program has initialised CUDA); a device that is none of them, or has no limit,
- * passes through unchanged, as does every device while libcuda is not loaded or not initialised.
+/* nvmlDeviceGetMemoryInfo / _v2 of one of the program's devices under a limit or a group limit report
+ * the program's view, the numbers cuMemGetInfo gives (shim_view): total = the limit (the card when
+ * smaller), free = what cuMemGetInfo calls free (the limit less this process's use, at most the
+ * card's free plus the balloon, at most what the group has left on the card), and used = total - free
+ * (for _v2, total - reserved - free), as NVML's used is on a card: this process's use when nothing
+ * else narrows free. _v2's reserved is 0 under a limit (driver-reserved memory is not the program's)
+ * and the card's under a group limit alone. A device that is not the program's, or has neither
+ * limit, passes through unchanged.
+ * Which NVML device is which of the program's: NVML enumerates every GPU whatever
+ * CUDA_VISIBLE_DEVICES says.
+ *   - Once the program has initialised CUDA: by UUID (the real nvmlDeviceGetUUID against
+ *     cuDeviceGetUuid of every visible CUDA device, looked up once).
+ *   - Before that, and in programs that never load CUDA (nvidia-smi, NVML monitors): from
+ *     CUDA_VISIBLE_DEVICES, read at each query as the driver will read it, without loading or
+ *     initialising CUDA (cuInit before a fork would break the child's CUDA). A UUID (or a unique
+ *     prefix of one) names its card; an index names the card of that index in NVML's order (PCI bus
+ *     order), which is CUDA's when CUDA_DEVICE_ORDER=PCI_BUS_ID or when every card has the same name
+ *     (CUDA's default order puts the fastest first and breaks ties by PCI bus id); unset, every card
+ *     in that order. The list ends at an entry that names no card, as the driver's does. When the
+ *     order cannot be told (cards of different names, and indices given or limits that differ by
+ *     device) or a card is in MIG mode, every device passes through. Nothing is in use then, and
+ *     the group's numbers come from the ledger by the card's NVML UUID (no slot is claimed).
  * The real functions come from dlopen("libnvidia-ml.so.1") (the loaded library, by soname). */
 
 #define SHIM_NVML_HOOKS(X)            \
@@ -1070,9 +1123,18 @@ static const struct { const char *symbol; void *wrapper; } shim_nvml_hooks[SHIM_
 #undef X
 };
 
+typedef struct shim_nvml_real_t {
+    void *fn[SHIM_NUM_NVML_HOOKS];
+    pfn_nvmlDeviceGetUUID uuid;
+    pfn_nvmlDeviceGetCount_v2 count;                   /* these five: the mapping before CUDA */
+    pfn_nvmlDeviceGetHandleByIndex_v2 handle;
+    pfn_nvmlDeviceGetIndex index;
+    pfn_nvmlDeviceGetName name;
+    pfn_nvmlDeviceGetMigMode mig_mode;                 /* NULL on drivers without MIG */
+} shim_nvml_real_t;
+
 static pthread_once_t shim_nvml_once = PTHREAD_ONCE_INIT;
-static void *shim_nvml_real[SHIM_NUM_NVML_HOOKS];
-static pfn_nvmlDeviceGetUUID shim_nvml_real_uuid;
+static shim_nvml_real_t shim_nvml;
 /* the visible CUDA devices' UUIDs, looked up once (published under g.mu; ready read atomically) */
 static int shim_nvml_cuda_ready, shim_nvml_cuda_count;
 static char shim_nvml_cuda_uuid[SHIM_MAX_DEVICES][LEDGER_UUID_LEN];
@@ -1081,13 +1143,18 @@ static void shim_nvml_init(void) {
     shim_dlsym_fn real_dlsym = shim_real_dlsym();
     void *lib = dlopen("libnvidia-ml.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (!lib || !real_dlsym) return;
-    for (int i = 0; i < SHIM_NUM_NVML_HOOKS; i++) shim_nvml_real[i] = real_dlsym(lib, shim_nvml_hooks[i].symbol);
-    shim_nvml_real_uuid = (pfn_nvmlDeviceGetUUID)real_dlsym(lib, "nvmlDeviceGetUUID");
+    for (int i = 0; i < SHIM_NUM_NVML_HOOKS; i++) shim_nvml.fn[i] = real_dlsym(lib, shim_nvml_hooks[i].symbol);
+    shim_nvml.uuid = (pfn_nvmlDeviceGetUUID)real_dlsym(lib, "nvmlDeviceGetUUID");
+    shim_nvml.count = (pfn_nvmlDeviceGetCount_v2)real_dlsym(lib, "nvmlDeviceGetCount_v2");
+    shim_nvml.handle = (pfn_nvmlDeviceGetHandleByIndex_v2)real_dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
+    shim_nvml.index = (pfn_nvmlDeviceGetIndex)real_dlsym(lib, "nvmlDeviceGetIndex");
+    shim_nvml.name = (pfn_nvmlDeviceGetName)real_dlsym(lib, "nvmlDeviceGetName");
+    shim_nvml.mig_mode = (pfn_nvmlDeviceGetMigMode)real_dlsym(lib, "nvmlDeviceGetMigMode");
 }
 
 static void *shim_nvml_real_fn(int i) {
     pthread_once(&shim_nvml_once, shim_nvml_init);
-    return shim_nvml_real[i];
+    return shim_nvml.fn[i];
 }
 
 /* Looks up the UUIDs of the program's CUDA devices once CUDA is loaded and initialised; 0 when known. */
@@ -1119,37 +1186,115 @@ static int shim_nvml_cuda_uuids(void) {
     return 0;
 }
 
-/* The program's CUDA device that NVML device `device` is, when it has a limit; -1 otherwise. */
-static int shim_nvml_limited_device(nvmlDevice_t device, size_t *limit, size_t *used) {
-    pthread_once(&shim_nvml_once, shim_nvml_init);
-    if (!shim_nvml_real_uuid || shim_nvml_cuda_uuids() != 0) return -1;
-    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    if (shim_nvml_real_uuid(device, uuid, sizeof uuid) != NVML_SUCCESS) return -1;
-    uuid[sizeof uuid - 1] = '\0';
-    for (int d = 0; d < shim_nvml_cuda_count; d++) {
-        if (strncmp(shim_nvml_cuda_uuid[d], "unknown-", 8) == 0 || strcasecmp(shim_nvml_cuda_uuid[d], uuid) != 0)
-            continue;
-        pthread_mutex_lock(&g.mu);
-        *limit = g.limit[d];
-        *used = g.used[d];
-        pthread_mutex_unlock(&g.mu);
-        return *limit ? d : -1;
+/* The UUID of an NVML device as the ledger keeps them ("GPU-" and lower-case hex); 0 on success. */
+static int shim_nvml_uuid(nvmlDevice_t device, char *uuid, size_t len) {
+    if (!shim_nvml.uuid || shim_nvml.uuid(device, uuid, (unsigned int)len) != NVML_SUCCESS) return -1;
+    uuid[len - 1] = '\0';
+    for (char *c = strchr(uuid, '-') ? strchr(uuid, '-') : uuid; *c; c++)
+        if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
+    return 0;
+}
+
+/* Before CUDA is initialised: the program's device that NVML device `index` will be, from
+ * CUDA_VISIBLE_DEVICES (see above); -1 when it is none of them or that cannot be told. */
+static int shim_nvml_guess_device(unsigned int index) {
+    unsigned int n = 0;
+    if (!shim_nvml.count || !shim_nvml.handle || !shim_nvml.name || shim_nvml.count(&n) != NVML_SUCCESS ||
+        index >= n)
+        return -1;
+    if (n > SHIM_MAX_DEVICES) n = SHIM_MAX_DEVICES;
+    char uuid[SHIM_MAX_DEVICES][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    int same_names = 1;
+    char first[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
+    for (unsigned int i = 0; i < n; i++) {
+        nvmlDevice_t h;
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        unsigned int mig = 0, pending = 0;
+        if (shim_nvml.handle(i, &h) != NVML_SUCCESS || shim_nvml_uuid(h, uuid[i], sizeof uuid[i]) != 0 ||
+            shim_nvml.name(h, name, sizeof name) != NVML_SUCCESS)
+            return -1;
+        if (shim_nvml.mig_mode && shim_nvml.mig_mode(h, &mig, &pending) == NVML_SUCCESS && mig == NVML_DEVICE_MIG_ENABLE)
+            return -1;   /* CUDA shows MIG instances, not cards */
+        name[sizeof name - 1] = '\0';
+        if (i == 0) snprintf(first, sizeof first, "%s", name);
+        else if (strcmp(first, name) != 0) same_names = 0;
+    }
+    const char *order = getenv("CUDA_DEVICE_ORDER");
+    int pci_order = same_names || (order && strcmp(order, "PCI_BUS_ID") == 0);
+    const char *v = getenv("CUDA_VISIBLE_DEVICES");
+    if (!v) {
+        if (pci_order) return (int)index;
+        /* CUDA's order is unknown; it does not matter when every card has the same limit */
+        for (unsigned int d = 1; d < n; d++)
+            if (g.limit[d] != g.limit[0]) return -1;
+        return (int)index;
+    }
+    /* the list: each entry's NVML index in turn; the program's device d is the d-th entry */
+    int d = 0, used[SHIM_MAX_DEVICES] = { 0 };
+    while (*v && d < SHIM_MAX_DEVICES) {
+        size_t len = strcspn(v, ",");
+        char item[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+        if (len == 0 || len >= sizeof item) break;
+        memcpy(item, v, len);
+        item[len] = '\0';
+        int card = -1;
+        if (item[0] >= '0' && item[0] <= '9') {
+            char *end;
+            long k = strtol(item, &end, 10);
+            if (*end || !pci_order) return -1;   /* not a number, or CUDA's order is unknown */
+            card = k < (long)n ? (int)k : -1;
+        } else if (strncasecmp(item, "GPU-", 4) == 0) {
+            for (unsigned int i = 0; i < n; i++) {
+                if (strncasecmp(uuid[i], item, len) != 0) continue;
+                if (card >= 0) { card = -1; break; }   /* an ambiguous prefix names no card */
+                card = (int)i;
+            }
+        }
+        if (card < 0 || used[card]) break;   /* MIG-..., an unknown or repeated card: the list ends */
+        used[card] = 1;
+        if ((unsigned int)card == index) return d;
+        d++;
+        v += len;
+        if (*v == ',') v++;
     }
     return -1;
 }
 
-/* The limited view of a device whose real NVML numbers are card_total, card_free. */
-static void shim_nvml_view(int dev, size_t limit, size_t used, unsigned long long card_total,
-                           unsigned long long card_free, unsigned long long *total,
-                           unsigned long long *free_out, unsigned long long *used_out) {
-    unsigned long long t = card_total < limit ? card_total : limit;
-    unsigned long long f = used >= t ? 0 : t - used;
-    unsigned long long room = card_free + shim_balloon_bytes(dev);   /* the balloon is the program's */
-    if (room < card_free) room = ~0ull;                              /* no wrap */
-    if (room < f) f = room;
+/* The program's device that NVML device `device` is, with the card's UUID, when a limit or a group
+ * limit applies to it; -1 otherwise. */
+static int shim_nvml_device(nvmlDevice_t device, char *uuid, size_t len) {
+    pthread_once(&shim_nvml_once, shim_nvml_init);
+    if (shim_nvml_uuid(device, uuid, len) != 0) return -1;
+    int d = -1;
+    if (shim_nvml_cuda_uuids() == 0) {
+        for (int i = 0; i < shim_nvml_cuda_count && d < 0; i++)
+            if (strncmp(shim_nvml_cuda_uuid[i], "unknown-", 8) != 0 && strcasecmp(shim_nvml_cuda_uuid[i], uuid) == 0)
+                d = i;
+    } else {   /* CUDA is not in use (yet) */
+        unsigned int index = 0;
+        shim_env();
+        if (shim_nvml.index && shim_nvml.index(device, &index) == NVML_SUCCESS) d = shim_nvml_guess_device(index);
+    }
+    if (d < 0) return -1;
+    pthread_mutex_lock(&g.mu);
+    size_t limit = g.limit[d];
+    pthread_mutex_unlock(&g.mu);
+    return limit || g.group_limit ? d : -1;
+}
+
+/* The program's view of NVML device `device` whose real numbers are in *total, *free_bytes: 0 when it
+ * passes through unchanged, else the SHIM_VIEW_* that applied. The group's numbers come from the
+ * ledger by the card's UUID (no slot is claimed for a query). */
+static int shim_nvml_view(nvmlDevice_t device, unsigned long long *total, unsigned long long *free_bytes) {
+    char uuid[NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+    int dev = shim_nvml_device(device, uuid, sizeof uuid);
+    if (dev < 0) return 0;
+    size_t t = *total > SIZE_MAX ? SIZE_MAX : (size_t)*total;
+    size_t f = *free_bytes > SIZE_MAX ? SIZE_MAX : (size_t)*free_bytes;
+    int applied = shim_view(dev, shim_group_free_uuid(uuid), &t, &f);
     *total = t;
-    *free_out = f;
-    *used_out = used;
+    *free_bytes = f;
+    return applied;
 }
 
 SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t *memory) {
@@ -1157,10 +1302,8 @@ SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory
         (pfn_nvmlDeviceGetMemoryInfo)shim_nvml_real_fn(SHIM_NVML_HOOK_nvmlDeviceGetMemoryInfo);
     if (!real) return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t r = real(device, memory);
-    size_t limit = 0, used = 0;
-    int dev;
-    if (r != NVML_SUCCESS || !memory || (dev = shim_nvml_limited_device(device, &limit, &used)) < 0) return r;
-    shim_nvml_view(dev, limit, used, memory->total, memory->free, &memory->total, &memory->free, &memory->used);
+    if (r != NVML_SUCCESS || !memory || !shim_nvml_view(device, &memory->total, &memory->free)) return r;
+    memory->used = memory->total - memory->free;
     return r;
 }
 
@@ -1169,11 +1312,11 @@ SHIM_EXPORT nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMem
         (pfn_nvmlDeviceGetMemoryInfo_v2)shim_nvml_real_fn(SHIM_NVML_HOOK_nvmlDeviceGetMemoryInfo_v2);
     if (!real) return NVML_ERROR_FUNCTION_NOT_FOUND;
     nvmlReturn_t r = real(device, memory);
-    size_t limit = 0, used = 0;
-    int dev;
-    if (r != NVML_SUCCESS || !memory || (dev = shim_nvml_limited_device(device, &limit, &used)) < 0) return r;
-    shim_nvml_view(dev, limit, used, memory->total, memory->free, &memory->total, &memory->free, &memory->used);
-    memory->reserved = 0;
+    int applied;
+    if (r != NVML_SUCCESS || !memory || !(applied = shim_nvml_view(device, &memory->total, &memory->free))) return r;
+    if (applied & SHIM_VIEW_LIMIT) memory->reserved = 0;
+    unsigned long long taken = memory->reserved + memory->free;
+    memory->used = taken >= memory->total ? 0 : memory->total - taken;
     return r;
 }
 

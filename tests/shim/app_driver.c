@@ -5,6 +5,9 @@
  * key=value lines that tests/shim/shim_test.sh checks.
  *
  *   app_driver PATH SCENARIO [ARGS]
+ *   app_driver nvml_only        NVML alone, CUDA never loaded (as nvidia-smi): the "nvml" lines of
+ *                               every NVML device, then cuda_loaded=0|1 (whether libcuda.so.1 got
+ *                               loaded into the process all the same)
  *   PATH      dlsym     dlsym(handle, "cuMemAlloc_v2"), ...
  *             proc      cuGetProcAddress (v1, itself from dlsym), CUDA 12.0, default stream
  *             proc_v2   cuGetProcAddress_v2 obtained through cuGetProcAddress_v2("cuGetProcAddress")
@@ -20,7 +23,8 @@
  *             hold KIND MIB [DEV [PEAK]]  one block of MIB (after a block of PEAK MiB taken and
  *                                         freed, when given): hold=E (flushed), then waits for EOF
  *                                         on stdin, frees it: free_after= total= (vram top tests)
- *             nvml MIB                    MIB with cuMemAlloc on device 0 (nvml_alloc=E), then
+ *             nvml MIB                    MIB with cuMemAlloc on device 0 (nvml_alloc=E), its
+ *                                         cuMemGetInfo (cuinfo=F total=T), then
  *                                         for every NVML device i (libnvidia-ml.so.1 by dlopen +
  *                                         dlsym): "nvml i total= free= used=" (GetMemoryInfo) and
  *                                         "nvml_v2 i total= reserved= free= used=" (_v2)
@@ -263,9 +267,8 @@ static int scenario_threads(const driver *d) {
 
 /* ---- NVML ------------------------------------------------------------------------------------------ */
 
-static int scenario_nvml(const driver *d, size_t mib) {
-    CUdeviceptr p = 0;
-    printf("nvml_alloc=%d\n", (int)d->alloc(&p, mib << 20));
+/* "nvml i total= free= used=" and "nvml_v2 i ..." for every NVML device (libnvidia-ml.so.1 by dlopen + dlsym). */
+static int print_nvml(void) {
     void *ml = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!ml) die("cannot load", dlerror());
     pfn_nvmlInit_v2 init = (pfn_nvmlInit_v2)dlsym(ml, "nvmlInit_v2");
@@ -292,11 +295,23 @@ static int scenario_nvml(const driver *d, size_t mib) {
     return 0;
 }
 
+static int scenario_nvml(const driver *d, size_t mib) {
+    CUdeviceptr p = 0;
+    printf("nvml_alloc=%d\n", (int)d->alloc(&p, mib << 20));
+    print_info(d, 0, "cuinfo");
+    return print_nvml();
+}
+
 /* ---- main ------------------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "nvml_only") == 0) {   /* NVML without CUDA, as nvidia-smi */
+        int rc = print_nvml();
+        printf("cuda_loaded=%d\n", dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD) != NULL);
+        return rc;
+    }
     if (argc < 3) {
-        fputs("usage: app_driver dlsym|proc|proc_v2|proc_ptsz info|fill|threads|mixed|many [ARGS]\n", stderr);
+        fputs("usage: app_driver dlsym|proc|proc_v2|proc_ptsz info|fill|threads|mixed|many [ARGS] | app_driver nvml_only\n", stderr);
         return 2;
     }
     lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);

@@ -4,10 +4,12 @@
  * does, with the fake driver's UUIDs (GPU-fa4ec0da-0000-4000-8000-0000000000<d>, FAKE_CUDA_UUID_BASE
  * added to the last byte). Memory: 16 GiB; nvmlDeviceGetMemoryInfo reports it all free,
  * nvmlDeviceGetMemoryInfo_v2 512 MiB of it reserved and the rest free (the usage of the fake cards
- * is not tracked here).
+ * is not tracked here). nvmlDeviceGetName: "Fake GPU 16GB" for every card; with FAKE_NVML_MIXED=1
+ * card 1 is "Fake GPU Small" (cards of different models, whose CUDA order NVML cannot tell).
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nvml_types.h"
 
@@ -20,6 +22,8 @@ SHIM_EXPORT nvmlReturn_t nvmlShutdown(void);
 SHIM_EXPORT nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int *count);
 SHIM_EXPORT nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t *device);
 SHIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsigned int length);
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index);
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length);
 
 static int fake_nvml_initialized;
 static char fake_nvml_cards[FAKE_NVML_MAX];   /* a handle is &fake_nvml_cards[index] */
@@ -68,6 +72,24 @@ SHIM_EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char *uuid, unsi
     const char *add = getenv("FAKE_CUDA_UUID_BASE");
     unsigned last = (unsigned char)(i + (add ? atoi(add) : 0));
     int n = snprintf(uuid, length, "GPU-fa4ec0da-0000-4000-8000-0000000000%02x", last);
+    return n < 0 || (unsigned int)n >= length ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int *index) {
+    if (!fake_nvml_initialized) return NVML_ERROR_UNINITIALIZED;
+    int i = fake_nvml_index(device);
+    if (i < 0 || !index) return NVML_ERROR_INVALID_ARGUMENT;
+    *index = (unsigned int)i;
+    return NVML_SUCCESS;
+}
+
+SHIM_EXPORT nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char *name, unsigned int length) {
+    if (!fake_nvml_initialized) return NVML_ERROR_UNINITIALIZED;
+    int i = fake_nvml_index(device);
+    if (i < 0 || !name) return NVML_ERROR_INVALID_ARGUMENT;
+    const char *mixed = getenv("FAKE_NVML_MIXED");
+    int small = i == 1 && mixed && strcmp(mixed, "1") == 0;
+    int n = snprintf(name, length, "%s", small ? "Fake GPU Small" : "Fake GPU 16GB");
     return n < 0 || (unsigned int)n >= length ? NVML_ERROR_INSUFFICIENT_SIZE : NVML_SUCCESS;
 }
 

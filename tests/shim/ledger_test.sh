@@ -167,6 +167,28 @@ release g2
 run "$VRAM" run --growth $G -- "$APP" dlsym info 0
 check "next to 768 MiB of the group, cuMemGetInfo's free is the 256 MiB the group has left" \
     '[[ $RC == 0 ]] && has "$OUT" "free=268435456"'
+# NVML (the fake libnvidia-ml.so.1: 16 GiB cards, all free; _v2 512 MiB reserved) gives the same free as
+# cuMemGetInfo under the group limit, and used = total - free (- reserved), as on a real card.
+CARD=$((16 * GiB)) M128=$((128 * MiB)) M512=$((512 * MiB))
+run "$VRAM" run --growth $G -- "$APP" dlsym nvml 128
+check "NVML next to 768 MiB of the group (+128 MiB of its own, no --limit): free is the 128 MiB the group has left, as cuMemGetInfo's" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml_alloc=0" && has "$OUT" "cuinfo=$M128 total=$CARD" &&
+     has "$OUT" "nvml 0 total=$CARD free=$M128 used=$((CARD - M128))" &&
+     has "$OUT" "nvml_v2 0 total=$CARD reserved=$M512 free=$M128 used=$((CARD - M512 - M128))"'
+check "NVML under the group limit, the other device: the group'\''s whole 1 GiB there is free" \
+    'has "$OUT" "nvml 1 total=$CARD free=$GiB used=$((CARD - GiB))" &&
+     has "$OUT" "nvml_v2 1 total=$CARD reserved=$M512 free=$GiB used=$((CARD - M512 - GiB))"'
+run "$VRAM" run --growth --limit 4GiB $G -- "$APP" dlsym nvml 128
+check "NVML under --limit 4GiB and the group limit: total the limit, free the group'\''s 128 MiB left, as cuMemGetInfo's" \
+    '[[ $RC == 0 ]] && has "$OUT" "nvml_alloc=0" && has "$OUT" "cuinfo=$M128 total=$((4 * GiB))" &&
+     has "$OUT" "nvml 0 total=$((4 * GiB)) free=$M128 used=$((4 * GiB - M128))" &&
+     has "$OUT" "nvml_v2 0 total=$((4 * GiB)) reserved=0 free=$M128 used=$((4 * GiB - M128))" &&
+     has "$OUT" "nvml 1 total=$((4 * GiB)) free=$GiB used=$((3 * GiB))"'
+run "$VRAM" run --growth $G -- "$APP" nvml_only
+check "NVML in a member that never loads CUDA (as nvidia-smi): the group's 256 MiB left on card 0, 1 GiB on card 1" \
+    '[[ $RC == 0 ]] && has "$OUT" "cuda_loaded=0" &&
+     has "$OUT" "nvml 0 total=$CARD free=$((256 * MiB)) used=$((CARD - 256 * MiB))" &&
+     has "$OUT" "nvml 1 total=$CARD free=$GiB used=$((CARD - GiB))"'
 run "$VRAM" run --growth $G -- "$APP" dlsym fill alloc 64 0
 check "next to 768 MiB of the group, another member fills only the remaining 256 MiB" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=268435456 err=2" && has "$OUT" "refill=0"'

@@ -137,6 +137,52 @@ run "$VRAM" run --limit 32GiB --growth -- "$APP" dlsym nvml 256
 check "a limit above the card: NVML total is the card" \
     '[[ $RC == 0 ]] && has "$OUT" "nvml 0 total=$CARD free=$((CARD - M256)) used=$M256"'
 
+# NVML in a program that never loads CUDA (as nvidia-smi): the devices are told from CUDA_VISIBLE_DEVICES.
+nvml_card() {   # nvml_card I: both lines of NVML device I passed through
+    has "$OUT" "nvml $1 total=$CARD free=$CARD used=0" &&
+        has "$OUT" "nvml_v2 $1 total=$CARD reserved=$M512 free=$((CARD - M512)) used=0"
+}
+nvml_limited() {   # nvml_limited I BYTES: both lines of NVML device I under a limit of BYTES, nothing used
+    has "$OUT" "nvml $1 total=$2 free=$2 used=0" && has "$OUT" "nvml_v2 $1 total=$2 reserved=0 free=$2 used=0"
+}
+run "$APP" nvml_only
+check "NVML alone, no shim: both cards, CUDA not loaded" '[[ $RC == 0 ]] && nvml_card 0 && nvml_card 1 && has "$OUT" "cuda_loaded=0"'
+run limited "$APP" nvml_only
+check "NVML alone under --limit 1GiB: both cards show the limit, all free; the shim did not load CUDA" \
+    '[[ $RC == 0 ]] && nvml_limited 0 $GiB && nvml_limited 1 $GiB && has "$OUT" "cuda_loaded=0"'
+run "$VRAM" run --limit 1GiB -- "$APP" nvml_only
+check "NVML alone, preallocation (no --growth): the same, nothing reserved without CUDA" \
+    '[[ $RC == 0 ]] && nvml_limited 0 $GiB && nvml_limited 1 $GiB && has "$OUT" "cuda_loaded=0"'
+run "$VRAM" run --devices 1 --limit 1GiB --growth -- "$APP" nvml_only
+check "NVML alone, --devices 1: card 1 limited, card 0 (not the program's) passes through" \
+    '[[ $RC == 0 ]] && nvml_limited 1 $GiB && nvml_card 0'
+run "$VRAM" run --devices 1,0 --growth -- env VRAM_LIMIT_0=$GiB VRAM_LIMIT_1=$((2 * GiB)) "$APP" nvml_only
+check "NVML alone, --devices 1,0: the program's device 0 (card 1) has VRAM_LIMIT_0, card 0 VRAM_LIMIT_1" \
+    '[[ $RC == 0 ]] && nvml_limited 1 $GiB && nvml_limited 0 $((2 * GiB))'
+run "$VRAM" run --devices GPU-fa4ec0da-0000-4000-8000-000000000001 --limit 1GiB --growth -- "$APP" nvml_only
+check "NVML alone, a UUID in CUDA_VISIBLE_DEVICES: that card limited, the other passes through" \
+    '[[ $RC == 0 ]] && nvml_limited 1 $GiB && nvml_card 0'
+run "$VRAM" run --devices GPU-fa4ec0da --limit 1GiB --growth -- "$APP" nvml_only
+check "NVML alone, an ambiguous UUID prefix names no card: both pass through" '[[ $RC == 0 ]] && nvml_card 0 && nvml_card 1'
+run "$VRAM" run --devices 2,1 --limit 1GiB --growth -- "$APP" nvml_only
+check "NVML alone, CUDA_VISIBLE_DEVICES=2,1 (no card 2): the list ends there, both pass through" \
+    '[[ $RC == 0 ]] && nvml_card 0 && nvml_card 1'
+run "$VRAM" run --devices 1 --limit 1GiB --growth -- env FAKE_NVML_MIXED=1 "$APP" nvml_only
+check "NVML alone, cards of different models, an index: CUDA's order is unknown, both pass through" \
+    '[[ $RC == 0 ]] && nvml_card 0 && nvml_card 1'
+run "$VRAM" run --devices 1 --limit 1GiB --growth -- env FAKE_NVML_MIXED=1 CUDA_DEVICE_ORDER=PCI_BUS_ID "$APP" nvml_only
+check "NVML alone, cards of different models, CUDA_DEVICE_ORDER=PCI_BUS_ID: card 1 limited" \
+    '[[ $RC == 0 ]] && nvml_limited 1 $GiB && nvml_card 0'
+run "$VRAM" run --limit 1GiB --growth -- env FAKE_NVML_MIXED=1 "$APP" nvml_only
+check "NVML alone, cards of different models, every card visible with one limit: both limited" \
+    '[[ $RC == 0 ]] && nvml_limited 0 $GiB && nvml_limited 1 $GiB'
+run "$VRAM" run --limit 1GiB --growth -- env FAKE_NVML_MIXED=1 VRAM_LIMIT_1=$((2 * GiB)) "$APP" nvml_only
+check "NVML alone, cards of different models with different limits: both pass through" \
+    '[[ $RC == 0 ]] && nvml_card 0 && nvml_card 1'
+run "$VRAM" run --limit 1GiB --growth -- env CUDA_VISIBLE_DEVICES= "$APP" nvml_only
+check "NVML alone, CUDA_VISIBLE_DEVICES empty (no CUDA device): both pass through" \
+    '[[ $RC == 0 ]] && nvml_card 0 && nvml_card 1'
+
 # ---- VRAM_LOG --------------------------------------------------------------------------------------
 run limited "$APP" dlsym fill alloc 256
 check "without --log the shim is silent" '[[ $RC == 0 ]] && ! has "$ERR" "vram"'
