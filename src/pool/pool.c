@@ -522,7 +522,13 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
         p->cfg.max_extent = e < p->cfg.caps.granularity ? p->cfg.caps.granularity
                           : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
     }
-    pthread_mutex_init(&p->lock, NULL);
+    pthread_mutexattr_t attr;                 /* short sections: spin a little before sleeping */
+    pthread_mutexattr_init(&attr);
+#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
+    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
+#endif
+    pthread_mutex_init(&p->lock, &attr);
+    pthread_mutexattr_destroy(&attr);
     for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->live[i].lock.held, 0);
     size_t tcache = cfg->thread_cache;
     if (tcache == VRAM_POOL_TCACHE_AUTO) {
