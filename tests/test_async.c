@@ -28,6 +28,33 @@ TEST(async_same_stream_reuses_at_once) {
     CHECK_ALL();
 }
 
+/* A stream completes its work in order: once one of its frees is not done, the pool does not ask
+ * about its newer ones, so an allocation costs about one event query per stream, not one per
+ * pending free (with PyTorch on one stream, hundreds of frees may be in flight). */
+TEST(async_reaping_asks_each_stream_once) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    enum { N = 200 };
+    void *p[N] = {0}, *q = NULL, *r = NULL;
+    for (int i = 0; i < N; i++) CHECK_OK(vram_malloc_async(&p[i], 4096, 0, STREAM_A));
+    for (int i = 0; i < N; i++) CHECK_OK(vram_free_async(p[i], STREAM_A));   /* all in flight on A */
+    vram__backend_counters before, after;
+    vram__backend_sim.counters(&before);
+    for (int i = 0; i < 10; i++) {
+        CHECK_OK(vram_malloc_async(&q, 1 * MiB, 0, STREAM_B));
+        CHECK_OK(vram_free(q));
+    }
+    vram__backend_sim.counters(&after);
+    CHECK_U64(after.event_query - before.event_query, <=, 10 * 2);
+    CHECK_U64(after.event_sync - before.event_sync, ==, 0);   /* nobody waited */
+    vram__sim_stream_complete(STREAM_A);                      /* then all of them settle */
+    CHECK_OK(vram_malloc_async(&r, 4096, 0, STREAM_B));
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 4096);
+    CHECK_OK(vram_free(r));
+    CHECK_ALL();
+}
+
 TEST(async_other_stream_waits_when_no_room) {
     use_sim("16GiB");
     vram_logical_device_configuration cfg = {4};  /* a preallocated 4 MiB pool */

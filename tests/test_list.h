@@ -212,6 +212,7 @@
     X(parse, parse_size_null_arguments) \
     /* test_async.c */ \
     X(async, async_same_stream_reuses_at_once) \
+    X(async, async_reaping_asks_each_stream_once) \
     X(async, async_other_stream_waits_when_no_room) \
     X(async, async_plain_malloc_waits_when_no_room) \
     X(async, async_other_stream_gets_new_block_with_room) \

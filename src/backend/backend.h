@@ -36,7 +36,7 @@ typedef struct vram__backend_counters {
     uint64_t va_reserve, va_free;
     uint64_t phys_create, phys_release;
     uint64_t map, unmap;
-    uint64_t event_record, event_sync;
+    uint64_t event_record, event_sync, event_query;
 } vram__backend_counters;
 
 typedef struct vram__backend {

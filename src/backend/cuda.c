@@ -109,11 +109,18 @@ static const cuda_sym cuda_syms[] = {
 
 /* ---- state ---------------------------------------------------------------------------------- */
 
+/* Events the pool is done with are kept (up to this many per device) and recorded again, instead
+ * of cuEventDestroy + cuEventCreate for every stream-ordered free. */
+#define CUDA_EVENT_SPARES 256
+
 typedef struct cuda_device {
     CUdevice            handle;
     int                 vmm;          /* VMM usable on this device */
     size_t              granularity;
     _Atomic(CUcontext)  ctx;          /* retained primary context, NULL until first needed */
+    pthread_mutex_t     ev_lock;      /* guards the spare events */
+    int                 ev_spares;
+    CUevent             ev_spare[CUDA_EVENT_SPARES];   /* destroyed events kept for reuse */
 } cuda_device;
 
 /* Written only by open/close (the runtime serialises those with everything else). */
@@ -129,7 +136,7 @@ static pthread_mutex_t cuda_retain_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct {
     _Atomic uint64_t mem_alloc, mem_free, va_reserve, va_free, phys_create, phys_release;
-    _Atomic uint64_t map, unmap, event_record, event_sync;
+    _Atomic uint64_t map, unmap, event_record, event_sync, event_query;
 } cuda_count;
 
 #define CUDA_COUNT(field) atomic_fetch_add_explicit(&cuda_count.field, 1, memory_order_relaxed)
@@ -309,6 +316,7 @@ static void cuda_probe_vmm(cuda_device *d) {
 static vram_status cuda_discover(void) {
     cuda_st.devs = calloc((size_t)cuda_st.count, sizeof *cuda_st.devs);
     if (cuda_st.devs == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "out of host memory");
+    for (int i = 0; i < cuda_st.count; i++) pthread_mutex_init(&cuda_st.devs[i].ev_lock, NULL);
     for (int i = 0; i < cuda_st.count; i++) {
         cuda_device *d = &cuda_st.devs[i];
         CUDA_TRY(cuda_st.api.DeviceGet(&d->handle, i), "cuDeviceGet(%d)", i);
@@ -322,7 +330,7 @@ static void cuda_reset_counters(void) {
     _Atomic uint64_t *c[] = { &cuda_count.mem_alloc, &cuda_count.mem_free, &cuda_count.va_reserve,
                               &cuda_count.va_free, &cuda_count.phys_create, &cuda_count.phys_release,
                               &cuda_count.map, &cuda_count.unmap, &cuda_count.event_record,
-                              &cuda_count.event_sync };
+                              &cuda_count.event_sync, &cuda_count.event_query };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) atomic_store(c[i], 0);
 }
 
@@ -341,7 +349,13 @@ static void cuda_close(void) {
     if (cuda_st.lib == NULL) return;
     for (int i = 0; i < cuda_st.count; i++) {
         cuda_device *d = &cuda_st.devs[i];
-        if (atomic_load(&d->ctx) != NULL) cuda_st.api.PrimaryCtxRelease(d->handle);
+        CUcontext c = atomic_load(&d->ctx), popped = NULL;
+        if (c != NULL && d->ev_spares > 0 && cuda_st.api.CtxPushCurrent(c) == CUDA_SUCCESS) {
+            while (d->ev_spares > 0) cuda_st.api.EventDestroy(d->ev_spare[--d->ev_spares]);
+            cuda_st.api.CtxPopCurrent(&popped);
+        }
+        pthread_mutex_destroy(&d->ev_lock);
+        if (c != NULL) cuda_st.api.PrimaryCtxRelease(d->handle);
     }
     cuda_unload();
 }
@@ -605,16 +619,28 @@ static vram_status cuda_unmap(int dev, uint64_t va, size_t size) {
 
 /* ---- events --------------------------------------------------------------------------------- */
 
-/* A timing-free event recorded on the stream; destroyed again if recording fails. */
-static CUresult cuda_record(CUstream stream, CUevent *out, const char **call) {
+/* A timing-free event (a spare one of the device, else a new one) recorded on the stream; on
+ * failure a new event is destroyed again and a spare one goes back. */
+static CUresult cuda_record(cuda_device *d, CUstream stream, CUevent *out, const char **call) {
     CUevent e = NULL;
+    pthread_mutex_lock(&d->ev_lock);
+    if (d->ev_spares > 0) e = d->ev_spare[--d->ev_spares];
+    pthread_mutex_unlock(&d->ev_lock);
+    int spare = e != NULL;
     *call = "cuEventCreate";
-    CUresult r = cuda_st.api.EventCreate(&e, CU_EVENT_DISABLE_TIMING);
+    CUresult r = spare ? CUDA_SUCCESS : cuda_st.api.EventCreate(&e, CU_EVENT_DISABLE_TIMING);
     if (r != CUDA_SUCCESS) return r;
     *call = "cuEventRecord";
     r = cuda_st.api.EventRecord(e, stream);
-    if (r != CUDA_SUCCESS) cuda_st.api.EventDestroy(e);
-    else *out = e;
+    if (r == CUDA_SUCCESS) {
+        *out = e;
+    } else if (spare) {
+        pthread_mutex_lock(&d->ev_lock);
+        d->ev_spare[d->ev_spares++] = e;
+        pthread_mutex_unlock(&d->ev_lock);
+    } else {
+        cuda_st.api.EventDestroy(e);
+    }
     return r;
 }
 
@@ -623,7 +649,7 @@ static vram_status cuda_event_record(int dev, void *stream, void **event) {
     const char *call = "";
     vram_status s = cuda_enter(dev);
     if (s != VRAM_OK) return s;
-    CUresult r = cuda_record((CUstream)stream, &e, &call);
+    CUresult r = cuda_record(&cuda_st.devs[dev], (CUstream)stream, &e, &call);
     cuda_leave();
     if (r != CUDA_SUCCESS)
         return cuda_fail(r, "%s on stream %p of device %d", call, stream, dev);
@@ -640,6 +666,7 @@ static vram_status cuda_event_query(int dev, void *event, int *done) {
     if (r != CUDA_SUCCESS && r != CUDA_ERROR_NOT_READY)
         return cuda_fail(r, "cuEventQuery on device %d", dev);
     *done = r == CUDA_SUCCESS;
+    CUDA_COUNT(event_query);
     return VRAM_OK;
 }
 
@@ -658,7 +685,15 @@ static vram_status cuda_event_sync(int dev, void *event) {
 static void cuda_event_destroy(int dev, void *event) {
     CUcontext c = NULL;
     if (event == NULL || cuda_st.devs == NULL) return;
-    if (dev >= 0 && dev < cuda_st.count) c = atomic_load(&cuda_st.devs[dev].ctx);
+    if (dev >= 0 && dev < cuda_st.count) {
+        cuda_device *d = &cuda_st.devs[dev];
+        pthread_mutex_lock(&d->ev_lock);
+        int kept = d->ev_spares < CUDA_EVENT_SPARES;
+        if (kept) d->ev_spare[d->ev_spares++] = (CUevent)event;   /* recorded again later */
+        pthread_mutex_unlock(&d->ev_lock);
+        if (kept) return;
+        c = atomic_load(&d->ctx);
+    }
     int pushed = c != NULL && cuda_st.api.CtxPushCurrent(c) == CUDA_SUCCESS;
     cuda_st.api.EventDestroy((CUevent)event);
     if (pushed) cuda_leave();
@@ -675,6 +710,7 @@ static void cuda_counters(vram__backend_counters *out) {
     out->unmap = atomic_load(&cuda_count.unmap);
     out->event_record = atomic_load(&cuda_count.event_record);
     out->event_sync = atomic_load(&cuda_count.event_sync);
+    out->event_query = atomic_load(&cuda_count.event_query);
 }
 
 const vram__backend vram__backend_cuda = {

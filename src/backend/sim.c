@@ -142,7 +142,7 @@ static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static struct {
     _Atomic uint64_t mem_alloc, mem_free, va_reserve, va_free, phys_create, phys_release;
-    _Atomic uint64_t map, unmap, event_record, event_sync;
+    _Atomic uint64_t map, unmap, event_record, event_sync, event_query;
 } sim_count;
 
 #define SIM_COUNT(field) atomic_fetch_add_explicit(&sim_count.field, 1, memory_order_relaxed)
@@ -425,7 +425,7 @@ static void sim_reset_counters(void) {
     _Atomic uint64_t *c[] = { &sim_count.mem_alloc, &sim_count.mem_free, &sim_count.va_reserve,
                               &sim_count.va_free, &sim_count.phys_create, &sim_count.phys_release,
                               &sim_count.map, &sim_count.unmap, &sim_count.event_record,
-                              &sim_count.event_sync };
+                              &sim_count.event_sync, &sim_count.event_query };
     for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) atomic_store(c[i], 0);
 }
 
@@ -930,6 +930,7 @@ static vram_status sim_event_query_locked(int dev, void *event, int *done) {
     if (done == NULL)
         return sim_fail(VRAM_ERR_DRIVER, "cuEventQuery", dev, SIM_EINVAL, "NULL done");
     *done = ev->seq <= ev->stream->completed;
+    SIM_COUNT(event_query);
     return VRAM_OK;
 }
 
@@ -984,6 +985,7 @@ static void sim_counters(vram__backend_counters *out) {
     out->unmap = atomic_load(&sim_count.unmap);
     out->event_record = atomic_load(&sim_count.event_record);
     out->event_sync = atomic_load(&sim_count.event_sync);
+    out->event_query = atomic_load(&sim_count.event_query);
 }
 
 const vram__backend vram__backend_sim = {

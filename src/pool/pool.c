@@ -314,7 +314,7 @@ static void event_release(vram__pool *p, pool_event *e) {
 
 static void pending_unlink_locked(vram__pool *p, pool_chunk *c) {
     if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
-    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev;
+    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
     c->pend_prev = c->pend_next = NULL;
     p->pending_count--;
 }
@@ -322,7 +322,7 @@ static void pending_unlink_locked(vram__pool *p, pool_chunk *c) {
 static void pending_link_locked(vram__pool *p, pool_chunk *c) {
     c->pend_prev = NULL;
     c->pend_next = p->pending;
-    if (p->pending) p->pending->pend_prev = c;
+    if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;
     p->pending = c;
     p->pending_count++;
 }
@@ -338,16 +338,27 @@ static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
     chunk_make_free_locked(p, c, 1);
 }
 
-/* Settles every pending free whose event has completed; with `wait`, waits for all of them. */
+/* Settles every pending free whose event has completed; with `wait`, waits for all of them.
+ * Without waiting, the list is walked from the oldest free, and once a stream's event is found
+ * not completed, that stream's newer frees are not asked about (a stream completes its work in
+ * order): a call costs about one event query per stream, not one per pending free. */
+#define PENDING_STREAMS_TRACKED 16
+
 static void pending_reap_locked(vram__pool *p, int wait) {
     const vram__backend *be = p->cfg.backend;
-    for (pool_chunk *c = p->pending; c != NULL;) {
-        pool_chunk *next = c->pend_next;
-        int done = 0;
-        if (be->event_query(p->cfg.dev, c->event->event, &done) != VRAM_OK) done = 0;
-        if (!done && wait && be->event_sync(p->cfg.dev, c->event->event) == VRAM_OK) done = 1;
+    void *blocked[PENDING_STREAMS_TRACKED];
+    int nblocked = 0;
+    for (pool_chunk *c = p->pending_tail; c != NULL;) {
+        pool_chunk *older_first_next = c->pend_prev;
+        int done = 0, skip = 0;
+        for (int i = 0; !wait && i < nblocked && !skip; i++) skip = blocked[i] == c->stream;
+        if (!skip) {
+            if (be->event_query(p->cfg.dev, c->event->event, &done) != VRAM_OK) done = 0;
+            if (!done && wait && be->event_sync(p->cfg.dev, c->event->event) == VRAM_OK) done = 1;
+            if (!done && nblocked < PENDING_STREAMS_TRACKED) blocked[nblocked++] = c->stream;
+        }
         if (done) pending_settle_locked(p, c);
-        c = next;
+        c = older_first_next;
     }
 }
 

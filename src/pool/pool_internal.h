@@ -71,6 +71,7 @@ struct vram__pool {
     free_bins         bins;          /* free chunks, by size class */
     pool_shard        live[POOL_SHARDS];
     pool_chunk       *pending;       /* PENDING chunks, newest first */
+    pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
     pool_chunk       *spare;         /* recycled chunk records */
     size_t            current, peak, reserved, peak_reserved;
