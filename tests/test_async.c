@@ -55,6 +55,40 @@ TEST(async_reaping_asks_each_stream_once) {
     CHECK_ALL();
 }
 
+/* PyTorch's frees (vram_plugin_free) are on streams PyTorch never destroys: no event per free,
+ * one per stream for a batch of them; the stream reuses its blocks at once, the others get them
+ * once that event completed, and a request that needs them waits for it. */
+TEST(async_plugin_frees_share_events) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {16};   /* a preallocated 16 MiB pool */
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    enum { N = 100 };
+    void *p[N] = {0};
+    for (int i = 0; i < N; i++) CHECK((p[i] = vram_plugin_alloc(64 * 1024, 0, STREAM_A)) != NULL);
+    vram__backend_counters before, after;
+    vram__backend_sim.counters(&before);
+    for (int i = 0; i < N; i++) vram_plugin_free(p[i], 64 * 1024, 0, STREAM_A);
+    CHECK_ALL();
+    void *q = vram_plugin_alloc(64 * 1024, 0, STREAM_A);   /* the same stream: at once, no wait */
+    int reused = 0;
+    for (int i = 0; i < N; i++) reused |= q == p[i];
+    CHECK(reused);
+    vram__backend_sim.counters(&after);
+    CHECK_U64(after.event_record - before.event_record, <=, N / 32 + 1);   /* not one per free */
+    CHECK_U64(after.event_sync - before.event_sync, ==, 0);
+    CHECK_SIZE(INFO(0).current, ==, 64 * 1024);
+    vram_plugin_free(q, 64 * 1024, 0, STREAM_A);
+    void *big = NULL;                                       /* needs every freed block: waits */
+    CHECK_OK(vram_malloc(&big, 16 * MiB, 0));
+    CHECK_SIZE(INFO(0).current, ==, 16 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_free(big));
+    q = vram_plugin_alloc(64 * 1024, 0, STREAM_A);
+    vram_plugin_free(q, 64 * 1024, 0, STREAM_A);
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());                              /* with a free still unrecorded */
+}
+
 TEST(async_other_stream_waits_when_no_room) {
     use_sim("16GiB");
     vram_logical_device_configuration cfg = {4};  /* a preallocated 4 MiB pool */

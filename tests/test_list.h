@@ -213,6 +213,7 @@
     /* test_async.c */ \
     X(async, async_same_stream_reuses_at_once) \
     X(async, async_reaping_asks_each_stream_once) \
+    X(async, async_plugin_frees_share_events) \
     X(async, async_other_stream_waits_when_no_room) \
     X(async, async_plain_malloc_waits_when_no_room) \
     X(async, async_other_stream_gets_new_block_with_room) \

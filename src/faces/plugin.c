@@ -2,10 +2,12 @@
  * plugin.c: allocator entry points with the signatures frameworks load by name (PyTorch's
  * CUDAPluggableAllocator: `void *alloc(ssize_t size, int device, cudaStream_t stream)` and
  * `void free(void *ptr, ssize_t size, int device, cudaStream_t stream)`). A face over the public
- * API only: the CUDA device ordinal is the physical index, served by the first logical device on
- * that card, stream-ordered on the caller's stream.
+ * API: the CUDA device ordinal is the physical index, served by the first logical device on that
+ * card, stream-ordered on the caller's stream. Frees go through the runtime's owned-stream free
+ * (no event recorded per free; one per stream for a batch): PyTorch never destroys its streams.
  */
 #include "vram.h"
+#include "runtime/runtime.h"
 
 void *vram_plugin_alloc(ptrdiff_t size, int device, void *stream) {
     void *ptr = NULL;
@@ -17,5 +19,5 @@ void *vram_plugin_alloc(ptrdiff_t size, int device, void *stream) {
 void vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *stream) {
     (void)size;
     (void)device;
-    vram_free_async(ptr, stream);
+    vram__free_async_owned_stream(ptr, stream);   /* PyTorch never destroys its streams */
 }

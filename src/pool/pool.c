@@ -306,7 +306,7 @@ static void region_release(vram__pool *p, pool_region *r) {
 /* ---- pending (stream-ordered) frees ---------------------------------------------------------- */
 
 static void event_release(vram__pool *p, pool_event *e) {
-    if (--e->refs == 0) {
+    if (e != NULL && --e->refs == 0) {
         p->cfg.backend->event_destroy(p->cfg.dev, e->event);
         free(e);
     }
@@ -317,6 +317,7 @@ static void pending_unlink_locked(vram__pool *p, pool_chunk *c) {
     if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
     c->pend_prev = c->pend_next = NULL;
     p->pending_count--;
+    if (c->event == NULL) p->unrecorded--;
 }
 
 static void pending_link_locked(vram__pool *p, pool_chunk *c) {
@@ -325,6 +326,7 @@ static void pending_link_locked(vram__pool *p, pool_chunk *c) {
     if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;
     p->pending = c;
     p->pending_count++;
+    if (c->event == NULL) p->unrecorded++;
 }
 
 static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy);
@@ -343,14 +345,49 @@ static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
  * not completed, that stream's newer frees are not asked about (a stream completes its work in
  * order): a call costs about one event query per stream, not one per pending free. */
 #define PENDING_STREAMS_TRACKED 16
+#define PENDING_RECORD_BATCH 32     /* unrecorded frees that make the pool record their events */
+
+/* Frees whose caller promised a long-lived stream (vram__free_async_owned_stream) carry no event
+ * yet: their stream may reuse them at once without one. Here one event per stream is recorded for
+ * all of them at once (it comes after every use of their blocks on the stream, so it is as good
+ * as one recorded at each free), so that other streams and plain allocations can have them once it
+ * completes. A stream whose event cannot be recorded keeps its frees unrecorded until the next try. */
+static void pending_record_locked(vram__pool *p) {
+    const vram__backend *be = p->cfg.backend;
+    void *stream[PENDING_STREAMS_TRACKED];
+    pool_event *event[PENDING_STREAMS_TRACKED];
+    int nstreams = 0;
+    for (pool_chunk *c = p->pending; c != NULL && p->unrecorded > 0; c = c->pend_next) {
+        if (c->event != NULL) continue;
+        int k = 0;
+        while (k < nstreams && stream[k] != c->stream) k++;
+        if (k == nstreams) {
+            if (nstreams == PENDING_STREAMS_TRACKED) continue;      /* the next call records it */
+            pool_event *e = malloc(sizeof *e);
+            if (e != NULL && be->event_record(p->cfg.dev, c->stream, &e->event) != VRAM_OK) {
+                free(e);
+                e = NULL;
+            }
+            if (e != NULL) e->refs = 0;
+            stream[nstreams] = c->stream;
+            event[nstreams++] = e;
+        }
+        if (event[k] == NULL) continue;
+        c->event = event[k];
+        c->event->refs++;
+        p->unrecorded--;
+    }
+}
+
 
 static void pending_reap_locked(vram__pool *p, int wait) {
     const vram__backend *be = p->cfg.backend;
+    if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) pending_record_locked(p);
     void *blocked[PENDING_STREAMS_TRACKED];
     int nblocked = 0;
     for (pool_chunk *c = p->pending_tail; c != NULL;) {
         pool_chunk *older_first_next = c->pend_prev;
-        int done = 0, skip = 0;
+        int done = 0, skip = c->event == NULL;
         for (int i = 0; !wait && i < nblocked && !skip; i++) skip = blocked[i] == c->stream;
         if (!skip) {
             if (be->event_query(p->cfg.dev, c->event->event, &done) != VRAM_OK) done = 0;
@@ -423,7 +460,7 @@ static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
         rest->state = CHUNK_PENDING;
         rest->stream = c->stream;
         rest->event = c->event;
-        rest->event->refs++;
+        if (rest->event != NULL) rest->event->refs++;
         pending_link_locked(p, rest);
     } else {
         rest->state = CHUNK_FREE;
@@ -689,8 +726,9 @@ static vram_status pool_alloc_locked(vram__pool *p, size_t size, size_t rounded,
             pending_reap_locked(p, 1);
             c = pool_find_locked(p, rounded, async, stream);
         }
-        if (pool_would_grow_locked(p, c, rounded) && tc_holds_any(p)) {
+        if (pool_would_grow_locked(p, c, rounded) && (tc_holds_any(p) || p->unrecorded > 0)) {
             tc_flush_all_locked(p);              /* parked blocks first, then the driver */
+            if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
         grow_result why = GROW_LIMIT;
@@ -764,16 +802,19 @@ vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, i
         pthread_mutex_unlock(&p->lock);
         return VRAM_OK;
     }
-    pool_event *e = malloc(sizeof *e);
-    vram_status s = e ? p->cfg.backend->event_record(p->cfg.dev, stream, &e->event)
-                      : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
-    if (s != VRAM_OK) {
-        free(e);
-        live_put(p, c);                 /* cannot fail: taking it out left the room */
-        pthread_mutex_unlock(&p->lock);
-        return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
+    pool_event *e = NULL;
+    if (async != VRAM_POOL_FREE_OWNED_STREAM) {  /* else recorded later, for many frees at once */
+        e = malloc(sizeof *e);
+        vram_status s = e ? p->cfg.backend->event_record(p->cfg.dev, stream, &e->event)
+                          : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
+        if (s != VRAM_OK) {
+            free(e);
+            live_put(p, c);             /* cannot fail: taking it out left the room */
+            pthread_mutex_unlock(&p->lock);
+            return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
+        }
+        e->refs = 1;
     }
-    e->refs = 1;
     note_used_locked(p, c->size, 0);
     c->state = CHUNK_PENDING;
     c->stream = stream;

@@ -61,6 +61,9 @@ vram_status vram__pool_alloc(vram__pool *pool, size_t size, int async, void *str
  * tells whether ptr lies inside memory this pool holds (live or not), so that a caller looking for
  * the owner of a pointer needs one call, one lock, per pool. */
 vram_status vram__pool_free(vram__pool *pool, void *ptr, int async, void *stream, int *owned);
+/* async value for a free on a stream the caller keeps alive for as long as the pool lives (PyTorch's
+ * streams): no event is recorded per free; the pool records one per stream for a batch of them. */
+#define VRAM_POOL_FREE_OWNED_STREAM 2
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);

@@ -9,7 +9,7 @@
 #include "pool/pool_internal.h"
 
 typedef struct check_tally {
-    size_t used_bytes, used_count, free_count, free_bytes, pending_count, held, parked_count;
+    size_t used_bytes, used_count, free_count, free_bytes, pending_count, held, parked_count, unrecorded;
     size_t region_busy;   /* bytes of USED and PENDING chunks in the region being checked */
 } check_tally;
 
@@ -39,7 +39,8 @@ static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const
         t->region_busy += c->size;
         return NULL;
     case CHUNK_PENDING:
-        if (c->event == NULL || c->event->refs <= 0) return "a pending chunk has no event";
+        if (c->event == NULL) t->unrecorded++;   /* an owned-stream free whose event comes later */
+        else if (c->event->refs <= 0) return "a pending chunk's event has no references";
         t->pending_count++;
         t->region_busy += c->size;
         return NULL;
@@ -116,6 +117,8 @@ vram_status vram__pool_check(vram__pool *p) {
         why = "current differs from the sum of live blocks";
     } else if (t.pending_count != p->pending_count || pending != p->pending_count) {
         why = "pending chunks and the pending list disagree";
+    } else if (t.unrecorded != p->unrecorded) {
+        why = "pending frees without an event and their count disagree";
     } else if (t.held != p->reserved) {
         why = "reserved differs from the bytes held from the driver";
     } else if (p->reserved > p->cfg.limit) {

@@ -73,6 +73,7 @@ struct vram__pool {
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
+    size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
     pool_chunk       *spare;         /* recycled chunk records */
     size_t            current, peak, reserved, peak_reserved;
     size_t            used_count;

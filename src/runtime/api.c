@@ -339,6 +339,10 @@ vram_status vram_free_async(void *ptr, void *stream) {
     return free_on(ptr, 1, stream);
 }
 
+vram_status vram__free_async_owned_stream(void *ptr, void *stream) {
+    return free_on(ptr, VRAM_POOL_FREE_OWNED_STREAM, stream);
+}
+
 /* ---- statistics ------------------------------------------------------------------------------ */
 
 vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
