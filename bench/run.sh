@@ -81,8 +81,12 @@ else
 fi
 
 # ---- replays -----------------------------------------------------------------------------------
-COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-if [ "$COMMIT" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+# The commit of this tree only (a copy of the sources inside another checkout is not that checkout);
+# VRAM_COMMIT names it when the tree is no checkout of its own.
+COMMIT=unknown
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then COMMIT=$(git rev-parse --short HEAD); fi
+COMMIT=${VRAM_COMMIT:-$COMMIT}
+if [ -z "${VRAM_COMMIT:-}" ] && [ "$COMMIT" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
     COMMIT="$COMMIT + uncommitted changes"
 fi
 "$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \

@@ -618,7 +618,14 @@ def nvidia_smi():
 
 
 def git_commit():
+    """The commit of this tree (VRAM_COMMIT when it is a copy of the sources, not a checkout of its own)."""
+    if os.environ.get("VRAM_COMMIT"):
+        return os.environ["VRAM_COMMIT"]
     try:
+        top = subprocess.run(["git", "rev-parse", "--show-toplevel"], capture_output=True, text=True, cwd=REPO,
+                             timeout=30).stdout.strip()
+        if not top or os.path.realpath(top) != os.path.realpath(REPO):
+            return "unknown"
         c = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO,
                            timeout=30).stdout.strip()
         if not c:
