@@ -561,8 +561,9 @@ static size_t growth_va_size(const vram__pool_config *cfg) {
 }
 
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
-    vram__pool *p = calloc(1, sizeof *p);
+    vram__pool *p = aligned_alloc(_Alignof(vram__pool), sizeof *p);   /* cache-line aligned parts */
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
+    memset(p, 0, sizeof *p);
     p->cfg = *cfg;
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
     if (p->cfg.max_extent == 0) {

@@ -64,30 +64,33 @@ typedef struct pool_event {
 } pool_event;
 
 struct vram__pool {
-    vram__pool_config cfg;
-    pthread_mutex_t   lock;
-    pool_region      *regions;
-    pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
-    free_bins         bins;          /* free chunks, by size class */
-    pool_shard        live[POOL_SHARDS];
-    pool_chunk       *pending;       /* PENDING chunks, newest first */
-    pool_chunk       *pending_tail;  /* the oldest */
-    size_t            pending_count;
-    size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
-    pool_chunk       *spare;         /* recycled chunk records */
-    size_t            current, peak, reserved, peak_reserved;
-    size_t            used_count;
-    size_t            idle_low;      /* lowest reserved - current since the last idle tick */
-    size_t            hold_mark;     /* highest reserved ever (hold_peak; not reset with the stats) */
-    uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
-    /* thread caches; `current`, `used_count` and `peak` above count parked blocks as in use, and
-     * num_allocs / num_frees count the pool's own hand-outs and releases (see thread_cache.c) */
+    /* read by every call without the pool lock, written at creation (and tc_first / tc_multi once):
+     * kept off the cache lines the lock and the counters below write */
+    _Alignas(64) vram__pool_config cfg;
     pool_tcache      *tc;            /* TC_SLOTS caches */
     size_t            tc_cap;        /* bytes one cache may hold; 0: park nothing */
     size_t            tc_max_block;  /* largest block a cache takes */
     atomic_int        tc_first;      /* the first cache used, -1 before; */
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on */
+    /* under the pool lock */
+    _Alignas(64) pthread_mutex_t lock;
+    pool_region      *regions;
+    pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
+    free_bins         bins;          /* free chunks, by size class */
+    pool_chunk       *pending;       /* PENDING chunks, newest first */
+    pool_chunk       *pending_tail;  /* the oldest */
+    size_t            pending_count;
+    size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
+    pool_chunk       *spare;         /* recycled chunk records */
+    /* `current`, `used_count` and `peak` count blocks parked in thread caches as in use, and
+     * num_allocs / num_frees count the pool's own hand-outs and releases (see thread_cache.c) */
+    size_t            current, peak, reserved, peak_reserved;
+    size_t            used_count;
+    size_t            idle_low;      /* lowest reserved - current since the last idle tick */
+    size_t            hold_mark;     /* highest reserved ever (hold_peak; not reset with the stats) */
+    uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
     uint64_t          num_flushed;   /* parked blocks given back to the pool */
+    pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
 
 /* thread_cache.c */
