@@ -39,6 +39,9 @@ import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from table import last_json_object  # noqa: E402  (bench/table.py: the last JSON object line of a child)
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
 
@@ -520,18 +523,6 @@ def prepare_main(with_vram):
 
 
 # ---- the driver ------------------------------------------------------------------------------------
-
-def last_json_object(text):
-    for line in reversed(text.splitlines()):
-        line = line.strip()
-        if line.startswith("{"):
-            try:
-                obj = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(obj, dict):
-                return obj
-    return None
 
 
 def last_line(text, limit=400):
