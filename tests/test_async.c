@@ -89,6 +89,25 @@ TEST(async_plugin_frees_share_events) {
     CHECK_OK(vram_shutdown());                              /* with a free still unrecorded */
 }
 
+/* A few owned-stream frees (fewer than a batch) must not hold their memory forever: trim records
+ * their event, and once it completed the next trim gives the memory back. */
+TEST(async_plugin_frees_are_trimmed) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *p[4] = {0};
+    for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(8 * MiB, 0, STREAM_A)) != NULL);
+    for (int i = 0; i < 4; i++) vram_plugin_free(p[i], 8 * MiB, 0, STREAM_A);
+    CHECK_SIZE(INFO(0).reserved, ==, 32 * MiB);
+    CHECK_OK(vram_trim(0, 0));                 /* records A's event; A has not got there yet */
+    CHECK_SIZE(INFO(0).reserved, ==, 32 * MiB);
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_ALL();
+}
+
 TEST(async_other_stream_waits_when_no_room) {
     use_sim("16GiB");
     vram_logical_device_configuration cfg = {4};  /* a preallocated 4 MiB pool */

@@ -880,6 +880,7 @@ static void trim_plain_regions_locked(vram__pool *p, size_t keep) {
 
 static void pool_trim_locked(vram__pool *p, size_t keep) {
     tc_flush_all_locked(p);
+    if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
     size_t excess = p->reserved - p->current;
     if (excess <= keep) return;
@@ -897,6 +898,7 @@ void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
 void vram__pool_idle_tick(vram__pool *p) {
     pthread_mutex_lock(&p->lock);
     tc_flush_all_locked(p);
+    if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->vmm != NULL) {                        /* extents idle since before the last tick */
         pool_vmm *v = &p->vmm->vmm;
