@@ -102,10 +102,9 @@ static void note_used_locked(vram__pool *p, size_t size, int alloc) {
 static int live_put(vram__pool *p, pool_chunk *c) {
     pool_shard *sh = pool_shard_of(p, c->addr);
     pool_spin_lock(&sh->lock);
-    int ok = ptr_map_reserve_one(&sh->map) == 0;
-    if (ok) ptr_map_put(&sh->map, c->addr, c);
+    int r = ptr_map_insert(&sh->map, c->addr, c);
     pool_spin_unlock(&sh->lock);
-    return ok ? 0 : -1;
+    return r;
 }
 
 static pool_chunk *live_take(vram__pool *p, uint64_t addr) {
@@ -727,7 +726,7 @@ static vram_status pool_alloc_locked(vram__pool *p, size_t size, size_t rounded,
             pending_reap_locked(p, 1);
             c = pool_find_locked(p, rounded, async, stream);
         }
-        if (pool_would_grow_locked(p, c, rounded) && (tc_holds_any(p) || p->unrecorded > 0)) {
+        if ((p->unrecorded > 0 || tc_holds_any(p)) && pool_would_grow_locked(p, c, rounded)) {
             tc_flush_all_locked(p);              /* parked blocks first, then the driver */
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);

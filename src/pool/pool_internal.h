@@ -72,6 +72,7 @@ struct vram__pool {
     size_t            tc_max_block;  /* largest block a cache takes */
     atomic_int        tc_first;      /* the first cache used, -1 before; */
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on */
+    uint64_t          uid;           /* this pool among all created in the process (from 1) */
     /* under the pool lock */
     _Alignas(64) pthread_mutex_t lock;
     pool_region      *regions;

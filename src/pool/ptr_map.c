@@ -43,6 +43,12 @@ void ptr_map_put(ptr_map *m, uint64_t addr, pool_chunk *c) {
     m->count++;
 }
 
+int ptr_map_insert(ptr_map *m, uint64_t addr, pool_chunk *c) {
+    if (((m->count + 1) * 2 > (m->slots ? m->mask + 1 : 0)) && ptr_map_reserve_one(m) != 0) return -1;
+    ptr_map_put(m, addr, c);
+    return 0;
+}
+
 static size_t find_slot(const ptr_map *m, uint64_t addr) {
     if (m->slots == NULL) return SIZE_MAX;
     for (size_t i = slot_of(m, addr);; i = (i + 1) & m->mask) {

@@ -36,8 +36,15 @@ _Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of
 
 static atomic_uint tc_threads;           /* threads that asked for a cache so far */
 static _Thread_local unsigned tc_seq;    /* 1 + this thread's order; 0 before its first call */
+static atomic_ullong tc_pools;           /* pools created so far: their uids */
+/* The last pool this thread used and its cache there: a pool's caches live as long as the pool,
+ * and its uid tells a new pool created at a freed one's address from the old one. */
+static _Thread_local const vram__pool *tc_last_pool;
+static _Thread_local uint64_t tc_last_uid;
+static _Thread_local pool_tcache *tc_last;
 
 int tc_init(vram__pool *p) {
+    p->uid = atomic_fetch_add(&tc_pools, 1) + 1;
     atomic_init(&p->tc_first, -1);
     atomic_init(&p->tc_multi, 0);
     p->tc = aligned_alloc(64, sizeof(pool_tcache) * TC_SLOTS);
@@ -61,6 +68,7 @@ void tc_destroy(vram__pool *p) {
 }
 
 pool_tcache *tc_mine(vram__pool *p) {
+    if (tc_last_pool == p && tc_last_uid == p->uid) return tc_last;   /* this thread was here before */
     if (tc_seq == 0) tc_seq = atomic_fetch_add_explicit(&tc_threads, 1, memory_order_relaxed) + 1;
     int k = (int)((tc_seq - 1) % TC_SLOTS);
     int first = atomic_load_explicit(&p->tc_first, memory_order_relaxed);
@@ -71,7 +79,10 @@ pool_tcache *tc_mine(vram__pool *p) {
             atomic_store(&p->tc_multi, 1);
         }
     }
-    return &p->tc[k];
+    tc_last_pool = p;
+    tc_last_uid = p->uid;
+    tc_last = &p->tc[k];
+    return tc_last;
 }
 
 static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
@@ -90,8 +101,7 @@ int tc_take(vram__pool *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     }
     pool_shard *sh = pool_shard_of(p, c->addr);
     pool_spin_lock(&sh->lock);
-    int room = ptr_map_reserve_one(&sh->map) == 0;
-    if (room) ptr_map_put(&sh->map, c->addr, c);
+    int room = ptr_map_insert(&sh->map, c->addr, c) == 0;
     pool_spin_unlock(&sh->lock);
     if (!room) {                       /* no host memory for the table: let the pool say so */
         pool_spin_unlock(&tc->lock);
@@ -133,7 +143,7 @@ int tc_park(vram__pool *p, pool_tcache *tc, uint64_t addr) {
 }
 
 int tc_holds_any(vram__pool *p) {
-    if (p->tc_cap == 0) return 0;
+    if (p->tc_cap == 0 || !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
     for (int i = 0; i < TC_SLOTS; i++) {
         if (atomic_load_explicit(&p->tc[i].cached, memory_order_relaxed) != 0) return 1;
     }
