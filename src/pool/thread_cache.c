@@ -4,16 +4,17 @@
  * A block the program frees with vram_free is parked in the freeing thread's cache, by its exact
  * rounded size, instead of going back to the free bins; the next vram_malloc of that size on a
  * thread of the same cache takes it back without the pool lock, without a best-fit search, split,
- * merge or a look at the mappings. Training and inference loops ask for the same sizes over and
- * over, so most calls end here, and threads that allocate at once meet only on the shard of the
- * pointer table their block hashes to.
+ * merge or a look at the mappings; threads that hit their caches at once meet only on the shard of
+ * the pointer table their block hashes to. How often a thread asks again for a size it freed
+ * depends on the workload: on the traces 89% of requests (gpt2_generate) down to 16-32%
+ * (bert_varlen); the rest go to the pool under its lock.
  *
  * What keeps the pool honest:
  *   - parked blocks stay USED in the pool (in `current`, under the limit and in the mappings'
  *     counts), so the limit and `reserved` are exactly what they are without the caches;
  *   - before the pool would map or take new memory, or fail, it flushes every cache and searches
  *     again (vram__pool_alloc), so parked blocks never cost growth nor an out-of-memory error;
- *     vram_trim, idle release, vram_check's caller and the pool's destruction flush too;
+ *     vram_trim, idle release and the pool's destruction flush too;
  *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
  *     only keep the figures below, nothing is parked);
  *   - caches park nothing until a second thread allocates or frees on the pool (tc_multi): a
