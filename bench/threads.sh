@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # bench/threads.sh: threads on one logical device (issue 3, target 5). Each of N threads replays the
 # whole trace on logical device 0 (`vram replay --threads N --passes 3`, growth, no limit beyond the
-# card), with the thread caches at their default and with thread_cache_mb:0 (one pool lock for
-# everything, as before the caches); prints warm ops/s, the speed-up over one thread, and
-# reserved / live. Median of BENCH_REPEAT runs (default 3).
+# card), with the default (threads spread over arenas), with `arenas:1` (one arena, its thread
+# caches) and with `arenas:1,thread_cache_mb:0` (one lock for everything); prints warm ops/s, the
+# speed-up over one thread, and reserved / live. Median of BENCH_REPEAT runs (default 3).
 #
 #   bash bench/threads.sh [VRAM_BINARY]      (default build-bench/vram/vram, built by bench/run.sh)
 set -euo pipefail
@@ -15,7 +15,7 @@ read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
                     cmake --build build-bench/vram -j "$(nproc)" --target vram >/dev/null; VRAM=build-bench/vram/vram; }
 echo "# vram replay --threads N --passes 3 --policy growth, $(date -u +%F), $(nproc) CPUs, $("$VRAM" --version 2>&1 | head -1)"
 for t in "${TRACES[@]}"; do
-  for conf in default thread_cache_mb:0; do
+  for conf in default arenas:1 arenas:1,thread_cache_mb:0; do
     for n in 1 2 4 8; do
       for _ in $(seq "$REPEAT"); do
         if [ "$conf" = default ]; then env -u VRAM_ALLOC_CONF "$VRAM" replay "$t" --policy growth --passes 3 --threads "$n" --json
@@ -34,12 +34,12 @@ done | python3 -c '
 import json, sys
 rows = [json.loads(l) for l in sys.stdin]
 one = {(r["trace"], r["conf"]): r["warm_ops_per_sec"] for r in rows if r["threads"] == 1}
-print("| trace | thread caches | 1 thread | 2 | 4 | 8 | 8 threads / 1 | reserved/live at 8 |")
+print("| trace | alloc conf | 1 thread | 2 | 4 | 8 | 8 threads / 1 | reserved/live at 8 |")
 print("|---|---|---|---|---|---|---|---|")
 for key in dict.fromkeys((r["trace"], r["conf"]) for r in rows):
     rs = {r["threads"]: r for r in rows if (r["trace"], r["conf"]) == key}
     cells = ["%.2f M" % (rs[n]["warm_ops_per_sec"] / 1e6) if n in rs else "-" for n in (1, 2, 4, 8)]
     ratio = rs[8]["warm_ops_per_sec"] / one[key] if 8 in rs and one.get(key) else float("nan")
-    print("| %s | %s | %s | %.2fx | %.3f |" % (key[0], "on (default)" if key[1] == "default" else "off", " | ".join(cells),
+    print("| %s | %s | %s | %.2fx | %.3f |" % (key[0], "(default)" if key[1] == "default" else key[1], " | ".join(cells),
           ratio, rs[8]["reserved_to_live"] if 8 in rs else float("nan")))
 '

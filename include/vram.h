@@ -180,8 +180,11 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *                           reserved memory (leaner, but more driver calls in steady state); default false
  *   thread_cache_mb:N       bytes of freed blocks one per-thread cache may keep for its thread's next
  *                           request of the same size (default: the limit / 256, at most 64 MiB;
- *                           0: none). Caches keep nothing until a second thread uses the logical
- *                           device; kept blocks are handed back before the pool grows or fails
+ *                           0: none). Caches keep nothing until a second thread uses an arena;
+ *                           kept blocks are handed back before the pool grows or fails
+ *   arenas:N                growth with virtual memory management: once a second thread calls
+ *                           vram_malloc, threads spread over up to N arenas (own lock, own address
+ *                           range, the limit shared), 1..8 (default 8; 1: every thread in one)
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 
@@ -201,8 +204,9 @@ VRAM_API void  vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *str
 typedef struct vram_memory_info {
     size_t   current;            /* bytes held by live allocations (TensorFlow's 'current') */
     size_t   peak;               /* high-water mark of current since start or the last reset ('peak');
-                                    with several threads it counts blocks kept in thread caches
-                                    (thread_cache_mb), so it may exceed the exact peak by that much */
+                                    exact with one thread; with several, the sum of the arenas'
+                                    peaks, counting blocks kept in thread caches: never below the
+                                    exact peak, possibly above it (arenas, thread_cache_mb) */
     size_t   reserved;           /* bytes the runtime holds from the driver for this logical device */
     size_t   peak_reserved;
     size_t   limit;              /* the hard cap in force */

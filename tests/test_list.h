@@ -158,14 +158,21 @@
     X(threads, threads_mixed_with_observer_and_check) \
     X(threads, threads_tight_limit_with_ooms) \
     X(threads, threads_init_use_shutdown_race) \
-    /* test_tcache.c */ \
-    X(tcache, tcache_parks_per_thread_and_keeps_the_figures_exact) \
-    X(tcache, tcache_single_thread_parks_nothing) \
-    X(tcache, tcache_parked_memory_serves_a_request_at_the_limit) \
-    X(tcache, tcache_parked_blocks_of_another_thread_serve_it_too) \
-    X(tcache, tcache_trim_and_shutdown_give_parked_memory_back) \
-    X(tcache, tcache_off_keeps_every_block_in_the_pool) \
-    X(tcache, tcache_option_is_checked) \
+    /* test_perthread.c */ \
+    X(perthread, tcache_parks_per_thread_and_keeps_the_figures_exact) \
+    X(perthread, tcache_single_thread_parks_nothing) \
+    X(perthread, tcache_parked_memory_serves_a_request_at_the_limit) \
+    X(perthread, tcache_parked_blocks_of_another_thread_serve_it_too) \
+    X(perthread, tcache_trim_and_shutdown_give_parked_memory_back) \
+    X(perthread, tcache_off_keeps_every_block_in_the_pool) \
+    X(perthread, tcache_option_is_checked) \
+    X(perthread, arenas_one_thread_keeps_one) \
+    X(perthread, arenas_second_thread_gets_its_own_and_figures_add_up) \
+    X(perthread, arenas_share_the_limit) \
+    X(perthread, arenas_stream_ordered_requests_stay_in_the_first) \
+    X(perthread, arenas_off_and_preallocated_pools_keep_one) \
+    X(perthread, arenas_trim_and_shutdown_cover_every_arena) \
+    X(perthread, arenas_option_is_checked) \
     /* test_stress.c */ \
     X(stress, stress_prealloc_checked_every_step) \
     X(stress, stress_growth_checked_every_step) \

@@ -109,7 +109,7 @@ static const char usage_tail[] =
     "  VRAM_MEMORY_FRACTION=F           cap every card at F x its memory (the smaller cap wins)\n"
     "  VRAM_ALLOC_CONF=OPTS             allocator options (overrides the program's): vmm:true|false,\n"
     "                                   idle_release_ms:N, extent_mb:N, map_ahead_mb:N,\n"
-    "                                   hold_peak:true|false, thread_cache_mb:N\n"
+    "                                   hold_peak:true|false, thread_cache_mb:N, arenas:N\n"
     "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
     "\n"
     "Environment of a program under `vram run` (read by libvram_preload.so):\n"

@@ -1,6 +1,7 @@
 /*
- * pool.c: a best-fit, coalescing allocator for one logical device (the design of TensorFlow's BFC
- * allocator, with its bookkeeping wholly on the host).
+ * pool.c: one arena: a best-fit, coalescing allocator (the design of TensorFlow's BFC allocator,
+ * with its bookkeeping wholly on the host). A logical device's pool is one arena, or several once
+ * threads allocate at once (arenas.c).
  *
  * Algorithm
  *   - Requests are rounded up to 256 bytes (VRAM_POOL_UNIT). A free chunk of at least that size is
@@ -46,7 +47,7 @@
 
 /* ---- chunk records --------------------------------------------------------------------------- */
 
-static pool_chunk *chunk_new_locked(vram__pool *p) {
+static pool_chunk *chunk_new_locked(pool_arena *p) {
     pool_chunk *c = p->spare;
     if (c != NULL) {
         p->spare = c->next;
@@ -58,12 +59,12 @@ static pool_chunk *chunk_new_locked(vram__pool *p) {
     return c;
 }
 
-static void chunk_recycle_locked(vram__pool *p, pool_chunk *c) {
+static void chunk_recycle_locked(pool_arena *p, pool_chunk *c) {
     c->next = p->spare;
     p->spare = c;
 }
 
-static void free_spares(vram__pool *p) {
+static void free_spares(pool_arena *p) {
     while (p->spare != NULL) {
         pool_chunk *c = p->spare;
         p->spare = c->next;
@@ -73,7 +74,7 @@ static void free_spares(vram__pool *p) {
 
 /* ---- stats ----------------------------------------------------------------------------------- */
 
-static void note_reserved_locked(vram__pool *p, size_t delta, int grow) {
+static void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
     if (grow) {
         p->reserved += delta;
         if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
@@ -83,7 +84,7 @@ static void note_reserved_locked(vram__pool *p, size_t delta, int grow) {
     }
 }
 
-static void note_used_locked(vram__pool *p, size_t size, int alloc) {
+static void note_used_locked(pool_arena *p, size_t size, int alloc) {
     if (alloc) {
         p->current += size;
         p->used_count++;
@@ -99,7 +100,7 @@ static void note_used_locked(vram__pool *p, size_t size, int alloc) {
 /* ---- the pointer table (shards with their own locks; see pool_internal.h) ------------------- */
 
 /* 0, or -1 without host memory for a larger table. */
-static int live_put(vram__pool *p, pool_chunk *c) {
+static int live_put(pool_arena *p, pool_chunk *c) {
     pool_shard *sh = pool_shard_of(p, c->addr);
     pool_spin_lock(&sh->lock);
     int r = ptr_map_insert(&sh->map, c->addr, c);
@@ -107,13 +108,15 @@ static int live_put(vram__pool *p, pool_chunk *c) {
     return r;
 }
 
-static pool_chunk *live_take(vram__pool *p, uint64_t addr) {
+static pool_chunk *live_take(pool_arena *p, uint64_t addr) {
     pool_shard *sh = pool_shard_of(p, addr);
     pool_spin_lock(&sh->lock);
     pool_chunk *c = ptr_map_take(&sh->map, addr);
     pool_spin_unlock(&sh->lock);
     return c;
 }
+
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
 
 /* ---- card budget ----------------------------------------------------------------------------- */
 
@@ -130,14 +133,31 @@ static void budget_give(vram__card_budget *b, size_t bytes) {
     if (b != NULL) atomic_fetch_sub(&b->reserved, bytes);
 }
 
+/* The budgets an arena draws on: its logical device's, shared with its sibling arenas (the
+ * limit), and its card's. GROW_OK, or which one refused (and nothing is taken). */
+static grow_result arena_budget_take(pool_arena *p, size_t bytes) {
+    if (bytes == 0) return GROW_OK;
+    if (!budget_take(p->shared, bytes)) return GROW_LIMIT;
+    if (!budget_take(p->cfg.budget, bytes)) {
+        budget_give(p->shared, bytes);
+        return GROW_CARD_LIMIT;
+    }
+    return GROW_OK;
+}
+
+static void arena_budget_give(pool_arena *p, size_t bytes) {
+    budget_give(p->shared, bytes);
+    budget_give(p->cfg.budget, bytes);
+}
+
 /* ---- regions --------------------------------------------------------------------------------- */
 
-static void region_link_locked(vram__pool *p, pool_region *r) {
+static void region_link_locked(pool_arena *p, pool_region *r) {
     r->next = p->regions;
     p->regions = r;
 }
 
-static pool_chunk *region_append_free_locked(vram__pool *p, pool_region *r, uint64_t addr, size_t size) {
+static pool_chunk *region_append_free_locked(pool_arena *p, pool_region *r, uint64_t addr, size_t size) {
     pool_chunk *c = chunk_new_locked(p);
     if (c == NULL) return NULL;
     c->addr = addr;
@@ -152,7 +172,7 @@ static pool_chunk *region_append_free_locked(vram__pool *p, pool_region *r, uint
 }
 
 /* Takes a plain region of `bytes` from the driver (cuMemAlloc). The caller took the budget. */
-static vram_status region_add_plain_locked(vram__pool *p, size_t bytes) {
+static vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
     const vram__backend *be = p->cfg.backend;
     pool_region *r = calloc(1, sizeof *r);
     uint64_t base = 0;
@@ -178,7 +198,7 @@ static vram_status region_add_plain_locked(vram__pool *p, size_t bytes) {
 }
 
 /* Reserves the address range growth places blocks in; one free chunk tiles it. */
-static vram_status region_add_vmm_locked(vram__pool *p, size_t va_size) {
+static vram_status region_add_vmm_locked(pool_arena *p, size_t va_size) {
     pool_region *r = calloc(1, sizeof *r);
     if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
     vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, va_size,
@@ -202,23 +222,23 @@ static vram_status region_add_vmm_locked(vram__pool *p, size_t va_size) {
 }
 
 /* Books a change of a VMM region's mapped bytes (driver calls counted from its counters). */
-static void vmm_note_locked(vram__pool *p, const pool_vmm *v, size_t mapped_before, uint64_t creates,
+static void vmm_note_locked(pool_arena *p, const pool_vmm *v, size_t mapped_before, uint64_t creates,
                             uint64_t releases) {
     if (v->mapped > mapped_before) note_reserved_locked(p, v->mapped - mapped_before, 1);
     if (v->mapped < mapped_before) {
         note_reserved_locked(p, mapped_before - v->mapped, 0);
-        budget_give(p->cfg.budget, mapped_before - v->mapped);
+        arena_budget_give(p, mapped_before - v->mapped);
     }
     p->num_driver_allocs += v->creates - creates;
     p->num_driver_frees += v->releases - releases;
 }
 
-static size_t vmm_idle_locked(const vram__pool *p) {
+static size_t vmm_idle_locked(const pool_arena *p) {
     return p->vmm ? p->vmm->vmm.idle : 0;
 }
 
 /* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much. */
-static size_t vmm_unmap_idle_locked(vram__pool *p, size_t want) {
+static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
     if (p->vmm == NULL) return 0;
     pool_vmm *v = &p->vmm->vmm;
     size_t before = v->mapped;
@@ -228,7 +248,6 @@ static size_t vmm_unmap_idle_locked(vram__pool *p, size_t want) {
     return released;
 }
 
-typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
 
 /* Makes sure the physical memory under the (taken) chunk c is mapped and marks it in use: maps
  * what is missing within the limit and the card budget, giving back idle extents first when the
@@ -236,15 +255,15 @@ typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GR
 /* How much to map beyond a block that needs `need` new bytes: reserved / 16, at most map_ahead,
  * within the limit and the card's budget (taken here; the caller gives back what was not mapped).
  * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. */
-static size_t pool_map_ahead_locked(vram__pool *p, size_t need) {
+static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
     size_t ahead = p->reserved / POOL_MAP_AHEAD_DIV, room = p->cfg.limit - p->reserved - need;
     if (ahead > p->cfg.map_ahead) ahead = p->cfg.map_ahead;
     if (ahead > room) ahead = room;
     ahead &= ~(p->cfg.caps.granularity - 1);
-    return ahead > 0 && budget_take(p->cfg.budget, ahead) ? ahead : 0;
+    return ahead > 0 && arena_budget_take(p, ahead) == GROW_OK ? ahead : 0;
 }
 
-static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
+static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
     if (need == 0) {                             /* the common case: memory already mapped */
@@ -265,32 +284,33 @@ static grow_result vmm_back_locked(vram__pool *p, const pool_chunk *c) {
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
     if (need > p->cfg.limit - p->reserved) return GROW_LIMIT;
-    if (need > 0 && !budget_take(p->cfg.budget, need)) {
+    if (arena_budget_take(p, need) != GROW_OK) {
         vmm_unmap_idle_locked(p, need);
         need = pool_vmm_unmapped(v, c->addr, c->size);
-        if (!budget_take(p->cfg.budget, need)) return GROW_CARD_LIMIT;
+        grow_result refused = arena_budget_take(p, need);
+        if (refused != GROW_OK) return refused;
     }
     size_t ahead = need > 0 ? pool_map_ahead_locked(p, need) : 0;
     size_t before = v->mapped;
     uint64_t creates = v->creates, releases = v->releases;
     vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead);
-    budget_give(p->cfg.budget, need + ahead - (v->mapped - before));   /* unused ahead, or a failure */
+    arena_budget_give(p, need + ahead - (v->mapped - before));   /* unused ahead, or a failure */
     vmm_note_locked(p, v, before, creates, releases);
     return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
 }
 
-static void region_release(vram__pool *p, pool_region *r) {
+static void region_release(pool_arena *p, pool_region *r) {
     const vram__backend *be = p->cfg.backend;
     if (r->kind == REGION_PLAIN) {
         be->mem_free(p->cfg.dev, r->base);
         p->num_driver_frees++;
-        budget_give(p->cfg.budget, r->held);
+        arena_budget_give(p, r->held);
         note_reserved_locked(p, r->held, 0);
     } else {
         size_t mapped = r->vmm.mapped;
         p->num_driver_frees += r->vmm.mapped ? (uint64_t)(r->vmm.creates - r->vmm.releases) : 0;
         pool_vmm_destroy(&r->vmm);
-        budget_give(p->cfg.budget, mapped);
+        arena_budget_give(p, mapped);
         note_reserved_locked(p, mapped, 0);
         p->vmm = NULL;
     }
@@ -304,14 +324,14 @@ static void region_release(vram__pool *p, pool_region *r) {
 
 /* ---- pending (stream-ordered) frees ---------------------------------------------------------- */
 
-static void event_release(vram__pool *p, pool_event *e) {
+static void event_release(pool_arena *p, pool_event *e) {
     if (e != NULL && --e->refs == 0) {
         p->cfg.backend->event_destroy(p->cfg.dev, e->event);
         free(e);
     }
 }
 
-static void pending_unlink_locked(vram__pool *p, pool_chunk *c) {
+static void pending_unlink_locked(pool_arena *p, pool_chunk *c) {
     if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
     if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
     c->pend_prev = c->pend_next = NULL;
@@ -319,7 +339,7 @@ static void pending_unlink_locked(vram__pool *p, pool_chunk *c) {
     if (c->event == NULL) p->unrecorded--;
 }
 
-static void pending_link_locked(vram__pool *p, pool_chunk *c) {
+static void pending_link_locked(pool_arena *p, pool_chunk *c) {
     c->pend_prev = NULL;
     c->pend_next = p->pending;
     if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;
@@ -328,10 +348,10 @@ static void pending_link_locked(vram__pool *p, pool_chunk *c) {
     if (c->event == NULL) p->unrecorded++;
 }
 
-static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy);
+static void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy);
 
 /* Moves a PENDING chunk whose event completed into the free bins. */
-static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
+static void pending_settle_locked(pool_arena *p, pool_chunk *c) {
     pending_unlink_locked(p, c);
     event_release(p, c->event);
     c->event = NULL;
@@ -351,7 +371,7 @@ static void pending_settle_locked(vram__pool *p, pool_chunk *c) {
  * all of them at once (it comes after every use of their blocks on the stream, so it is as good
  * as one recorded at each free), so that other streams and plain allocations can have them once it
  * completes. A stream whose event cannot be recorded keeps its frees unrecorded until the next try. */
-static void pending_record_locked(vram__pool *p) {
+static void pending_record_locked(pool_arena *p) {
     const vram__backend *be = p->cfg.backend;
     void *stream[PENDING_STREAMS_TRACKED];
     pool_event *event[PENDING_STREAMS_TRACKED];
@@ -379,7 +399,7 @@ static void pending_record_locked(vram__pool *p) {
 }
 
 
-static void pending_reap_locked(vram__pool *p, int wait) {
+static void pending_reap_locked(pool_arena *p, int wait) {
     const vram__backend *be = p->cfg.backend;
     if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) pending_record_locked(p);
     void *blocked[PENDING_STREAMS_TRACKED];
@@ -399,7 +419,7 @@ static void pending_reap_locked(vram__pool *p, int wait) {
 }
 
 /* Best fit among PENDING chunks freed on `stream` (which that stream may reuse at once). */
-static pool_chunk *pending_best_fit_locked(vram__pool *p, void *stream, size_t size) {
+static pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
     pool_chunk *best = NULL;
     for (pool_chunk *c = p->pending; c != NULL; c = c->pend_next) {
         if (c->stream == stream && c->size >= size && (best == NULL || c->size < best->size)) best = c;
@@ -409,7 +429,7 @@ static pool_chunk *pending_best_fit_locked(vram__pool *p, void *stream, size_t s
 
 /* ---- chunk split and merge ------------------------------------------------------------------- */
 
-static void chunk_unlink_locked(vram__pool *p, pool_chunk *c) {
+static void chunk_unlink_locked(pool_arena *p, pool_chunk *c) {
     pool_region *r = c->region;
     if (c->prev) c->prev->next = c->next; else r->first = c->next;
     if (c->next) c->next->prev = c->prev; else r->last = c->prev;
@@ -418,7 +438,7 @@ static void chunk_unlink_locked(vram__pool *p, pool_chunk *c) {
 
 /* Puts c into the free bins, merged with free neighbours. `was_busy`: c was USED or PENDING, so
  * its bytes stop counting as in use in the VMM region. */
-static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy) {
+static void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     if (was_busy && c->region->kind == REGION_VMM) pool_vmm_release(&c->region->vmm, c->addr, c->size);
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
@@ -436,14 +456,14 @@ static void chunk_make_free_locked(vram__pool *p, pool_chunk *c, int was_busy) {
     free_bins_insert(&p->bins, c);
 }
 
-void pool_release_used_locked(vram__pool *p, pool_chunk *c) {
+void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
     note_used_locked(p, c->size, 0);
     chunk_make_free_locked(p, c, 1);
 }
 
 /* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
  * Returns 0, or -1 when no record for the rest could be had (c is then used whole). */
-static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
+static int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
     if (c->size - size < VRAM_POOL_UNIT) return 0;
     pool_chunk *rest = chunk_new_locked(p);
     if (rest == NULL) return -1;
@@ -472,7 +492,7 @@ static int chunk_split_locked(vram__pool *p, pool_chunk *c, size_t size) {
 
 /* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
  * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */
-static grow_result pool_grow_plain_locked(vram__pool *p, size_t size) {
+static grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
     size_t headroom = p->cfg.limit - p->reserved, need;
     if (!p->cfg.growth) {
         if (p->regions != NULL || p->cfg.limit < VRAM_POOL_UNIT) return GROW_OFF;
@@ -483,9 +503,10 @@ static grow_result pool_grow_plain_locked(vram__pool *p, size_t size) {
         if (need > headroom) need = headroom & ~(VRAM_POOL_UNIT - 1);
         if (need < size) return GROW_LIMIT;
     }
-    if (!budget_take(p->cfg.budget, need)) return GROW_CARD_LIMIT;
+    grow_result refused = arena_budget_take(p, need);
+    if (refused != GROW_OK) return refused;
     if (region_add_plain_locked(p, need) == VRAM_OK) return GROW_OK;
-    budget_give(p->cfg.budget, need);
+    arena_budget_give(p, need);
     return GROW_DRIVER;
 }
 
@@ -505,7 +526,7 @@ static int largest_mapped_visit(pool_chunk *c, void *ctx, size_t *floor) {
     return 0;
 }
 
-static size_t pool_largest_free_locked(const vram__pool *p) {
+static size_t pool_largest_free_locked(const pool_arena *p) {
     if (p->vmm == NULL) {
         pool_chunk *largest = free_bins_largest(&p->bins);
         return largest ? largest->size : 0;
@@ -515,16 +536,19 @@ static size_t pool_largest_free_locked(const vram__pool *p) {
     return best;
 }
 
-static vram_status pool_oom_locked(vram__pool *p, size_t size, size_t rounded, grow_result why) {
+/* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
+ * logical device (summed by arenas.c). */
+static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t rounded, grow_result why,
+                                   const arena_figures *all) {
     char driver_msg[1024];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
-    p->num_ooms++;
-    size_t largest_free = pool_largest_free_locked(p);
-    size_t growable = p->cfg.growth ? p->cfg.limit - p->reserved : 0;
-    size_t free_bytes = p->reserved - p->current;
+    size_t current = all ? all->current : p->current, reserved = all ? all->reserved : p->reserved;
+    size_t largest_free = all ? all->largest_free : pool_largest_free_locked(p);
+    size_t growable = p->cfg.growth && reserved < p->cfg.limit ? p->cfg.limit - reserved : 0;
+    size_t free_bytes = reserved - current;
     char cause[1536];
     if (why == GROW_DRIVER) {
-        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : p->reserved;
+        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
         char others[160] = "";
         if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
             size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
@@ -536,7 +560,7 @@ static vram_status pool_oom_locked(vram__pool *p, size_t size, size_t rounded, g
     } else if (why == GROW_CARD_LIMIT) {
         snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
                  p->cfg.budget->cap_source);
-    } else if (rounded > p->cfg.limit - (p->current < p->cfg.limit ? p->current : p->cfg.limit)) {
+    } else if (rounded > p->cfg.limit - (current < p->cfg.limit ? current : p->cfg.limit)) {
         snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s)",
                  p->cfg.limit, p->cfg.limit_source);
     } else {
@@ -546,8 +570,21 @@ static vram_status pool_oom_locked(vram__pool *p, size_t size, size_t rounded, g
     return vram__fail(VRAM_ERR_OUT_OF_MEMORY,
                       "out of memory on %s: cannot allocate %zu bytes: %s. requested %zu bytes (rounded %zu), "
                       "in use %zu, reserved %zu, limit %zu, largest free block %zu, free in pool %zu",
-                      p->cfg.name, size, cause, size, rounded, p->current, p->reserved, p->cfg.limit,
+                      p->cfg.name, size, cause, size, rounded, current, reserved, p->cfg.limit,
                       largest_free, free_bytes);
+}
+
+static vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
+    p->num_ooms++;
+    return pool_oom_report(p, size, rounded, why, NULL);
+}
+
+vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all) {
+    pthread_mutex_lock(&p->lock);
+    p->num_ooms++;
+    vram_status s = pool_oom_report(p, size, rounded, (grow_result)why, all);
+    pthread_mutex_unlock(&p->lock);
+    return s;
 }
 
 /* ---- public pool calls ----------------------------------------------------------------------- */
@@ -559,11 +596,12 @@ static size_t growth_va_size(const vram__pool_config *cfg) {
     return limit <= SIZE_MAX / 4 ? 2 * limit : limit;
 }
 
-vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
-    vram__pool *p = aligned_alloc(_Alignof(vram__pool), sizeof *p);   /* cache-line aligned parts */
+vram_status arena_create(const vram__pool_config *cfg, vram__card_budget *shared, pool_arena **out) {
+    pool_arena *p = aligned_alloc(_Alignof(pool_arena), sizeof *p);   /* cache-line aligned parts */
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     memset(p, 0, sizeof *p);
     p->cfg = *cfg;
+    p->shared = shared;
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
     if (p->cfg.max_extent == 0) {
         size_t e = p->cfg.limit / 64;
@@ -588,24 +626,24 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram_status s = tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
     if (s != VRAM_OK) {
     } else if (!cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
-        if (!budget_take(cfg->budget, cfg->limit)) {
+        if (arena_budget_take(p, cfg->limit) != GROW_OK) {
             s = vram__fail(VRAM_ERR_CONFLICT, "%s: taking its %zu bytes at start would exceed the "
                            "physical device's limit (%s)", cfg->name, cfg->limit, cfg->budget->cap_source);
         } else if ((s = region_add_plain_locked(p, cfg->limit)) != VRAM_OK) {
-            budget_give(cfg->budget, cfg->limit);
+            arena_budget_give(p, cfg->limit);
         }
     } else if (cfg->growth && cfg->caps.vmm_supported) {
         s = region_add_vmm_locked(p, growth_va_size(&p->cfg));
     }
     if (s != VRAM_OK) {
-        vram__pool_destroy(p);
+        arena_destroy(p);
         return s;
     }
     *out = p;
     return VRAM_OK;
 }
 
-vram_status vram__pool_destroy(vram__pool *p) {
+vram_status arena_destroy(pool_arena *p) {
     if (p == NULL) return VRAM_OK;
     pthread_mutex_lock(&p->lock);
     tc_flush_all_locked(p);
@@ -635,7 +673,7 @@ vram_status vram__pool_destroy(vram__pool *p) {
 }
 
 /* Finds a chunk for `rounded` bytes: the free bins, or a chunk freed on the caller's stream. */
-static pool_chunk *pool_find_locked(vram__pool *p, size_t rounded, int async, void *stream) {
+static pool_chunk *pool_find_locked(pool_arena *p, size_t rounded, int async, void *stream) {
     if (p->pending != NULL) pending_reap_locked(p, 0);
     pool_chunk *c = free_bins_best_fit(&p->bins, rounded);
     if (async && p->pending != NULL) {
@@ -667,7 +705,7 @@ static int mapped_fit_visit(pool_chunk *c, void *ctx, size_t *floor) {
     return 1;
 }
 
-static pool_chunk *pool_find_mapped_locked(vram__pool *p, size_t size) {
+static pool_chunk *pool_find_mapped_locked(pool_arena *p, size_t size) {
     mapped_fit best = {size, NULL, 0};
     free_bins_ascending(&p->bins, size, mapped_fit_visit, &best);
     pool_chunk *c = best.chunk;
@@ -680,7 +718,7 @@ static pool_chunk *pool_find_mapped_locked(vram__pool *p, size_t size) {
 
 /* Hands out `rounded` bytes of chunk c. A free chunk of the VMM region gets its memory mapped
  * first; when that fails (*why says how) the chunk goes back and nothing changed. */
-static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded, void **ptr, grow_result *why) {
+static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded, void **ptr, grow_result *why) {
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
     } else {
@@ -711,15 +749,15 @@ static vram_status pool_take_locked(vram__pool *p, pool_chunk *c, size_t rounded
 
 /* Whether serving `rounded` bytes from chunk c (NULL: none was found) takes memory from the driver
  * or fails: then parked blocks are worth flushing first. */
-static int pool_would_grow_locked(const vram__pool *p, const pool_chunk *c, size_t rounded) {
+static int pool_would_grow_locked(const pool_arena *p, const pool_chunk *c, size_t rounded) {
     (void)p;
     if (c == NULL) return 1;
     return c->state == CHUNK_FREE && c->region->kind == REGION_VMM &&
            pool_vmm_unmapped(&c->region->vmm, c->addr, rounded) > 0;
 }
 
-static vram_status pool_alloc_locked(vram__pool *p, size_t size, size_t rounded, int async, void *stream,
-                                     void **ptr) {
+static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream,
+                                     void **ptr, int *quiet_why) {
     for (;;) {
         pool_chunk *c = pool_find_locked(p, rounded, async, stream);
         if (c == NULL && p->pending != NULL) {
@@ -751,14 +789,19 @@ static vram_status pool_alloc_locked(vram__pool *p, size_t size, size_t rounded,
             pending_reap_locked(p, 1);
             if (p->pending_count < pending) continue;
         }
-        if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
+        if (s == VRAM_ERR_OUT_OF_MEMORY && quiet_why != NULL) *quiet_why = (int)why;
+        else if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
         if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
         return s;
     }
 }
 
-vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
+vram_status arena_alloc(pool_arena *p, size_t size, int async, void *stream, void **ptr, int *quiet_why) {
     if (size > p->cfg.limit || size > SIZE_MAX - VRAM_POOL_UNIT) {
+        if (quiet_why != NULL) {
+            *quiet_why = (int)GROW_LIMIT;
+            return VRAM_ERR_OUT_OF_MEMORY;
+        }
         pthread_mutex_lock(&p->lock);
         vram_status s = pool_oom_locked(p, size, size, GROW_LIMIT);
         pthread_mutex_unlock(&p->lock);
@@ -772,20 +815,20 @@ vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream
         return VRAM_OK;
     }
     pthread_mutex_lock(&p->lock);
-    vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr);
+    vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet_why);
     pthread_mutex_unlock(&p->lock);
     return s;
 }
 
 /* Whether addr lies in memory of one of the pool's regions. */
-static int pool_owns_locked(const vram__pool *p, uint64_t addr) {
+static int pool_owns_locked(const pool_arena *p, uint64_t addr) {
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         if (addr >= r->base && addr - r->base < r->size) return 1;
     }
     return 0;
 }
 
-vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, int *owned) {
+vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
     if (!async && tc_park(p, tc_mine(p), addr)) return VRAM_OK;    /* the fast path: parked */
@@ -824,7 +867,7 @@ vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, i
     return VRAM_OK;
 }
 
-void vram__pool_info(vram__pool *p, vram_memory_info *info) {
+void arena_info(pool_arena *p, vram_memory_info *info) {
     pthread_mutex_lock(&p->lock);
     tc_stats st;
     tc_stats_locked(p, &st);
@@ -844,14 +887,14 @@ void vram__pool_info(vram__pool *p, vram_memory_info *info) {
     pthread_mutex_unlock(&p->lock);
 }
 
-void vram__pool_reset_peak(vram__pool *p) {
+void arena_reset_peak(pool_arena *p) {
     pthread_mutex_lock(&p->lock);
     p->peak = p->current;
     p->peak_reserved = p->reserved;
     pthread_mutex_unlock(&p->lock);
 }
 
-size_t vram__pool_live_bytes(vram__pool *p) {
+size_t arena_live_bytes(pool_arena *p) {
     pthread_mutex_lock(&p->lock);
     tc_stats st;
     tc_stats_locked(p, &st);
@@ -864,7 +907,7 @@ size_t vram__pool_live_bytes(vram__pool *p) {
 
 /* Releases plain regions with no block in them (their one chunk is free), while more than `keep`
  * bytes are reserved beyond live blocks. */
-static void trim_plain_regions_locked(vram__pool *p, size_t keep) {
+static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
     for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
@@ -877,7 +920,7 @@ static void trim_plain_regions_locked(vram__pool *p, size_t keep) {
     }
 }
 
-static void pool_trim_locked(vram__pool *p, size_t keep) {
+static void pool_trim_locked(pool_arena *p, size_t keep) {
     tc_flush_all_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
@@ -887,14 +930,28 @@ static void pool_trim_locked(vram__pool *p, size_t keep) {
     trim_plain_regions_locked(p, keep);
 }
 
-void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
+size_t arena_live_count(pool_arena *p, size_t *bytes) {
+    pthread_mutex_lock(&p->lock);
+    tc_flush_all_locked(p);
+    size_t n = p->used_count;
+    *bytes = p->current;
+    pthread_mutex_unlock(&p->lock);
+    return n;
+}
+
+int arena_range_holds(const pool_arena *p, uint64_t addr) {
+    const pool_region *r = p->vmm;
+    return r != NULL && addr >= r->base && addr - r->base < r->size;
+}
+
+void arena_trim(pool_arena *p, size_t keep_bytes) {
     pthread_mutex_lock(&p->lock);
     pool_trim_locked(p, keep_bytes);
     p->idle_low = p->reserved - p->current;
     pthread_mutex_unlock(&p->lock);
 }
 
-void vram__pool_idle_tick(vram__pool *p) {
+void arena_idle_tick(pool_arena *p) {
     pthread_mutex_lock(&p->lock);
     tc_flush_all_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);

@@ -1,5 +1,6 @@
 /*
- * pool.h: one best-fit, coalescing allocator per logical device; all bookkeeping on the host.
+ * pool.h: the allocator of one logical device (arenas.c over one or several arenas, each a
+ * best-fit, coalescing allocator: pool.c); all bookkeeping on the host.
  *
  * The pool takes device memory from the backend either all at creation (a fixed region of the
  * whole limit, as TensorFlow's BFC without growth) or on demand (growth): then an address range
@@ -40,12 +41,16 @@ typedef struct vram__pool_config {
                                             0: limit / 64, between one granule and 256 MiB */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
     size_t               map_ahead;      /* growth: most bytes mapped beyond a block when growing */
+    int                  arenas;         /* growth by mapping: most arenas threads spread over
+                                            (1..VRAM_POOL_MAX_ARENAS; 0: the most) */
     size_t               thread_cache;   /* bytes of freed blocks one thread cache may park (0: none;
                                             VRAM_POOL_TCACHE_AUTO: limit / 256, at most 64 MiB) */
     char                 name[64];       /* "/device:GPU:0", for messages */
 } vram__pool_config;
 
 #define VRAM_POOL_TCACHE_AUTO SIZE_MAX
+#define VRAM_POOL_MAX_ARENAS 8
+#define VRAM_POOL_MAX_ARENAS_TEXT "8"
 
 typedef struct vram__pool vram__pool;
 

@@ -13,7 +13,7 @@ typedef struct check_tally {
     size_t region_busy;   /* bytes of USED and PENDING chunks in the region being checked */
 } check_tally;
 
-static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const pool_chunk *c,
+static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const pool_chunk *c,
                                       check_tally *t) {
     if (c->region != r) return "a chunk points to another region";
     if (c->size == 0 || c->size % VRAM_POOL_UNIT != 0 || c->addr % VRAM_POOL_UNIT != 0) {
@@ -48,7 +48,7 @@ static const char *check_chunk_locked(vram__pool *p, const pool_region *r, const
     return "a chunk has an unknown state";
 }
 
-static const char *check_region_locked(vram__pool *p, const pool_region *r, check_tally *t) {
+static const char *check_region_locked(pool_arena *p, const pool_region *r, check_tally *t) {
     if (r->first != NULL && r->first->addr != r->base) return "the first chunk does not start the region";
     size_t sum = 0;
     t->region_busy = 0;
@@ -73,7 +73,7 @@ static const char *check_region_locked(vram__pool *p, const pool_region *r, chec
 }
 
 /* The thread caches: every parked chunk is USED, marked, of its bin's size, and the bytes agree. */
-static const char *check_caches_locked(const vram__pool *p, size_t *parked) {
+static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
     for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
         const pool_tcache *tc = &p->tc[i];
         size_t bytes = 0;
@@ -91,7 +91,7 @@ static const char *check_caches_locked(const vram__pool *p, size_t *parked) {
     return NULL;
 }
 
-vram_status vram__pool_check(vram__pool *p) {
+vram_status arena_check(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;

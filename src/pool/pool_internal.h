@@ -1,6 +1,7 @@
 /*
- * pool_internal.h: the pool's own structures, shared by pool.c (allocation, growth, giving back)
- * and pool_check.c (the consistency check). Nothing outside src/pool includes it.
+ * pool_internal.h: the pool's own structures, shared by pool.c (one arena: allocation, growth,
+ * giving back), arenas.c (the pool of a logical device over its arenas), thread_cache.c and
+ * pool_check.c (the consistency check). Nothing outside src/pool includes it.
  */
 #ifndef VRAM_POOL_INTERNAL_H
 #define VRAM_POOL_INTERNAL_H
@@ -63,7 +64,9 @@ typedef struct pool_event {
     int   refs;
 } pool_event;
 
-struct vram__pool {
+typedef struct pool_arena pool_arena;
+
+struct pool_arena {
     /* read by every call without the pool lock, written at creation (and tc_first / tc_multi once):
      * kept off the cache lines the lock and the counters below write */
     _Alignas(64) vram__pool_config cfg;
@@ -73,6 +76,7 @@ struct vram__pool {
     atomic_int        tc_first;      /* the first cache used, -1 before; */
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on */
     uint64_t          uid;           /* this pool among all created in the process (from 1) */
+    vram__card_budget *shared;       /* the logical device's budget (its limit), shared by its arenas */
     /* under the pool lock */
     _Alignas(64) pthread_mutex_t lock;
     pool_region      *regions;
@@ -95,30 +99,53 @@ struct vram__pool {
 };
 
 /* thread_cache.c */
-int         tc_init(vram__pool *p);                 /* 0, or -1 without host memory */
-void        tc_destroy(vram__pool *p);
-pool_tcache *tc_mine(vram__pool *p);                /* the calling thread's cache */
+unsigned    pool_thread_seq(void);                  /* 1 + the order of this thread's first call */
+int         tc_init(pool_arena *p);                 /* 0, or -1 without host memory */
+void        tc_destroy(pool_arena *p);
+pool_tcache *tc_mine(pool_arena *p);                /* the calling thread's cache */
 /* Serves `rounded` bytes from the thread's cache: 1 and *c set (already in the pointer table), or 0. */
 
-int         tc_take(vram__pool *p, pool_tcache *tc, size_t rounded, pool_chunk **c);
+int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **c);
 /* The program frees the block at addr: takes it out of the pointer table and parks it, 1; or 0
  * (nothing changed) when it is no block of this pool's table, or too large, or the cache is full:
  * the pool must take it then. */
-int         tc_park(vram__pool *p, pool_tcache *tc, uint64_t addr);
-int         tc_holds_any(vram__pool *p);
+int         tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
+int         tc_holds_any(pool_arena *p);
 /* Gives every parked block back to the pool (pool lock held). */
-void        tc_flush_all_locked(vram__pool *p);
+void        tc_flush_all_locked(pool_arena *p);
 typedef struct tc_stats {
     size_t   cached;          /* bytes parked */
     uint64_t hits, parks;
 } tc_stats;
-void        tc_stats_locked(vram__pool *p, tc_stats *out);      /* pool lock held */
+void        tc_stats_locked(pool_arena *p, tc_stats *out);      /* pool lock held */
+
+/* pool.c: one arena (arenas.c puts the public vram__pool_* calls over one or several of them) */
+typedef struct arena_figures {      /* every arena of a logical device together */
+    size_t current, reserved, largest_free;
+} arena_figures;
+
+vram_status arena_create(const vram__pool_config *cfg, vram__card_budget *shared, pool_arena **out);
+vram_status arena_destroy(pool_arena *p);
+/* With `quiet_why` non-NULL an out-of-memory failure is not reported (no message, not counted):
+ * *quiet_why says why, for arena_oom to report once every arena was tried. */
+vram_status arena_alloc(pool_arena *p, size_t size, int async, void *stream, void **ptr, int *quiet_why);
+vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *owned);
+vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all);
+void        arena_info(pool_arena *p, vram_memory_info *info);
+void        arena_reset_peak(pool_arena *p);
+size_t      arena_live_bytes(pool_arena *p);
+size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
+void        arena_trim(pool_arena *p, size_t keep_bytes);
+void        arena_idle_tick(pool_arena *p);
+vram_status arena_check(pool_arena *p);
+/* Whether addr lies in the arena's reserved range (VMM arenas; no lock: the range never moves). */
+int         arena_range_holds(const pool_arena *p, uint64_t addr);
 
 /* pool.c, for thread_cache.c and pool_check.c */
-void        pool_release_used_locked(vram__pool *p, pool_chunk *c);   /* a USED chunk back to the free bins */
+void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
 
 /* the pointer table's shards */
-static inline pool_shard *pool_shard_of(vram__pool *p, uint64_t addr) {
+static inline pool_shard *pool_shard_of(pool_arena *p, uint64_t addr) {
     return &p->live[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
 }
 

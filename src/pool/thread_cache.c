@@ -40,11 +40,11 @@ static _Thread_local unsigned tc_seq;    /* 1 + this thread's order; 0 before it
 static atomic_ullong tc_pools;           /* pools created so far: their uids */
 /* The last pool this thread used and its cache there: a pool's caches live as long as the pool,
  * and its uid tells a new pool created at a freed one's address from the old one. */
-static _Thread_local const vram__pool *tc_last_pool;
+static _Thread_local const pool_arena *tc_last_pool;
 static _Thread_local uint64_t tc_last_uid;
 static _Thread_local pool_tcache *tc_last;
 
-int tc_init(vram__pool *p) {
+int tc_init(pool_arena *p) {
     p->uid = atomic_fetch_add(&tc_pools, 1) + 1;
     atomic_init(&p->tc_first, -1);
     atomic_init(&p->tc_multi, 0);
@@ -63,15 +63,19 @@ int tc_init(vram__pool *p) {
     return 0;
 }
 
-void tc_destroy(vram__pool *p) {
+void tc_destroy(pool_arena *p) {
     free(p->tc);
     p->tc = NULL;
 }
 
-pool_tcache *tc_mine(vram__pool *p) {
-    if (tc_last_pool == p && tc_last_uid == p->uid) return tc_last;   /* this thread was here before */
+unsigned pool_thread_seq(void) {
     if (tc_seq == 0) tc_seq = atomic_fetch_add_explicit(&tc_threads, 1, memory_order_relaxed) + 1;
-    int k = (int)((tc_seq - 1) % TC_SLOTS);
+    return tc_seq;
+}
+
+pool_tcache *tc_mine(pool_arena *p) {
+    if (tc_last_pool == p && tc_last_uid == p->uid) return tc_last;   /* this thread was here before */
+    int k = (int)((pool_thread_seq() - 1) % TC_SLOTS);
     int first = atomic_load_explicit(&p->tc_first, memory_order_relaxed);
     if (first != k && !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) {
         int none = -1;
@@ -91,7 +95,7 @@ static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
     return &tc->bin[(h >> 20) & (TC_BINS - 1)];
 }
 
-int tc_take(vram__pool *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
+int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
     pool_spin_lock(&tc->lock);
     tc_bin *b = bin_of(tc, rounded);
@@ -119,7 +123,7 @@ int tc_take(vram__pool *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     return 1;
 }
 
-int tc_park(vram__pool *p, pool_tcache *tc, uint64_t addr) {
+int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     if (!atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
     pool_spin_lock(&tc->lock);
     size_t cached = atomic_load_explicit(&tc->cached, memory_order_relaxed);
@@ -143,7 +147,7 @@ int tc_park(vram__pool *p, pool_tcache *tc, uint64_t addr) {
     return park;
 }
 
-int tc_holds_any(vram__pool *p) {
+int tc_holds_any(pool_arena *p) {
     if (p->tc_cap == 0 || !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
     for (int i = 0; i < TC_SLOTS; i++) {
         if (atomic_load_explicit(&p->tc[i].cached, memory_order_relaxed) != 0) return 1;
@@ -151,7 +155,7 @@ int tc_holds_any(vram__pool *p) {
     return 0;
 }
 
-void tc_flush_all_locked(vram__pool *p) {
+void tc_flush_all_locked(pool_arena *p) {
     if (p->tc_cap == 0) return;
     for (int i = 0; i < TC_SLOTS; i++) {
         pool_tcache *tc = &p->tc[i];
@@ -173,7 +177,7 @@ void tc_flush_all_locked(vram__pool *p) {
     }
 }
 
-void tc_stats_locked(vram__pool *p, tc_stats *out) {
+void tc_stats_locked(pool_arena *p, tc_stats *out) {
     *out = (tc_stats){0};
     for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
         pool_tcache *tc = &p->tc[i];

@@ -126,6 +126,12 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
             return conf_value_error(origin, key, value, "use a whole number of MiB (0: map only what blocks need)");
         }
         c->map_ahead_mb = (size_t)n;
+    } else if (strcmp(key, "arenas") == 0) {
+        if (parse_whole(value, 1, VRAM_POOL_MAX_ARENAS, &n) != 0) {
+            return conf_value_error(origin, key, value, "use a whole number from 1 (every thread in one "
+                                    "arena) to " VRAM_POOL_MAX_ARENAS_TEXT);
+        }
+        c->arenas = (int)n;
     } else if (strcmp(key, "thread_cache_mb") == 0) {
         if (parse_whole(value, 0, 1u << 20, &n) != 0) {
             return conf_value_error(origin, key, value, "use a whole number of MiB (0: no thread caches)");
@@ -133,7 +139,7 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
         c->thread_cache_mb = (long long)n;
     } else {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
-                          "extent_mb, map_ahead_mb, hold_peak, thread_cache_mb)", origin, key);
+                          "extent_mb, map_ahead_mb, hold_peak, thread_cache_mb, arenas)", origin, key);
     }
     return VRAM_OK;
 }
@@ -141,7 +147,8 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
 int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {
     return (a->vmm != 0) == (b->vmm != 0) && a->idle_release_ms == b->idle_release_ms &&
            a->extent_mb == b->extent_mb && (a->hold_peak != 0) == (b->hold_peak != 0) &&
-           a->map_ahead_mb == b->map_ahead_mb && a->thread_cache_mb == b->thread_cache_mb;
+           a->map_ahead_mb == b->map_ahead_mb && a->thread_cache_mb == b->thread_cache_mb &&
+           a->arenas == b->arenas;
 }
 
 vram_status vram__alloc_conf_parse(const char *text, const char *origin, const vram__alloc_conf *base,

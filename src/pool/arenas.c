@@ -1,0 +1,242 @@
+/*
+ * arenas.c: the pool of one logical device as the runtime sees it (pool.h), over one or several
+ * arenas (pool.c: each a best-fit allocator with its own lock, free bins, pointer table, thread
+ * caches and, in growth, its own reserved address range).
+ *
+ * A pool starts with one arena and, as long as one thread allocates, is exactly that arena. Once
+ * a second thread calls vram_malloc on a pool that grows by mapping (growth with virtual memory
+ * management), threads spread over up to POOL_ARENAS arenas by the order in which they first
+ * called (thread k uses arena (k - 1) mod POOL_ARENAS, created on its first request), so that
+ * threads that allocate at once do not meet on one lock. What stays shared:
+ *   - the limit: every arena draws its physical memory from the logical device's budget (`limit`,
+ *     an atomic like the card's), so together they never hold more than the limit; a request that
+ *     its arena cannot serve first makes the other arenas give back their idle memory, then is
+ *     tried in every arena, and only then fails, with the figures of all arenas in the message;
+ *   - frees go to the arena that owns the block, found by its address range without a lock;
+ *   - stream-ordered requests (vram_malloc_async, PyTorch's) always use the first arena, where the
+ *     same stream reuses its own frees at once.
+ * Preallocated pools (the whole limit taken at start) and growth without virtual memory management
+ * keep one arena. Statistics add up the arenas; the peaks are the sums of the arenas' peaks, exact
+ * with one arena and at least the exact peak with several.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/pool_internal.h"
+
+#define POOL_ARENAS VRAM_POOL_MAX_ARENAS
+
+struct vram__pool {
+    vram__pool_config     cfg;
+    vram__card_budget     limit;          /* the logical device's limit, drawn on by every arena */
+    pthread_mutex_t       grow_lock;      /* creating arenas */
+    atomic_int            arenas_ok;      /* growth by mapping: more arenas may be created */
+    atomic_int            first_thread;   /* pool_thread_seq of the first thread that allocated */
+    atomic_int            multi;          /* 1 once a second thread allocated */
+    atomic_int            count;          /* arenas created */
+    int                   arenas;         /* most arenas: cfg.arenas */
+    _Atomic(pool_arena *) arena[POOL_ARENAS];
+};
+
+vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
+    vram__pool *p = calloc(1, sizeof *p);
+    if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
+    p->cfg = *cfg;
+    atomic_init(&p->limit.reserved, 0);
+    p->limit.cap = cfg->limit;
+    snprintf(p->limit.cap_source, sizeof p->limit.cap_source, "%s", cfg->limit_source);
+    pthread_mutex_init(&p->grow_lock, NULL);
+    atomic_init(&p->arenas_ok, cfg->growth && cfg->caps.vmm_supported && (cfg->arenas == 0 || cfg->arenas > 1));
+    atomic_init(&p->first_thread, 0);
+    atomic_init(&p->multi, 0);
+    atomic_init(&p->count, 1);
+    p->arenas = cfg->arenas > 0 && cfg->arenas < POOL_ARENAS ? cfg->arenas : POOL_ARENAS;
+    for (int i = 0; i < POOL_ARENAS; i++) atomic_init(&p->arena[i], NULL);
+    pool_arena *a = NULL;
+    vram_status s = arena_create(cfg, &p->limit, &a);
+    if (s != VRAM_OK) {
+        pthread_mutex_destroy(&p->grow_lock);
+        free(p);
+        return s;
+    }
+    atomic_store(&p->arena[0], a);
+    *out = p;
+    return VRAM_OK;
+}
+
+vram_status vram__pool_destroy(vram__pool *p) {
+    if (p == NULL) return VRAM_OK;
+    size_t blocks = 0, bytes = 0;
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        size_t b = 0;
+        if (a != NULL) blocks += arena_live_count(a, &b);
+        bytes += b;
+    }
+    if (blocks > 0) {
+        return vram__fail(VRAM_ERR_CONFLICT, "%s still has %zu live allocations (%zu bytes); free them first",
+                          p->cfg.name, blocks, bytes);
+    }
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_destroy(a);      /* cannot refuse: no arena has a live block */
+    }
+    pthread_mutex_destroy(&p->grow_lock);
+    free(p);
+    return VRAM_OK;
+}
+
+/* The arena for a plain request of this thread: the first while one thread allocates. */
+static int arena_index(vram__pool *p) {
+    int seq = (int)pool_thread_seq(), first = atomic_load_explicit(&p->first_thread, memory_order_relaxed);
+    if (first == 0) {
+        if (atomic_compare_exchange_strong(&p->first_thread, &first, seq)) first = seq;
+    }
+    if (first != seq && !atomic_load_explicit(&p->multi, memory_order_relaxed)) atomic_store(&p->multi, 1);
+    if (!atomic_load_explicit(&p->multi, memory_order_relaxed)) return 0;
+    return (seq - 1) % p->arenas;
+}
+
+/* Arena k, created on first use; NULL when it cannot be (then no more are tried). */
+static pool_arena *arena_at(vram__pool *p, int k) {
+    pool_arena *a = atomic_load_explicit(&p->arena[k], memory_order_acquire);
+    if (a != NULL || !atomic_load(&p->arenas_ok)) return a;
+    pthread_mutex_lock(&p->grow_lock);
+    a = atomic_load(&p->arena[k]);
+    if (a == NULL && atomic_load(&p->arenas_ok)) {
+        if (arena_create(&p->cfg, &p->limit, &a) == VRAM_OK) {
+            atomic_store_explicit(&p->arena[k], a, memory_order_release);
+            atomic_fetch_add(&p->count, 1);
+        } else {
+            a = NULL;                          /* e.g. no address space left: one arena serves all */
+            atomic_store(&p->arenas_ok, 0);
+        }
+    }
+    pthread_mutex_unlock(&p->grow_lock);
+    return a;
+}
+
+static void figures(vram__pool *p, arena_figures *all) {
+    *all = (arena_figures){0};
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a == NULL) continue;
+        vram_memory_info info;
+        arena_info(a, &info);
+        all->current += info.current;
+        all->reserved += info.reserved;
+        if (info.largest_free_block > all->largest_free) all->largest_free = info.largest_free_block;
+    }
+}
+
+vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
+    pool_arena *a = atomic_load_explicit(&p->arena[0], memory_order_relaxed);
+    if (!async && size <= p->cfg.limit && atomic_load_explicit(&p->arenas_ok, memory_order_relaxed)) {
+        int k = arena_index(p);
+        pool_arena *mine = k > 0 ? arena_at(p, k) : NULL;
+        if (mine != NULL) a = mine;
+    }
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
+        return arena_alloc(a, size, async, stream, ptr, NULL);   /* one arena: as it always was */
+    int why = 0;
+    vram_status s = arena_alloc(a, size, async, stream, ptr, &why);
+    if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
+    /* The limit is shared: the other arenas give back their idle memory, then each is tried. */
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *b = atomic_load(&p->arena[i]);
+        if (b != NULL && b != a) arena_trim(b, 0);
+    }
+    s = arena_alloc(a, size, async, stream, ptr, &why);
+    for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && !async; i++) {
+        pool_arena *b = atomic_load(&p->arena[i]);
+        int other_why = 0;
+        if (b != NULL && b != a) s = arena_alloc(b, size, 0, NULL, ptr, &other_why);
+    }
+    if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
+    arena_figures all;
+    figures(p, &all);
+    return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
+}
+
+vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, int *owned) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
+        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), ptr, async, stream, owned);
+    for (int i = 0; i < POOL_ARENAS; i++) {            /* the owner, by its reserved range */
+        pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
+        if (a != NULL && arena_range_holds(a, addr)) return arena_free(a, ptr, async, stream, owned);
+    }
+    vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
+        if (a == NULL) continue;
+        s = arena_free(a, ptr, async, stream, owned);
+        if (s == VRAM_OK || *owned) return s;
+    }
+    return s;
+}
+
+void vram__pool_info(vram__pool *p, vram_memory_info *info) {
+    *info = (vram_memory_info){0};
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a == NULL) continue;
+        vram_memory_info one;
+        arena_info(a, &one);
+        info->current += one.current;
+        info->peak += one.peak;
+        info->reserved += one.reserved;
+        info->peak_reserved += one.peak_reserved;
+        info->limit = one.limit;
+        if (one.largest_free_block > info->largest_free_block) info->largest_free_block = one.largest_free_block;
+        info->num_allocs += one.num_allocs;
+        info->num_frees += one.num_frees;
+        info->num_ooms += one.num_ooms;
+        info->num_driver_allocs += one.num_driver_allocs;
+        info->num_driver_frees += one.num_driver_frees;
+    }
+}
+
+void vram__pool_reset_peak(vram__pool *p) {
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_reset_peak(a);
+    }
+}
+
+size_t vram__pool_live_bytes(vram__pool *p) {
+    size_t n = 0;
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) n += arena_live_bytes(a);
+    }
+    return n;
+}
+
+/* The other arenas give back all they can, the first keeps at most keep_bytes. */
+void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
+    for (int i = POOL_ARENAS - 1; i >= 0; i--) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_trim(a, i == 0 ? keep_bytes : 0);
+    }
+}
+
+void vram__pool_idle_tick(vram__pool *p) {
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_idle_tick(a);
+    }
+}
+
+vram_status vram__pool_check(vram__pool *p) {
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        vram_status s = a != NULL ? arena_check(a) : VRAM_OK;
+        if (s != VRAM_OK) return s;
+    }
+    if (atomic_load(&p->limit.reserved) > p->limit.cap) {
+        return vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): its arenas hold more than its limit", p->cfg.name);
+    }
+    return VRAM_OK;
+}
