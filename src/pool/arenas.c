@@ -36,13 +36,21 @@ struct vram__pool {
     atomic_int            multi;          /* 1 once a second thread allocated */
     atomic_int            count;          /* arenas created */
     int                   arenas;         /* most arenas: cfg.arenas */
+    uint64_t              uid;            /* this pool among all created in the process */
     _Atomic(pool_arena *) arena[POOL_ARENAS];
 };
+
+static atomic_ullong pools_created;
+/* The pool this thread last allocated in with vram_malloc, and its arena there. */
+static _Thread_local const vram__pool *my_pool;
+static _Thread_local uint64_t my_pool_uid;
+static _Thread_local pool_arena *my_arena;
 
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     p->cfg = *cfg;
+    p->uid = atomic_fetch_add(&pools_created, 1) + 1;
     atomic_init(&p->limit.reserved, 0);
     p->limit.cap = cfg->limit;
     snprintf(p->limit.cap_source, sizeof p->limit.cap_source, "%s", cfg->limit_source);
@@ -130,13 +138,25 @@ static void figures(vram__pool *p, arena_figures *all) {
     }
 }
 
-vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
+/* This thread's arena for vram_malloc: found once per thread and pool (a thread keeps its arena;
+ * the first thread keeps the first arena even after others arrive). */
+static pool_arena *thread_arena(vram__pool *p) {
+    if (my_pool == p && my_pool_uid == p->uid) return my_arena;
     pool_arena *a = atomic_load_explicit(&p->arena[0], memory_order_relaxed);
-    if (!async && size <= p->cfg.limit && atomic_load_explicit(&p->arenas_ok, memory_order_relaxed)) {
+    if (atomic_load_explicit(&p->arenas_ok, memory_order_relaxed)) {
         int k = arena_index(p);
         pool_arena *mine = k > 0 ? arena_at(p, k) : NULL;
-        if (mine != NULL) a = mine;
+        if (mine != NULL) a = mine;            /* NULL: arenas could not be created, the first serves */
     }
+    my_pool = p;
+    my_pool_uid = p->uid;
+    my_arena = a;
+    return a;
+}
+
+vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
+    pool_arena *a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed)
+                                                 : thread_arena(p);
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
         return arena_alloc(a, size, async, stream, ptr, NULL);   /* one arena: as it always was */
     int why = 0;
