@@ -157,6 +157,7 @@
     X(threads, threads_mixed_with_memory_info) \
     X(threads, threads_mixed_with_observer_and_check) \
     X(threads, threads_tight_limit_with_ooms) \
+    X(threads, threads_tight_limit_growth_arenas) \
     X(threads, threads_init_use_shutdown_race) \
     /* test_perthread.c */ \
     X(perthread, tcache_parks_per_thread_and_keeps_the_figures_exact) \

@@ -170,6 +170,15 @@ TEST(threads_tight_limit_with_ooms) {
     run_workers(1, 4 * MiB, 1, 0);
 }
 
+TEST(threads_tight_limit_growth_arenas) {
+    /* the same with growth: the 8 threads spread over arenas that share the 64 MiB limit, give each
+     * other idle memory back under it, and fail cleanly when it is really full */
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    run_workers(1, 4 * MiB, 1, 1);
+}
+
 /* Threads starting, using and shutting down the runtime at once: allocation and free always
  * work (an allocation restarts a stopped runtime), a shutdown either happens or is refused
  * because another thread holds a block. */

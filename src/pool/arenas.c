@@ -16,8 +16,9 @@
  *   - stream-ordered requests (vram_malloc_async, PyTorch's) always use the first arena, where the
  *     same stream reuses its own frees at once.
  * Preallocated pools (the whole limit taken at start) and growth without virtual memory management
- * keep one arena. Statistics add up the arenas; the peaks are the sums of the arenas' peaks, exact
- * with one arena and at least the exact peak with several.
+ * keep one arena. Statistics add up the arenas, all locked at once so that the figures are of one
+ * moment; reserved memory's peak is exact (one total kept as arenas map and unmap), the peak in use
+ * is the sum of the arenas' peaks: exact with one arena, never below the exact peak with several.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -29,7 +30,7 @@
 
 struct vram__pool {
     vram__pool_config     cfg;
-    vram__card_budget     limit;          /* the logical device's limit, drawn on by every arena */
+    pool_shared           shared;         /* the limit every arena draws on, the exact reserved total */
     pthread_mutex_t       grow_lock;      /* creating arenas */
     atomic_int            arenas_ok;      /* growth by mapping: more arenas may be created */
     atomic_int            first_thread;   /* pool_thread_seq of the first thread that allocated */
@@ -51,9 +52,11 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     p->cfg = *cfg;
     p->uid = atomic_fetch_add(&pools_created, 1) + 1;
-    atomic_init(&p->limit.reserved, 0);
-    p->limit.cap = cfg->limit;
-    snprintf(p->limit.cap_source, sizeof p->limit.cap_source, "%s", cfg->limit_source);
+    atomic_init(&p->shared.budget.reserved, 0);
+    p->shared.budget.cap = cfg->limit;
+    snprintf(p->shared.budget.cap_source, sizeof p->shared.budget.cap_source, "%s", cfg->limit_source);
+    atomic_init(&p->shared.reserved, 0);
+    atomic_init(&p->shared.peak_reserved, 0);
     pthread_mutex_init(&p->grow_lock, NULL);
     atomic_init(&p->arenas_ok, cfg->growth && cfg->caps.vmm_supported && (cfg->arenas == 0 || cfg->arenas > 1));
     atomic_init(&p->first_thread, 0);
@@ -62,7 +65,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     p->arenas = cfg->arenas > 0 && cfg->arenas < POOL_ARENAS ? cfg->arenas : POOL_ARENAS;
     for (int i = 0; i < POOL_ARENAS; i++) atomic_init(&p->arena[i], NULL);
     pool_arena *a = NULL;
-    vram_status s = arena_create(cfg, &p->limit, &a);
+    vram_status s = arena_create(cfg, &p->shared, &a);
     if (s != VRAM_OK) {
         pthread_mutex_destroy(&p->grow_lock);
         free(p);
@@ -113,7 +116,7 @@ static pool_arena *arena_at(vram__pool *p, int k) {
     pthread_mutex_lock(&p->grow_lock);
     a = atomic_load(&p->arena[k]);
     if (a == NULL && atomic_load(&p->arenas_ok)) {
-        if (arena_create(&p->cfg, &p->limit, &a) == VRAM_OK) {
+        if (arena_create(&p->cfg, &p->shared, &a) == VRAM_OK) {
             atomic_store_explicit(&p->arena[k], a, memory_order_release);
             atomic_fetch_add(&p->count, 1);
         } else {
@@ -197,17 +200,35 @@ vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, i
     return s;
 }
 
+/* Every arena locked (in order, with the set of arenas frozen), so that the figures add up to one
+ * moment; none of the pool's paths holds two arena locks otherwise. */
+static void lock_all(vram__pool *p) {
+    pthread_mutex_lock(&p->grow_lock);
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_lock(a);
+    }
+}
+
+static void unlock_all(vram__pool *p) {
+    for (int i = POOL_ARENAS - 1; i >= 0; i--) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_unlock(a);
+    }
+    pthread_mutex_unlock(&p->grow_lock);
+}
+
 void vram__pool_info(vram__pool *p, vram_memory_info *info) {
     *info = (vram_memory_info){0};
+    lock_all(p);
     for (int i = 0; i < POOL_ARENAS; i++) {
         pool_arena *a = atomic_load(&p->arena[i]);
         if (a == NULL) continue;
         vram_memory_info one;
-        arena_info(a, &one);
+        arena_info_locked(a, &one);
         info->current += one.current;
         info->peak += one.peak;
         info->reserved += one.reserved;
-        info->peak_reserved += one.peak_reserved;
         info->limit = one.limit;
         if (one.largest_free_block > info->largest_free_block) info->largest_free_block = one.largest_free_block;
         info->num_allocs += one.num_allocs;
@@ -216,13 +237,18 @@ void vram__pool_info(vram__pool *p, vram_memory_info *info) {
         info->num_driver_allocs += one.num_driver_allocs;
         info->num_driver_frees += one.num_driver_frees;
     }
+    info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
+    unlock_all(p);
 }
 
 void vram__pool_reset_peak(vram__pool *p) {
+    lock_all(p);
     for (int i = 0; i < POOL_ARENAS; i++) {
         pool_arena *a = atomic_load(&p->arena[i]);
-        if (a != NULL) arena_reset_peak(a);
+        if (a != NULL) arena_reset_peak_locked(a);
     }
+    atomic_store(&p->shared.peak_reserved, atomic_load(&p->shared.reserved));
+    unlock_all(p);
 }
 
 size_t vram__pool_live_bytes(vram__pool *p) {
@@ -255,7 +281,8 @@ vram_status vram__pool_check(vram__pool *p) {
         vram_status s = a != NULL ? arena_check(a) : VRAM_OK;
         if (s != VRAM_OK) return s;
     }
-    if (atomic_load(&p->limit.reserved) > p->limit.cap) {
+    if (atomic_load(&p->shared.budget.reserved) > p->shared.budget.cap ||
+        atomic_load(&p->shared.reserved) > atomic_load(&p->shared.budget.reserved)) {
         return vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): its arenas hold more than its limit", p->cfg.name);
     }
     return VRAM_OK;

@@ -79,8 +79,13 @@ static void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
         p->reserved += delta;
         if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
         if (p->reserved > p->hold_mark) p->hold_mark = p->reserved;
+        size_t all = atomic_fetch_add(&p->shared->reserved, delta) + delta;   /* driver calls only */
+        size_t peak = atomic_load(&p->shared->peak_reserved);
+        while (all > peak && !atomic_compare_exchange_weak(&p->shared->peak_reserved, &peak, all)) {
+        }
     } else {
         p->reserved -= delta;
+        atomic_fetch_sub(&p->shared->reserved, delta);
     }
 }
 
@@ -137,16 +142,16 @@ static void budget_give(vram__card_budget *b, size_t bytes) {
  * limit), and its card's. GROW_OK, or which one refused (and nothing is taken). */
 static grow_result arena_budget_take(pool_arena *p, size_t bytes) {
     if (bytes == 0) return GROW_OK;
-    if (!budget_take(p->shared, bytes)) return GROW_LIMIT;
+    if (!budget_take(&p->shared->budget, bytes)) return GROW_LIMIT;
     if (!budget_take(p->cfg.budget, bytes)) {
-        budget_give(p->shared, bytes);
+        budget_give(&p->shared->budget, bytes);
         return GROW_CARD_LIMIT;
     }
     return GROW_OK;
 }
 
 static void arena_budget_give(pool_arena *p, size_t bytes) {
-    budget_give(p->shared, bytes);
+    budget_give(&p->shared->budget, bytes);
     budget_give(p->cfg.budget, bytes);
 }
 
@@ -304,14 +309,14 @@ static void region_release(pool_arena *p, pool_region *r) {
     if (r->kind == REGION_PLAIN) {
         be->mem_free(p->cfg.dev, r->base);
         p->num_driver_frees++;
+        note_reserved_locked(p, r->held, 0);      /* before the budget goes back: see pool_shared */
         arena_budget_give(p, r->held);
-        note_reserved_locked(p, r->held, 0);
     } else {
         size_t mapped = r->vmm.mapped;
         p->num_driver_frees += r->vmm.mapped ? (uint64_t)(r->vmm.creates - r->vmm.releases) : 0;
         pool_vmm_destroy(&r->vmm);
-        arena_budget_give(p, mapped);
         note_reserved_locked(p, mapped, 0);
+        arena_budget_give(p, mapped);
         p->vmm = NULL;
     }
     for (pool_chunk *c = r->first; c != NULL;) {
@@ -596,7 +601,7 @@ static size_t growth_va_size(const vram__pool_config *cfg) {
     return limit <= SIZE_MAX / 4 ? 2 * limit : limit;
 }
 
-vram_status arena_create(const vram__pool_config *cfg, vram__card_budget *shared, pool_arena **out) {
+vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out) {
     pool_arena *p = aligned_alloc(_Alignof(pool_arena), sizeof *p);   /* cache-line aligned parts */
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     memset(p, 0, sizeof *p);
@@ -867,8 +872,21 @@ vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *o
     return VRAM_OK;
 }
 
+void arena_lock(pool_arena *p) {
+    pthread_mutex_lock(&p->lock);
+}
+
+void arena_unlock(pool_arena *p) {
+    pthread_mutex_unlock(&p->lock);
+}
+
 void arena_info(pool_arena *p, vram_memory_info *info) {
     pthread_mutex_lock(&p->lock);
+    arena_info_locked(p, info);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void arena_info_locked(pool_arena *p, vram_memory_info *info) {
     tc_stats st;
     tc_stats_locked(p, &st);
     *info = (vram_memory_info){
@@ -884,14 +902,11 @@ void arena_info(pool_arena *p, vram_memory_info *info) {
         .num_driver_allocs = p->num_driver_allocs,
         .num_driver_frees = p->num_driver_frees,
     };
-    pthread_mutex_unlock(&p->lock);
 }
 
-void arena_reset_peak(pool_arena *p) {
-    pthread_mutex_lock(&p->lock);
+void arena_reset_peak_locked(pool_arena *p) {
     p->peak = p->current;
     p->peak_reserved = p->reserved;
-    pthread_mutex_unlock(&p->lock);
 }
 
 size_t arena_live_bytes(pool_arena *p) {

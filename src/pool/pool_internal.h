@@ -66,6 +66,14 @@ typedef struct pool_event {
 
 typedef struct pool_arena pool_arena;
 
+/* What the arenas of one logical device share (arenas.c owns it). */
+typedef struct pool_shared {
+    vram__card_budget budget;         /* the limit: every arena draws its physical memory from it */
+    _Atomic size_t    reserved;       /* bytes all arenas hold, changed under the arena's lock after
+                                         mapping and before giving the budget back: never above it */
+    _Atomic size_t    peak_reserved;  /* its high-water mark since start or the last reset */
+} pool_shared;
+
 struct pool_arena {
     /* read by every call without the pool lock, written at creation (and tc_first / tc_multi once):
      * kept off the cache lines the lock and the counters below write */
@@ -76,7 +84,7 @@ struct pool_arena {
     atomic_int        tc_first;      /* the first cache used, -1 before; */
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on */
     uint64_t          uid;           /* this pool among all created in the process (from 1) */
-    vram__card_budget *shared;       /* the logical device's budget (its limit), shared by its arenas */
+    pool_shared      *shared;        /* what the logical device's arenas share */
     /* under the pool lock */
     _Alignas(64) pthread_mutex_t lock;
     pool_region      *regions;
@@ -124,7 +132,7 @@ typedef struct arena_figures {      /* every arena of a logical device together 
     size_t current, reserved, largest_free;
 } arena_figures;
 
-vram_status arena_create(const vram__pool_config *cfg, vram__card_budget *shared, pool_arena **out);
+vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out);
 vram_status arena_destroy(pool_arena *p);
 /* With `quiet_why` non-NULL an out-of-memory failure is not reported (no message, not counted):
  * *quiet_why says why, for arena_oom to report once every arena was tried. */
@@ -132,7 +140,10 @@ vram_status arena_alloc(pool_arena *p, size_t size, int async, void *stream, voi
 vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *owned);
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all);
 void        arena_info(pool_arena *p, vram_memory_info *info);
-void        arena_reset_peak(pool_arena *p);
+void        arena_info_locked(pool_arena *p, vram_memory_info *info);
+void        arena_lock(pool_arena *p);
+void        arena_unlock(pool_arena *p);
+void        arena_reset_peak_locked(pool_arena *p);
 size_t      arena_live_bytes(pool_arena *p);
 size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
 void        arena_trim(pool_arena *p, size_t keep_bytes);
