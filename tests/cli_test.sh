@@ -226,6 +226,12 @@ t_replay_policy_growth_plain() {
         $(json_value growth) == true && $(json_value failed_allocs) == 0 &&
         $(json_value ops) == $((2 * SMALL_OPS)) ]]
 }
+t_replay_policy_growth_shared() {
+    run "$VRAM" replay "$TMP/small.trace" --policy growth-shared --threads 3 --passes 2 --json
+    one_json_object && [[ $RC -eq 0 && $(json_string policy) == growth-shared &&
+        $(json_value growth) == true && $(json_value failed_allocs) == 0 &&
+        $(json_value ops) == $((6 * SMALL_OPS)) ]]
+}
 t_replay_policy_unknown() {
     run "$VRAM" replay "$TMP/small.trace" --policy best-guess
     [[ $RC -eq 2 && -z $OUT && $ERR == *best-guess* && $ERR == *prealloc* && $ERR == *growth-plain* ]]
@@ -252,6 +258,7 @@ check "replay --threads 3 --passes 2 --growth of the gzip trace" t_replay_thread
 check "replay --limit 1MiB --passes 2 --threads 2: each failed alloc's free skipped" t_replay_failures_each_pass
 check "replay --policy prealloc" t_replay_policy_prealloc
 check "replay --policy growth-plain --passes 2" t_replay_policy_growth_plain
+check "replay --policy growth-shared --threads 3 --passes 2 (one arena for every thread)" t_replay_policy_growth_shared
 check "replay --policy with an unknown name exits 2 listing the valid ones" t_replay_policy_unknown
 check "replay --growth with another --policy exits 2" t_replay_policy_conflict
 check "replay with a malformed --passes or --threads exits 2" t_replay_bad_counts
