@@ -173,9 +173,9 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *   extent_mb:N             growth: the largest physical piece mapped at once (default: the limit / 64,
  *                           from 2 MiB to 256 MiB); smaller
  *                           pieces can be given back more finely, larger ones cost fewer driver calls
- *   map_ahead_mb:N          growth: when growing, map up to N MiB (and at most 1/16 of what is
- *                           held) beyond the block, for fewer driver calls (default 64; 0: only
- *                           what blocks need)
+ *   map_ahead_mb:N          growth: when growing again within 1024 allocations of the last growth,
+ *                           map up to N MiB (and at most 1/16 of what is held) beyond the block, for
+ *                           fewer driver calls (default 64; 0: only what blocks need)
  *   hold_peak:true|false    growth: give idle pieces back rather than raise the high-water mark of
  *                           reserved memory (leaner, but more driver calls in steady state); default false
  *   thread_cache_mb:N       bytes of freed blocks one per-thread cache may keep for its thread's next

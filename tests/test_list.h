@@ -286,6 +286,7 @@
     X(release, vmm_async_same_stream_reuse) \
     X(release, vmm_malloc_waits_for_pending_free_at_limit) \
     X(release, vmm_async_tight_limit_waits_and_remaps) \
+    X(release, vmm_maps_ahead_only_in_a_burst) \
     X(release, vmm_map_ahead_saves_driver_calls) \
     /* end of list */
 /* clang-format on */

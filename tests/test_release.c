@@ -1263,6 +1263,30 @@ TEST(vmm_maps_only_what_blocks_need) {
     CHECK_ALL();
 }
 
+/* Map-ahead only in a burst of growth: right after a growth the next one maps 1/16 of what is held
+ * beyond its block; a growth after more than 1024 allocations without one (a new peak, most often)
+ * maps exactly what its block needs. */
+TEST(vmm_maps_ahead_only_in_a_burst) {
+    start_growth(1 * GiB);
+    void *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&a, 32 * MiB, 0));          /* 32 MiB held: nothing to map ahead of yet */
+    CHECK_SIZE(INFO(0).reserved, ==, 32 * MiB);
+    CHECK_OK(vram_malloc(&b, 4 * MiB, 0));           /* a burst: 4 MiB + 32 / 16 = 2 MiB ahead */
+    CHECK_SIZE(INFO(0).reserved, ==, 38 * MiB);
+    for (int i = 0; i < 2000; i++) {                 /* a quiet stretch inside what is mapped */
+        void *s = NULL;
+        CHECK_OK(vram_malloc(&s, 256, 0));
+        CHECK_OK(vram_free(s));
+    }
+    CHECK_SIZE(INFO(0).reserved, ==, 38 * MiB);
+    CHECK_OK(vram_malloc(&c, 8 * MiB, 0));           /* 2 MiB mapped ahead serve, 6 MiB new, no more */
+    CHECK_SIZE(INFO(0).reserved, ==, 44 * MiB);
+    CHECK_OK(vram_free(c));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(a));
+    CHECK_ALL();
+}
+
 /* Map-ahead: growing maps up to 1/16 of what is held (at most map_ahead_mb) beyond the block, so a
  * run of small allocations takes few driver calls; with map_ahead_mb:0 every granule is one call. */
 TEST(vmm_map_ahead_saves_driver_calls) {

@@ -259,8 +259,13 @@ static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
  * limit would be crossed. */
 /* How much to map beyond a block that needs `need` new bytes: reserved / 16, at most map_ahead,
  * within the limit and the card's budget (taken here; the caller gives back what was not mapped).
- * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. */
+ * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. Only
+ * during a burst of growth (the previous growth at most POOL_MAP_AHEAD_BURST allocations ago): a
+ * growth after a quiet stretch is most often a new peak, where memory mapped ahead stays idle. */
 static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
+    uint64_t since = p->num_allocs - p->last_growth;
+    p->last_growth = p->num_allocs;
+    if (since > POOL_MAP_AHEAD_BURST) return 0;
     size_t ahead = p->reserved / POOL_MAP_AHEAD_DIV, room = p->cfg.limit - p->reserved - need;
     if (ahead > p->cfg.map_ahead) ahead = p->cfg.map_ahead;
     if (ahead > room) ahead = room;

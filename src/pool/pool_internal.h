@@ -18,6 +18,7 @@
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
 #define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
 #define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
+#define POOL_MAP_AHEAD_BURST 1024                  /* ...when it grew at most this many allocations ago */
 #define VRAM_POOL_TCACHE_MAX ((size_t)64 << 20)    /* the default thread cache on large cards */
 
 enum { REGION_PLAIN = 1, REGION_VMM = 2 };
@@ -103,6 +104,7 @@ struct pool_arena {
     size_t            hold_mark;     /* highest reserved ever (hold_peak; not reset with the stats) */
     uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
     uint64_t          num_flushed;   /* parked blocks given back to the pool */
+    uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
 
