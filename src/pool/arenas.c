@@ -160,7 +160,7 @@ static pool_arena *thread_arena(vram__pool *p) {
 vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
     pool_arena *a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed)
                                                  : thread_arena(p);
-    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || size > p->cfg.limit)
         return arena_alloc(a, size, async, stream, ptr, NULL);   /* one arena: as it always was */
     int why = 0;
     vram_status s = arena_alloc(a, size, async, stream, ptr, &why);
