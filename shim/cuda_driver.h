@@ -13,30 +13,13 @@
 
 #include <stddef.h>
 
+#include "common/cuda_abi.h"   /* handles, results, allocation properties */
+
 #ifndef SHIM_EXPORT
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #endif
 
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef unsigned long long cuuint64_t;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUmemPoolHandle_st *CUmemoryPool;
 
-typedef enum cudaError_enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_NOT_INITIALIZED = 3,
-    CUDA_ERROR_INVALID_DEVICE = 101,
-    CUDA_ERROR_INVALID_CONTEXT = 201,
-    CUDA_ERROR_INVALID_HANDLE = 400,
-    CUDA_ERROR_NOT_FOUND = 500,
-    CUDA_ERROR_NOT_SUPPORTED = 801,
-    CUDA_ERROR_UNKNOWN = 999
-} CUresult;
 
 /* cuGetProcAddress flags and (for _v2) the symbol status it reports. */
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
@@ -49,36 +32,10 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
 } CUdriverProcAddressQueryResult;
 
-typedef enum CUmemLocationType_enum {
-    CU_MEM_LOCATION_TYPE_INVALID = 0x0,
-    CU_MEM_LOCATION_TYPE_DEVICE = 0x1
-} CUmemLocationType;
 
-typedef enum CUmemAllocationType_enum {
-    CU_MEM_ALLOCATION_TYPE_INVALID = 0x0,
-    CU_MEM_ALLOCATION_TYPE_PINNED = 0x1
-} CUmemAllocationType;
 
-typedef struct CUmemLocation_st {
-    CUmemLocationType type;
-    int id;
-} CUmemLocation;
 
-typedef struct CUmemAllocationProp_st {
-    CUmemAllocationType type;
-    int requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;
-    struct {
-        unsigned char compressionType;
-        unsigned char gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} CUmemAllocationProp;
 
-_Static_assert(sizeof(void *) == 8, "the preload library needs a 64-bit host");
-_Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
 
 /* ---- the interposed functions (exported by libvram_preload.so and by the fake driver) ------- */
 

@@ -1,8 +1,9 @@
 /*
  * cuda_api.h: the small part of the CUDA driver API (cuda.h) that backend/cuda.c uses, written out
- * by hand so that libvram builds without a CUDA toolkit. Types, enum values and struct layouts are
- * the driver's ABI (checked against cuda.h of CUDA 13.0) for 64-bit hosts; functions are reached
- * through the pointer types below, resolved with dlsym from libcuda.so.1 at run time.
+ * by hand so that libvram builds without a CUDA toolkit (the types the preload library needs too
+ * are in common/cuda_abi.h). Enum values and struct layouts are the driver's ABI (checked against
+ * cuda.h of CUDA 13.0) for 64-bit hosts; functions are reached through the pointer types below,
+ * resolved with dlsym from libcuda.so.1 at run time.
  * Private to backend/cuda.c.
  */
 #ifndef VRAM_CUDA_API_H
@@ -10,38 +11,9 @@
 
 #include <stddef.h>
 
-/* ---- handles ------------------------------------------------------------------------------- */
+#include "common/cuda_abi.h"
 
-typedef int CUdevice;                                  /* a device ordinal */
-typedef unsigned long long CUdeviceptr;                /* CUdeviceptr_v2: 64-bit device address */
-typedef unsigned long long CUmemGenericAllocationHandle;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
 
-typedef struct CUuuid_st {
-    char bytes[16];
-} CUuuid;
-
-/* ---- results ------------------------------------------------------------------------------- */
-
-typedef enum cudaError_enum {
-    CUDA_SUCCESS = 0,
-    CUDA_ERROR_INVALID_VALUE = 1,
-    CUDA_ERROR_OUT_OF_MEMORY = 2,
-    CUDA_ERROR_NOT_INITIALIZED = 3,
-    CUDA_ERROR_DEINITIALIZED = 4,
-    CUDA_ERROR_STUB_LIBRARY = 34,
-    CUDA_ERROR_INSUFFICIENT_DRIVER = 35,
-    CUDA_ERROR_NO_DEVICE = 100,
-    CUDA_ERROR_INVALID_DEVICE = 101,
-    CUDA_ERROR_INVALID_CONTEXT = 201,
-    CUDA_ERROR_INVALID_HANDLE = 400,
-    CUDA_ERROR_NOT_READY = 600,
-    CUDA_ERROR_NOT_SUPPORTED = 801,
-    CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
-    CUDA_ERROR_UNKNOWN = 999
-} CUresult;
 
 /* ---- device attributes ---------------------------------------------------------------------- */
 
@@ -60,9 +32,6 @@ typedef enum CUevent_flags_enum {
 
 /* ---- virtual memory management -------------------------------------------------------------- */
 
-typedef enum CUmemAllocationHandleType_enum {
-    CU_MEM_HANDLE_TYPE_NONE = 0x0
-} CUmemAllocationHandleType;
 
 typedef enum CUmemAccess_flags_enum {
     CU_MEM_ACCESS_FLAGS_PROT_NONE = 0x0,
@@ -70,38 +39,14 @@ typedef enum CUmemAccess_flags_enum {
     CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3
 } CUmemAccess_flags;
 
-typedef enum CUmemLocationType_enum {
-    CU_MEM_LOCATION_TYPE_INVALID = 0x0,
-    CU_MEM_LOCATION_TYPE_DEVICE = 0x1
-} CUmemLocationType;
 
-typedef enum CUmemAllocationType_enum {
-    CU_MEM_ALLOCATION_TYPE_INVALID = 0x0,
-    CU_MEM_ALLOCATION_TYPE_PINNED = 0x1
-} CUmemAllocationType;
 
 typedef enum CUmemAllocationGranularity_flags_enum {
     CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
     CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 0x1
 } CUmemAllocationGranularity_flags;
 
-typedef struct CUmemLocation_st {
-    CUmemLocationType type;
-    int id;                                 /* device ordinal for CU_MEM_LOCATION_TYPE_DEVICE */
-} CUmemLocation;
 
-typedef struct CUmemAllocationProp_st {
-    CUmemAllocationType type;
-    CUmemAllocationHandleType requestedHandleTypes;
-    CUmemLocation location;
-    void *win32HandleMetaData;              /* must be NULL off Windows */
-    struct {
-        unsigned char compressionType;
-        unsigned char gpuDirectRDMACapable;
-        unsigned short usage;
-        unsigned char reserved[4];
-    } allocFlags;
-} CUmemAllocationProp;
 
 typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
