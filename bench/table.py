@@ -132,9 +132,10 @@ def row_cells(runs):
     return [ratio, cold, warm, calls]
 
 
-def cmd_table(args):
+def load_results(path):
+    """A results file's {"meta": ...} lines merged, and its other JSON lines as rows."""
     meta, rows = {}, []
-    with open(args.results) as f:
+    with open(path) as f:
         for line in f:
             line = line.strip()
             if not line:
@@ -144,6 +145,11 @@ def cmd_table(args):
                 meta.update(obj["meta"])
             else:
                 rows.append(obj)
+    return meta, rows
+
+
+def cmd_table(args):
+    meta, rows = load_results(args.results)
 
     out = []
     if meta:

@@ -40,7 +40,7 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from table import last_json_object  # noqa: E402  (bench/table.py: the last JSON object line of a child)
+from table import last_json_object, load_results  # noqa: E402  (bench/table.py)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
@@ -892,21 +892,6 @@ def render(meta, rows):
                "state, and misses peaks inside a step).")
     out.append("")
     return "\n".join(out)
-
-
-def load_results(path):
-    meta, rows = {}, []
-    with open(path) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            obj = json.loads(line)
-            if "meta" in obj:
-                meta.update(obj["meta"])
-            else:
-                rows.append(obj)
-    return meta, rows
 
 
 # ---- the command line ------------------------------------------------------------------------------
