@@ -50,7 +50,6 @@ typedef struct vram__pool_config {
 
 #define VRAM_POOL_TCACHE_AUTO SIZE_MAX
 #define VRAM_POOL_MAX_ARENAS 8
-#define VRAM_POOL_MAX_ARENAS_TEXT "8"
 
 typedef struct vram__pool vram__pool;
 

@@ -24,7 +24,8 @@ static void place(ptr_map *m, uint64_t addr, pool_chunk *c) {
     m->slots[i].chunk = c;
 }
 
-int ptr_map_reserve_one(ptr_map *m) {
+/* 0 on success, -1 when memory for a larger table could not be had (the map is unchanged). */
+static int ptr_map_reserve_one(ptr_map *m) {
     size_t capacity = m->slots ? m->mask + 1 : 0;
     if ((m->count + 1) * 2 <= capacity) return 0;
     size_t grown = capacity ? capacity * 2 : 64;
@@ -38,13 +39,13 @@ int ptr_map_reserve_one(ptr_map *m) {
     return 0;
 }
 
-void ptr_map_put(ptr_map *m, uint64_t addr, pool_chunk *c) {
+static void ptr_map_put(ptr_map *m, uint64_t addr, pool_chunk *c) {
     place(m, addr, c);
     m->count++;
 }
 
 int ptr_map_insert(ptr_map *m, uint64_t addr, pool_chunk *c) {
-    if (((m->count + 1) * 2 > (m->slots ? m->mask + 1 : 0)) && ptr_map_reserve_one(m) != 0) return -1;
+    if (ptr_map_reserve_one(m) != 0) return -1;
     ptr_map_put(m, addr, c);
     return 0;
 }

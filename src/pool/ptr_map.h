@@ -23,10 +23,7 @@ typedef struct ptr_map {
 } ptr_map;
 
 void        ptr_map_destroy(ptr_map *m);
-/* 0 on success, -1 when memory for a larger table could not be had (the map is unchanged). */
-int         ptr_map_reserve_one(ptr_map *m);
-void        ptr_map_put(ptr_map *m, uint64_t addr, pool_chunk *c);  /* after ptr_map_reserve_one */
-/* Both at once: 0, or -1 (the map unchanged) without host memory for a larger table. */
+/* 0, or -1 (the map unchanged) without host memory for a larger table. */
 int         ptr_map_insert(ptr_map *m, uint64_t addr, pool_chunk *c);
 pool_chunk *ptr_map_get(const ptr_map *m, uint64_t addr);
 pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr);                 /* removes; NULL if absent */

@@ -128,8 +128,10 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
         c->map_ahead_mb = (size_t)n;
     } else if (strcmp(key, "arenas") == 0) {
         if (parse_whole(value, 1, VRAM_POOL_MAX_ARENAS, &n) != 0) {
-            return conf_value_error(origin, key, value, "use a whole number from 1 (every thread in one "
-                                    "arena) to " VRAM_POOL_MAX_ARENAS_TEXT);
+            char want[96];
+            snprintf(want, sizeof want, "use a whole number from 1 (every thread in one arena) to %d",
+                     VRAM_POOL_MAX_ARENAS);
+            return conf_value_error(origin, key, value, want);
         }
         c->arenas = (int)n;
     } else if (strcmp(key, "thread_cache_mb") == 0) {
