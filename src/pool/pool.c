@@ -766,6 +766,14 @@ static int pool_would_grow_locked(const pool_arena *p, const pool_chunk *c, size
            pool_vmm_unmapped(&c->region->vmm, c->addr, rounded) > 0;
 }
 
+/* Whether flushing the thread caches and recording the unrecorded frees could spare this request a
+ * growth or a failure: cheapest tests first, the scan of the caches last. */
+static int pool_flush_helps_locked(pool_arena *p, const pool_chunk *c, size_t rounded) {
+    if (p->unrecorded == 0 && !tc_parking(p)) return 0;      /* nothing could be handed back */
+    if (!pool_would_grow_locked(p, c, rounded)) return 0;
+    return p->unrecorded > 0 || tc_holds_any(p);
+}
+
 static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream,
                                      void **ptr, int *quiet_why) {
     for (;;) {
@@ -774,7 +782,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             pending_reap_locked(p, 1);
             c = pool_find_locked(p, rounded, async, stream);
         }
-        if ((p->unrecorded > 0 || tc_holds_any(p)) && pool_would_grow_locked(p, c, rounded)) {
+        if (pool_flush_helps_locked(p, c, rounded)) {
             tc_flush_all_locked(p);              /* parked blocks first, then the driver */
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);

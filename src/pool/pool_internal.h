@@ -120,6 +120,7 @@ int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk *
  * (nothing changed) when it is no block of this pool's table, or too large, or the cache is full:
  * the pool must take it then. */
 int         tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
+int         tc_parking(const pool_arena *p);         /* caches may park (several threads, a cap) */
 int         tc_holds_any(pool_arena *p);
 /* Gives every parked block back to the pool (pool lock held). */
 void        tc_flush_all_locked(pool_arena *p);

@@ -147,8 +147,12 @@ int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     return park;
 }
 
+int tc_parking(const pool_arena *p) {
+    return p->tc_cap != 0 && atomic_load_explicit(&p->tc_multi, memory_order_relaxed);
+}
+
 int tc_holds_any(pool_arena *p) {
-    if (p->tc_cap == 0 || !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
+    if (!tc_parking(p)) return 0;
     for (int i = 0; i < TC_SLOTS; i++) {
         if (atomic_load_explicit(&p->tc[i].cached, memory_order_relaxed) != 0) return 1;
     }
