@@ -238,13 +238,27 @@ static void vmm_note_locked(pool_arena *p, const pool_vmm *v, size_t mapped_befo
     p->num_driver_frees += v->releases - releases;
 }
 
-static size_t vmm_idle_locked(const pool_arena *p) {
+/* Brings the extents' counts of bytes in use up to date from the VMM region's blocks (USED and
+ * PENDING chunks): O(chunks), only before idle extents are looked for. */
+void vmm_recount_locked(pool_arena *p) {
+    if (p->vmm == NULL || !p->vmm->vmm.stale) return;
+    pool_vmm *v = &p->vmm->vmm;
+    pool_vmm_busy_begin(v);
+    for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
+        if (c->state != CHUNK_FREE) pool_vmm_busy_add(v, c->addr, c->size);
+    }
+    pool_vmm_busy_end(v);
+}
+
+static size_t vmm_idle_locked(pool_arena *p) {
+    vmm_recount_locked(p);
     return p->vmm ? p->vmm->vmm.idle : 0;
 }
 
 /* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much. */
 static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
     if (p->vmm == NULL) return 0;
+    vmm_recount_locked(p);
     pool_vmm *v = &p->vmm->vmm;
     size_t before = v->mapped;
     uint64_t c = v->creates, r = v->releases;
@@ -277,7 +291,7 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
     if (need == 0) {                             /* the common case: memory already mapped */
-        pool_vmm_mark(v, c->addr, c->size);
+        pool_vmm_mark(v);
         return GROW_OK;
     }
     /* hold_peak: rather than map beyond the high-water mark, give back idle extents first (they lie
@@ -306,7 +320,9 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead);
     arena_budget_give(p, need + ahead - (v->mapped - before));   /* unused ahead, or a failure */
     vmm_note_locked(p, v, before, creates, releases);
-    return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
+    if (s != VRAM_OK) return GROW_DRIVER;
+    pool_vmm_mark(v);
+    return GROW_OK;
 }
 
 static void region_release(pool_arena *p, pool_region *r) {
@@ -988,6 +1004,7 @@ void arena_idle_tick(pool_arena *p) {
         pool_vmm *v = &p->vmm->vmm;
         size_t before = v->mapped;
         uint64_t c = v->creates, r = v->releases;
+        vmm_recount_locked(p);
         pool_vmm_unmap_stale(v);
         vmm_note_locked(p, v, before, c, r);
     }

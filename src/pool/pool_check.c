@@ -61,6 +61,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
     if (sum != r->size) return "chunk sizes do not add up to the region";
     if (r->kind == REGION_VMM) {
         static _Thread_local char msg[256];
+        vmm_recount_locked(p);           /* counted lazily: recounted here from the blocks */
         if (pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
         size_t busy = 0;
         for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;

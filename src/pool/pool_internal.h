@@ -157,6 +157,7 @@ int         arena_range_holds(const pool_arena *p, uint64_t addr);
 
 /* pool.c, for thread_cache.c and pool_check.c */
 void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
+void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date */
 
 /* the pointer table's shards */
 static inline pool_shard *pool_shard_of(pool_arena *p, uint64_t addr) {

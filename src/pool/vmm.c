@@ -3,7 +3,8 @@
  *
  * Invariants: gran_ext[g] is the extent mapped over granule g or -1; an extent covers the whole
  * granules [offset, offset + size) and no other extent overlaps it; `mapped` is the sum of extent
- * sizes and `idle` the sum over extents whose busy count is 0.
+ * sizes; unless `stale`, `idle` is the sum over extents whose busy count is 0 and the counts are
+ * the bytes of the pool's blocks in use over each extent.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +54,9 @@ static void extent_unmap(pool_vmm *v, int32_t e) {
         v->gran_ext[g] = -1;
         v->mapped_bits[g / 64] &= ~(1ull << (g % 64));
     }
+    if (x->offset < v->mapped_prefix) v->mapped_prefix = x->offset;
     v->mapped -= x->size;
-    if (x->busy == 0) v->idle -= x->size;
+    if (x->busy == 0) v->idle -= x->size;   /* (what a stale count says; the next recount redoes it) */
     v->releases++;
     x->size = 0;
     x->next_free = v->free_slot;
@@ -69,22 +71,41 @@ void pool_vmm_destroy(pool_vmm *v) {
     v->backend->va_free(v->dev, v->base, v->va_size);
     free(v->gran_ext);
     free(v->mapped_bits);
+    free(v->touched_bits);
     free(v->ext);
     memset(v, 0, sizeof *v);
 }
 
+/* The bits of granules [g, last] that lie in g's word of a bitmap; *n says how many they are. */
+static uint64_t word_mask(size_t g, size_t last, size_t *n) {
+    size_t bit = g % 64;
+    *n = last - g + 1 < 64 - bit ? last - g + 1 : 64 - bit;
+    return (*n == 64 ? ~0ull : ((1ull << *n) - 1)) << bit;
+}
+
 /* Whether every granule in [g, last] is mapped, a word of the bitmap at a time. */
 static int all_mapped(const pool_vmm *v, size_t g, size_t last) {
-    while (g <= last) {
-        size_t bit = g % 64, n = last - g + 1 < 64 - bit ? last - g + 1 : 64 - bit;
-        uint64_t want = (n == 64 ? ~0ull : ((1ull << n) - 1)) << bit;
+    for (size_t n; g <= last; g += n) {
+        uint64_t want = word_mask(g, last, &n);
         if ((v->mapped_bits[g / 64] & want) != want) return 0;
-        g += n;
     }
     return 1;
 }
 
-size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size) {
+/* Sets the bits of granules [g, last] in a bitmap. */
+static void bits_set(uint64_t *bits, size_t g, size_t last) {
+    for (size_t n; g <= last; g += n) bits[g / 64] |= word_mask(g, last, &n);
+}
+
+/* Whether any bit of granules [g, last] is set. */
+static int bits_any(const uint64_t *bits, size_t g, size_t last) {
+    for (size_t n; g <= last; g += n) {
+        if (bits[g / 64] & word_mask(g, last, &n)) return 1;
+    }
+    return 0;
+}
+
+size_t pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size) {
     if (all_mapped(v, granule_of(v, addr), granule_of(v, addr + size - 1))) return 0;
     size_t missing = 0;
     for (size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1); g <= last;) {
@@ -169,10 +190,23 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
     x->offset = g * v->gran;
     x->size = size;
     x->busy = 0;
-    x->idle_since = v->tick;
+    v->stale = 1;
     for (size_t k = g; k < g + n; k++) {
         v->gran_ext[k] = e;
         v->mapped_bits[k / 64] |= 1ull << (k % 64);
+        if (v->touched_bits != NULL) v->touched_bits[k / 64] |= 1ull << (k % 64);
+    }
+    if (x->offset <= v->mapped_prefix) {      /* the mapped prefix may reach further now */
+        size_t k = v->mapped_prefix >> v->gran_shift, ngran = v->va_size >> v->gran_shift;
+        while (k < ngran) {
+            uint64_t holes = ~v->mapped_bits[k / 64] >> (k % 64);
+            if (holes != 0) {
+                k += (size_t)__builtin_ctzll(holes);
+                break;
+            }
+            k = (k / 64 + 1) * 64;
+        }
+        v->mapped_prefix = (k < ngran ? k : ngran) << v->gran_shift;
     }
     v->mapped += size;
     v->idle += size;
@@ -180,27 +214,36 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
     return VRAM_OK;
 }
 
-/* Adds `delta` (positive or negative) busy bytes to every extent overlapping [addr, addr+size). */
-static void busy_add(pool_vmm *v, uint64_t addr, size_t size, int sign) {
+void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {
+    v->stale = 1;
+    if (v->touched_bits != NULL) bits_set(v->touched_bits, granule_of(v, addr), granule_of(v, addr + size - 1));
+}
+
+void pool_vmm_busy_begin(pool_vmm *v) {
+    for (int32_t e = 0; e < v->next_slot; e++) v->ext[e].busy = 0;
+}
+
+void pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size) {
     uint64_t end = addr + size;
     for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last;) {
+        if (v->gran_ext[g] < 0) {           /* a block on unmapped memory: the check reports it */
+            g++;
+            continue;
+        }
         pool_extent *x = &v->ext[v->gran_ext[g]];
         uint64_t xs = v->base + x->offset, xe = xs + x->size;
-        size_t overlap = (size_t)((end < xe ? end : xe) - (addr > xs ? addr : xs));
-        if (sign > 0) {
-            if (x->busy == 0) v->idle -= x->size;
-            x->busy += overlap;
-        } else {
-            x->busy -= overlap;
-            if (x->busy == 0) {
-                v->idle += x->size;
-                x->idle_since = v->tick;
-            }
-        }
+        x->busy += (size_t)((end < xe ? end : xe) - (addr > xs ? addr : xs));
         g = (x->offset + x->size) >> v->gran_shift;
     }
 }
 
+void pool_vmm_busy_end(pool_vmm *v) {
+    v->idle = 0;
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        if (v->ext[e].size != 0 && v->ext[e].busy == 0) v->idle += v->ext[e].size;
+    }
+    v->stale = 0;
+}
 
 vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead) {
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1);
@@ -219,16 +262,7 @@ vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahe
         if (s != VRAM_OK) return s;
         g += run;
     }
-    busy_add(v, addr, size, +1);
     return VRAM_OK;
-}
-
-void pool_vmm_mark(pool_vmm *v, uint64_t addr, size_t size) {
-    busy_add(v, addr, size, +1);
-}
-
-void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {
-    busy_add(v, addr, size, -1);
 }
 
 size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want) {
@@ -247,11 +281,18 @@ size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want) {
 }
 
 void pool_vmm_unmap_stale(pool_vmm *v) {
+    size_t words = (v->va_size / v->gran + 63) / 64;
+    if (v->touched_bits == NULL) {         /* the first period starts: nothing noted before it */
+        v->touched_bits = calloc(words, sizeof *v->touched_bits);
+        return;                            /* (without host memory, the next tick tries again) */
+    }
     for (int32_t e = 0; e < v->next_slot && v->idle > 0; e++) {
         const pool_extent *x = &v->ext[e];
-        if (x->size != 0 && x->busy == 0 && x->idle_since < v->tick) extent_unmap(v, e);
+        if (x->size == 0 || x->busy != 0) continue;
+        if (!bits_any(v->touched_bits, x->offset >> v->gran_shift, ((x->offset + x->size) >> v->gran_shift) - 1))
+            extent_unmap(v, e);
     }
-    v->tick++;
+    memset(v->touched_bits, 0, words * sizeof *v->touched_bits);
 }
 
 int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {

@@ -5,11 +5,15 @@
  * physical granularity, 2 MiB on an H200) under every block in use are mapped, and can give back
  * physical memory under address ranges where no block is in use. Physical memory is held in
  * extents: one cuMemCreate + cuMemMap each, as large as the unmapped run that needed it (a mapped
- * extent cannot be split, so it is given back only when no byte of it is in use). Each extent
- * counts the bytes of blocks in use that overlap it.
+ * extent cannot be split, so it is given back only when no byte of it is in use).
  *
- * Costs: acquiring or releasing a range is O(extents it overlaps) (one for most blocks); mapping
- * is a driver call per unmapped run. Every function runs under the owning pool's lock.
+ * Which extents are in use is counted lazily: handing out or freeing a block only marks the counts
+ * stale (and, once idle release has started, notes the granules a freed block covered), and the
+ * pool recounts from its blocks (pool_vmm_busy_begin/add/end) before anything that needs them:
+ * giving back idle extents, the idle tick, the consistency check. Warm calls never walk extents.
+ *
+ * Costs: checking a range is a few bitmap words; mapping is a driver call per unmapped run; a
+ * recount is O(blocks + extents). Every function runs under the owning pool's lock.
  */
 #ifndef VRAM_POOL_VMM_H
 #define VRAM_POOL_VMM_H
@@ -22,9 +26,8 @@
 typedef struct pool_extent {
     uint64_t handle;
     size_t   offset, size;   /* within the range */
-    size_t   busy;           /* bytes of blocks in use that overlap it; 0: it can be given back */
+    size_t   busy;           /* bytes of blocks in use that overlap it, as of the last recount */
     int32_t  next_free;      /* slot recycling */
-    uint64_t idle_since;     /* the tick during which busy last dropped to 0 */
 } pool_extent;
 
 typedef struct pool_vmm {
@@ -37,12 +40,15 @@ typedef struct pool_vmm {
     size_t               va_size;
     int32_t             *gran_ext;       /* per granule: the extent mapped there, or -1 */
     uint64_t            *mapped_bits;    /* per granule: 1 when mapped (to skip unmapped runs fast) */
+    size_t               mapped_prefix;  /* [base, base + mapped_prefix) is all mapped (a quick test) */
     pool_extent         *ext;
     int32_t              next_slot, cap, free_slot;
     size_t               mapped;         /* bytes of all extents */
-    size_t               idle;           /* bytes of extents with busy == 0 */
+    size_t               idle;           /* bytes of extents with busy == 0, as of the last recount */
+    int                  stale;          /* blocks changed since the last recount: busy and idle are old */
+    uint64_t            *touched_bits;   /* per granule: a block over it was freed, or it was mapped, in
+                                          * this idle period (NULL until the first idle tick) */
     uint64_t             creates, releases;
-    uint64_t             tick;           /* idle-release periods so far */
 } pool_vmm;
 
 vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
@@ -50,23 +56,36 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
 void        pool_vmm_destroy(pool_vmm *v);   /* unmaps and releases everything, frees the range */
 
 /* Bytes that acquiring [addr, addr+size) would map (whole granules). */
-size_t      pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size);
-/* Marks [addr, addr+size) in use, mapping what is unmapped; the last run mapped may go on over up
- * to `ahead` more unmapped bytes after the block (fewer driver calls as the pool grows). On
- * failure nothing is marked (extents mapped on the way stay, idle). */
+size_t      pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size);
+static inline size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size) {
+    return addr + size - v->base <= v->mapped_prefix ? 0 : pool_vmm_unmapped_slow(v, addr, size);
+}
+/* Maps what is unmapped under [addr, addr+size); the last run mapped may go on over up to `ahead`
+ * more unmapped bytes after the block (fewer driver calls as the pool grows). On failure the
+ * extents mapped on the way stay (idle). The caller marks the block in use. */
 vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead);
-/* Marks [addr, addr+size) in use (every granule of it is mapped) or no longer in use. */
-void        pool_vmm_mark(pool_vmm *v, uint64_t addr, size_t size);
+/* A block over [addr, addr+size) (every granule of it mapped) was handed out, or was freed: the
+ * counts are stale from now on. */
+static inline void pool_vmm_mark(pool_vmm *v) {
+    v->stale = 1;
+}
 void        pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size);
+/* Recounting: begin zeroes every extent's count, add counts one block in use, end sums the idle
+ * bytes and clears `stale`. */
+void        pool_vmm_busy_begin(pool_vmm *v);
+void        pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size);
+void        pool_vmm_busy_end(pool_vmm *v);
 /* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
 size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);
 /* Gives back idle extents, largest first, until at least `want` bytes went back or none is left;
- * returns the bytes given back. */
+ * returns the bytes given back. Needs fresh counts (as do the two below). */
 size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want);
-/* Gives back the idle extents that have been idle since before the current period began, then
- * starts the next period (see the pool's idle release). */
+/* Gives back the idle extents that have been idle since before the current period began (no block
+ * over them freed and not mapped during it), then starts the next period (see the pool's idle
+ * release). The first call only starts noting freed granules: nothing is known idle before it. */
 void        pool_vmm_unmap_stale(pool_vmm *v);
-/* Verifies the granule table against the extents; 0 when sound, else writes why into msg. */
+/* Verifies the granule table against the extents and their counts; 0 when sound, else writes why
+ * into msg. */
 int         pool_vmm_check(const pool_vmm *v, char *msg, size_t len);
 
 #endif /* VRAM_POOL_VMM_H */
