@@ -7,7 +7,8 @@
 #
 # Environment (all optional):
 #   BENCH_OUT=DIR        where results.jsonl, table.md and logs/ go (default build-bench/)
-#   BENCH_PASSES=N       replays per allocator: 1 cold + N-1 warm (default 3)
+#   BENCH_PASSES=N       replays per allocator: 1 cold + N-1 warm (default 11: a warm pass of a
+#                        trace lasts 1-10 ms, too short alone against clock ramps and noise)
 #   BENCH_REPEAT=K       runs of every row, interleaved; the table shows the median and the
 #                        range of the K runs (default 3)
 #   BENCH_TRACES="..."   trace files (default traces/*.trace.gz)
@@ -18,7 +19,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 BUILD=build-bench
 OUT_DIR=${BENCH_OUT:-$BUILD}
-PASSES=${BENCH_PASSES:-3}
+PASSES=${BENCH_PASSES:-11}
 REPEAT=${BENCH_REPEAT:-3}
 TIMEOUT=${BENCH_TIMEOUT:-600}
 PY=${PYTHON:-python3}

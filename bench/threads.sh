@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # bench/threads.sh: threads on one logical device (issue 3, target 5). Each of N threads replays the
-# whole trace on logical device 0 (`vram replay --threads N --passes 3`, growth, no limit beyond the
+# whole trace on logical device 0 (`vram replay --threads N --passes P`, P = BENCH_PASSES, default 11; growth, no limit beyond the
 # card), with the default (threads spread over arenas), with `arenas:1` (one arena, its thread
 # caches) and with `arenas:1,thread_cache_mb:0` (one lock for everything); prints warm ops/s, the
 # speed-up over one thread, and reserved / live. Median of BENCH_REPEAT runs (default 3).
@@ -10,16 +10,17 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VRAM=${1:-build-bench/vram/vram}
 REPEAT=${BENCH_REPEAT:-3}
+PASSES=${BENCH_PASSES:-11}
 read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
 [ -x "$VRAM" ] || { cmake -S . -B build-bench/vram -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >/dev/null &&
                     cmake --build build-bench/vram -j "$(nproc)" --target vram >/dev/null; VRAM=build-bench/vram/vram; }
-echo "# vram replay --threads N --passes 3 --policy growth, $(date -u +%F), $(nproc) CPUs, $("$VRAM" --version 2>&1 | head -1)"
+echo "# vram replay --threads N --passes $PASSES --policy growth, $(date -u +%F), $(nproc) CPUs, $("$VRAM" --version 2>&1 | head -1)"
 for t in "${TRACES[@]}"; do
   for conf in default arenas:1 arenas:1,thread_cache_mb:0; do
     for n in 1 2 4 8; do
       for _ in $(seq "$REPEAT"); do
-        if [ "$conf" = default ]; then env -u VRAM_ALLOC_CONF "$VRAM" replay "$t" --policy growth --passes 3 --threads "$n" --json
-        else VRAM_ALLOC_CONF=$conf "$VRAM" replay "$t" --policy growth --passes 3 --threads "$n" --json; fi
+        if [ "$conf" = default ]; then env -u VRAM_ALLOC_CONF "$VRAM" replay "$t" --policy growth --passes "$PASSES" --threads "$n" --json
+        else VRAM_ALLOC_CONF=$conf "$VRAM" replay "$t" --policy growth --passes "$PASSES" --threads "$n" --json; fi
       done 2>/dev/null | python3 -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
