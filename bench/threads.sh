@@ -3,7 +3,8 @@
 # whole trace on logical device 0 (`vram replay --threads N --passes P`, P = BENCH_PASSES, default 11; growth, no limit beyond the
 # card), with the default (threads spread over arenas), with `arenas:1` (one arena, its thread
 # caches) and with `arenas:1,thread_cache_mb:0` (one lock for everything); prints warm ops/s, the
-# speed-up over one thread, and reserved / live. Median of BENCH_REPEAT runs (default 3).
+# speed-up over one thread, and reserved / live. Median of BENCH_REPEAT runs (default 3);
+# BENCH_CONFS="default arenas:1" picks the configurations, BENCH_TRACES the traces.
 #
 #   bash bench/threads.sh [VRAM_BINARY]      (default build-bench/vram/vram, built by bench/run.sh)
 set -euo pipefail
@@ -11,12 +12,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VRAM=${1:-build-bench/vram/vram}
 REPEAT=${BENCH_REPEAT:-3}
 PASSES=${BENCH_PASSES:-11}
+read -r -a CONFS <<<"${BENCH_CONFS:-default arenas:1 arenas:1,thread_cache_mb:0}"
 read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
 [ -x "$VRAM" ] || { cmake -S . -B build-bench/vram -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >/dev/null &&
                     cmake --build build-bench/vram -j "$(nproc)" --target vram >/dev/null; VRAM=build-bench/vram/vram; }
 echo "# vram replay --threads N --passes $PASSES --policy growth, $(date -u +%F), $(nproc) CPUs, $("$VRAM" --version 2>&1 | head -1)"
 for t in "${TRACES[@]}"; do
-  for conf in default arenas:1 arenas:1,thread_cache_mb:0; do
+  for conf in "${CONFS[@]}"; do
     for n in 1 2 4 8; do
       for _ in $(seq "$REPEAT"); do
         if [ "$conf" = default ]; then env -u VRAM_ALLOC_CONF "$VRAM" replay "$t" --policy growth --passes "$PASSES" --threads "$n" --json
