@@ -89,6 +89,60 @@ TEST(async_plugin_frees_share_events) {
     CHECK_OK(vram_shutdown());                              /* with a free still unrecorded */
 }
 
+/* Neighbouring blocks freed by PyTorch on one stream become one pending chunk: the stream can
+ * reuse their memory whole at once, as PyTorch's own allocator can, instead of growing for a
+ * request larger than each of them. Blocks freed on another stream, or with events of their own
+ * (vram_free_async), stay apart. */
+TEST(async_plugin_frees_merge_on_their_stream) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *p[4] = {0};
+    for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
+    for (int i = 1; i < 4; i++) CHECK_PTR((char *)p[i], ==, (char *)p[0] + i * 2 * MiB);
+    vram_plugin_free(p[1], 2 * MiB, 0, STREAM_A);
+    vram_plugin_free(p[0], 2 * MiB, 0, STREAM_A);   /* before its neighbour: merges backwards too */
+    vram_plugin_free(p[2], 2 * MiB, 0, STREAM_A);
+    vram_plugin_free(p[3], 2 * MiB, 0, STREAM_B);   /* another stream: stays apart */
+    CHECK_ALL();
+    size_t reserved = INFO(0).reserved;
+    void *q = vram_plugin_alloc(6 * MiB, 0, STREAM_A);
+    CHECK_PTR(q, ==, p[0]);                          /* the three blocks of A, at once */
+    CHECK_SIZE(INFO(0).reserved, ==, reserved);
+    CHECK_ALL();
+    vram_plugin_free(q, 6 * MiB, 0, STREAM_A);
+    void *r = NULL;                                  /* per-free events do not merge */
+    CHECK_OK(vram_malloc_async(&r, 4 * MiB, 0, STREAM_B));
+    CHECK_PTR(r, !=, p[0]);
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_OK(vram_free(r));
+    void *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_OK(vram_malloc_async(&a, 2 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_malloc_async(&b, 2 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_free_async(a, STREAM_A));
+    CHECK_OK(vram_free_async(b, STREAM_A));
+    CHECK_OK(vram_malloc_async(&c, 4 * MiB, 0, STREAM_A));
+    CHECK_PTR(c, !=, a);                             /* two events: two chunks, neither fits */
+    CHECK_ALL();
+    CHECK_OK(vram_free(c));
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_OK(vram_trim(0, 0));
+    for (int i = 0; i < 2; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
+    CHECK_PTR((char *)p[1], ==, (char *)p[0] + 2 * MiB);
+    vram_plugin_free(p[0], 2 * MiB, 0, STREAM_A);
+    CHECK_OK(vram_trim(0, 0));                       /* records p[0]'s event */
+    vram_plugin_free(p[1], 2 * MiB, 0, STREAM_A);   /* later work on A: not under that event */
+    vram__sim_stream_complete(STREAM_A);             /* p[0]'s event completes, p[1] has none */
+    CHECK_OK(vram_malloc_async(&r, 4 * MiB, 0, STREAM_B));
+    CHECK_PTR(r, !=, p[0]);                          /* p[1] is not free for B yet */
+    CHECK_ALL();
+    CHECK_OK(vram_free(r));
+    CHECK_ALL();
+}
+
 /* A few owned-stream frees (fewer than a batch) must not hold their memory forever: trim records
  * their event, and once it completed the next trim gives the memory back. */
 TEST(async_plugin_frees_are_trimmed) {

@@ -222,6 +222,7 @@
     X(async, async_same_stream_reuses_at_once) \
     X(async, async_reaping_asks_each_stream_once) \
     X(async, async_plugin_frees_share_events) \
+    X(async, async_plugin_frees_merge_on_their_stream) \
     X(async, async_plugin_frees_are_trimmed) \
     X(async, async_other_stream_waits_when_no_room) \
     X(async, async_plain_malloc_waits_when_no_room) \

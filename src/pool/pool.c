@@ -444,6 +444,33 @@ static void pending_reap_locked(pool_arena *p, int wait) {
     }
 }
 
+/* Whether the PENDING chunk n may take in its unlinked neighbour c, just freed without an event on
+ * the same stream: both become free for that stream at once and get one event when recorded. */
+static int pending_joins(const pool_chunk *n, const pool_chunk *c) {
+    return n != NULL && n->state == CHUNK_PENDING && n->event == NULL && c->event == NULL &&
+           n->stream == c->stream;
+}
+
+static void chunk_unlink_locked(pool_arena *p, pool_chunk *c);
+
+/* c (PENDING, not linked yet) merged with its pending neighbours of the same stream, so that the
+ * stream can reuse their memory whole, as PyTorch's allocator can; returns the chunk to link. */
+static pool_chunk *pending_merge_locked(pool_arena *p, pool_chunk *c) {
+    pool_chunk *next = c->next, *prev = c->prev;
+    if (pending_joins(next, c)) {
+        pending_unlink_locked(p, next);
+        c->size += next->size;
+        chunk_unlink_locked(p, next);
+    }
+    if (pending_joins(prev, c)) {
+        pending_unlink_locked(p, prev);
+        prev->size += c->size;
+        chunk_unlink_locked(p, c);
+        c = prev;
+    }
+    return c;
+}
+
 /* Best fit among PENDING chunks freed on `stream` (which that stream may reuse at once). */
 static pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
     pool_chunk *best = NULL;
@@ -896,7 +923,7 @@ vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *o
     c->state = CHUNK_PENDING;
     c->stream = stream;
     c->event = e;
-    pending_link_locked(p, c);
+    pending_link_locked(p, pending_merge_locked(p, c));
     pthread_mutex_unlock(&p->lock);
     return VRAM_OK;
 }
