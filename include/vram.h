@@ -194,8 +194,12 @@ VRAM_API vram_status vram_set_alloc_conf(const char *conf);
  * for CUDA device `device` (the physical index; the first logical device on that card serves it),
  * stream-ordered on `stream`; NULL on failure, with vram_last_error() saying why. The free is
  * stream-ordered on `stream` too, and `stream` must stay valid while the runtime runs (PyTorch
- * never destroys its streams): no event is recorded per free, one per stream covers a batch of
- * them (vram_free_async records one at each free). Python: vram.torch.install(). */
+ * never destroys its streams). While every stream-ordered request of the logical device has come
+ * on one stream (PyTorch's usual case), a block freed on it is free at once, as in PyTorch's own
+ * allocator; vram waits for that stream (once) before such memory goes to a plain request or
+ * another stream, or back to the driver. With several streams no event is recorded per free, one
+ * per stream covers a batch of them (vram_free_async records one at each free).
+ * Python: vram.torch.install(). */
 VRAM_API void *vram_plugin_alloc(ptrdiff_t size, int device, void *stream);
 VRAM_API void  vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *stream);
 

@@ -11,6 +11,17 @@
 #define STREAM_A ((void *)0x1)
 #define STREAM_B ((void *)0x2)
 
+/* Makes logical device 0's first arena serve two streams, so that PyTorch's frees on either go
+ * through events (with one stream only they are free at once: see the solo tests below). */
+static void two_streams(void) {
+    void *x = vram_plugin_alloc(256, 0, STREAM_B);
+    CHECK(x != NULL);
+    vram_plugin_free(x, 256, 0, STREAM_B);
+    x = vram_plugin_alloc(256, 0, STREAM_A);        /* waits for B, and ends the solo stream */
+    CHECK(x != NULL);
+    CHECK_OK(vram_free(x));                          /* (not left pending) */
+}
+
 TEST(async_same_stream_reuses_at_once) {
     use_sim("16GiB");
     CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
@@ -62,6 +73,7 @@ TEST(async_plugin_frees_share_events) {
     use_sim("16GiB");
     vram_logical_device_configuration cfg = {16};   /* a preallocated 16 MiB pool */
     CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    two_streams();
     enum { N = 100 };
     void *p[N] = {0};
     for (int i = 0; i < N; i++) CHECK((p[i] = vram_plugin_alloc(64 * 1024, 0, STREAM_A)) != NULL);
@@ -98,6 +110,8 @@ TEST(async_plugin_frees_merge_on_their_stream) {
     CHECK_OK(vram_set_memory_growth(0, 1));
     CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
     CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    two_streams();
+    CHECK_OK(vram_trim(0, 0));
     void *p[4] = {0};
     for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
     for (int i = 1; i < 4; i++) CHECK_PTR((char *)p[i], ==, (char *)p[0] + i * 2 * MiB);
@@ -143,6 +157,93 @@ TEST(async_plugin_frees_merge_on_their_stream) {
     CHECK_ALL();
 }
 
+/* One stream only (PyTorch's usual case): its frees are free at once, merged with free memory,
+ * without an event; no request elsewhere can take them before the stream got there. */
+TEST(async_solo_stream_frees_at_once) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *p[4] = {0};
+    for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
+    vram__backend_counters before, after;
+    vram__backend_sim.counters(&before);
+    for (int i = 0; i < 4; i++) vram_plugin_free(p[i], 2 * MiB, 0, STREAM_A);
+    CHECK_ALL();
+    size_t reserved = INFO(0).reserved;
+    void *q = vram_plugin_alloc(7 * MiB, 0, STREAM_A);    /* all four, and no growth */
+    CHECK_PTR(q, ==, p[0]);
+    CHECK_SIZE(INFO(0).reserved, ==, reserved);
+    vram_plugin_free(q, 7 * MiB, 0, STREAM_A);
+    vram__backend_sim.counters(&after);
+    CHECK_U64(after.event_record, ==, before.event_record);   /* no event at all */
+    CHECK_U64(after.event_sync, ==, before.event_sync);
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());                       /* gives the memory back: waits for A first */
+    vram__backend_sim.counters(&after);
+    CHECK_U64(after.event_sync - before.event_sync, ==, 1);
+}
+
+/* What the stream freed at once is handed elsewhere only after the stream got there: a plain
+ * request, a request on another stream, a trim and the shutdown each wait for it (once), and after
+ * the first request elsewhere frees go through events again. */
+TEST(async_solo_stream_waited_for_before_others) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    vram__backend_counters c0, c1, c2, c3;
+    void *p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);
+    CHECK(p != NULL);
+    vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
+    vram__backend_sim.counters(&c0);
+    CHECK_OK(vram_trim(0, 0));                       /* gives back what A may still use: waits */
+    vram__backend_sim.counters(&c1);
+    CHECK_U64(c1.event_sync - c0.event_sync, ==, 1);
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_OK(vram_trim(0, 0));                       /* nothing freed since: no wait */
+    p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);
+    vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
+    vram__backend_sim.counters(&c2);
+    CHECK_U64(c2.event_sync, ==, c1.event_sync);
+    void *q = NULL;
+    CHECK_OK(vram_malloc(&q, 8 * MiB, 0));           /* a plain request: waits for A, reuses */
+    CHECK_PTR(q, ==, p);
+    vram__backend_sim.counters(&c3);
+    CHECK_U64(c3.event_sync - c2.event_sync, ==, 1);
+    CHECK_OK(vram_free(q));
+    p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);     /* solo no more: the free goes pending */
+    vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
+    CHECK_OK(vram_malloc(&q, 8 * MiB, 0));
+    CHECK_PTR(q, !=, p);                             /* A has not got there: not handed out */
+    CHECK_OK(vram_free(q));
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+}
+
+/* A request on a second stream ends the solo stream, after waiting for it. */
+TEST(async_solo_stream_ends_with_a_second_stream) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    void *p = vram_plugin_alloc(4 * MiB, 0, STREAM_A);
+    vram_plugin_free(p, 4 * MiB, 0, STREAM_A);
+    vram__backend_counters c0, c1;
+    vram__backend_sim.counters(&c0);
+    void *q = vram_plugin_alloc(4 * MiB, 0, STREAM_B);
+    CHECK_PTR(q, ==, p);                             /* A's block, once A got there */
+    vram__backend_sim.counters(&c1);
+    CHECK_U64(c1.event_sync - c0.event_sync, ==, 1);
+    vram_plugin_free(q, 4 * MiB, 0, STREAM_B);       /* two streams: through an event now */
+    void *r = vram_plugin_alloc(4 * MiB, 0, STREAM_A);
+    CHECK_PTR(r, !=, q);
+    vram_plugin_free(r, 4 * MiB, 0, STREAM_A);
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
 /* A few owned-stream frees (fewer than a batch) must not hold their memory forever: trim records
  * their event, and once it completed the next trim gives the memory back. */
 TEST(async_plugin_frees_are_trimmed) {
@@ -150,6 +251,8 @@ TEST(async_plugin_frees_are_trimmed) {
     CHECK_OK(vram_set_memory_growth(0, 1));
     CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
     CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    two_streams();
+    CHECK_OK(vram_trim(0, 0));
     void *p[4] = {0};
     for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(8 * MiB, 0, STREAM_A)) != NULL);
     for (int i = 0; i < 4; i++) vram_plugin_free(p[i], 8 * MiB, 0, STREAM_A);

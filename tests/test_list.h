@@ -224,6 +224,9 @@
     X(async, async_plugin_frees_share_events) \
     X(async, async_plugin_frees_merge_on_their_stream) \
     X(async, async_plugin_frees_are_trimmed) \
+    X(async, async_solo_stream_frees_at_once) \
+    X(async, async_solo_stream_waited_for_before_others) \
+    X(async, async_solo_stream_ends_with_a_second_stream) \
     X(async, async_other_stream_waits_when_no_room) \
     X(async, async_plain_malloc_waits_when_no_room) \
     X(async, async_other_stream_gets_new_block_with_room) \

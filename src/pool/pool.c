@@ -256,8 +256,10 @@ static size_t vmm_idle_locked(pool_arena *p) {
 }
 
 /* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much. */
+static int solo_fence_locked(pool_arena *p);
+
 static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
-    if (p->vmm == NULL) return 0;
+    if (p->vmm == NULL || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
     pool_vmm *v = &p->vmm->vmm;
     size_t before = v->mapped;
@@ -478,6 +480,43 @@ static pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t s
         if (c->stream == stream && c->size >= size && (best == NULL || c->size < best->size)) best = c;
     }
     return best;
+}
+
+/* ---- one stream ----------------------------------------------------------------------------- *
+ *
+ * PyTorch runs most programs on one stream, and its own allocator hands a block freed on a stream
+ * back to that stream at once, merged with its free neighbours. So does an arena whose
+ * stream-ordered requests have all come on one stream S ("solo"): an owned-stream free on S goes
+ * straight to the free bins, since everything that can take it from there is ordered after the
+ * free on S. Three things are not, and each waits for S first (one event, recorded and waited
+ * for, only if a block was freed that way since the last wait): giving memory back to the driver
+ * (trim, idle release, unmapping under the limit, destruction), which S's queued work may still
+ * touch; and the first request that is plain or on another stream, after which the arena is no
+ * longer solo and frees go through events as before (SOLO_OFF, for good). */
+enum { SOLO_NONE, SOLO_ON, SOLO_OFF };
+
+/* Waits until S has done everything queued before now; 0, or -1 when the driver refused. */
+static int solo_fence_locked(pool_arena *p) {
+    if (p->solo != SOLO_ON || p->solo_unfenced == 0) return 0;
+    const vram__backend *be = p->cfg.backend;
+    void *ev = NULL;
+    if (be->event_record(p->cfg.dev, p->solo_stream, &ev) != VRAM_OK) return -1;
+    vram_status s = be->event_sync(p->cfg.dev, ev);
+    be->event_destroy(p->cfg.dev, ev);
+    if (s != VRAM_OK) return -1;
+    p->solo_unfenced = 0;
+    return 0;
+}
+
+/* A request (async: stream-ordered, on `stream`) is about to be served. */
+static void solo_note_request_locked(pool_arena *p, int async, void *stream) {
+    if (p->solo == SOLO_NONE && async) {
+        p->solo = SOLO_ON;
+        p->solo_stream = stream;
+    } else if (p->solo == SOLO_ON && (!async || stream != p->solo_stream)) {
+        (void)solo_fence_locked(p);        /* a driver that cannot wait has failed the stream anyway */
+        p->solo = SOLO_OFF;
+    }
 }
 
 /* ---- chunk split and merge ------------------------------------------------------------------- */
@@ -711,6 +750,7 @@ vram_status arena_destroy(pool_arena *p) {
         pool_chunk *c = p->pending;
         pending_settle_locked(p, c);
     }
+    (void)solo_fence_locked(p);           /* (a driver that cannot wait: the memory goes anyway) */
     while (p->regions != NULL) {
         pool_region *r = p->regions;
         p->regions = r->next;
@@ -876,6 +916,7 @@ vram_status arena_alloc(pool_arena *p, size_t size, int async, void *stream, voi
         return VRAM_OK;
     }
     pthread_mutex_lock(&p->lock);
+    if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet_why);
     pthread_mutex_unlock(&p->lock);
     return s;
@@ -900,6 +941,14 @@ vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *o
         pthread_mutex_unlock(&p->lock);
         return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): not a live block of %s (already freed, "
                           "or not the start of a block vram handed out)", ptr, p->cfg.name);
+    }
+    if (async == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
+        if (stream == p->solo_stream) {
+            p->solo_unfenced++;
+            async = 0;                   /* free at once: whatever takes it is ordered after it */
+        } else {
+            solo_note_request_locked(p, 1, stream);   /* a block of another stream: solo no more */
+        }
     }
     if (!async) {
         pool_release_used_locked(p, c);
@@ -982,6 +1031,7 @@ static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
     for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
+            if (solo_fence_locked(p) != 0) return;
             *link = r->next;
             free_bins_remove(&p->bins, r->first);
             region_release(p, r);
@@ -1032,7 +1082,7 @@ void arena_idle_tick(pool_arena *p) {
         size_t before = v->mapped;
         uint64_t c = v->creates, r = v->releases;
         vmm_recount_locked(p);
-        pool_vmm_unmap_stale(v);
+        if (solo_fence_locked(p) == 0) pool_vmm_unmap_stale(v);
         vmm_note_locked(p, v, before, c, r);
     }
     size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;

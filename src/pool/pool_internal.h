@@ -95,6 +95,11 @@ struct pool_arena {
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
     size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
+    /* One stream (see "solo" in pool.c): while every stream-ordered request of the arena has come
+     * on solo_stream and no plain one since the first, owned-stream frees on it are free at once */
+    int               solo;          /* SOLO_NONE, SOLO_ON or SOLO_OFF */
+    void             *solo_stream;
+    uint64_t          solo_unfenced; /* frees made free at once since the stream was last waited for */
     pool_chunk       *spare;         /* recycled chunk records */
     /* `current`, `used_count` and `peak` count blocks parked in thread caches as in use, and
      * num_allocs / num_frees count the pool's own hand-outs and releases (see thread_cache.c) */
