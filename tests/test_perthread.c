@@ -208,6 +208,42 @@ TEST(arenas_second_thread_gets_its_own_and_figures_add_up) {
     CHECK_ALL();
 }
 
+static void *on_device_1(void *arg) {
+    (void)arg;
+    void *x = NULL;
+    CHECK_OK(vram_malloc(&x, 1 * MiB, 1));
+    CHECK_OK(vram_free(x));
+    return NULL;
+}
+
+/* Threads get arenas in the order they first call on this pool, whatever they did elsewhere: 8
+ * threads, some of which allocated on another device first, end in 8 arenas (by their process-wide
+ * order, the 8th met the first in arena 0 while arena 4 stayed unused). */
+TEST(arenas_threads_each_get_one_whatever_came_before) {
+    use_sim("2x16GiB");
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    for (int d = 0; d < 2; d++) CHECK_OK(vram_set_memory_growth(d, 1));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    CHECK_OK(vram_init());
+    void *block[8] = {0};
+    CHECK_OK(vram_malloc(&block[0], 4 * MiB, 0));        /* the first thread: arena 0 */
+    for (int i = 0; i < 3; i++) {                         /* threads seen elsewhere first */
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, on_device_1, NULL) == 0);
+        CHECK(pthread_join(t, NULL) == 0);
+    }
+    for (int i = 1; i < 8; i++) CHECK((block[i] = on_other_thread(4 * MiB, 1)) != NULL);
+    for (int i = 0; i < 8; i++) {
+        for (int j = 0; j < i; j++) {                     /* one arena's blocks lie side by side */
+            uintptr_t a = (uintptr_t)block[i], b = (uintptr_t)block[j];
+            CHECK_U64(a > b ? a - b : b - a, >=, 256 * MiB);
+        }
+    }
+    CHECK_ALL();
+    for (int i = 0; i < 8; i++) CHECK_OK(vram_free(block[i]));
+    CHECK_ALL();
+}
+
 TEST(arenas_share_the_limit) {
     start_growth(64 * MiB, "map_ahead_mb:0");
     void *mine = NULL;

@@ -6,8 +6,8 @@
  * A pool starts with one arena and, as long as one thread allocates, is exactly that arena. Once
  * a second thread calls vram_malloc on a pool that grows by mapping (growth with virtual memory
  * management), threads spread over up to POOL_ARENAS arenas by the order in which they first
- * called (thread k uses arena (k - 1) mod POOL_ARENAS, created on its first request), so that
- * threads that allocate at once do not meet on one lock. What stays shared:
+ * called on this pool (the k-th thread, from 0, uses arena k mod POOL_ARENAS, created on its first
+ * request), so that threads that allocate at once do not meet on one lock. What stays shared:
  *   - the limit: every arena draws its physical memory from the logical device's budget (`limit`,
  *     an atomic like the card's), so together they never hold more than the limit; a request that
  *     its arena cannot serve first makes the other arenas give back their idle memory, then is
@@ -27,25 +27,32 @@
 #include "pool/pool_internal.h"
 
 #define POOL_ARENAS VRAM_POOL_MAX_ARENAS
+#define POOL_ARRIVALS 256        /* threads told apart by arrival; later ones go by their sequence */
+#define MY_ARENAS 4              /* pools whose arena a thread remembers */
 
 struct vram__pool {
     vram__pool_config     cfg;
     pool_shared           shared;         /* the limit every arena draws on, the exact reserved total */
     pthread_mutex_t       grow_lock;      /* creating arenas */
     atomic_int            arenas_ok;      /* growth by mapping: more arenas may be created */
-    atomic_int            first_thread;   /* pool_thread_seq of the first thread that allocated */
-    atomic_int            multi;          /* 1 once a second thread allocated */
+    unsigned              arrived[POOL_ARRIVALS];   /* pool_thread_seq of the threads that called
+                                                     * vram_malloc here, in arrival order (grow_lock) */
+    int                   narrived;
     atomic_int            count;          /* arenas created */
     int                   arenas;         /* most arenas: cfg.arenas */
     uint64_t              uid;            /* this pool among all created in the process */
     _Atomic(pool_arena *) arena[POOL_ARENAS];
+    /* each arena's reserved range, set before the arena is published: frees find their arena
+     * here, on lines nobody writes, not in the arenas (whose lines their threads keep writing) */
+    uint64_t              lo[POOL_ARENAS], hi[POOL_ARENAS];
 };
 
 static atomic_ullong pools_created;
-/* The pool this thread last allocated in with vram_malloc, and its arena there. */
-static _Thread_local const vram__pool *my_pool;
-static _Thread_local uint64_t my_pool_uid;
-static _Thread_local pool_arena *my_arena;
+/* This thread's arena in the last pools it allocated in with vram_malloc (by pool uid). */
+static _Thread_local struct my_arena {
+    uint64_t    uid;
+    pool_arena *arena;
+} my_arenas[MY_ARENAS];
 
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
@@ -59,8 +66,6 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     atomic_init(&p->shared.peak_reserved, 0);
     pthread_mutex_init(&p->grow_lock, NULL);
     atomic_init(&p->arenas_ok, cfg->growth && cfg->caps.vmm_supported && (cfg->arenas == 0 || cfg->arenas > 1));
-    atomic_init(&p->first_thread, 0);
-    atomic_init(&p->multi, 0);
     atomic_init(&p->count, 1);
     p->arenas = cfg->arenas > 0 && cfg->arenas < POOL_ARENAS ? cfg->arenas : POOL_ARENAS;
     for (int i = 0; i < POOL_ARENAS; i++) atomic_init(&p->arena[i], NULL);
@@ -71,6 +76,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
         free(p);
         return s;
     }
+    arena_range(a, &p->lo[0], &p->hi[0]);
     atomic_store(&p->arena[0], a);
     *out = p;
     return VRAM_OK;
@@ -98,15 +104,21 @@ vram_status vram__pool_destroy(vram__pool *p) {
     return VRAM_OK;
 }
 
-/* The arena for a plain request of this thread: the first while one thread allocates. */
+/* The arena for this thread's plain requests: its place in the order in which threads first
+ * called on this pool, so that the first keeps the first arena and the next ones each get one of
+ * their own, whatever threads did elsewhere before (a process-wide order left gaps, and two of 8
+ * threads could meet on one arena while another stayed unused). */
 static int arena_index(vram__pool *p) {
-    int seq = (int)pool_thread_seq(), first = atomic_load_explicit(&p->first_thread, memory_order_relaxed);
-    if (first == 0) {
-        if (atomic_compare_exchange_strong(&p->first_thread, &first, seq)) first = seq;
+    unsigned seq = pool_thread_seq();
+    pthread_mutex_lock(&p->grow_lock);
+    int k = 0;
+    while (k < p->narrived && p->arrived[k] != seq) k++;
+    if (k == p->narrived) {
+        if (k < POOL_ARRIVALS) p->arrived[p->narrived++] = seq;
+        else k = (int)seq;
     }
-    if (first != seq && !atomic_load_explicit(&p->multi, memory_order_relaxed)) atomic_store(&p->multi, 1);
-    if (!atomic_load_explicit(&p->multi, memory_order_relaxed)) return 0;
-    return (seq - 1) % p->arenas;
+    pthread_mutex_unlock(&p->grow_lock);
+    return k % p->arenas;
 }
 
 /* Arena k, created on first use; NULL when it cannot be (then no more are tried). */
@@ -117,6 +129,7 @@ static pool_arena *arena_at(vram__pool *p, int k) {
     a = atomic_load(&p->arena[k]);
     if (a == NULL && atomic_load(&p->arenas_ok)) {
         if (arena_create(&p->cfg, &p->shared, &a) == VRAM_OK) {
+            arena_range(a, &p->lo[k], &p->hi[k]);
             atomic_store_explicit(&p->arena[k], a, memory_order_release);
             atomic_fetch_add(&p->count, 1);
         } else {
@@ -144,16 +157,16 @@ static void figures(vram__pool *p, arena_figures *all) {
 /* This thread's arena for vram_malloc: found once per thread and pool (a thread keeps its arena;
  * the first thread keeps the first arena even after others arrive). */
 static pool_arena *thread_arena(vram__pool *p) {
-    if (my_pool == p && my_pool_uid == p->uid) return my_arena;
+    struct my_arena *mine = &my_arenas[p->uid % MY_ARENAS];
+    if (mine->uid == p->uid) return mine->arena;
     pool_arena *a = atomic_load_explicit(&p->arena[0], memory_order_relaxed);
     if (atomic_load_explicit(&p->arenas_ok, memory_order_relaxed)) {
         int k = arena_index(p);
-        pool_arena *mine = k > 0 ? arena_at(p, k) : NULL;
-        if (mine != NULL) a = mine;            /* NULL: arenas could not be created, the first serves */
+        pool_arena *own = k > 0 ? arena_at(p, k) : NULL;
+        if (own != NULL) a = own;              /* NULL: arenas could not be created, the first serves */
     }
-    my_pool = p;
-    my_pool_uid = p->uid;
-    my_arena = a;
+    mine->uid = p->uid;
+    mine->arena = a;
     return a;
 }
 
@@ -188,7 +201,7 @@ vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, i
         return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), ptr, async, stream, owned);
     for (int i = 0; i < POOL_ARENAS; i++) {            /* the owner, by its reserved range */
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
-        if (a != NULL && arena_range_holds(a, addr)) return arena_free(a, ptr, async, stream, owned);
+        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, ptr, async, stream, owned);
     }
     vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
     for (int i = 0; i < POOL_ARENAS; i++) {

@@ -1060,9 +1060,10 @@ size_t arena_live_count(pool_arena *p, size_t *bytes) {
     return n;
 }
 
-int arena_range_holds(const pool_arena *p, uint64_t addr) {
+void arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi) {
     const pool_region *r = p->vmm;
-    return r != NULL && addr >= r->base && addr - r->base < r->size;
+    *lo = r != NULL ? r->base : 0;
+    *hi = r != NULL ? r->base + r->size : 0;
 }
 
 void arena_trim(pool_arena *p, size_t keep_bytes) {

@@ -158,7 +158,7 @@ void        arena_trim(pool_arena *p, size_t keep_bytes);
 void        arena_idle_tick(pool_arena *p);
 vram_status arena_check(pool_arena *p);
 /* Whether addr lies in the arena's reserved range (VMM arenas; no lock: the range never moves). */
-int         arena_range_holds(const pool_arena *p, uint64_t addr);
+void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);   /* its reserved range, or 0, 0 */
 
 /* pool.c, for thread_cache.c and pool_check.c */
 void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
