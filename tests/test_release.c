@@ -432,6 +432,34 @@ TEST(pressure_reserved_within_limit_reuses_idle) {
     CHECK_ALL();
 }
 
+/* Where best fit would map new memory, memory already mapped serves first: here the exact fit is a
+ * hole a trim unmapped, and a larger free chunk is still mapped. */
+TEST(growth_prefers_mapped_memory_to_mapping_more) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,extent_mb:2"));
+    start_growth(256 * MiB);
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(vram_malloc(&a, 4 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, 2 * MiB, 0));
+    CHECK_OK(vram_malloc(&c, 8 * MiB, 0));
+    CHECK_OK(vram_malloc(&d, 2 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_trim(0, 0));                       /* a's memory goes back */
+    CHECK_OK(vram_free(c));                          /* c's stays mapped */
+    vram_memory_info before = INFO(0);
+    CHECK_SIZE(before.reserved, ==, 12 * MiB);
+    CHECK_OK(vram_malloc(&e, 4 * MiB, 0));           /* fits a's hole exactly, but that is unmapped */
+    CHECK_PTR(e, ==, c);
+    vram_memory_info after = INFO(0);
+    CHECK_SIZE(after.reserved, ==, before.reserved);
+    CHECK_U64(after.num_driver_allocs, ==, before.num_driver_allocs);
+    CHECK_ALL();
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(d));
+    CHECK_OK(vram_free(e));
+    CHECK_ALL();
+}
+
 /* Small blocks placed in the memory of a freed large block keep part of it busy; a large request
  * afterwards must still fit when the limit leaves room for it. */
 TEST(pressure_small_blocks_in_freed_large_extent) {

@@ -870,6 +870,13 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
+        if (p->vmm != NULL && pool_would_grow_locked(p, c, rounded)) {
+            /* memory already mapped before new memory: where best fit would map, a free chunk that
+             * holds a mapped run long enough serves instead (with hold_peak, this is what lets the
+             * steady state stop remapping) */
+            pool_chunk *m = pool_find_mapped_locked(p, rounded);
+            if (m != NULL) c = m;
+        }
         grow_result why = GROW_LIMIT;
         if (c == NULL && p->vmm == NULL) {
             why = pool_grow_plain_locked(p, rounded);
