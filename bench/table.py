@@ -21,12 +21,13 @@ import os
 import sys
 
 ORDER = [
-    "vram prealloc", "vram growth", "vram growth-lean", "vram growth-plain",
+    "vram prealloc", "vram growth", "vram growth-keep", "vram growth-lean", "vram growth-plain",
     "cumemalloc", "cumemallocasync", "torch", "torch-expandable", "host",
 ]
 LABEL = {
     "vram prealloc": "vram, preallocated (default)",
     "vram growth": "vram, growth (VMM)",
+    "vram growth-keep": "vram, growth never moving idle memory under large blocks (hold_large_mb:0)",
     "vram growth-lean": "vram, growth holding its peak (hold_peak, 64 MiB extents)",
     "vram growth-plain": "vram, growth without VMM",
     "cumemalloc": "cuMemAlloc / cuMemFree per call",

@@ -178,6 +178,8 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *                           fewer driver calls (default 64; 0: only what blocks need)
  *   hold_peak:true|false    growth: give idle pieces back rather than raise the high-water mark of
  *                           reserved memory (leaner, but more driver calls in steady state); default false
+ *   hold_large_mb:N         growth: the same for blocks of at least N MiB only (default 256; 0: off):
+ *                           a large block moves idle memory under it instead of mapping more
  *   thread_cache_mb:N       bytes of freed blocks one per-thread cache may keep for its thread's next
  *                           request of the same size (default: the limit / 256, at most 64 MiB;
  *                           0: none). Caches keep nothing until a second thread uses an arena;

@@ -257,6 +257,7 @@
     X(release, trim_waits_for_pending_frees) \
     X(release, pressure_reserved_within_limit_reuses_idle) \
     X(release, growth_prefers_mapped_memory_to_mapping_more) \
+    X(release, growth_hold_large_moves_idle_memory_under_a_large_block) \
     X(release, pressure_small_blocks_in_freed_large_extent) \
     X(release, pressure_shared_card_budget_and_trim) \
     X(release, replay_tight_limit_vmm_report) \

@@ -460,6 +460,35 @@ TEST(growth_prefers_mapped_memory_to_mapping_more) {
     CHECK_ALL();
 }
 
+/* hold_large_mb: a large block that fits no idle hole takes the holes' memory (unmapped there,
+ * mapped under it) rather than raise the high-water mark; smaller blocks, or the option at 0, map
+ * more. */
+TEST(growth_hold_large_moves_idle_memory_under_a_large_block) {
+    for (int mode = 0; mode < 3; mode++) {
+        static const char *const conf[] = {"map_ahead_mb:0,extent_mb:2,hold_large_mb:8",
+                                           "map_ahead_mb:0,extent_mb:2,hold_large_mb:0",
+                                           "map_ahead_mb:0,extent_mb:2,hold_large_mb:12"};
+        use_sim("16GiB");
+        CHECK_OK(vram_set_alloc_conf(conf[mode]));
+        start_growth(256 * MiB);
+        void *a = NULL, *b = NULL, *big = NULL;
+        CHECK_OK(vram_malloc(&a, 6 * MiB, 0));
+        CHECK_OK(vram_malloc(&b, 2 * MiB, 0));
+        CHECK_OK(vram_free(a));                          /* a 6 MiB idle hole, still mapped */
+        CHECK_SIZE(INFO(0).reserved, ==, 8 * MiB);
+        CHECK_OK(vram_malloc(&big, 10 * MiB, 0));        /* does not fit the hole */
+        vram_memory_info info = INFO(0);
+        printf("  %s: reserved %zu MiB, peak %zu MiB\n", conf[mode], info.reserved / MiB, info.peak_reserved / MiB);
+        CHECK_SIZE(info.reserved, ==, mode == 0 ? 12 * MiB : 18 * MiB);
+        CHECK_SIZE(info.peak_reserved, ==, info.reserved);
+        CHECK_ALL();
+        CHECK_OK(vram_free(b));
+        CHECK_OK(vram_free(big));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+    }
+}
+
 /* Small blocks placed in the memory of a freed large block keep part of it busy; a large request
  * afterwards must still fit when the limit leaves room for it. */
 TEST(pressure_small_blocks_in_freed_large_extent) {
@@ -714,6 +743,8 @@ TEST(alloc_conf_good_strings) {
     CHECK_OK(vram_set_alloc_conf(" vmm : true , idle_release_ms:0 "));
     CHECK_OK(vram_set_alloc_conf("vmm:TRUE"));
     CHECK_OK(vram_set_alloc_conf("vmm:off,idle_release_ms:1"));
+    CHECK_OK(vram_set_alloc_conf("hold_large_mb:0"));
+    CHECK_OK(vram_set_alloc_conf("hold_large_mb:1024,hold_peak:false"));
     CHECK_OK(vram_set_alloc_conf("vmm:false,"));
     CHECK_OK(vram_set_alloc_conf(""));
     CHECK_OK(vram_set_alloc_conf(NULL));
@@ -756,6 +787,8 @@ TEST(alloc_conf_bad_strings_name_the_key) {
     } bad[] = {
         {"vmm:maybe", "vmm"},
         {"idle_release_ms:-1", "idle_release_ms"},
+        {"hold_large_mb:-1", "hold_large_mb"},
+        {"hold_large_mb:big", "hold_large_mb"},
         {"idle_release_ms:abc", "idle_release_ms"},
         {"idle_release_ms:", "idle_release_ms"},
         {"idle_release_ms:12ms", "idle_release_ms"},

@@ -40,6 +40,8 @@ typedef struct vram__pool_config {
                                             cost fewer driver calls, smaller ones go back more finely.
                                             0: limit / 64, between one granule and 256 MiB */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
+    size_t               hold_large;     /* growth: the same for blocks of at least this size only
+                                            (0: none) */
     size_t               map_ahead;      /* growth: most bytes mapped beyond a block when growing */
     int                  arenas;         /* growth by mapping: most arenas threads spread over
                                             (1..VRAM_POOL_MAX_ARENAS; 0: the most) */

@@ -121,6 +121,11 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
                                     "device's granularity, 2 MiB on an H200)");
         }
         c->extent_mb = (size_t)n;
+    } else if (strcmp(key, "hold_large_mb") == 0) {
+        if (parse_whole(value, 0, 1u << 20, &n) != 0) {
+            return conf_value_error(origin, key, value, "use a whole number of MiB (0: never for a size alone)");
+        }
+        c->hold_large_mb = (size_t)n;
     } else if (strcmp(key, "map_ahead_mb") == 0) {
         if (parse_whole(value, 0, 1u << 20, &n) != 0) {
             return conf_value_error(origin, key, value, "use a whole number of MiB (0: map only what blocks need)");
@@ -141,7 +146,7 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
         c->thread_cache_mb = (long long)n;
     } else {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
-                          "extent_mb, map_ahead_mb, hold_peak, thread_cache_mb, arenas)", origin, key);
+                          "extent_mb, map_ahead_mb, hold_peak, hold_large_mb, thread_cache_mb, arenas)", origin, key);
     }
     return VRAM_OK;
 }
@@ -149,7 +154,8 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
 int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {
     return (a->vmm != 0) == (b->vmm != 0) && a->idle_release_ms == b->idle_release_ms &&
            a->extent_mb == b->extent_mb && (a->hold_peak != 0) == (b->hold_peak != 0) &&
-           a->map_ahead_mb == b->map_ahead_mb && a->thread_cache_mb == b->thread_cache_mb &&
+           a->hold_large_mb == b->hold_large_mb && a->map_ahead_mb == b->map_ahead_mb &&
+           a->thread_cache_mb == b->thread_cache_mb &&
            a->arenas == b->arenas;
 }
 

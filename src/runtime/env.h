@@ -26,12 +26,13 @@ typedef struct vram__alloc_conf {
     uint64_t idle_release_ms;   /* 0: keep cached memory */
     size_t   extent_mb;         /* largest physical extent growth maps at once (0: the default) */
     int      hold_peak;         /* growth gives idle extents back rather than raise its high-water mark */
+    size_t   hold_large_mb;     /* ... for requests of at least this many MiB only (0: none) */
     size_t   map_ahead_mb;      /* growth maps up to this much beyond a block (reserved / 16 at most) */
     long long thread_cache_mb;  /* bytes of freed blocks one thread cache parks; -1: limit / 256, at most 64 */
     int      arenas;            /* most arenas a growth pool spreads its threads over */
 } vram__alloc_conf;
 
-#define VRAM_ALLOC_CONF_INIT {-1, 0, 0, 0, 64, -1, VRAM_POOL_MAX_ARENAS}
+#define VRAM_ALLOC_CONF_INIT {-1, 0, 0, 0, 256, 64, -1, VRAM_POOL_MAX_ARENAS}
 #define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf)VRAM_ALLOC_CONF_INIT)
 
 /* Parses "vmm:false,idle_release_ms:500" on top of `base` (NULL: the defaults): keys the string
