@@ -120,35 +120,36 @@ size_t pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size) {
     return missing;
 }
 
-/* The first mapped granule in [g, last], or last + 1. */
-static size_t next_mapped(const pool_vmm *v, size_t g, size_t last) {
+/* The first granule in [g, last] whose mapped bit is `bit` (1: mapped), or last + 1; a word of the
+ * bitmap at a time. */
+static size_t next_with(const pool_vmm *v, size_t g, size_t last, int bit) {
     while (g <= last) {
-        uint64_t word = v->mapped_bits[g / 64] >> (g % 64);
-        if (word != 0) return g + (size_t)__builtin_ctzll(word);
+        uint64_t word = v->mapped_bits[g / 64];
+        word = (bit ? word : ~word) >> (g % 64);
+        if (word != 0) {
+            g += (size_t)__builtin_ctzll(word);
+            return g <= last ? g : last + 1;
+        }
         g = (g / 64 + 1) * 64;
     }
     return last + 1;
 }
 
 size_t pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at) {
-    uint64_t end = addr + size, run_start = addr, best_at = addr;
+    uint64_t end = addr + size, best_at = addr;
     size_t best = 0;
-    int in_run = 0;
-    for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last; g++) {
-        if (v->gran_ext[g] < 0) {
-            in_run = 0;
-            g = next_mapped(v, g, last) - 1;   /* skip the unmapped stretch */
-            continue;
+    for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last;) {
+        g = next_with(v, g, last, 1);                /* a mapped stretch [g, h) */
+        if (g > last) break;
+        size_t h = next_with(v, g, last, 0);
+        uint64_t rs = v->base + g * v->gran, re = v->base + h * v->gran;
+        if (rs < addr) rs = addr;
+        if (re > end) re = end;
+        if (re - rs > best) {
+            best = (size_t)(re - rs);
+            best_at = rs;
         }
-        uint64_t gs = v->base + g * v->gran, ge = gs + v->gran;
-        if (gs < addr) gs = addr;
-        if (ge > end) ge = end;
-        if (!in_run) run_start = gs;
-        in_run = 1;
-        if (ge - run_start > best) {
-            best = (size_t)(ge - run_start);
-            best_at = run_start;
-        }
+        g = h;
     }
     if (at != NULL) *at = best_at;
     return best;
