@@ -95,6 +95,8 @@ struct pool_arena {
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
     size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
+    int               shards_locked; /* the pointer table's shards take their own locks (set with
+                                      * tc_multi: from then on caches touch them without the pool lock) */
     /* One stream (see "solo" in pool.c): while every stream-ordered request of the arena has come
      * on solo_stream and no plain one since the first, owned-stream frees on it are free at once */
     int               solo;          /* SOLO_NONE, SOLO_ON or SOLO_OFF */

@@ -73,6 +73,16 @@ unsigned pool_thread_seq(void) {
     return tc_seq;
 }
 
+/* A second cache is in use: from now on caches park, and touch the pointer table without the pool
+ * lock. Under the pool lock, every section that used the shards without their locks has ended, and
+ * the later ones see shards_locked; a thread that sees tc_multi (acquire) sees all of that. */
+static void tc_start_parking(pool_arena *p) {
+    pthread_mutex_lock(&p->lock);
+    p->shards_locked = 1;
+    atomic_store_explicit(&p->tc_multi, 1, memory_order_release);
+    pthread_mutex_unlock(&p->lock);
+}
+
 pool_tcache *tc_mine(pool_arena *p) {
     if (tc_last_pool == p && tc_last_uid == p->uid) return tc_last;   /* this thread was here before */
     int k = (int)((pool_thread_seq() - 1) % TC_SLOTS);
@@ -81,7 +91,7 @@ pool_tcache *tc_mine(pool_arena *p) {
         int none = -1;
         if (!(first == -1 && atomic_compare_exchange_strong(&p->tc_first, &none, k)) &&
             atomic_load(&p->tc_first) != k) {
-            atomic_store(&p->tc_multi, 1);
+            tc_start_parking(p);
         }
     }
     tc_last_pool = p;
@@ -96,7 +106,7 @@ static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
 }
 
 int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
-    if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
+    if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
     pool_spin_lock(&tc->lock);
     tc_bin *b = bin_of(tc, rounded);
     pool_chunk *c = b->size == rounded ? b->head : NULL;
@@ -124,7 +134,7 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
 }
 
 int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
-    if (!atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) return 0;
+    if (!atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
     pool_spin_lock(&tc->lock);
     size_t cached = atomic_load_explicit(&tc->cached, memory_order_relaxed);
     pool_shard *sh = pool_shard_of(p, addr);
