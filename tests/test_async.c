@@ -11,6 +11,14 @@
 #define STREAM_A ((void *)0x1)
 #define STREAM_B ((void *)0x2)
 
+/* A growing 256 MiB pool on a simulated card, mapping only what blocks need. */
+static void growth_256mib(void) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+}
+
 /* Makes logical device 0's first arena serve two streams, so that PyTorch's frees on either go
  * through events (with one stream only they are free at once: see the solo tests below). */
 static void two_streams(void) {
@@ -106,10 +114,7 @@ TEST(async_plugin_frees_share_events) {
  * request larger than each of them. Blocks freed on another stream, or with events of their own
  * (vram_free_async), stay apart. */
 TEST(async_plugin_frees_merge_on_their_stream) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    growth_256mib();
     two_streams();
     CHECK_OK(vram_trim(0, 0));
     void *p[4] = {0};
@@ -160,10 +165,7 @@ TEST(async_plugin_frees_merge_on_their_stream) {
 /* One stream only (PyTorch's usual case): its frees are free at once, merged with free memory,
  * without an event; no request elsewhere can take them before the stream got there. */
 TEST(async_solo_stream_frees_at_once) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    growth_256mib();
     void *p[4] = {0};
     for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
     vram__backend_counters before, after;
@@ -188,10 +190,7 @@ TEST(async_solo_stream_frees_at_once) {
  * request, a request on another stream, a trim and the shutdown each wait for it (once), and after
  * the first request elsewhere frees go through events again. */
 TEST(async_solo_stream_waited_for_before_others) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    growth_256mib();
     vram__backend_counters c0, c1, c2, c3;
     void *p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);
     CHECK(p != NULL);
@@ -247,10 +246,7 @@ TEST(async_solo_stream_ends_with_a_second_stream) {
 /* A few owned-stream frees (fewer than a batch) must not hold their memory forever: trim records
  * their event, and once it completed the next trim gives the memory back. */
 TEST(async_plugin_frees_are_trimmed) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    growth_256mib();
     two_streams();
     CHECK_OK(vram_trim(0, 0));
     void *p[4] = {0};
