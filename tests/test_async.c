@@ -572,3 +572,68 @@ TEST(async_threads_with_own_streams) {
     CHECK_OK(vram_free(all));
     CHECK_OK(vram_shutdown());
 }
+
+/* PyTorch's threads (the program's and autograd's) all on one stream through the plugin, while one
+ * of them starts plain requests halfway: the arena stays solo, then leaves it, under the lock. */
+typedef struct solo_worker {
+    int      id;
+    uint64_t seed;
+} solo_worker;
+
+static void *solo_worker_main(void *arg) {
+    solo_worker *w = arg;
+    test_rng rng = rng_make(w->seed);
+    enum { SLOTS = 16 };
+    void *live[SLOTS] = {0};
+    size_t sizes[SLOTS] = {0};
+    for (int op = 0; op < ASYNC_OPS; op++) {
+        int slot = (int)rng_below(&rng, SLOTS);
+        int plain = w->id == 0 && op >= ASYNC_OPS / 2;   /* thread 0 turns to vram_malloc */
+        if (live[slot] != NULL) {
+            if (sizes[slot] & 1) CHECK_OK(vram_free(live[slot]));
+            else vram_plugin_free(live[slot], (ptrdiff_t)sizes[slot], 0, STREAM_A);
+            live[slot] = NULL;
+        } else {
+            size_t size = rng_size_log(&rng, 1, 1 * MiB) & ~(size_t)1;   /* even: the plugin's */
+            if (plain) {
+                size |= 1;
+                if (vram_malloc(&live[slot], size, 0) != VRAM_OK) live[slot] = NULL;
+            } else {
+                live[slot] = vram_plugin_alloc((ptrdiff_t)size, 0, STREAM_A);
+            }
+            sizes[slot] = size;
+        }
+    }
+    for (int slot = 0; slot < SLOTS; slot++) {
+        if (live[slot] == NULL) continue;
+        if (sizes[slot] & 1) CHECK_OK(vram_free(live[slot]));
+        else vram_plugin_free(live[slot], (ptrdiff_t)sizes[slot], 0, STREAM_A);
+    }
+    return NULL;
+}
+
+TEST(async_solo_stream_from_several_threads) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 512 * MiB));
+    CHECK_OK(vram_init());
+    enum { N = 4 };
+    solo_worker workers[N];
+    pthread_t threads[N];
+    uint64_t seed = harness_seed();
+    for (int i = 0; i < N; i++) {
+        workers[i] = (solo_worker){.id = i, .seed = seed + (uint64_t)i * 104729u};
+        CHECK_INT(pthread_create(&threads[i], NULL, solo_worker_main, &workers[i]), ==, 0);
+    }
+    for (int i = 0; i < N; i++) pthread_join(threads[i], NULL);
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_ALL();
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 0);
+    CHECK_U64(info.num_allocs, ==, info.num_frees);
+    CHECK_OK(vram_trim(0, 0));                       /* records the last frees' event */
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_OK(vram_shutdown());
+}

@@ -228,6 +228,7 @@
     X(async, async_solo_stream_frees_at_once) \
     X(async, async_solo_stream_waited_for_before_others) \
     X(async, async_solo_stream_ends_with_a_second_stream) \
+    X(async, async_solo_stream_from_several_threads) \
     X(async, async_other_stream_waits_when_no_room) \
     X(async, async_plain_malloc_waits_when_no_room) \
     X(async, async_other_stream_gets_new_block_with_room) \
