@@ -13,6 +13,9 @@
 #                        range of the K runs (default 3)
 #   BENCH_TRACES="..."   trace files (default traces/*.trace.gz)
 #   BENCH_TIMEOUT=S      limit for one replay process in seconds (default 600)
+#   BENCH_CPU=N          CPU every replay process is pinned to with taskset (default 2 when taskset
+#                        exists and the machine has more than 2 CPUs; "none": not pinned). A process
+#                        that migrates between CPUs mid-pass made warm figures vary 1.5x run to run
 #   PYTHON, CXX, CUDA_HOME   python3, g++, /usr/local/cuda
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -22,6 +25,10 @@ OUT_DIR=${BENCH_OUT:-$BUILD}
 PASSES=${BENCH_PASSES:-11}
 REPEAT=${BENCH_REPEAT:-3}
 TIMEOUT=${BENCH_TIMEOUT:-600}
+PIN=()
+CPU=${BENCH_CPU:-}
+if [ -z "$CPU" ] && command -v taskset >/dev/null && [ "$(nproc 2>/dev/null || echo 1)" -gt 2 ]; then CPU=2; fi
+if [ -n "$CPU" ] && [ "$CPU" != none ]; then PIN=(taskset -c "$CPU"); fi
 PY=${PYTHON:-python3}
 CXX=${CXX:-g++}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -92,6 +99,7 @@ if [ -z "${VRAM_COMMIT:-}" ] && [ "$COMMIT" != unknown ] && [ -n "$(git status -
 fi
 "$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
     "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" "repeat=$REPEAT" \
+    "cpu=${CPU:-none}" \
     "command=bash bench/run.sh" "commit=$COMMIT" >>"$RESULTS"
 
 FAIL=(sh -c 'echo "$0" >&2; exit 1')  # FAIL MESSAGE: a row that failed before it could run
@@ -103,7 +111,7 @@ run_row() {
     log="$OUT_DIR/logs/$(basename "$trace" .trace.gz).${key// /_}.run$rep"
     local rc=0
     say "run $rep/$REPEAT: $key: $trace: $*"
-    timeout "$TIMEOUT" "$@" >"$log.out" 2>"$log.err" || rc=$?
+    timeout "$TIMEOUT" "${PIN[@]}" "$@" >"$log.out" 2>"$log.err" || rc=$?
     "$PY" bench/table.py tag --allocator "$key" --trace "$trace" --rc "$rc" --stderr "$log.err" \
         --run "$rep" <"$log.out" | tee -a "$RESULTS" >&2
 }
