@@ -198,16 +198,8 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
         if (v->touched_bits != NULL) v->touched_bits[k / 64] |= 1ull << (k % 64);
     }
     if (x->offset <= v->mapped_prefix) {      /* the mapped prefix may reach further now */
-        size_t k = v->mapped_prefix >> v->gran_shift, ngran = v->va_size >> v->gran_shift;
-        while (k < ngran) {
-            uint64_t holes = ~v->mapped_bits[k / 64] >> (k % 64);
-            if (holes != 0) {
-                k += (size_t)__builtin_ctzll(holes);
-                break;
-            }
-            k = (k / 64 + 1) * 64;
-        }
-        v->mapped_prefix = (k < ngran ? k : ngran) << v->gran_shift;
+        size_t ngran = v->va_size >> v->gran_shift;
+        v->mapped_prefix = next_with(v, v->mapped_prefix >> v->gran_shift, ngran - 1, 0) << v->gran_shift;
     }
     v->mapped += size;
     v->idle += size;
