@@ -221,6 +221,32 @@ TEST(async_solo_stream_waited_for_before_others) {
     CHECK_OK(vram_shutdown());
 }
 
+/* A stream that cannot be waited for (its event cannot be recorded: the driver reports a fault)
+ * keeps what it freed: a trim gives nothing back, and gives it back once the stream can be waited
+ * for again; the figures stay sound throughout. */
+TEST(async_solo_stream_that_cannot_be_waited_for_keeps_its_memory) {
+    growth_256mib();
+    void *p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);
+    CHECK(p != NULL);
+    vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
+    vram__sim_fail_event_records(1);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 8 * MiB);       /* A may still use it: kept */
+    CHECK_ALL();
+    CHECK_OK(vram_trim(0, 0));                       /* the next wait succeeds */
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);
+    vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
+    vram__sim_fail_event_records(1);
+    void *q = NULL;                                  /* a plain request: solo ends all the same */
+    CHECK_OK(vram_malloc(&q, 4 * MiB, 0));
+    CHECK_ALL();
+    CHECK_OK(vram_free(q));
+    vram__sim_fail_event_records(0);
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+}
+
 /* A request on a second stream ends the solo stream, after waiting for it. */
 TEST(async_solo_stream_ends_with_a_second_stream) {
     use_sim("16GiB");

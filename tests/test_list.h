@@ -227,6 +227,7 @@
     X(async, async_plugin_frees_are_trimmed) \
     X(async, async_solo_stream_frees_at_once) \
     X(async, async_solo_stream_waited_for_before_others) \
+    X(async, async_solo_stream_that_cannot_be_waited_for_keeps_its_memory) \
     X(async, async_solo_stream_ends_with_a_second_stream) \
     X(async, async_solo_stream_from_several_threads) \
     X(async, async_other_stream_waits_when_no_room) \

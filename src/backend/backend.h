@@ -83,5 +83,8 @@ extern const vram__backend vram__backend_sim;
 /* Simulated backend only, for tests: completes all work queued so far on a simulated stream,
  * so that events recorded on it report done. */
 void vram__sim_stream_complete(void *stream);
+/* Simulated backend only, for tests: the next n event records fail (VRAM_ERR_DRIVER,
+ * CUDA_ERROR_LAUNCH_FAILED), as after a kernel fault; 0 stops it. */
+void vram__sim_fail_event_records(int n);
 
 #endif /* VRAM_BACKEND_H */

@@ -18,7 +18,8 @@
  *   - Events: every stream (any void *, NULL included; the device plays no part) has a recorded
  *     and a completed sequence number. An event takes the next recorded number and is done once
  *     the completed number reaches it: vram__sim_stream_complete() raises it to the last recorded
- *     number, event_sync to the event's own (the wait is instantaneous).
+ *     number, event_sync to the event's own (the wait is instantaneous). Tests make the next n
+ *     event records fail with vram__sim_fail_event_records(n) (CUDA_ERROR_LAUNCH_FAILED).
  *
  * The rules (the driver's, and stricter where the pool never needs the freedom, to catch bugs)
  *   - VRAM_SIM_DEVICES, VRAM_SIM_FAIL_ALLOC_AFTER and CUDA_VISIBLE_DEVICES are read by open();
@@ -62,6 +63,7 @@
 #define SIM_EOOM    "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
 #define SIM_EHANDLE "CUDA_ERROR_INVALID_HANDLE (invalid resource handle)"
 #define SIM_EUNKNOWN "CUDA_ERROR_UNKNOWN (unknown error)"
+#define SIM_ELAUNCH "CUDA_ERROR_LAUNCH_FAILED (unspecified launch failure)"
 
 /* ---- bookkeeping types ---------------------------------------------------------------------- */
 
@@ -133,6 +135,7 @@ static struct {
     sim_config         cfg;
     sim_device         dev[SIM_MAX_CARDS];
     unsigned long long alloc_ok;   /* successful allocations, for VRAM_SIM_FAIL_ALLOC_AFTER */
+    int                event_failures;   /* event records still to fail (vram__sim_fail_event_records) */
     sim_table          mems, phys, events;
     sim_resv          *resvs;
     sim_stream        *streams;
@@ -894,6 +897,10 @@ static vram_status sim_event_record_locked(int dev, void *stream, void **event) 
     vram_status s = sim_check_dev(dev);
     if (s != VRAM_OK) return s;
     if (event == NULL) return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "NULL event");
+    if (sim_st.event_failures > 0) {
+        sim_st.event_failures--;
+        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_ELAUNCH, "injected by vram__sim_fail_event_records");
+    }
     sim_event *ev = malloc(sizeof *ev);
     sim_stream *st = ev != NULL ? sim_stream_get(stream) : NULL;
     if (st == NULL || sim_tab_reserve(&sim_st.events) != 0) {
@@ -961,6 +968,12 @@ static void sim_event_destroy(int dev, void *event) {
         sim_tab_del(&sim_st.events, (uint64_t)(uintptr_t)event);
         free(ev);
     }
+    pthread_mutex_unlock(&sim_lock);
+}
+
+void vram__sim_fail_event_records(int n) {
+    pthread_mutex_lock(&sim_lock);
+    sim_st.event_failures = n > 0 ? n : 0;   /* (until the backend closes) */
     pthread_mutex_unlock(&sim_lock);
 }
 
