@@ -159,6 +159,8 @@ VRAM_API vram_status vram_free_async(void *ptr, void *stream);
 /* Returns cached free memory of the logical device to the driver until at most `keep_bytes` are
  * reserved beyond its live allocations (what can be returned: whole mapped pieces or regions with
  * no live block in them). vram_get_memory_info's `reserved` and `num_driver_frees` show the effect.
+ * Blocks freed on a stream go back once their stream got there: vram waits for the one stream
+ * PyTorch uses (see vram_plugin_free), and keeps that memory when the driver cannot wait.
  * Starts the runtime. */
 VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
 
