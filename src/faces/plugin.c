@@ -4,7 +4,8 @@
  * `void free(void *ptr, ssize_t size, int device, cudaStream_t stream)`). A face over the public
  * API: the CUDA device ordinal is the physical index, served by the first logical device on that
  * card, stream-ordered on the caller's stream. Frees go through the runtime's owned-stream free
- * (no event recorded per free; one per stream for a batch): PyTorch never destroys its streams.
+ * (no event recorded per free; see vram__free_async_owned_stream): PyTorch never destroys its
+ * streams.
  */
 #include "vram.h"
 #include "runtime/runtime.h"

@@ -104,14 +104,17 @@ static void note_used_locked(pool_arena *p, size_t size, int alloc) {
 
 /* ---- the pointer table (shards with their own locks; see pool_internal.h) ------------------- */
 
-/* Both under the pool lock. Until the caches start parking (shards_locked, set under the pool lock
+/* Both under the pool lock. Until the caches start parking (tc_multi, set under the pool lock
  * before any thread may touch a shard without it), the pool lock alone guards the shards, and
  * their own locks are not taken: one atomic less per call for a single thread. */
+static int shards_shared(const pool_arena *p) {
+    return atomic_load_explicit(&p->tc_multi, memory_order_relaxed);   /* stable under the pool lock */
+}
 
 /* 0, or -1 without host memory for a larger table. */
 static int live_put(pool_arena *p, pool_chunk *c) {
     pool_shard *sh = pool_shard_of(p, c->addr);
-    if (!p->shards_locked) return ptr_map_insert(&sh->map, c->addr, c);
+    if (!shards_shared(p)) return ptr_map_insert(&sh->map, c->addr, c);
     pool_spin_lock(&sh->lock);
     int r = ptr_map_insert(&sh->map, c->addr, c);
     pool_spin_unlock(&sh->lock);
@@ -120,7 +123,7 @@ static int live_put(pool_arena *p, pool_chunk *c) {
 
 static pool_chunk *live_take(pool_arena *p, uint64_t addr) {
     pool_shard *sh = pool_shard_of(p, addr);
-    if (!p->shards_locked) return ptr_map_take(&sh->map, addr);
+    if (!shards_shared(p)) return ptr_map_take(&sh->map, addr);
     pool_spin_lock(&sh->lock);
     pool_chunk *c = ptr_map_take(&sh->map, addr);
     pool_spin_unlock(&sh->lock);

@@ -83,7 +83,9 @@ struct pool_arena {
     size_t            tc_cap;        /* bytes one cache may hold; 0: park nothing */
     size_t            tc_max_block;  /* largest block a cache takes */
     atomic_int        tc_first;      /* the first cache used, -1 before; */
-    atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on */
+    atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on, and
+                                      * the pointer table's shards take their own locks (set under
+                                      * the pool lock) */
     uint64_t          uid;           /* this pool among all created in the process (from 1) */
     pool_shared      *shared;        /* what the logical device's arenas share */
     /* under the pool lock */
@@ -95,8 +97,6 @@ struct pool_arena {
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
     size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
-    int               shards_locked; /* the pointer table's shards take their own locks (set with
-                                      * tc_multi: from then on caches touch them without the pool lock) */
     /* One stream (see "solo" in pool.c): while every stream-ordered request of the arena has come
      * on solo_stream and no plain one since the first, owned-stream frees on it are free at once */
     int               solo;          /* SOLO_NONE, SOLO_ON or SOLO_OFF */
@@ -108,7 +108,8 @@ struct pool_arena {
     size_t            current, peak, reserved, peak_reserved;
     size_t            used_count;
     size_t            idle_low;      /* lowest reserved - current since the last idle tick */
-    size_t            hold_mark;     /* highest reserved ever (hold_peak; not reset with the stats) */
+    size_t            hold_mark;     /* highest reserved ever (hold_peak, hold_large; not reset with
+                                      * the stats) */
     uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
     uint64_t          num_flushed;   /* parked blocks given back to the pool */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
@@ -121,7 +122,6 @@ int         tc_init(pool_arena *p);                 /* 0, or -1 without host mem
 void        tc_destroy(pool_arena *p);
 pool_tcache *tc_mine(pool_arena *p);                /* the calling thread's cache */
 /* Serves `rounded` bytes from the thread's cache: 1 and *c set (already in the pointer table), or 0. */
-
 int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **c);
 /* The program frees the block at addr: takes it out of the pointer table and parks it, 1; or 0
  * (nothing changed) when it is no block of this pool's table, or too large, or the cache is full:
@@ -159,8 +159,8 @@ size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thr
 void        arena_trim(pool_arena *p, size_t keep_bytes);
 void        arena_idle_tick(pool_arena *p);
 vram_status arena_check(pool_arena *p);
-/* Whether addr lies in the arena's reserved range (VMM arenas; no lock: the range never moves). */
-void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);   /* its reserved range, or 0, 0 */
+/* The arena's reserved range [lo, hi) (VMM arenas; 0, 0 otherwise). It never moves. */
+void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
 
 /* pool.c, for thread_cache.c and pool_check.c */
 void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */

@@ -74,11 +74,10 @@ unsigned pool_thread_seq(void) {
 }
 
 /* A second cache is in use: from now on caches park, and touch the pointer table without the pool
- * lock. Under the pool lock, every section that used the shards without their locks has ended, and
- * the later ones see shards_locked; a thread that sees tc_multi (acquire) sees all of that. */
+ * lock. Set under the pool lock: every section that used the shards without their locks has ended,
+ * and the later ones see it; a thread that sees it (acquire) sees all of that. */
 static void tc_start_parking(pool_arena *p) {
     pthread_mutex_lock(&p->lock);
-    p->shards_locked = 1;
     atomic_store_explicit(&p->tc_multi, 1, memory_order_release);
     pthread_mutex_unlock(&p->lock);
 }

@@ -78,9 +78,10 @@ vram_status vram__rt_enter_started(void);
 void        vram__rt_leave(void);
 
 /* For the framework faces (src/faces): vram_free_async on a stream that the caller keeps alive as
- * long as the runtime runs, as PyTorch does with its streams. No event is recorded per free: the
- * stream reuses the block at once, and one event per stream, recorded for a batch of such frees,
- * tells the others when they may have it. */
+ * long as the runtime runs, as PyTorch does with its streams. No event is recorded per free: while
+ * one stream has all the stream-ordered requests the block is free at once (the pool waits for
+ * the stream before its memory goes elsewhere); otherwise the stream reuses it at once, and one
+ * event per stream, recorded for a batch of such frees, tells the others when they may have it. */
 vram_status vram__free_async_owned_stream(void *ptr, void *stream);
 
 #endif /* VRAM_RUNTIME_H */
