@@ -154,6 +154,7 @@ typedef struct shim_real {
     void *fn[SHIM_NUM_HOOKS];               /* the driver's own versions, by SHIM_HOOK_* */
     pfn_cuCtxGetDevice cuCtxGetDevice;
     shim_pfn_granularity cuMemGetAllocationGranularity;   /* NULL on drivers without it */
+    cuda_abi_pfn_error_str cuGetErrorName, cuGetErrorString;   /* for messages; may be NULL */
 } shim_real;
 
 /* ---- state ----------------------------------------------------------------------------------- */
@@ -222,6 +223,11 @@ static void shim_dl_init(void) {
 static shim_dlsym_fn shim_real_dlsym(void) {
     pthread_once(&shim_dl_once, shim_dl_init);
     return shim_real_dlsym_fn;
+}
+
+/* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", for messages (after shim_cuda_init). */
+static void shim_error_text(CUresult r, char *buf, size_t len) {
+    cuda_abi_error_text(r, g.real.cuGetErrorName, g.real.cuGetErrorString, buf, len);
 }
 
 static void shim_fmt_bytes(char *buf, size_t len, size_t bytes) {
@@ -355,6 +361,8 @@ static void shim_cuda_init(void) {
         g.real.cuCtxGetDevice = (pfn_cuCtxGetDevice)real_dlsym(g.real.lib, "cuCtxGetDevice");
         g.real.cuMemGetAllocationGranularity =
             (shim_pfn_granularity)real_dlsym(g.real.lib, "cuMemGetAllocationGranularity");
+        g.real.cuGetErrorName = (cuda_abi_pfn_error_str)real_dlsym(g.real.lib, "cuGetErrorName");
+        g.real.cuGetErrorString = (cuda_abi_pfn_error_str)real_dlsym(g.real.lib, "cuGetErrorString");
     }
     if (g.log) {
         char all[32] = "none";
@@ -650,8 +658,11 @@ static size_t shim_balloon_shrink_locked(int dev, size_t target) {
         size_t i = --g.balloon_n[dev];
         CUresult r = release(g.balloon_h[dev][i]);
         __atomic_store_n(&g.balloon_bytes[dev], g.balloon_bytes[dev] - g.balloon_sz[dev][i], __ATOMIC_RELAXED);
-        if (r != CUDA_SUCCESS && g.log)
-            fprintf(stderr, "vram: cuMemRelease of a preallocated piece on device %d failed (error %d)\n", dev, (int)r);
+        if (r != CUDA_SUCCESS && g.log) {
+            char err[160];
+            shim_error_text(r, err, sizeof err);
+            fprintf(stderr, "vram: cuMemRelease of a preallocated piece on device %d failed: %s\n", dev, err);
+        }
     }
     return before - g.balloon_bytes[dev];
 }
@@ -684,17 +695,19 @@ static void shim_balloon_start(int dev) {
             g.balloon_gran[dev] = gran;
             g.balloon_piece[dev] = (SHIM_BALLOON_PIECE + gran - 1) / gran * gran;
             CUresult r = shim_balloon_fill_locked(dev);
+            char err[160];
+            shim_error_text(r, err, sizeof err);
             if (r != CUDA_SUCCESS && g.balloon_n[dev] == 0) {
-                char why[64];
-                snprintf(why, sizeof why, "cuMemCreate failed with error %d", (int)r);
+                char why[200];
+                snprintf(why, sizeof why, "cuMemCreate failed: %s", err);
                 shim_balloon_fallback_locked(dev, why);
             } else {
                 __atomic_store_n(&g.balloon_state[dev], 1, __ATOMIC_RELEASE);
                 if (r != CUDA_SUCCESS && g.log) {
                     char held[32];
                     shim_fmt_bytes(held, sizeof held, g.balloon_bytes[dev]);
-                    fprintf(stderr, "vram: preallocation on device %d reserved only %s (cuMemCreate error %d: "
-                            "the card has less free memory); the rest is taken on demand\n", dev, held, (int)r);
+                    fprintf(stderr, "vram: preallocation on device %d reserved only %s (cuMemCreate: %s; "
+                            "the card has less free memory); the rest is taken on demand\n", dev, held, err);
                 }
             }
         }
@@ -732,10 +745,12 @@ static void shim_balloon_refill(int dev) {
     int was_short = g.balloon_short[dev];
     CUresult r = shim_balloon_fill_locked(dev);
     if (r != CUDA_SUCCESS && !was_short && g.log) {   /* said when it starts falling short */
-        char held[32];
+        char held[32], err[160];
         shim_fmt_bytes(held, sizeof held, g.balloon_bytes[dev]);
-        fprintf(stderr, "vram: preallocation on device %d could not take freed memory back (cuMemCreate error "
-                "%d; another process may hold it): %s stay reserved beyond use\n", dev, (int)r, held);
+        shim_error_text(r, err, sizeof err);
+        fprintf(stderr, "vram: preallocation on device %d could not take freed memory back (cuMemCreate: %s; "
+                "another process may hold it): %s of the limit stay reserved, the rest is taken on demand\n",
+                dev, err, held);
     }
     pthread_mutex_unlock(&g.balloon_mu);
 }

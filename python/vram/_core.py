@@ -54,13 +54,18 @@ def list_call(fn, item_type, *args):
     return status, list(items[:count.value]) if status == _lib.OK else []
 
 
-def physical_structs():
-    """(the vram_physical_device structs, None), or ([], the reason) when there is no usable GPU."""
-    status, devices = list_call(lib.vram_list_physical_devices, _lib.PhysicalDeviceStruct)
+def gpu_list(fn, item_type, *args):
+    """list_call's items, [] when there is no usable GPU (as TensorFlow's lists); other failures raise."""
+    status, items = list_call(fn, item_type, *args)
     if status == _lib.ERR_NO_DEVICE:
-        return [], _lib.last_error()
+        return []
     check(status)
-    return devices, None
+    return items
+
+
+def physical_structs():
+    """The vram_physical_device structs; [] without a usable GPU (vram_last_error() says why)."""
+    return gpu_list(lib.vram_list_physical_devices, _lib.PhysicalDeviceStruct)
 
 
 def logical_index(device):
@@ -131,8 +136,8 @@ def _describe(d):
 
 def diagnose():
     """Why there is no GPU, or one line describing the GPUs vram sees."""
-    devices, reason = physical_structs()
+    devices = physical_structs()
     if not devices:
-        return "No GPU found: " + (reason or "the driver lists no device")
+        return "No GPU found: " + (_lib.last_error() or "the driver lists no device")
     plural = "s" if len(devices) > 1 else ""
     return "%d GPU%s: %s" % (len(devices), plural, "; ".join(_describe(d) for d in devices))

@@ -55,16 +55,20 @@ def _unrecognized(device):
     return ValueError("Unrecognized device: %s" % repr(device))
 
 
-def _physical_index(device):
-    """The C index of a physical GPU; ValueError("Unrecognized device: ...") as TensorFlow's."""
+def _physical_struct(device):
+    """The vram_physical_device of a physical GPU; ValueError("Unrecognized device: ...") as TensorFlow's."""
     if isinstance(device, bool):
         raise _unrecognized(device)
-    for d in _core.physical_structs()[0]:
+    for d in _core.physical_structs():
         name = d.name.decode()
         short = name[len("/physical_device:"):]
         if device in (d.index, name, short, PhysicalDevice(name, _GPU)):
-            return d.index
+            return d
     raise _unrecognized(device)
+
+
+def _physical_index(device):
+    return _physical_struct(device).index
 
 
 def _wants_gpus(device_type):
@@ -83,13 +87,12 @@ def list_physical_devices(device_type=None):
     """The GPUs as PhysicalDevice('/physical_device:GPU:0', 'GPU'); [] without a GPU. Does not start."""
     if not _wants_gpus(device_type):
         return []
-    return [PhysicalDevice(d.name.decode(), _GPU) for d in _core.physical_structs()[0]]
+    return [PhysicalDevice(d.name.decode(), _GPU) for d in _core.physical_structs()]
 
 
 def get_device_details(device):
     """TensorFlow's keys ('device_name', 'compute_capability') and vram's (uuid, pci_bus_id, total_bytes)."""
-    index = _physical_index(device)
-    d = next(s for s in _core.physical_structs()[0] if s.index == index)
+    d = _physical_struct(device)
     return {"device_name": d.product.decode(), "compute_capability": (d.compute_major, d.compute_minor),
             "uuid": d.uuid.decode(), "pci_bus_id": d.pci_bus_id.decode(), "total_bytes": d.total_bytes}
 
@@ -110,11 +113,8 @@ def get_visible_devices(device_type=None):
     """The visible GPUs (every GPU until set_visible_devices)."""
     if not _wants_gpus(device_type):
         return []
-    status, indices = _core.list_call(lib.vram_get_visible_devices, ctypes.c_int)
-    if status == _lib.ERR_NO_DEVICE:
-        return []
-    check(status)
-    names = {d.index: d.name.decode() for d in _core.physical_structs()[0]}
+    indices = _core.gpu_list(lib.vram_get_visible_devices, ctypes.c_int)
+    names = {d.index: d.name.decode() for d in _core.physical_structs()}
     return [PhysicalDevice(names[i], _GPU) for i in indices]
 
 
@@ -156,8 +156,8 @@ def _limit_mb(config):
     mb = config.memory_limit
     if isinstance(mb, float) and mb.is_integer():
         mb = int(mb)
-    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 0:
-        raise ValueError("memory_limit must be a whole number of MiB: %r" % (config,))
+    if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
+        raise ValueError("memory_limit must be a positive whole number of MiB: %r" % (config,))
     return mb
 
 
@@ -181,10 +181,7 @@ def list_logical_devices(device_type=None):
     """The logical GPUs, LogicalDevice('/device:GPU:0', 'GPU'); starts the runtime. [] without a GPU."""
     if not _wants_gpus(device_type):
         return []
-    status, devices = _core.list_call(lib.vram_list_logical_devices, _lib.LogicalDeviceStruct)
-    if status == _lib.ERR_NO_DEVICE:
-        return []
-    check(status)
+    devices = _core.gpu_list(lib.vram_list_logical_devices, _lib.LogicalDeviceStruct)
     return [LogicalDevice(d.name.decode(), _GPU) for d in devices]
 
 

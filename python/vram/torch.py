@@ -100,6 +100,4 @@ def memory_info(device=0):
     return config.get_memory_info_full(_core.logical_for_physical(device))
 
 
-def last_error():
-    """The message of this thread's last failed vram call (why an allocation was refused)."""
-    return _lib.lib.vram_last_error().decode(errors="replace")
+last_error = _lib.last_error   # this thread's message for its last failed vram call (why a request was refused)

@@ -143,34 +143,9 @@ static struct {
 
 /* ---- errors --------------------------------------------------------------------------------- */
 
-/* Names for the codes that matter when the driver cannot name them itself (the toolkit's stub
- * library answers CUDA_ERROR_STUB_LIBRARY to everything, cuGetErrorName included). */
-static const struct { CUresult code; const char *name, *text; } cuda_known_errors[] = {
-    { CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" },
-    { CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error" },
-    { CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library" },
-    { CUDA_ERROR_INSUFFICIENT_DRIVER, "CUDA_ERROR_INSUFFICIENT_DRIVER",
-      "CUDA driver version is insufficient for CUDA runtime version" },
-    { CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected" },
-    { CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
-      "system has unsupported display driver / cuda driver combination" },
-};
-
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
 static void cuda_error_text(CUresult r, char *buf, size_t len) {
-    const char *name = NULL, *text = NULL;
-    if (cuda_st.api.GetErrorName && cuda_st.api.GetErrorName(r, &name) != CUDA_SUCCESS) name = NULL;
-    if (cuda_st.api.GetErrorString && cuda_st.api.GetErrorString(r, &text) != CUDA_SUCCESS)
-        text = NULL;
-    for (size_t i = 0; name == NULL && i < sizeof cuda_known_errors / sizeof cuda_known_errors[0];
-         i++) {
-        if (cuda_known_errors[i].code == r) {
-            name = cuda_known_errors[i].name;
-            text = cuda_known_errors[i].text;
-        }
-    }
-    if (name == NULL) snprintf(buf, len, "CUDA error %d (%s)", (int)r, text ? text : "unknown error");
-    else snprintf(buf, len, "%s (%s)", name, text ? text : "no description");
+    cuda_abi_error_text(r, cuda_st.api.GetErrorName, cuda_st.api.GetErrorString, buf, len);
 }
 
 static vram_status cuda_status(CUresult r) {

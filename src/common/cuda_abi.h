@@ -9,6 +9,7 @@
 #define VRAM_CUDA_ABI_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 /* ---- handles ------------------------------------------------------------------------------- */
 
@@ -79,6 +80,40 @@ typedef struct CUmemAllocationProp_st {
         unsigned char reserved[4];
     } allocFlags;
 } CUmemAllocationProp;
+
+/* ---- naming a result ------------------------------------------------------------------------ */
+
+typedef CUresult (*cuda_abi_pfn_error_str)(CUresult error, const char **str);
+
+/* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for r: the driver's own name and text when its
+ * cuGetErrorName / cuGetErrorString are given and answer, else from a table of the codes that
+ * matter when the driver cannot name them (the toolkit's stub library answers
+ * CUDA_ERROR_STUB_LIBRARY to everything, cuGetErrorName included), else "CUDA error N". */
+static inline void cuda_abi_error_text(CUresult r, cuda_abi_pfn_error_str get_name, cuda_abi_pfn_error_str get_string,
+                                       char *buf, size_t len) {
+    static const struct { CUresult code; const char *name, *text; } known[] = {
+        { CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" },
+        { CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error" },
+        { CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY", "CUDA driver is a stub library" },
+        { CUDA_ERROR_INSUFFICIENT_DRIVER, "CUDA_ERROR_INSUFFICIENT_DRIVER",
+          "CUDA driver version is insufficient for CUDA runtime version" },
+        { CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected" },
+        { CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
+          "system has unsupported display driver / cuda driver combination" },
+        { CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
+    };
+    const char *name = NULL, *text = NULL;
+    if (get_name && get_name(r, &name) != CUDA_SUCCESS) name = NULL;
+    if (get_string && get_string(r, &text) != CUDA_SUCCESS) text = NULL;
+    for (size_t i = 0; name == NULL && i < sizeof known / sizeof known[0]; i++) {
+        if (known[i].code == r) {
+            name = known[i].name;
+            text = known[i].text;
+        }
+    }
+    if (name == NULL) snprintf(buf, len, "CUDA error %d (%s)", (int)r, text ? text : "unknown error");
+    else snprintf(buf, len, "%s (%s)", name, text ? text : "no description");
+}
 
 _Static_assert(sizeof(void *) == 8, "the CUDA driver types here are those of 64-bit hosts");
 _Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");

@@ -329,7 +329,7 @@ check "prealloc: 20000 small blocks, every byte back" \
 run "$VRAM" run --limit 1GiB -- env FAKE_CUDA_VMM=off "$APP" dlsym fill alloc 256
 check "prealloc where cuMemCreate fails: one note, memory on demand, still limited" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2" && [[ $(grep -c "vram" <<<"$ERR") == 1 ]] &&
-     has "$ERR" "vram: preallocation is not available on device 0 (cuMemCreate failed with error 801); memory is taken on demand"'
+     has "$ERR" "vram: preallocation is not available on device 0 (cuMemCreate failed: CUDA_ERROR_NOT_SUPPORTED (operation not supported)); memory is taken on demand"'
 run "$VRAM" run --limit 1GiB --log -- "$APP" dlsym info
 check "--log says preallocation is on" '[[ $RC == 0 ]] && has "$ERR" "preallocation (the limit is reserved"'
 
