@@ -285,12 +285,14 @@ uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uui
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         ledger_slot *s = &l->slots[i];
         if (s->state == 0) continue;
+        /* other groups and cards first: a liveness check reads /proc; theirs are reclaimed by
+         * ledger_claim_locked and vram top */
+        if (strncmp(s->group, group, sizeof s->group) != 0 || strncmp(s->uuid, uuid, sizeof s->uuid) != 0)
+            continue;
         if (!ledger_slot_alive(s)) {
             ledger_free_slot(s);
             continue;
         }
-        if (strncmp(s->group, group, sizeof s->group) != 0 || strncmp(s->uuid, uuid, sizeof s->uuid) != 0)
-            continue;
         uint64_t u = __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
         total = u > UINT64_MAX - total ? UINT64_MAX : total + u;
     }
