@@ -299,6 +299,16 @@ uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uui
     return total;
 }
 
+int ledger_valid_group(const char *name) {
+    size_t n = strlen(name);
+    if (n == 0 || n >= LEDGER_NAME_LEN) return 0;
+    for (; *name; name++)
+        if (!((*name >= '0' && *name <= '9') || (*name >= 'a' && *name <= 'z') || (*name >= 'A' && *name <= 'Z') ||
+              *name == '.' || *name == '_' || *name == '-'))
+            return 0;
+    return 1;
+}
+
 void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen) {
     size_t i = 0;
     for (; i + 1 < dstlen && i < srclen && src[i]; i++) {

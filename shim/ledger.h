@@ -111,5 +111,8 @@ uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uui
 
 /* Copies a NUL-terminated, printable version of a slot string field (the file may hold garbage). */
 void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen);
+/* Whether `name` can name a group: 1 to LEDGER_NAME_LEN - 1 of A-Z a-z 0-9 . _ - (vram run checks
+ * --group with it, the preload library VRAM_GROUP). */
+int  ledger_valid_group(const char *name);
 
 #endif /* VRAM_SHIM_LEDGER_H */

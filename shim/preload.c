@@ -266,21 +266,11 @@ static void shim_read_limit(const char *name, int dev, int src) {
     }
 }
 
-static int shim_valid_group(const char *v) {
-    size_t n = strlen(v);
-    if (n == 0 || n >= LEDGER_NAME_LEN) return 0;
-    for (; *v; v++)
-        if (!((*v >= '0' && *v <= '9') || (*v >= 'a' && *v <= 'z') || (*v >= 'A' && *v <= 'Z') ||
-              *v == '.' || *v == '_' || *v == '-'))
-            return 0;
-    return 1;
-}
-
 /* VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=BYTES (a limit without a group is ignored, said on stderr). */
 static void shim_read_group(void) {
     const char *name = getenv("VRAM_GROUP"), *lim = getenv("VRAM_GROUP_LIMIT");
     if (name && *name) {
-        if (shim_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
+        if (ledger_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
         else fprintf(stderr, "vram: VRAM_GROUP='%s' is not a group name (1-31 of A-Z a-z 0-9 . _ -); ignored\n", name);
     }
     if (lim && *lim) {

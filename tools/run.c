@@ -30,6 +30,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -38,6 +39,7 @@
 #include <vram.h>
 
 #include "cli.h"
+#include "ledger.h"
 #include "run.h"
 
 #ifndef VRAM_INSTALL_LIBDIR
@@ -59,9 +61,13 @@ typedef struct run_options {
     size_t group_limit;
 } run_options;
 
-static int run_usage_error(const char *fmt, const char *arg) {
+__attribute__((format(printf, 1, 2)))
+static int run_usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fputs("vram run: ", stderr);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F]\n"
           "                [--group NAME [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
           "Without --growth the limit is preallocated: reserved on the card at the first allocation,\n"
@@ -82,15 +88,12 @@ static int run_valid_devices(const char *v) {
     return 1;
 }
 
-/* A group name: 1 to 31 of A-Z a-z 0-9 . _ - (the ledger's field holds 31). */
-static int run_valid_group(const char *v) {
-    size_t n = strlen(v);
-    if (n == 0 || n > 31) return 0;
-    for (const char *c = v; *c; c++)
-        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-              *c == '.' || *c == '_' || *c == '-'))
-            return 0;
-    return 1;
+/* A size option's value (NULL: missing) into *out, more than 0; 0, or 2 after saying why. */
+static int run_size_arg(const char *name, const char *v, const char *example, size_t *out) {
+    if (!v) return run_usage_error("%s needs a SIZE (e.g. %s)", name, example);
+    if (vram_parse_size(v, out) != VRAM_OK || *out == 0)
+        return run_usage_error("%s: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", name, v);
+    return 0;
 }
 
 /* Parses the options before CMD; sets *cmd_at to the index of CMD. Returns 0, 2 or -1 (help). */
@@ -104,22 +107,20 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
         if (strcmp(a, "--growth") == 0) { o->growth = 1; continue; }
         if (strcmp(a, "--log") == 0) { o->log = 1; continue; }
         if ((v = cli_option_value(argc, argv, &i, "--devices", &missing)) || missing) {
-            if (!v) return run_usage_error("--devices needs a LIST (e.g. 0,1)%s", "");
+            if (!v) return run_usage_error("--devices needs a LIST (e.g. 0,1)");
             if (!run_valid_devices(v))
                 return run_usage_error("--devices: bad LIST '%s' (indices or UUIDs separated by commas)", v);
             o->devices = v;
             continue;
         }
         if ((v = cli_option_value(argc, argv, &i, "--limit", &missing)) || missing) {
-            if (!v) return run_usage_error("--limit needs a SIZE (e.g. 8GiB)%s", "");
-            if (vram_parse_size(v, &o->limit) != VRAM_OK || o->limit == 0)
-                return run_usage_error("--limit: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", v);
+            if (run_size_arg("--limit", v, "8GiB", &o->limit) != 0) return 2;
             o->has_limit = 1;
             continue;
         }
         if ((v = cli_option_value(argc, argv, &i, "--fraction", &missing)) || missing) {
             char *end = NULL;
-            if (!v) return run_usage_error("--fraction needs a number F, 0 < F <= 1%s", "");
+            if (!v) return run_usage_error("--fraction needs a number F, 0 < F <= 1");
             errno = 0;
             double f = strtod(v, &end);
             if (errno || end == v || *end || !isfinite(f) || f <= 0.0 || f > 1.0)
@@ -128,15 +129,13 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
             continue;
         }
         if ((v = cli_option_value(argc, argv, &i, "--group-limit", &missing)) || missing) {
-            if (!v) return run_usage_error("--group-limit needs a SIZE (e.g. 20GiB)%s", "");
-            if (vram_parse_size(v, &o->group_limit) != VRAM_OK || o->group_limit == 0)
-                return run_usage_error("--group-limit: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", v);
+            if (run_size_arg("--group-limit", v, "20GiB", &o->group_limit) != 0) return 2;
             o->has_group_limit = 1;
             continue;
         }
         if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
-            if (!v) return run_usage_error("--group needs a NAME%s", "");
-            if (!run_valid_group(v))
+            if (!v) return run_usage_error("--group needs a NAME");
+            if (!ledger_valid_group(v))
                 return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
             o->group = v;
             continue;
@@ -144,8 +143,8 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
         if (a[0] == '-' && a[1]) return run_usage_error("unknown option '%s' (put the command after --)", a);
         break;   /* the command */
     }
-    if (o->has_group_limit && !o->group) return run_usage_error("--group-limit needs --group NAME%s", "");
-    if (i >= argc) return run_usage_error("missing CMD%s", "");
+    if (o->has_group_limit && !o->group) return run_usage_error("--group-limit needs --group NAME");
+    if (i >= argc) return run_usage_error("missing CMD");
     *cmd_at = i;
     return 0;
 }

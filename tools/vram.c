@@ -10,6 +10,7 @@
 #define _GNU_SOURCE
 #endif
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -130,9 +131,13 @@ static void print_usage(FILE *f) {
     fputs(usage_tail, f);
 }
 
-static int usage_error(const char *fmt, const char *arg) {
+__attribute__((format(printf, 1, 2)))
+static int usage_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     fputs("vram: ", stderr);
-    fprintf(stderr, fmt, arg);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
     fputs("\nTry 'vram --help'.\n", stderr);
     return 2;
 }
@@ -244,17 +249,12 @@ static int parse_count(const char *v, int max, int *out) {
 static int set_policy(replay_options *opt, const char *name, const char *given_as) {
     const replay_policy *p = replay_find_policy(name);
     if (!p) {
-        char names[256], msg[512];
+        char names[256];
         policy_names(names, sizeof names);
-        snprintf(msg, sizeof msg, "replay: unknown policy '%.100s' (valid: %s)", name, names);
-        return usage_error("%s", msg);
+        return usage_error("replay: unknown policy '%.100s' (valid: %s)", name, names);
     }
-    if (opt->policy && opt->policy != p) {
-        char msg[256];
-        snprintf(msg, sizeof msg, "replay: %s conflicts with the policy '%s' given before", given_as,
-                 opt->policy->name);
-        return usage_error("%s", msg);
-    }
+    if (opt->policy && opt->policy != p)
+        return usage_error("replay: %s conflicts with the policy '%s' given before", given_as, opt->policy->name);
     opt->policy = p;
     return 0;
 }
@@ -268,7 +268,7 @@ static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
     if (strcmp(a, "--growth") == 0) return set_policy(opt, "growth", "--growth");
     if (strcmp(a, "--json") == 0) { opt->json = 1; return 0; }
     if ((v = cli_option_value(argc, argv, i, "--policy", &missing)) || missing) {
-        if (!v) return usage_error("replay: --policy needs a NAME%s", "");
+        if (!v) return usage_error("replay: --policy needs a NAME");
         snprintf(msg, sizeof msg, "--policy %.100s", v);
         return set_policy(opt, v, msg);
     }
@@ -280,19 +280,15 @@ static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
         return 0;
     }
     if ((v = cli_option_value(argc, argv, i, "--passes", &missing)) || missing) {
-        if (!v) return usage_error("replay: --passes needs a number%s", "");
-        if (parse_count(v, REPLAY_MAX_PASSES, &opt->passes) != 0) {
-            snprintf(msg, sizeof msg, "replay: --passes: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_PASSES);
-            return usage_error("%s", msg);
-        }
+        if (!v) return usage_error("replay: --passes needs a number");
+        if (parse_count(v, REPLAY_MAX_PASSES, &opt->passes) != 0)
+            return usage_error("replay: --passes: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_PASSES);
         return 0;
     }
     if ((v = cli_option_value(argc, argv, i, "--threads", &missing)) || missing) {
-        if (!v) return usage_error("replay: --threads needs a number%s", "");
-        if (parse_count(v, REPLAY_MAX_THREADS, &opt->threads) != 0) {
-            snprintf(msg, sizeof msg, "replay: --threads: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_THREADS);
-            return usage_error("%s", msg);
-        }
+        if (!v) return usage_error("replay: --threads needs a number");
+        if (parse_count(v, REPLAY_MAX_THREADS, &opt->threads) != 0)
+            return usage_error("replay: --threads: bad number '%.40s' (1 to %d)", v, REPLAY_MAX_THREADS);
         return 0;
     }
     if (a[0] == '-' && a[1]) return usage_error("replay: unknown option '%s'", a);
@@ -308,7 +304,7 @@ static int cmd_replay(int argc, char **argv) {
         if (rc == -1) { print_usage(stdout); return 0; }
         if (rc != 0) return rc;
     }
-    if (!opt.trace_path) return usage_error("replay: missing TRACE%s", "");
+    if (!opt.trace_path) return usage_error("replay: missing TRACE");
     return replay_run(&opt);
 }
 
