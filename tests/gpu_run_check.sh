@@ -15,7 +15,8 @@ import torch
 free, total = torch.cuda.mem_get_info(); print("mem_get_info total GiB", total / 2**30, "free GiB", round(free / 2**30, 2))
 x = torch.empty(6 << 30, dtype=torch.uint8, device="cuda"); print("6 GiB ok")
 try:
-    y = torch.empty(3 << 30, dtype=torch.uint8, device="cuda"); print("3 GiB more: NOT refused")
+    y = torch.empty(3 << 30, dtype=torch.uint8, device="cuda")
+    raise SystemExit("3 GiB more: NOT refused")
 except torch.OutOfMemoryError as e:
     print("3 GiB more: torch.OutOfMemoryError:", str(e)[:160])'
 
@@ -40,7 +41,7 @@ for _ in range(20): x = (x @ x).clamp_(-1, 1)
 torch.cuda.synchronize(); print("done, peak GiB", round(torch.cuda.max_memory_reserved() / 2**30, 2))'
 "$B/vram" run --growth --limit 40GiB -- python3 -c "$step" & one=$!
 "$B/vram" run --growth --limit 40GiB -- python3 -c "$step" & two=$!
-wait "$one" && wait "$two" && echo "both finished"
+wait "$one"; wait "$two"; echo "both finished"   # (set -e stops at a failed wait)
 
 # ---- preallocation (no --growth): the limit is reserved on the card at the first allocation ----------
 # The program watches the card from outside: observe() runs a separate plain process (no shim, no
@@ -131,8 +132,7 @@ for i in range(n.value):
     assert ml.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h)) == 0 and ml.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m)) == 0
     print("NVML device %d: total %d MiB, used %d MiB, free %d MiB" % (i, m.total >> 20, m.used >> 20, m.free >> 20))
     seen.append(m.total)
-print("libcuda mapped in this process (the shim must not load it for NVML):",
-      any("libcuda.so" in l for l in open("/proc/self/maps")))
+assert not any("libcuda.so" in l for l in open("/proc/self/maps")), "the shim loaded libcuda for NVML"
 assert 8 << 30 in seen, "no NVML device showed the 8 GiB limit as its total"'
 
 if command -v nvidia-smi >/dev/null; then

@@ -576,19 +576,24 @@ static void *async_worker_main(void *arg) {
     return NULL;
 }
 
+/* Runs fn on n threads (n <= ASYNC_THREADS), worker i with id i and its own seed, and joins them. */
+static void run_workers(int n, void *(*fn)(void *)) {
+    async_worker workers[ASYNC_THREADS];
+    pthread_t threads[ASYNC_THREADS];
+    uint64_t seed = harness_seed();
+    for (int i = 0; i < n; i++) {
+        workers[i] = (async_worker){.id = i, .seed = seed + (uint64_t)i * 7919u};
+        CHECK_INT(pthread_create(&threads[i], NULL, fn, &workers[i]), ==, 0);
+    }
+    for (int i = 0; i < n; i++) CHECK_INT(pthread_join(threads[i], NULL), ==, 0);
+}
+
 TEST(async_threads_with_own_streams) {
     use_sim("16GiB");
     vram_logical_device_configuration cfg = {64};  /* tight: threads wait on each other's frees */
     CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
     CHECK_OK(vram_init());
-    async_worker workers[ASYNC_THREADS];
-    pthread_t threads[ASYNC_THREADS];
-    uint64_t seed = harness_seed();
-    for (int i = 0; i < ASYNC_THREADS; i++) {
-        workers[i] = (async_worker){.id = i, .seed = seed + (uint64_t)i * 7919u};
-        CHECK_INT(pthread_create(&threads[i], NULL, async_worker_main, &workers[i]), ==, 0);
-    }
-    for (int i = 0; i < ASYNC_THREADS; i++) pthread_join(threads[i], NULL);
+    run_workers(ASYNC_THREADS, async_worker_main);
     CHECK_ALL();
     vram_memory_info info = INFO(0);
     CHECK_SIZE(info.current, ==, 0);
@@ -601,13 +606,8 @@ TEST(async_threads_with_own_streams) {
 
 /* PyTorch's threads (the program's and autograd's) all on one stream through the plugin, while one
  * of them starts plain requests halfway: the arena stays solo, then leaves it, under the lock. */
-typedef struct solo_worker {
-    int      id;
-    uint64_t seed;
-} solo_worker;
-
 static void *solo_worker_main(void *arg) {
-    solo_worker *w = arg;
+    async_worker *w = arg;
     test_rng rng = rng_make(w->seed);
     enum { SLOTS = 16 };
     void *live[SLOTS] = {0};
@@ -620,12 +620,13 @@ static void *solo_worker_main(void *arg) {
             else vram_plugin_free(live[slot], (ptrdiff_t)sizes[slot], 0, STREAM_A);
             live[slot] = NULL;
         } else {
-            size_t size = rng_size_log(&rng, 1, 1 * MiB) & ~(size_t)1;   /* even: the plugin's */
+            size_t size = rng_size_log(&rng, 2, 1 * MiB) & ~(size_t)1;   /* even: the plugin's */
             if (plain) {
                 size |= 1;
-                if (vram_malloc(&live[slot], size, 0) != VRAM_OK) live[slot] = NULL;
+                CHECK_OK(vram_malloc(&live[slot], size, 0));   /* 4 x 16 MiB at most: room */
             } else {
                 live[slot] = vram_plugin_alloc((ptrdiff_t)size, 0, STREAM_A);
+                CHECK(live[slot] != NULL);
             }
             sizes[slot] = size;
         }
@@ -643,15 +644,7 @@ TEST(async_solo_stream_from_several_threads) {
     CHECK_OK(vram_set_memory_growth(0, 1));
     CHECK_OK(vram_set_memory_limit(0, 512 * MiB));
     CHECK_OK(vram_init());
-    enum { N = 4 };
-    solo_worker workers[N];
-    pthread_t threads[N];
-    uint64_t seed = harness_seed();
-    for (int i = 0; i < N; i++) {
-        workers[i] = (solo_worker){.id = i, .seed = seed + (uint64_t)i * 104729u};
-        CHECK_INT(pthread_create(&threads[i], NULL, solo_worker_main, &workers[i]), ==, 0);
-    }
-    for (int i = 0; i < N; i++) pthread_join(threads[i], NULL);
+    run_workers(4, solo_worker_main);
     vram__sim_stream_complete(STREAM_A);
     CHECK_ALL();
     vram_memory_info info = INFO(0);

@@ -272,7 +272,7 @@
     X(release, alloc_conf_after_default_start) \
     X(release, alloc_conf_env_overrides_api_vmm_false) \
     X(release, alloc_conf_env_overrides_api_vmm_true) \
-    X(release, alloc_conf_env_partial_string_recorded) \
+    X(release, alloc_conf_env_overrides_only_its_keys) \
     X(release, alloc_conf_env_malformed_fails_init) \
     X(release, alloc_conf_kept_across_shutdown) \
     X(release, alloc_conf_vmm_false_prealloc_unchanged) \

@@ -198,6 +198,8 @@ TEST(logical_device_of_physical_card) {
     CHECK(strstr(vram_last_error(), "Unrecognized device: 0") != NULL);
     CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_logical_device_of(7, &logical));
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_logical_device_of(1, NULL));
+    CHECK_OK(vram_logical_device_of(2, &logical));   /* a success leaves the last failure's message */
+    CHECK(strstr(vram_last_error(), "vram_logical_device_of: logical_device is NULL") != NULL);
 }
 
 /* PyTorch's pluggable-allocator entry points: stream-ordered, on the card's first logical device. */

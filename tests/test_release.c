@@ -192,7 +192,8 @@ TEST(trim_partial_keep) {
     CHECK_OK(vram_trim(0, 80 * MiB));
     vram_memory_info after = INFO(0);
     CHECK_SIZE(after.reserved - after.current, <=, 80 * MiB);
-    CHECK_SIZE(after.reserved - after.current, >=, 32 * MiB);  /* no more than needed (32 MiB pieces) */
+    CHECK_SIZE(after.reserved - after.current, >, 80 * MiB - 16 * MiB);  /* no more than needed (16 MiB
+                                                                           * extents: limit / 64) */
     CHECK_SIZE(after.current, ==, 8 * MiB);
     CHECK_ALL();
     CHECK_OK(vram_trim(0, 0));
@@ -516,7 +517,7 @@ TEST(pressure_small_blocks_in_freed_large_extent) {
 }
 
 /* Two growing logical devices share a card cap: idle memory of one is not given back for the
- * other by itself (recorded); vram_trim on the first makes room (asserted). */
+ * other by itself (the request fails, naming the shared limit); vram_trim on the first makes room. */
 TEST(pressure_shared_card_budget_and_trim) {
     use_sim("16GiB");
     CHECK_OK(vram_set_memory_growth(0, 1));
@@ -526,10 +527,8 @@ TEST(pressure_shared_card_budget_and_trim) {
     void *a = NULL, *b = NULL;
     CHECK_OK(vram_malloc(&a, 48 * MiB, 0));
     CHECK_OK(vram_free(a));
-    vram_status s = vram_malloc(&b, 48 * MiB, 1);
-    printf("  48 MiB on /device:GPU:1 while GPU:0 caches 48 MiB of a 64 MiB card cap: %s%s%s\n",
-           vram_status_name(s), s ? ": " : "", s ? vram_last_error() : "");
-    if (s == VRAM_OK) CHECK_OK(vram_free(b));
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&b, 48 * MiB, 1));
+    CHECK_ERROR_CONTAINS("shared by its logical devices");
     CHECK_ALL();
     CHECK_OK(vram_trim(0, 0));
     CHECK_SIZE(INFO(0).reserved, ==, 0);
@@ -674,7 +673,7 @@ TEST(replay_tight_limit_vmm_report) {
     CHECK_SIZE(info.peak_reserved, <=, limit);
 }
 
-/* The same workload with growth by plain regions and with preallocation: recorded, not asserted. */
+/* The same workload with growth by plain regions and with preallocation: they fail more requests. */
 TEST(replay_tight_limit_plain_and_prealloc_fail_more) {
     const size_t limit = 256 * MiB;
     size_t n = 0;
@@ -703,7 +702,7 @@ TEST(replay_tight_limit_plain_and_prealloc_fail_more) {
     CHECK_OK(vram_shutdown());
     free(ops);
     /* Mapping memory where blocks go (fine extents) fails fewer requests than fixed regions do
-     * (71 against 204 and 190 with the default seed). */
+     * (77 against 204 and 190 with the default seed). */
     CHECK_SIZE(fine.ooms, <, plain.ooms);
     CHECK_SIZE(fine.ooms, <, pre.ooms);
 }
@@ -882,16 +881,14 @@ TEST(alloc_conf_env_overrides_api_vmm_true) {
     CHECK_USED_VMM(c);
 }
 
-/* VRAM_ALLOC_CONF replaces the program's whole option string (recorded: does an env string that
- * does not mention vmm keep the program's vmm:false?). */
-TEST(alloc_conf_env_partial_string_recorded) {
+/* VRAM_ALLOC_CONF overrides only the keys it names: an env string without vmm keeps the program's
+ * vmm:false. */
+TEST(alloc_conf_env_overrides_only_its_keys) {
     use_sim("16GiB");
     CHECK_OK(vram_set_alloc_conf("vmm:false"));
     set_env("VRAM_ALLOC_CONF", "idle_release_ms:100000");
     vram__backend_counters c = grow_once();
-    printf("  API vmm:false + VRAM_ALLOC_CONF=idle_release_ms:100000 -> growth used %s\n",
-           c.phys_create > 0 ? "VMM (the env string replaced the program's vmm:false)"
-                             : "plain regions (the program's vmm:false kept)");
+    CHECK_USED_PLAIN(c);
 }
 
 TEST(alloc_conf_env_malformed_fails_init) {
@@ -999,10 +996,7 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
     CHECK_OK(vram_trim(0, 0));
     CHECK_ALL();
     vram_memory_info info = INFO(0);
-    printf("  default extents: a 1 MiB live block keeps %zu MiB reserved after vram_trim(0, 0)\n",
-           info.reserved / MiB);
-    CHECK_SIZE(info.reserved, >=, GRAN);
-    CHECK_SIZE(info.reserved, <=, 64 * MiB);
+    CHECK_SIZE(info.reserved, ==, 16 * MiB);        /* the one extent under the live block */
     CHECK_OK(vram_free(small));
 }
 
@@ -1065,8 +1059,8 @@ TEST(idle_release_not_before_a_period) {
     start_growth(1 * GiB);
     void *p = NULL;
     CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
+    double freed_at = now_ms();                 /* before the free: a stall after it cannot fool the bound */
     CHECK_OK(vram_free(p));
-    double freed_at = now_ms();
     while (now_ms() - freed_at < 300) {
         vram_memory_info info = INFO(0);
         if (now_ms() - freed_at < 390) CHECK_SIZE(info.reserved, ==, 64 * MiB);
@@ -1105,14 +1099,14 @@ TEST(idle_release_keeps_live_blocks) {
  * nothing is given back while it is in use; once it stops, everything goes back. */
 TEST(idle_release_keeps_memory_in_continuous_use) {
     use_sim("16GiB");
-    set_env("VRAM_ALLOC_CONF", "idle_release_ms:100");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:300");   /* periods long against a stalled CI thread */
     start_growth(1 * GiB);
     void *p = NULL;
     CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
     CHECK_OK(vram_free(p));
     vram__backend_counters c0 = counters();
     uint64_t frees0 = INFO(0).num_driver_frees;
-    double until = now_ms() + 500;
+    double until = now_ms() + 1000;
     long rounds = 0;
     while (now_ms() < until) {
         CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
@@ -1121,7 +1115,7 @@ TEST(idle_release_keeps_memory_in_continuous_use) {
     }
     vram__backend_counters c1 = counters();
     vram_memory_info info = INFO(0);
-    printf("  %ld rounds in 500 ms\n", rounds);
+    printf("  %ld rounds in 1000 ms\n", rounds);
     CHECK_U64(c1.phys_create, ==, c0.phys_create);
     CHECK_U64(c1.phys_release, ==, c0.phys_release);
     CHECK_U64(info.num_driver_frees, ==, frees0);
@@ -1135,7 +1129,7 @@ TEST(idle_release_keeps_memory_in_continuous_use) {
  * goes back, not the memory in use. */
 TEST(idle_release_prefers_memory_that_stayed_unused) {
     use_sim("16GiB");
-    set_env("VRAM_ALLOC_CONF", "idle_release_ms:50");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:200");   /* periods long against a stalled CI thread */
     start_growth(1 * GiB);
     void *a = NULL, *b = NULL;
     CHECK_OK(vram_malloc(&a, 64 * MiB, 0));   /* the block in use, mapped first */
@@ -1143,7 +1137,7 @@ TEST(idle_release_prefers_memory_that_stayed_unused) {
     CHECK_OK(vram_free(b));
     CHECK_OK(vram_free(a));
     vram__backend_counters c0 = counters();
-    double until = now_ms() + 600;
+    double until = now_ms() + 1000;
     while (now_ms() < until) {
         CHECK_OK(vram_malloc(&a, 64 * MiB, 0));
         CHECK_OK(vram_free(a));
@@ -1151,7 +1145,7 @@ TEST(idle_release_prefers_memory_that_stayed_unused) {
     }
     vram__backend_counters c1 = counters();
     vram_memory_info info = INFO(0);
-    printf("  during 600 ms of use: %" PRIu64 " extents created, %" PRIu64 " released; reserved %zu\n",
+    printf("  during 1000 ms of use: %" PRIu64 " extents created, %" PRIu64 " released; reserved %zu\n",
            c1.phys_create - c0.phys_create, c1.phys_release - c0.phys_release, info.reserved);
     CHECK_U64(c1.phys_create, ==, c0.phys_create);      /* the block in use was never unmapped */
     CHECK_SIZE(info.reserved, ==, 64 * MiB);            /* the 32 MiB that stayed unused went back */

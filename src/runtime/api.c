@@ -245,15 +245,11 @@ vram_status vram_logical_device_of(int physical_index, int *logical_device) {
     }
     vram_status s = vram__rt_enter_started();
     if (s != VRAM_OK) return s;
-    s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (no visible logical device on that "
-                   "physical device)", physical_index);
-    for (int k = 0; k < rt.nlogical; k++) {
-        if (rt.logical[k].info.physical_index == physical_index) {
-            *logical_device = k;
-            s = VRAM_OK;
-            break;
-        }
-    }
+    int k = 0;
+    while (k < rt.nlogical && rt.logical[k].info.physical_index != physical_index) k++;
+    if (k < rt.nlogical) *logical_device = k;
+    else s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (no visible logical device on "
+                        "that physical device)", physical_index);
     vram__rt_leave();
     return s;
 }

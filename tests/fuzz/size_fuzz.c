@@ -1,7 +1,7 @@
 /*
  * size_fuzz.c: libFuzzer harness for vram_parse_size (sizes come from users: environment variables,
  * the CLI, Python). A parsed size must print back to a value that parses to the same bytes.
- * Build as trace_fuzz (VRAM_BUILD_FUZZERS=ON with clang); run build-fuzz/size_fuzz -max_total_time=60.
+ * Built with the other fuzzers (VRAM_BUILD_FUZZERS=ON with clang); run build-fuzz/size_fuzz -max_total_time=60.
  */
 #include <stdint.h>
 #include <stdio.h>
