@@ -41,8 +41,12 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from table import last_json_object  # noqa: E402  (bench/table.py)
+
 TARGET_PCT = 1.0
-LIMIT = "40GiB"
+LIMIT_GIB = 40
+LIMIT = "%dGiB" % LIMIT_GIB
 CONDITIONS = {
     "plain": [],
     "run": ["run", "--"],
@@ -190,12 +194,11 @@ def run_one(args, condition, log):
     cmd = worker_args(args, condition)
     t0 = time.monotonic()
     p = subprocess.run(cmd, env=clean_env(), capture_output=True, text=True, timeout=args.timeout)
-    line = next((l for l in reversed(p.stdout.splitlines()) if l.startswith("{")), None)
-    if p.returncode != 0 or line is None:
+    r = last_json_object(p.stdout)
+    if p.returncode != 0 or r is None:
         sys.stderr.write("run_overhead: %s failed (exit %d): %s\n%s\n" % (
             condition, p.returncode, " ".join(cmd), "\n".join(p.stderr.splitlines()[-25:])))
         raise SystemExit(1)
-    r = json.loads(line)
     r["condition"] = condition
     r["wall_s"] = round(time.monotonic() - t0, 1)
     if log:
@@ -209,8 +212,8 @@ def check_condition(r, card_gib):
     itself otherwise. Returns an error string or None."""
     total = r["mem_total_gib"]
     if "limit" in r["condition"]:
-        return None if abs(total - 40.0) < 0.01 else "%s: PyTorch saw %.3f GiB total, not the 40 GiB limit" % (
-            r["condition"], total)
+        return None if abs(total - LIMIT_GIB) < 0.01 else "%s: PyTorch saw %.3f GiB total, not the %d GiB limit" % (
+            r["condition"], total, LIMIT_GIB)
     if card_gib is not None and abs(total - card_gib) > 0.01:
         return "%s: PyTorch saw %.3f GiB total, the card has %.3f" % (r["condition"], total, card_gib)
     return None
@@ -360,9 +363,9 @@ def self_test():
         python="python3", steps=30, warmup=10, variants="fixed", batch=16, seq=1024, layers=12, dim=1024,
         heads=16, vocab=32000, empty_cache_every=5, vram="build-run/vram"), "run-limit")
     assert cmd[:6] == ["build-run/vram", "run", "--limit", "40GiB", "--", "python3"], cmd
-    assert worker_args(argparse.Namespace(**dict(vars(argparse.Namespace(
+    assert worker_args(argparse.Namespace(
         python="python3", steps=1, warmup=1, variants="fixed", batch=1, seq=8, layers=1, dim=8, heads=1,
-        vocab=8, empty_cache_every=5, vram="v")))), "plain")[0] == "python3"
+        vocab=8, empty_cache_every=5, vram="v"), "plain")[0] == "python3"
     saved = dict(os.environ)
     try:
         os.environ["LD_PRELOAD"] = "/x/libvram_preload.so:libm.so.6"

@@ -26,6 +26,9 @@ for t in "${TRACES[@]}"; do
       done 2>/dev/null | python3 -c '
 import json, statistics, sys
 rows = [json.loads(l) for l in sys.stdin if l.startswith("{")]
+if not rows:
+    sys.exit("bench/threads.sh: no replay of %s (%s, %s threads) succeeded; run `vram replay` by hand to see why"
+             % tuple(sys.argv[1:4]))
 ops = statistics.median(r["warm_ops_per_sec"] for r in rows)
 print(json.dumps({"trace": sys.argv[1], "conf": sys.argv[2], "threads": int(sys.argv[3]), "warm_ops_per_sec": ops,
                   "warm_ns_per_op": statistics.median(r["warm_ns_per_op"] for r in rows),
