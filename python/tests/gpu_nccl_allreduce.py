@@ -26,7 +26,7 @@ def rank_main(rank, world):
     torch.cuda.synchronize()
     want = float(sum(range(1, world + 1)))
     info = vram.torch.memory_info(rank)
-    ok = bool((t == want).all().item())
+    ok = bool((t == want).all().item()) and info["current"] >= t.numel() * t.element_size()   # t is vram's
     print("rank %d: all-reduce sum %s (want %s) on vram memory: current %d bytes -> %s"
           % (rank, t[0].item(), want, info["current"], "ok" if ok else "FAILED"), flush=True)
     dist.destroy_process_group()

@@ -220,6 +220,8 @@ class ExceptionsTest(IsolatedTestCase):
         gpu = config.list_physical_devices()[0]
         with self.assertRaisesRegex(ValueError, "^Setting memory limit is required for GPU virtual devices$"):
             config.set_logical_device_configuration(gpu, [config.LogicalDeviceConfiguration()])
+        with self.assertRaisesRegex(ValueError, "positive whole number of MiB"):
+            config.set_logical_device_configuration(gpu, [config.LogicalDeviceConfiguration(memory_limit=0)])
         with self.assertRaisesRegex(ValueError, "experimental_priority"):
             config.set_logical_device_configuration(gpu, [config.LogicalDeviceConfiguration(10, 1)])
 
@@ -325,14 +327,20 @@ class RuntimeTest(IsolatedTestCase):
         after = config.get_memory_info_full('GPU:0')
         self.assertEqual(after['reserved'], 0)
         self.assertGreater(after['num_driver_frees'], before['num_driver_frees'])
-        config.trim('GPU:0', keep_bytes='1MiB')
+        vram.free(vram.malloc('32MiB'))
+        cached = config.get_memory_info_full(0)['reserved']
+        config.trim('GPU:0', keep_bytes='64MiB')     # within what may stay: nothing goes back
+        self.assertEqual(config.get_memory_info_full(0)['reserved'], cached)
 
     def test_memory_info_full_keys(self):
         info = config.get_memory_info_full(0)
         self.assertEqual(list(info), ['current', 'peak', 'reserved', 'peak_reserved', 'limit', 'largest_free_block',
                                       'num_allocs', 'num_frees', 'num_ooms', 'num_driver_allocs', 'num_driver_frees'])
         self.assertEqual(list(config.experimental.get_memory_info(0)), ['current', 'peak'])
-        self.assertTrue(all(isinstance(v, int) for v in info.values()))
+        ptr = vram.malloc('1MiB')
+        info = config.get_memory_info_full(0)
+        self.assertEqual((info['current'], info['num_allocs'], info['num_frees']), (1 << 20, 1, 0))
+        vram.free(ptr)
 
     def test_sizes(self):
         self.assertEqual(vram.parse_size('512'), 512)
