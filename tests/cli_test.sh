@@ -282,6 +282,11 @@ if [[ $RC -eq 1 && $ERR == "No GPU found:"* ]]; then
             $(json_value failed_allocs) == 0 && $(json_value ops) == $((4 * SMALL_OPS)) ]]
     }
     check "no GPU, --threads 4: the simulated card is sized for 4 copies of the trace" t_fallback_threads
+    t_fallback_limit() {
+        run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --limit 40G --json
+        one_json_object && [[ $RC -eq 0 && $ERR == *"simulated 40960MiB card"* && $(json_value failed_allocs) == 0 ]]
+    }
+    check "no GPU, --limit 40G: the simulated card is at least the limit" t_fallback_limit
 else
     skip "replay falls back to a simulated card without a GPU" "a GPU is present"
 fi

@@ -144,10 +144,11 @@ static const replay_policy *opt_policy(const replay_options *opt) {
 
 /* ---- device discovery and the simulated fallback -------------------------------------------- */
 
-/* A card of 1.25 x (threads x the trace's peak) + 4 GiB. */
-static int fall_back_to_sim(const trace *t, int threads, const char *reason) {
+/* A card of 1.25 x (threads x the trace's peak) + 4 GiB, and at least the --limit asked for. */
+static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const char *reason) {
     uint64_t live = t->peak_live_bytes * (uint64_t)threads;  /* checked against overflow by the caller */
     uint64_t bytes = live + live / 4 + 4 * GIB;
+    if (bytes < limit) bytes = limit;
     char size[32];
     snprintf(size, sizeof size, "%" PRIu64 "MiB", (bytes + MIB - 1) / MIB);
     if (threads > 1)
@@ -166,14 +167,14 @@ static int fall_back_to_sim(const trace *t, int threads, const char *reason) {
     return 0;
 }
 
-static int ensure_device(const trace *t, int threads) {
+static int ensure_device(const trace *t, int threads, uint64_t limit) {
     int n = 0;
     vram_status s = vram_list_physical_devices(NULL, 0, &n);
     if (s == VRAM_OK) return 0;
     if (s == VRAM_ERR_NO_DEVICE && !backend_env()) {
         char reason[512];
         snprintf(reason, sizeof reason, "%s", vram_last_error());
-        return fall_back_to_sim(t, threads, reason);
+        return fall_back_to_sim(t, threads, limit, reason);
     }
     if (s == VRAM_ERR_NO_DEVICE)
         fprintf(stderr, "vram replay: No GPU found: %s\n", vram_last_error());
@@ -662,7 +663,7 @@ static int replay_trace(const replay_options *opt, const trace *t) {
         return 1;
     }
     int rc = 1;
-    if (ensure_device(t, threads) == 0 && configure(opt) == 0) {
+    if (ensure_device(t, threads, opt->has_limit ? opt->limit_bytes : 0) == 0 && configure(opt) == 0) {
         snprintf(r.backend, sizeof r.backend, "%s", backend_env() ? backend_env() : "cuda");
         if (run_runtime(&job, &r) == 0) {
             print_text(opt, &job, &r);
@@ -678,7 +679,7 @@ int replay_run(const replay_options *opt) {
     trace t;
     char err[1024];
     if (trace_load(opt->trace_path, &t, err, sizeof err) != 0) {
-        fprintf(stderr, "%s\n", err);
+        fprintf(stderr, "vram replay: %s\n", err);
         return 1;
     }
     int rc = replay_trace(opt, &t);
