@@ -59,7 +59,7 @@ static const char usage_tail[] =
     "      Each thread's loop over the trace is timed as a whole (the loop does the call and\n"
     "      array bookkeeping only), not each call; ns_per_op = mean_ns_per_op over all passes.\n"
     "      With no GPU and VRAM_BACKEND unset, the replay runs on a simulated card of\n"
-    "      1.25 x N threads x the trace's peak live bytes + 4 GiB (said on stderr).\n"
+    "      1.25 x N threads x the trace's peak live bytes + 4 GiB, at least --limit (said on stderr).\n"
     "      Exits 0 when the replay ran, even if allocations failed; 1 on errors.\n"
     "\n"
     "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME\n"
