@@ -175,13 +175,17 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *   extent_mb:N             growth: the largest physical piece mapped at once (default: the limit / 64,
  *                           from 2 MiB to 256 MiB); smaller
  *                           pieces can be given back more finely, larger ones cost fewer driver calls
- *   map_ahead_mb:N          growth: when growing again within 1024 allocations of the last growth,
+ *   map_ahead_mb:N          growth: when growing again within 256 allocations of the last growth,
  *                           map up to N MiB (and at most 1/16 of what is held) beyond the block, for
  *                           fewer driver calls (default 64; 0: only what blocks need)
  *   hold_peak:true|false    growth: give idle pieces back rather than raise the high-water mark of
  *                           reserved memory (leaner, but more driver calls in steady state); default false
  *   hold_large_mb:N         growth: the same for blocks of at least N MiB only (default 256; 0: off):
  *                           a large block moves idle memory under it instead of mapping more
+ *   small_pool_kb:N         growth with virtual memory management: requests of at most N KiB are
+ *                           placed in an address range of their own (limit / 8 of addresses; when
+ *                           it is full they go on in the rest), so that short-lived small blocks do
+ *                           not settle in the holes large blocks leave (default 256; 0: one range)
  *   thread_cache_mb:N       bytes of freed blocks one per-thread cache may keep for its thread's next
  *                           request of the same size (default: the limit / 256, at most 64 MiB;
  *                           0: none). Caches keep nothing until a second thread uses an arena;

@@ -181,7 +181,7 @@ static pool_chunk *region_append_free_locked(pool_arena *p, pool_region *r, uint
     c->prev = r->last;
     if (r->last) r->last->next = c; else r->first = c;
     r->last = c;
-    free_bins_insert(&p->bins, c);
+    free_bins_insert(pool_bins_of(p, c), c);
     return c;
 }
 
@@ -211,27 +211,35 @@ static vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
     return VRAM_OK;
 }
 
-/* Reserves the address range growth places blocks in; one free chunk tiles it. */
-static vram_status region_add_vmm_locked(pool_arena *p, size_t va_size) {
+/* Reserves the address range growth places blocks in: the small zone's `small` bytes first (none
+ * when 0), then `large` bytes; one free chunk tiles each. */
+static vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
     pool_region *r = calloc(1, sizeof *r);
     if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
-    vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, va_size,
+    vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, small + large,
                                   p->cfg.max_extent);
-    if (s == VRAM_OK) {
-        r->kind = REGION_VMM;
-        r->base = r->vmm.base;
-        r->size = va_size;
-        if (region_append_free_locked(p, r, r->base, va_size) == NULL) {
-            pool_vmm_destroy(&r->vmm);
-            s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
-        }
-    }
     if (s != VRAM_OK) {
         free(r);
         return s;
     }
-    region_link_locked(p, r);
+    r->kind = REGION_VMM;
+    r->base = r->vmm.base;
+    r->size = small + large;
     p->vmm = r;
+    p->small_end = small > 0 ? r->base + small : 0;
+    if ((small > 0 && region_append_free_locked(p, r, r->base, small) == NULL) ||
+        region_append_free_locked(p, r, r->base + small, large) == NULL) {
+        if (r->first != NULL) {
+            free_bins_remove(pool_bins_of(p, r->first), r->first);
+            free(r->first);
+        }
+        pool_vmm_destroy(&r->vmm);
+        free(r);
+        p->vmm = NULL;
+        p->small_end = 0;
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+    }
+    region_link_locked(p, r);
     return VRAM_OK;
 }
 
@@ -328,7 +336,7 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
         grow_result refused = arena_budget_take(p, need);
         if (refused != GROW_OK) return refused;
     }
-    size_t ahead = need > 0 ? pool_map_ahead_locked(p, need) : 0;
+    size_t ahead = need > 0 && c->addr >= p->small_end ? pool_map_ahead_locked(p, need) : 0;
     size_t before = v->mapped;
     uint64_t creates = v->creates, releases = v->releases;
     vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead);
@@ -459,10 +467,11 @@ static void pending_reap_locked(pool_arena *p, int wait) {
 }
 
 /* Whether the PENDING chunk n may take in its unlinked neighbour c, just freed without an event on
- * the same stream: both become free for that stream at once and get one event when recorded. */
-static int pending_joins(const pool_chunk *n, const pool_chunk *c) {
+ * the same stream: both become free for that stream at once and get one event when recorded.
+ * `edge` is the address between them: never the end of the small zone. */
+static int pending_joins(const pool_arena *p, const pool_chunk *n, const pool_chunk *c, uint64_t edge) {
     return n != NULL && n->state == CHUNK_PENDING && n->event == NULL && c->event == NULL &&
-           n->stream == c->stream;
+           n->stream == c->stream && edge != p->small_end;
 }
 
 static void chunk_unlink_locked(pool_arena *p, pool_chunk *c);
@@ -471,12 +480,12 @@ static void chunk_unlink_locked(pool_arena *p, pool_chunk *c);
  * stream can reuse their memory whole, as PyTorch's allocator can; returns the chunk to link. */
 static pool_chunk *pending_merge_locked(pool_arena *p, pool_chunk *c) {
     pool_chunk *next = c->next, *prev = c->prev;
-    if (pending_joins(next, c)) {
+    if (next != NULL && pending_joins(p, next, c, next->addr)) {
         pending_unlink_locked(p, next);
         c->size += next->size;
         chunk_unlink_locked(p, next);
     }
-    if (pending_joins(prev, c)) {
+    if (pending_joins(p, prev, c, c->addr)) {
         pending_unlink_locked(p, prev);
         prev->size += c->size;
         chunk_unlink_locked(p, c);
@@ -546,18 +555,19 @@ static void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     if (was_busy && c->region->kind == REGION_VMM) pool_vmm_release(&c->region->vmm, c->addr, c->size);
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
-    if (next != NULL && next->state == CHUNK_FREE) {
-        free_bins_remove(&p->bins, next);
+    free_bins *bins = pool_bins_of(p, c);          /* the zones never merge: same bins throughout */
+    if (next != NULL && next->state == CHUNK_FREE && next->addr != p->small_end) {
+        free_bins_remove(bins, next);
         c->size += next->size;
         chunk_unlink_locked(p, next);
     }
-    if (prev != NULL && prev->state == CHUNK_FREE) {
-        free_bins_remove(&p->bins, prev);
+    if (prev != NULL && prev->state == CHUNK_FREE && c->addr != p->small_end) {
+        free_bins_remove(bins, prev);
         prev->size += c->size;
         chunk_unlink_locked(p, c);
         c = prev;
     }
-    free_bins_insert(&p->bins, c);
+    free_bins_insert(bins, c);
 }
 
 void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
@@ -587,7 +597,7 @@ static int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
         pending_link_locked(p, rest);
     } else {
         rest->state = CHUNK_FREE;
-        free_bins_insert(&p->bins, rest);
+        free_bins_insert(pool_bins_of(p, rest), rest);
     }
     return 0;
 }
@@ -637,6 +647,7 @@ static size_t pool_largest_free_locked(const pool_arena *p) {
     }
     size_t best = 0;
     free_bins_descending(&p->bins, largest_mapped_visit, &best, 0);
+    free_bins_descending(&p->sbins, largest_mapped_visit, &best, best);
     return best;
 }
 
@@ -737,8 +748,12 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
             arena_budget_give(p, cfg->limit);
         }
     } else if (cfg->growth && cfg->caps.vmm_supported) {
-        s = region_add_vmm_locked(p, growth_va_size(&p->cfg));
+        size_t gran = p->cfg.caps.granularity, small = 0;
+        if (p->cfg.small_max > 0) small = vram__round_up(p->cfg.limit / POOL_SMALL_ZONE_DIV, gran);
+        if (p->cfg.small_max > 0 && small == 0) small = gran;
+        s = region_add_vmm_locked(p, small, growth_va_size(&p->cfg));
     }
+    if (p->small_end == 0) p->cfg.small_max = 0;     /* no small zone: every request in the bins */
     if (s != VRAM_OK) {
         arena_destroy(p);
         return s;
@@ -777,10 +792,20 @@ vram_status arena_destroy(pool_arena *p) {
     return VRAM_OK;
 }
 
-/* Finds a chunk for `rounded` bytes: the free bins, or a chunk freed on the caller's stream. */
+/* The bins a request of `rounded` bytes is placed from: small requests have a zone of their own,
+ * so that short-lived small blocks do not settle in the holes between large ones (the holes a
+ * tensor grown by torch.cat, or a layer's next activation, would otherwise fit whole). */
+static free_bins *pool_zone_bins(pool_arena *p, size_t rounded) {
+    return rounded <= p->cfg.small_max ? &p->sbins : &p->bins;
+}
+
+/* Finds a chunk for `rounded` bytes: the free bins of its zone (a small request goes to the other
+ * zone once its own is full), or a chunk freed on the caller's stream. */
 static pool_chunk *pool_find_locked(pool_arena *p, size_t rounded, int async, void *stream) {
     if (p->pending != NULL) pending_reap_locked(p, 0);
-    pool_chunk *c = free_bins_best_fit(&p->bins, rounded);
+    free_bins *zone = pool_zone_bins(p, rounded);
+    pool_chunk *c = free_bins_best_fit(zone, rounded);
+    if (c == NULL && zone != &p->bins) c = free_bins_best_fit(&p->bins, rounded);
     if (async && p->pending != NULL) {
         pool_chunk *q = pending_best_fit_locked(p, stream, rounded);
         if (q != NULL && (c == NULL || q->size < c->size)) return q;
@@ -810,14 +835,14 @@ static int mapped_fit_visit(pool_chunk *c, void *ctx, size_t *floor) {
     return 1;
 }
 
-static pool_chunk *pool_find_mapped_locked(pool_arena *p, size_t size) {
+static pool_chunk *pool_find_mapped_locked(pool_arena *p, free_bins *bins, size_t size) {
     mapped_fit best = {size, NULL, 0};
-    free_bins_ascending(&p->bins, size, mapped_fit_visit, &best);
+    free_bins_ascending(bins, size, mapped_fit_visit, &best);
     pool_chunk *c = best.chunk;
     if (c == NULL || best.at == c->addr) return c;
-    free_bins_remove(&p->bins, c);             /* keep [addr, at) free, hand back [at, end) */
+    free_bins_remove(bins, c);                 /* keep [addr, at) free, hand back [at, end) */
     pool_chunk *rest = chunk_split_locked(p, c, (size_t)(best.at - c->addr)) == 0 ? c->next : NULL;
-    free_bins_insert(&p->bins, c);
+    free_bins_insert(bins, c);
     return rest != NULL && rest->addr == best.at ? rest : NULL;
 }
 
@@ -827,7 +852,7 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
     } else {
-        free_bins_remove(&p->bins, c);
+        free_bins_remove(pool_bins_of(p, c), c);
     }
     chunk_split_locked(p, c, rounded);
     if (c->state == CHUNK_FREE && c->region->kind == REGION_VMM) {
@@ -889,7 +914,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
              * blocks out of large free chunks keeps extents busy that a large request later needs
              * given back (transformer_varlen at a limit 95% full failed requests), so best fit and
              * the limit's own fallbacks decide. */
-            pool_chunk *m = pool_find_mapped_locked(p, rounded);
+            pool_chunk *m = pool_find_mapped_locked(p, pool_zone_bins(p, rounded), rounded);
             if (m != NULL) c = m;
         }
         grow_result why = GROW_LIMIT;
@@ -899,7 +924,8 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
         }
         vram_status s = c ? pool_take_locked(p, c, rounded, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
         if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
-            pool_chunk *m = pool_find_mapped_locked(p, rounded);
+            pool_chunk *m = pool_find_mapped_locked(p, &p->bins, rounded);   /* either zone now */
+            if (m == NULL && p->small_end != 0) m = pool_find_mapped_locked(p, &p->sbins, rounded);
             if (m != NULL) {
                 s = pool_take_locked(p, m, rounded, ptr, &why);
             } else if (pool_grow_plain_locked(p, rounded) == GROW_OK) {

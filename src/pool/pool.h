@@ -43,6 +43,8 @@ typedef struct vram__pool_config {
     size_t               hold_large;     /* growth: the same for blocks of at least this size only
                                             (0: none) */
     size_t               map_ahead;      /* growth: most bytes mapped beyond a block when growing */
+    size_t               small_max;      /* growth by mapping: requests of at most this size go to an
+                                            address range of their own (0: none) */
     int                  arenas;         /* growth by mapping: most arenas threads spread over
                                             (1..VRAM_POOL_MAX_ARENAS; 0: the most) */
     size_t               thread_cache;   /* bytes of freed blocks one thread cache may park (0: none;

@@ -22,9 +22,14 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
     if (c->next != NULL && (c->next->prev != c || c->next->addr != c->addr + c->size)) {
         return "chunks do not tile the region";
     }
+    if (c->addr < p->small_end && c->addr + c->size > p->small_end && r == p->vmm) {
+        return "a chunk crosses the end of the small zone";
+    }
     switch (c->state) {
     case CHUNK_FREE:
-        if (c->next != NULL && c->next->state == CHUNK_FREE) return "two free neighbours were not merged";
+        if (c->next != NULL && c->next->state == CHUNK_FREE && c->next->addr != p->small_end) {
+            return "two free neighbours were not merged";
+        }
         t->free_count++;
         t->free_bytes += c->size;
         return NULL;
@@ -92,6 +97,20 @@ static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
     return NULL;
 }
 
+/* Every free chunk of the small zone is in its bins, every other one in the rest's. */
+static const char *check_zones_locked(pool_arena *p) {
+    size_t small = 0, small_bytes = 0;
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
+        for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
+            if (c->state != CHUNK_FREE || pool_bins_of(p, c) != &p->sbins) continue;
+            small++;
+            small_bytes += c->size;
+        }
+    }
+    if (small != p->sbins.count || small_bytes != p->sbins.bytes) return "the small zone's free chunks and its bins disagree";
+    return NULL;
+}
+
 vram_status arena_check(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
@@ -109,8 +128,10 @@ vram_status arena_check(pool_arena *p) {
     size_t pending = 0;
     for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
     if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL) why = check_zones_locked(p);
     if (why != NULL) {
-    } else if (t.free_count != p->bins.count || t.free_bytes != p->bins.bytes) {
+    } else if (t.free_count != p->bins.count + p->sbins.count || t.free_bytes != p->bins.bytes + p->sbins.bytes) {
         why = "free chunks and the free bins disagree";
     } else if (t.used_count != p->used_count || t.used_count != mapped + parked) {
         why = "live chunks, the pointer table and the live count disagree";

@@ -18,8 +18,9 @@
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
 #define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
 #define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
-#define POOL_MAP_AHEAD_BURST 1024                  /* ...when it grew at most this many allocations ago */
+#define POOL_MAP_AHEAD_BURST 256                   /* ...when it grew at most this many allocations ago */
 #define VRAM_POOL_TCACHE_MAX ((size_t)64 << 20)    /* the default thread cache on large cards */
+#define POOL_SMALL_ZONE_DIV 8                      /* the small zone spans limit / 8 of address space */
 
 enum { REGION_PLAIN = 1, REGION_VMM = 2 };
 
@@ -92,7 +93,10 @@ struct pool_arena {
     _Alignas(64) pthread_mutex_t lock;
     pool_region      *regions;
     pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
-    free_bins         bins;          /* free chunks, by size class */
+    free_bins         bins;          /* free chunks, by size class (of the small zone: sbins) */
+    free_bins         sbins;         /* free chunks of the small zone [vmm->base, small_end) */
+    uint64_t          small_end;     /* growth by mapping with cfg.small_max: where the small zone
+                                      * ends and the large one begins (0: no small zone) */
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
@@ -165,6 +169,11 @@ void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
 /* pool.c, for thread_cache.c and pool_check.c */
 void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
 void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date */
+
+/* The free bins that index chunk c: the small zone's or the rest's. */
+static inline free_bins *pool_bins_of(pool_arena *p, const pool_chunk *c) {
+    return c->addr < p->small_end && c->region == p->vmm ? &p->sbins : &p->bins;
+}
 
 /* the pointer table's shards */
 static inline pool_shard *pool_shard_of(pool_arena *p, uint64_t addr) {

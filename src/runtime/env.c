@@ -144,9 +144,16 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
             return conf_value_error(origin, key, value, "use a whole number of MiB (0: no thread caches)");
         }
         c->thread_cache_mb = (long long)n;
+    } else if (strcmp(key, "small_pool_kb") == 0) {
+        if (parse_whole(value, 0, 1u << 20, &n) != 0) {
+            return conf_value_error(origin, key, value, "use a whole number of KiB up to 1048576 (0: small "
+                                    "requests share the large ones' range)");
+        }
+        c->small_pool_kb = (size_t)n;
     } else {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
-                          "extent_mb, map_ahead_mb, hold_peak, hold_large_mb, thread_cache_mb, arenas)", origin, key);
+                          "extent_mb, map_ahead_mb, hold_peak, hold_large_mb, small_pool_kb, thread_cache_mb, arenas)",
+                          origin, key);
     }
     return VRAM_OK;
 }
@@ -156,7 +163,7 @@ int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b)
            a->extent_mb == b->extent_mb && (a->hold_peak != 0) == (b->hold_peak != 0) &&
            a->hold_large_mb == b->hold_large_mb && a->map_ahead_mb == b->map_ahead_mb &&
            a->thread_cache_mb == b->thread_cache_mb &&
-           a->arenas == b->arenas;
+           a->arenas == b->arenas && a->small_pool_kb == b->small_pool_kb;
 }
 
 vram_status vram__alloc_conf_parse(const char *text, const char *origin, const vram__alloc_conf *base,

@@ -138,6 +138,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     cfg.max_extent = rt.alloc_conf_in_force.extent_mb * VRAM_MIB;   /* 0: the pool's default */
     cfg.hold_peak = rt.alloc_conf_in_force.hold_peak;
     cfg.hold_large = rt.alloc_conf_in_force.hold_large_mb * VRAM_MIB;
+    cfg.small_max = rt.alloc_conf_in_force.small_pool_kb * 1024;
     cfg.map_ahead = rt.alloc_conf_in_force.map_ahead_mb * VRAM_MIB;
     cfg.arenas = rt.alloc_conf_in_force.arenas;
     cfg.thread_cache = rt.alloc_conf_in_force.thread_cache_mb < 0 ? VRAM_POOL_TCACHE_AUTO
