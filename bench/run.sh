@@ -134,7 +134,7 @@ peer_row() {
 
 for rep in $(seq 1 "$REPEAT"); do
     for trace in "${TRACES[@]}"; do
-        for policy in prealloc growth growth-keep growth-lean growth-plain; do vram_row "$trace" "$policy"; done
+        for policy in prealloc growth growth-hold growth-lean growth-plain; do vram_row "$trace" "$policy"; done
         for alloc in cumemalloc cumemallocasync torch torch-expandable; do peer_row "$trace" "$alloc"; done
     done
 done

@@ -21,13 +21,14 @@ import os
 import sys
 
 ORDER = [
-    "vram prealloc", "vram growth", "vram growth-keep", "vram growth-lean", "vram growth-plain",
+    "vram prealloc", "vram growth", "vram growth-hold", "vram growth-keep", "vram growth-lean", "vram growth-plain",
     "cumemalloc", "cumemallocasync", "torch", "torch-expandable", "host",
 ]
 LABEL = {
     "vram prealloc": "vram, preallocated (default)",
     "vram growth": "vram, growth (VMM)",
-    "vram growth-keep": "vram, growth never moving idle memory under large blocks (hold_large_mb:0)",
+    "vram growth-hold": "vram, growth moving idle memory under large blocks (hold_large_mb:256)",
+    "vram growth-keep": "vram, growth never moving idle memory under large blocks (hold_large_mb:0)",  # results before 2026-11-29 late
     "vram growth-lean": "vram, growth holding its peak (hold_peak, 64 MiB extents)",
     "vram growth-plain": "vram, growth without VMM",
     "cumemalloc": "cuMemAlloc / cuMemFree per call",

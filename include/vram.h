@@ -180,7 +180,7 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *                           fewer driver calls (default 64; 0: only what blocks need)
  *   hold_peak:true|false    growth: give idle pieces back rather than raise the high-water mark of
  *                           reserved memory (leaner, but more driver calls in steady state); default false
- *   hold_large_mb:N         growth: the same for blocks of at least N MiB only (default 256; 0: off):
+ *   hold_large_mb:N         growth: the same for blocks of at least N MiB only (default 0: off):
  *                           a large block moves idle memory under it instead of mapping more
  *   small_pool_kb:N         growth with virtual memory management: requests of at most N KiB are
  *                           placed in an address range of their own (limit / 8 of addresses; when

@@ -33,7 +33,7 @@ typedef struct vram__alloc_conf {
     size_t   small_pool_kb;     /* growth by mapping: requests up to this many KiB get a zone of their own */
 } vram__alloc_conf;
 
-#define VRAM_ALLOC_CONF_INIT {-1, 0, 0, 0, 256, 64, -1, VRAM_POOL_MAX_ARENAS, 256}
+#define VRAM_ALLOC_CONF_INIT {-1, 0, 0, 0, 0, 64, -1, VRAM_POOL_MAX_ARENAS, 256}
 #define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf)VRAM_ALLOC_CONF_INIT)
 
 /* Parses "vmm:false,idle_release_ms:500" on top of `base` (NULL: the defaults): keys the string
