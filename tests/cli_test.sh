@@ -342,6 +342,21 @@ check "replay transformer_varlen.trace.gz --policy growth: every op, no failed a
     t_replay_recorded "$TRACES/transformer_varlen.trace.gz" 12684404008
 check "replay gpt2_generate.trace.gz --policy growth: every op, no failed allocation" \
     t_replay_recorded "$TRACES/gpt2_generate.trace.gz" 377499941
+# bench/train.py's own workloads (traces/train_*): growth's placement must keep holding less than
+# PyTorch's expandable segments held for the same workload on the H200 (peak reserved bytes in
+# bench/results/2026-11-29-h200-train-9fa6803-*.jsonl). Placement is host-side and deterministic, so the
+# simulated card gives what the H200 gives.
+t_replay_below() {  # t_replay_below TRACE PEAK_LIVE MAX_RESERVED
+    t_replay_recorded "$1" "$2" && (( $(json_value peak_reserved_bytes) < $3 ))
+}
+check "replay train_gpt2: every op, less than expandable segments' 18492686336 bytes" \
+    t_replay_below "$TRACES/train_gpt2.trace.gz" 17528300364 18492686336
+check "replay train_resnet50: every op, less than expandable segments' 6178209792 bytes" \
+    t_replay_below "$TRACES/train_resnet50.trace.gz" 6105339104 6178209792
+check "replay train_bert_varlen: every op, less than expandable segments' 19849543680 bytes" \
+    t_replay_below "$TRACES/train_bert_varlen.trace.gz" 19138130244 19849543680
+check "replay train_gpt2_generate: every op, less than expandable segments' 799014912 bytes" \
+    t_replay_below "$TRACES/train_gpt2_generate.trace.gz" 738012616 799014912
 
 # ---- the example program ------------------------------------------------------------------------
 t_example() { run "$EXAMPLE"; [[ $RC -eq 0 && $OUT == *"vram simulated GPU"* ]]; }
