@@ -113,6 +113,27 @@ TEST(async_plugin_frees_share_events) {
  * reuse their memory whole at once, as PyTorch's own allocator can, instead of growing for a
  * request larger than each of them. Blocks freed on another stream, or with events of their own
  * (vram_free_async), stay apart. */
+/* The small zone (small_pool_kb) and the rest never merge, pending chunks of one stream included:
+ * with the zone full, the next small block lies right after its end; freed on their stream, that
+ * block and the zone's last stay two chunks, whichever goes first. */
+TEST(async_plugin_frees_do_not_merge_across_the_small_zone) {
+    growth_256mib();                                  /* a 32 MiB small zone */
+    two_streams();
+    enum { N = 129 };
+    static void *p[N];
+    for (int order = 0; order < 2; order++) {
+        CHECK_OK(vram_trim(0, 0));
+        for (int i = 0; i < N; i++) CHECK((p[i] = vram_plugin_alloc(256 * KiB, 0, STREAM_A)) != NULL);
+        CHECK_PTR((char *)p[N - 1], ==, (char *)p[N - 2] + 256 * KiB);   /* across the zone's end */
+        vram_plugin_free(p[order ? N - 2 : N - 1], 256 * KiB, 0, STREAM_A);
+        vram_plugin_free(p[order ? N - 1 : N - 2], 256 * KiB, 0, STREAM_A);
+        CHECK_ALL();
+        for (int i = 0; i < N - 2; i++) vram_plugin_free(p[i], 256 * KiB, 0, STREAM_A);
+        CHECK_ALL();
+        vram__sim_stream_complete(STREAM_A);
+    }
+}
+
 TEST(async_plugin_frees_merge_on_their_stream) {
     growth_256mib();
     two_streams();
