@@ -227,6 +227,7 @@ static vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t lar
     r->size = small + large;
     p->vmm = r;
     p->small_end = small > 0 ? r->base + small : 0;
+    if (small > 0) pool_vmm_set_zone(&r->vmm, small);   /* each zone its own quick test of mapping */
     if ((small > 0 && region_append_free_locked(p, r, r->base, small) == NULL) ||
         region_append_free_locked(p, r, r->base + small, large) == NULL) {
         if (r->first != NULL) {

@@ -25,6 +25,7 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
     v->gran_shift = __builtin_ctzll(gran);
     v->max_extent = vram__round_up(max_extent ? max_extent : gran, gran);
     v->va_size = va_size;
+    v->zone_start = va_size;
     v->free_slot = -1;
     size_t n = va_size / gran;
     v->gran_ext = malloc(n * sizeof *v->gran_ext);
@@ -46,6 +47,22 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
     return s;
 }
 
+static size_t next_with(const pool_vmm *v, size_t g, size_t last, int bit);
+
+/* The zone's mapped run reaches as far as its granules are mapped. */
+static void zone_extend(pool_vmm *v) {
+    size_t ngran = v->va_size >> v->gran_shift;
+    if (v->zone_start >= v->va_size) return;
+    size_t end = next_with(v, (v->zone_start + v->zone_prefix) >> v->gran_shift, ngran - 1, 0) << v->gran_shift;
+    v->zone_prefix = end - v->zone_start;
+}
+
+void pool_vmm_set_zone(pool_vmm *v, size_t offset) {
+    v->zone_start = offset;
+    v->zone_prefix = 0;
+    zone_extend(v);
+}
+
 static void extent_unmap(pool_vmm *v, int32_t e) {
     pool_extent *x = &v->ext[e];
     v->backend->unmap(v->dev, v->base + x->offset, x->size);
@@ -55,6 +72,9 @@ static void extent_unmap(pool_vmm *v, int32_t e) {
         v->mapped_bits[g / 64] &= ~(1ull << (g % 64));
     }
     if (x->offset < v->mapped_prefix) v->mapped_prefix = x->offset;
+    if (x->offset < v->zone_start + v->zone_prefix && x->offset + x->size > v->zone_start) {
+        v->zone_prefix = x->offset > v->zone_start ? x->offset - v->zone_start : 0;
+    }
     v->mapped -= x->size;
     if (x->busy == 0) v->idle -= x->size;   /* (what a stale count says; the next recount redoes it) */
     v->releases++;
@@ -201,6 +221,7 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
         size_t ngran = v->va_size >> v->gran_shift;
         v->mapped_prefix = next_with(v, v->mapped_prefix >> v->gran_shift, ngran - 1, 0) << v->gran_shift;
     }
+    if (x->offset <= v->zone_start + v->zone_prefix && x->offset + x->size > v->zone_start) zone_extend(v);
     v->mapped += size;
     v->idle += size;
     v->creates++;
@@ -309,6 +330,18 @@ int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
     if (mapped != v->mapped || idle != v->idle) {
         snprintf(msg, len, "mapped/idle bytes %zu/%zu differ from the extents' %zu/%zu", v->mapped, v->idle,
                  mapped, idle);
+        return -1;
+    }
+    size_t ngran = v->va_size >> v->gran_shift;        /* the quick tests say nothing false */
+    size_t prefix_end = v->mapped_prefix >> v->gran_shift, zone = v->zone_start >> v->gran_shift;
+    size_t zone_end = (v->zone_start + v->zone_prefix) >> v->gran_shift;
+    int lies = prefix_end > ngran || (prefix_end > 0 && next_with(v, 0, prefix_end - 1, 0) < prefix_end);
+    if (v->zone_start < v->va_size) {
+        lies = lies || zone_end > ngran || (zone_end > zone && next_with(v, zone, zone_end - 1, 0) < zone_end);
+    }
+    if (lies) {
+        snprintf(msg, len, "a mapped prefix (%zu or %zu + %zu bytes) covers an unmapped granule", v->mapped_prefix,
+                 v->zone_start, v->zone_prefix);
         return -1;
     }
     return 0;

@@ -41,6 +41,8 @@ typedef struct pool_vmm {
     int32_t             *gran_ext;       /* per granule: the extent mapped there, or -1 */
     uint64_t            *mapped_bits;    /* per granule: 1 when mapped (to skip unmapped runs fast) */
     size_t               mapped_prefix;  /* [base, base + mapped_prefix) is all mapped (a quick test) */
+    size_t               zone_start;     /* the same from a second place (the pool's large zone):       */
+    size_t               zone_prefix;    /* [base + zone_start, + zone_prefix) is all mapped; va_size: none */
     pool_extent         *ext;
     int32_t              next_slot, cap, free_slot;
     size_t               mapped;         /* bytes of all extents */
@@ -55,10 +57,17 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
                           size_t max_extent);
 void        pool_vmm_destroy(pool_vmm *v);   /* unmaps and releases everything, frees the range */
 
+/* Starts the second quick test at `offset` (a multiple of the granularity) of the range: blocks
+ * there are tested against the mapped run that begins at it, as the others against the prefix. */
+void        pool_vmm_set_zone(pool_vmm *v, size_t offset);
 /* Bytes that acquiring [addr, addr+size) would map (whole granules). */
 size_t      pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size);
 static inline size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size) {
-    return addr + size - v->base <= v->mapped_prefix ? 0 : pool_vmm_unmapped_slow(v, addr, size);
+    uint64_t off = addr - v->base;
+    if (off + size <= v->mapped_prefix || (off >= v->zone_start && off - v->zone_start + size <= v->zone_prefix)) {
+        return 0;
+    }
+    return pool_vmm_unmapped_slow(v, addr, size);
 }
 /* Maps what is unmapped under [addr, addr+size); the last run mapped may go on over up to `ahead`
  * more unmapped bytes after the block (fewer driver calls as the pool grows). On failure the
