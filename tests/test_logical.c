@@ -221,5 +221,11 @@ TEST(logical_plugin_alloc_and_free) {
     CHECK(vram_plugin_alloc(64 * GiB, 0, stream) == NULL); /* too large: NULL, and why */
     CHECK(strstr(vram_last_error(), "out of memory") != NULL);
     CHECK(vram_plugin_alloc(-1, 0, stream) == NULL);
+    CHECK(strstr(vram_last_error(), "negative size -1") != NULL);
+    CHECK(vram_plugin_alloc(0, 0, stream) == NULL);         /* nothing asked, nothing given */
+    void *r = vram_plugin_alloc(1 * MiB, 0, stream);        /* a success after failures */
+    CHECK(r != NULL);
+    CHECK_SIZE(INFO(0).current, ==, 1 * MiB);
+    vram_plugin_free(r, 1 * MiB, 0, stream);
     CHECK_ALL();
 }

@@ -12,9 +12,11 @@
 
 void *vram_plugin_alloc(ptrdiff_t size, int device, void *stream) {
     void *ptr = NULL;
-    int logical = -1;
-    if (size < 0 || vram_logical_device_of(device, &logical) != VRAM_OK) return NULL;
-    return vram_malloc_async(&ptr, (size_t)size, logical, stream) == VRAM_OK ? ptr : NULL;
+    if (size < 0) {
+        (void)vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_plugin_alloc: negative size %td", size);
+        return NULL;
+    }
+    return vram__malloc_async_on_card(&ptr, (size_t)size, device, stream) == VRAM_OK ? ptr : NULL;
 }
 
 void vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *stream) {

@@ -239,17 +239,25 @@ vram_status vram_set_alloc_conf(const char *conf) {
     return unlock_with(VRAM_OK);
 }
 
+/* The first logical device on physical card `physical_index` (runtime entered): *k, or a failure. */
+static vram_status logical_on_card(int physical_index, int *k) {
+    int i = 0;
+    while (i < rt.nlogical && rt.logical[i].info.physical_index != physical_index) i++;
+    if (i == rt.nlogical) {
+        return vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (no visible logical device on "
+                          "that physical device)", physical_index);
+    }
+    *k = i;
+    return VRAM_OK;
+}
+
 vram_status vram_logical_device_of(int physical_index, int *logical_device) {
     if (logical_device == NULL) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_logical_device_of: logical_device is NULL");
     }
     vram_status s = vram__rt_enter_started();
     if (s != VRAM_OK) return s;
-    int k = 0;
-    while (k < rt.nlogical && rt.logical[k].info.physical_index != physical_index) k++;
-    if (k < rt.nlogical) *logical_device = k;
-    else s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (no visible logical device on "
-                        "that physical device)", physical_index);
+    s = logical_on_card(physical_index, logical_device);
     vram__rt_leave();
     return s;
 }
@@ -333,6 +341,17 @@ vram_status vram_malloc_async(void **ptr, size_t size, int logical_device, void 
 
 vram_status vram_free_async(void *ptr, void *stream) {
     return free_on(ptr, 1, stream);
+}
+
+vram_status vram__malloc_async_on_card(void **ptr, size_t size, int physical_index, void *stream) {
+    int k = 0;
+    vram_status s = vram__rt_enter_started();
+    if (s != VRAM_OK) return s;
+    s = logical_on_card(physical_index, &k);
+    if (s == VRAM_OK && size == 0) *ptr = NULL;
+    else if (s == VRAM_OK) s = vram__pool_alloc(rt.logical[k].pool, size, 1, stream, ptr);
+    vram__rt_leave();
+    return s;
 }
 
 vram_status vram__free_async_owned_stream(void *ptr, void *stream) {
