@@ -7,7 +7,7 @@ data, nothing downloaded.
 
   python3 bench/train.py [--workloads gpt2,resnet50,bert_varlen,gpt2_generate]
                          [--allocators torch,torch-expandable,torch-async,vram]
-                         [--steps N] [--warmup W] [--repeat K] [--out DIR] [--timeout S]
+                         [--steps N] [--warmup W] [--repeat K] [--out DIR] [--timeout S] [--cpus LIST]
       the driver (default): runs every child, K rounds interleaved, writes OUT/train.jsonl (a
       {"meta": ...} line first), OUT/table.md and OUT/logs/, prints one Markdown table per workload.
   python3 bench/train.py --worker WORKLOAD ALLOCATOR [--steps N] [--warmup W]
@@ -657,7 +657,7 @@ def run_driver(args, runner=run_child, machine=None, out_stream=None):
             "commit": git_commit(),
             "repeat": args.repeat, "workloads": args.workloads, "allocators": args.allocators,
             "steps": {w: dict(zip(("warmup", "steps"), steps_for(w, args))) for w in args.workloads},
-            "timeout_s": args.timeout, "vram_alloc_conf": args.vram_alloc_conf,
+            "timeout_s": args.timeout, "vram_alloc_conf": args.vram_alloc_conf, "cpus": args.cpus,
             "vram_library_env": os.environ.get("VRAM_LIBRARY"),
             "step_time": "per process: median over the timed steps (torch.cuda.synchronize before and after each); "
                          "per row: the lowest of the rounds' medians"}
@@ -701,7 +701,8 @@ def run_driver(args, runner=run_child, machine=None, out_stream=None):
             row = {"workload": w, "allocator": a, "round": r, "skipped": skipped[w]}
         else:
             warmup, steps = steps_for(w, args)
-            argv = [py, me, "--worker", w, a, "--steps", str(steps), "--warmup", str(warmup)]
+            argv = (["taskset", "-c", args.cpus] if args.cpus else []) + [
+                py, me, "--worker", w, a, "--steps", str(steps), "--warmup", str(warmup)]
             log = os.path.join(args.out, "logs", "%s.%s.r%d" % (w, a, r))
             rc, stdout, stderr, secs = runner(argv, child_env(a, vram_alloc_conf=args.vram_alloc_conf),
                                               args.timeout, log)
@@ -928,6 +929,13 @@ def _non_negative(text):
     return v
 
 
+def _cpu_list(text):
+    import re
+    if not re.fullmatch(r"[0-9]+(-[0-9]+)?(,[0-9]+(-[0-9]+)?)*", text):
+        raise argparse.ArgumentTypeError("a CPU list as taskset -c takes it, e.g. 2-5 or 2,4,6: %s" % text)
+    return text
+
+
 def parse_args(argv):
     ap = argparse.ArgumentParser(
         prog="train.py",
@@ -950,6 +958,9 @@ def parse_args(argv):
     ap.add_argument("--timeout", type=_positive, default=900, help="limit for one child in seconds (default 900)")
     ap.add_argument("--vram-alloc-conf", default=None, help="VRAM_ALLOC_CONF for the vram children (default: none)")
     ap.add_argument("--python", default=None, help="interpreter for the children (default: this one)")
+    ap.add_argument("--cpus", type=_cpu_list, default=None,
+                    help="run each timed child under `taskset -c CPUS` (e.g. 2-5), so that a host-bound "
+                         "workload (gpt2_generate) does not move between CPUs (default: not pinned)")
     ap.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "ALLOCATOR"),
                     help="run one (workload, allocator) in this process and print one JSON line")
     ap.add_argument("--prepare", action="store_true", help="print versions as JSON (and build vram's forwarder "
@@ -1196,6 +1207,34 @@ def self_test():
           "driver verdict")
     check("[1/32] gpt2 torch round 1/2" in progress and "FAILED" in progress and "skipped" in progress, "progress")
     check(render(meta2, rows2) == table.lstrip("\n"), "--table reprints the same table")
+    for name in os.listdir(os.path.join(tmp, "logs")):
+        os.remove(os.path.join(tmp, "logs", name))
+
+    # --cpus: timed children under taskset, the untimed prepare child not
+    pinned = []
+
+    def pin_runner(argv, env, timeout, log_base):
+        pinned.append(argv)
+        if "--prepare" in argv:
+            return 0, json.dumps({"torch": "2.11.0", "cuda": "13.0"}), "", 1.0
+        return 0, json.dumps(_fake_result("gpt2", "torch", 100.0, 10)), "", 5.0
+
+    a = parse_args(["--out", tmp, "--repeat", "1", "--workloads", "gpt2", "--allocators", "torch", "--cpus", "2-5"])
+    saved = sys.stderr
+    sys.stderr = io.StringIO()
+    try:
+        run_driver(a, runner=pin_runner, machine={"gpu": "Fake H200"}, out_stream=io.StringIO())
+    finally:
+        sys.stderr = saved
+    check(len(pinned) == 2 and pinned[0][0] != "taskset" and pinned[1][:3] == ["taskset", "-c", "2-5"],
+          "--cpus pins the timed child only: %s" % [p[:3] for p in pinned])
+    check(load_results(os.path.join(tmp, "train.jsonl"))[0].get("cpus") == "2-5", "--cpus in the meta line")
+    for bad in ("2-", "a", "1;2"):
+        try:
+            _cpu_list(bad)
+            check(False, "--cpus %r refused" % bad)
+        except argparse.ArgumentTypeError:
+            pass
     for name in os.listdir(os.path.join(tmp, "logs")):
         os.remove(os.path.join(tmp, "logs", name))
     os.rmdir(os.path.join(tmp, "logs"))
