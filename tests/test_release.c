@@ -497,7 +497,8 @@ TEST(growth_hold_large_moves_idle_memory_under_a_large_block) {
 TEST(growth_small_blocks_keep_out_of_large_holes) {
     for (int zone = 1; zone >= 0; zone--) {
         use_sim("16GiB");
-        CHECK_OK(vram_set_alloc_conf(zone ? "map_ahead_mb:0,extent_mb:2" : "map_ahead_mb:0,extent_mb:2,small_pool_kb:0"));
+        CHECK_OK(vram_set_alloc_conf(zone ? "map_ahead_mb:0,extent_mb:2"
+                                          : "map_ahead_mb:0,extent_mb:2,small_pool_kb:0"));
         start_growth(1 * GiB);
         void *a = NULL, *s = NULL, *b = NULL, *t = NULL, *c = NULL;
         CHECK_OK(vram_malloc(&a, 4 * MiB, 0));

@@ -107,7 +107,9 @@ static const char *check_zones_locked(pool_arena *p) {
             small_bytes += c->size;
         }
     }
-    if (small != p->sbins.count || small_bytes != p->sbins.bytes) return "the small zone's free chunks and its bins disagree";
+    if (small != p->sbins.count || small_bytes != p->sbins.bytes) {
+        return "the small zone's free chunks and its bins disagree";
+    }
     return NULL;
 }
 
