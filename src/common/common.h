@@ -20,8 +20,10 @@
 
 #if defined(__GNUC__)
 #define VRAM_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#define VRAM_NOINLINE __attribute__((noinline))
 #else
 #define VRAM_PRINTF(f, a)
+#define VRAM_NOINLINE
 #endif
 
 /* Sets this thread's last-error message and returns `s`, so that failures read

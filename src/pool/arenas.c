@@ -28,7 +28,6 @@
 
 #define POOL_ARENAS VRAM_POOL_MAX_ARENAS
 #define POOL_ARRIVALS 256        /* threads told apart by arrival; later ones go by their sequence */
-#define MY_ARENAS 4              /* pools whose arena a thread remembers */
 
 struct vram__pool {
     vram__pool_config     cfg;
@@ -48,11 +47,6 @@ struct vram__pool {
 };
 
 static atomic_ullong pools_created;
-/* This thread's arena in the last pools it allocated in with vram_malloc (by pool uid). */
-static _Thread_local struct my_arena {
-    uint64_t    uid;
-    pool_arena *arena;
-} my_arenas[MY_ARENAS];
 
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
@@ -108,8 +102,8 @@ vram_status vram__pool_destroy(vram__pool *p) {
  * called on this pool, so that the first keeps the first arena and the next ones each get one of
  * their own, whatever threads did elsewhere before (a process-wide order left gaps, and two of 8
  * threads could meet on one arena while another stayed unused). */
-static int arena_index(vram__pool *p) {
-    unsigned seq = pool_thread_seq();
+static int arena_index(vram__pool *p, vram__pool_thread *me) {
+    unsigned seq = pool_thread_seq(me);
     pthread_mutex_lock(&p->grow_lock);
     int k = 0;
     while (k < p->narrived && p->arrived[k] != seq) k++;
@@ -156,12 +150,12 @@ static void figures(vram__pool *p, arena_figures *all) {
 
 /* This thread's arena for vram_malloc: found once per thread and pool (a thread keeps its arena;
  * the first thread keeps the first arena even after others arrive). */
-static pool_arena *thread_arena(vram__pool *p) {
-    struct my_arena *mine = &my_arenas[p->uid % MY_ARENAS];
+static pool_arena *thread_arena(vram__pool *p, vram__pool_thread *me) {
+    vram__pool_thread_arena *mine = &me->arenas[p->uid % VRAM_POOL_THREAD_POOLS];
     if (mine->uid == p->uid) return mine->arena;
     pool_arena *a = atomic_load_explicit(&p->arena[0], memory_order_relaxed);
     if (atomic_load_explicit(&p->arenas_ok, memory_order_relaxed)) {
-        int k = arena_index(p);
+        int k = arena_index(p, me);
         pool_arena *own = k > 0 ? arena_at(p, k) : NULL;
         if (own != NULL) a = own;              /* NULL: arenas could not be created, the first serves */
     }
@@ -170,24 +164,25 @@ static pool_arena *thread_arena(vram__pool *p) {
     return a;
 }
 
-vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream, void **ptr) {
+vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, int async, void *stream,
+                             void **ptr) {
     pool_arena *a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed)
-                                                 : thread_arena(p);
+                                                 : thread_arena(p, me);
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || size > p->cfg.limit)
-        return arena_alloc(a, size, async, stream, ptr, NULL);   /* one arena: as it always was */
+        return arena_alloc(a, me, size, async, stream, ptr, NULL);   /* one arena: as it always was */
     int why = 0;
-    vram_status s = arena_alloc(a, size, async, stream, ptr, &why);
+    vram_status s = arena_alloc(a, me, size, async, stream, ptr, &why);
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     /* The limit is shared: the other arenas give back their idle memory, then each is tried. */
     for (int i = 0; i < POOL_ARENAS; i++) {
         pool_arena *b = atomic_load(&p->arena[i]);
         if (b != NULL && b != a) arena_trim(b, 0);
     }
-    s = arena_alloc(a, size, async, stream, ptr, &why);
+    s = arena_alloc(a, me, size, async, stream, ptr, &why);
     for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && !async; i++) {
         pool_arena *b = atomic_load(&p->arena[i]);
         int other_why = 0;
-        if (b != NULL && b != a) s = arena_alloc(b, size, 0, NULL, ptr, &other_why);
+        if (b != NULL && b != a) s = arena_alloc(b, me, size, 0, NULL, ptr, &other_why);
     }
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     arena_figures all;
@@ -195,19 +190,20 @@ vram_status vram__pool_alloc(vram__pool *p, size_t size, int async, void *stream
     return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
 }
 
-vram_status vram__pool_free(vram__pool *p, void *ptr, int async, void *stream, int *owned) {
+vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int async, void *stream,
+                            int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
-        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), ptr, async, stream, owned);
+        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, async, stream, owned);
     for (int i = 0; i < POOL_ARENAS; i++) {            /* the owner, by its reserved range */
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
-        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, ptr, async, stream, owned);
+        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, async, stream, owned);
     }
     vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
     for (int i = 0; i < POOL_ARENAS; i++) {
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
         if (a == NULL) continue;
-        s = arena_free(a, ptr, async, stream, owned);
+        s = arena_free(a, me, ptr, async, stream, owned);
         if (s == VRAM_OK || *owned) return s;
     }
     return s;

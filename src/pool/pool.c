@@ -946,7 +946,8 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
     }
 }
 
-vram_status arena_alloc(pool_arena *p, size_t size, int async, void *stream, void **ptr, int *quiet_why) {
+vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
+                        int *quiet_why) {
     if (size > p->cfg.limit || size > SIZE_MAX - VRAM_POOL_UNIT) {
         if (quiet_why != NULL) {
             *quiet_why = (int)GROW_LIMIT;
@@ -958,7 +959,7 @@ vram_status arena_alloc(pool_arena *p, size_t size, int async, void *stream, voi
         return s;
     }
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
-    pool_tcache *tc = tc_mine(p);
+    pool_tcache *tc = tc_mine(p, me);
     pool_chunk *c = NULL;
     if (!async && tc_take(p, tc, rounded, &c)) {     /* the fast path: a block this thread parked */
         *ptr = (void *)(uintptr_t)c->addr;
@@ -979,10 +980,10 @@ static int pool_owns_locked(const pool_arena *p, uint64_t addr) {
     return 0;
 }
 
-vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *owned) {
+vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int async, void *stream, int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
-    if (!async && tc_park(p, tc_mine(p), addr)) return VRAM_OK;    /* the fast path: parked */
+    if (!async && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;    /* the fast path: parked */
     pthread_mutex_lock(&p->lock);       /* a block is always in the table, a cache or the pool's */
     pool_chunk *c = live_take(p, addr); /* under the pool lock, so vram_check sees no gap */
     if (c == NULL) {

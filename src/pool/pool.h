@@ -57,6 +57,23 @@ typedef struct vram__pool_config {
 
 typedef struct vram__pool vram__pool;
 
+/* What the pool remembers of a thread: its arrival order, its arena in the last pools it used and
+ * its thread cache. The caller keeps it in its own thread-local record, zeroed at first, and passes
+ * it to every call, so that a call looks its thread up once (through libvram.so every thread-local
+ * lookup is a __tls_get_addr call). */
+#define VRAM_POOL_THREAD_POOLS 4
+typedef struct vram__pool_thread_arena {
+    uint64_t           uid;                         /* a pool (its uid) ... */
+    struct pool_arena *arena;                       /* ... and the thread's arena there */
+} vram__pool_thread_arena;
+typedef struct vram__pool_thread {
+    unsigned                 seq;                   /* 1 + the order of the thread's first call; 0: none yet */
+    vram__pool_thread_arena  arenas[VRAM_POOL_THREAD_POOLS];   /* the last pools, by uid */
+    const struct pool_arena *tc_pool;               /* the last arena whose cache the thread took */
+    uint64_t                 tc_uid;
+    struct pool_tcache      *tc;
+} vram__pool_thread;
+
 /* Creates a pool; without growth takes the whole limit from the driver now. */
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out);
 /* Returns every byte to the driver. VRAM_ERR_CONFLICT (and nothing freed) while blocks are live. */
@@ -64,11 +81,13 @@ vram_status vram__pool_destroy(vram__pool *pool);
 
 /* stream: NULL and `any_stream` = 0 for vram_malloc; async callers pass any_stream = 0 too, but a
  * real stream value. See pool.c for the stream rules. */
-vram_status vram__pool_alloc(vram__pool *pool, size_t size, int async, void *stream, void **ptr);
+vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t size, int async, void *stream,
+                             void **ptr);
 /* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). *owned
  * tells whether ptr lies inside memory this pool holds (live or not), so that a caller looking for
  * the owner of a pointer needs one call, one lock, per pool. */
-vram_status vram__pool_free(vram__pool *pool, void *ptr, int async, void *stream, int *owned);
+vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, int async, void *stream,
+                            int *owned);
 /* async value for a free on a stream the caller keeps alive for as long as the pool lives (PyTorch's
  * streams): no event is recorded per free; the pool records one per stream for a batch of them. */
 #define VRAM_POOL_FREE_OWNED_STREAM 2

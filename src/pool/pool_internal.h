@@ -121,10 +121,10 @@ struct pool_arena {
 };
 
 /* thread_cache.c */
-unsigned    pool_thread_seq(void);                  /* 1 + the order of this thread's first call */
+unsigned    pool_thread_seq(vram__pool_thread *me); /* 1 + the order of this thread's first call */
 int         tc_init(pool_arena *p);                 /* 0, or -1 without host memory */
 void        tc_destroy(pool_arena *p);
-pool_tcache *tc_mine(pool_arena *p);                /* the calling thread's cache */
+pool_tcache *tc_mine(pool_arena *p, vram__pool_thread *me);   /* the calling thread's cache */
 /* Serves `rounded` bytes from the thread's cache: 1 and *c set (already in the pointer table), or 0. */
 int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **c);
 /* The program frees the block at addr: takes it out of the pointer table and parks it, 1; or 0
@@ -150,8 +150,9 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
 vram_status arena_destroy(pool_arena *p);
 /* With `quiet_why` non-NULL an out-of-memory failure is not reported (no message, not counted):
  * *quiet_why says why, for arena_oom to report once every arena was tried. */
-vram_status arena_alloc(pool_arena *p, size_t size, int async, void *stream, void **ptr, int *quiet_why);
-vram_status arena_free(pool_arena *p, void *ptr, int async, void *stream, int *owned);
+vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
+                        int *quiet_why);
+vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int async, void *stream, int *owned);
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all);
 void        arena_info(pool_arena *p, vram_memory_info *info);
 void        arena_info_locked(pool_arena *p, vram_memory_info *info);

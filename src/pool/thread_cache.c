@@ -36,13 +36,7 @@
 _Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of two");
 
 static atomic_uint tc_threads;           /* threads that asked for a cache so far */
-static _Thread_local unsigned tc_seq;    /* 1 + this thread's order; 0 before its first call */
 static atomic_ullong tc_pools;           /* pools created so far: their uids */
-/* The last pool this thread used and its cache there: a pool's caches live as long as the pool,
- * and its uid tells a new pool created at a freed one's address from the old one. */
-static _Thread_local const pool_arena *tc_last_pool;
-static _Thread_local uint64_t tc_last_uid;
-static _Thread_local pool_tcache *tc_last;
 
 int tc_init(pool_arena *p) {
     p->uid = atomic_fetch_add(&tc_pools, 1) + 1;
@@ -68,9 +62,9 @@ void tc_destroy(pool_arena *p) {
     p->tc = NULL;
 }
 
-unsigned pool_thread_seq(void) {
-    if (tc_seq == 0) tc_seq = atomic_fetch_add_explicit(&tc_threads, 1, memory_order_relaxed) + 1;
-    return tc_seq;
+unsigned pool_thread_seq(vram__pool_thread *me) {
+    if (me->seq == 0) me->seq = atomic_fetch_add_explicit(&tc_threads, 1, memory_order_relaxed) + 1;
+    return me->seq;
 }
 
 /* A second cache is in use: from now on caches park, and touch the pointer table without the pool
@@ -82,9 +76,11 @@ static void tc_start_parking(pool_arena *p) {
     pthread_mutex_unlock(&p->lock);
 }
 
-pool_tcache *tc_mine(pool_arena *p) {
-    if (tc_last_pool == p && tc_last_uid == p->uid) return tc_last;   /* this thread was here before */
-    int k = (int)((pool_thread_seq() - 1) % TC_SLOTS);
+/* The thread remembers the last arena it used and its cache there: an arena's caches live as long as
+ * the arena, and its uid tells a new arena created at a freed one's address from the old one. */
+pool_tcache *tc_mine(pool_arena *p, vram__pool_thread *me) {
+    if (me->tc_pool == p && me->tc_uid == p->uid) return me->tc;      /* this thread was here before */
+    int k = (int)((pool_thread_seq(me) - 1) % TC_SLOTS);
     int first = atomic_load_explicit(&p->tc_first, memory_order_relaxed);
     if (first != k && !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) {
         int none = -1;
@@ -93,10 +89,10 @@ pool_tcache *tc_mine(pool_arena *p) {
             tc_start_parking(p);
         }
     }
-    tc_last_pool = p;
-    tc_last_uid = p->uid;
-    tc_last = &p->tc[k];
-    return tc_last;
+    me->tc_pool = p;
+    me->tc_uid = p->uid;
+    me->tc = &p->tc[k];
+    return me->tc;
 }
 
 static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {

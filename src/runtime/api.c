@@ -214,12 +214,13 @@ vram_status vram_get_logical_device_configuration(int physical_index,
 }
 
 vram_status vram_list_logical_devices(vram_logical_device *out, int capacity, int *count) {
+    vram__thread *me = vram__rt_self();
     vram_status s = check_list_args(out, capacity, count, "vram_list_logical_devices");
-    if (s == VRAM_OK) s = vram__rt_enter_started();
+    if (s == VRAM_OK) s = vram__rt_enter_started(me);
     if (s != VRAM_OK) return s;
     for (int k = 0; k < rt.nlogical && k < capacity; k++) out[k] = rt.logical[k].info;
     *count = rt.nlogical;
-    vram__rt_leave();
+    vram__rt_leave(me);
     return VRAM_OK;
 }
 
@@ -252,13 +253,14 @@ static vram_status logical_on_card(int physical_index, int *k) {
 }
 
 vram_status vram_logical_device_of(int physical_index, int *logical_device) {
+    vram__thread *me = vram__rt_self();
     if (logical_device == NULL) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_logical_device_of: logical_device is NULL");
     }
-    vram_status s = vram__rt_enter_started();
+    vram_status s = vram__rt_enter_started(me);
     if (s != VRAM_OK) return s;
     s = logical_on_card(physical_index, logical_device);
-    vram__rt_leave();
+    vram__rt_leave(me);
     return s;
 }
 
@@ -282,13 +284,13 @@ vram_status vram_shutdown(void) {
 /* ---- allocation ------------------------------------------------------------------------------ */
 
 /* Enters the started runtime and finds the logical device's pool (the read lock is held on OK). */
-static vram_status enter_logical(int logical_device, vram__pool **pool) {
-    vram_status s = vram__rt_enter_started();
+static vram_status enter_logical(vram__thread *me, int logical_device, vram__pool **pool) {
+    vram_status s = vram__rt_enter_started(me);
     if (s != VRAM_OK) return s;
     if (logical_device < 0 || logical_device >= rt.nlogical) {
         s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (logical devices are 0..%d)",
                        logical_device, rt.nlogical - 1);
-        vram__rt_leave();
+        vram__rt_leave(me);
         return s;
     }
     *pool = rt.logical[logical_device].pool;
@@ -297,33 +299,35 @@ static vram_status enter_logical(int logical_device, vram__pool **pool) {
 
 static vram_status alloc_on(void **ptr, size_t size, int logical_device, int async, void *stream) {
     if (ptr == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_malloc: ptr is NULL");
+    vram__thread *me = vram__rt_self();
     vram__pool *pool = NULL;
-    vram_status s = enter_logical(logical_device, &pool);
+    vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
     if (size == 0) {
         *ptr = NULL;
     } else {
-        s = vram__pool_alloc(pool, size, async, stream, ptr);
+        s = vram__pool_alloc(pool, &me->pool, size, async, stream, ptr);
     }
-    vram__rt_leave();
+    vram__rt_leave(me);
     return s;
 }
 
 static vram_status free_on(void *ptr, int async, void *stream) {
     if (ptr == NULL) return VRAM_OK;
-    if (!vram__rt_read_enter()) {
+    vram__thread *me = vram__rt_self();
+    if (!vram__rt_read_enter(me)) {
         return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): the runtime is not started, so this pointer "
                           "was not allocated by vram", ptr);
     }
     for (int k = 0; k < rt.nlogical; k++) {
         int owned = 0;
-        vram_status s = vram__pool_free(rt.logical[k].pool, ptr, async, stream, &owned);
+        vram_status s = vram__pool_free(rt.logical[k].pool, &me->pool, ptr, async, stream, &owned);
         if (s == VRAM_OK || owned) {
-            vram__rt_leave();
+            vram__rt_leave(me);
             return s;
         }
     }
-    vram__rt_leave();
+    vram__rt_leave(me);
     return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): this pointer was not allocated by vram", ptr);
 }
 
@@ -344,13 +348,14 @@ vram_status vram_free_async(void *ptr, void *stream) {
 }
 
 vram_status vram__malloc_async_on_card(void **ptr, size_t size, int physical_index, void *stream) {
+    vram__thread *me = vram__rt_self();
     int k = 0;
-    vram_status s = vram__rt_enter_started();
+    vram_status s = vram__rt_enter_started(me);
     if (s != VRAM_OK) return s;
     s = logical_on_card(physical_index, &k);
     if (s == VRAM_OK && size == 0) *ptr = NULL;
-    else if (s == VRAM_OK) s = vram__pool_alloc(rt.logical[k].pool, size, 1, stream, ptr);
-    vram__rt_leave();
+    else if (s == VRAM_OK) s = vram__pool_alloc(rt.logical[k].pool, &me->pool, size, 1, stream, ptr);
+    vram__rt_leave(me);
     return s;
 }
 
@@ -361,35 +366,39 @@ vram_status vram__free_async_owned_stream(void *ptr, void *stream) {
 /* ---- statistics ------------------------------------------------------------------------------ */
 
 vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
+    vram__thread *me = vram__rt_self();
     if (info == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_info: info is NULL");
     vram__pool *pool = NULL;
-    vram_status s = enter_logical(logical_device, &pool);
+    vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
     vram__pool_info(pool, info);
-    vram__rt_leave();
+    vram__rt_leave(me);
     return VRAM_OK;
 }
 
 vram_status vram_reset_memory_stats(int logical_device) {
+    vram__thread *me = vram__rt_self();
     vram__pool *pool = NULL;
-    vram_status s = enter_logical(logical_device, &pool);
+    vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
     vram__pool_reset_peak(pool);
-    vram__rt_leave();
+    vram__rt_leave(me);
     return VRAM_OK;
 }
 
 vram_status vram_trim(int logical_device, size_t keep_bytes) {
+    vram__thread *me = vram__rt_self();
     vram__pool *pool = NULL;
-    vram_status s = enter_logical(logical_device, &pool);
+    vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
     vram__pool_trim(pool, keep_bytes);
-    vram__rt_leave();
+    vram__rt_leave(me);
     return VRAM_OK;
 }
 
 vram_status vram_check(int logical_device) {
-    if (!vram__rt_read_enter()) return VRAM_OK;
+    vram__thread *me = vram__rt_self();
+    if (!vram__rt_read_enter(me)) return VRAM_OK;
     vram_status s = VRAM_OK;
     if (logical_device >= rt.nlogical) {
         s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d", logical_device);
@@ -397,6 +406,6 @@ vram_status vram_check(int logical_device) {
     for (int k = 0; k < rt.nlogical && s == VRAM_OK; k++) {
         if (logical_device < 0 || k == logical_device) s = vram__pool_check(rt.logical[k].pool);
     }
-    vram__rt_leave();
+    vram__rt_leave(me);
     return s;
 }

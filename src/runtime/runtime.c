@@ -336,8 +336,14 @@ static atomic_int      rt_slot_taken[RT_SLOTS];
 static atomic_int      rt_writer;
 static pthread_once_t  rt_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t   rt_key;
-static _Thread_local int rt_tls_slot = -1;      /* -1: not yet chosen; -2: none free */
-static _Thread_local int rt_tls_fast;           /* the current read side is the slot */
+/* The calling thread's record: looked up once per call (vram__rt_self) and passed down. Not
+ * inlined: inlined, GCC computes the thread-local's address again at every use (a __tls_get_addr
+ * call each in libvram.so) instead of keeping the pointer. */
+static _Thread_local vram__thread rt_me = {.slot = -1};
+
+VRAM_NOINLINE vram__thread *vram__rt_self(void) {
+    return &rt_me;
+}
 
 static void slot_release(void *value) {
     atomic_store(&rt_slot_taken[(intptr_t)value - 1], 0);
@@ -347,28 +353,28 @@ static void key_create(void) {
     pthread_key_create(&rt_key, slot_release);
 }
 
-static int thread_slot(void) {
-    if (rt_tls_slot != -1) return rt_tls_slot;
-    rt_tls_slot = -2;
+static int thread_slot(vram__thread *me) {
+    if (me->slot != -1) return me->slot;
+    me->slot = -2;
     pthread_once(&rt_key_once, key_create);
     for (int i = 0; i < RT_SLOTS; i++) {
         int expected = 0;
         if (atomic_compare_exchange_strong(&rt_slot_taken[i], &expected, 1)) {
-            rt_tls_slot = i;
+            me->slot = i;
             pthread_setspecific(rt_key, (void *)(intptr_t)(i + 1));
             break;
         }
     }
-    return rt_tls_slot;
+    return me->slot;
 }
 
-int vram__rt_read_enter(void) {
-    int slot = thread_slot();
+int vram__rt_read_enter(vram__thread *me) {
+    int slot = thread_slot(me);
     if (slot >= 0) {
         atomic_store(&rt_slots[slot].active, 1);
         if (!atomic_load(&rt_writer)) {
             if (atomic_load(&rt.initialized)) {
-                rt_tls_fast = 1;
+                me->fast = 1;
                 return 1;
             }
             atomic_store(&rt_slots[slot].active, 0);
@@ -378,16 +384,16 @@ int vram__rt_read_enter(void) {
     }
     pthread_rwlock_rdlock(&rt.lock);
     if (atomic_load(&rt.initialized)) {
-        rt_tls_fast = 0;
+        me->fast = 0;
         return 1;
     }
     pthread_rwlock_unlock(&rt.lock);
     return 0;
 }
 
-void vram__rt_leave(void) {
-    if (rt_tls_fast) {      /* release: the writer's load of the slot sees everything done before */
-        atomic_store_explicit(&rt_slots[rt_tls_slot].active, 0, memory_order_release);
+void vram__rt_leave(vram__thread *me) {
+    if (me->fast) {         /* release: the writer's load of the slot sees everything done before */
+        atomic_store_explicit(&rt_slots[me->slot].active, 0, memory_order_release);
     } else {
         pthread_rwlock_unlock(&rt.lock);
     }
@@ -406,8 +412,8 @@ void vram__rt_write_unlock(void) {
     pthread_rwlock_unlock(&rt.lock);
 }
 
-vram_status vram__rt_enter_started(void) {
-    while (!vram__rt_read_enter()) {
+vram_status vram__rt_enter_started(vram__thread *me) {
+    while (!vram__rt_read_enter(me)) {
         vram__rt_write_lock();
         vram_status s = vram__rt_start_wlocked();
         vram__rt_write_unlock();

@@ -67,15 +67,23 @@ extern rt_state vram__rt;
  * all `_wlocked` functions need it. */
 void        vram__rt_write_lock(void);
 void        vram__rt_write_unlock(void);
+/* The calling thread's record, looked up once per call (a thread-local: through libvram.so each
+ * lookup is a __tls_get_addr call) and passed to the calls below and to the pool. */
+typedef struct vram__thread {
+    int               slot;      /* its read slot: -1 not chosen yet, -2 none free (the rwlock then) */
+    int               fast;      /* the read side now held is the slot (else the rwlock) */
+    vram__pool_thread pool;      /* what the pools remember of the thread */
+} vram__thread;
+vram__thread *vram__rt_self(void);
 /* Read side for calls on a started runtime: 1 with read access held (vram__rt_leave ends it), or
  * 0 when the runtime is not started (nothing held). */
-int         vram__rt_read_enter(void);
+int         vram__rt_read_enter(vram__thread *me);
 vram_status vram__rt_discover_wlocked(void);
 vram_status vram__rt_start_wlocked(void);
 vram_status vram__rt_stop_wlocked(void);
 /* Starts the runtime if needed and returns with read access held. */
-vram_status vram__rt_enter_started(void);
-void        vram__rt_leave(void);
+vram_status vram__rt_enter_started(vram__thread *me);
+void        vram__rt_leave(vram__thread *me);
 
 /* For the framework faces (src/faces): vram_free_async on a stream that the caller keeps alive as
  * long as the runtime runs, as PyTorch does with its streams. No event is recorded per free: while
