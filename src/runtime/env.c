@@ -103,59 +103,57 @@ static int parse_whole(const char *value, unsigned long long min, unsigned long 
     return 0;
 }
 
+/* The options that take a whole number: the key, its range, and what a bad value is told. */
+enum { OPT_IDLE_RELEASE, OPT_EXTENT, OPT_HOLD_LARGE, OPT_MAP_AHEAD, OPT_SMALL_POOL, OPT_THREAD_CACHE, OPT_ARENAS,
+       OPT_NUMBERS };
+static const struct conf_number {
+    const char        *key;
+    unsigned long long min, max;
+    const char        *want;
+} conf_numbers[OPT_NUMBERS] = {
+    [OPT_IDLE_RELEASE] = {"idle_release_ms", 0, ULLONG_MAX, "use a whole number of milliseconds (0 keeps memory)"},
+    [OPT_EXTENT] = {"extent_mb", 1, 1u << 20, "use a whole number of MiB from 1 (rounded up to the device's "
+                                             "granularity, 2 MiB on an H200)"},
+    [OPT_HOLD_LARGE] = {"hold_large_mb", 0, 1u << 20, "use a whole number of MiB (0: never for a size alone)"},
+    [OPT_MAP_AHEAD] = {"map_ahead_mb", 0, 1u << 20, "use a whole number of MiB (0: map only what blocks need)"},
+    [OPT_SMALL_POOL] = {"small_pool_kb", 0, 1u << 20, "use a whole number of KiB up to 1048576 (0: small requests "
+                                                     "share the large ones' range)"},
+    [OPT_THREAD_CACHE] = {"thread_cache_mb", 0, 1u << 20, "use a whole number of MiB (0: no thread caches)"},
+    [OPT_ARENAS] = {"arenas", 1, VRAM_POOL_MAX_ARENAS, "use a whole number from 1 (every thread in one arena) to 8"},
+};
+_Static_assert(VRAM_POOL_MAX_ARENAS == 8, "the arenas option's message names the bound");
+
+static void conf_set_number(vram__alloc_conf *c, int opt, unsigned long long n) {
+    switch (opt) {
+    case OPT_IDLE_RELEASE: c->idle_release_ms = n; break;
+    case OPT_EXTENT: c->extent_mb = (size_t)n; break;
+    case OPT_HOLD_LARGE: c->hold_large_mb = (size_t)n; break;
+    case OPT_MAP_AHEAD: c->map_ahead_mb = (size_t)n; break;
+    case OPT_SMALL_POOL: c->small_pool_kb = (size_t)n; break;
+    case OPT_THREAD_CACHE: c->thread_cache_mb = (long long)n; break;
+    case OPT_ARENAS: c->arenas = (int)n; break;
+    }
+}
+
 /* One key:value pair of an allocator option string. */
 static vram_status conf_apply(const char *key, const char *value, const char *origin, vram__alloc_conf *c) {
-    unsigned long long n = 0;
     if (strcmp(key, "vmm") == 0 || strcmp(key, "hold_peak") == 0) {
         int on = 0;
         if (vram__parse_bool(value, &on) != 0) return conf_value_error(origin, key, value, "use true or false");
         if (key[0] == 'v') c->vmm = on; else c->hold_peak = on;
-    } else if (strcmp(key, "idle_release_ms") == 0) {
-        if (parse_whole(value, 0, ULLONG_MAX, &n) != 0) {
-            return conf_value_error(origin, key, value, "use a whole number of milliseconds (0 keeps memory)");
-        }
-        c->idle_release_ms = n;
-    } else if (strcmp(key, "extent_mb") == 0) {
-        if (parse_whole(value, 1, 1u << 20, &n) != 0) {
-            return conf_value_error(origin, key, value, "use a whole number of MiB from 1 (rounded up to the "
-                                    "device's granularity, 2 MiB on an H200)");
-        }
-        c->extent_mb = (size_t)n;
-    } else if (strcmp(key, "hold_large_mb") == 0) {
-        if (parse_whole(value, 0, 1u << 20, &n) != 0) {
-            return conf_value_error(origin, key, value, "use a whole number of MiB (0: never for a size alone)");
-        }
-        c->hold_large_mb = (size_t)n;
-    } else if (strcmp(key, "map_ahead_mb") == 0) {
-        if (parse_whole(value, 0, 1u << 20, &n) != 0) {
-            return conf_value_error(origin, key, value, "use a whole number of MiB (0: map only what blocks need)");
-        }
-        c->map_ahead_mb = (size_t)n;
-    } else if (strcmp(key, "arenas") == 0) {
-        if (parse_whole(value, 1, VRAM_POOL_MAX_ARENAS, &n) != 0) {
-            char want[96];
-            snprintf(want, sizeof want, "use a whole number from 1 (every thread in one arena) to %d",
-                     VRAM_POOL_MAX_ARENAS);
-            return conf_value_error(origin, key, value, want);
-        }
-        c->arenas = (int)n;
-    } else if (strcmp(key, "thread_cache_mb") == 0) {
-        if (parse_whole(value, 0, 1u << 20, &n) != 0) {
-            return conf_value_error(origin, key, value, "use a whole number of MiB (0: no thread caches)");
-        }
-        c->thread_cache_mb = (long long)n;
-    } else if (strcmp(key, "small_pool_kb") == 0) {
-        if (parse_whole(value, 0, 1u << 20, &n) != 0) {
-            return conf_value_error(origin, key, value, "use a whole number of KiB up to 1048576 (0: small "
-                                    "requests share the large ones' range)");
-        }
-        c->small_pool_kb = (size_t)n;
-    } else {
-        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
-                          "extent_mb, map_ahead_mb, hold_peak, hold_large_mb, small_pool_kb, thread_cache_mb, arenas)",
-                          origin, key);
+        return VRAM_OK;
     }
-    return VRAM_OK;
+    for (int opt = 0; opt < OPT_NUMBERS; opt++) {
+        const struct conf_number *o = &conf_numbers[opt];
+        unsigned long long n = 0;
+        if (strcmp(key, o->key) != 0) continue;
+        if (parse_whole(value, o->min, o->max, &n) != 0) return conf_value_error(origin, key, value, o->want);
+        conf_set_number(c, opt, n);
+        return VRAM_OK;
+    }
+    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
+                      "extent_mb, map_ahead_mb, hold_peak, hold_large_mb, small_pool_kb, thread_cache_mb, arenas)",
+                      origin, key);
 }
 
 int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {
