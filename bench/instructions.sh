@@ -5,9 +5,13 @@
 #
 #   bash bench/instructions.sh [VRAM_BINARY]     (default build/vram; needs valgrind)
 #
+# Then, when libvram.so lies next to VRAM_BINARY (or LIBVRAM names one), the same for growth through
+# the shared library loaded with dlopen, as PyTorch and Python call it (bench/lib_loop.c, built here
+# with cc): no inlining into the caller's loop, thread-locals through __tls_get_addr.
+#
 # Environment: POLICIES (default "growth prealloc"), TRACES (default gpt2_train bert_varlen),
 # CARD (the simulated card, default 24GiB: room under the limit as on a large GPU, and within what
-# valgrind lets a process reserve).
+# valgrind lets a process reserve), LIBVRAM, CC (default cc).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 VRAM=$(realpath "${1:-build/vram}")
@@ -26,4 +30,20 @@ for t in ${TRACES:-gpt2_train bert_varlen}; do
         one=$(refs "$f" "$p" 1); eleven=$(refs "$f" "$p" 11)
         echo "$t $p: $(( (eleven - one) / (10 * n) ))"
     done
+done
+LIB=${LIBVRAM:-$(dirname "$VRAM")/libvram.so}
+[ -e "$LIB" ] || exit 0
+LIB=$(realpath "$LIB")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+"${CC:-cc}" -std=c11 -O2 -Iinclude bench/lib_loop.c -ldl -o "$tmp/lib_loop"
+lib_refs() {   # lib_refs TRACE PASSES
+    gzip -dc "$1" | valgrind --tool=callgrind --callgrind-out-file=/dev/null "$tmp/lib_loop" "$LIB" "$2" 2>&1 |
+        awk '/refs:/ {gsub(",", "", $NF); print $NF}'
+}
+for t in ${TRACES:-gpt2_train bert_varlen}; do
+    f=traces/$t.trace.gz
+    n=$(gzip -dc "$f" | grep -c '^[af] ')
+    one=$(lib_refs "$f" 1); eleven=$(lib_refs "$f" 11)
+    echo "$t growth, through libvram.so: $(( (eleven - one) / (10 * n) ))"
 done

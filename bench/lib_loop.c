@@ -1,0 +1,92 @@
+/*
+ * bench/lib_loop.c: replays a trace through libvram.so loaded with dlopen, as PyTorch and Python
+ * load it: vram_malloc / vram_free on logical device 0 with memory growth, PASSES times, what a pass
+ * leaves live freed between passes. bench/instructions.sh counts its instructions with callgrind;
+ * the `vram` tool links libvram statically, so its replay loop is not what callers of the shared
+ * library run (no cross-library inlining, thread-locals through __tls_get_addr).
+ *
+ *   gzip -dc TRACE | lib_loop LIBVRAM_SO PASSES     (the trace format of traces/README.md)
+ */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "vram.h"
+
+typedef struct event {
+    char   op;     /* 'a' or 'f' */
+    long   id;
+    size_t size;
+} event;
+
+static vram_status (*malloc_fn)(void **, size_t, int);
+static vram_status (*free_fn)(void *);
+static vram_status (*growth_fn)(int, int);
+static const char *(*error_fn)(void);
+
+static int load(const char *path) {
+    void *lib = dlopen(path, RTLD_NOW);
+    if (lib == NULL) {
+        fprintf(stderr, "lib_loop: %s\n", dlerror());
+        return -1;
+    }
+    malloc_fn = (vram_status(*)(void **, size_t, int))dlsym(lib, "vram_malloc");
+    free_fn = (vram_status(*)(void *))dlsym(lib, "vram_free");
+    growth_fn = (vram_status(*)(int, int))dlsym(lib, "vram_set_memory_growth");
+    error_fn = (const char *(*)(void))dlsym(lib, "vram_last_error");
+    return malloc_fn && free_fn && growth_fn && error_fn ? 0 : -1;
+}
+
+int main(int argc, char **argv) {
+    int passes = argc > 2 ? atoi(argv[2]) : 0;
+    if (passes < 1) {
+        fprintf(stderr, "usage: gzip -dc TRACE | lib_loop LIBVRAM_SO PASSES\n");
+        return 2;
+    }
+    if (load(argv[1]) != 0) return 1;
+    size_t cap = 1024, n = 0;
+    long max_id = 0;
+    event *ev = malloc(cap * sizeof *ev);
+    char line[256];
+    while (ev != NULL && fgets(line, sizeof line, stdin) != NULL) {
+        event e = {line[0], 0, 0};
+        if (e.op == 'a' && sscanf(line + 1, "%ld %zu", &e.id, &e.size) != 2) continue;
+        if (e.op == 'f' && sscanf(line + 1, "%ld", &e.id) != 1) continue;
+        if ((e.op != 'a' && e.op != 'f') || e.id < 0) continue;
+        if (n == cap) {
+            event *more = realloc(ev, 2 * cap * sizeof *ev);
+            if (more == NULL) break;
+            ev = more;
+            cap *= 2;
+        }
+        ev[n++] = e;
+        if (e.id > max_id) max_id = e.id;
+    }
+    void **ptr = calloc((size_t)max_id + 1, sizeof *ptr);
+    if (ev == NULL || ptr == NULL || growth_fn(0, 1) != VRAM_OK) {
+        fprintf(stderr, "lib_loop: no memory or no runtime\n");
+        return 1;
+    }
+    for (int p = 0; p < passes; p++) {
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].op == 'a') {
+                if (malloc_fn(&ptr[ev[i].id], ev[i].size, 0) != VRAM_OK) {
+                    fprintf(stderr, "lib_loop: allocation %ld of %zu bytes failed: %s\n", ev[i].id, ev[i].size,
+                            error_fn());
+                    return 1;
+                }
+            } else if (ptr[ev[i].id] != NULL) {
+                free_fn(ptr[ev[i].id]);
+                ptr[ev[i].id] = NULL;
+            }
+        }
+        for (long k = 0; k <= max_id; k++) {
+            if (ptr[k] != NULL) free_fn(ptr[k]);
+            ptr[k] = NULL;
+        }
+    }
+    printf("%zu events, %d passes\n", n, passes);
+    free(ptr);
+    free(ev);
+    return 0;
+}
