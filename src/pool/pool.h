@@ -79,8 +79,8 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out);
 /* Returns every byte to the driver. VRAM_ERR_CONFLICT (and nothing freed) while blocks are live. */
 vram_status vram__pool_destroy(vram__pool *pool);
 
-/* stream: NULL and `any_stream` = 0 for vram_malloc; async callers pass any_stream = 0 too, but a
- * real stream value. See pool.c for the stream rules. */
+/* me: the calling thread's own record (never another thread's: nothing guards it). stream: NULL
+ * for vram_malloc, the caller's stream when async. See pool.c for the stream rules. */
 vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t size, int async, void *stream,
                              void **ptr);
 /* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). *owned
