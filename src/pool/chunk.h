@@ -21,8 +21,8 @@ typedef struct pool_chunk {
     size_t               size;
     struct pool_chunk   *prev, *next;        /* address neighbours in the region */
     struct pool_region  *region;
-    struct pool_chunk   *left, *right;       /* free tree links (FREE only) */
-    uint32_t             priority;           /* free tree heap priority */
+    struct pool_chunk   *left, *right;       /* FREE: the links of its size class's list (free_bins.c) */
+    uint8_t              bin_fl, bin_sl;     /* FREE: that class, noted when indexed */
     int                  state;
     void                *stream;             /* PENDING: the stream the free was ordered on */
     struct pool_event   *event;              /* PENDING: completes when the GPU passed the free */

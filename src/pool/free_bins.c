@@ -33,6 +33,8 @@ static size_t class_floor(bin_index i) {
 
 void free_bins_insert(free_bins *b, pool_chunk *c) {
     bin_index i = class_of(c->size);
+    c->bin_fl = (uint8_t)i.fl;
+    c->bin_sl = (uint8_t)i.sl;
     pool_chunk **head = &b->head[i.fl][i.sl];
     c->left = NULL;
     c->right = *head;
@@ -45,7 +47,7 @@ void free_bins_insert(free_bins *b, pool_chunk *c) {
 }
 
 void free_bins_remove(free_bins *b, pool_chunk *c) {
-    bin_index i = class_of(c->size);
+    bin_index i = {c->bin_fl, c->bin_sl};            /* the class it was indexed under */
     if (c->left != NULL) c->left->right = c->right; else b->head[i.fl][i.sl] = c->right;
     if (c->right != NULL) c->right->left = c->left;
     if (b->head[i.fl][i.sl] == NULL) {
@@ -144,7 +146,8 @@ int free_bins_check(const free_bins *b, char *msg, size_t len) {
             }
             for (const pool_chunk *c = b->head[fl][sl], *prev = NULL; c != NULL; prev = c, c = c->right) {
                 bin_index i = class_of(c->size);
-                if (c->state != CHUNK_FREE || i.fl != fl || i.sl != sl || c->left != prev) {
+                if (c->state != CHUNK_FREE || i.fl != fl || i.sl != sl || c->bin_fl != fl || c->bin_sl != sl ||
+                    c->left != prev) {
                     snprintf(msg, len, "free bins: a chunk of %zu bytes is not free, misfiled or mislinked", c->size);
                     return -1;
                 }
