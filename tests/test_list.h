@@ -263,6 +263,7 @@
     X(release, growth_hold_large_moves_idle_memory_under_a_large_block) \
     X(release, growth_small_blocks_keep_out_of_large_holes) \
     X(release, growth_small_zone_full_spills_into_the_rest) \
+    X(release, growth_small_zone_shares_a_one_granule_limit) \
     X(release, pressure_small_blocks_in_freed_large_extent) \
     X(release, pressure_shared_card_budget_and_trim) \
     X(release, replay_tight_limit_vmm_report) \

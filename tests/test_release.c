@@ -557,6 +557,29 @@ TEST(growth_small_zone_full_spills_into_the_rest) {
     CHECK_OK(vram_free(big));
 }
 
+/* At a limit of one granule the zones cannot both map: whichever comes second is served from the
+ * memory the other zone mapped (the limit's fallback looks in both), so a small and a large block
+ * that fit the limit together never fail for being apart. */
+TEST(growth_small_zone_shares_a_one_granule_limit) {
+    for (int order = 0; order < 2; order++) {
+        use_sim("16GiB");
+        CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+        start_growth(GRAN);
+        void *small = NULL, *large = NULL;
+        if (order == 0) CHECK_OK(vram_malloc(&small, 256 * KiB, 0));
+        CHECK_OK(vram_malloc(&large, 1536 * KiB, 0));
+        if (order == 1) CHECK_OK(vram_malloc(&small, 256 * KiB, 0));
+        vram_memory_info info = INFO(0);
+        CHECK_SIZE(info.reserved, ==, GRAN);
+        CHECK_SIZE(info.current, ==, 1792 * KiB);
+        CHECK_ALL();
+        CHECK_OK(vram_free(small));
+        CHECK_OK(vram_free(large));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+    }
+}
+
 /* Small blocks placed in the memory of a freed large block keep part of it busy; a large request
  * afterwards must still fit when the limit leaves room for it. */
 TEST(pressure_small_blocks_in_freed_large_extent) {
