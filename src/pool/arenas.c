@@ -135,19 +135,6 @@ static pool_arena *arena_at(vram__pool *p, int k) {
     return a;
 }
 
-static void figures(vram__pool *p, arena_figures *all) {
-    *all = (arena_figures){0};
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
-        if (a == NULL) continue;
-        vram_memory_info info;
-        arena_info(a, &info);
-        all->current += info.current;
-        all->reserved += info.reserved;
-        if (info.largest_free_block > all->largest_free) all->largest_free = info.largest_free_block;
-    }
-}
-
 /* This thread's arena for vram_malloc: found once per thread and pool (a thread keeps its arena;
  * the first thread keeps the first arena even after others arrive). */
 static pool_arena *thread_arena(vram__pool *p, vram__pool_thread *me) {
@@ -185,8 +172,9 @@ vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, 
         if (b != NULL && b != a) s = arena_alloc(b, me, size, 0, NULL, ptr, &other_why);
     }
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
-    arena_figures all;
-    figures(p, &all);
+    vram_memory_info info;                             /* every arena's figures, of one moment */
+    vram__pool_info(p, &info);
+    arena_figures all = {info.current, info.reserved, info.largest_free_block};
     return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
 }
 

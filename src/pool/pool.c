@@ -1035,12 +1035,6 @@ void arena_unlock(pool_arena *p) {
     pthread_mutex_unlock(&p->lock);
 }
 
-void arena_info(pool_arena *p, vram_memory_info *info) {
-    pthread_mutex_lock(&p->lock);
-    arena_info_locked(p, info);
-    pthread_mutex_unlock(&p->lock);
-}
-
 void arena_info_locked(pool_arena *p, vram_memory_info *info) {
     tc_stats st;
     tc_stats_locked(p, &st);

@@ -154,7 +154,6 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
                         int *quiet_why);
 vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int async, void *stream, int *owned);
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all);
-void        arena_info(pool_arena *p, vram_memory_info *info);
 void        arena_info_locked(pool_arena *p, vram_memory_info *info);
 void        arena_lock(pool_arena *p);
 void        arena_unlock(pool_arena *p);
