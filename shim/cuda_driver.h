@@ -19,8 +19,6 @@
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #endif
 
-
-
 /* cuGetProcAddress flags and (for _v2) the symbol status it reports. */
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
 #define CU_GET_PROC_ADDRESS_LEGACY_STREAM 1
@@ -31,11 +29,6 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND = 1,
     CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT = 2
 } CUdriverProcAddressQueryResult;
-
-
-
-
-
 
 /* ---- the interposed functions (exported by libvram_preload.so and by the fake driver) ------- */
 

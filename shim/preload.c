@@ -154,7 +154,8 @@ typedef struct shim_real {
     void *fn[SHIM_NUM_HOOKS];               /* the driver's own versions, by SHIM_HOOK_* */
     pfn_cuCtxGetDevice cuCtxGetDevice;
     shim_pfn_granularity cuMemGetAllocationGranularity;   /* NULL on drivers without it */
-    cuda_abi_pfn_error_str cuGetErrorName, cuGetErrorString;   /* for messages; may be NULL */
+    cuda_pfn_cuGetErrorName cuGetErrorName;                    /* for messages; may be NULL */
+    cuda_pfn_cuGetErrorString cuGetErrorString;
 } shim_real;
 
 /* ---- state ----------------------------------------------------------------------------------- */
@@ -351,8 +352,8 @@ static void shim_cuda_init(void) {
         g.real.cuCtxGetDevice = (pfn_cuCtxGetDevice)real_dlsym(g.real.lib, "cuCtxGetDevice");
         g.real.cuMemGetAllocationGranularity =
             (shim_pfn_granularity)real_dlsym(g.real.lib, "cuMemGetAllocationGranularity");
-        g.real.cuGetErrorName = (cuda_abi_pfn_error_str)real_dlsym(g.real.lib, "cuGetErrorName");
-        g.real.cuGetErrorString = (cuda_abi_pfn_error_str)real_dlsym(g.real.lib, "cuGetErrorString");
+        g.real.cuGetErrorName = (cuda_pfn_cuGetErrorName)real_dlsym(g.real.lib, "cuGetErrorName");
+        g.real.cuGetErrorString = (cuda_pfn_cuGetErrorString)real_dlsym(g.real.lib, "cuGetErrorString");
     }
     if (g.log) {
         char all[32] = "none";

@@ -4,6 +4,11 @@
 #include <string.h>
 
 #include "cli.h"
+#include "vram.h"
+
+int cli_size(const char *value, size_t *bytes) {
+    return vram_parse_size(value, bytes) == VRAM_OK && *bytes > 0 ? 0 : -1;
+}
 
 const char *cli_option_value(int argc, char **argv, int *i, const char *name, int *missing) {
     const char *a = argv[*i];

@@ -9,4 +9,11 @@
  * no value. */
 const char *cli_option_value(int argc, char **argv, int *i, const char *name, int *missing);
 
+#include <stddef.h>
+
+/* A SIZE option's value ("512M", "6GiB", "1.5G") into *bytes: 0 when it is one and more than 0, else
+ * -1 (say "bad size '%s' (" CLI_SIZE_HINT ")"). */
+int cli_size(const char *value, size_t *bytes);
+#define CLI_SIZE_HINT "try 512M, 6GiB, 1.5G; more than 0"
+
 #endif /* VRAM_TOOLS_CLI_H */

@@ -91,8 +91,7 @@ static int run_valid_devices(const char *v) {
 /* A size option's value (NULL: missing) into *out, more than 0; 0, or 2 after saying why. */
 static int run_size_arg(const char *name, const char *v, const char *example, size_t *out) {
     if (!v) return run_usage_error("%s needs a SIZE (e.g. %s)", name, example);
-    if (vram_parse_size(v, out) != VRAM_OK || *out == 0)
-        return run_usage_error("%s: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", name, v);
+    if (cli_size(v, out) != 0) return run_usage_error("%s: bad size '%s' (" CLI_SIZE_HINT ")", name, v);
     return 0;
 }
 

@@ -274,8 +274,8 @@ static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
     }
     if ((v = cli_option_value(argc, argv, i, "--limit", &missing)) || missing) {
         if (!v) return usage_error("replay: %s needs a SIZE", a);
-        if (vram_parse_size(v, &opt->limit_bytes) != VRAM_OK || opt->limit_bytes == 0)
-            return usage_error("replay: --limit: bad size '%s' (try 512M, 6GiB, 1.5G; more than 0)", v);
+        if (cli_size(v, &opt->limit_bytes) != 0)
+            return usage_error("replay: --limit: bad size '%s' (" CLI_SIZE_HINT ")", v);
         opt->has_limit = 1;
         return 0;
     }

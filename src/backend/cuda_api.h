@@ -13,8 +13,6 @@
 
 #include "common/cuda_abi.h"
 
-
-
 /* ---- device attributes ---------------------------------------------------------------------- */
 
 typedef enum CUdevice_attribute_enum {
@@ -32,21 +30,16 @@ typedef enum CUevent_flags_enum {
 
 /* ---- virtual memory management -------------------------------------------------------------- */
 
-
 typedef enum CUmemAccess_flags_enum {
     CU_MEM_ACCESS_FLAGS_PROT_NONE = 0x0,
     CU_MEM_ACCESS_FLAGS_PROT_READ = 0x1,
     CU_MEM_ACCESS_FLAGS_PROT_READWRITE = 0x3
 } CUmemAccess_flags;
 
-
-
 typedef enum CUmemAllocationGranularity_flags_enum {
     CU_MEM_ALLOC_GRANULARITY_MINIMUM = 0x0,
     CU_MEM_ALLOC_GRANULARITY_RECOMMENDED = 0x1
 } CUmemAllocationGranularity_flags;
-
-
 
 typedef struct CUmemAccessDesc_st {
     CUmemLocation location;
@@ -65,8 +58,6 @@ _Static_assert(sizeof(CUuuid) == 16, "CUuuid layout");
 
 typedef CUresult (*cuda_pfn_cuInit)(unsigned int flags);
 typedef CUresult (*cuda_pfn_cuDriverGetVersion)(int *version);
-typedef CUresult (*cuda_pfn_cuGetErrorName)(CUresult error, const char **str);
-typedef CUresult (*cuda_pfn_cuGetErrorString)(CUresult error, const char **str);
 
 typedef CUresult (*cuda_pfn_cuDeviceGetCount)(int *count);
 typedef CUresult (*cuda_pfn_cuDeviceGet)(CUdevice *device, int ordinal);

@@ -83,13 +83,14 @@ typedef struct CUmemAllocationProp_st {
 
 /* ---- naming a result ------------------------------------------------------------------------ */
 
-typedef CUresult (*cuda_abi_pfn_error_str)(CUresult error, const char **str);
+typedef CUresult (*cuda_pfn_cuGetErrorName)(CUresult error, const char **str);
+typedef CUresult (*cuda_pfn_cuGetErrorString)(CUresult error, const char **str);
 
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" for r: the driver's own name and text when its
  * cuGetErrorName / cuGetErrorString are given and answer, else from a table of the codes that
  * matter when the driver cannot name them (the toolkit's stub library answers
  * CUDA_ERROR_STUB_LIBRARY to everything, cuGetErrorName included), else "CUDA error N". */
-static inline void cuda_abi_error_text(CUresult r, cuda_abi_pfn_error_str get_name, cuda_abi_pfn_error_str get_string,
+static inline void cuda_abi_error_text(CUresult r, cuda_pfn_cuGetErrorName get_name, cuda_pfn_cuGetErrorString get_string,
                                        char *buf, size_t len) {
     static const struct { CUresult code; const char *name, *text; } known[] = {
         { CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory" },

@@ -297,19 +297,21 @@ static vram_status enter_logical(vram__thread *me, int logical_device, vram__poo
     return VRAM_OK;
 }
 
+/* Allocates from `pool` (runtime entered) and leaves the runtime. */
+static vram_status alloc_in(vram__thread *me, vram__pool *pool, void **ptr, size_t size, int async, void *stream) {
+    vram_status s = VRAM_OK;
+    if (size == 0) *ptr = NULL;
+    else s = vram__pool_alloc(pool, &me->pool, size, async, stream, ptr);
+    vram__rt_leave(me);
+    return s;
+}
+
 static vram_status alloc_on(void **ptr, size_t size, int logical_device, int async, void *stream) {
     if (ptr == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_malloc: ptr is NULL");
     vram__thread *me = vram__rt_self();
     vram__pool *pool = NULL;
     vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    if (size == 0) {
-        *ptr = NULL;
-    } else {
-        s = vram__pool_alloc(pool, &me->pool, size, async, stream, ptr);
-    }
-    vram__rt_leave(me);
-    return s;
+    return s == VRAM_OK ? alloc_in(me, pool, ptr, size, async, stream) : s;
 }
 
 static vram_status free_on(void *ptr, int async, void *stream) {
@@ -352,11 +354,11 @@ vram_status vram__malloc_async_on_card(void **ptr, size_t size, int physical_ind
     int k = 0;
     vram_status s = vram__rt_enter_started(me);
     if (s != VRAM_OK) return s;
-    s = logical_on_card(physical_index, &k);
-    if (s == VRAM_OK && size == 0) *ptr = NULL;
-    else if (s == VRAM_OK) s = vram__pool_alloc(rt.logical[k].pool, &me->pool, size, 1, stream, ptr);
-    vram__rt_leave(me);
-    return s;
+    if ((s = logical_on_card(physical_index, &k)) != VRAM_OK) {
+        vram__rt_leave(me);
+        return s;
+    }
+    return alloc_in(me, rt.logical[k].pool, ptr, size, 1, stream);
 }
 
 vram_status vram__free_async_owned_stream(void *ptr, void *stream) {
