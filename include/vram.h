@@ -186,13 +186,16 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *                           placed in an address range of their own (limit / 8 of addresses; when
  *                           it is full they go on in the rest), so that short-lived small blocks do
  *                           not settle in the holes large blocks leave (default 256; 0: one range)
- *   thread_cache_mb:N       bytes of freed blocks one per-thread cache may keep for its thread's next
- *                           request of the same size (default: the limit / 256, at most 64 MiB;
- *                           0: none). Caches keep nothing until a second thread uses an arena;
- *                           kept blocks are handed back before the pool grows or fails
+ *   thread_cache_mb:N       MiB of freed blocks (each at most N/4 MiB) a thread cache may keep for
+ *                           its threads' next requests of the same size (default: the limit / 256,
+ *                           at most 64 MiB; 0: none). Threads take the 64 caches in arrival order,
+ *                           later ones share them. Caches keep nothing until a second thread uses
+ *                           an arena; kept blocks are handed back before the pool grows or fails
  *   arenas:N                growth with virtual memory management: once a second thread calls
  *                           vram_malloc, threads spread over up to N arenas (own lock, own address
- *                           range, the limit shared), 1..8 (default 8; 1: every thread in one)
+ *                           range, the limit shared), 1..8 (default 8; 1: every thread in one).
+ *                           Stream-ordered requests (vram_malloc_async, vram_plugin_alloc) always
+ *                           use the first arena
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 

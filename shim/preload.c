@@ -686,8 +686,8 @@ static void shim_balloon_start(int dev) {
             g.balloon_gran[dev] = gran;
             g.balloon_piece[dev] = (SHIM_BALLOON_PIECE + gran - 1) / gran * gran;
             CUresult r = shim_balloon_fill_locked(dev);
-            char err[160];
-            shim_error_text(r, err, sizeof err);
+            char err[160] = "";
+            if (r != CUDA_SUCCESS) shim_error_text(r, err, sizeof err);
             if (r != CUDA_SUCCESS && g.balloon_n[dev] == 0) {
                 char why[200];
                 snprintf(why, sizeof why, "cuMemCreate failed: %s", err);
@@ -697,8 +697,9 @@ static void shim_balloon_start(int dev) {
                 if (r != CUDA_SUCCESS && g.log) {
                     char held[32];
                     shim_fmt_bytes(held, sizeof held, g.balloon_bytes[dev]);
-                    fprintf(stderr, "vram: preallocation on device %d reserved only %s (cuMemCreate: %s; "
-                            "the card has less free memory); the rest is taken on demand\n", dev, held, err);
+                    fprintf(stderr, "vram: preallocation on device %d reserved only %s (cuMemCreate: %s%s); the "
+                            "rest is taken on demand\n", dev, held, err,
+                            r == CUDA_ERROR_OUT_OF_MEMORY ? "; the card has less free memory" : "");
                 }
             }
         }

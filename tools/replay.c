@@ -62,7 +62,7 @@ const replay_policy replay_policies[] = {
     { "growth-lean",   1,      "hold_peak:true,extent_mb:64",
       "memory growth that gives idle 64 MiB extents back rather than raise its peak (fewer bytes, more driver calls)" },
     { "growth-shared", 1,      "arenas:1",
-      "memory growth with every thread in one arena (its thread caches), instead of an arena per thread" },
+      "memory growth with every thread in one arena (its thread caches), instead of spread over up to 8" },
 };
 const size_t replay_num_policies = sizeof replay_policies / sizeof replay_policies[0];
 

@@ -67,8 +67,9 @@ typedef struct vram__backend {
     vram_status (*map)(int dev, uint64_t va, size_t size, uint64_t handle);
     vram_status (*unmap)(int dev, uint64_t va, size_t size);
 
-    /* Stream ordering: record a fresh event on `stream` (a CUstream; NULL is the default stream),
-     * ask whether it completed, wait for it, destroy it. */
+    /* Stream ordering: record an event on `stream` (a CUstream; NULL is the default stream), ask
+     * whether it completed, wait for it, give it back (event_destroy: a backend may keep it and
+     * record it again later, as the CUDA one keeps up to 256 per device). */
     vram_status (*event_record)(int dev, void *stream, void **event);
     vram_status (*event_query)(int dev, void *event, int *done);
     vram_status (*event_sync)(int dev, void *event);

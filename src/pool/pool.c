@@ -317,8 +317,8 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, give
      * back idle extents first (they lie in holes this block does not fit), so that fragmentation
      * does not raise what the pool holds; the price is driver calls whenever the holes are needed
-     * again. For large blocks alone (default 256 MiB: logits, activations of a whole layer) the
-     * steady state of a training loop stops remapping once the mark has settled. */
+     * again. For large blocks alone (hold_large_mb, e.g. 256: logits, activations of a whole layer;
+     * off by default) the steady state of a training loop stops remapping once the mark has settled. */
     int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large);
     while (hold && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
         size_t before = p->reserved;

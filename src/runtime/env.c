@@ -119,9 +119,8 @@ static const struct conf_number {
     [OPT_SMALL_POOL] = {"small_pool_kb", 0, 1u << 20, "use a whole number of KiB up to 1048576 (0: small requests "
                                                      "share the large ones' range)"},
     [OPT_THREAD_CACHE] = {"thread_cache_mb", 0, 1u << 20, "use a whole number of MiB (0: no thread caches)"},
-    [OPT_ARENAS] = {"arenas", 1, VRAM_POOL_MAX_ARENAS, "use a whole number from 1 (every thread in one arena) to 8"},
+    [OPT_ARENAS] = {"arenas", 1, VRAM_POOL_MAX_ARENAS, "use a whole number from 1 (every thread in one arena) to "},
 };
-_Static_assert(VRAM_POOL_MAX_ARENAS == 8, "the arenas option's message names the bound");
 
 static void conf_set_number(vram__alloc_conf *c, int opt, unsigned long long n) {
     switch (opt) {
@@ -147,13 +146,20 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
         const struct conf_number *o = &conf_numbers[opt];
         unsigned long long n = 0;
         if (strcmp(key, o->key) != 0) continue;
-        if (parse_whole(value, o->min, o->max, &n) != 0) return conf_value_error(origin, key, value, o->want);
+        if (parse_whole(value, o->min, o->max, &n) != 0) {
+            char want[160];                      /* the arenas' bound is VRAM_POOL_MAX_ARENAS */
+            snprintf(want, sizeof want, opt == OPT_ARENAS ? "%s%llu" : "%s", o->want, o->max);
+            return conf_value_error(origin, key, value, want);
+        }
         conf_set_number(c, opt, n);
         return VRAM_OK;
     }
-    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: vmm, idle_release_ms, "
-                      "extent_mb, map_ahead_mb, hold_peak, hold_large_mb, small_pool_kb, thread_cache_mb, arenas)",
-                      origin, key);
+    char known[256] = "vmm, hold_peak";
+    for (int opt = 0; opt < OPT_NUMBERS; opt++) {
+        size_t at = strlen(known);
+        snprintf(known + at, sizeof known - at, ", %s", conf_numbers[opt].key);
+    }
+    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: %s)", origin, key, known);
 }
 
 int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {

@@ -28,12 +28,13 @@ typedef struct vram__alloc_conf {
     int      hold_peak;         /* growth gives idle extents back rather than raise its high-water mark */
     size_t   hold_large_mb;     /* ... for requests of at least this many MiB only (0: none) */
     size_t   map_ahead_mb;      /* growth maps up to this much beyond a block (reserved / 16 at most) */
-    long long thread_cache_mb;  /* bytes of freed blocks one thread cache parks; -1: limit / 256, at most 64 */
+    long long thread_cache_mb;  /* MiB of freed blocks one thread cache parks; -1: limit / 256, at most 64 MiB */
     int      arenas;            /* most arenas a growth pool spreads its threads over */
     size_t   small_pool_kb;     /* growth by mapping: requests up to this many KiB get a zone of their own */
 } vram__alloc_conf;
 
-#define VRAM_ALLOC_CONF_INIT {-1, 0, 0, 0, 0, 64, -1, VRAM_POOL_MAX_ARENAS, 256}
+#define VRAM_ALLOC_CONF_INIT {.vmm = -1, .map_ahead_mb = 64, .thread_cache_mb = -1, \
+                              .arenas = VRAM_POOL_MAX_ARENAS, .small_pool_kb = 256}
 #define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf)VRAM_ALLOC_CONF_INIT)
 
 /* Parses "vmm:false,idle_release_ms:500" on top of `base` (NULL: the defaults): keys the string
