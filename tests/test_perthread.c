@@ -262,11 +262,33 @@ TEST(arenas_share_the_limit) {
     CHECK_OK(vram_free(mine));                            /* idle in this thread's arena... */
     void *theirs = on_other_thread(40 * MiB, 1);          /* ...and given back for the other one */
     CHECK(theirs != NULL);
+    CHECK_PTR(theirs, !=, mine);                          /* in its own arena, not served from mine */
     vram_memory_info info = INFO(0);
     CHECK_SIZE(info.current, ==, 40 * MiB);
     CHECK_SIZE(info.reserved, <=, 64 * MiB);
     CHECK_ALL();
     CHECK_OK(vram_free(theirs));
+}
+
+/* Each arena's room is what the shared limit has left, not its own limit less its own memory: with
+ * 4 of 5 MiB held by two arenas, a 512 KiB request gets the last MiB (as a plain region: the limit's
+ * partial granule), as it would with one arena. */
+TEST(arenas_room_is_what_the_shared_limit_has_left) {
+    start_growth(5 * MiB, "map_ahead_mb:0");
+    void *mine = NULL, *more = NULL;
+    CHECK_OK(vram_malloc(&mine, 2 * MiB, 0));
+    void *theirs = on_other_thread(2 * MiB, 1);           /* in the other thread's own arena */
+    CHECK(theirs != NULL);
+    vram_status s = vram_malloc(&more, 512 * KiB, 0);
+    if (s != VRAM_OK) printf("  512 KiB with 4 of 5 MiB held: %s\n", vram_last_error());
+    CHECK_OK(s);
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 4 * MiB + 512 * KiB);
+    CHECK_SIZE(info.reserved, <=, 5 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_free(more));
+    CHECK_OK(vram_free(theirs));
+    CHECK_OK(vram_free(mine));
 }
 
 TEST(arenas_stream_ordered_requests_stay_in_the_first) {

@@ -164,6 +164,13 @@ static void arena_budget_give(pool_arena *p, size_t bytes) {
     budget_give(p->cfg.budget, bytes);
 }
 
+/* What the limit still lets this arena take: the logical device's limit less what all its arenas
+ * hold (with one arena: limit - reserved). */
+static size_t arena_headroom(const pool_arena *p) {
+    size_t cap = p->shared->budget.cap, held = atomic_load(&p->shared->budget.reserved);
+    return cap > held ? cap - held : 0;
+}
+
 /* ---- regions --------------------------------------------------------------------------------- */
 
 static void region_link_locked(pool_arena *p, pool_region *r) {
@@ -300,7 +307,7 @@ static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
     uint64_t since = p->num_allocs - p->last_growth;
     p->last_growth = p->num_allocs;
     if (since > POOL_MAP_AHEAD_BURST) return 0;
-    size_t ahead = p->reserved / POOL_MAP_AHEAD_DIV, room = p->cfg.limit - p->reserved - need;
+    size_t ahead = p->reserved / POOL_MAP_AHEAD_DIV, room = arena_headroom(p);   /* `need` is taken already */
     if (ahead > p->cfg.map_ahead) ahead = p->cfg.map_ahead;
     if (ahead > room) ahead = room;
     ahead &= ~(p->cfg.caps.granularity - 1);
@@ -326,11 +333,11 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
         if (p->reserved == before) break;
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
-    while (need > p->cfg.limit - p->reserved && vmm_idle_locked(p) > 0) {
-        vmm_unmap_idle_locked(p, need - (p->cfg.limit - p->reserved));
+    while (need > arena_headroom(p) && vmm_idle_locked(p) > 0) {
+        vmm_unmap_idle_locked(p, need - arena_headroom(p));
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
-    if (need > p->cfg.limit - p->reserved) return GROW_LIMIT;
+    if (need > arena_headroom(p)) return GROW_LIMIT;
     if (arena_budget_take(p, need) != GROW_OK) {
         vmm_unmap_idle_locked(p, need);
         need = pool_vmm_unmapped(v, c->addr, c->size);
@@ -608,7 +615,7 @@ static int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
 /* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
  * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */
 static grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
-    size_t headroom = p->cfg.limit - p->reserved, need;
+    size_t headroom = arena_headroom(p), need;
     if (!p->cfg.growth) {
         if (p->regions != NULL || p->cfg.limit < VRAM_POOL_UNIT) return GROW_OFF;
         need = p->cfg.limit;             /* re-take the preallocation that a trim gave back */
@@ -908,7 +915,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
-        if (p->vmm != NULL && (p->cfg.limit - p->reserved) / 2 >= rounded && pool_would_grow_locked(p, c, rounded)) {
+        if (p->vmm != NULL && arena_headroom(p) / 2 >= rounded && pool_would_grow_locked(p, c, rounded)) {
             /* memory already mapped before new memory: where best fit would map, a free chunk that
              * holds a mapped run long enough serves instead (with hold_large / hold_peak, this is
              * what lets the steady state stop remapping). Not near the limit: there, cutting
