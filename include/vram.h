@@ -189,8 +189,8 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *   thread_cache_mb:N       MiB of freed blocks (each at most N/4 MiB) a thread cache may keep for
  *                           its threads' next requests of the same size (default: the limit / 256,
  *                           at most 64 MiB; 0: none). Threads take the 64 caches in arrival order,
- *                           later ones share them. Caches keep nothing until a second thread uses
- *                           an arena; kept blocks are handed back before the pool grows or fails
+ *                           later ones share them. Caches keep nothing until a second thread calls
+ *                           vram_malloc on an arena; kept blocks go back before the pool grows or fails
  *   arenas:N                growth with virtual memory management: once a second thread calls
  *                           vram_malloc, threads spread over up to N arenas (own lock, own address
  *                           range, the limit shared), 1..8 (default 8; 1: every thread in one).

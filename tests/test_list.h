@@ -172,6 +172,7 @@
     X(perthread, arenas_threads_each_get_one_whatever_came_before) \
     X(perthread, arenas_share_the_limit) \
     X(perthread, arenas_room_is_what_the_shared_limit_has_left) \
+    X(perthread, tcache_a_free_asking_another_pool_starts_nothing_there) \
     X(perthread, arenas_stream_ordered_requests_stay_in_the_first) \
     X(perthread, arenas_off_and_preallocated_pools_keep_one) \
     X(perthread, arenas_trim_and_shutdown_cover_every_arena) \

@@ -966,9 +966,10 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
         return s;
     }
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
-    pool_tcache *tc = tc_mine(p, me);
     pool_chunk *c = NULL;
-    if (!async && tc_take(p, tc, rounded, &c)) {     /* the fast path: a block this thread parked */
+    /* the fast path: a block this thread parked. Only plain requests with caches on look (and
+     * tc_mine is where a second thread's arrival turns parking on) */
+    if (!async && p->tc_cap != 0 && tc_take(p, tc_mine(p, me), rounded, &c)) {
         *ptr = (void *)(uintptr_t)c->addr;
         return VRAM_OK;
     }
@@ -990,7 +991,9 @@ static int pool_owns_locked(const pool_arena *p, uint64_t addr) {
 vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int async, void *stream, int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
-    if (!async && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;    /* the fast path: parked */
+    /* the fast path: parked. Only once parking is on: a free that merely asks whether the block is
+     * this arena's (runtime's free_on tries each pool) must not turn it on */
+    if (!async && tc_parking(p) && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;
     pthread_mutex_lock(&p->lock);       /* a block is always in the table, a cache or the pool's */
     pool_chunk *c = live_take(p, addr); /* under the pool lock, so vram_check sees no gap */
     if (c == NULL) {

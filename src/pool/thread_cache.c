@@ -17,7 +17,7 @@
  *     vram_trim, idle release and the pool's destruction flush too;
  *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
  *     only keep the figures below, nothing is parked);
- *   - caches park nothing until a second thread allocates or frees on the pool (tc_multi): a
+ *   - caches park nothing until a second thread calls vram_malloc on the pool (tc_multi): a
  *     single-threaded program gets exactly the pool without caches, placement and peak included;
  *   - the program's figures stay exact whenever no call is in flight: in use = the pool's
  *     `current` minus the parked bytes, allocations = the pool's plus the cache hits, frees = the
