@@ -121,6 +121,15 @@ static int live_put(pool_arena *p, pool_chunk *c) {
     return r;
 }
 
+static pool_chunk *live_get(pool_arena *p, uint64_t addr) {
+    pool_shard *sh = pool_shard_of(p, addr);
+    if (!shards_shared(p)) return ptr_map_get(&sh->map, addr);
+    pool_spin_lock(&sh->lock);
+    pool_chunk *c = ptr_map_get(&sh->map, addr);
+    pool_spin_unlock(&sh->lock);
+    return c;
+}
+
 static pool_chunk *live_take(pool_arena *p, uint64_t addr) {
     pool_shard *sh = pool_shard_of(p, addr);
     if (!shards_shared(p)) return ptr_map_take(&sh->map, addr);
@@ -870,6 +879,11 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
             return VRAM_ERR_OUT_OF_MEMORY;
         }
     }
+    if (live_put(p, c) != 0) {             /* before anything is handed out: c goes back as it was */
+        if (c->state == CHUNK_PENDING) pending_link_locked(p, c);   /* its stream may still use it */
+        else chunk_make_free_locked(p, c, 0);
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
+    }
     if (c->state == CHUNK_PENDING) {
         event_release(p, c->event);
         c->event = NULL;
@@ -877,10 +891,6 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
     }
     c->state = CHUNK_USED;
     note_used_locked(p, c->size, 1);
-    if (live_put(p, c) != 0) {
-        pool_release_used_locked(p, c);
-        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
-    }
     *ptr = (void *)(uintptr_t)c->addr;
     return VRAM_OK;
 }
@@ -994,8 +1004,12 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     /* the fast path: parked. Only once parking is on: a free that merely asks whether the block is
      * this arena's (runtime's free_on tries each pool) must not turn it on */
     if (!async && tc_parking(p) && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;
-    pthread_mutex_lock(&p->lock);       /* a block is always in the table, a cache or the pool's */
-    pool_chunk *c = live_take(p, addr); /* under the pool lock, so vram_check sees no gap */
+    /* A block is always in the table, a cache or the pool's; it leaves the table under the pool lock,
+     * so vram_check sees no gap. A free with an event of its own takes it out only once the event is
+     * recorded, so that a failure leaves everything as it was. */
+    int own_event = async && async != VRAM_POOL_FREE_OWNED_STREAM;
+    pthread_mutex_lock(&p->lock);
+    pool_chunk *c = own_event ? live_get(p, addr) : live_take(p, addr);
     if (c == NULL) {
         *owned = pool_owns_locked(p, addr);
         pthread_mutex_unlock(&p->lock);
@@ -1010,23 +1024,23 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
             solo_note_request_locked(p, 1, stream);   /* a block of another stream: solo no more */
         }
     }
-    if (!async) {
-        pool_release_used_locked(p, c);
-        pthread_mutex_unlock(&p->lock);
-        return VRAM_OK;
-    }
     pool_event *e = NULL;
-    if (async != VRAM_POOL_FREE_OWNED_STREAM) {  /* else recorded later, for many frees at once */
+    if (own_event) {                    /* owned-stream frees get one later, for many frees at once */
         e = malloc(sizeof *e);
         vram_status s = e ? p->cfg.backend->event_record(p->cfg.dev, stream, &e->event)
                           : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
-        if (s != VRAM_OK) {
+        if (s != VRAM_OK) {             /* the block stays allocated, nothing changed */
             free(e);
-            live_put(p, c);             /* cannot fail: taking it out left the room */
             pthread_mutex_unlock(&p->lock);
             return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
         }
         e->refs = 1;
+        live_take(p, addr);
+    }
+    if (!async) {
+        pool_release_used_locked(p, c);
+        pthread_mutex_unlock(&p->lock);
+        return VRAM_OK;
     }
     note_used_locked(p, c->size, 0);
     c->state = CHUNK_PENDING;
