@@ -134,6 +134,24 @@ TEST(async_plugin_frees_do_not_merge_across_the_small_zone) {
     }
 }
 
+/* Shutdown waits for every stream's owned-stream frees, more streams than one recording pass
+ * covers (16) included, before their memory goes back to the driver. */
+TEST(async_shutdown_waits_for_the_frees_of_every_stream) {
+    growth_256mib();
+    two_streams();
+    enum { STREAMS = 20 };
+    void *p[STREAMS];
+    for (int i = 0; i < STREAMS; i++) {
+        CHECK((p[i] = vram_plugin_alloc(1 * MiB, 0, (void *)(uintptr_t)(0x100 + i))) != NULL);
+    }
+    for (int i = 0; i < STREAMS; i++) vram_plugin_free(p[i], 1 * MiB, 0, (void *)(uintptr_t)(0x100 + i));
+    vram__backend_counters before, after;
+    vram__backend_sim.counters(&before);
+    CHECK_OK(vram_shutdown());
+    vram__backend_sim.counters(&after);
+    CHECK_U64(after.event_record - before.event_record, ==, STREAMS);   /* one per stream */
+}
+
 TEST(async_plugin_frees_merge_on_their_stream) {
     growth_256mib();
     two_streams();

@@ -467,6 +467,11 @@ static void pending_record_locked(pool_arena *p) {
 static void pending_reap_locked(pool_arena *p, int wait) {
     const vram__backend *be = p->cfg.backend;
     if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) pending_record_locked(p);
+    while (wait && p->unrecorded > 0) {   /* a call records PENDING_STREAMS_TRACKED streams at most */
+        size_t before = p->unrecorded;
+        pending_record_locked(p);
+        if (p->unrecorded == before) break;   /* a stream whose event cannot be recorded */
+    }
     void *blocked[PENDING_STREAMS_TRACKED];
     int nblocked = 0;
     for (pool_chunk *c = p->pending_tail; c != NULL;) {
