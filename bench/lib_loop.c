@@ -23,6 +23,7 @@ static vram_status (*malloc_fn)(void **, size_t, int);
 static vram_status (*free_fn)(void *);
 static vram_status (*growth_fn)(int, int);
 static const char *(*error_fn)(void);
+static vram_status (*info_fn)(int, vram_memory_info *);
 
 static int load(const char *path) {
     void *lib = dlopen(path, RTLD_NOW);
@@ -34,7 +35,8 @@ static int load(const char *path) {
     free_fn = (vram_status(*)(void *))dlsym(lib, "vram_free");
     growth_fn = (vram_status(*)(int, int))dlsym(lib, "vram_set_memory_growth");
     error_fn = (const char *(*)(void))dlsym(lib, "vram_last_error");
-    return malloc_fn && free_fn && growth_fn && error_fn ? 0 : -1;
+    info_fn = (vram_status(*)(int, vram_memory_info *))dlsym(lib, "vram_get_memory_info");
+    return malloc_fn && free_fn && growth_fn && error_fn && info_fn ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -67,6 +69,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "lib_loop: no memory or no runtime\n");
         return 1;
     }
+    long failed_frees = 0;
     for (int p = 0; p < passes; p++) {
         for (size_t i = 0; i < n; i++) {
             if (ev[i].op == 'a') {
@@ -76,14 +79,19 @@ int main(int argc, char **argv) {
                     return 1;
                 }
             } else if (ptr[ev[i].id] != NULL) {
-                free_fn(ptr[ev[i].id]);
+                failed_frees += free_fn(ptr[ev[i].id]) != VRAM_OK;
                 ptr[ev[i].id] = NULL;
             }
         }
         for (long k = 0; k <= max_id; k++) {
-            if (ptr[k] != NULL) free_fn(ptr[k]);
+            if (ptr[k] != NULL) failed_frees += free_fn(ptr[k]) != VRAM_OK;
             ptr[k] = NULL;
         }
+    }
+    vram_memory_info info = {0};
+    if (failed_frees > 0 || info_fn(0, &info) != VRAM_OK || info.current != 0) {
+        fprintf(stderr, "lib_loop: %ld frees failed, %zu bytes still in use\n", failed_frees, info.current);
+        return 1;
     }
     printf("%zu events, %d passes\n", n, passes);
     free(ptr);

@@ -19,6 +19,13 @@ static void growth_256mib(void) {
     CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
 }
 
+/* Event waits (cuEventSynchronize) the simulated driver has done so far. */
+static uint64_t event_syncs(void) {
+    vram__backend_counters c;
+    vram__backend_sim.counters(&c);
+    return c.event_sync;
+}
+
 /* Makes logical device 0's first arena serve two streams, so that PyTorch's frees on either go
  * through events (with one stream only they are free at once: see the solo tests below). */
 static void two_streams(void) {
@@ -70,6 +77,7 @@ TEST(async_reaping_asks_each_stream_once) {
     CHECK_OK(vram_malloc_async(&r, 4096, 0, STREAM_B));
     vram_memory_info info = INFO(0);
     CHECK_SIZE(info.current, ==, 4096);
+    CHECK_SIZE(info.largest_free_block, ==, 1 * GiB - 4096);  /* nothing pending apart from r */
     CHECK_OK(vram_free(r));
     CHECK_ALL();
 }
@@ -99,7 +107,9 @@ TEST(async_plugin_frees_share_events) {
     CHECK_SIZE(INFO(0).current, ==, 64 * 1024);
     vram_plugin_free(q, 64 * 1024, 0, STREAM_A);
     void *big = NULL;                                       /* needs every freed block: waits */
+    uint64_t waits = event_syncs();
     CHECK_OK(vram_malloc(&big, 16 * MiB, 0));
+    CHECK_U64(event_syncs() - waits, ==, 1);                /* for the one event of A's batch */
     CHECK_SIZE(INFO(0).current, ==, 16 * MiB);
     CHECK_ALL();
     CHECK_OK(vram_free(big));
@@ -282,6 +292,12 @@ TEST(async_solo_stream_that_cannot_be_waited_for_keeps_its_memory) {
     CHECK_ALL();
     CHECK_OK(vram_free(q));
     vram__sim_fail_event_records(0);
+    p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);     /* solo no more: A's free goes pending */
+    vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
+    CHECK_OK(vram_malloc(&q, 8 * MiB, 0));
+    CHECK_PTR(q, !=, p);
+    CHECK_OK(vram_free(q));
+    vram__sim_stream_complete(STREAM_A);
     CHECK_ALL();
     CHECK_OK(vram_shutdown());
 }
@@ -335,8 +351,10 @@ TEST(async_other_stream_waits_when_no_room) {
     CHECK_OK(vram_free_async(p, STREAM_A));
     CHECK_ALL();
     /* nothing else fits: the pool waits for A's free to complete */
+    uint64_t waits = event_syncs();
     CHECK_OK(vram_malloc_async(&q, 4 * MiB, 0, STREAM_B));
     CHECK_PTR(q, ==, p);
+    CHECK_U64(event_syncs() - waits, ==, 1);
     CHECK_ALL();
     CHECK_OK(vram_free_async(q, STREAM_B));
     vram__sim_stream_complete(STREAM_B);
@@ -350,8 +368,10 @@ TEST(async_plain_malloc_waits_when_no_room) {
     void *p = NULL, *q = NULL;
     CHECK_OK(vram_malloc_async(&p, 4 * MiB, 0, STREAM_A));
     CHECK_OK(vram_free_async(p, STREAM_A));
+    uint64_t waits = event_syncs();
     CHECK_OK(vram_malloc(&q, 4 * MiB, 0));
     CHECK_PTR(q, ==, p);
+    CHECK_U64(event_syncs() - waits, ==, 1);               /* waited for A's free */
     CHECK_OK(vram_free(q));
     CHECK_ALL();
 }
