@@ -171,8 +171,9 @@ TEST(threads_tight_limit_with_ooms) {
 }
 
 TEST(threads_tight_limit_growth_arenas) {
-    /* the same with growth: the 8 threads spread over arenas that share the 64 MiB limit, give each
-     * other idle memory back under it, and fail cleanly when it is really full */
+    /* the same with growth: the 8 threads spread over arenas that share the 64 MiB limit; what is
+     * checked is that failures stay clean and the figures sound (run_workers, vram_check) under
+     * that contention. That arenas give each other idle memory back is arenas_share_the_limit's */
     use_sim("16GiB");
     CHECK_OK(vram_set_memory_growth(0, 1));
     CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
