@@ -5,9 +5,9 @@
  *
  * A pool starts with one arena and, as long as one thread allocates, is exactly that arena. Once
  * a second thread calls vram_malloc on a pool that grows by mapping (growth with virtual memory
- * management), threads spread over up to POOL_ARENAS arenas by the order in which they first
- * called on this pool (the k-th thread, from 0, uses arena k mod POOL_ARENAS, created on its first
- * request), so that threads that allocate at once do not meet on one lock. What stays shared:
+ * management), threads spread over up to cfg.arenas arenas (at most VRAM_POOL_MAX_ARENAS) by the
+ * order in which they first called on this pool (the k-th thread, from 0, uses arena k mod
+ * cfg.arenas, created on its first request), so that threads that allocate at once do not meet on one lock. What stays shared:
  *   - the limit: every arena draws its physical memory from the logical device's budget (`limit`,
  *     an atomic like the card's), so together they never hold more than the limit; a request that
  *     its arena cannot serve first makes the other arenas give back their idle memory, then is
@@ -109,7 +109,7 @@ static int arena_index(vram__pool *p, vram__pool_thread *me) {
     while (k < p->narrived && p->arrived[k] != seq) k++;
     if (k == p->narrived) {
         if (k < POOL_ARRIVALS) p->arrived[p->narrived++] = seq;
-        else k = (int)seq;
+        else k = (int)(seq % POOL_ARENAS);   /* past POOL_ARRIVALS threads: by their sequence */
     }
     pthread_mutex_unlock(&p->grow_lock);
     return k % p->arenas;

@@ -21,13 +21,15 @@
  *     completed (completed frees are reaped into the free bins before each search, and before
  *     growing or failing the pool waits for the outstanding events).
  *
- * Invariants (checked by vram__pool_check, in pool_check.c)
+ * Invariants (checked by arena_check, in pool_check.c)
  *   - chunks tile every region in address order; sizes are multiples of 256 and positive;
- *   - no two FREE chunks are neighbours; every FREE chunk is in the free bins and nothing else is;
+ *   - no two FREE chunks are neighbours, except across the end of the small zone; every FREE chunk
+ *     is in its zone's free bins and nothing else is;
  *   - every USED chunk is in the pointer map under its address; PENDING chunks are in the pending
  *     list; current == the sum of USED sizes; reserved == the bytes held from the driver;
  *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes;
- *   - in the VMM region, each extent's busy count is the bytes of USED and PENDING chunks over it.
+ *   - in the VMM region, each extent's busy count, once recounted (the counts are kept lazily, see
+ *     vmm.h), is the bytes of USED and PENDING chunks over it.
  *
  * Thread caches (thread_cache.c): once several threads use the pool, a freed block is parked in
  * the freeing thread's cache and its next request of that size takes it back without the pool
@@ -761,15 +763,14 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     p->tc_cap = tcache;
     p->tc_max_block = tcache / 4;
     vram_status s = tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
-    if (s != VRAM_OK) {
-    } else if (!cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
+    if (s == VRAM_OK && !cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
         if (arena_budget_take(p, cfg->limit) != GROW_OK) {
             s = vram__fail(VRAM_ERR_CONFLICT, "%s: taking its %zu bytes at start would exceed the "
                            "physical device's limit (%s)", cfg->name, cfg->limit, cfg->budget->cap_source);
         } else if ((s = region_add_plain_locked(p, cfg->limit)) != VRAM_OK) {
             arena_budget_give(p, cfg->limit);
         }
-    } else if (cfg->growth && cfg->caps.vmm_supported) {
+    } else if (s == VRAM_OK && cfg->growth && cfg->caps.vmm_supported) {
         size_t gran = p->cfg.caps.granularity, small = 0;
         if (p->cfg.small_max > 0) small = vram__round_up(p->cfg.limit / POOL_SMALL_ZONE_DIV, gran);
         if (p->cfg.small_max > 0 && small == 0) small = gran;
@@ -902,8 +903,7 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
 
 /* Whether serving `rounded` bytes from chunk c (NULL: none was found) takes memory from the driver
  * or fails: then parked blocks are worth flushing first. */
-static int pool_would_grow_locked(const pool_arena *p, const pool_chunk *c, size_t rounded) {
-    (void)p;
+static int pool_would_grow_locked(const pool_chunk *c, size_t rounded) {
     if (c == NULL) return 1;
     return c->state == CHUNK_FREE && c->region->kind == REGION_VMM &&
            pool_vmm_unmapped(&c->region->vmm, c->addr, rounded) > 0;
@@ -913,7 +913,7 @@ static int pool_would_grow_locked(const pool_arena *p, const pool_chunk *c, size
  * growth or a failure: cheapest tests first, the scan of the caches last. */
 static int pool_flush_helps_locked(pool_arena *p, const pool_chunk *c, size_t rounded) {
     if (p->unrecorded == 0 && !tc_parking(p)) return 0;      /* nothing could be handed back */
-    if (!pool_would_grow_locked(p, c, rounded)) return 0;
+    if (!pool_would_grow_locked(c, rounded)) return 0;
     return p->unrecorded > 0 || tc_holds_any(p);
 }
 
@@ -930,7 +930,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
-        if (p->vmm != NULL && arena_headroom(p) / 2 >= rounded && pool_would_grow_locked(p, c, rounded)) {
+        if (p->vmm != NULL && arena_headroom(p) / 2 >= rounded && pool_would_grow_locked(c, rounded)) {
             /* memory already mapped before new memory: where best fit would map, a free chunk that
              * holds a mapped run long enough serves instead (with hold_large / hold_peak, this is
              * what lets the steady state stop remapping). Not near the limit: there, cutting

@@ -85,7 +85,7 @@ vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t siz
                              void **ptr);
 /* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). *owned
  * tells whether ptr lies inside memory this pool holds (live or not), so that a caller looking for
- * the owner of a pointer needs one call, one lock, per pool. */
+ * the owner of a pointer needs one call per pool. */
 vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, int async, void *stream,
                             int *owned);
 /* async value for a free on a stream the caller keeps alive for as long as the pool lives (PyTorch's

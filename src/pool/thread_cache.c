@@ -13,7 +13,7 @@
  *   - parked blocks stay USED in the pool (in `current`, under the limit and in the mappings'
  *     counts), so the limit and `reserved` are exactly what they are without the caches;
  *   - before the pool would map or take new memory, or fail, it flushes every cache and searches
- *     again (vram__pool_alloc), so parked blocks never cost growth nor an out-of-memory error;
+ *     again (pool_alloc_locked), so parked blocks never cost growth nor an out-of-memory error;
  *     vram_trim, idle release and the pool's destruction flush too;
  *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
  *     only keep the figures below, nothing is parked);
