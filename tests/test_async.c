@@ -19,6 +19,11 @@ static void growth_256mib(void) {
     CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
 }
 
+/* n blocks of `size` from vram_plugin_alloc on `stream` (PyTorch's way), each checked. */
+static void plugin_alloc_n(void **p, int n, size_t size, void *stream) {
+    for (int i = 0; i < n; i++) CHECK((p[i] = vram_plugin_alloc((ptrdiff_t)size, 0, stream)) != NULL);
+}
+
 /* Event waits (cuEventSynchronize) the simulated driver has done so far. */
 static uint64_t event_syncs(void) {
     vram__backend_counters c;
@@ -92,7 +97,7 @@ TEST(async_plugin_frees_share_events) {
     two_streams();
     enum { N = 100 };
     void *p[N] = {0};
-    for (int i = 0; i < N; i++) CHECK((p[i] = vram_plugin_alloc(64 * 1024, 0, STREAM_A)) != NULL);
+    plugin_alloc_n(p, N, 64 * 1024, STREAM_A);
     vram__backend_counters before, after;
     vram__backend_sim.counters(&before);
     for (int i = 0; i < N; i++) vram_plugin_free(p[i], 64 * 1024, 0, STREAM_A);
@@ -133,7 +138,7 @@ TEST(async_plugin_frees_do_not_merge_across_the_small_zone) {
     static void *p[N];
     for (int order = 0; order < 2; order++) {
         CHECK_OK(vram_trim(0, 0));
-        for (int i = 0; i < N; i++) CHECK((p[i] = vram_plugin_alloc(256 * KiB, 0, STREAM_A)) != NULL);
+        plugin_alloc_n(p, N, 256 * KiB, STREAM_A);
         CHECK_PTR((char *)p[N - 1], ==, (char *)p[N - 2] + 256 * KiB);   /* across the zone's end */
         vram_plugin_free(p[order ? N - 2 : N - 1], 256 * KiB, 0, STREAM_A);
         vram_plugin_free(p[order ? N - 1 : N - 2], 256 * KiB, 0, STREAM_A);
@@ -167,7 +172,7 @@ TEST(async_plugin_frees_merge_on_their_stream) {
     two_streams();
     CHECK_OK(vram_trim(0, 0));
     void *p[4] = {0};
-    for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
+    plugin_alloc_n(p, 4, 2 * MiB, STREAM_A);
     for (int i = 1; i < 4; i++) CHECK_PTR((char *)p[i], ==, (char *)p[0] + i * 2 * MiB);
     vram_plugin_free(p[1], 2 * MiB, 0, STREAM_A);
     vram_plugin_free(p[0], 2 * MiB, 0, STREAM_A);   /* before its neighbour: merges backwards too */
@@ -198,7 +203,7 @@ TEST(async_plugin_frees_merge_on_their_stream) {
     CHECK_OK(vram_free(c));
     vram__sim_stream_complete(STREAM_A);
     CHECK_OK(vram_trim(0, 0));
-    for (int i = 0; i < 2; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
+    plugin_alloc_n(p, 2, 2 * MiB, STREAM_A);
     CHECK_PTR((char *)p[1], ==, (char *)p[0] + 2 * MiB);
     vram_plugin_free(p[0], 2 * MiB, 0, STREAM_A);
     CHECK_OK(vram_trim(0, 0));                       /* records p[0]'s event */
@@ -216,7 +221,7 @@ TEST(async_plugin_frees_merge_on_their_stream) {
 TEST(async_solo_stream_frees_at_once) {
     growth_256mib();
     void *p[4] = {0};
-    for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(2 * MiB, 0, STREAM_A)) != NULL);
+    plugin_alloc_n(p, 4, 2 * MiB, STREAM_A);
     vram__backend_counters before, after;
     vram__backend_sim.counters(&before);
     for (int i = 0; i < 4; i++) vram_plugin_free(p[i], 2 * MiB, 0, STREAM_A);
@@ -331,7 +336,7 @@ TEST(async_plugin_frees_are_trimmed) {
     two_streams();
     CHECK_OK(vram_trim(0, 0));
     void *p[4] = {0};
-    for (int i = 0; i < 4; i++) CHECK((p[i] = vram_plugin_alloc(8 * MiB, 0, STREAM_A)) != NULL);
+    plugin_alloc_n(p, 4, 8 * MiB, STREAM_A);
     for (int i = 0; i < 4; i++) vram_plugin_free(p[i], 8 * MiB, 0, STREAM_A);
     CHECK_SIZE(INFO(0).reserved, ==, 32 * MiB);
     CHECK_OK(vram_trim(0, 0));                 /* records A's event; A has not got there yet */

@@ -496,6 +496,7 @@ TEST(growth_hold_large_moves_idle_memory_under_a_large_block) {
  * the option at 0 the same calls map more. */
 TEST(growth_small_blocks_keep_out_of_large_holes) {
     for (int zone = 1; zone >= 0; zone--) {
+        printf("  small zone %s\n", zone ? "on" : "off (small_pool_kb:0)");   /* which mode failed */
         use_sim("16GiB");
         CHECK_OK(vram_set_alloc_conf(zone ? "map_ahead_mb:0,extent_mb:2"
                                           : "map_ahead_mb:0,extent_mb:2,small_pool_kb:0"));
@@ -562,6 +563,7 @@ TEST(growth_small_zone_full_spills_into_the_rest) {
  * that fit the limit together never fail for being apart. */
 TEST(growth_small_zone_shares_a_one_granule_limit) {
     for (int order = 0; order < 2; order++) {
+        printf("  the %s block first\n", order ? "large" : "small");           /* which order failed */
         use_sim("16GiB");
         CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
         start_growth(GRAN);
