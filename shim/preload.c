@@ -1197,35 +1197,55 @@ static int shim_nvml_cuda_uuids(void) {
 static int shim_nvml_uuid(nvmlDevice_t device, char *uuid, size_t len) {
     if (!shim_nvml.uuid || shim_nvml.uuid(device, uuid, (unsigned int)len) != NVML_SUCCESS) return -1;
     uuid[len - 1] = '\0';
-    for (char *c = strchr(uuid, '-') ? strchr(uuid, '-') : uuid; *c; c++)
+    char *dash = strchr(uuid, '-');
+    for (char *c = dash ? dash : uuid; *c; c++)
         if (*c >= 'A' && *c <= 'Z') *c = (char)(*c - 'A' + 'a');
     return 0;
+}
+
+/* NVML's cards as the guess below needs them, read once (cards do not come and go under a
+ * process): count, UUIDs, whether all have one name; unusable when a read failed or a card is in
+ * MIG mode (CUDA shows MIG instances, not cards). */
+static struct {
+    pthread_once_t once;
+    int            usable;
+    unsigned int   n;
+    int            same_names;
+    char           uuid[SHIM_MAX_DEVICES][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
+} shim_nvml_cards = {.once = PTHREAD_ONCE_INIT};
+
+static void shim_nvml_cards_read(void) {
+    unsigned int n = 0;
+    if (!shim_nvml.count || !shim_nvml.handle || !shim_nvml.name || shim_nvml.count(&n) != NVML_SUCCESS) return;
+    if (n > SHIM_MAX_DEVICES) n = SHIM_MAX_DEVICES;
+    char first[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
+    shim_nvml_cards.same_names = 1;
+    for (unsigned int i = 0; i < n; i++) {
+        nvmlDevice_t h;
+        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
+        unsigned int mig = 0, pending = 0;
+        if (shim_nvml.handle(i, &h) != NVML_SUCCESS ||
+            shim_nvml_uuid(h, shim_nvml_cards.uuid[i], sizeof shim_nvml_cards.uuid[i]) != 0 ||
+            shim_nvml.name(h, name, sizeof name) != NVML_SUCCESS)
+            return;
+        if (shim_nvml.mig_mode && shim_nvml.mig_mode(h, &mig, &pending) == NVML_SUCCESS && mig == NVML_DEVICE_MIG_ENABLE)
+            return;
+        name[sizeof name - 1] = '\0';
+        if (i == 0) snprintf(first, sizeof first, "%s", name);
+        else if (strcmp(first, name) != 0) shim_nvml_cards.same_names = 0;
+    }
+    shim_nvml_cards.n = n;
+    shim_nvml_cards.usable = 1;
 }
 
 /* Before CUDA is initialised: the program's device that NVML device `index` will be, from
  * CUDA_VISIBLE_DEVICES (see above); -1 when it is none of them or that cannot be told. */
 static int shim_nvml_guess_device(unsigned int index) {
-    unsigned int n = 0;
-    if (!shim_nvml.count || !shim_nvml.handle || !shim_nvml.name || shim_nvml.count(&n) != NVML_SUCCESS ||
-        index >= n)
-        return -1;
-    if (n > SHIM_MAX_DEVICES) n = SHIM_MAX_DEVICES;
-    char uuid[SHIM_MAX_DEVICES][NVML_DEVICE_UUID_V2_BUFFER_SIZE];
-    int same_names = 1;
-    char first[NVML_DEVICE_NAME_V2_BUFFER_SIZE] = "";
-    for (unsigned int i = 0; i < n; i++) {
-        nvmlDevice_t h;
-        char name[NVML_DEVICE_NAME_V2_BUFFER_SIZE];
-        unsigned int mig = 0, pending = 0;
-        if (shim_nvml.handle(i, &h) != NVML_SUCCESS || shim_nvml_uuid(h, uuid[i], sizeof uuid[i]) != 0 ||
-            shim_nvml.name(h, name, sizeof name) != NVML_SUCCESS)
-            return -1;
-        if (shim_nvml.mig_mode && shim_nvml.mig_mode(h, &mig, &pending) == NVML_SUCCESS && mig == NVML_DEVICE_MIG_ENABLE)
-            return -1;   /* CUDA shows MIG instances, not cards */
-        name[sizeof name - 1] = '\0';
-        if (i == 0) snprintf(first, sizeof first, "%s", name);
-        else if (strcmp(first, name) != 0) same_names = 0;
-    }
+    pthread_once(&shim_nvml_cards.once, shim_nvml_cards_read);
+    unsigned int n = shim_nvml_cards.n;
+    if (!shim_nvml_cards.usable || index >= n) return -1;
+    char (*uuid)[NVML_DEVICE_UUID_V2_BUFFER_SIZE] = shim_nvml_cards.uuid;
+    int same_names = shim_nvml_cards.same_names;
     const char *order = getenv("CUDA_DEVICE_ORDER");
     int pci_order = same_names || (order && strcmp(order, "PCI_BUS_ID") == 0);
     const char *v = getenv("CUDA_VISIBLE_DEVICES");
