@@ -159,6 +159,7 @@
     X(threads, threads_tight_limit_with_ooms) \
     X(threads, threads_tight_limit_growth_arenas) \
     X(threads, threads_init_use_shutdown_race) \
+    X(threads, threads_arena_lock_excludes_and_wakes_sleepers) \
     /* test_perthread.c */ \
     X(perthread, tcache_parks_per_thread_and_keeps_the_figures_exact) \
     X(perthread, tcache_single_thread_parks_nothing) \

@@ -20,6 +20,7 @@
  * moment; reserved memory's peak is exact (one total kept as arenas map and unmap), the peak in use
  * is the sum of the arenas' peaks: exact with one arena, never below the exact peak with several.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -40,7 +40,6 @@
  * the pointer table has a spin lock of its own; the order is pool, cache, shard. The card budget is
  * an atomic shared by the pools of one card.
  */
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -719,10 +718,10 @@ static vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, g
 }
 
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all) {
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     p->num_ooms++;
     vram_status s = pool_oom_report(p, size, rounded, (grow_result)why, all);
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
     return s;
 }
 
@@ -747,13 +746,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
         p->cfg.max_extent = e < p->cfg.caps.granularity ? p->cfg.caps.granularity
                           : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
     }
-    pthread_mutexattr_t attr;                 /* short sections: spin a little before sleeping */
-    pthread_mutexattr_init(&attr);
-#ifdef PTHREAD_MUTEX_ADAPTIVE_NP
-    pthread_mutexattr_settype(&attr, PTHREAD_MUTEX_ADAPTIVE_NP);
-#endif
-    pthread_mutex_init(&p->lock, &attr);
-    pthread_mutexattr_destroy(&attr);
+    pool_lock_init(&p->lock);
     for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->live[i].lock.held, 0);
     size_t tcache = cfg->thread_cache;
     if (tcache == VRAM_POOL_TCACHE_AUTO) {
@@ -787,11 +780,11 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
 
 vram_status arena_destroy(pool_arena *p) {
     if (p == NULL) return VRAM_OK;
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     tc_flush_all_locked(p);
     if (p->used_count > 0) {
         size_t n = p->used_count, bytes = p->current;
-        pthread_mutex_unlock(&p->lock);
+        pool_lock_give(&p->lock);
         return vram__fail(VRAM_ERR_CONFLICT, "%s still has %zu live allocations (%zu bytes); free them first",
                           p->cfg.name, n, bytes);
     }
@@ -809,8 +802,7 @@ vram_status arena_destroy(pool_arena *p) {
     free_spares(p);
     for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
     tc_destroy(p);
-    pthread_mutex_unlock(&p->lock);
-    pthread_mutex_destroy(&p->lock);
+    pool_lock_give(&p->lock);
     free(p);
     return VRAM_OK;
 }
@@ -975,9 +967,9 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
             *quiet_why = (int)GROW_LIMIT;
             return VRAM_ERR_OUT_OF_MEMORY;
         }
-        pthread_mutex_lock(&p->lock);
+        pool_lock_take(&p->lock);
         vram_status s = pool_oom_locked(p, size, size, GROW_LIMIT);
-        pthread_mutex_unlock(&p->lock);
+        pool_lock_give(&p->lock);
         return s;
     }
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
@@ -988,10 +980,10 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
         *ptr = (void *)(uintptr_t)c->addr;
         return VRAM_OK;
     }
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet_why);
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
     return s;
 }
 
@@ -1013,11 +1005,11 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
      * so vram_check sees no gap. A free with an event of its own takes it out only once the event is
      * recorded, so that a failure leaves everything as it was. */
     int own_event = async && async != VRAM_POOL_FREE_OWNED_STREAM;
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     pool_chunk *c = own_event ? live_get(p, addr) : live_take(p, addr);
     if (c == NULL) {
         *owned = pool_owns_locked(p, addr);
-        pthread_mutex_unlock(&p->lock);
+        pool_lock_give(&p->lock);
         return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): not a live block of %s (already freed, "
                           "or not the start of a block vram handed out)", ptr, p->cfg.name);
     }
@@ -1036,7 +1028,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
                           : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
         if (s != VRAM_OK) {             /* the block stays allocated, nothing changed */
             free(e);
-            pthread_mutex_unlock(&p->lock);
+            pool_lock_give(&p->lock);
             return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
         }
         e->refs = 1;
@@ -1044,7 +1036,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     }
     if (!async) {
         pool_release_used_locked(p, c);
-        pthread_mutex_unlock(&p->lock);
+        pool_lock_give(&p->lock);
         return VRAM_OK;
     }
     note_used_locked(p, c->size, 0);
@@ -1052,16 +1044,16 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     c->stream = stream;
     c->event = e;
     pending_link_locked(p, pending_merge_locked(p, c));
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
     return VRAM_OK;
 }
 
 void arena_lock(pool_arena *p) {
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
 }
 
 void arena_unlock(pool_arena *p) {
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
 }
 
 void arena_info_locked(pool_arena *p, vram_memory_info *info) {
@@ -1088,11 +1080,11 @@ void arena_reset_peak_locked(pool_arena *p) {
 }
 
 size_t arena_live_bytes(pool_arena *p) {
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     tc_stats st;
     tc_stats_locked(p, &st);
     size_t n = p->current - st.cached;
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
     return n;
 }
 
@@ -1125,11 +1117,11 @@ static void pool_trim_locked(pool_arena *p, size_t keep) {
 }
 
 size_t arena_live_count(pool_arena *p, size_t *bytes) {
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     tc_flush_all_locked(p);
     size_t n = p->used_count;
     *bytes = p->current;
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
     return n;
 }
 
@@ -1140,14 +1132,14 @@ void arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi) {
 }
 
 void arena_trim(pool_arena *p, size_t keep_bytes) {
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     pool_trim_locked(p, keep_bytes);
     p->idle_low = p->reserved - p->current;
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
 }
 
 void arena_idle_tick(pool_arena *p) {
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     tc_flush_all_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
@@ -1162,5 +1154,5 @@ void arena_idle_tick(pool_arena *p) {
     size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;
     if (unused > 0) trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
     p->idle_low = p->reserved - p->current;
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
 }

@@ -118,7 +118,7 @@ vram_status arena_check(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock);
     for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock);
     size_t parked = 0, mapped = 0;
@@ -157,6 +157,6 @@ vram_status arena_check(pool_arena *p) {
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
     for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->live[i].lock);
     for (int i = TC_SLOTS - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
     return s;
 }

@@ -6,9 +6,9 @@
 #ifndef VRAM_POOL_INTERNAL_H
 #define VRAM_POOL_INTERNAL_H
 
-#include <pthread.h>
 
 #include "pool/free_bins.h"
+#include "pool/lock.h"
 #include "pool/pool.h"
 #include "pool/ptr_map.h"
 #include "pool/spin.h"
@@ -90,7 +90,7 @@ struct pool_arena {
     uint64_t          uid;           /* this pool among all created in the process (from 1) */
     pool_shared      *shared;        /* what the logical device's arenas share */
     /* under the pool lock */
-    _Alignas(64) pthread_mutex_t lock;
+    _Alignas(64) pool_lock lock;
     pool_region      *regions;
     pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
     free_bins         bins;          /* free chunks, by size class (of the small zone: sbins) */

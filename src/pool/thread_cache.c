@@ -71,9 +71,9 @@ unsigned pool_thread_seq(vram__pool_thread *me) {
  * lock. Set under the pool lock: every section that used the shards without their locks has ended,
  * and the later ones see it; a thread that sees it (acquire) sees all of that. */
 static void tc_start_parking(pool_arena *p) {
-    pthread_mutex_lock(&p->lock);
+    pool_lock_take(&p->lock);
     atomic_store_explicit(&p->tc_multi, 1, memory_order_release);
-    pthread_mutex_unlock(&p->lock);
+    pool_lock_give(&p->lock);
 }
 
 /* The thread remembers the last arena it used and its cache there: an arena's caches live as long as
