@@ -922,7 +922,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
-        if (p->vmm != NULL && arena_headroom(p) / 2 >= rounded && pool_would_grow_locked(c, rounded)) {
+        if (p->vmm != NULL && pool_would_grow_locked(c, rounded) && arena_headroom(p) / 2 >= rounded) {
             /* memory already mapped before new memory: where best fit would map, a free chunk that
              * holds a mapped run long enough serves instead (with hold_large / hold_peak, this is
              * what lets the steady state stop remapping). Not near the limit: there, cutting
