@@ -1,7 +1,7 @@
 // peers.cpp: replays an allocation trace (traces/README.md) through another GPU allocator, so that
 // vram's `vram replay` figures can be set beside them, measured the same way on the same machine.
 //
-//   peers ALLOCATOR TRACE [--passes N]
+//   peers ALLOCATOR TRACE [--passes N] [--limit BYTES]
 //
 //   ALLOCATOR   cumemalloc        cuMemAlloc / cuMemFree for every call
 //               cumemallocasync   cuMemAllocAsync / cuMemFreeAsync on one stream, the device's default
@@ -20,11 +20,12 @@
 // std::chrono::steady_clock; ns/op is that time over the alloc and free calls made.
 //
 // Output: one JSON line on stdout (everything else goes to stderr):
-//   {"allocator", "trace", "trace_events", "ops", "ops_cold", "passes", "peak_live_bytes",
+//   {"allocator", "trace", "trace_events", "ops", "ops_cold", "passes", "limit_bytes", "peak_live_bytes",
 //    "peak_reserved_bytes", "reserved_to_live", "cold_ns_per_op", "warm_ns_per_op", "driver_calls",
 //    "driver_calls_cold", "failed_allocs", "first_error", "note"}
 // trace_events: the trace's alloc and free events (one pass); ops: the calls made over all passes
 // (as `vram replay` counts them; a free whose allocation failed is skipped), ops_cold: in pass 1.
+// limit_bytes: the --limit given, null without one.
 // driver_calls counts the driver allocation and free calls over all N passes (and the untimed frees
 // between them), driver_calls_cold those of pass 1; null where the allocator does not let them be
 // observed. Exit status 0 when the replay ran (failed allocations are counted, not fatal), 1 on
@@ -36,6 +37,36 @@
 //   cumemallocasync  CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH of the pool (reset before pass 1)
 //   torch*           getDeviceStats(0).reserved_bytes[aggregate].peak
 //   host             null (nothing is reserved on a device)
+//
+// --limit BYTES (a plain decimal byte count, no suffix) caps what the allocator may hold, to see what
+// it does under the same limit as `vram replay --limit` (bench/limit.sh). An allocation the limit
+// refuses is a failed allocation (counted, first_error keeps the first message), not an error. By
+// allocator:
+//   cumemalloc       after every allocation, cuMemGetInfo's used bytes (total - free) minus their value
+//                    before the replay started; above the limit, the block is freed again and the
+//                    allocation fails. This costs one cuMemGetInfo (~5 us) per allocation, timed.
+//   cumemallocasync  the default pool has no hard limit, so the limit is enforced on its reserved
+//                    bytes: after every allocation, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT; above the
+//                    limit, the stream is synchronised and the pool trimmed to 0 (cuMemPoolTrimTo),
+//                    and when it is still above, the block is freed again (cuMemFreeAsync,
+//                    synchronise, trim) and the allocation fails. The common path costs one
+//                    attribute read per allocation, timed; the note says how often the pool was
+//                    trimmed. peak_reserved_bytes (RESERVED_MEM_HIGH) includes the moments above the
+//                    limit before a trim; the note gives the highest reserved value that was kept.
+//   torch*           c10::cuda::CUDACachingAllocator::setMemoryFraction(fraction, 0) before the first
+//                    allocation. PyTorch allows fraction x total bytes of segments (reserved; its
+//                    check is total_allocated_memory + size > allowed, expandable segments included),
+//                    total being cudaMemGetInfo's (older PyTorch) or cudaDeviceProp's
+//                    totalGlobalMem (newer); so the fraction is computed against the larger of
+//                    cuMemGetInfo's total and cuDeviceTotalMem, and stepped to the largest double
+//                    whose static_cast<size_t>(fraction * double(total)) is not above the limit:
+//                    PyTorch then allows the limit itself (or the nearest below it that a fraction
+//                    gives: the note says how far below). A limit at or above the card's memory is
+//                    fraction 1 (no cap). Before failing, PyTorch frees its cached blocks and
+//                    retries; then raw_alloc throws c10::OutOfMemoryError, counted here as a failed
+//                    allocation (TorchAlloc::alloc catches it as it catches every std::exception).
+//   host             a counting limit on live bytes: live + bytes > limit fails. A perfect
+//                    allocator, usable without a GPU (a check of this program and of bench/limit.sh).
 
 #include <cuda.h>
 
@@ -46,6 +77,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -225,7 +257,12 @@ uint64_t cu_used_bytes() {
 
 struct CuMemAlloc {
     uint64_t calls = 0;
-    CuMemAlloc() { cu_start(); }
+    uint64_t limit = 0;  // --limit, 0: none
+    uint64_t base = 0;   // cuMemGetInfo's used bytes before the replay (with a limit)
+    explicit CuMemAlloc(uint64_t limit_bytes) : limit(limit_bytes) {
+        cu_start();
+        if (limit) base = cu_used_bytes();
+    }
     void* alloc(uint64_t bytes) {
         calls++;
         CUdeviceptr d = 0;
@@ -233,6 +270,18 @@ struct CuMemAlloc {
         if (r != CUDA_SUCCESS) {
             note_error("cuMemAlloc(" + std::to_string(bytes) + "): " + cu_error(r));
             return nullptr;
+        }
+        if (limit) {
+            uint64_t used = cu_used_bytes();
+            uint64_t held = used > base ? used - base : 0;
+            if (held > limit) {
+                calls++;
+                cu_check(cuMemFree(d), "cuMemFree");
+                note_error("cuMemAlloc(" + std::to_string(bytes) + "): the device's used bytes went " +
+                           std::to_string(held) + " above their value before the replay, over the limit of " +
+                           std::to_string(limit) + " (block freed again)");
+                return nullptr;
+            }
         }
         return reinterpret_cast<void*>(d);
     }
@@ -246,7 +295,11 @@ struct CuMemAlloc {
 struct CuMemAllocAsync {
     CUstream stream = nullptr;
     CUmemoryPool pool = nullptr;
-    CuMemAllocAsync() {
+    uint64_t limit = 0;        // --limit on the pool's reserved bytes, 0: none
+    uint64_t trims = 0;        // times the pool went over the limit and was trimmed
+    uint64_t trims_failed = 0; // of which still over after the trim: the allocation failed
+    uint64_t kept_peak = 0;    // the highest reserved bytes after an allocation that was kept
+    explicit CuMemAllocAsync(uint64_t limit_bytes) : limit(limit_bytes) {
         cu_start();
         CUdevice dev;
         cu_check(cuDeviceGet(&dev, 0), "cuDeviceGet");
@@ -270,12 +323,44 @@ struct CuMemAllocAsync {
             note_error("cuMemAllocAsync(" + std::to_string(bytes) + "): " + cu_error(r));
             return nullptr;
         }
+        if (limit) {
+            uint64_t now = reserved();
+            if (now > limit) return over_limit(d, bytes);
+            kept_peak = std::max(kept_peak, now);
+        }
         return reinterpret_cast<void*>(d);
+    }
+    // The pool holds more than the limit after allocating d: give its idle memory back, and when
+    // that is not enough, d too.
+    void* over_limit(CUdeviceptr d, uint64_t bytes) {
+        trims++;
+        sync();
+        trim();
+        uint64_t now = reserved();
+        if (now <= limit) {
+            kept_peak = std::max(kept_peak, now);
+            return reinterpret_cast<void*>(d);
+        }
+        trims_failed++;
+        cu_check(cuMemFreeAsync(d, stream), "cuMemFreeAsync");
+        sync();
+        trim();
+        note_error("cuMemAllocAsync(" + std::to_string(bytes) + "): the pool's reserved bytes went over the " +
+                   "limit of " + std::to_string(limit) + ": " + std::to_string(now) +
+                   " after trimming the pool to 0 (block freed again)");
+        return nullptr;
     }
     void free(void* p) {
         cu_check(cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(p), stream), "cuMemFreeAsync");
     }
     void sync() { cu_check(cuStreamSynchronize(stream), "cuStreamSynchronize"); }
+    void trim() { cu_check(cuMemPoolTrimTo(pool, 0), "cuMemPoolTrimTo"); }
+    uint64_t reserved() {
+        cuuint64_t v = 0;
+        cu_check(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &v),
+                 "cuMemPoolGetAttribute(RESERVED_MEM_CURRENT)");
+        return static_cast<uint64_t>(v);
+    }
     uint64_t peak_reserved() {
         cuuint64_t v = 0;
         cu_check(cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, &v),
@@ -329,12 +414,68 @@ std::string first_line(const char* s) {
     return nl == std::string::npos ? m : m.substr(0, nl);
 }
 
+// The bytes PyTorch allows for a memory fraction: DeviceCachingAllocator::setMemoryFraction's
+// static_cast<size_t>(fraction * static_cast<double>(device_total)).
+uint64_t torch_allowed(double fraction, uint64_t total) {
+    return static_cast<uint64_t>(fraction * static_cast<double>(total));
+}
+
+// The largest fraction below 1 whose allowed bytes are not above limit (limit < total). limit / total
+// is within an ulp or two of it (both are below 2^53, so exact as doubles).
+double torch_fraction(uint64_t limit, uint64_t total) {
+    double f = static_cast<double>(limit) / static_cast<double>(total);
+    for (int i = 0; i < 64 && f > 0.0 && torch_allowed(f, total) > limit; i++) f = std::nextafter(f, 0.0);
+    for (int i = 0; i < 64 && torch_allowed(f, total) < limit; i++) {
+        double up = std::nextafter(f, 1.0);
+        if (up >= 1.0 || torch_allowed(up, total) > limit) break;
+        f = up;
+    }
+    if (torch_allowed(f, total) > limit)
+        die("no memory fraction of " + std::to_string(total) + " bytes stays within " + std::to_string(limit));
+    return f;
+}
+
 struct TorchAlloc {
-    TorchAlloc() {
+    std::string limit_note;  // with --limit: the fraction set and what PyTorch allows
+    explicit TorchAlloc(uint64_t limit) {
         int n = static_cast<int>(c10::cuda::device_count());
         if (n < 1) die("PyTorch sees no CUDA device");
         cca::init(n);  // what torch's lazy CUDA init does; raw_alloc needs it
+        if (limit) set_limit(limit);
     }
+    // Before the first allocation. PyTorch's total is cudaMemGetInfo's (older versions) or
+    // cudaDeviceProp::totalGlobalMem (newer): the fraction is taken of the larger, so that neither
+    // allows more than the limit.
+    void set_limit(uint64_t limit) {
+        cu_start();  // card 0's primary context: the one PyTorch's runtime calls use
+        CUdevice dev;
+        cu_check(cuDeviceGet(&dev, 0), "cuDeviceGet");
+        size_t prop_total = 0, info_free = 0, info_total = 0;
+        cu_check(cuDeviceTotalMem(&prop_total, dev), "cuDeviceTotalMem");
+        cu_check(cuMemGetInfo(&info_free, &info_total), "cuMemGetInfo");
+        uint64_t total = std::max<uint64_t>(prop_total, info_total);
+        double fraction = limit >= total ? 1.0 : torch_fraction(limit, total);
+        cca::setMemoryFraction(fraction, 0);
+        char f[40];
+        std::snprintf(f, sizeof f, "%.17g", fraction);
+        limit_note = std::string("setMemoryFraction(") + f + ", 0)";
+        if (fraction >= 1.0) {
+            limit_note += ": the limit is not below the card's " + std::to_string(total) + " bytes, no cap";
+            return;
+        }
+        uint64_t allowed = torch_allowed(fraction, total);
+        limit_note += " of " + std::to_string(total) + " bytes: PyTorch allows " + std::to_string(allowed) +
+                      " bytes (" + std::to_string(limit - allowed) + " below the limit)";
+        if (prop_total != info_total) {
+            uint64_t lo = std::min<uint64_t>(prop_total, info_total);
+            limit_note += ", or " + std::to_string(torch_allowed(fraction, lo)) + " if it takes the total as " +
+                          std::to_string(lo) + " (cuDeviceTotalMem " + std::to_string(prop_total) +
+                          ", cuMemGetInfo " + std::to_string(info_total) + ")";
+        }
+    }
+    // A failure, c10::OutOfMemoryError among them (what raw_alloc throws once PyTorch has freed its
+    // cached blocks and retried, under the memory fraction or when the card is full), is a failed
+    // allocation: counted, its first line kept.
     void* alloc(uint64_t bytes) {
         try {
             return cca::raw_alloc(static_cast<size_t>(bytes));
@@ -359,12 +500,32 @@ struct TorchAlloc {
 };
 
 struct HostAlloc {
+    uint64_t limit = 0;  // --limit on live bytes, 0: none
+    uint64_t live = 0;   // with a limit: bytes live, and the size of every live block
+    std::unordered_map<void*, uint64_t> sizes;
+    explicit HostAlloc(uint64_t limit_bytes) : limit(limit_bytes) {}
     void* alloc(uint64_t bytes) {
+        if (limit && bytes > limit - live) {
+            note_error("host(" + std::to_string(bytes) + "): " + std::to_string(live) + " bytes live + " +
+                       std::to_string(bytes) + " over the limit of " + std::to_string(limit));
+            return nullptr;
+        }
         void* p = std::malloc(static_cast<size_t>(bytes ? bytes : 1));
         if (!p) note_error("malloc(" + std::to_string(bytes) + ") failed");
+        if (p && limit) {
+            sizes.emplace(p, bytes);
+            live += bytes;
+        }
         return p;
     }
-    void free(void* p) { std::free(p); }
+    void free(void* p) {
+        if (limit) {
+            auto it = sizes.find(p);
+            live -= it->second;
+            sizes.erase(it);
+        }
+        std::free(p);
+    }
     void sync() {}
 };
 
@@ -452,7 +613,7 @@ std::string json_num(double v, int decimals) {
 std::string json_int_or_null(int64_t v) { return v < 0 ? "null" : std::to_string(v); }
 
 void print_json(const std::string& allocator, const std::string& trace_path, const Trace& t,
-                const Result& r, int64_t peak_reserved, int64_t driver_calls,
+                const Result& r, uint64_t limit, int64_t peak_reserved, int64_t driver_calls,
                 int64_t driver_calls_cold, const std::string& note) {
     double cold = r.ops ? r.pass_ns[0] / static_cast<double>(r.ops) : 0.0;
     double warm_ns = 0.0;
@@ -469,6 +630,7 @@ void print_json(const std::string& allocator, const std::string& trace_path, con
     s += ", \"ops\": " + std::to_string(ops_total);
     s += ", \"ops_cold\": " + std::to_string(r.ops);
     s += ", \"passes\": " + std::to_string(r.pass_ns.size());
+    s += ", \"limit_bytes\": " + (limit ? std::to_string(limit) : std::string("null"));
     s += ", \"peak_live_bytes\": " + std::to_string(t.peak_live_bytes);
     s += ", \"peak_reserved_bytes\": " + json_int_or_null(peak_reserved);
     s += ", \"reserved_to_live\": ";
@@ -492,14 +654,16 @@ void print_json(const std::string& allocator, const std::string& trace_path, con
 int usage(const char* msg) {
     if (msg) std::fprintf(stderr, "peers: %s\n", msg);
     std::fprintf(stderr,
-                 "usage: peers ALLOCATOR TRACE [--passes N]\n"
+                 "usage: peers ALLOCATOR TRACE [--passes N] [--limit BYTES]\n"
                  "  ALLOCATOR: cumemalloc | cumemallocasync | torch | torch-expandable | host\n"
+                 "  --limit BYTES: cap what the allocator holds (a whole number of bytes, no suffix);\n"
+                 "    allocations it refuses are counted as failed\n"
                  "  prints one JSON line: allocator, trace, ops, peak_live_bytes, peak_reserved_bytes,\n"
                  "  reserved_to_live, cold_ns_per_op, warm_ns_per_op, driver_calls, ...\n");
     return 2;
 }
 
-int run(const std::string& allocator, const std::string& trace_path, int passes) {
+int run(const std::string& allocator, const std::string& trace_path, int passes, uint64_t limit) {
     static const char* const known[] = {"cumemalloc", "cumemallocasync", "torch", "torch-expandable", "host"};
     if (std::find(std::begin(known), std::end(known), allocator) == std::end(known))
         return usage(("unknown allocator '" + allocator + "'").c_str());
@@ -513,12 +677,14 @@ int run(const std::string& allocator, const std::string& trace_path, int passes)
     }
 
     Trace t = load_trace(trace_path);
-    std::fprintf(stderr, "peers: %s: %zu allocs, %zu frees, %zu ids, peak live %" PRIu64 " bytes; %s, %d passes\n",
+    std::fprintf(stderr,
+                 "peers: %s: %zu allocs, %zu frees, %zu ids, peak live %" PRIu64 " bytes; %s, %d passes%s\n",
                  trace_path.c_str(), t.num_allocs, t.num_frees, t.num_slots, t.peak_live_bytes,
-                 allocator.c_str(), passes);
+                 allocator.c_str(), passes,
+                 limit ? (", limit " + std::to_string(limit) + " bytes").c_str() : "");
 
     if (allocator == "cumemalloc") {
-        CuMemAlloc a;
+        CuMemAlloc a(limit);
         int64_t cold_calls = -1;
         Result r = replay(a, t, passes, [&](CuMemAlloc& x) { cold_calls = static_cast<int64_t>(x.calls); });
         int64_t calls = static_cast<int64_t>(a.calls);
@@ -539,26 +705,38 @@ int run(const std::string& allocator, const std::string& trace_path, int passes)
         a.sync();
         std::string note = "peak reserved sampled with cuMemGetInfo (whole device) in an extra untimed pass";
         if (failed) note += "; " + std::to_string(failed) + " allocations failed in that pass";
-        print_json(allocator, trace_path, t, r, static_cast<int64_t>(peak - base), calls, cold_calls, note);
+        if (limit)
+            note += "; limit: cuMemGetInfo's used bytes above their value before the replay, checked after "
+                    "every allocation (one cuMemGetInfo each, timed)";
+        print_json(allocator, trace_path, t, r, limit, static_cast<int64_t>(peak - base), calls, cold_calls, note);
     } else if (allocator == "cumemallocasync") {
-        CuMemAllocAsync a;
+        CuMemAllocAsync a(limit);
         Result r = replay(a, t, passes, [](CuMemAllocAsync&) {});
-        print_json(allocator, trace_path, t, r, static_cast<int64_t>(a.peak_reserved()), -1, -1,
-                   "default mempool, release threshold UINT64_MAX; driver calls not observable");
+        std::string note = "default mempool, release threshold UINT64_MAX; driver calls not observable";
+        if (limit)
+            note += "; limit on the pool's reserved bytes: RESERVED_MEM_CURRENT read after every allocation "
+                    "(one attribute read each, timed; over the limit: synchronise, trim to 0, and if still over, "
+                    "free the block and fail it): " + std::to_string(a.trims) + " trims, " +
+                    std::to_string(a.trims_failed) + " of them still over; highest reserved kept " +
+                    std::to_string(a.kept_peak) + " bytes (peak_reserved_bytes includes the moments over "
+                    "the limit before a trim)";
+        print_json(allocator, trace_path, t, r, limit, static_cast<int64_t>(a.peak_reserved()), -1, -1, note);
     } else if (allocator == "torch" || allocator == "torch-expandable") {
-        TorchAlloc a;
+        TorchAlloc a(limit);
         int64_t cold_calls = -1;
         Result r = replay(a, t, passes, [&](TorchAlloc& x) { cold_calls = x.driver_calls(); });
         const char* conf = std::getenv("PYTORCH_CUDA_ALLOC_CONF");
         std::string note = std::string("PYTORCH_CUDA_ALLOC_CONF=") + (conf ? conf : "(unset)") + "; " +
                            a.segments_note() + " held at the end";
-        print_json(allocator, trace_path, t, r, static_cast<int64_t>(a.peak_reserved()), a.driver_calls(),
+        if (limit) note += "; limit: " + a.limit_note;
+        print_json(allocator, trace_path, t, r, limit, static_cast<int64_t>(a.peak_reserved()), a.driver_calls(),
                    cold_calls, note);
     } else if (allocator == "host") {
-        HostAlloc a;
+        HostAlloc a(limit);
         Result r = replay(a, t, passes, [](HostAlloc&) {});
-        print_json(allocator, trace_path, t, r, -1, -1, -1,
-                   "malloc/free on the host: the replay loop's own cost; no device");
+        std::string note = "malloc/free on the host: the replay loop's own cost; no device";
+        if (limit) note += "; limit: live bytes counted, live + bytes over the limit fail (a perfect allocator)";
+        print_json(allocator, trace_path, t, r, limit, -1, -1, -1, note);
     }
     return 0;
 }
@@ -568,6 +746,7 @@ int run(const std::string& allocator, const std::string& trace_path, int passes)
 int main(int argc, char** argv) {
     std::vector<std::string> pos;
     int passes = 3;
+    uint64_t limit = 0;
     for (int i = 1; i < argc; i++) {
         std::string a = argv[i];
         if (a == "--passes") {
@@ -576,6 +755,10 @@ int main(int argc, char** argv) {
             long v = std::strtol(argv[++i], &end, 10);
             if (*end || v < 1 || v > 1000) return usage("--passes: a number from 1 to 1000");
             passes = static_cast<int>(v);
+        } else if (a == "--limit") {
+            if (i + 1 >= argc) return usage("--limit needs a number of bytes");
+            if (!parse_u64(argv[++i], &limit) || limit == 0)
+                return usage("--limit: a whole number of bytes above 0, in decimal, no suffix");
         } else if (a == "-h" || a == "--help") {
             usage(nullptr);
             return 0;
@@ -587,7 +770,7 @@ int main(int argc, char** argv) {
     }
     if (pos.size() != 2) return usage("expected ALLOCATOR and TRACE");
     try {
-        return run(pos[0], pos[1], passes);
+        return run(pos[0], pos[1], passes, limit);
     } catch (const std::exception& e) {
         die(first_line(e.what()));
     }

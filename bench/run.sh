@@ -42,61 +42,11 @@ TABLE=$OUT_DIR/table.md
 
 say() { printf '== %s\n' "$*" >&2; }
 
-# ---- the machine -----------------------------------------------------------------------------
-say "machine"
-GPU_LINE=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader -i 0 2>/dev/null || true)
-IFS=',' read -r GPU_NAME GPU_DRIVER GPU_MEM <<<"${GPU_LINE:-?,?,?}"
-GPU_NAME=$(echo "$GPU_NAME" | xargs); GPU_DRIVER=$(echo "$GPU_DRIVER" | xargs); GPU_MEM=$(echo "$GPU_MEM" | xargs)
-CUDA_DRIVER=$(nvidia-smi 2>/dev/null | grep -o 'CUDA Version: [0-9.]*' | awk '{print $3}' || true)
-echo "gpu: ${GPU_NAME} (driver ${GPU_DRIVER}, ${GPU_MEM}, CUDA ${CUDA_DRIVER:-?})" >&2
-echo "compiler: $($CXX --version 2>&1 | head -n1); cmake: $(cmake --version 2>&1 | head -n1)" >&2
-
-# ---- vram, Release -----------------------------------------------------------------------------
-say "building vram (Release)"
-VRAM=$BUILD/vram/vram
-if ! { cmake -S . -B "$BUILD/vram" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >"$OUT_DIR/logs/build-vram.log" 2>&1 &&
-       cmake --build "$BUILD/vram" -j "$JOBS" --target vram >>"$OUT_DIR/logs/build-vram.log" 2>&1; }; then
-    tail -n 30 "$OUT_DIR/logs/build-vram.log" >&2
-    say "vram did not build: its rows will say so"
-    VRAM=""
-fi
-[ -n "$VRAM" ] && echo "vram $("$VRAM" --version 2>&1 | head -n1)" >&2
-
-# ---- peers, against the installed PyTorch ------------------------------------------------------
-say "building bench/peers"
-PEERS=$BUILD/peers
-TORCH_DIR=$("$PY" -c 'import torch,os;print(os.path.dirname(torch.__file__))' 2>"$OUT_DIR/logs/torch.err" || true)
-TORCH_VERSION="not installed"
-if [ -n "$TORCH_DIR" ]; then
-    TORCH_VERSION=$("$PY" -c 'import torch;print(torch.__version__)')
-    TORCH_ABI=$("$PY" -c 'import torch;print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
-    echo "torch $TORCH_VERSION at $TORCH_DIR (CXX11 ABI $TORCH_ABI, CUDA $("$PY" -c 'import torch;print(torch.version.cuda)'))" >&2
-    if ! "$CXX" -std=c++17 -O2 -DNDEBUG -Wall -D_GLIBCXX_USE_CXX11_ABI="$TORCH_ABI" \
-            -isystem "$CUDA_HOME/include" -isystem "$TORCH_DIR/include" \
-            -isystem "$TORCH_DIR/include/torch/csrc/api/include" \
-            bench/peers.cpp -o "$PEERS" \
-            -L"$TORCH_DIR/lib" -Wl,-rpath,"$TORCH_DIR/lib" -lc10_cuda -lc10 \
-            -L"$CUDA_HOME/lib64/stubs" -L"$CUDA_HOME/lib64" -lcuda \
-            -Wl,--allow-shlib-undefined >"$OUT_DIR/logs/build-peers.log" 2>&1; then
-        tail -n 40 "$OUT_DIR/logs/build-peers.log" >&2
-        say "bench/peers did not build: its rows will say so"
-        PEERS=""
-    fi
-else
-    cat "$OUT_DIR/logs/torch.err" >&2
-    say "no PyTorch for $PY: bench/peers rows will say so"
-    PEERS=""
-fi
+# The machine, vram and bench/peers built, the commit: shared with bench/limit.sh.
+# shellcheck source=bench/build.sh
+source bench/build.sh
 
 # ---- replays -----------------------------------------------------------------------------------
-# The commit of this tree only (a copy of the sources inside another checkout is not that checkout);
-# VRAM_COMMIT names it when the tree is no checkout of its own.
-COMMIT=unknown
-if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$PWD" ]; then COMMIT=$(git rev-parse --short HEAD); fi
-COMMIT=${VRAM_COMMIT:-$COMMIT}
-if [ -z "${VRAM_COMMIT:-}" ] && [ "$COMMIT" != unknown ] && [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
-    COMMIT="$COMMIT + uncommitted changes"
-fi
 "$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
     "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" "repeat=$REPEAT" \
     "cpu=${CPU:-none}" \

@@ -10,13 +10,25 @@
   table.py table RESULTS.jsonl
       prints one Markdown table per trace: allocator | reserved/live | cold ns/op | warm ns/op |
       driver calls.
+  table.py limit-for --trace PATH --fraction F [--vram-json FILE] [--append FILE]
+      prints the limit for a trace under which its peak live bytes are the fraction F of it:
+      ceil(peak live / F), exactly (F as written: 0.95 or 19/20, no float). Peak live and the trace's
+      allocations per pass come from FILE, the output of `vram replay TRACE --passes 1 --json`, or,
+      when it has none, from the trace itself. With --append, adds {"limit": {"trace",
+      "peak_live_bytes", "trace_allocs", "fraction", "limit_bytes", "source"}} to FILE (bench/limit.sh).
+  table.py limit LIMIT.jsonl
+      prints the table of bench/limit.sh: per trace and allocator, the failed allocations (of how
+      many), reserved/live and the first error, under the trace's limit.
 
 Rows come from `vram replay --json` (keys cold_ns_per_op / warm_ns_per_op, or ns_per_op from a vram
 without --passes; driver_allocs + driver_frees) and from bench/peers (driver_calls; null where the
 allocator does not let them be observed).
 """
 import argparse
+import fractions
+import gzip
 import json
+import math
 import os
 import sys
 
@@ -223,6 +235,173 @@ def cmd_table(args):
     print("\n".join(out))
 
 
+# ---- bench/limit.sh --------------------------------------------------------------------------------
+
+def trace_peak_live(path):
+    """(peak live bytes, allocations) of one pass over a trace file (traces/README.md), as vram computes them."""
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gz else open
+    sizes, live, peak, allocs = {}, 0, 0, 0
+    with opener(path, "rt") as f:
+        for lineno, line in enumerate(f, 1):
+            tok = line.split()
+            if not tok or tok[0].startswith("#"):
+                continue
+            try:
+                if tok[0] == "a" and len(tok) == 5:
+                    size = int(tok[2])
+                    sizes[tok[1]] = size
+                    live += size
+                    peak = max(peak, live)
+                    allocs += 1
+                    continue
+                if tok[0] == "f" and len(tok) == 3:
+                    live -= sizes.pop(tok[1])
+                    continue
+            except (ValueError, KeyError):
+                pass
+            raise ValueError("%s:%d: malformed event: %s" % (path, lineno, line.strip()))
+    return peak, allocs
+
+
+def limit_for(peak, fraction):
+    """ceil(peak / fraction), exactly: 0 < fraction <= 1, a decimal string ("0.95") or a ratio ("19/20")."""
+    f = fractions.Fraction(fraction)
+    if not 0 < f <= 1:
+        raise ValueError("the fraction must be above 0 and at most 1, not %s" % fraction)
+    return math.ceil(fractions.Fraction(peak) / f)
+
+
+def cmd_limit_for(args):
+    peak = allocs = None
+    source = "the trace"
+    if args.vram_json and os.path.exists(args.vram_json):
+        with open(args.vram_json, errors="replace") as f:
+            obj = last_json_object(f.read())
+        if obj and isinstance(obj.get("peak_live_bytes"), int) and obj.get("threads", 1) == 1:
+            peak = obj["peak_live_bytes"]
+            if obj.get("passes") == 1 and isinstance(obj.get("allocs"), int):
+                allocs = obj["allocs"]
+            source = "vram replay --passes 1 --json (backend %s)" % obj.get("backend", "?")
+    if peak is None or allocs is None:
+        try:
+            peak_t, allocs_t = trace_peak_live(args.trace)
+        except (OSError, ValueError, EOFError) as e:
+            sys.exit("table.py limit-for: %s" % e)
+        peak = peak_t if peak is None else peak
+        allocs = allocs_t if allocs is None else allocs
+    try:
+        limit = limit_for(peak, args.fraction)
+    except (ValueError, ZeroDivisionError) as e:
+        sys.exit("table.py limit-for: --fraction %s: %s" % (args.fraction, e))
+    if args.append:
+        with open(args.append, "a") as f:
+            f.write(json.dumps({"limit": {"trace": args.trace, "peak_live_bytes": peak, "trace_allocs": allocs,
+                                          "fraction": args.fraction, "limit_bytes": limit, "source": source}}) + "\n")
+    print(limit)
+
+
+def shorten(text, n=140):
+    text = " ".join(str(text).split())
+    if len(text) > n:
+        text = text[: n - 1].rstrip() + "…"
+    return text.replace("|", "\\|")
+
+
+def limit_cells(r, rec):
+    """failed allocations (of how many) | reserved/live | first error, for one process's row."""
+    if "error" in r:
+        return ["did not run", "", shorten(r["error"])]
+    failed = r.get("failed_allocs")
+    total = r.get("allocs")  # vram: every allocation tried, over all passes
+    if total is None and rec and rec.get("trace_allocs") is not None and r.get("passes") is not None:
+        total = rec["trace_allocs"] * r["passes"]
+    cell = "n/a" if failed is None else fmt_int(failed)
+    if failed is not None and total is not None:
+        cell += " of " + fmt_int(total)
+    ratio = r.get("reserved_to_live")
+    ratio = "n/a" if ratio is None else "%.3f" % float(ratio)
+    reserved, limit = r.get("peak_reserved_bytes"), r.get("limit_bytes")
+    if reserved is not None and limit is not None and reserved > limit:
+        ratio += " (peak above the limit)"
+    err = r.get("first_error")
+    return [cell, ratio, shorten(err) if err else "–"]
+
+
+def cmd_limit(args):
+    meta, rows = load_results(args.results)
+    limits = {}
+    for r in rows:
+        if "limit" in r:
+            limits[trace_name(r["limit"].get("trace"))] = r["limit"]
+    rows = [r for r in rows if "limit" not in r]
+
+    out = []
+    if meta:
+        parts = ["driver " + meta.get("driver", "?")]
+        if meta.get("memory"):
+            parts.append(meta["memory"])
+        if meta.get("cuda"):
+            parts.append("CUDA " + meta["cuda"])
+        line = ("%s, one %s (%s), PyTorch %s; every trace replayed under a limit of ceil(peak live / %s) "
+                "bytes, %s passes in one process per allocator") % (
+            meta.get("date", "?"), meta.get("gpu", "?"), ", ".join(parts), meta.get("torch", "?"),
+            meta.get("fraction", "?"), meta.get("passes", "?"))
+        if meta.get("commit") and meta["commit"] != "unknown":
+            line += "; vram at %s" % meta["commit"]
+        out.append(line + ".")
+        if meta.get("command"):
+            out.append("Reproduce with `%s`." % meta["command"])
+        out.append("")
+
+    traces = list(limits)
+    for r in rows:
+        if trace_name(r.get("trace")) not in traces:
+            traces.append(trace_name(r.get("trace")))
+    out += ["| trace | limit (peak live / limit) | allocator | failed allocations | reserved/live | first error |",
+            "|---|---|---|---|---|---|"]
+    completed = {}  # allocator -> [traces without a failed allocation, traces where it ran]
+    for name in traces:
+        rec = limits.get(name)
+        group = [r for r in rows if trace_name(r.get("trace")) == name]
+        group.sort(key=lambda r: ORDER.index(r.get("allocator")) if r.get("allocator") in ORDER else len(ORDER))
+        if rec:
+            limit_cell = "%s (%.3f)" % (fmt_int(rec["limit_bytes"]), rec["peak_live_bytes"] / rec["limit_bytes"])
+        else:
+            limit_cell = "?"
+        if not group:
+            out.append("| %s | %s | | | | no rows |" % (name, limit_cell))
+        for i, r in enumerate(group):
+            a = r.get("allocator")
+            label = LABEL.get(a, a or "?")
+            if r.get("backend") not in (None, "cuda"):
+                label += " (%s backend, not the GPU)" % r["backend"]
+            first = [name, limit_cell] if i == 0 else ["", ""]
+            out.append("| " + " | ".join(first + [label] + limit_cells(r, rec)) + " |")
+            if "error" not in r and r.get("failed_allocs") is not None:
+                c = completed.setdefault(a, [0, 0])
+                c[1] += 1
+                c[0] += r["failed_allocs"] == 0
+    out.append("")
+    if completed:
+        out.append("Completed without a failed allocation: " + "; ".join(
+            "%s on %d of %d traces" % (LABEL.get(a, a), c[0], c[1])
+            for a, c in sorted(completed.items(),
+                               key=lambda kv: ORDER.index(kv[0]) if kv[0] in ORDER else len(ORDER))) + ".")
+        out.append("")
+    out.append("limit: ceil(peak live / fraction) bytes, the same for every allocator; peak live is the most "
+               "bytes the trace has live at once (requested sizes). failed allocations: refused by the "
+               "allocator under the limit (out of memory), over all passes. reserved/live: the most held "
+               "from the driver / peak live. What the limit caps: vram `replay --limit` (the card capped, "
+               "growth policy); cuMemAlloc: the device's used bytes (cuMemGetInfo) above their value before "
+               "the replay, checked after every allocation; cuMemAllocAsync: the pool's reserved bytes, "
+               "checked after every allocation, the pool trimmed when over (its peak may pass the limit "
+               "for a moment before the trim); PyTorch: setMemoryFraction, reserved segments; host: live "
+               "bytes (a perfect allocator).")
+    print("\n".join(out))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -236,8 +415,16 @@ def main():
     m.add_argument("pairs", nargs="*")
     tb = sub.add_parser("table")
     tb.add_argument("results")
+    lf = sub.add_parser("limit-for")
+    lf.add_argument("--trace", required=True)
+    lf.add_argument("--fraction", required=True)
+    lf.add_argument("--vram-json")
+    lf.add_argument("--append")
+    lt = sub.add_parser("limit")
+    lt.add_argument("results")
     args = p.parse_args()
-    {"tag": cmd_tag, "meta": cmd_meta, "table": cmd_table}[args.cmd](args)
+    {"tag": cmd_tag, "meta": cmd_meta, "table": cmd_table, "limit-for": cmd_limit_for,
+     "limit": cmd_limit}[args.cmd](args)
 
 
 if __name__ == "__main__":
