@@ -11,11 +11,17 @@
  * bounds the sum over its logical devices (the shared budget).
  */
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
+#if defined(__linux__)
+#include <linux/membarrier.h>
+#include <sys/syscall.h>
+#endif
 
 #include "runtime/runtime.h"
 
@@ -321,8 +327,14 @@ vram_status vram__rt_stop_wlocked(void) {
  * them. A plain reader-writer lock would make every such call write one shared cache line; instead
  * each thread announces itself in a slot of its own cache line (biased locking), and a writer
  * takes the rwlock, raises `rt_writer` and waits until every slot is clear. Readers that see the
- * flag, and threads beyond RT_SLOTS, take the rwlock's read side. Both sides use sequentially
- * consistent atomics, so a reader and a writer cannot miss each other.
+ * flag, and threads beyond RT_SLOTS, take the rwlock's read side. A reader and a writer must not
+ * miss each other: the reader stores its slot then loads the flag, the writer stores the flag then
+ * loads the slots, and each needs a full fence between its store and its load. The writer (rare:
+ * start, shutdown, configuration) pays for both with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
+ * which runs a full fence on every running thread of the process, so that the reader (every
+ * allocation and free) needs none: a plain store, a compiler barrier, a load. Where the kernel
+ * has no such membarrier (before Linux 4.14, some sandboxes), readers keep a sequentially
+ * consistent store (an exchange: a full fence on each call).
  */
 #define RT_SLOTS 256
 
@@ -334,6 +346,8 @@ typedef struct rt_slot {
 static rt_slot         rt_slots[RT_SLOTS];
 static atomic_int      rt_slot_taken[RT_SLOTS];
 static atomic_int      rt_writer;
+static atomic_int      rt_asym;        /* 1 once writers fence for readers (membarrier registered);
+                                        * set under the writer lock, never cleared */
 static pthread_once_t  rt_key_once = PTHREAD_ONCE_INIT;
 static pthread_key_t   rt_key;
 /* The calling thread's record: looked up once per call (vram__rt_self) and passed down. Not
@@ -371,7 +385,12 @@ static int thread_slot(vram__thread *me) {
 int vram__rt_read_enter(vram__thread *me) {
     int slot = thread_slot(me);
     if (slot >= 0) {
-        atomic_store(&rt_slots[slot].active, 1);
+        if (atomic_load_explicit(&rt_asym, memory_order_relaxed)) {
+            atomic_store_explicit(&rt_slots[slot].active, 1, memory_order_relaxed);
+            atomic_signal_fence(memory_order_seq_cst);   /* the writer's membarrier is the fence */
+        } else {
+            atomic_store(&rt_slots[slot].active, 1);
+        }
         if (!atomic_load(&rt_writer)) {
             if (atomic_load(&rt.initialized)) {
                 me->fast = 1;
@@ -399,9 +418,35 @@ void vram__rt_leave(vram__thread *me) {
     }
 }
 
+/* Registers the process for expedited private membarrier: 1 when the writers may use it. */
+static int asym_register(void) {
+#if defined(__linux__) && defined(SYS_membarrier)
+    const char *off = getenv("VRAM_MEMBARRIER");
+    if (off != NULL && strcmp(off, "0") == 0) return 0;     /* readers fence on every call */
+    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
+        !(cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)) {
+        return 0;
+    }
+    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
+#else
+    return 0;
+#endif
+}
+
 void vram__rt_write_lock(void) {
+    static int asym_tried;                 /* under the writer lock */
     pthread_rwlock_wrlock(&rt.lock);
+    if (!asym_tried) {
+        asym_tried = 1;
+        if (asym_register()) atomic_store(&rt_asym, 1);
+    }
     atomic_store(&rt_writer, 1);
+#if defined(__linux__) && defined(SYS_membarrier)
+    /* the readers' fence between their slot's store and their load of rt_writer (above). A
+     * failure cannot happen once registered; were it to, readers could be missed, so stop. */
+    if (atomic_load(&rt_asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0) abort();
+#endif
     for (int i = 0; i < RT_SLOTS; i++) {
         while (atomic_load(&rt_slots[i].active)) sched_yield();
     }
