@@ -12,6 +12,10 @@
 #   BENCH_REPEAT=K       runs of every row, interleaved; the table shows the median and the
 #                        range of the K runs (default 3)
 #   BENCH_TRACES="..."   trace files (default traces/*.trace.gz)
+#   BENCH_POLICIES="..." vram replay policies (default "prealloc growth growth-hold growth-lean
+#                        growth-plain")
+#   BENCH_PEERS="..."    bench/peers allocators (default "cumemalloc cumemallocasync torch
+#                        torch-expandable"; cumemalloc is the slow one: about 35 s a bert_varlen run)
 #   BENCH_TIMEOUT=S      limit for one replay process in seconds (default 600)
 #   BENCH_CPU=N          CPU every replay process is pinned to with taskset (default 2 when taskset
 #                        exists and the machine has more than 2 CPUs; "none": not pinned). A process
@@ -34,6 +38,8 @@ CXX=${CXX:-g++}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 4)
 read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
+read -r -a POLICIES <<<"${BENCH_POLICIES:-prealloc growth growth-hold growth-lean growth-plain}"
+read -r -a PEER_ALLOCATORS <<<"${BENCH_PEERS:-cumemalloc cumemallocasync torch torch-expandable}"
 
 mkdir -p "$BUILD" "$OUT_DIR/logs"
 RESULTS=$OUT_DIR/results.jsonl
@@ -84,8 +90,8 @@ peer_row() {
 
 for rep in $(seq 1 "$REPEAT"); do
     for trace in "${TRACES[@]}"; do
-        for policy in prealloc growth growth-hold growth-lean growth-plain; do vram_row "$trace" "$policy"; done
-        for alloc in cumemalloc cumemallocasync torch torch-expandable; do peer_row "$trace" "$alloc"; done
+        for policy in "${POLICIES[@]}"; do vram_row "$trace" "$policy"; done
+        for alloc in "${PEER_ALLOCATORS[@]}"; do peer_row "$trace" "$alloc"; done
     done
 done
 

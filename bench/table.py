@@ -162,6 +162,30 @@ def load_results(path):
     return meta, rows
 
 
+def paired(group, a, b, key):
+    """a's figure over b's, one ratio per run number where both ran (rows of one run are close in
+    time, so the host's slow and fast stretches cancel), median first, then every run's."""
+    by_run = {}
+    for r in group:
+        if "error" not in r and r.get(key) is not None and r.get("allocator") in (a, b):
+            by_run.setdefault(r.get("run", 1), {})[r["allocator"]] = float(r[key])
+    ratios = [v[a] / v[b] for _, v in sorted(by_run.items()) if a in v and b in v and v[b] > 0]
+    return (median(ratios), ratios) if ratios else (None, [])
+
+
+def paired_lines(group):
+    """The issue's two comparisons of one trace, as paired ratios over the runs."""
+    lines = []
+    for a, b, key, what, target in (
+            ("vram growth", "vram prealloc", "warm_ns_per_op", "growth warm / preallocated warm", "<= 1.05"),
+            ("vram growth", "torch", "cold_ns_per_op", "growth cold / PyTorch (native) cold", "<= 0.50")):
+        m, ratios = paired(group, a, b, key)
+        if m is not None:
+            lines.append("- %s: %.3f (target %s; runs: %s)" % (what, m, target,
+                                                              ", ".join("%.3f" % x for x in ratios)))
+    return lines + [""] if lines else []
+
+
 def cmd_table(args):
     meta, rows = load_results(args.results)
 
@@ -228,10 +252,14 @@ def cmd_table(args):
                                                              bad[0]["error"].replace("|", "\\|"))
             out.append("| " + " | ".join([label] + cells) + " |")
         out.append("")
+        out += paired_lines(group)
     out.append("reserved/live: peak bytes held from the driver / peak bytes the trace had live (1.000 is "
                "perfect). cold: pass 1 from an empty pool, driver calls included; warm: the later passes. "
                "ns/op: the pass loop's wall time over its alloc + free calls. driver calls: allocation + "
-               "free calls to the driver over the whole run (all passes; vram's preallocation is its 1).")
+               "free calls to the driver over the whole run (all passes; vram's preallocation is its 1). "
+               "The ratios under a table pair the rows of the same run (replayed one after the other) and "
+               "give the median over the runs: the host has slow and fast stretches of minutes that move "
+               "whole processes by up to 1.7x, which a ratio of medians taken at different times would keep.")
     print("\n".join(out))
 
 
