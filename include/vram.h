@@ -172,7 +172,7 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *                           regions
  *   idle_release_ms:N       growth mode: memory that stayed unused for a whole period of N ms is
  *                           returned to the driver (by a background thread); 0 (default) keeps it
- *   extent_mb:N             growth: the largest physical piece mapped at once (default: the limit / 64,
+ *   extent_mb:N             growth: the largest physical piece mapped at once (default: the limit / 256,
  *                           from 2 MiB to 256 MiB); smaller
  *                           pieces can be given back more finely, larger ones cost fewer driver calls
  *   map_ahead_mb:N          growth: when growing again within 256 allocations of the last growth,

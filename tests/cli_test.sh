@@ -316,6 +316,16 @@ check "replay bert_varlen at a limit 95% full: no failed allocation" \
     t_replay_tight "$TRACES/bert_varlen.trace.gz" 12941578172
 check "replay transformer_varlen at a limit 95% full: no failed allocation" \
     t_replay_tight "$TRACES/transformer_varlen.trace.gz" 12684404008
+# bench/train.py's workloads too: with extents of limit / 64 (before POOL_EXTENT_DIV was 256)
+# train_gpt2 failed 2 requests here and train_gpt2_generate 57 (idle memory inside busy extents)
+check "replay train_gpt2 at a limit 95% full: no failed allocation" \
+    t_replay_tight "$TRACES/train_gpt2.trace.gz" 17528300364
+check "replay train_gpt2_generate at a limit 95% full: no failed allocation" \
+    t_replay_tight "$TRACES/train_gpt2_generate.trace.gz" 738012616
+check "replay train_resnet50 at a limit 95% full: no failed allocation" \
+    t_replay_tight "$TRACES/train_resnet50.trace.gz" 6105339104
+check "replay train_bert_varlen at a limit 95% full: no failed allocation" \
+    t_replay_tight "$TRACES/train_bert_varlen.trace.gz" 19138130244
 t_replay_gpt2_passes() {
     local want_ops
     if [[ ! -r $GPT2 ]]; then RC=-; OUT=; ERR="missing $GPT2"; return 1; fi

@@ -1081,16 +1081,16 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
     CHECK_OK(vram_shutdown());
     check_counters_balanced();
 
-    CHECK_OK(vram_set_alloc_conf(NULL));            /* the default: extents of limit / 64 = 16 MiB */
+    CHECK_OK(vram_set_alloc_conf(NULL));            /* the default: extents of limit / 256 = 4 MiB */
     CHECK_OK(vram_init());
     CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
-    CHECK_U64(counters().phys_create, ==, 4);
+    CHECK_U64(counters().phys_create, ==, 16);
     CHECK_OK(vram_free(big));
     CHECK_OK(vram_malloc(&small, 1 * MiB, 0));
     CHECK_OK(vram_trim(0, 0));
     CHECK_ALL();
     vram_memory_info info = INFO(0);
-    CHECK_SIZE(info.reserved, ==, 16 * MiB);        /* the one extent under the live block */
+    CHECK_SIZE(info.reserved, ==, 4 * MiB);         /* the one extent under the live block */
     CHECK_OK(vram_free(small));
 }
 
@@ -1416,6 +1416,7 @@ TEST(vmm_maps_only_what_blocks_need) {
  * beyond its block; a growth after more than 256 allocations without one (a new peak, most often)
  * maps exactly what its block needs. */
 TEST(vmm_maps_ahead_only_in_a_burst) {
+    CHECK_OK(vram_set_alloc_conf("extent_mb:16"));   /* mapping ahead goes no further than an extent */
     start_growth(1 * GiB);
     void *a = NULL, *b = NULL, *c = NULL;
     CHECK_OK(vram_malloc(&a, 32 * MiB, 0));          /* 32 MiB held: nothing to map ahead of yet */
@@ -1442,7 +1443,7 @@ TEST(vmm_map_ahead_saves_driver_calls) {
     uint64_t creates[2];
     for (int ahead = 0; ahead <= 1; ahead++) {
         use_sim("16GiB");
-        CHECK_OK(vram_set_alloc_conf(ahead ? "map_ahead_mb:64" : "map_ahead_mb:0"));
+        CHECK_OK(vram_set_alloc_conf(ahead ? "map_ahead_mb:64,extent_mb:64" : "map_ahead_mb:0,extent_mb:64"));
         start_growth(4 * GiB);
         void *big = NULL, *small[64];
         CHECK_OK(vram_malloc(&big, 512 * MiB, 0));          /* reserved / 16 is now 32 MiB */

@@ -17,6 +17,12 @@
 #define VRAM_POOL_UNIT ((size_t)256)
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
 #define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
+/* The default extent is limit / POOL_EXTENT_DIV (between a granule and VRAM_POOL_MAX_EXTENT): an
+ * extent goes back to the driver whole, so one that a live block keeps busy holds up to its size idle.
+ * Under a limit 95% full, extents of limit / 64 left train_gpt2 (a 3.3 GB request, 1 GB idle inside
+ * busy 256 MiB extents) and train_gpt2_generate failing requests; limit / 256 completes all nine
+ * traces. Limits of 64 GiB and more (a whole H100 or H200) keep 256 MiB extents. */
+#define POOL_EXTENT_DIV 256
 #define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
 #define POOL_MAP_AHEAD_BURST 256                   /* ...when it grew at most this many allocations ago */
 #define VRAM_POOL_TCACHE_MAX ((size_t)64 << 20)    /* the default thread cache on large cards */
