@@ -17,7 +17,8 @@
 #                         what the allocator kept of the first)
 #   BENCH_TRACES="..."    trace files (default traces/*.trace.gz)
 #   BENCH_PEERS="..."     the bench/peers allocators (default "cumemalloc cumemallocasync torch
-#                         torch-expandable"; "host" adds the counting limit on the host, no GPU needed)
+#                         torch-expandable"; "host" adds the counting limit on the host, no GPU needed;
+#                         "none": vram alone)
 #   BENCH_TIMEOUT=S       limit for one replay process in seconds (default 600)
 #   PYTHON, CXX, CUDA_HOME   python3, g++, /usr/local/cuda
 #
@@ -38,6 +39,7 @@ CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 JOBS=$(nproc 2>/dev/null || echo 4)
 read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
 read -r -a PEER_ALLOCATORS <<<"${BENCH_PEERS:-cumemalloc cumemallocasync torch torch-expandable}"
+[ "${PEER_ALLOCATORS[*]}" = none ] && PEER_ALLOCATORS=()   # BENCH_PEERS=none: vram alone
 
 mkdir -p "$BUILD" "$OUT_DIR/logs/limit"
 RESULTS=$OUT_DIR/limit.jsonl

@@ -15,7 +15,8 @@
 #   BENCH_POLICIES="..." vram replay policies (default "prealloc growth growth-hold growth-lean
 #                        growth-plain")
 #   BENCH_PEERS="..."    bench/peers allocators (default "cumemalloc cumemallocasync torch
-#                        torch-expandable"; cumemalloc is the slow one: about 35 s a bert_varlen run)
+#                        torch-expandable"; "none": vram alone; cumemalloc is the slow one: about 35 s
+#                        a bert_varlen run)
 #   BENCH_TIMEOUT=S      limit for one replay process in seconds (default 600)
 #   BENCH_CPU=N          CPU every replay process is pinned to with taskset (default 2 when taskset
 #                        exists and the machine has more than 2 CPUs; "none": not pinned). A process
@@ -40,6 +41,7 @@ JOBS=$(nproc 2>/dev/null || echo 4)
 read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
 read -r -a POLICIES <<<"${BENCH_POLICIES:-prealloc growth growth-hold growth-lean growth-plain}"
 read -r -a PEER_ALLOCATORS <<<"${BENCH_PEERS:-cumemalloc cumemallocasync torch torch-expandable}"
+[ "${PEER_ALLOCATORS[*]}" = none ] && PEER_ALLOCATORS=()   # BENCH_PEERS=none: vram alone
 
 mkdir -p "$BUILD" "$OUT_DIR/logs"
 RESULTS=$OUT_DIR/results.jsonl
