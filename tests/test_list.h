@@ -298,6 +298,7 @@
     X(release, idle_release_shutdown_is_prompt) \
     X(release, idle_release_restart_many_times) \
     X(release, idle_release_races_with_allocations) \
+    X(release, idle_release_solo_stream_waits_without_the_lock) \
     X(release, vmm_maps_only_what_blocks_need) \
     X(release, vmm_second_pass_reuses_memory) \
     X(release, vmm_async_same_stream_reuse) \

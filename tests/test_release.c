@@ -9,6 +9,7 @@
  * PROT_NONE and a remapped one reads zeros, so a live block that lost its memory is caught.
  */
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
@@ -1380,6 +1381,52 @@ TEST(idle_release_races_with_allocations) {
     for (int i = 0; i < IDLE_THREADS; i++) CHECK(pthread_join(t[i], NULL) == 0);
     CHECK_ALL();
     CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* PyTorch's one stream: its frees are free at once, so the idle tick must know the stream got past
+ * them before it gives their memory back; it waits for an event recorded at the previous tick, and
+ * waits without the arena lock: while the stream is busy (the simulated event_sync held), allocations
+ * go on, and the memory goes back only once the stream got there. */
+#define SOLO_STREAM ((void *)0x5)
+
+static atomic_int solo_alloc_done;
+
+static void *solo_alloc_main(void *arg) {
+    void **out = arg;
+    *out = vram_plugin_alloc(1 * MiB, 0, SOLO_STREAM);
+    atomic_store(&solo_alloc_done, 1);
+    return NULL;
+}
+
+TEST(idle_release_solo_stream_waits_without_the_lock) {
+    use_sim("16GiB");
+    set_env("VRAM_ALLOC_CONF", "idle_release_ms:20");
+    start_growth(1 * GiB);
+    void *p = vram_plugin_alloc(64 * MiB, 0, SOLO_STREAM);
+    CHECK(p != NULL);
+    vram_plugin_free(p, 64 * MiB, 0, SOLO_STREAM);       /* free at once: the stream may still use it */
+    vram__sim_hold_event_syncs(1);
+    int waiting = 0;
+    for (int i = 0; i < 300 && !(waiting = vram__sim_syncs_waiting()); i++) sleep_ms(10);
+    CHECK_INT(waiting, ==, 1);                            /* the idle tick waits for the stream */
+    atomic_store(&solo_alloc_done, 0);
+    void *q = NULL;
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, solo_alloc_main, &q), ==, 0);
+    for (int i = 0; i < 200 && !atomic_load(&solo_alloc_done); i++) sleep_ms(10);
+    CHECK_INT(atomic_load(&solo_alloc_done), ==, 1);      /* not behind the idle tick's wait */
+    CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);           /* and nothing went back meanwhile */
+    vram__sim_stream_complete(SOLO_STREAM);               /* the stream gets there */
+    vram__sim_hold_event_syncs(0);
+    CHECK_INT(pthread_join(t, NULL), ==, 0);
+    CHECK(q != NULL);
+    vram_memory_info after = wait_reserved_at_most(0, 16 * MiB, 3000);
+    CHECK_SIZE(after.reserved, <, 64 * MiB);              /* the idle extents went back */
+    CHECK_SIZE(after.reserved, >=, 1 * MiB);              /* not the one under q */
+    CHECK_ALL();
+    vram_plugin_free(q, 1 * MiB, 0, SOLO_STREAM);
     CHECK_OK(vram_shutdown());
     check_counters_balanced();
 }

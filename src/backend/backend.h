@@ -87,5 +87,10 @@ void vram__sim_stream_complete(void *stream);
 /* Simulated backend only, for tests: the next n event records fail (VRAM_ERR_DRIVER,
  * CUDA_ERROR_LAUNCH_FAILED), as after a kernel fault; 0 stops it. */
 void vram__sim_fail_event_records(int n);
+/* Simulated backend only, for tests: with 1, event_sync blocks until vram__sim_stream_complete()
+ * reaches the event (as the driver's does); 0 releases every waiter. vram__sim_syncs_waiting(): how
+ * many event_sync calls are blocked now. */
+void vram__sim_hold_event_syncs(int on);
+int  vram__sim_syncs_waiting(void);
 
 #endif /* VRAM_BACKEND_H */

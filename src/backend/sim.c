@@ -18,7 +18,8 @@
  *   - Events: every stream (any void *, NULL included; the device plays no part) has a recorded
  *     and a completed sequence number. An event takes the next recorded number and is done once
  *     the completed number reaches it: vram__sim_stream_complete() raises it to the last recorded
- *     number, event_sync to the event's own (the wait is instantaneous). Tests make the next n
+ *     number, event_sync to the event's own (the wait is instantaneous; with
+ *     vram__sim_hold_event_syncs(1) it waits until vram__sim_stream_complete, as the driver does). Tests make the next n
  *     event records fail with vram__sim_fail_event_records(n) (CUDA_ERROR_LAUNCH_FAILED).
  *
  * The rules (the driver's, and stricter where the pool never needs the freedom, to catch bugs)
@@ -142,6 +143,9 @@ static struct {
 } sim_st;
 
 static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
+/* vram__sim_hold_event_syncs: event_sync waits on it for the stream to get there (under sim_lock) */
+static pthread_cond_t  sim_stream_done = PTHREAD_COND_INITIALIZER;
+static int             sim_hold_syncs, sim_syncs_waiting;   /* under sim_lock; kept across close */
 
 static struct {
     _Atomic uint64_t mem_alloc, mem_free, va_reserve, va_free, phys_create, phys_release;
@@ -956,7 +960,16 @@ static vram_status sim_event_sync_locked(int dev, void *event) {
 }
 
 static vram_status sim_event_sync(int dev, void *event) {
-    SIM_LOCKED(sim_event_sync_locked(dev, event));
+    pthread_mutex_lock(&sim_lock);
+    sim_event *ev = sim_check_dev(dev) == VRAM_OK ? sim_tab_get(&sim_st.events, (uint64_t)(uintptr_t)event) : NULL;
+    if (ev != NULL && sim_hold_syncs && ev->stream->completed < ev->seq) {
+        sim_syncs_waiting++;            /* as the driver does: until the stream got there */
+        while (sim_hold_syncs && ev->stream->completed < ev->seq) pthread_cond_wait(&sim_stream_done, &sim_lock);
+        sim_syncs_waiting--;
+    }
+    vram_status s = sim_event_sync_locked(dev, event);
+    pthread_mutex_unlock(&sim_lock);
+    return s;
 }
 
 /* Never fails and never touches the thread's last error; an unknown event is ignored. */
@@ -981,7 +994,22 @@ void vram__sim_stream_complete(void *stream) {
     pthread_mutex_lock(&sim_lock);
     sim_stream *s = sim_stream_find(stream);
     if (s != NULL) s->completed = s->recorded;
+    pthread_cond_broadcast(&sim_stream_done);
     pthread_mutex_unlock(&sim_lock);
+}
+
+void vram__sim_hold_event_syncs(int on) {
+    pthread_mutex_lock(&sim_lock);
+    sim_hold_syncs = on;
+    pthread_cond_broadcast(&sim_stream_done);
+    pthread_mutex_unlock(&sim_lock);
+}
+
+int vram__sim_syncs_waiting(void) {
+    pthread_mutex_lock(&sim_lock);
+    int n = sim_syncs_waiting;
+    pthread_mutex_unlock(&sim_lock);
+    return n;
 }
 
 /* ---- counters and the backend --------------------------------------------------------------- */

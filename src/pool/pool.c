@@ -794,6 +794,7 @@ vram_status arena_destroy(pool_arena *p) {
         pending_settle_locked(p, c);
     }
     (void)solo_fence_locked(p);           /* (a driver that cannot wait: the memory goes anyway) */
+    if (p->idle_fence != NULL) p->cfg.backend->event_destroy(p->cfg.dev, p->idle_fence);
     while (p->regions != NULL) {
         pool_region *r = p->regions;
         p->regions = r->next;
@@ -1139,6 +1140,22 @@ void arena_trim(pool_arena *p, size_t keep_bytes) {
 }
 
 void arena_idle_tick(pool_arena *p) {
+    /* One stream (solo): a block freed at once may still be used by work queued on the stream. The
+     * extents given back below have been idle since before the previous tick, so the event that tick
+     * recorded on the stream covers their last frees: wait for it here, without the lock, so that
+     * allocations go on while the stream drains (under the lock they waited for the whole queue once
+     * a period). */
+    const vram__backend *be = p->cfg.backend;
+    pool_lock_take(&p->lock);
+    void *fence = p->idle_fence;
+    int fenced = !p->idle_fence_failed;
+    p->idle_fence = NULL;
+    p->idle_fence_failed = 0;
+    pool_lock_give(&p->lock);
+    if (fence != NULL) {
+        if (be->event_sync(p->cfg.dev, fence) != VRAM_OK) fenced = 0;
+        be->event_destroy(p->cfg.dev, fence);
+    }
     pool_lock_take(&p->lock);
     tc_flush_all_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);
@@ -1148,8 +1165,13 @@ void arena_idle_tick(pool_arena *p) {
         size_t before = v->mapped;
         uint64_t c = v->creates, r = v->releases;
         vmm_recount_locked(p);
-        if (solo_fence_locked(p) == 0) pool_vmm_unmap_stale(v);
+        if (fenced) pool_vmm_unmap_stale(v);   /* else the period goes on: the next tick's fence is later */
         vmm_note_locked(p, v, before, c, r);
+        if (p->solo == SOLO_ON && p->solo_unfenced > 0 &&
+            be->event_record(p->cfg.dev, p->solo_stream, &p->idle_fence) != VRAM_OK) {
+            p->idle_fence = NULL;
+            p->idle_fence_failed = 1;
+        }
     }
     size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;
     if (unused > 0) trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */

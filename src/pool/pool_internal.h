@@ -112,6 +112,9 @@ struct pool_arena {
     int               solo;          /* SOLO_NONE, SOLO_ON or SOLO_OFF */
     void             *solo_stream;
     uint64_t          solo_unfenced; /* frees made free at once since the stream was last waited for */
+    void             *idle_fence;    /* solo: an event the last idle tick recorded on the stream, which
+                                      * the next tick waits for without the lock (NULL: none needed) */
+    int               idle_fence_failed;   /* it could not be recorded: the next tick gives no extent back */
     pool_chunk       *spare;         /* recycled chunk records */
     /* `current`, `used_count` and `peak` count blocks parked in thread caches as in use, and
      * num_allocs / num_frees count the pool's own hand-outs and releases (see thread_cache.c) */
