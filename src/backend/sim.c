@@ -18,9 +18,10 @@
  *   - Events: every stream (any void *, NULL included; the device plays no part) has a recorded
  *     and a completed sequence number. An event takes the next recorded number and is done once
  *     the completed number reaches it: vram__sim_stream_complete() raises it to the last recorded
- *     number, event_sync to the event's own (the wait is instantaneous; with
- *     vram__sim_hold_event_syncs(1) it waits until vram__sim_stream_complete, as the driver does). Tests make the next n
- *     event records fail with vram__sim_fail_event_records(n) (CUDA_ERROR_LAUNCH_FAILED).
+ *     number, event_sync to the event's own (the wait is instantaneous; after
+ *     vram__sim_hold_event_syncs(1) it waits for vram__sim_stream_complete, as the driver waits for
+ *     the stream). Tests make the next n event records fail with vram__sim_fail_event_records(n)
+ *     (CUDA_ERROR_LAUNCH_FAILED).
  *
  * The rules (the driver's, and stricter where the pool never needs the freedom, to catch bugs)
  *   - VRAM_SIM_DEVICES, VRAM_SIM_FAIL_ALLOC_AFTER and CUDA_VISIBLE_DEVICES are read by open();
@@ -961,10 +962,13 @@ static vram_status sim_event_sync_locked(int dev, void *event) {
 
 static vram_status sim_event_sync(int dev, void *event) {
     pthread_mutex_lock(&sim_lock);
-    sim_event *ev = sim_check_dev(dev) == VRAM_OK ? sim_tab_get(&sim_st.events, (uint64_t)(uintptr_t)event) : NULL;
+    sim_event *ev = sim_check_dev(dev) == VRAM_OK ? sim_tab_get(&sim_st.events, (uint64_t)(uintptr_t)event)
+                                                  : NULL;
     if (ev != NULL && sim_hold_syncs && ev->stream->completed < ev->seq) {
         sim_syncs_waiting++;            /* as the driver does: until the stream got there */
-        while (sim_hold_syncs && ev->stream->completed < ev->seq) pthread_cond_wait(&sim_stream_done, &sim_lock);
+        while (sim_hold_syncs && ev->stream->completed < ev->seq) {
+            pthread_cond_wait(&sim_stream_done, &sim_lock);
+        }
         sim_syncs_waiting--;
     }
     vram_status s = sim_event_sync_locked(dev, event);
