@@ -2,8 +2,9 @@
 # own): describes the machine, builds vram (Release, the `vram` CLI) and bench/peers against the
 # installed PyTorch, and names the commit measured. See bench/README.md.
 #
-# Expects, set by the script that sources it: BUILD (build folder), OUT_DIR (with OUT_DIR/logs made),
-# PY, CXX, CUDA_HOME, JOBS, and a function say. Sets:
+# Expects, set by the script that sources it: BUILD (build folder), OUT_DIR (with OUT_DIR/logs made).
+# Sets the settings both read from the environment (PY, CXX, CUDA_HOME, JOBS, TRACES from
+# BENCH_TRACES, PEER_ALLOCATORS from BENCH_PEERS), the functions say and FAIL (below), and:
 #   GPU_NAME GPU_DRIVER GPU_MEM CUDA_DRIVER   card 0 as nvidia-smi names it ("?" without one)
 #   VRAM                                      the vram CLI, "" when it did not build
 #   PEERS                                     bench/peers, "" when it did not build or there is no PyTorch
@@ -14,6 +15,16 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     echo "bench/build.sh is sourced by bench/run.sh and bench/limit.sh; run one of those" >&2
     exit 2
 fi
+
+PY=${PYTHON:-python3}
+CXX=${CXX:-g++}
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+JOBS=$(nproc 2>/dev/null || echo 4)
+read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
+read -r -a PEER_ALLOCATORS <<<"${BENCH_PEERS:-cumemalloc cumemallocasync torch torch-expandable}"
+[ "${PEER_ALLOCATORS[*]}" = none ] && PEER_ALLOCATORS=()   # BENCH_PEERS=none: vram alone
+say() { printf '== %s\n' "$*" >&2; }
+FAIL=(sh -c 'echo "$0" >&2; exit 1')  # FAIL MESSAGE: a row that failed before it could run
 
 # ---- the machine -----------------------------------------------------------------------------
 say "machine"

@@ -33,20 +33,11 @@ OUT_DIR=${BENCH_OUT:-$BUILD}
 FRACTION=${BENCH_FRACTION:-0.95}
 PASSES=${BENCH_PASSES:-2}
 TIMEOUT=${BENCH_TIMEOUT:-600}
-PY=${PYTHON:-python3}
-CXX=${CXX:-g++}
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-JOBS=$(nproc 2>/dev/null || echo 4)
-read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
-read -r -a PEER_ALLOCATORS <<<"${BENCH_PEERS:-cumemalloc cumemallocasync torch torch-expandable}"
-[ "${PEER_ALLOCATORS[*]}" = none ] && PEER_ALLOCATORS=()   # BENCH_PEERS=none: vram alone
 
 mkdir -p "$BUILD" "$OUT_DIR/logs/limit"
 RESULTS=$OUT_DIR/limit.jsonl
 TABLE=$OUT_DIR/limit.md
 : >"$RESULTS"
-
-say() { printf '== %s\n' "$*" >&2; }
 
 # The machine, vram and bench/peers built, the commit: shared with bench/run.sh.
 # shellcheck source=bench/build.sh
@@ -56,8 +47,6 @@ source bench/build.sh
 "$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
     "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" \
     "fraction=$FRACTION" "command=bash bench/limit.sh" "commit=$COMMIT" >>"$RESULTS"
-
-FAIL=(sh -c 'echo "$0" >&2; exit 1')  # FAIL MESSAGE: a row that failed before it could run
 
 # run_row KEY TRACE COMMAND...: runs one replay in its own process, appends its JSON line.
 run_row() {

@@ -34,21 +34,12 @@ PIN=()
 CPU=${BENCH_CPU:-}
 if [ -z "$CPU" ] && command -v taskset >/dev/null && [ "$(nproc 2>/dev/null || echo 1)" -gt 2 ]; then CPU=2; fi
 if [ -n "$CPU" ] && [ "$CPU" != none ]; then PIN=(taskset -c "$CPU"); fi
-PY=${PYTHON:-python3}
-CXX=${CXX:-g++}
-CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-JOBS=$(nproc 2>/dev/null || echo 4)
-read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
 read -r -a POLICIES <<<"${BENCH_POLICIES:-prealloc growth growth-hold growth-lean growth-plain}"
-read -r -a PEER_ALLOCATORS <<<"${BENCH_PEERS:-cumemalloc cumemallocasync torch torch-expandable}"
-[ "${PEER_ALLOCATORS[*]}" = none ] && PEER_ALLOCATORS=()   # BENCH_PEERS=none: vram alone
 
 mkdir -p "$BUILD" "$OUT_DIR/logs"
 RESULTS=$OUT_DIR/results.jsonl
 TABLE=$OUT_DIR/table.md
 : >"$RESULTS"
-
-say() { printf '== %s\n' "$*" >&2; }
 
 # The machine, vram and bench/peers built, the commit: shared with bench/limit.sh.
 # shellcheck source=bench/build.sh
@@ -59,8 +50,6 @@ source bench/build.sh
     "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" "repeat=$REPEAT" \
     "cpu=${CPU:-none}" \
     "command=bash bench/run.sh" "commit=$COMMIT" >>"$RESULTS"
-
-FAIL=(sh -c 'echo "$0" >&2; exit 1')  # FAIL MESSAGE: a row that failed before it could run
 
 # run_row KEY TRACE COMMAND...: runs one replay in its own process, appends its JSON line.
 run_row() {
