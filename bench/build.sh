@@ -24,6 +24,14 @@ read -r -a TRACES <<<"${BENCH_TRACES:-$(echo traces/*.trace.gz)}"
 read -r -a PEER_ALLOCATORS <<<"${BENCH_PEERS:-cumemalloc cumemallocasync torch torch-expandable}"
 [ "${PEER_ALLOCATORS[*]}" = none ] && PEER_ALLOCATORS=()   # BENCH_PEERS=none: vram alone
 say() { printf '== %s\n' "$*" >&2; }
+# bench_command SCRIPT: the command that reproduces this run, with the BENCH_* settings it was given
+bench_command() {
+    local cmd="bash $1" v
+    for v in BENCH_FRACTION BENCH_PASSES BENCH_REPEAT BENCH_CPU BENCH_POLICIES BENCH_PEERS BENCH_TRACES; do
+        if [ -n "${!v:-}" ]; then cmd="$v=\"${!v}\" $cmd"; fi
+    done
+    echo "$cmd"
+}
 FAIL=(sh -c 'echo "$0" >&2; exit 1')  # FAIL MESSAGE: a row that failed before it could run
 
 # ---- the machine -----------------------------------------------------------------------------

@@ -46,7 +46,7 @@ source bench/build.sh
 # ---- replays under the limit -------------------------------------------------------------------
 "$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
     "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" \
-    "fraction=$FRACTION" "command=bash bench/limit.sh" "commit=$COMMIT" >>"$RESULTS"
+    "fraction=$FRACTION" "command=$(bench_command bench/limit.sh)" "commit=$COMMIT" >>"$RESULTS"
 
 # run_row KEY TRACE COMMAND...: runs one replay in its own process, appends its JSON line.
 run_row() {

@@ -49,7 +49,7 @@ source bench/build.sh
 "$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
     "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" "repeat=$REPEAT" \
     "cpu=${CPU:-none}" \
-    "command=bash bench/run.sh" "commit=$COMMIT" >>"$RESULTS"
+    "command=$(bench_command bench/run.sh)" "commit=$COMMIT" >>"$RESULTS"
 
 # run_row KEY TRACE COMMAND...: runs one replay in its own process, appends its JSON line.
 run_row() {

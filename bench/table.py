@@ -186,28 +186,34 @@ def paired_lines(group):
     return lines + [""] if lines else []
 
 
+def meta_lines(meta, what):
+    """The lines that head a table: date, machine and software, `what` was run, the commit, the
+    command that reproduces it."""
+    parts = ["driver " + meta.get("driver", "?")]
+    if meta.get("memory"):
+        parts.append(meta["memory"])
+    if meta.get("cuda"):
+        parts.append("CUDA " + meta["cuda"])
+    line = "%s, one %s (%s), PyTorch %s; %s" % (meta.get("date", "?"), meta.get("gpu", "?"), ", ".join(parts),
+                                                meta.get("torch", "?"), what)
+    if meta.get("commit") and meta["commit"] != "unknown":
+        line += "; vram at %s" % meta["commit"]
+    out = [line + "."]
+    if meta.get("command"):
+        out.append("Reproduce with `%s`." % meta["command"])
+    return out + [""]
+
+
 def cmd_table(args):
     meta, rows = load_results(args.results)
 
     out = []
     if meta:
-        gpu = meta.get("gpu", "?")
-        parts = ["driver " + meta.get("driver", "?")]
-        if meta.get("memory"):
-            parts.append(meta["memory"])
-        if meta.get("cuda"):
-            parts.append("CUDA " + meta["cuda"])
-        line = "%s, one %s (%s), PyTorch %s; %s passes per replay (pass 1 cold, the rest warm)" % (
-            meta.get("date", "?"), gpu, ", ".join(parts), meta.get("torch", "?"), meta.get("passes", "?"))
+        what = "%s passes per replay (pass 1 cold, the rest warm)" % meta.get("passes", "?")
         if meta.get("repeat") and meta["repeat"] != "1":
-            line += ", every replay run %s times in its own process: ns/op is the median " \
+            what += ", every replay run %s times in its own process: ns/op is the median " \
                     "(min–max) of the runs" % meta["repeat"]
-        if meta.get("commit") and meta["commit"] != "unknown":
-            line += "; vram at %s" % meta["commit"]
-        out.append(line + ".")
-        if meta.get("command"):
-            out.append("Reproduce with `%s`." % meta["command"])
-        out.append("")
+        out += meta_lines(meta, what)
 
     traces = []
     for r in rows:
@@ -367,21 +373,8 @@ def cmd_limit(args):
 
     out = []
     if meta:
-        parts = ["driver " + meta.get("driver", "?")]
-        if meta.get("memory"):
-            parts.append(meta["memory"])
-        if meta.get("cuda"):
-            parts.append("CUDA " + meta["cuda"])
-        line = ("%s, one %s (%s), PyTorch %s; every trace replayed under a limit of ceil(peak live / %s) "
-                "bytes, %s passes in one process per allocator") % (
-            meta.get("date", "?"), meta.get("gpu", "?"), ", ".join(parts), meta.get("torch", "?"),
-            meta.get("fraction", "?"), meta.get("passes", "?"))
-        if meta.get("commit") and meta["commit"] != "unknown":
-            line += "; vram at %s" % meta["commit"]
-        out.append(line + ".")
-        if meta.get("command"):
-            out.append("Reproduce with `%s`." % meta["command"])
-        out.append("")
+        out += meta_lines(meta, "every trace replayed under a limit of ceil(peak live / %s) bytes, %s passes "
+                                "in one process per allocator" % (meta.get("fraction", "?"), meta.get("passes", "?")))
 
     traces = list(limits)
     for r in rows:
