@@ -113,6 +113,8 @@ static const char usage_tail[] =
     "                                   idle_release_ms:N, extent_mb:N, map_ahead_mb:N,\n"
     "                                   hold_peak:true|false, hold_large_mb:N, small_pool_kb:N,\n"
     "                                   thread_cache_mb:N, arenas:N\n"
+    "  VRAM_MEMBARRIER=0                every call fences its entry into the runtime itself instead of\n"
+    "                                   configuration calls fencing all threads with membarrier\n"
     "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
     "\n"
     "Environment of a program under `vram run` (read by libvram_preload.so):\n"
