@@ -21,7 +21,9 @@
  * VRAM_ERR_INVALID_ARGUMENT naming the variable): VRAM_BACKEND=cuda|sim, VRAM_SIM_DEVICES,
  * VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_FORCE_ALLOW_GROWTH=true|false, VRAM_MEMORY_LIMIT,
  * VRAM_MEMORY_LIMIT_<i>, VRAM_MEMORY_FRACTION, VRAM_ALLOC_CONF (allocator options, see
- * vram_set_alloc_conf). See README.md.
+ * vram_set_alloc_conf). VRAM_MEMBARRIER=0 (read at the first configuration call or start) makes
+ * every allocation and free fence its entry into the runtime itself, instead of the configuration
+ * calls fencing all threads with membarrier. See README.md.
  */
 #ifndef VRAM_H
 #define VRAM_H
