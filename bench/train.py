@@ -800,6 +800,23 @@ def verdict(w, agg, allocs):
     return "**verdict**: " + time_part + ", " + mem_part
 
 
+def paired_by_round(w, rows):
+    """vram's median step over the fastest PyTorch allocator's of the same round, per round where both
+    ran (the rounds run close in time: the host's slow stretches, which move a round by up to 40% on
+    gpt2_generate, hit both), as percentages, or [] when no round has both."""
+    by_round = {}
+    for r in rows:
+        if (r.get("workload") == w and "error" not in r and "skipped" not in r
+                and r.get("step_ms_median") is not None):
+            by_round.setdefault(r.get("round", 1), {})[r.get("allocator")] = r["step_ms_median"]
+    out = []
+    for _, m in sorted(by_round.items(), key=lambda kv: kv[0]):
+        torch_ms = [v for a, v in m.items() if a in TORCH_ALLOCATORS]
+        if "vram" in m and torch_ms:
+            out.append((m["vram"] / min(torch_ms) - 1.0) * 100.0)
+    return out
+
+
 def targets_met(w, agg, allocs):
     """(step time met, memory met) for a workload with vram and at least one PyTorch row, else None."""
     if "vram" not in allocs or not agg[(w, "vram")]["ok"]:
@@ -878,6 +895,13 @@ def render(meta, rows):
         v = verdict(w, agg, allocs)
         if v:
             out += [v, ""]
+        pairs = paired_by_round(w, rows)
+        if len(pairs) > 1:
+            ordered = sorted(pairs)
+            n = len(ordered)
+            mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2.0
+            out += ["paired by round (vram against the fastest PyTorch allocator of the same round): median %s "
+                    "(rounds: %s)" % (pct(mid), ", ".join(pct(x) for x in pairs)), ""]
         out += ["- " + n for n in notes]
         if notes:
             out.append("")
@@ -1136,6 +1160,9 @@ def self_test():
     check("reserved 17.100 GiB vs min of others 18.000 GiB (torch-expandable; target less: met)" in t,
           "gpt2 memory verdict")
     check("torch-async: 1 of 2 rounds failed: exit status 1: boom" in t, "partial failure note")
+    # round 1: 118.5 / min(120, 119, 125) = -0.42%; round 2: 119.5 / min(118, 121) = +1.27%
+    check("paired by round (vram against the fastest PyTorch allocator of the same round): median +0.42% "
+          "(rounds: -0.42%, +1.27%)" in t, "paired by round")
     check("vram step time 2.00% slower than the fastest PyTorch allocator (torch, 50.00 ms; target within "
           "1%: missed)" in t,
           "bert time verdict")
