@@ -1160,8 +1160,8 @@ def self_test():
     check("reserved 17.100 GiB vs min of others 18.000 GiB (torch-expandable; target less: met)" in t,
           "gpt2 memory verdict")
     check("torch-async: 1 of 2 rounds failed: exit status 1: boom" in t, "partial failure note")
-    # round 1: 118.5 / min(120, 119, 125) = -0.42%; round 2: 119.5 / min(118, 121) = +1.27%
-    check("paired by round (vram against the fastest PyTorch allocator of the same round): median +0.42% "
+    # round 1: 118.5 / min(120, 119, 125) = -0.42%; round 2: 119.5 / min(118, 121) = +1.27%; median +0.43%
+    check("paired by round (vram against the fastest PyTorch allocator of the same round): median +0.43% "
           "(rounds: -0.42%, +1.27%)" in t, "paired by round")
     check("vram step time 2.00% slower than the fastest PyTorch allocator (torch, 50.00 ms; target within "
           "1%: missed)" in t,
