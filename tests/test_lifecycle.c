@@ -3,6 +3,8 @@
  */
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "harness.h"
@@ -261,4 +263,27 @@ TEST(shutdown_races_with_allocating_threads) {
     CHECK_OK(vram_free(held));
     CHECK_OK(vram_shutdown());
     CHECK(!vram_is_initialized());
+}
+
+/* A forked child (PyTorch's DataLoader workers are forks) inherits a started runtime: its own
+ * configuration calls and shutdown, which fence every thread (membarrier, registered by the parent),
+ * work there too. */
+TEST(fork_child_configures_and_shuts_down) {
+    use_sim("16GiB");
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 1 << 20, 0));
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int ok = vram_free(p) == VRAM_OK && vram_shutdown() == VRAM_OK &&
+                 vram_set_memory_limit(0, 256u << 20) == VRAM_OK && vram_init() == VRAM_OK &&
+                 vram_shutdown() == VRAM_OK;
+        _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    CHECK_INT(waitpid(pid, &status, 0), ==, pid);
+    CHECK(WIFEXITED(status));
+    CHECK_INT(WEXITSTATUS(status), ==, 0);
+    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_shutdown());
 }

@@ -443,9 +443,16 @@ void vram__rt_write_lock(void) {
     }
     atomic_store(&rt_writer, 1);
 #if defined(__linux__) && defined(SYS_membarrier)
-    /* the readers' fence between their slot's store and their load of rt_writer (above). A
-     * failure cannot happen once registered; were it to, readers could be missed, so stop. */
-    if (atomic_load(&rt_asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0) abort();
+    /* the readers' fence between their slot's store and their load of rt_writer (above). The
+     * registration holds for the process and its forks; should the call still be refused, register
+     * again and retry, and failing that stop: readers could be missed. */
+    if (atomic_load(&rt_asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0 &&
+        (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0 ||
+         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)) {
+        fprintf(stderr, "vram: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was registered; "
+                        "set VRAM_MEMBARRIER=0 to run without it\n");
+        abort();
+    }
 #endif
     for (int i = 0; i < RT_SLOTS; i++) {
         while (atomic_load(&rt_slots[i].active)) sched_yield();
