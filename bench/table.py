@@ -19,6 +19,8 @@
   table.py limit LIMIT.jsonl
       prints the table of bench/limit.sh: per trace and allocator, the failed allocations (of how
       many), reserved/live and the first error, under the trace's limit.
+  table.py self-test
+      checks the logic above on made-up rows (CI runs it).
 
 Rows come from `vram replay --json` (keys cold_ns_per_op / warm_ns_per_op, or ns_per_op from a vram
 without --passes; driver_allocs + driver_frees) and from bench/peers (driver_calls; null where the
@@ -423,6 +425,79 @@ def cmd_limit(args):
     print("\n".join(out))
 
 
+def cmd_self_test(args):
+    """The tables' logic on made-up rows (no GPU): paired ratios, the limit and its table."""
+    import contextlib
+    import io
+    import tempfile
+
+    def check(cond, what):
+        if not cond:
+            raise AssertionError("self-test: " + what)
+
+    def printed(fn, lines):
+        with tempfile.NamedTemporaryFile("w", suffix=".jsonl", delete=False) as f:
+            f.write("".join(json.dumps(x) + "\n" for x in lines))
+        out = io.StringIO()
+        try:
+            with contextlib.redirect_stdout(out):
+                fn(argparse.Namespace(results=f.name))
+        finally:
+            os.unlink(f.name)
+        return out.getvalue()
+
+    n = 0
+    check(limit_for(13594206920, "0.95") == 14309691495, "limit of gpt2_train at 0.95"); n += 1
+    check(limit_for(19, "19/20") == 20 and limit_for(20, "1") == 20, "limit as a ratio, and at 1"); n += 1
+    for bad in ("0", "1.5", "-0.5"):
+        try:
+            limit_for(100, bad)
+            check(False, "fraction %s refused" % bad)
+        except ValueError:
+            n += 1
+    with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
+        f.write("# gpumem-trace v1\na 1 100 0 0\na 2 300 0 1\nf 1 2\na 3 250 0 3\nf 2 4\nf 3 5\n")
+    try:
+        check(trace_peak_live(f.name) == (550, 3), "peak live of a small trace"); n += 1
+    finally:
+        os.unlink(f.name)
+
+    def row(alloc, run, cold, warm, **kw):
+        r = {"allocator": alloc, "trace": "traces/t.trace.gz", "run": run, "cold_ns_per_op": cold,
+             "warm_ns_per_op": warm, "reserved_to_live": 1.05, "trace_events": 10, "peak_live_bytes": 1000}
+        r.update(kw)
+        return r
+    rows = [{"meta": {"date": "2026-12-01", "gpu": "Fake", "passes": "11", "repeat": "3", "commit": "abc",
+                      "command": "bash bench/run.sh"}},
+            row("vram prealloc", 1, 100, 100), row("vram growth", 1, 300, 103), row("torch", 1, 1000, 400),
+            row("vram prealloc", 2, 150, 160), row("vram growth", 2, 450, 168), row("torch", 2, 1200, 500),
+            row("vram prealloc", 3, 100, 70), row("vram growth", 3, 200, 140), row("torch", 3, 900, 380)]
+    t = printed(cmd_table, rows)
+    check("growth warm / preallocated warm: 1.050 (target <= 1.05; runs: 1.030, 1.050, 2.000)" in t,
+          "paired warm ratio: " + t); n += 1
+    check("growth cold / PyTorch (native) cold: 0.300 (target <= 0.50; runs: 0.300, 0.375, 0.222)" in t,
+          "paired cold ratio"); n += 1
+    check("| vram, growth (VMM) | 1.050 | 300.0 (200–450) | 140.0 (103–168) |" in t, "median cells"); n += 1
+    check("vram at abc" in t and "Reproduce with `bash bench/run.sh`." in t, "heading"); n += 1
+
+    lim = [{"meta": {"date": "2026-12-01", "gpu": "Fake", "passes": "2", "fraction": "0.95"}},
+           {"limit": {"trace": "traces/t.trace.gz", "peak_live_bytes": 950, "trace_allocs": 5, "fraction": "0.95",
+                      "limit_bytes": 1000, "source": "the trace"}},
+           {"allocator": "vram growth", "trace": "traces/t.trace.gz", "failed_allocs": 0, "allocs": 10,
+            "reserved_to_live": 1.02, "peak_reserved_bytes": 969, "limit_bytes": 1000, "passes": 2},
+           {"allocator": "torch", "trace": "traces/t.trace.gz", "failed_allocs": 3, "passes": 2,
+            "reserved_to_live": 1.1, "peak_reserved_bytes": 1045, "limit_bytes": 1000,
+            "first_error": "raw_alloc(64): CUDA out of memory | x"},
+           {"allocator": "cumemalloc", "trace": "traces/t.trace.gz", "error": "exit status 1: no GPU"}]
+    t = printed(cmd_limit, lim)
+    check("0 of 10 | 1.020 | – |" in t, "vram limit row: " + t); n += 1
+    check("3 of 10 | 1.100 (peak above the limit) | raw_alloc(64): CUDA out of memory \\| x |" in t,
+          "peer limit row (allocations from the trace x passes, the peak above the limit, | escaped)"); n += 1
+    check("did not run |  | exit status 1: no GPU |" in t, "a row that did not run"); n += 1
+    check("on 1 of 1 traces" in t and "on 0 of 1 traces" in t, "summary line"); n += 1
+    print("self-test: ok (%d checks)" % n)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="cmd", required=True)
@@ -443,9 +518,10 @@ def main():
     lf.add_argument("--append")
     lt = sub.add_parser("limit")
     lt.add_argument("results")
+    sub.add_parser("self-test")
     args = p.parse_args()
     {"tag": cmd_tag, "meta": cmd_meta, "table": cmd_table, "limit-for": cmd_limit_for,
-     "limit": cmd_limit}[args.cmd](args)
+     "limit": cmd_limit, "self-test": cmd_self_test}[args.cmd](args)
 
 
 if __name__ == "__main__":
