@@ -7,7 +7,8 @@
 #
 # Then, when libvram.so lies next to VRAM_BINARY (or LIBVRAM names one), the same for growth through
 # the shared library loaded with dlopen, as PyTorch and Python call it (bench/lib_loop.c, built here
-# with cc): no inlining into the caller's loop, thread-locals through __tls_get_addr.
+# with cc): no inlining into the caller's loop, thread-locals through __tls_get_addr; once through
+# vram_malloc / vram_free, once through the plugin entry points vram.torch.install() gives PyTorch.
 #
 # Environment: POLICIES (default "growth prealloc"), TRACES (default gpt2_train bert_varlen),
 # CARD (the simulated card, default 24GiB: room under the limit as on a large GPU, and within what
@@ -37,8 +38,8 @@ LIB=$(realpath "$LIB")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 "${CC:-cc}" -std=c11 -O2 -Iinclude bench/lib_loop.c -ldl -o "$tmp/lib_loop"
-lib_refs() {   # lib_refs TRACE PASSES
-    gzip -dc "$1" | valgrind --tool=callgrind --callgrind-out-file=/dev/null "$tmp/lib_loop" "$LIB" "$2" 2>&1 |
+lib_refs() {   # lib_refs TRACE PASSES [plugin]
+    gzip -dc "$1" | valgrind --tool=callgrind --callgrind-out-file=/dev/null "$tmp/lib_loop" "$LIB" "$2" ${3:-} 2>&1 |
         awk '/refs:/ {gsub(",", "", $NF); print $NF}'
 }
 for t in ${TRACES:-gpt2_train bert_varlen}; do
@@ -46,4 +47,6 @@ for t in ${TRACES:-gpt2_train bert_varlen}; do
     n=$(gzip -dc "$f" | grep -c '^[af] ')
     one=$(lib_refs "$f" 1); eleven=$(lib_refs "$f" 11)
     echo "$t growth, through libvram.so: $(( (eleven - one) / (10 * n) ))"
+    one=$(lib_refs "$f" 1 plugin); eleven=$(lib_refs "$f" 11 plugin)
+    echo "$t growth, through libvram.so's plugin entry points (PyTorch's path, one stream): $(( (eleven - one) / (10 * n) ))"
 done

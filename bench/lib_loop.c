@@ -5,11 +5,16 @@
  * the `vram` tool links libvram statically, so its replay loop is not what callers of the shared
  * library run (no cross-library inlining, thread-locals through __tls_get_addr).
  *
- *   gzip -dc TRACE | lib_loop LIBVRAM_SO PASSES     (the trace format of traces/README.md)
+ *   gzip -dc TRACE | lib_loop LIBVRAM_SO PASSES [plugin]   (the trace format of traces/README.md)
+ *
+ * With `plugin`, through the entry points PyTorch's CUDAPluggableAllocator calls instead
+ * (vram_plugin_alloc / vram_plugin_free on card 0, one stream), as vram.torch.install() runs them.
  */
 #include <dlfcn.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "vram.h"
 
@@ -24,6 +29,23 @@ static vram_status (*free_fn)(void *);
 static vram_status (*growth_fn)(int, int);
 static const char *(*error_fn)(void);
 static vram_status (*info_fn)(int, vram_memory_info *);
+static void *(*plugin_alloc_fn)(ptrdiff_t, int, void *);
+static void (*plugin_free_fn)(void *, ptrdiff_t, int, void *);
+static int plugin;                 /* through the plugin entry points */
+#define PLUGIN_STREAM ((void *)0x1)
+
+/* One allocation or free, the way the caller asked for (0: done). */
+static int do_alloc(void **p, size_t size) {
+    if (!plugin) return malloc_fn(p, size, 0) != VRAM_OK;
+    *p = plugin_alloc_fn((ptrdiff_t)size, 0, PLUGIN_STREAM);
+    return *p == NULL;
+}
+
+static int do_free(void *p) {
+    if (!plugin) return free_fn(p) != VRAM_OK;
+    plugin_free_fn(p, 0, 0, PLUGIN_STREAM);
+    return 0;
+}
 
 static int load(const char *path) {
     void *lib = dlopen(path, RTLD_NOW);
@@ -36,13 +58,16 @@ static int load(const char *path) {
     growth_fn = (vram_status(*)(int, int))dlsym(lib, "vram_set_memory_growth");
     error_fn = (const char *(*)(void))dlsym(lib, "vram_last_error");
     info_fn = (vram_status(*)(int, vram_memory_info *))dlsym(lib, "vram_get_memory_info");
-    return malloc_fn && free_fn && growth_fn && error_fn && info_fn ? 0 : -1;
+    plugin_alloc_fn = (void *(*)(ptrdiff_t, int, void *))dlsym(lib, "vram_plugin_alloc");
+    plugin_free_fn = (void (*)(void *, ptrdiff_t, int, void *))dlsym(lib, "vram_plugin_free");
+    return malloc_fn && free_fn && growth_fn && error_fn && info_fn && plugin_alloc_fn && plugin_free_fn ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
     int passes = argc > 2 ? atoi(argv[2]) : 0;
-    if (passes < 1) {
-        fprintf(stderr, "usage: gzip -dc TRACE | lib_loop LIBVRAM_SO PASSES\n");
+    plugin = argc > 3 && strcmp(argv[3], "plugin") == 0;
+    if (passes < 1 || (argc > 3 && !plugin)) {
+        fprintf(stderr, "usage: gzip -dc TRACE | lib_loop LIBVRAM_SO PASSES [plugin]\n");
         return 2;
     }
     if (load(argv[1]) != 0) return 1;
@@ -73,18 +98,18 @@ int main(int argc, char **argv) {
     for (int p = 0; p < passes; p++) {
         for (size_t i = 0; i < n; i++) {
             if (ev[i].op == 'a') {
-                if (malloc_fn(&ptr[ev[i].id], ev[i].size, 0) != VRAM_OK) {
+                if (do_alloc(&ptr[ev[i].id], ev[i].size) != 0) {
                     fprintf(stderr, "lib_loop: allocation %ld of %zu bytes failed: %s\n", ev[i].id, ev[i].size,
                             error_fn());
                     return 1;
                 }
             } else if (ptr[ev[i].id] != NULL) {
-                failed_frees += free_fn(ptr[ev[i].id]) != VRAM_OK;
+                failed_frees += do_free(ptr[ev[i].id]);
                 ptr[ev[i].id] = NULL;
             }
         }
         for (long k = 0; k <= max_id; k++) {
-            if (ptr[k] != NULL) failed_frees += free_fn(ptr[k]) != VRAM_OK;
+            if (ptr[k] != NULL) failed_frees += do_free(ptr[k]);
             ptr[k] = NULL;
         }
     }
