@@ -36,9 +36,9 @@
  * lock; parked blocks stay USED here and go back to the free bins before the pool grows or fails.
  *
  * Locking: one lock per arena (lock.h, a futex lock) guards its chunks, bins, regions and counters;
- * functions ending in `_locked` must be called with it held. Each thread cache and each of the POOL_SHARDS shards of
- * the pointer table has a spin lock of its own; the order is pool, cache, shard. The card budget is
- * an atomic shared by the pools of one card.
+ * functions ending in `_locked` must be called with it held. Each thread cache and each of the
+ * POOL_SHARDS shards of the pointer table has a spin lock of its own; the order is pool, cache,
+ * shard. The card budget is an atomic shared by the pools of one card.
  */
 #include <stdio.h>
 #include <stdlib.h>
