@@ -59,6 +59,18 @@ void free_bins_remove(free_bins *b, pool_chunk *c) {
     b->bytes -= c->size;
 }
 
+void free_bins_resize(free_bins *b, pool_chunk *c, size_t size) {
+    bin_index i = class_of(size);
+    if (i.fl == c->bin_fl && i.sl == c->bin_sl) {
+        b->bytes = b->bytes - c->size + size;
+        c->size = size;
+        return;
+    }
+    free_bins_remove(b, c);
+    c->size = size;
+    free_bins_insert(b, c);
+}
+
 /* The smallest chunk of a list that holds `size` (lowest address among equals), within the scan. */
 static pool_chunk *list_best(pool_chunk *c, size_t size) {
     pool_chunk *best = NULL;

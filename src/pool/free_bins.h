@@ -30,6 +30,9 @@ typedef struct free_bins {
 
 void        free_bins_insert(free_bins *b, pool_chunk *c);
 void        free_bins_remove(free_bins *b, pool_chunk *c);
+/* c (indexed) now spans `size` bytes: it keeps its place when its class does not change (a
+ * chunk that grows over a freed neighbour, or gives its front to a block), else it moves. */
+void        free_bins_resize(free_bins *b, pool_chunk *c, size_t size);
 pool_chunk *free_bins_best_fit(const free_bins *b, size_t size);  /* NULL when none is large enough */
 pool_chunk *free_bins_largest(const free_bins *b);
 

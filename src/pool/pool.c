@@ -573,24 +573,33 @@ static void chunk_unlink_locked(pool_arena *p, pool_chunk *c) {
 }
 
 /* Puts c into the free bins, merged with free neighbours. `was_busy`: c was USED or PENDING, so
- * its bytes stop counting as in use in the VMM region. */
+ * its bytes stop counting as in use in the VMM region. A free neighbour grows over c (the one
+ * before it first) and keeps its record and, while its size class stays, its place in the bins; c's
+ * record goes back to the spares. */
 static void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     if (was_busy && c->region->kind == REGION_VMM) pool_vmm_release(&c->region->vmm, c->addr, c->size);
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
     free_bins *bins = pool_bins_of(p, c);          /* the zones never merge: same bins throughout */
-    if (next != NULL && next->state == CHUNK_FREE && next->addr != p->small_end) {
-        free_bins_remove(bins, next);
-        c->size += next->size;
-        chunk_unlink_locked(p, next);
-    }
-    if (prev != NULL && prev->state == CHUNK_FREE && c->addr != p->small_end) {
-        free_bins_remove(bins, prev);
-        prev->size += c->size;
+    int join_next = next != NULL && next->state == CHUNK_FREE && next->addr != p->small_end;
+    int join_prev = prev != NULL && prev->state == CHUNK_FREE && c->addr != p->small_end;
+    if (join_prev) {
+        size_t size = prev->size + c->size;
+        if (join_next) {
+            free_bins_remove(bins, next);
+            size += next->size;
+            chunk_unlink_locked(p, next);
+        }
         chunk_unlink_locked(p, c);
-        c = prev;
+        free_bins_resize(bins, prev, size);
+    } else if (join_next) {
+        size_t size = next->size + c->size;
+        next->addr = c->addr;
+        chunk_unlink_locked(p, c);
+        free_bins_resize(bins, next, size);
+    } else {
+        free_bins_insert(bins, c);
     }
-    free_bins_insert(bins, c);
 }
 
 void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
@@ -862,15 +871,39 @@ static pool_chunk *pool_find_mapped_locked(pool_arena *p, free_bins *bins, size_
     return rest != NULL && rest->addr == best.at ? rest : NULL;
 }
 
+/* The first `size` bytes of c (FREE, indexed) out of the free bins: a record of their own, while c
+ * keeps the rest, its record and, while its size class stays, its place in the bins (the same
+ * chunks as cutting c and indexing the rest anew, one remove and one insert fewer). c whole when
+ * the rest would be less than a unit or no record can be had. */
+static pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, size_t size) {
+    free_bins *bins = pool_bins_of(p, c);
+    pool_chunk *b = c->size - size >= VRAM_POOL_UNIT ? chunk_new_locked(p) : NULL;
+    if (b == NULL) {
+        free_bins_remove(bins, c);
+        return c;
+    }
+    b->addr = c->addr;
+    b->size = size;
+    b->region = c->region;
+    b->state = CHUNK_FREE;
+    b->prev = c->prev;
+    b->next = c;
+    if (c->prev) c->prev->next = b; else c->region->first = b;
+    c->prev = b;
+    c->addr += size;
+    free_bins_resize(bins, c, c->size - size);
+    return b;
+}
+
 /* Hands out `rounded` bytes of chunk c. A free chunk of the VMM region gets its memory mapped
  * first; when that fails (*why says how) the chunk goes back and nothing changed. */
 static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded, void **ptr, grow_result *why) {
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
+        chunk_split_locked(p, c, rounded);
     } else {
-        free_bins_remove(pool_bins_of(p, c), c);
+        c = chunk_take_front_locked(p, c, rounded);
     }
-    chunk_split_locked(p, c, rounded);
     if (c->state == CHUNK_FREE && c->region->kind == REGION_VMM) {
         *why = vmm_back_locked(p, c);
         if (*why != GROW_OK) {
