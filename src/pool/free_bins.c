@@ -31,8 +31,8 @@ static size_t class_floor(bin_index i) {
     return (((size_t)FREE_BINS_SL | (size_t)i.sl) << (m - 5)) << 8;
 }
 
-void free_bins_insert(free_bins *b, pool_chunk *c) {
-    bin_index i = class_of(c->size);
+/* c onto the head of class i's list (counts and sizes are the callers'). */
+static inline void bins_link(free_bins *b, pool_chunk *c, bin_index i) {
     c->bin_fl = (uint8_t)i.fl;
     c->bin_sl = (uint8_t)i.sl;
     pool_chunk **head = &b->head[i.fl][i.sl];
@@ -42,12 +42,11 @@ void free_bins_insert(free_bins *b, pool_chunk *c) {
     *head = c;
     b->sl_map[i.fl] |= 1u << i.sl;
     b->fl_map |= 1ull << i.fl;
-    b->count++;
-    b->bytes += c->size;
 }
 
-void free_bins_remove(free_bins *b, pool_chunk *c) {
-    bin_index i = {c->bin_fl, c->bin_sl};            /* the class it was indexed under */
+/* c off the list of the class it was indexed under. */
+static inline void bins_unlink(free_bins *b, pool_chunk *c) {
+    bin_index i = {c->bin_fl, c->bin_sl};
     if (c->left != NULL) c->left->right = c->right; else b->head[i.fl][i.sl] = c->right;
     if (c->right != NULL) c->right->left = c->left;
     if (b->head[i.fl][i.sl] == NULL) {
@@ -55,20 +54,27 @@ void free_bins_remove(free_bins *b, pool_chunk *c) {
         if (b->sl_map[i.fl] == 0) b->fl_map &= ~(1ull << i.fl);
     }
     c->left = c->right = NULL;
+}
+
+void free_bins_insert(free_bins *b, pool_chunk *c) {
+    bins_link(b, c, class_of(c->size));
+    b->count++;
+    b->bytes += c->size;
+}
+
+void free_bins_remove(free_bins *b, pool_chunk *c) {
+    bins_unlink(b, c);
     b->count--;
     b->bytes -= c->size;
 }
 
 void free_bins_resize(free_bins *b, pool_chunk *c, size_t size) {
     bin_index i = class_of(size);
-    if (i.fl == c->bin_fl && i.sl == c->bin_sl) {
-        b->bytes = b->bytes - c->size + size;
-        c->size = size;
-        return;
-    }
-    free_bins_remove(b, c);
+    b->bytes = b->bytes - c->size + size;
     c->size = size;
-    free_bins_insert(b, c);
+    if (i.fl == c->bin_fl && i.sl == c->bin_sl) return;
+    bins_unlink(b, c);
+    bins_link(b, c, i);
 }
 
 /* The smallest chunk of a list that holds `size` (lowest address among equals), within the scan. */
