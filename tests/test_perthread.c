@@ -291,15 +291,9 @@ TEST(arenas_room_is_what_the_shared_limit_has_left) {
     CHECK_OK(vram_free(mine));
 }
 
-/* A thread that frees a block of device 1 asks device 0's pool first whether the block is its own:
- * that must not make device 0, which one thread uses, start parking its frees in thread caches. */
-static void *free_on_device_1(void *arg) {
-    void *p = NULL;
-    (void)arg;
-    CHECK_OK(vram_malloc(&p, 1 * MiB, 1));
-    CHECK_OK(vram_free(p));
-    return NULL;
-}
+/* A thread that frees a block of device 1 (on_device_1, above) asks device 0's pool first whether
+ * the block is its own: that must not make device 0, which one thread uses, start parking its frees
+ * in thread caches. */
 
 TEST(tcache_a_free_asking_another_pool_starts_nothing_there) {
     use_sim("2x16GiB");
@@ -309,7 +303,7 @@ TEST(tcache_a_free_asking_another_pool_starts_nothing_there) {
     void *a = NULL;
     CHECK_OK(vram_malloc(&a, 2 * MiB, 0));               /* device 0: this thread only */
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, free_on_device_1, NULL) == 0);
+    CHECK(pthread_create(&t, NULL, on_device_1, NULL) == 0);
     CHECK(pthread_join(t, NULL) == 0);
     CHECK_OK(vram_free(a));
     CHECK_SIZE(INFO(0).largest_free_block, >=, 2 * MiB);  /* back in the pool, not parked */

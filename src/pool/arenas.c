@@ -7,7 +7,8 @@
  * a second thread calls vram_malloc on a pool that grows by mapping (growth with virtual memory
  * management), threads spread over up to cfg.arenas arenas (at most VRAM_POOL_MAX_ARENAS) by the
  * order in which they first called on this pool (the k-th thread, from 0, uses arena k mod
- * cfg.arenas, created on its first request), so that threads that allocate at once do not meet on one lock. What stays shared:
+ * cfg.arenas, created on its first request), so that threads that allocate at once do not meet on
+ * one lock. What stays shared:
  *   - the limit: every arena draws its physical memory from the logical device's budget (`limit`,
  *     an atomic like the card's), so together they never hold more than the limit; a request that
  *     its arena cannot serve first makes the other arenas give back their idle memory, then is
