@@ -194,7 +194,9 @@ TEST(alloc_free_before_start_is_invalid) {
 TEST(alloc_null_out_pointer_is_invalid) {
     use_sim("16GiB");
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_malloc(NULL, 16, 0));
+    CHECK_ERROR_CONTAINS("vram_malloc: ptr is NULL");
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_malloc_async(NULL, 16, 0, (void *)0x1));
+    CHECK_ERROR_CONTAINS("vram_malloc_async: ptr is NULL");   /* the call the caller made */
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_get_memory_info(0, NULL));
     CHECK_ALL();
 }

@@ -307,7 +307,9 @@ static vram_status alloc_in(vram__thread *me, vram__pool *pool, void **ptr, size
 }
 
 static vram_status alloc_on(void **ptr, size_t size, int logical_device, int async, void *stream) {
-    if (ptr == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_malloc: ptr is NULL");
+    if (ptr == NULL) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: ptr is NULL", async ? "vram_malloc_async" : "vram_malloc");
+    }
     vram__thread *me = vram__rt_self();
     vram__pool *pool = NULL;
     vram_status s = enter_logical(me, logical_device, &pool);
