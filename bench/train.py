@@ -368,7 +368,7 @@ def _setup_vram():
         warnings.simplefilter("always")
         path = vram.torch.install()
     notes = {"vram_version": vram.version(), "vram_library": vram._lib.path, "vram_allocator_library": path,
-             "vram_forwarder": path != vram._lib.path}
+             "vram_forwarder": path != vram._lib.path, "vram_torch_mode": vram.torch.mode}
     if caught:
         notes["vram_warning"] = str(caught[-1].message)[:300]
     if os.environ.get("VRAM_ALLOC_CONF"):
@@ -522,6 +522,7 @@ def prepare_main(with_vram):
                 path = vram.torch.install()  # compiles once; PyTorch caches the build
             out["vram_allocator_library"] = path
             out["vram_forwarder"] = path != vram._lib.path
+            out["vram_torch_mode"] = vram.torch.mode
             if caught:
                 out["vram_warning"] = str(caught[-1].message)[:300]
         except Exception as e:  # noqa: BLE001

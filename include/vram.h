@@ -215,6 +215,12 @@ VRAM_API vram_status vram_set_alloc_conf(const char *conf);
  * Python: vram.torch.install(). */
 VRAM_API void *vram_plugin_alloc(ptrdiff_t size, int device, void *stream);
 VRAM_API void  vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *stream);
+/* vram_plugin_free(ptr, ..., stream) with the stream `ptr` was allocated on, which vram remembers:
+ * for callers that keep no record per block (vram.torch.install()'s allocator, whose c10::DataPtr
+ * deleter gets the pointer alone, instead of CUDAPluggableAllocator's locked table). A block of
+ * vram_malloc is freed as on the legacy default stream (NULL). Errors as vram_plugin_free: none
+ * returned, vram_last_error() says why. */
+VRAM_API void  vram_plugin_release(void *ptr);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 

@@ -167,6 +167,40 @@ TEST(async_shutdown_waits_for_the_frees_of_every_stream) {
     CHECK_U64(after.event_record - before.event_record, ==, STREAMS);   /* one per stream */
 }
 
+/* vram_plugin_release frees on the stream the block was allocated on (vram remembers it): each
+ * stream gets its own block back at once, not the other's; a block of vram_malloc goes as if freed
+ * on the legacy default stream; a bad pointer is refused and says why. */
+TEST(async_plugin_release_frees_on_the_allocation_stream) {
+    growth_256mib();
+    two_streams();
+    void *a = vram_plugin_alloc(2 * MiB, 0, STREAM_A), *b = vram_plugin_alloc(2 * MiB, 0, STREAM_B);
+    CHECK(a != NULL && b != NULL);
+    vram_plugin_release(a);
+    vram_plugin_release(b);
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_ALL();
+    void *b2 = vram_plugin_alloc(2 * MiB, 0, STREAM_B), *a2 = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+    CHECK_PTR(b2, ==, b);                            /* each stream's own block, at once */
+    CHECK_PTR(a2, ==, a);
+    vram_plugin_release(a2);
+    void *c = vram_plugin_alloc(2 * MiB, 0, STREAM_B);
+    CHECK_PTR(c, !=, a);                             /* A's free is not B's yet */
+    vram_plugin_release(b2);
+    vram_plugin_release(c);
+    void *d = NULL, *e = NULL;
+    CHECK_OK(vram_malloc(&d, 1 * MiB, 0));
+    vram_plugin_release(d);                          /* a plain block: on the default stream */
+    CHECK_OK(vram_malloc_async(&e, 1 * MiB, 0, NULL));
+    CHECK_PTR(e, ==, d);
+    CHECK_OK(vram_free(e));
+    vram_plugin_release((char *)a + 256);            /* not a block: refused, nothing changes */
+    CHECK_ERROR_CONTAINS("not a live block");
+    CHECK_ALL();
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
 TEST(async_plugin_frees_merge_on_their_stream) {
     growth_256mib();
     two_streams();

@@ -228,6 +228,7 @@
     X(async, async_reaping_asks_each_stream_once) \
     X(async, async_plugin_frees_share_events) \
     X(async, async_plugin_frees_merge_on_their_stream) \
+    X(async, async_plugin_release_frees_on_the_allocation_stream) \
     X(async, async_shutdown_waits_for_the_frees_of_every_stream) \
     X(async, async_plugin_frees_do_not_merge_across_the_small_zone) \
     X(async, async_plugin_frees_are_trimmed) \

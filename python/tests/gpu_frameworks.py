@@ -27,6 +27,7 @@ def main():
     vram.config.experimental.set_memory_growth(gpus[0], True)
     vram.config.set_memory_limit(gpus[0], "8GiB")
     print("       PyTorch calls", vram.torch.install())
+    check(vram.torch.mode == "allocator", "PyTorch calls vram's allocator library (mode %r)" % (vram.torch.mode,))
 
     model = torch.nn.Sequential(torch.nn.Linear(4096, 4096), torch.nn.ReLU(), torch.nn.Linear(4096, 4096)).cuda()
     opt = torch.optim.AdamW(model.parameters())
@@ -42,6 +43,16 @@ def main():
     print("       vram memory info:", info)
     check(info["current"] > 0 and info["reserved"] <= 8 * GiB and info["limit"] == 8 * GiB,
           "PyTorch's tensors are vram's blocks, within the 8 GiB limit")
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        y = torch.ones(1 << 20, device="cuda")
+        before = vram.torch.memory_info(0)["current"]
+        del y
+        check(vram.torch.memory_info(0)["current"] <= before - (4 << 20),
+              "a side stream's tensor is freed by the deleter, on its stream")
+        z = torch.ones(1 << 20, device="cuda")
+        check(float(z.sum()) == float(1 << 20), "the side stream computes on the block it gets back")
+        del z
     try:
         torch.empty(9 * GiB, dtype=torch.uint8, device="cuda")
         check(False, "a 9 GiB tensor under an 8 GiB limit raises torch.OutOfMemoryError")

@@ -4,21 +4,114 @@
     vram.torch.install()        # before the first CUDA allocation
     x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda')   # served by vram
 
-PyTorch's CUDAPluggableAllocator calls a small C++ library that install() builds once with
-torch.utils.cpp_extension (cached by PyTorch): it forwards to libvram.so's vram_plugin_alloc /
-vram_plugin_free (PyTorch's (size, device, stream) arguments, stream-ordered on the caller's
-stream) and turns a refused request into torch.OutOfMemoryError carrying vram's message (which
-says whether a limit, a full card or fragmentation was the cause). Without a C++ compiler,
-install(build=False) loads libvram.so's entry points directly; PyTorch 2.11 then does not raise
-for a refused request: the tensor comes back with a null data pointer (vram.torch.last_error()
-says why). vram's configuration (vram.config) applies as it does to C programs; configure before
-the first allocation.
+install() builds once, with torch.utils.cpp_extension (PyTorch caches the build), a small C++
+library against the installed PyTorch, and makes its allocator PyTorch's (vram.torch.mode says
+which of these three it got):
+
+  "allocator"  a subclass of PyTorch's CUDAPluggableAllocator whose tensors go straight to
+               libvram.so: vram_plugin_alloc on the current stream, and a deleter that calls
+               vram_plugin_release (vram remembers each block's stream), so PyTorch's own table of
+               every block under a mutex (what CUDAPluggableAllocator keeps to pass the stream back)
+               is not touched on each allocation and free;
+  "forwarder"  when that does not build (another PyTorch's headers): CUDAPluggableAllocator over a
+               forwarder to vram_plugin_alloc / vram_plugin_free;
+  "direct"     without a C++ compiler (install(build=False)): CUDAPluggableAllocator over
+               libvram.so's entry points themselves. PyTorch 2.11 then does not raise for a refused
+               request: the tensor comes back with a null data pointer (vram.torch.last_error()
+               says why).
+
+The first two turn a refused request into torch.OutOfMemoryError carrying vram's message (which
+says whether a limit, a full card or fragmentation was the cause). Allocations are stream-ordered
+on PyTorch's current stream. vram's configuration (vram.config) applies as it does to C programs;
+configure before the first allocation.
 """
 import os
 
 from . import _core, _lib
 
 _installed = None
+mode = None   # after install(): "allocator", "forwarder" or "direct" (see above)
+
+_ALLOCATOR = r"""
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <dlfcn.h>
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace {
+using alloc_fn = void *(*)(std::ptrdiff_t, int, void *);
+using release_fn = void (*)(void *);
+using error_fn = const char *(*)();
+alloc_fn vram_alloc = nullptr;
+release_fn vram_release = nullptr;
+error_fn vram_error = nullptr;
+
+void *checked_alloc(size_t size, int device, cudaStream_t stream) {
+    void *ptr = vram_alloc(static_cast<std::ptrdiff_t>(size), device, stream);
+    if (ptr == nullptr && size > 0) {
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram): ", vram_error());
+    }
+    return ptr;
+}
+
+void release(void *ptr) {
+    vram_release(ptr);
+}
+
+using Pluggable = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
+
+// Tensors (allocate) and raw allocations skip CUDAPluggableAllocator's locked table: vram keeps each
+// block's stream, so the deleter needs the pointer alone. The rest is CUDAPluggableAllocator's.
+struct VramAllocator final : Pluggable {
+    VramAllocator()
+        : Pluggable([](size_t size, int device, cudaStream_t stream) { return checked_alloc(size, device, stream); },
+                    [](void *ptr, size_t, int, cudaStream_t) { release(ptr); }) {}
+
+    static c10::DeviceIndex current_device() {
+        c10::DeviceIndex d = -1;
+        C10_CUDA_CHECK(c10::cuda::GetDevice(&d));
+        return d;
+    }
+    c10::DataPtr allocate(size_t size) override {
+        c10::DeviceIndex d = current_device();
+        void *ptr = checked_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
+        return {ptr, ptr, &release, c10::Device(c10::DeviceType::CUDA, d)};
+    }
+    c10::DeleterFnPtr raw_deleter() const override {
+        return &release;
+    }
+    void *raw_alloc(size_t size) override {
+        c10::DeviceIndex d = current_device();
+        return checked_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
+    }
+    void *raw_alloc_with_stream(size_t size, cudaStream_t stream) override {
+        return checked_alloc(size, current_device(), stream);
+    }
+    void raw_delete(void *ptr) override {
+        release(ptr);
+    }
+};
+}  // namespace
+
+// Loads libvram.so and makes vram PyTorch's CUDA allocator (raises when PyTorch already allocated).
+bool install(const std::string &path) {
+    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    if (lib == nullptr) return false;
+    vram_alloc = reinterpret_cast<alloc_fn>(dlsym(lib, "vram_plugin_alloc"));
+    vram_release = reinterpret_cast<release_fn>(dlsym(lib, "vram_plugin_release"));
+    vram_error = reinterpret_cast<error_fn>(dlsym(lib, "vram_last_error"));
+    if (vram_alloc == nullptr || vram_release == nullptr || vram_error == nullptr) return false;
+    auto allocator = std::make_shared<VramAllocator>();
+    allocator->init(0);   // as torch.cuda.memory.CUDAPluggableAllocator's
+    torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
+    return true;
+}
+"""
 
 _FORWARDER = r"""
 #include <c10/util/Exception.h>
@@ -70,27 +163,48 @@ def _build_forwarder():
     return module.__file__
 
 
-def install(build=True):
+def _build_allocator():
+    """Builds (or loads PyTorch's cached build of) the allocator library; returns the module."""
+    from torch.utils.cpp_extension import load_inline
+    return load_inline(name="vram_torch_allocator", cpp_sources=[_ALLOCATOR], functions=["install"],
+                       with_cuda=True, extra_ldflags=["-ldl"], verbose=False)
+
+
+def install(build=True, pluggable=False):
     """Makes vram PyTorch's CUDA allocator; call it before PyTorch allocates CUDA memory.
 
-    build=True compiles the small forwarder that raises torch.OutOfMemoryError for refused
-    requests (once; PyTorch caches it); build=False, or a failed build, uses libvram.so directly.
-    Returns the path of the library PyTorch calls.
+    build=True compiles vram's allocator library against this PyTorch (once; PyTorch caches it),
+    or when that fails the smaller forwarder; build=False, or two failed builds, uses libvram.so's
+    entry points directly (vram.torch.mode says which). pluggable=True skips the first and keeps
+    CUDAPluggableAllocator's table (to compare the two: bench/torch_calls.py). Returns the path of
+    the library PyTorch calls.
     """
-    global _installed
+    global _installed, mode
     if _installed is not None:
         return _installed
+    import warnings
+    if build and not pluggable:
+        try:
+            module = _build_allocator()
+        except Exception as e:  # another PyTorch's headers, no CUDA headers: the forwarder may still do
+            module = None
+            warnings.warn("vram.torch: could not build vram's allocator library (%s); using "
+                          "CUDAPluggableAllocator over a forwarder" % (str(e)[:300],))
+        if module is not None:  # (a refusal here, PyTorch already started, is the caller's to see)
+            if not module.install(os.path.abspath(_lib.path)):
+                raise RuntimeError("vram's allocator library could not load %s" % _lib.path)
+            _installed, mode = module.__file__, "allocator"
+            return _installed
     from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
-    path, alloc, free = _lib.path, "vram_plugin_alloc", "vram_plugin_free"
+    path, alloc, free, how = _lib.path, "vram_plugin_alloc", "vram_plugin_free", "direct"
     if build:
         try:
-            path, alloc, free = _build_forwarder(), "vram_torch_alloc", "vram_torch_free"
+            path, alloc, free, how = _build_forwarder(), "vram_torch_alloc", "vram_torch_free", "forwarder"
         except Exception as e:  # no compiler, no headers: the direct entry points still work
-            import warnings
             warnings.warn("vram.torch: could not build the out-of-memory forwarder (%s); refused requests "
                           "will give null tensors instead of torch.OutOfMemoryError" % (e,))
     change_current_allocator(CUDAPluggableAllocator(path, alloc, free))
-    _installed = path
+    _installed, mode = path, how
     return path
 
 

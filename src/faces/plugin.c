@@ -5,7 +5,8 @@
  * API: the CUDA device ordinal is the physical index, served by the first logical device on that
  * card, stream-ordered on the caller's stream. Frees go through the runtime's owned-stream free
  * (no event recorded per free; see vram__free_async_owned_stream): PyTorch never destroys its
- * streams.
+ * streams. vram_plugin_release is that free on the stream the block was allocated on, for a caller
+ * that keeps no record of it (a c10::DataPtr's deleter gets the pointer alone).
  */
 #include "vram.h"
 #include "runtime/runtime.h"
@@ -23,4 +24,8 @@ void vram_plugin_free(void *ptr, ptrdiff_t size, int device, void *stream) {
     (void)size;
     (void)device;
     vram__free_async_owned_stream(ptr, stream);   /* PyTorch never destroys its streams */
+}
+
+void vram_plugin_release(void *ptr) {
+    vram__free_on_alloc_stream(ptr);
 }

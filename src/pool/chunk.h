@@ -24,7 +24,9 @@ typedef struct pool_chunk {
     struct pool_chunk   *left, *right;       /* FREE: the links of its size class's list (free_bins.c) */
     uint8_t              bin_fl, bin_sl;     /* FREE: that class, noted when indexed */
     int                  state;
-    void                *stream;             /* PENDING: the stream the free was ordered on */
+    void                *stream;             /* PENDING: the stream the free was ordered on; USED: the
+                                              * stream of the stream-ordered request that got it (NULL
+                                              * for a plain one), for VRAM_POOL_FREE_ALLOC_STREAM */
     struct pool_event   *event;              /* PENDING: completes when the GPU passed the free */
     struct pool_chunk   *pend_prev, *pend_next; /* PENDING list */
     struct pool_chunk   *cache_next;         /* USED, parked in a thread cache: the next of its bin */

@@ -895,9 +895,11 @@ static pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, size_t 
     return b;
 }
 
-/* Hands out `rounded` bytes of chunk c. A free chunk of the VMM region gets its memory mapped
- * first; when that fails (*why says how) the chunk goes back and nothing changed. */
-static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded, void **ptr, grow_result *why) {
+/* Hands out `rounded` bytes of chunk c to a request on `stream` (NULL: a plain one). A free chunk of
+ * the VMM region gets its memory mapped first; when that fails (*why says how) the chunk goes back
+ * and nothing changed. */
+static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream, void **ptr,
+                                    grow_result *why) {
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
         chunk_split_locked(p, c, rounded);
@@ -919,8 +921,8 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
     if (c->state == CHUNK_PENDING) {
         event_release(p, c->event);
         c->event = NULL;
-        c->stream = NULL;
     }
+    c->stream = stream;
     c->state = CHUNK_USED;
     note_used_locked(p, c->size, 1);
     *ptr = (void *)(uintptr_t)c->addr;
@@ -971,15 +973,15 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             why = pool_grow_plain_locked(p, rounded);
             if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
         }
-        vram_status s = c ? pool_take_locked(p, c, rounded, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
+        vram_status s = c ? pool_take_locked(p, c, rounded, async ? stream : NULL, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
         if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
             pool_chunk *m = pool_find_mapped_locked(p, &p->bins, rounded);   /* either zone now */
             if (m == NULL && p->small_end != 0) m = pool_find_mapped_locked(p, &p->sbins, rounded);
             if (m != NULL) {
-                s = pool_take_locked(p, m, rounded, ptr, &why);
+                s = pool_take_locked(p, m, rounded, async ? stream : NULL, ptr, &why);
             } else if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
                 /* the limit's last partial granule, as a plain region: exactly what is left */
-                s = pool_take_locked(p, p->regions->first, rounded, ptr, &why);
+                s = pool_take_locked(p, p->regions->first, rounded, async ? stream : NULL, ptr, &why);
             }
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && p->pending != NULL) {
@@ -1038,7 +1040,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     /* A block is always in the table, a cache or the pool's; it leaves the table under the pool lock,
      * so vram_check sees no gap. A free with an event of its own takes it out only once the event is
      * recorded, so that a failure leaves everything as it was. */
-    int own_event = async && async != VRAM_POOL_FREE_OWNED_STREAM;
+    int own_event = async && async != VRAM_POOL_FREE_OWNED_STREAM && async != VRAM_POOL_FREE_ALLOC_STREAM;
     pool_lock_take(&p->lock);
     pool_chunk *c = own_event ? live_get(p, addr) : live_take(p, addr);
     if (c == NULL) {
@@ -1046,6 +1048,10 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
         pool_lock_give(&p->lock);
         return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): not a live block of %s (already freed, "
                           "or not the start of a block vram handed out)", ptr, p->cfg.name);
+    }
+    if (async == VRAM_POOL_FREE_ALLOC_STREAM) {   /* the stream it was handed out on */
+        async = VRAM_POOL_FREE_OWNED_STREAM;
+        stream = c->stream;
     }
     if (async == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
         if (stream == p->solo_stream) {

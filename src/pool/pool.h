@@ -91,6 +91,9 @@ vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, 
 /* async value for a free on a stream the caller keeps alive for as long as the pool lives (PyTorch's
  * streams): no event is recorded per free; the pool records one per stream for a batch of them. */
 #define VRAM_POOL_FREE_OWNED_STREAM 2
+/* The same on the stream the block was allocated on (stream-ordered requests; NULL, the legacy
+ * default stream, for a plain one); the `stream` argument is ignored. */
+#define VRAM_POOL_FREE_ALLOC_STREAM 3
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);

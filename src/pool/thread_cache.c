@@ -120,6 +120,7 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     b->head = c->cache_next;
     c->cache_next = NULL;
     c->cached = 0;
+    c->stream = NULL;                  /* a plain request's block */
     atomic_store_explicit(&tc->cached, atomic_load_explicit(&tc->cached, memory_order_relaxed) - c->size,
                           memory_order_relaxed);
     tc->hits++;

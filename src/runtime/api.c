@@ -367,6 +367,10 @@ vram_status vram__free_async_owned_stream(void *ptr, void *stream) {
     return free_on(ptr, VRAM_POOL_FREE_OWNED_STREAM, stream);
 }
 
+vram_status vram__free_on_alloc_stream(void *ptr) {
+    return free_on(ptr, VRAM_POOL_FREE_ALLOC_STREAM, NULL);
+}
+
 /* ---- statistics ------------------------------------------------------------------------------ */
 
 vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {

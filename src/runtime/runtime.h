@@ -91,6 +91,8 @@ void        vram__rt_leave(vram__thread *me);
  * the stream before its memory goes elsewhere); otherwise the stream reuses it at once, and one
  * event per stream, recorded for a batch of such frees, tells the others when they may have it. */
 vram_status vram__free_async_owned_stream(void *ptr, void *stream);
+/* The same on the stream the block was allocated on (NULL for a block of vram_malloc). */
+vram_status vram__free_on_alloc_stream(void *ptr);
 /* vram_malloc_async on the first logical device of physical card `physical_index` (what
  * vram_logical_device_of finds), entering the runtime once: PyTorch's allocation entry point. */
 vram_status vram__malloc_async_on_card(void **ptr, size_t size, int physical_index, void *stream);
