@@ -360,5 +360,26 @@ class RuntimeTest(IsolatedTestCase):
         self.assertTrue(vram.diagnose().startswith("2 GPUs: /physical_device:GPU:0 "), vram.diagnose())
 
 
+class TorchFaceTest(IsolatedTestCase):
+    """vram.torch without PyTorch (CI has none; the GPU machine runs python/tests/gpu_frameworks.py)."""
+
+    def test_install_without_pytorch(self):
+        try:
+            import torch  # noqa: F401
+            self.skipTest("PyTorch is installed here")
+        except ImportError:
+            pass
+        self.assertIsNone(vram.torch.mode)
+        with self.assertRaises(ImportError):
+            vram.torch.install()
+        self.assertIsNone(vram.torch.mode)       # nothing half done: a later install() starts afresh
+        self.assertIsNone(vram.torch._installed)
+
+    def test_entry_points_exported(self):
+        """The C functions the allocator library and the forwarder look up with dlsym."""
+        for name in ("vram_plugin_alloc", "vram_plugin_free", "vram_plugin_release", "vram_last_error"):
+            self.assertTrue(hasattr(vram._lib.lib, name), name)
+
+
 if __name__ == "__main__":
     unittest.main()

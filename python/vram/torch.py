@@ -183,6 +183,7 @@ def install(build=True, pluggable=False):
     if _installed is not None:
         return _installed
     import warnings
+    import torch  # noqa: F401  (without PyTorch: ImportError, before anything is tried)
     if build and not pluggable:
         try:
             module = _build_allocator()
