@@ -973,15 +973,15 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             why = pool_grow_plain_locked(p, rounded);
             if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
         }
-        vram_status s = c ? pool_take_locked(p, c, rounded, async ? stream : NULL, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
+        vram_status s = c ? pool_take_locked(p, c, rounded, stream, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
         if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
             pool_chunk *m = pool_find_mapped_locked(p, &p->bins, rounded);   /* either zone now */
             if (m == NULL && p->small_end != 0) m = pool_find_mapped_locked(p, &p->sbins, rounded);
             if (m != NULL) {
-                s = pool_take_locked(p, m, rounded, async ? stream : NULL, ptr, &why);
+                s = pool_take_locked(p, m, rounded, stream, ptr, &why);
             } else if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
                 /* the limit's last partial granule, as a plain region: exactly what is left */
-                s = pool_take_locked(p, p->regions->first, rounded, async ? stream : NULL, ptr, &why);
+                s = pool_take_locked(p, p->regions->first, rounded, stream, ptr, &why);
             }
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && p->pending != NULL) {
