@@ -194,7 +194,13 @@ TEST(async_plugin_release_frees_on_the_allocation_stream) {
     CHECK_PTR(e, ==, d);
     CHECK_OK(vram_free(e));
     vram_plugin_release((char *)a + 256);            /* not a block: refused, nothing changes */
+    CHECK_ERROR_CONTAINS("vram_plugin_release(");
     CHECK_ERROR_CONTAINS("not a live block");
+    vram_plugin_free((char *)a + 256, 256, 0, STREAM_A);
+    CHECK_ERROR_CONTAINS("vram_plugin_free(");
+    CHECK_OK(vram_free(NULL));
+    CHECK(vram_free_async((char *)a + 256, STREAM_A) == VRAM_ERR_INVALID_POINTER);
+    CHECK_ERROR_CONTAINS("vram_free_async(");
     CHECK_ALL();
     vram__sim_stream_complete(STREAM_A);
     vram__sim_stream_complete(STREAM_B);

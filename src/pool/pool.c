@@ -1046,8 +1046,9 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     if (c == NULL) {
         *owned = pool_owns_locked(p, addr);
         pool_lock_give(&p->lock);
-        return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): not a live block of %s (already freed, "
-                          "or not the start of a block vram handed out)", ptr, p->cfg.name);
+        return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): not a live block of %s (already freed, "
+                          "or not the start of a block vram handed out)", vram__pool_free_name(async), ptr,
+                          p->cfg.name);
     }
     if (async == VRAM_POOL_FREE_ALLOC_STREAM) {   /* the stream it was handed out on */
         async = VRAM_POOL_FREE_OWNED_STREAM;

@@ -94,6 +94,11 @@ vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, 
 /* The same on the stream the block was allocated on (stream-ordered requests; NULL, the legacy
  * default stream, for a plain one); the `stream` argument is ignored. */
 #define VRAM_POOL_FREE_ALLOC_STREAM 3
+/* The public call behind a free of that kind, for messages. */
+static inline const char *vram__pool_free_name(int async) {
+    return async == 0 ? "vram_free" : async == 1 ? "vram_free_async"
+         : async == VRAM_POOL_FREE_OWNED_STREAM ? "vram_plugin_free" : "vram_plugin_release";
+}
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);

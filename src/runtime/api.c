@@ -320,8 +320,8 @@ static vram_status free_on(void *ptr, int async, void *stream) {
     if (ptr == NULL) return VRAM_OK;
     vram__thread *me = vram__rt_self();
     if (!vram__rt_read_enter(me)) {
-        return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): the runtime is not started, so this pointer "
-                          "was not allocated by vram", ptr);
+        return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): the runtime is not started, so this pointer "
+                          "was not allocated by vram", vram__pool_free_name(async), ptr);
     }
     for (int k = 0; k < rt.nlogical; k++) {
         int owned = 0;
@@ -332,7 +332,8 @@ static vram_status free_on(void *ptr, int async, void *stream) {
         }
     }
     vram__rt_leave(me);
-    return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_free(%p): this pointer was not allocated by vram", ptr);
+    return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): this pointer was not allocated by vram",
+                      vram__pool_free_name(async), ptr);
 }
 
 vram_status vram_malloc(void **ptr, size_t size, int logical_device) {
