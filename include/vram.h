@@ -156,6 +156,16 @@ VRAM_API vram_status vram_free(void *ptr);
 VRAM_API vram_status vram_malloc_async(void **ptr, size_t size, int logical_device, void *stream);
 VRAM_API vram_status vram_free_async(void *ptr, void *stream);
 
+/* The live block `ptr` (from any allocation call) is also used on `stream`, not only where it was
+ * allocated (PyTorch's tensor.record_stream: a NCCL or copy stream). Whenever it is freed, by any
+ * free call, its memory goes to no other request until the work queued on `stream` (and, for a
+ * stream-ordered free, on the free's stream) before the free has completed: vram records an event on
+ * each at the free and looks at them before its next searches, waiting for them only when a request
+ * would otherwise fail. `current` drops at the free as usual. NULL ptr: nothing to do (VRAM_OK);
+ * VRAM_ERR_INVALID_POINTER when ptr is not a live block's start; a free whose event cannot be
+ * recorded fails with the driver's error and leaves the block allocated. */
+VRAM_API vram_status vram_record_stream(void *ptr, void *stream);
+
 /* ---- giving memory back and allocator options ------------------------------------------- */
 
 /* Returns cached free memory of the logical device to the driver until at most `keep_bytes` are

@@ -207,6 +207,99 @@ TEST(async_plugin_release_frees_on_the_allocation_stream) {
     CHECK_ALL();
 }
 
+/* Event records the simulated driver has done so far. */
+static uint64_t event_records(void) {
+    vram__backend_counters c;
+    vram__backend_sim.counters(&c);
+    return c.event_record;
+}
+
+/* A block also used on another stream (vram_record_stream, PyTorch's record_stream) goes to no
+ * request, its own stream's included, until that stream and the free's own have passed the free;
+ * `current` drops at the free. Recording the same stream twice, or the block's own, adds nothing.
+ * With one stream (solo, PyTorch's usual case) and with two. */
+TEST(async_record_stream_holds_the_block_for_its_streams) {
+    for (int solo = 1; solo >= 0; solo--) {
+        growth_256mib();
+        if (!solo) two_streams();
+        void *a = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+        CHECK(a != NULL);
+        CHECK_OK(vram_record_stream(a, STREAM_B));
+        CHECK_OK(vram_record_stream(a, STREAM_B));
+        CHECK_OK(vram_record_stream(a, STREAM_A));
+        vram_memory_info before = INFO(0);
+        uint64_t records = event_records();
+        vram_plugin_release(a);
+        CHECK_U64(event_records() - records, ==, 2);          /* on B, and on A (the free's) */
+        CHECK_SIZE(INFO(0).current, ==, before.current - 2 * MiB);
+        CHECK_U64(INFO(0).num_frees, ==, before.num_frees + 1);
+        CHECK_ALL();
+        void *x = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+        CHECK_PTR(x, !=, a);                                     /* B may still use it */
+        vram__sim_stream_complete(STREAM_B);
+        void *y = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+        CHECK_PTR(y, !=, a);                                     /* and A's free is not reached */
+        CHECK_ALL();
+        vram__sim_stream_complete(STREAM_A);
+        void *z = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+        CHECK_PTR(z, ==, a);
+        CHECK_ALL();
+        vram_plugin_release(x);
+        vram_plugin_release(y);
+        vram_plugin_release(z);
+        CHECK_OK(vram_shutdown());
+    }
+}
+
+/* A plain block: vram_free waits for the recorded stream only (no stream of its own); a request
+ * that needs its memory waits for that stream's event rather than fail; shutdown with such a block
+ * still held for its stream goes through (it is no live allocation). */
+TEST(async_record_stream_plain_block_waits_when_needed) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {16};   /* a preallocated 16 MiB pool */
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *p = NULL, *q = NULL;
+    CHECK_OK(vram_malloc(&p, 16 * MiB, 0));
+    CHECK_OK(vram_record_stream(p, STREAM_B));
+    uint64_t records = event_records(), waits = event_syncs();
+    CHECK_OK(vram_free(p));
+    CHECK_U64(event_records() - records, ==, 1);
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK_ALL();
+    CHECK_OK(vram_malloc(&q, 16 * MiB, 0));                     /* all of it: waits for B */
+    CHECK_PTR(q, ==, p);
+    CHECK_U64(event_syncs() - waits, ==, 1);
+    CHECK_OK(vram_record_stream(q, STREAM_B));
+    CHECK_OK(vram_free(q));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+}
+
+/* Bad input: NULL is nothing to do; an address that is no live block's start is refused and named;
+ * a free whose event cannot be recorded fails, leaves the block allocated and with its streams, and
+ * the next free goes through. */
+TEST(async_record_stream_errors_lose_nothing) {
+    growth_256mib();
+    CHECK_OK(vram_record_stream(NULL, STREAM_B));
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 1 * MiB, 0));
+    CHECK(vram_record_stream((char *)p + 256, STREAM_B) == VRAM_ERR_INVALID_POINTER);
+    CHECK_ERROR_CONTAINS("vram_record_stream(");
+    CHECK_ERROR_CONTAINS("not a live block");
+    CHECK_OK(vram_record_stream(p, STREAM_B));
+    vram__sim_fail_event_records(1);
+    vram_status s = vram_free(p);
+    CHECK(s == VRAM_ERR_DRIVER);
+    CHECK_ERROR_CONTAINS("vram_free(");
+    CHECK_SIZE(INFO(0).current, ==, 1 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_free(p));
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK(vram_record_stream(p, STREAM_B) == VRAM_ERR_INVALID_POINTER);   /* freed: no more */
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
 TEST(async_plugin_frees_merge_on_their_stream) {
     growth_256mib();
     two_streams();

@@ -53,6 +53,21 @@ def main():
         z = torch.ones(1 << 20, device="cuda")
         check(float(z.sum()) == float(1 << 20), "the side stream computes on the block it gets back")
         del z
+    # record_stream: a block used on a busy side stream is not handed out again before that stream
+    # passes its free, not even to the stream it was allocated on
+    busy = torch.cuda.Stream()
+    t = torch.empty(1 << 22, device="cuda")
+    busy.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(busy):
+        torch.cuda._sleep(200_000_000)          # about 0.1 s of GPU time
+        t.add_(1.0)
+    t.record_stream(busy)
+    held = t.data_ptr()
+    del t
+    u = torch.empty(1 << 22, device="cuda")
+    check(u.data_ptr() != held, "a block recorded on a busy side stream is not handed out again before it passes")
+    busy.synchronize()
+    del u
     try:
         torch.empty(9 * GiB, dtype=torch.uint8, device="cuda")
         check(False, "a 9 GiB tensor under an 8 GiB limit raises torch.OutOfMemoryError")

@@ -377,7 +377,8 @@ class TorchFaceTest(IsolatedTestCase):
 
     def test_entry_points_exported(self):
         """The C functions the allocator library and the forwarder look up with dlsym."""
-        for name in ("vram_plugin_alloc", "vram_plugin_free", "vram_plugin_release", "vram_last_error"):
+        for name in ("vram_plugin_alloc", "vram_plugin_free", "vram_plugin_release", "vram_last_error",
+                     "vram_record_stream"):
             self.assertTrue(hasattr(vram._lib.lib, name), name)
 
 

@@ -12,13 +12,16 @@ which of these three it got):
                libvram.so: vram_plugin_alloc on the current stream, and a deleter that calls
                vram_plugin_release (vram remembers each block's stream), so PyTorch's own table of
                every block under a mutex (what CUDAPluggableAllocator keeps to pass the stream back)
-               is not touched on each allocation and free;
+               is not touched on each allocation and free; tensor.record_stream(s) calls
+               vram_record_stream (the block's memory is reused only once s passed its free);
   "forwarder"  when that does not build (another PyTorch's headers): CUDAPluggableAllocator over a
                forwarder to vram_plugin_alloc / vram_plugin_free;
   "direct"     without a C++ compiler (install(build=False)): CUDAPluggableAllocator over
                libvram.so's entry points themselves. PyTorch 2.11 then does not raise for a refused
                request: the tensor comes back with a null data pointer (vram.torch.last_error()
                says why).
+
+Under the last two, tensor.record_stream does nothing (CUDAPluggableAllocator's own).
 
 The first two turn a refused request into torch.OutOfMemoryError carrying vram's message (which
 says whether a limit, a full card or fragmentation was the cause). Allocations are stream-ordered
@@ -47,9 +50,11 @@ namespace {
 using alloc_fn = void *(*)(std::ptrdiff_t, int, void *);
 using release_fn = void (*)(void *);
 using error_fn = const char *(*)();
+using record_fn = int (*)(void *, void *);
 alloc_fn vram_alloc = nullptr;
 release_fn vram_release = nullptr;
 error_fn vram_error = nullptr;
+record_fn vram_record = nullptr;
 
 void *checked_alloc(size_t size, int device, cudaStream_t stream) {
     void *ptr = vram_alloc(static_cast<std::ptrdiff_t>(size), device, stream);
@@ -66,7 +71,8 @@ void release(void *ptr) {
 using Pluggable = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
 
 // Tensors (allocate) and raw allocations skip CUDAPluggableAllocator's locked table: vram keeps each
-// block's stream, so the deleter needs the pointer alone. The rest is CUDAPluggableAllocator's.
+// block's stream, so the deleter needs the pointer alone; record_stream goes to vram. The rest is
+// CUDAPluggableAllocator's.
 struct VramAllocator final : Pluggable {
     VramAllocator()
         : Pluggable([](size_t size, int device, cudaStream_t stream) { return checked_alloc(size, device, stream); },
@@ -95,6 +101,12 @@ struct VramAllocator final : Pluggable {
     void raw_delete(void *ptr) override {
         release(ptr);
     }
+    // tensor.record_stream(s): the block's free then waits for s too (vram_record_stream)
+    void recordStream(const c10::DataPtr &ptr, c10::cuda::CUDAStream stream) override {
+        if (ptr.get() != nullptr && vram_record(ptr.get(), stream.stream()) != 0) {
+            TORCH_CHECK(false, "vram: record_stream: ", vram_error());
+        }
+    }
 };
 }  // namespace
 
@@ -105,7 +117,10 @@ bool install(const std::string &path) {
     vram_alloc = reinterpret_cast<alloc_fn>(dlsym(lib, "vram_plugin_alloc"));
     vram_release = reinterpret_cast<release_fn>(dlsym(lib, "vram_plugin_release"));
     vram_error = reinterpret_cast<error_fn>(dlsym(lib, "vram_last_error"));
-    if (vram_alloc == nullptr || vram_release == nullptr || vram_error == nullptr) return false;
+    vram_record = reinterpret_cast<record_fn>(dlsym(lib, "vram_record_stream"));
+    if (vram_alloc == nullptr || vram_release == nullptr || vram_error == nullptr || vram_record == nullptr) {
+        return false;
+    }
     auto allocator = std::make_shared<VramAllocator>();
     allocator->init(0);   // as torch.cuda.memory.CUDAPluggableAllocator's
     torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);

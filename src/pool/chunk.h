@@ -15,6 +15,7 @@ enum { CHUNK_FREE = 1, CHUNK_USED = 2, CHUNK_PENDING = 3 };
 
 struct pool_region;
 struct pool_event;
+struct pool_uses;
 
 typedef struct pool_chunk {
     uint64_t             addr;
@@ -31,6 +32,8 @@ typedef struct pool_chunk {
     struct pool_chunk   *pend_prev, *pend_next; /* PENDING list */
     struct pool_chunk   *cache_next;         /* USED, parked in a thread cache: the next of its bin */
     int                  cached;             /* 1 while parked in a thread cache (under its lock) */
+    struct pool_uses    *uses;               /* USED: the other streams it is used on (vram_record_stream),
+                                              * NULL for none; after its free, their events (pool.c) */
 } pool_chunk;
 
 #endif /* VRAM_POOL_CHUNK_H */

@@ -526,6 +526,107 @@ static pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t s
     return best;
 }
 
+/* ---- blocks used on other streams (vram_record_stream) ---------------------------------------- *
+ *
+ * A block is stream-ordered on the stream it was allocated on (or not at all, from vram_malloc).
+ * When the program also uses it on another stream (PyTorch's tensor.record_stream: a NCCL stream,
+ * a copy stream), its memory may be handed out again only once that stream's work queued before
+ * the free has completed. Such a block keeps the streams in c->uses; its free records an event on
+ * each of them (and on the free's own stream, for a stream-ordered free), takes the block out of
+ * the pointer table and the counts, and leaves it USED in the deferred list, until every event
+ * completed: then it goes to the free bins for everyone. Nothing waits for those streams but an
+ * allocation that would otherwise fail, as in PyTorch's allocator; the list is looked at (without
+ * waiting) before each search, one pointer test when it is empty. */
+
+static int pool_owns_locked(const pool_arena *p, uint64_t addr);
+
+/* c (live) is also used on `stream`. */
+static vram_status uses_add_locked(pool_chunk *c, void *stream) {
+    pool_uses *u = c->uses;
+    if (stream == c->stream) return VRAM_OK;           /* its own stream: ordered already */
+    for (int i = 0; u != NULL && i < u->n; i++) {
+        if (u->use[i].stream == stream) return VRAM_OK;
+    }
+    if (u == NULL || u->n + 1 >= u->cap) {             /* room for it, and for the free's stream */
+        int cap = u != NULL ? u->cap * 2 : 4;
+        pool_uses *g = realloc(u, sizeof *g + (size_t)cap * sizeof g->use[0]);
+        if (g == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a block's streams");
+        if (u == NULL) memset(g, 0, sizeof *g);
+        g->cap = cap;
+        c->uses = u = g;
+    }
+    u->use[u->n++].stream = stream;
+    return VRAM_OK;
+}
+
+/* The program frees c, which has uses: on `stream` when `async`. `taken`: c is out of the pointer
+ * table already. On failure nothing changed: c is live as before. */
+static vram_status free_deferred_locked(pool_arena *p, pool_chunk *c, int async, void *stream, int taken) {
+    const vram__backend *be = p->cfg.backend;
+    pool_uses *u = c->uses;
+    int n = u->n;
+    if (async) u->use[n++].stream = stream;            /* (cap > u->n: there is room) */
+    for (int i = 0; i < n; i++) {
+        vram_status s = be->event_record(p->cfg.dev, u->use[i].stream, &u->use[i].event);
+        if (s != VRAM_OK) {
+            while (i-- > 0) be->event_destroy(p->cfg.dev, u->use[i].event);
+            if (taken) (void)live_put(p, c);          /* cannot fail: the table held it a moment ago */
+            return vram__fail_wrap(s, "%s(%p): an event on a stream the block is used on",
+                                   vram__pool_free_name(async), (void *)(uintptr_t)c->addr);
+        }
+    }
+    if (!taken) live_take(p, c->addr);
+    u->nevents = n;
+    u->done = 0;
+    u->deferred = 1;
+    u->next = p->deferred;
+    p->deferred = c;
+    p->deferred_count++;
+    note_used_locked(p, c->size, 0);
+    return VRAM_OK;
+}
+
+/* Gives the deferred blocks whose events have all completed to the free bins; with `wait`, waits
+ * for them (a block whose event cannot be waited for stays). */
+static void deferred_reap_locked(pool_arena *p, int wait) {
+    const vram__backend *be = p->cfg.backend;
+    for (pool_chunk **link = &p->deferred; *link != NULL;) {
+        pool_chunk *c = *link;
+        pool_uses *u = c->uses;
+        while (u->done < u->nevents) {
+            int done = 0;
+            if (be->event_query(p->cfg.dev, u->use[u->done].event, &done) != VRAM_OK) done = 0;
+            if (!done && wait && be->event_sync(p->cfg.dev, u->use[u->done].event) == VRAM_OK) done = 1;
+            if (!done) break;
+            be->event_destroy(p->cfg.dev, u->use[u->done++].event);
+        }
+        if (u->done < u->nevents) {
+            link = &u->next;
+            continue;
+        }
+        *link = u->next;
+        p->deferred_count--;
+        free(u);
+        c->uses = NULL;
+        chunk_make_free_locked(p, c, 1);
+    }
+}
+
+vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    *owned = 1;
+    pool_lock_take(&p->lock);
+    pool_chunk *c = live_get(p, addr);
+    vram_status s = c != NULL ? uses_add_locked(c, stream) : VRAM_ERR_INVALID_POINTER;
+    if (c == NULL) {
+        *owned = pool_owns_locked(p, addr);
+        s = vram__fail(s, "vram_record_stream(%p): not a live block of %s (freed, or not the start of a block "
+                       "vram handed out)", ptr, p->cfg.name);
+    }
+    pool_lock_give(&p->lock);
+    return s;
+}
+
 /* ---- one stream ----------------------------------------------------------------------------- *
  *
  * PyTorch runs most programs on one stream, and its own allocator hands a block freed on a stream
@@ -802,6 +903,12 @@ vram_status arena_destroy(pool_arena *p) {
         pool_chunk *c = p->pending;
         pending_settle_locked(p, c);
     }
+    deferred_reap_locked(p, 1);
+    while (p->deferred != NULL) {         /* the same */
+        pool_uses *u = p->deferred->uses;
+        while (u->done < u->nevents) p->cfg.backend->event_destroy(p->cfg.dev, u->use[u->done++].event);
+        deferred_reap_locked(p, 0);
+    }
     (void)solo_fence_locked(p);           /* (a driver that cannot wait: the memory goes anyway) */
     if (p->idle_fence != NULL) p->cfg.backend->event_destroy(p->cfg.dev, p->idle_fence);
     while (p->regions != NULL) {
@@ -828,6 +935,7 @@ static free_bins *pool_zone_bins(pool_arena *p, size_t rounded) {
  * zone once its own is full), or a chunk freed on the caller's stream. */
 static pool_chunk *pool_find_locked(pool_arena *p, size_t rounded, int async, void *stream) {
     if (p->pending != NULL) pending_reap_locked(p, 0);
+    if (p->deferred != NULL) deferred_reap_locked(p, 0);
     free_bins *zone = pool_zone_bins(p, rounded);
     pool_chunk *c = free_bins_best_fit(zone, rounded);
     if (c == NULL && zone != &p->bins) c = free_bins_best_fit(&p->bins, rounded);
@@ -989,6 +1097,11 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             pending_reap_locked(p, 1);
             if (p->pending_count < pending) continue;
         }
+        if (s == VRAM_ERR_OUT_OF_MEMORY && p->deferred != NULL) {
+            size_t deferred = p->deferred_count;   /* blocks still used on other streams: the same */
+            deferred_reap_locked(p, 1);
+            if (p->deferred_count < deferred) continue;
+        }
         if (s == VRAM_ERR_OUT_OF_MEMORY && quiet_why != NULL) *quiet_why = (int)why;
         else if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
         if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
@@ -1053,6 +1166,11 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     if (async == VRAM_POOL_FREE_ALLOC_STREAM) {   /* the stream it was handed out on */
         async = VRAM_POOL_FREE_OWNED_STREAM;
         stream = c->stream;
+    }
+    if (c->uses != NULL) {                        /* used on other streams too: wait for them */
+        vram_status s = free_deferred_locked(p, c, async, stream, !own_event);
+        pool_lock_give(&p->lock);
+        return s;
     }
     if (async == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
         if (stream == p->solo_stream) {
@@ -1151,6 +1269,7 @@ static void pool_trim_locked(pool_arena *p, size_t keep) {
     tc_flush_all_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
+    if (p->deferred != NULL) deferred_reap_locked(p, 0);
     size_t excess = p->reserved - p->current;
     if (excess <= keep) return;
     if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep);
@@ -1200,6 +1319,7 @@ void arena_idle_tick(pool_arena *p) {
     tc_flush_all_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
+    if (p->deferred != NULL) deferred_reap_locked(p, 0);
     if (p->vmm != NULL) {                        /* extents idle since before the last tick */
         pool_vmm *v = &p->vmm->vmm;
         size_t before = v->mapped;

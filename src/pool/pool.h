@@ -94,6 +94,10 @@ vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, 
 /* The same on the stream the block was allocated on (stream-ordered requests; NULL, the legacy
  * default stream, for a plain one); the `stream` argument is ignored. */
 #define VRAM_POOL_FREE_ALLOC_STREAM 3
+/* The live block at ptr is also used on `stream`: its free waits for that stream (pool.c, "blocks used
+ * on other streams"). VRAM_ERR_INVALID_POINTER when it is no live block of this pool; *owned as
+ * vram__pool_free's. */
+vram_status vram__pool_record_stream(vram__pool *pool, void *ptr, void *stream, int *owned);
 /* The public call behind a free of that kind, for messages. */
 static inline const char *vram__pool_free_name(int async) {
     return async == 0 ? "vram_free" : async == 1 ? "vram_free_async"

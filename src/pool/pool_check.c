@@ -11,6 +11,7 @@
 
 typedef struct check_tally {
     size_t used_bytes, used_count, free_count, free_bytes, pending_count, held, parked_count, unrecorded;
+    size_t deferred_count;
     size_t region_busy;   /* bytes of USED and PENDING chunks in the region being checked */
 } check_tally;
 
@@ -35,6 +36,17 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
         t->free_bytes += c->size;
         return NULL;
     case CHUNK_USED:
+        if (c->uses != NULL && c->uses->deferred) {   /* freed, still used on other streams */
+            if (c->uses->done >= c->uses->nevents && c->uses->nevents > 0) {
+                return "a deferred block whose events all completed was not given back";
+            }
+            t->deferred_count++;
+            t->region_busy += c->size;
+            return NULL;
+        }
+        if (c->uses != NULL && (c->uses->n < 1 || c->uses->n >= c->uses->cap)) {
+            return "a block's recorded streams are out of bounds";
+        }
         if (c->cached) {
             t->parked_count++;
         } else if (ptr_map_get(&pool_shard_of(p, c->addr)->map, c->addr) != c) {
@@ -128,8 +140,12 @@ vram_status arena_check(pool_arena *p) {
         why = check_region_locked(p, r, &t);
     }
     if (why == NULL && t.parked_count != parked) why = "parked chunks and the thread caches disagree";
-    size_t pending = 0;
+    size_t pending = 0, deferred = 0;
     for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
+    for (const pool_chunk *c = p->deferred; c != NULL && deferred <= p->deferred_count; c = c->uses->next) {
+        if (c->uses == NULL || !c->uses->deferred) break;
+        deferred++;
+    }
     if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);
@@ -142,6 +158,8 @@ vram_status arena_check(pool_arena *p) {
         why = "current differs from the sum of live blocks";
     } else if (t.pending_count != p->pending_count || pending != p->pending_count) {
         why = "pending chunks and the pending list disagree";
+    } else if (t.deferred_count != p->deferred_count || deferred != p->deferred_count) {
+        why = "deferred blocks and their list disagree";
     } else if (t.unrecorded != p->unrecorded) {
         why = "pending frees without an event and their count disagree";
     } else if (t.held != p->reserved) {

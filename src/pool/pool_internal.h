@@ -72,6 +72,17 @@ typedef struct pool_event {
     int   refs;
 } pool_event;
 
+/* A block's uses on streams other than its own (vram_record_stream). Once the program frees it,
+ * `deferred` is set, one event per stream (and the free's own) is recorded in `event`, and the block
+ * waits in its arena's deferred list, USED but no longer counted, until every event completed. */
+typedef struct pool_uses {
+    int                n, cap;        /* streams recorded; room for cap (one more is kept for the free's) */
+    int                nevents, done; /* after the free: events recorded, how many completed so far */
+    int                deferred;
+    struct pool_chunk *next;          /* the deferred list */
+    struct { void *stream, *event; } use[];
+} pool_uses;
+
 typedef struct pool_arena pool_arena;
 
 /* What the arenas of one logical device share (arenas.c owns it). */
@@ -107,6 +118,8 @@ struct pool_arena {
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
     size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
+    pool_chunk       *deferred;      /* freed blocks still used on other streams (pool_uses) */
+    size_t            deferred_count;
     /* One stream (see "solo" in pool.c): while every stream-ordered request of the arena has come
      * on solo_stream and no plain one since the first, owned-stream frees on it are free at once */
     int               solo;          /* SOLO_NONE, SOLO_ON or SOLO_OFF */
@@ -162,6 +175,8 @@ vram_status arena_destroy(pool_arena *p);
 vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
                         int *quiet_why);
 vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int async, void *stream, int *owned);
+/* The live block at ptr is also used on `stream` (vram_record_stream); *owned as arena_free's. */
+vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all);
 void        arena_info_locked(pool_arena *p, vram_memory_info *info);
 void        arena_lock(pool_arena *p);

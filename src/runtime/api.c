@@ -368,6 +368,25 @@ vram_status vram__free_async_owned_stream(void *ptr, void *stream) {
     return free_on(ptr, VRAM_POOL_FREE_OWNED_STREAM, stream);
 }
 
+vram_status vram_record_stream(void *ptr, void *stream) {
+    if (ptr == NULL) return VRAM_OK;                   /* nothing to wait for, as vram_free(NULL) */
+    vram__thread *me = vram__rt_self();
+    if (!vram__rt_read_enter(me)) {
+        return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_record_stream(%p): the runtime is not started, so this "
+                          "pointer was not allocated by vram", ptr);
+    }
+    for (int k = 0; k < rt.nlogical; k++) {
+        int owned = 0;
+        vram_status s = vram__pool_record_stream(rt.logical[k].pool, ptr, stream, &owned);
+        if (s == VRAM_OK || owned) {
+            vram__rt_leave(me);
+            return s;
+        }
+    }
+    vram__rt_leave(me);
+    return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_record_stream(%p): this pointer was not allocated by vram", ptr);
+}
+
 vram_status vram__free_on_alloc_stream(void *ptr) {
     return free_on(ptr, VRAM_POOL_FREE_ALLOC_STREAM, NULL);
 }
