@@ -300,6 +300,36 @@ TEST(async_record_stream_errors_lose_nothing) {
     CHECK_ALL();
 }
 
+static void *malloc_free_once(void *arg) {
+    (void)arg;
+    void *p = NULL;
+    if (vram_malloc(&p, 64 * KiB, 0) == VRAM_OK) vram_free(p);
+    return NULL;
+}
+
+/* With a second thread on the arena its thread caches park freed blocks for the next request of
+ * their size; a block used on another stream is not parked (it would come back at once). */
+TEST(async_record_stream_block_is_not_parked) {
+    growth_256mib();
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,arenas:1"));
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, malloc_free_once, NULL), ==, 0);   /* caches park from now on */
+    CHECK_INT(pthread_join(t, NULL), ==, 0);
+    void *p = NULL, *q = NULL, *r = NULL;
+    CHECK_OK(vram_malloc(&p, 64 * KiB, 0));
+    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_malloc(&q, 64 * KiB, 0));
+    CHECK_PTR(q, ==, p);                                 /* parked and taken back: caches are on */
+    CHECK_OK(vram_record_stream(q, STREAM_B));
+    CHECK_OK(vram_free(q));
+    CHECK_OK(vram_malloc(&r, 64 * KiB, 0));
+    CHECK_PTR(r, !=, q);                                 /* B may still use it */
+    CHECK_ALL();
+    CHECK_OK(vram_free(r));
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
 TEST(async_plugin_frees_merge_on_their_stream) {
     growth_256mib();
     two_streams();
@@ -703,6 +733,9 @@ TEST(async_stress_checked_every_step) {
         if (rng_below(&rng, 20) == 0) {
             vram__sim_stream_complete(streams[rng_below(&rng, 3)]);
         } else if (live[slot] != NULL) {
+            if (rng_below(&rng, 6) == 0) {      /* used on another stream too: the free waits for it */
+                CHECK_OK(vram_record_stream(live[slot], streams[rng_below(&rng, 3)]));
+            }
             CHECK_OK(stream ? vram_free_async(live[slot], stream) : vram_free(live[slot]));
             current -= round256(sizes[slot]);
             live[slot] = NULL;
