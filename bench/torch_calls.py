@@ -2,13 +2,17 @@
 """bench/torch_calls.py: what one allocation or free costs PyTorch, through each allocator.
 
   python3 bench/torch_calls.py [--trace traces/gpt2_generate.trace.gz] [--passes 12] [--rounds 3]
-                               [--configs torch,torch-expandable,vram,vram-pluggable] [--out FILE]
+                               [--configs torch,torch-expandable,vram,vram-pluggable] [--threads N]
+                               [--out FILE]
 
 Replays an allocation trace (traces/README.md) through the allocator PyTorch itself calls for every
 CUDA tensor, c10::cuda::CUDACachingAllocator::get()->allocate(size), and frees each block by
 dropping its c10::DataPtr, as a tensor's storage does: a small C++ loop built with
 torch.utils.cpp_extension (cached by PyTorch), timed per pass with std::chrono::steady_clock. The
-first pass is cold (memory taken from the driver), the others warm. Configurations, one process each,
+first pass is cold (memory taken from the driver), the others warm. With --threads N, N threads
+replay the trace at once on the current device and stream, each with blocks of its own, and a
+call's ns is the pass's wall time over all their calls (what one mutex shared by every thread,
+such as CUDAPluggableAllocator's table, costs shows there). Configurations, one process each,
 rounds interleaved (round r runs every configuration once, in an order rotated by r):
 
   torch             PyTorch's caching allocator (default)
@@ -41,23 +45,38 @@ _LOOP = r"""
 #include <c10/core/Allocator.h>
 #include <chrono>
 #include <cstdint>
+#include <thread>
 #include <vector>
 
-// ops: size >= 0 allocates `size` bytes into slot[i], -1 frees slot[i]. Returns ns per pass.
+// ops: size >= 0 allocates `size` bytes into slot[i], -1 frees slot[i]; each of `threads` threads
+// replays them with slots of its own. Returns the wall ns of each pass.
 std::vector<double> replay(const std::vector<int64_t> &size, const std::vector<int64_t> &slot, int64_t nslots,
-                           int64_t passes) {
+                           int64_t passes, int64_t threads) {
     c10::Allocator *a = c10::cuda::CUDACachingAllocator::get();
-    std::vector<c10::DataPtr> live(static_cast<size_t>(nslots));
+    std::vector<std::vector<c10::DataPtr>> live(static_cast<size_t>(threads));
+    for (auto &l : live) l.resize(static_cast<size_t>(nslots));
+    auto run = [&](int64_t t) {
+        std::vector<c10::DataPtr> &mine = live[static_cast<size_t>(t)];
+        for (size_t i = 0; i < size.size(); i++) {
+            if (size[i] >= 0) mine[slot[i]] = a->allocate(static_cast<size_t>(size[i]));
+            else mine[slot[i]].clear();
+        }
+    };
     std::vector<double> out;
     for (int64_t p = 0; p < passes; p++) {
         auto t0 = std::chrono::steady_clock::now();
-        for (size_t i = 0; i < size.size(); i++) {
-            if (size[i] >= 0) live[slot[i]] = a->allocate(static_cast<size_t>(size[i]));
-            else live[slot[i]].clear();
+        if (threads == 1) {
+            run(0);
+        } else {
+            std::vector<std::thread> pool;
+            for (int64_t t = 0; t < threads; t++) pool.emplace_back(run, t);
+            for (auto &th : pool) th.join();
         }
         auto t1 = std::chrono::steady_clock::now();
         out.push_back(std::chrono::duration<double, std::nano>(t1 - t0).count());
-        for (auto &d : live) d.clear();   // what the trace leaves live, untimed
+        for (auto &l : live) {
+            for (auto &d : l) d.clear();   // what the trace leaves live, untimed
+        }
     }
     return out;
 }
@@ -89,7 +108,7 @@ def read_trace(path):
     return sizes, slots, nslots
 
 
-def worker(config, trace, passes):
+def worker(config, trace, passes, threads=1):
     if config in ALLOC_CONF:
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = ALLOC_CONF[config]
     import torch
@@ -106,9 +125,10 @@ def worker(config, trace, passes):
                        verbose=False)
     sizes, slots, nslots = read_trace(trace)
     torch.empty(1, device="cuda")   # CUDA and the allocator started, outside the timing
-    ns = loop.replay(sizes, slots, nslots, passes)
-    calls = len(sizes)
-    res.update({"trace": os.path.basename(trace), "calls": calls, "cold_ns_per_call": ns[0] / calls,
+    ns = loop.replay(sizes, slots, nslots, passes, threads)
+    calls = len(sizes) * threads          # with threads: wall time over every thread's calls
+    res.update({"trace": os.path.basename(trace), "threads": threads, "calls": calls,
+                "cold_ns_per_call": ns[0] / calls,
                 "warm_ns_per_call": statistics.median(ns[1:]) / calls if len(ns) > 1 else None,
                 "warm_passes_ns_per_call": [round(x / calls, 1) for x in ns[1:]]})
     if config.startswith("vram"):
@@ -159,6 +179,8 @@ def main():
     ap.add_argument("--trace", default=os.path.join(REPO, "traces", "gpt2_generate.trace.gz"))
     ap.add_argument("--passes", type=int, default=12)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--threads", type=int, default=1, help="threads replaying the trace at once, each with its own "
+                    "blocks (default 1); ns per call is then the pass's wall time over all their calls")
     ap.add_argument("--configs", default="torch,torch-expandable,vram,vram-pluggable")
     ap.add_argument("--out", default=None, help="JSON lines of every process (default: none)")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -167,7 +189,7 @@ def main():
     if args.self_test:
         return self_test()
     if args.worker:
-        print(json.dumps(worker(args.worker, args.trace, args.passes)), flush=True)
+        print(json.dumps(worker(args.worker, args.trace, args.passes, args.threads)), flush=True)
         return
     configs = args.configs.split(",")
     bad = [c for c in configs if c not in CONFIGS]
@@ -178,7 +200,8 @@ def main():
         for c in configs[r % len(configs):] + configs[:r % len(configs)]:
             t0 = time.time()
             p = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", c, "--trace", args.trace,
-                                "--passes", str(args.passes)], capture_output=True, text=True)
+                                "--passes", str(args.passes), "--threads", str(args.threads)],
+                               capture_output=True, text=True)
             line = p.stdout.strip().splitlines()[-1] if p.stdout.strip() else ""
             try:
                 row = json.loads(line)
@@ -192,9 +215,9 @@ def main():
         with open(args.out, "w") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
-    print("%s, %s, trace %s, %d passes a process (1 cold)\n" % (
+    print("%s, %s, trace %s, %d passes a process (1 cold), %d thread%s\n" % (
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows[0].get("torch", "?") if rows else "?",
-        os.path.basename(args.trace), args.passes))
+        os.path.basename(args.trace), args.passes, args.threads, "" if args.threads == 1 else "s"))
     print(table(rows))
 
 
