@@ -180,53 +180,41 @@ vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, 
     return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
 }
 
-/* Calls op on the arena that owns addr: the one whose reserved range holds it, else (plain regions)
- * each in turn until one succeeds or says the address is its own (*owned). */
-typedef vram_status (*arena_op)(pool_arena *a, void *ctx, int *owned);
-
-static vram_status on_owner(vram__pool *p, uint64_t addr, arena_op op, void *ctx, int *owned) {
-    for (int i = 0; i < POOL_ARENAS; i++) {
+vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int async, void *stream,
+                            int *owned) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
+        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, async, stream, owned);
+    for (int i = 0; i < POOL_ARENAS; i++) {            /* the owner, by its reserved range */
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
-        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return op(a, ctx, owned);
+        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, async, stream, owned);
     }
-    vram_status s = VRAM_ERR_INVALID_POINTER;
-    *owned = 0;
+    vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
     for (int i = 0; i < POOL_ARENAS; i++) {
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
         if (a == NULL) continue;
-        s = op(a, ctx, owned);
+        s = arena_free(a, me, ptr, async, stream, owned);
         if (s == VRAM_OK || *owned) return s;
     }
     return s;
 }
 
-typedef struct free_args {
-    vram__pool_thread *me;
-    void              *ptr, *stream;
-    int                async;
-} free_args;
-
-static vram_status free_op(pool_arena *a, void *ctx, int *owned) {
-    free_args *f = ctx;
-    return arena_free(a, f->me, f->ptr, f->async, f->stream, owned);
-}
-
-vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int async, void *stream,
-                            int *owned) {
-    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
-        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, async, stream, owned);
-    free_args f = {me, ptr, stream, async};
-    return on_owner(p, (uint64_t)(uintptr_t)ptr, free_op, &f, owned);
-}
-
-static vram_status record_op(pool_arena *a, void *ctx, int *owned) {
-    void **ptr_stream = ctx;
-    return arena_record_stream(a, ptr_stream[0], ptr_stream[1], owned);
-}
-
+/* As vram__pool_free finds a block's arena (its own loops rather than one search shared through a
+ * function pointer: that cost the free path 2-7 instructions a call, bench/instructions.sh). */
 vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int *owned) {
-    void *ptr_stream[2] = {ptr, stream};
-    return on_owner(p, (uint64_t)(uintptr_t)ptr, record_op, ptr_stream, owned);
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
+        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_record_stream(a, ptr, stream, owned);
+    }
+    vram_status s = VRAM_ERR_INVALID_POINTER;
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
+        if (a == NULL) continue;
+        s = arena_record_stream(a, ptr, stream, owned);
+        if (s == VRAM_OK || *owned) return s;
+    }
+    return s;
 }
 
 /* Every arena locked (in order, with the set of arenas frozen), so that the figures add up to one

@@ -112,31 +112,39 @@ static int shards_shared(const pool_arena *p) {
     return atomic_load_explicit(&p->tc_multi, memory_order_relaxed);   /* stable under the pool lock */
 }
 
+/* The shard of addr, its lock taken when the shards are shared; shard_open gives it back. */
+static pool_shard *shard_hold(pool_arena *p, uint64_t addr, int shared) {
+    pool_shard *sh = pool_shard_of(p, addr);
+    if (shared) pool_spin_lock(&sh->lock);
+    return sh;
+}
+
+static void shard_open(pool_shard *sh, int shared) {
+    if (shared) pool_spin_unlock(&sh->lock);
+}
+
 /* 0, or -1 without host memory for a larger table. */
 static int live_put(pool_arena *p, pool_chunk *c) {
-    pool_shard *sh = pool_shard_of(p, c->addr);
-    if (!shards_shared(p)) return ptr_map_insert(&sh->map, c->addr, c);
-    pool_spin_lock(&sh->lock);
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, c->addr, shared);
     int r = ptr_map_insert(&sh->map, c->addr, c);
-    pool_spin_unlock(&sh->lock);
+    shard_open(sh, shared);
     return r;
 }
 
 static pool_chunk *live_get(pool_arena *p, uint64_t addr) {
-    pool_shard *sh = pool_shard_of(p, addr);
-    if (!shards_shared(p)) return ptr_map_get(&sh->map, addr);
-    pool_spin_lock(&sh->lock);
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
     pool_chunk *c = ptr_map_get(&sh->map, addr);
-    pool_spin_unlock(&sh->lock);
+    shard_open(sh, shared);
     return c;
 }
 
 static pool_chunk *live_take(pool_arena *p, uint64_t addr) {
-    pool_shard *sh = pool_shard_of(p, addr);
-    if (!shards_shared(p)) return ptr_map_take(&sh->map, addr);
-    pool_spin_lock(&sh->lock);
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
     pool_chunk *c = ptr_map_take(&sh->map, addr);
-    pool_spin_unlock(&sh->lock);
+    shard_open(sh, shared);
     return c;
 }
 
@@ -560,8 +568,10 @@ static vram_status uses_add_locked(pool_chunk *c, void *stream) {
 }
 
 /* The program frees c, which has uses: on `stream` when `async`. `taken`: c is out of the pointer
- * table already. On failure nothing changed: c is live as before. */
-static vram_status free_deferred_locked(pool_arena *p, pool_chunk *c, int async, void *stream, int taken) {
+ * table already. On failure nothing changed: c is live as before. Gives the arena lock back: out of
+ * line and called last, so that the common free does not pay for this path. */
+VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, int async, void *stream,
+                                                      int taken) {
     const vram__backend *be = p->cfg.backend;
     pool_uses *u = c->uses;
     int n = u->n;
@@ -571,6 +581,7 @@ static vram_status free_deferred_locked(pool_arena *p, pool_chunk *c, int async,
         if (s != VRAM_OK) {
             while (i-- > 0) be->event_destroy(p->cfg.dev, u->use[i].event);
             if (taken) (void)live_put(p, c);          /* cannot fail: the table held it a moment ago */
+            pool_lock_give(&p->lock);
             return vram__fail_wrap(s, "%s(%p): an event on a stream the block is used on",
                                    vram__pool_free_name(async), (void *)(uintptr_t)c->addr);
         }
@@ -583,12 +594,13 @@ static vram_status free_deferred_locked(pool_arena *p, pool_chunk *c, int async,
     p->deferred = c;
     p->deferred_count++;
     note_used_locked(p, c->size, 0);
+    pool_lock_give(&p->lock);
     return VRAM_OK;
 }
 
 /* Gives the deferred blocks whose events have all completed to the free bins; with `wait`, waits
  * for them (a block whose event cannot be waited for stays). */
-static void deferred_reap_locked(pool_arena *p, int wait) {
+VRAM_NOINLINE static void deferred_reap_locked(pool_arena *p, int wait) {
     const vram__backend *be = p->cfg.backend;
     for (pool_chunk **link = &p->deferred; *link != NULL;) {
         pool_chunk *c = *link;
@@ -1153,7 +1165,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     /* A block is always in the table, a cache or the pool's; it leaves the table under the pool lock,
      * so vram_check sees no gap. A free with an event of its own takes it out only once the event is
      * recorded, so that a failure leaves everything as it was. */
-    int own_event = async && async != VRAM_POOL_FREE_OWNED_STREAM && async != VRAM_POOL_FREE_ALLOC_STREAM;
+    int own_event = async == 1;           /* vram_free_async: an event of its own, recorded here */
     pool_lock_take(&p->lock);
     pool_chunk *c = own_event ? live_get(p, addr) : live_take(p, addr);
     if (c == NULL) {
@@ -1168,9 +1180,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
         stream = c->stream;
     }
     if (c->uses != NULL) {                        /* used on other streams too: wait for them */
-        vram_status s = free_deferred_locked(p, c, async, stream, !own_event);
-        pool_lock_give(&p->lock);
-        return s;
+        return free_deferred_unlock(p, c, async, stream, !own_event);
     }
     if (async == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
         if (stream == p->solo_stream) {

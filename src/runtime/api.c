@@ -368,6 +368,8 @@ vram_status vram__free_async_owned_stream(void *ptr, void *stream) {
     return free_on(ptr, VRAM_POOL_FREE_OWNED_STREAM, stream);
 }
 
+/* Finds the block's pool as free_on does, with loops of its own: one search shared by both (the
+ * pool call chosen by an argument) cost the free path 9-17 instructions a call (bench/instructions.sh). */
 vram_status vram_record_stream(void *ptr, void *stream) {
     if (ptr == NULL) return VRAM_OK;                   /* nothing to wait for, as vram_free(NULL) */
     vram__thread *me = vram__rt_self();
