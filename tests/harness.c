@@ -197,14 +197,16 @@ static uint64_t name_hash(const char *s) {
     return h;
 }
 
-/* Removes every VRAM_* variable (except the harness's own VRAM_TEST_*) and CUDA_VISIBLE_DEVICES,
- * so that each test starts from the same environment and sets what it needs. */
+/* Removes every VRAM_* variable (except the harness's own VRAM_TEST_* and VRAM_MEMBARRIER, which a
+ * whole run sets: ctest's vram.*_fenced) and CUDA_VISIBLE_DEVICES, so that each test starts from the
+ * same environment and sets what it needs. */
 static void clear_environment(void) {
     extern char **environ;
     for (;;) {
         char name[256] = "";
         for (char **e = environ; *e != NULL; e++) {
-            int ours = strncmp(*e, "VRAM_", 5) == 0 && strncmp(*e, "VRAM_TEST_", 10) != 0;
+            int ours = strncmp(*e, "VRAM_", 5) == 0 && strncmp(*e, "VRAM_TEST_", 10) != 0 &&
+                       strncmp(*e, "VRAM_MEMBARRIER=", 16) != 0;
             if (ours || strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) {
                 size_t len = strcspn(*e, "=");
                 if (len >= sizeof name) len = sizeof name - 1;

@@ -1,13 +1,18 @@
 /*
  * test_lifecycle.c: vram_init and vram_shutdown.
  */
+#include <linux/membarrier.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "backend/backend.h"
 #include "harness.h"
+#include "runtime/runtime.h"
 
 TEST(shutdown_with_live_blocks_is_conflict) {
     use_sim("16GiB");
@@ -263,6 +268,26 @@ TEST(shutdown_races_with_allocating_threads) {
     CHECK_OK(vram_free(held));
     CHECK_OK(vram_shutdown());
     CHECK(!vram_is_initialized());
+}
+
+/* VRAM_MEMBARRIER=0 makes readers fence their own entry; otherwise, where the kernel has private
+ * expedited membarrier, the writers fence for them. ctest's vram.lifecycle_fenced and
+ * vram.threads_fenced run whole groups with VRAM_MEMBARRIER=0 and say so in VRAM_TEST_FENCED=1, so
+ * that this fails if the setting does not reach the tests. */
+TEST(membarrier_switch_is_honoured) {
+    use_sim("16GiB");
+    CHECK_OK(vram_init());
+    const char *off = getenv("VRAM_MEMBARRIER");
+    int fenced = vram__rt_readers_fence();
+    if (getenv("VRAM_TEST_FENCED") != NULL) CHECK(off != NULL && strcmp(off, "0") == 0);
+    if (off != NULL && strcmp(off, "0") == 0) {
+        CHECK_INT(fenced, ==, 1);
+    } else {
+        long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
+        int have = cmds >= 0 && (cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) != 0;
+        CHECK_INT(fenced, ==, !have);
+    }
+    CHECK_OK(vram_shutdown());
 }
 
 /* A forked child (PyTorch's DataLoader workers are forks) inherits a started runtime: its own

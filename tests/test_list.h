@@ -150,6 +150,7 @@
     X(lifecycle, shutdown_returns_every_byte_to_the_driver) \
     X(lifecycle, shutdown_races_with_allocating_threads) \
     X(lifecycle, fork_child_configures_and_shuts_down) \
+    X(lifecycle, membarrier_switch_is_honoured) \
     /* test_threads.c */ \
     X(threads, threads_one_device_prealloc) \
     X(threads, threads_one_device_growth) \

@@ -434,12 +434,17 @@ static int asym_register(void) {
 #endif
 }
 
+static atomic_int rt_asym_tried;          /* 1 once the first writer decided rt_asym */
+
+int vram__rt_readers_fence(void) {
+    return atomic_load(&rt_asym_tried) ? !atomic_load(&rt_asym) : -1;
+}
+
 void vram__rt_write_lock(void) {
-    static int asym_tried;                 /* under the writer lock */
     pthread_rwlock_wrlock(&rt.lock);
-    if (!asym_tried) {
-        asym_tried = 1;
+    if (!atomic_load_explicit(&rt_asym_tried, memory_order_relaxed)) {   /* (under the writer lock) */
         if (asym_register()) atomic_store(&rt_asym, 1);
+        atomic_store(&rt_asym_tried, 1);
     }
     atomic_store(&rt_writer, 1);
 #if defined(__linux__) && defined(SYS_membarrier)

@@ -84,6 +84,9 @@ vram_status vram__rt_stop_wlocked(void);
 /* Starts the runtime if needed and returns with read access held. */
 vram_status vram__rt_enter_started(vram__thread *me);
 void        vram__rt_leave(vram__thread *me);
+/* 1 when readers fence their own entry (VRAM_MEMBARRIER=0, or no membarrier), 0 when the writers
+ * fence for them; -1 before the first writer decided. For tests. */
+int         vram__rt_readers_fence(void);
 
 /* For the framework faces (src/faces): vram_free_async on a stream that the caller keeps alive as
  * long as the runtime runs, as PyTorch does with its streams. No event is recorded per free: while
