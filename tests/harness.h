@@ -17,11 +17,19 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "vram.h"
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
+
+/* The simulated driver's call counters so far (zeroed when the runtime starts on it). */
+static inline vram__backend_counters sim_counters(void) {
+    vram__backend_counters c;
+    vram__backend_sim.counters(&c);
+    return c;
+}
 
 /* Defines a test; the prototype keeps -Wmissing-prototypes quiet. */
 #define TEST(name)               \

@@ -24,13 +24,6 @@ static void plugin_alloc_n(void **p, int n, size_t size, void *stream) {
     for (int i = 0; i < n; i++) CHECK((p[i] = vram_plugin_alloc((ptrdiff_t)size, 0, stream)) != NULL);
 }
 
-/* Event waits (cuEventSynchronize) the simulated driver has done so far. */
-static uint64_t event_syncs(void) {
-    vram__backend_counters c;
-    vram__backend_sim.counters(&c);
-    return c.event_sync;
-}
-
 /* Makes logical device 0's first arena serve two streams, so that PyTorch's frees on either go
  * through events (with one stream only they are free at once: see the solo tests below). */
 static void two_streams(void) {
@@ -112,9 +105,9 @@ TEST(async_plugin_frees_share_events) {
     CHECK_SIZE(INFO(0).current, ==, 64 * 1024);
     vram_plugin_free(q, 64 * 1024, 0, STREAM_A);
     void *big = NULL;                                       /* needs every freed block: waits */
-    uint64_t waits = event_syncs();
+    uint64_t waits = sim_counters().event_sync;
     CHECK_OK(vram_malloc(&big, 16 * MiB, 0));
-    CHECK_U64(event_syncs() - waits, ==, 1);                /* for the one event of A's batch */
+    CHECK_U64(sim_counters().event_sync - waits, ==, 1);                /* for the one event of A's batch */
     CHECK_SIZE(INFO(0).current, ==, 16 * MiB);
     CHECK_ALL();
     CHECK_OK(vram_free(big));
@@ -124,10 +117,6 @@ TEST(async_plugin_frees_share_events) {
     CHECK_OK(vram_shutdown());                              /* with a free still unrecorded */
 }
 
-/* Neighbouring blocks freed by PyTorch on one stream become one pending chunk: the stream can
- * reuse their memory whole at once, as PyTorch's own allocator can, instead of growing for a
- * request larger than each of them. Blocks freed on another stream, or with events of their own
- * (vram_free_async), stay apart. */
 /* The small zone (small_pool_kb) and the rest never merge, pending chunks of one stream included:
  * with the zone full, the next small block lies right after its end; freed on their stream, that
  * block and the zone's last stay two chunks, whichever goes first. */
@@ -160,11 +149,11 @@ TEST(async_shutdown_waits_for_the_frees_of_every_stream) {
         CHECK((p[i] = vram_plugin_alloc(1 * MiB, 0, (void *)(uintptr_t)(0x100 + i))) != NULL);
     }
     for (int i = 0; i < STREAMS; i++) vram_plugin_free(p[i], 1 * MiB, 0, (void *)(uintptr_t)(0x100 + i));
-    vram__backend_counters before, after;
-    vram__backend_sim.counters(&before);
+    vram__backend_counters before = sim_counters();
     CHECK_OK(vram_shutdown());
-    vram__backend_sim.counters(&after);
+    vram__backend_counters after = sim_counters();
     CHECK_U64(after.event_record - before.event_record, ==, STREAMS);   /* one per stream */
+    CHECK_U64(after.event_sync - before.event_sync, ==, STREAMS);       /* each waited for */
 }
 
 /* vram_plugin_release frees on the stream the block was allocated on (vram remembers it): each
@@ -198,6 +187,7 @@ TEST(async_plugin_release_frees_on_the_allocation_stream) {
     CHECK_ERROR_CONTAINS("not a live block");
     vram_plugin_free((char *)a + 256, 256, 0, STREAM_A);
     CHECK_ERROR_CONTAINS("vram_plugin_free(");
+    CHECK_ERROR_CONTAINS("not a live block");
     CHECK_OK(vram_free(NULL));
     CHECK(vram_free_async((char *)a + 256, STREAM_A) == VRAM_ERR_INVALID_POINTER);
     CHECK_ERROR_CONTAINS("vram_free_async(");
@@ -205,13 +195,6 @@ TEST(async_plugin_release_frees_on_the_allocation_stream) {
     vram__sim_stream_complete(STREAM_A);
     vram__sim_stream_complete(STREAM_B);
     CHECK_ALL();
-}
-
-/* Event records the simulated driver has done so far. */
-static uint64_t event_records(void) {
-    vram__backend_counters c;
-    vram__backend_sim.counters(&c);
-    return c.event_record;
 }
 
 /* A block also used on another stream (vram_record_stream, PyTorch's record_stream) goes to no
@@ -228,9 +211,9 @@ TEST(async_record_stream_holds_the_block_for_its_streams) {
         CHECK_OK(vram_record_stream(a, STREAM_B));
         CHECK_OK(vram_record_stream(a, STREAM_A));
         vram_memory_info before = INFO(0);
-        uint64_t records = event_records();
+        uint64_t records = sim_counters().event_record;
         vram_plugin_release(a);
-        CHECK_U64(event_records() - records, ==, 2);          /* on B, and on A (the free's) */
+        CHECK_U64(sim_counters().event_record - records, ==, 2);          /* on B, and on A (the free's) */
         CHECK_SIZE(INFO(0).current, ==, before.current - 2 * MiB);
         CHECK_U64(INFO(0).num_frees, ==, before.num_frees + 1);
         CHECK_ALL();
@@ -261,14 +244,14 @@ TEST(async_record_stream_plain_block_waits_when_needed) {
     void *p = NULL, *q = NULL;
     CHECK_OK(vram_malloc(&p, 16 * MiB, 0));
     CHECK_OK(vram_record_stream(p, STREAM_B));
-    uint64_t records = event_records(), waits = event_syncs();
+    uint64_t records = sim_counters().event_record, waits = sim_counters().event_sync;
     CHECK_OK(vram_free(p));
-    CHECK_U64(event_records() - records, ==, 1);
+    CHECK_U64(sim_counters().event_record - records, ==, 1);
     CHECK_SIZE(INFO(0).current, ==, 0);
     CHECK_ALL();
     CHECK_OK(vram_malloc(&q, 16 * MiB, 0));                     /* all of it: waits for B */
     CHECK_PTR(q, ==, p);
-    CHECK_U64(event_syncs() - waits, ==, 1);
+    CHECK_U64(sim_counters().event_sync - waits, ==, 1);
     CHECK_OK(vram_record_stream(q, STREAM_B));
     CHECK_OK(vram_free(q));
     CHECK_ALL();
@@ -293,9 +276,13 @@ TEST(async_record_stream_errors_lose_nothing) {
     CHECK_ERROR_CONTAINS("vram_free(");
     CHECK_SIZE(INFO(0).current, ==, 1 * MiB);
     CHECK_ALL();
-    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_free(p));                                   /* B recorded still */
     CHECK_SIZE(INFO(0).current, ==, 0);
     CHECK(vram_record_stream(p, STREAM_B) == VRAM_ERR_INVALID_POINTER);   /* freed: no more */
+    void *q = NULL;
+    CHECK_OK(vram_malloc(&q, 1 * MiB, 0));
+    CHECK_PTR(q, !=, p);                                      /* held for B all the same */
+    CHECK_OK(vram_free(q));
     vram__sim_stream_complete(STREAM_B);
     CHECK_ALL();
 }
@@ -330,6 +317,10 @@ TEST(async_record_stream_block_is_not_parked) {
     CHECK_ALL();
 }
 
+/* Neighbouring blocks freed by PyTorch on one stream become one pending chunk: the stream can
+ * reuse their memory whole at once, as PyTorch's own allocator can, instead of growing for a
+ * request larger than each of them. Blocks freed on another stream, or with events of their own
+ * (vram_free_async), stay apart. */
 TEST(async_plugin_frees_merge_on_their_stream) {
     growth_256mib();
     two_streams();
@@ -519,10 +510,10 @@ TEST(async_other_stream_waits_when_no_room) {
     CHECK_OK(vram_free_async(p, STREAM_A));
     CHECK_ALL();
     /* nothing else fits: the pool waits for A's free to complete */
-    uint64_t waits = event_syncs();
+    uint64_t waits = sim_counters().event_sync;
     CHECK_OK(vram_malloc_async(&q, 4 * MiB, 0, STREAM_B));
     CHECK_PTR(q, ==, p);
-    CHECK_U64(event_syncs() - waits, ==, 1);
+    CHECK_U64(sim_counters().event_sync - waits, ==, 1);
     CHECK_ALL();
     CHECK_OK(vram_free_async(q, STREAM_B));
     vram__sim_stream_complete(STREAM_B);
@@ -536,10 +527,10 @@ TEST(async_plain_malloc_waits_when_no_room) {
     void *p = NULL, *q = NULL;
     CHECK_OK(vram_malloc_async(&p, 4 * MiB, 0, STREAM_A));
     CHECK_OK(vram_free_async(p, STREAM_A));
-    uint64_t waits = event_syncs();
+    uint64_t waits = sim_counters().event_sync;
     CHECK_OK(vram_malloc(&q, 4 * MiB, 0));
     CHECK_PTR(q, ==, p);
-    CHECK_U64(event_syncs() - waits, ==, 1);               /* waited for A's free */
+    CHECK_U64(sim_counters().event_sync - waits, ==, 1);               /* waited for A's free */
     CHECK_OK(vram_free(q));
     CHECK_ALL();
 }

@@ -25,12 +25,6 @@ static const char MSG_ALLOC_CONF[] = "Allocator options cannot be modified after
 
 /* ---- helpers ----------------------------------------------------------------------------------- */
 
-static vram__backend_counters counters(void) {
-    vram__backend_counters c;
-    vram__backend_sim.counters(&c);
-    return c;
-}
-
 static size_t round_gran(size_t n) {
     return (n + GRAN - 1) & ~(GRAN - 1);
 }
@@ -89,7 +83,7 @@ static vram_memory_info wait_reserved_at_most(int dev, size_t bytes, unsigned ti
 
 /* Balanced driver calls: everything taken was given back (after a shutdown). */
 static void check_counters_balanced(void) {
-    vram__backend_counters c = counters();
+    vram__backend_counters c = sim_counters();
     CHECK_U64(c.mem_alloc, ==, c.mem_free);
     CHECK_U64(c.phys_create, ==, c.phys_release);
     CHECK_U64(c.map, ==, c.unmap);
@@ -111,14 +105,14 @@ TEST(trim_growth_returns_free_extents) {
     for (int i = 1; i < N; i += 2) CHECK_OK(vram_free(b[i]));
     CHECK_ALL();
     vram_memory_info before = INFO(0);
-    vram__backend_counters cb = counters();
+    vram__backend_counters cb = sim_counters();
     CHECK_SIZE(before.current, ==, 4 * sz);
     CHECK_SIZE(before.reserved, ==, 8 * sz);   /* freeing alone gives nothing back */
 
     CHECK_OK(vram_trim(0, 0));
     CHECK_ALL();
     vram_memory_info after = INFO(0);
-    vram__backend_counters ca = counters();
+    vram__backend_counters ca = sim_counters();
     CHECK_INFO_SANE(after);
     CHECK_SIZE(after.current, ==, before.current);
     CHECK_SIZE(after.reserved, ==, after.current);          /* every free extent went back */
@@ -151,7 +145,7 @@ TEST(trim_growth_returns_free_extents) {
     for (int i = 0; i < N; i += 2) CHECK_OK(vram_free(b[i]));
     CHECK_OK(vram_trim(0, 0));
     CHECK_SIZE(INFO(0).reserved, ==, 0);
-    vram__backend_counters cz = counters();
+    vram__backend_counters cz = sim_counters();
     CHECK_U64(cz.phys_create, ==, cz.phys_release);
     CHECK_U64(cz.map, ==, cz.unmap);
     CHECK_ALL();
@@ -166,12 +160,12 @@ TEST(trim_large_keep_releases_nothing) {
     CHECK_OK(vram_malloc(&b, 48 * MiB, 0));
     CHECK_OK(vram_free(b));
     vram_memory_info before = INFO(0);
-    vram__backend_counters cb = counters();
+    vram__backend_counters cb = sim_counters();
     CHECK_OK(vram_trim(0, 48 * MiB));            /* exactly what is cached */
     CHECK_OK(vram_trim(0, 1 * GiB));
     CHECK_OK(vram_trim(0, SIZE_MAX));
     vram_memory_info after = INFO(0);
-    vram__backend_counters ca = counters();
+    vram__backend_counters ca = sim_counters();
     CHECK_INFO_EQ(before, after);
     CHECK_U64(ca.phys_release, ==, cb.phys_release);
     CHECK_U64(ca.unmap, ==, cb.unmap);
@@ -240,7 +234,7 @@ TEST(trim_prealloc_empty_gives_everything_back) {
     CHECK_SIZE(after.reserved, ==, 0);
     CHECK_SIZE(after.limit, ==, 256 * MiB);
     CHECK_U64(after.num_driver_frees, ==, before.num_driver_frees + 1);
-    vram__backend_counters c = counters();
+    vram__backend_counters c = sim_counters();
     CHECK_U64(c.mem_free, ==, 1);
     CHECK_U64(c.mem_alloc, ==, 1);
 
@@ -251,7 +245,7 @@ TEST(trim_prealloc_empty_gives_everything_back) {
     CHECK_SIZE(again.reserved, ==, 256 * MiB);
     CHECK_SIZE(again.current, ==, 1 * MiB);
     CHECK_U64(again.num_driver_allocs, ==, before.num_driver_allocs + 1);
-    CHECK_U64(counters().mem_alloc, ==, 2);
+    CHECK_U64(sim_counters().mem_alloc, ==, 2);
     CHECK_ALL();
     /* and the whole limit is usable again in one block */
     CHECK_OK(vram_free(p));
@@ -292,7 +286,7 @@ TEST(trim_prealloc_with_live_blocks_keeps) {
     CHECK_INFO_EQ(before, after);
     CHECK_SIZE(after.reserved, ==, 256 * MiB);
     CHECK(filled(p, 10 * MiB, 3));
-    CHECK_U64(counters().mem_free, ==, 0);
+    CHECK_U64(sim_counters().mem_free, ==, 0);
     CHECK_ALL();
     CHECK_OK(vram_free(p));
 }
@@ -307,7 +301,7 @@ TEST(trim_growth_plain_returns_free_regions) {
     CHECK_OK(vram_malloc(&a, 10 * MiB, 0));
     CHECK_OK(vram_malloc(&b, 20 * MiB, 0));
     fill(b, 20 * MiB, 9);
-    vram__backend_counters c0 = counters();
+    vram__backend_counters c0 = sim_counters();
     CHECK_U64(c0.phys_create, ==, 0);
     CHECK_U64(c0.va_reserve, ==, 0);
     CHECK_U64(c0.mem_alloc, ==, 2);
@@ -319,12 +313,12 @@ TEST(trim_growth_plain_returns_free_regions) {
     vram_memory_info after = INFO(0);
     CHECK_SIZE(after.reserved, ==, 20 * MiB);
     CHECK_U64(after.num_driver_frees, ==, before.num_driver_frees + 1);
-    CHECK_U64(counters().mem_free, ==, 1);
+    CHECK_U64(sim_counters().mem_free, ==, 1);
     CHECK(filled(b, 20 * MiB, 9));
     CHECK_OK(vram_free(b));
     CHECK_OK(vram_trim(0, 0));
     CHECK_SIZE(INFO(0).reserved, ==, 0);
-    CHECK_U64(counters().mem_free, ==, 2);
+    CHECK_U64(sim_counters().mem_free, ==, 2);
     CHECK_ALL();
     /* and it grows again */
     CHECK_OK(vram_malloc(&a, 5 * MiB, 0));
@@ -808,7 +802,7 @@ static vram__backend_counters grow_once(void) {
     CHECK_OK(vram_init());
     void *p = NULL;
     CHECK_OK(vram_malloc(&p, 8 * MiB, 0));
-    vram__backend_counters c = counters();
+    vram__backend_counters c = sim_counters();
     CHECK_OK(vram_free(p));
     CHECK_ALL();
     return c;
@@ -1030,7 +1024,7 @@ TEST(alloc_conf_vmm_false_prealloc_unchanged) {
     CHECK_OK(vram_set_memory_limit(0, 128 * MiB));
     CHECK_OK(vram_init());
     CHECK_SIZE(INFO(0).reserved, ==, 128 * MiB);
-    vram__backend_counters c = counters();
+    vram__backend_counters c = sim_counters();
     CHECK_U64(c.mem_alloc, ==, 1);
     CHECK_U64(c.phys_create, ==, 0);
     CHECK_ALL();
@@ -1070,7 +1064,7 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
     start_growth(1 * GiB);
     void *big = NULL, *small = NULL;
     CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
-    CHECK_U64(counters().phys_create, ==, 32);     /* one extent per 2 MiB granule */
+    CHECK_U64(sim_counters().phys_create, ==, 32);     /* one extent per 2 MiB granule */
     CHECK_OK(vram_free(big));
     CHECK_OK(vram_malloc(&small, 1 * MiB, 0));     /* placed inside the freed block's memory */
     fill(small, 1 * MiB, 2);
@@ -1085,7 +1079,7 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
     CHECK_OK(vram_set_alloc_conf(NULL));            /* the default: extents of limit / 256 = 4 MiB */
     CHECK_OK(vram_init());
     CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
-    CHECK_U64(counters().phys_create, ==, 16);
+    CHECK_U64(sim_counters().phys_create, ==, 16);
     CHECK_OK(vram_free(big));
     CHECK_OK(vram_malloc(&small, 1 * MiB, 0));
     CHECK_OK(vram_trim(0, 0));
@@ -1134,7 +1128,7 @@ TEST(idle_release_returns_unused_memory) {
     CHECK_U64(after.num_driver_frees, >, before.num_driver_frees);
     CHECK_SIZE(after.peak_reserved, ==, 64 * MiB);
     CHECK_ALL();
-    vram__backend_counters c = counters();
+    vram__backend_counters c = sim_counters();
     CHECK_U64(c.phys_create, ==, c.phys_release);
     /* and the pool grows again */
     CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
@@ -1199,7 +1193,7 @@ TEST(idle_release_keeps_memory_in_continuous_use) {
     void *p = NULL;
     CHECK_OK(vram_malloc(&p, 64 * MiB, 0));
     CHECK_OK(vram_free(p));
-    vram__backend_counters c0 = counters();
+    vram__backend_counters c0 = sim_counters();
     uint64_t frees0 = INFO(0).num_driver_frees;
     double until = now_ms() + 1000;
     long rounds = 0;
@@ -1208,7 +1202,7 @@ TEST(idle_release_keeps_memory_in_continuous_use) {
         CHECK_OK(vram_free(p));
         rounds++;
     }
-    vram__backend_counters c1 = counters();
+    vram__backend_counters c1 = sim_counters();
     vram_memory_info info = INFO(0);
     printf("  %ld rounds in 1000 ms\n", rounds);
     CHECK_U64(c1.phys_create, ==, c0.phys_create);
@@ -1231,14 +1225,14 @@ TEST(idle_release_prefers_memory_that_stayed_unused) {
     CHECK_OK(vram_malloc(&b, 32 * MiB, 0));   /* used once */
     CHECK_OK(vram_free(b));
     CHECK_OK(vram_free(a));
-    vram__backend_counters c0 = counters();
+    vram__backend_counters c0 = sim_counters();
     double until = now_ms() + 1000;
     while (now_ms() < until) {
         CHECK_OK(vram_malloc(&a, 64 * MiB, 0));
         CHECK_OK(vram_free(a));
         sleep_ms(1);
     }
-    vram__backend_counters c1 = counters();
+    vram__backend_counters c1 = sim_counters();
     vram_memory_info info = INFO(0);
     printf("  during 1000 ms of use: %" PRIu64 " extents created, %" PRIu64 " released; reserved %zu\n",
            c1.phys_create - c0.phys_create, c1.phys_release - c0.phys_release, info.reserved);
@@ -1258,7 +1252,7 @@ TEST(idle_release_off_keeps_memory) {
     vram_memory_info after = INFO(0);
     CHECK_INFO_EQ(before, after);
     CHECK_SIZE(after.reserved, ==, 64 * MiB);
-    CHECK_U64(counters().phys_release, ==, 0);
+    CHECK_U64(sim_counters().phys_release, ==, 0);
     /* idle_release_ms:0 is the same as none */
     CHECK_OK(vram_shutdown());
     set_env("VRAM_ALLOC_CONF", "idle_release_ms:0");
@@ -1267,7 +1261,7 @@ TEST(idle_release_off_keeps_memory) {
     CHECK_OK(vram_free(p));
     sleep_ms(200);
     CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);
-    CHECK_U64(counters().phys_release, ==, 0);
+    CHECK_U64(sim_counters().phys_release, ==, 0);
 }
 
 /* Idle release is for growth: a preallocated pool keeps its memory. */
@@ -1295,7 +1289,7 @@ TEST(idle_release_plain_growth) {
     fill(a, 10 * MiB, 4);
     CHECK_OK(vram_malloc(&b, 64 * MiB, 0));
     CHECK_OK(vram_free(b));
-    CHECK_U64(counters().phys_create, ==, 0);
+    CHECK_U64(sim_counters().phys_create, ==, 0);
     vram_memory_info info = wait_reserved_at_most(0, 10 * MiB, 3000);
     CHECK_SIZE(info.reserved, ==, 10 * MiB);
     CHECK(filled(a, 10 * MiB, 4));
@@ -1423,9 +1417,8 @@ TEST(idle_release_solo_stream_waits_without_the_lock) {
     CHECK_INT(pthread_join(t, NULL), ==, 0);
     CHECK(q != NULL);
     vram_memory_info after = wait_reserved_at_most(0, 16 * MiB, 3000);
-    CHECK_SIZE(after.reserved, <, 64 * MiB);              /* the idle extents went back */
-    CHECK_SIZE(after.reserved, >=, 1 * MiB);              /* not the one under q */
-    CHECK_ALL();
+    CHECK_SIZE(after.reserved, <=, 16 * MiB);             /* the idle extents went back */
+    CHECK_ALL();                                          /* (q's stays mapped: vram_check) */
     vram_plugin_free(q, 1 * MiB, 0, SOLO_STREAM);
     CHECK_OK(vram_shutdown());
     check_counters_balanced();
@@ -1435,14 +1428,14 @@ TEST(idle_release_solo_stream_waits_without_the_lock) {
 
 TEST(vmm_maps_only_what_blocks_need) {
     start_growth(1 * GiB);
-    vram__backend_counters c0 = counters();
+    vram__backend_counters c0 = sim_counters();
     CHECK_U64(c0.va_reserve, ==, 1);
     CHECK_U64(c0.phys_create, ==, 0);
     CHECK_SIZE(INFO(0).reserved, ==, 0);
     void *p = NULL;
     CHECK_OK(vram_malloc(&p, 1 * MiB, 0));
     vram_memory_info info = INFO(0);
-    vram__backend_counters c = counters();
+    vram__backend_counters c = sim_counters();
     CHECK_SIZE(info.reserved, ==, GRAN);
     CHECK_U64(c.phys_create, ==, 1);
     CHECK_U64(c.map, ==, 1);
@@ -1451,11 +1444,11 @@ TEST(vmm_maps_only_what_blocks_need) {
     /* a second block in the same granule maps nothing */
     void *q = NULL;
     CHECK_OK(vram_malloc(&q, 512 * KiB, 0));
-    CHECK_U64(counters().phys_create, ==, 1);
+    CHECK_U64(sim_counters().phys_create, ==, 1);
     CHECK_SIZE(INFO(0).reserved, ==, GRAN);
     CHECK_OK(vram_free(q));
     CHECK_OK(vram_free(p));
-    CHECK_U64(counters().phys_release, ==, 0);   /* a free alone calls no driver */
+    CHECK_U64(sim_counters().phys_release, ==, 0);   /* a free alone calls no driver */
     CHECK_ALL();
 }
 
@@ -1494,9 +1487,9 @@ TEST(vmm_map_ahead_saves_driver_calls) {
         start_growth(4 * GiB);
         void *big = NULL, *small[64];
         CHECK_OK(vram_malloc(&big, 512 * MiB, 0));          /* reserved / 16 is now 32 MiB */
-        vram__backend_counters before = counters();
+        vram__backend_counters before = sim_counters();
         for (int i = 0; i < 64; i++) CHECK_OK(vram_malloc(&small[i], 2 * MiB, 0));
-        creates[ahead] = counters().phys_create - before.phys_create;
+        creates[ahead] = sim_counters().phys_create - before.phys_create;
         vram_memory_info info = INFO(0);
         CHECK_INFO_SANE(info);
         CHECK_SIZE(info.reserved - info.current, <=, ahead ? 32 * MiB : 0);
@@ -1528,7 +1521,7 @@ TEST(vmm_second_pass_reuses_memory) {
         CHECK_ALL();
     }
     for (int i = 0; i < N; i++) CHECK_OK(vram_free(p[i]));
-    vram__backend_counters c1 = counters();
+    vram__backend_counters c1 = sim_counters();
     vram_memory_info i1 = INFO(0);
     for (int pass = 0; pass < 3; pass++) {
         for (int i = 0; i < N; i++) CHECK_OK(vram_malloc(&p[i], sizes[i], 0));
@@ -1536,7 +1529,7 @@ TEST(vmm_second_pass_reuses_memory) {
         for (int i = N - 1; i >= 0; i--) CHECK_OK(vram_free(p[i]));
         CHECK_ALL();
     }
-    vram__backend_counters c2 = counters();
+    vram__backend_counters c2 = sim_counters();
     vram_memory_info i2 = INFO(0);
     CHECK_U64(c2.phys_create, ==, c1.phys_create);
     CHECK_U64(c2.map, ==, c1.map);

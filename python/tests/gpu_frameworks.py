@@ -46,12 +46,14 @@ def main():
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         y = torch.ones(1 << 20, device="cuda")
+        y_ptr = y.data_ptr()
         before = vram.torch.memory_info(0)["current"]
         del y
         check(vram.torch.memory_info(0)["current"] <= before - (4 << 20),
-              "a side stream's tensor is freed by the deleter, on its stream")
+              "a side stream's tensor is freed by the deleter")
         z = torch.ones(1 << 20, device="cuda")
-        check(float(z.sum()) == float(1 << 20), "the side stream computes on the block it gets back")
+        check(z.data_ptr() == y_ptr, "its stream gets the block back at once (freed on the stream it was allocated on)")
+        check(float(z.sum()) == float(1 << 20), "and computes on it")
         del z
     # record_stream: a block used on a busy side stream is not handed out again before that stream
     # passes its free, not even to the stream it was allocated on
