@@ -369,7 +369,7 @@ def _setup_vram():
         warnings.simplefilter("always")
         path = vram.torch.install()
     notes = {"vram_version": vram.version(), "vram_library": vram._lib.path, "vram_allocator_library": path,
-             "vram_forwarder": path != vram._lib.path, "vram_torch_mode": vram.torch.mode}
+             "vram_torch_mode": vram.torch.mode}
     if caught:
         notes["vram_warning"] = str(caught[-1].message)[:300]
     if os.environ.get("VRAM_ALLOC_CONF"):
@@ -522,7 +522,6 @@ def prepare_main(with_vram):
                 warnings.simplefilter("always")
                 path = vram.torch.install()  # compiles once; PyTorch caches the build
             out["vram_allocator_library"] = path
-            out["vram_forwarder"] = path != vram._lib.path
             out["vram_torch_mode"] = vram.torch.mode
             if caught:
                 out["vram_warning"] = str(caught[-1].message)[:300]
@@ -662,7 +661,8 @@ def run_driver(args, runner=run_child, machine=None, out_stream=None):
             "timeout_s": args.timeout, "vram_alloc_conf": args.vram_alloc_conf, "cpus": args.cpus,
             "vram_library_env": os.environ.get("VRAM_LIBRARY"),
             "step_time": "per process: median over the timed steps (torch.cuda.synchronize before and after each); "
-                         "per row: the lowest of the rounds' medians"}
+                         "per row: the lowest of the rounds' medians; the verdict: pooled over the rounds, per "
+                         "shape the median of all its steps, averaged over the shapes"}
     meta.update(nvidia_smi() if machine is None else machine)
     if os.environ.get("PYTORCH_CUDA_ALLOC_CONF"):
         meta["ignored_env"] = "PYTORCH_CUDA_ALLOC_CONF=%s (each child gets its allocator's own)" % (
@@ -829,11 +829,9 @@ def paired_by_round(w, rows):
     return out
 
 
-def pooled_by_shape(w, rows):
+def shape_medians(w, rows):
     """Per allocator: its steps pooled over every round, the median of each shape's steps (step i has
-    shape i mod distinct_shapes; one shape unless the row says), averaged over the shapes: the time
-    of one step of each shape, robust to a round's slow stretch and to which shape a process's own
-    median lands on (bert_varlen's 40 steps are 8 shapes of 23 to 73 ms). {} without step lists."""
+    shape i mod distinct_shapes; one shape unless the row says), in shape order. {} without step lists."""
     per = {}
     for r in rows:
         if r.get("workload") != w or "error" in r or "skipped" in r or not r.get("step_ms"):
@@ -841,7 +839,14 @@ def pooled_by_shape(w, rows):
         n = max(1, int(r.get("distinct_shapes") or 1))
         for i, t in enumerate(r["step_ms"]):
             per.setdefault(r.get("allocator"), {}).setdefault(i % n, []).append(t)
-    return {a: sum(statistics.median(v) for v in shapes.values()) / len(shapes) for a, shapes in per.items()}
+    return {a: [statistics.median(shapes[k]) for k in sorted(shapes)] for a, shapes in per.items()}
+
+
+def pooled_by_shape(w, rows):
+    """Per allocator: shape_medians averaged over the shapes: the time of one step of each shape,
+    robust to a round's slow stretch and to which shape a process's own median lands on
+    (bert_varlen's 40 steps are 8 shapes of 23 to 73 ms)."""
+    return {a: sum(m) / len(m) for a, m in shape_medians(w, rows).items()}
 
 
 def targets_met(w, agg, allocs, pool=None):
@@ -874,9 +879,10 @@ def render(meta, rows):
         out += [head + ".", ""]
         if meta.get("command"):
             out += ["Reproduce with `%s`." % meta["command"], ""]
-        if meta.get("vram_forwarder") is False:
-            out += ["vram.torch's forwarder did not build (%s): vram served PyTorch through libvram.so's entry "
-                    "points directly." % meta.get("vram_warning", "?"), ""]
+        mode = meta.get("vram_torch_mode") or ({False: "direct"}.get(meta.get("vram_forwarder")))  # (older files)
+        if mode in ("forwarder", "direct"):
+            out += ["vram.torch's allocator library did not build (%s): PyTorch called vram through "
+                    "CUDAPluggableAllocator (vram.torch.mode %s)." % (meta.get("vram_warning", "?"), mode), ""]
     workloads = _ordered({r.get("workload") for r in rows}, WORKLOADS)
     met = []
     for w in workloads:
@@ -926,17 +932,21 @@ def render(meta, rows):
             out += [v, ""]
         pairs = paired_by_round(w, rows)
         if len(pairs) > 1:
-            ordered = sorted(pairs)
-            n = len(ordered)
-            mid = ordered[n // 2] if n % 2 else (ordered[n // 2 - 1] + ordered[n // 2]) / 2.0
             out += ["paired by round (vram against the fastest PyTorch allocator of the same round): median %s "
-                    "(rounds: %s)" % (pct(mid), ", ".join(pct(x) for x in pairs)), ""]
+                    "(rounds: %s)" % (pct(statistics.median(pairs)), ", ".join(pct(x) for x in pairs)), ""]
         torch_pool = [(ms, a) for a, ms in pool.items() if a in TORCH_ALLOCATORS]
-        if "vram" in pool and torch_pool:
-            ms, a = min(torch_pool)
-            out += ["pooled over the rounds (per shape the median of all its steps, averaged over the shapes): "
-                    "vram %.2f ms, fastest PyTorch %.2f ms (%s): %s" % (pool["vram"], ms, a,
-                                                                       pct((pool["vram"] / ms - 1.0) * 100.0)), ""]
+        if pool:
+            line = "pooled over the rounds (per shape the median of all its steps, averaged over the shapes): " + \
+                   ", ".join("%s %.2f ms" % (a, pool[a]) for a in _ordered(pool, ALLOCATORS))
+            if "vram" in pool and torch_pool:
+                ms, a = min(torch_pool)
+                line += "; vram against the fastest PyTorch allocator (%s): %s" % (
+                    a, pct((pool["vram"] / ms - 1.0) * 100.0))
+            out += [line, ""]
+        shapes = shape_medians(w, rows)
+        if any(len(m) > 1 for m in shapes.values()):
+            out += ["per shape (pooled medians, ms, in the order the steps take them): " + "; ".join(
+                "%s %s" % (a, " / ".join("%.2f" % x for x in shapes[a])) for a in _ordered(shapes, ALLOCATORS)), ""]
         out += ["- " + n for n in notes]
         if notes:
             out.append("")
@@ -1218,7 +1228,11 @@ def self_test():
               _fake_result("bert_varlen", "vram", 30.0, 9.0, distinct_shapes=2, step_ms=[11, 51, 11, 51], round=1)]
     # torch: shape 0 median of 10, 12, 14, 99 = 13, shape 1 of 50, 52, 54, 56 = 53: 33.0; vram (11 + 51) / 2 = 31
     check(pooled_by_shape("bert_varlen", shaped) == {"torch": 33.0, "vram": 31.0}, "pooled by shape")
-    check("vram 31.00 ms, fastest PyTorch 33.00 ms (torch): -6.06%" in render({}, shaped), "pooled line")
+    t = render({}, shaped)
+    check("averaged over the shapes): torch 33.00 ms, vram 31.00 ms; vram against the fastest PyTorch allocator "
+          "(torch): -6.06%" in t, "pooled line: " + t)
+    check("per shape (pooled medians, ms, in the order the steps take them): torch 13.00 / 53.00; vram 11.00 / 51.00"
+          in t, "per-shape line")
     check("vram step time (pooled) 6.06% faster than the fastest PyTorch allocator (torch, 33.00 ms" in
           render({}, shaped), "the verdict on the pooled figures when every row has its steps")
     only_vram = render({}, [_fake_result("gpt2", "vram", 99.0, 9.0)])
@@ -1232,7 +1246,7 @@ def self_test():
         if "--prepare" in argv:
             check("--vram" in argv, "prepare builds vram's forwarder")
             return 0, json.dumps({"torch": "2.11.0", "cuda": "13.0", "vram_version": "0.1.0",
-                                  "vram_forwarder": True}), "", 1.0
+                                  "vram_torch_mode": "allocator"}), "", 1.0
         w, al = argv[argv.index("--worker") + 1: argv.index("--worker") + 3]
         check(env.get("PYTORCH_CUDA_ALLOC_CONF") == ALLOC_CONF[al], "env of %s" % al)
         check(argv[argv.index("--steps") + 1] == "4", "steps passed on")
