@@ -4,6 +4,7 @@
   python3 bench/torch_calls.py [--trace traces/gpt2_generate.trace.gz] [--passes 12] [--rounds 3]
                                [--configs torch,torch-expandable,vram,vram-pluggable] [--threads N]
                                [--out FILE]
+  python3 bench/torch_calls.py --table FILE
 
 Replays an allocation trace (traces/README.md) through the allocator PyTorch itself calls for every
 CUDA tensor, c10::cuda::CUDACachingAllocator::get()->allocate(size), and frees each block by
@@ -23,7 +24,8 @@ rounds interleaved (round r runs every configuration once, in an order rotated b
                     table of blocks under a mutex), as vram.torch.install() did before 2026-11-30
 
 Prints a Markdown table: per configuration the warm ns per call (median of each process's warm
-passes; the row gives the lowest of the rounds and their range) and the cold ns per call. The
+passes; the row gives the lowest of the rounds and their range) and the cold ns per call, and
+writes every process's JSON line to --out (default build-bench/torch_calls.jsonl). The
 PyTorch calls are what a training step pays per tensor on top of the kernels; at 100,000 calls a
 step (gpt2_generate) 100 ns a call is 10 ms. --self-test checks the table code without PyTorch.
 """
@@ -86,8 +88,9 @@ std::vector<double> replay(const std::vector<int64_t> &size, const std::vector<i
 def read_trace(path):
     """(sizes, slots, nslots): the trace's events, each id mapped to a reusable slot."""
     sizes, slots, free_slots, slot_of, nslots = [], [], [], {}, 0
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt") as f:
+    with open(path, "rb") as f:
+        gz = f.read(2) == b"\x1f\x8b"                  # gzip by its magic, as tools/trace.c
+    with (gzip.open if gz else open)(path, "rt") as f:
         for line in f:
             part = line.split()
             if not part or part[0] not in ("a", "f"):
@@ -141,15 +144,15 @@ def table(rows):
     for r in rows:
         if r.get("warm_ns_per_call") is not None:
             by.setdefault(r["config"], []).append(r)
-    out = ["| configuration | warm ns per call (lowest of rounds, range) | cold ns per call (lowest) | rounds |",
-           "|---|---|---|---|"]
+    out = ["| configuration | warm ns per call (lowest of rounds) | range over rounds | cold ns per call (lowest) "
+           "| rounds |", "|---|---|---|---|---|"]
     for c in CONFIGS:
         rs = by.get(c)
         if not rs:
             continue
         warm = sorted(r["warm_ns_per_call"] for r in rs)
         cold = min(r["cold_ns_per_call"] for r in rs)
-        out.append("| %s | %.1f (%.1f–%.1f) | %.1f | %d |" % (c, warm[0], warm[0], warm[-1], cold, len(rs)))
+        out.append("| %s | %.1f | %.1f–%.1f | %.1f | %d |" % (c, warm[0], warm[0], warm[-1], cold, len(rs)))
     errors = [r for r in rows if r.get("error")]
     out += ["", *("%s round %s: %s" % (r["config"], r.get("round"), r["error"]) for r in errors)]
     return "\n".join(out).rstrip() + "\n"
@@ -161,16 +164,18 @@ def self_test():
             {"config": "vram", "warm_ns_per_call": 150.0, "cold_ns_per_call": 300.0},
             {"config": "vram-pluggable", "round": 1, "error": "boom"}]
     t = table(rows)
-    assert "| torch | 380.0 (380.0–400.0) | 900.0 | 2 |" in t, t
-    assert "| vram | 150.0 (150.0–150.0) | 300.0 | 1 |" in t, t
+    assert "| torch | 380.0 | 380.0–400.0 | 900.0 | 2 |" in t, t
+    assert "| vram | 150.0 | 150.0–150.0 | 300.0 | 1 |" in t, t
     assert "vram-pluggable round 1: boom" in t, t
     import tempfile
-    with tempfile.NamedTemporaryFile("w", suffix=".trace", delete=False) as f:
-        f.write("# x\na 1 100 0 0\na 2 200 0 1\nf 1 2\na 3 300 0 3\nf 9 4\nf 2 5\nf 3 6\n")
-    sizes, slots, n = read_trace(f.name)
-    os.unlink(f.name)
-    assert sizes == [100, 200, -1, 300, -1, -1], sizes
-    assert slots == [0, 1, 0, 0, 1, 0] and n == 2, (slots, n)
+    text = "# x\na 1 100 0 0\na 2 200 0 1\nf 1 2\na 3 300 0 3\nf 9 4\nf 2 5\nf 3 6\n"
+    for packed in (False, True):                     # plain, and gzip under a name that does not say so
+        with tempfile.NamedTemporaryFile("wb", suffix=".trace", delete=False) as f:
+            f.write(gzip.compress(text.encode()) if packed else text.encode())
+        sizes, slots, n = read_trace(f.name)
+        os.unlink(f.name)
+        assert sizes == [100, 200, -1, 300, -1, -1], sizes
+        assert slots == [0, 1, 0, 0, 1, 0] and n == 2, (slots, n)
     print("bench/torch_calls.py self-test: ok")
 
 
@@ -182,12 +187,19 @@ def main():
     ap.add_argument("--threads", type=int, default=1, help="threads replaying the trace at once, each with its own "
                     "blocks (default 1); ns per call is then the pass's wall time over all their calls")
     ap.add_argument("--configs", default="torch,torch-expandable,vram,vram-pluggable")
-    ap.add_argument("--out", default=None, help="JSON lines of every process (default: none)")
+    ap.add_argument("--out", default=os.path.join(REPO, "build-bench", "torch_calls.jsonl"),
+                    help="JSON lines of every process (default build-bench/torch_calls.jsonl)")
+    ap.add_argument("--table", metavar="JSONL", help="print the table of a results file again")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--self-test", action="store_true")
     args = ap.parse_args()
     if args.self_test:
         return self_test()
+    if args.table:
+        with open(args.table) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+        print(table(rows))
+        return
     if args.worker:
         print(json.dumps(worker(args.worker, args.trace, args.passes, args.threads)), flush=True)
         return
@@ -211,10 +223,12 @@ def main():
             rows.append(row)
             print("== %s round %d: %s (%.0f s)" % (c, r + 1, "%.1f ns warm" % row["warm_ns_per_call"]
                   if row.get("warm_ns_per_call") else row.get("error"), time.time() - t0), file=sys.stderr, flush=True)
-    if args.out:
-        with open(args.out, "w") as f:
-            for row in rows:
-                f.write(json.dumps(row) + "\n")
+    os.makedirs(os.path.dirname(os.path.abspath(args.out)), exist_ok=True)
+    with open(args.out, "w") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    print("== results: %s (python3 bench/torch_calls.py --table %s prints this table again)" % (args.out, args.out),
+          file=sys.stderr)
     print("%s, %s, trace %s, %d passes a process (1 cold), %d thread%s\n" % (
         time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), rows[0].get("torch", "?") if rows else "?",
         os.path.basename(args.trace), args.passes, args.threads, "" if args.threads == 1 else "s"))
