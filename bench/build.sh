@@ -2,9 +2,9 @@
 # own): describes the machine, builds vram (Release, the `vram` CLI) and bench/peers against the
 # installed PyTorch, and names the commit measured. See bench/README.md.
 #
-# Expects, set by the script that sources it: BUILD (build folder), OUT_DIR (with OUT_DIR/logs made).
-# Sets the settings both read from the environment (PY, CXX, CUDA_HOME, JOBS, TRACES from
-# BENCH_TRACES, PEER_ALLOCATORS from BENCH_PEERS), the functions say and FAIL (below), and:
+# Sets the settings both read from the environment (BUILD=build-bench, OUT_DIR from BENCH_OUT,
+# TIMEOUT from BENCH_TIMEOUT, PY, CXX, CUDA_HOME, JOBS, TRACES from BENCH_TRACES, PEER_ALLOCATORS from
+# BENCH_PEERS), makes BUILD and OUT_DIR/logs, defines say, FAIL and write_meta (below), and sets:
 #   GPU_NAME GPU_DRIVER GPU_MEM CUDA_DRIVER   card 0 as nvidia-smi names it ("?" without one)
 #   VRAM                                      the vram CLI, "" when it did not build
 #   PEERS                                     bench/peers, "" when it did not build or there is no PyTorch
@@ -16,6 +16,10 @@ if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     exit 2
 fi
 
+BUILD=build-bench
+OUT_DIR=${BENCH_OUT:-$BUILD}
+TIMEOUT=${BENCH_TIMEOUT:-600}
+mkdir -p "$BUILD" "$OUT_DIR/logs"
 PY=${PYTHON:-python3}
 CXX=${CXX:-g++}
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
@@ -33,6 +37,14 @@ bench_command() {
     echo "$cmd"
 }
 FAIL=(sh -c 'echo "$0" >&2; exit 1')  # FAIL MESSAGE: a row that failed before it could run
+# write_meta SCRIPT [KEY=VALUE...]: the results file's first line (bench/table.py meta): the machine,
+# PyTorch, the command and commit, and the script's own settings. Call after sourcing.
+write_meta() {
+    local script=$1; shift
+    "$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
+        "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "$@" \
+        "command=$(bench_command "$script")" "commit=$COMMIT"
+}
 
 # ---- the machine -----------------------------------------------------------------------------
 say "machine"

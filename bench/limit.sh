@@ -28,25 +28,18 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-BUILD=build-bench
-OUT_DIR=${BENCH_OUT:-$BUILD}
 FRACTION=${BENCH_FRACTION:-0.95}
 PASSES=${BENCH_PASSES:-2}
-TIMEOUT=${BENCH_TIMEOUT:-600}
 
-mkdir -p "$BUILD" "$OUT_DIR/logs/limit"
-RESULTS=$OUT_DIR/limit.jsonl
-TABLE=$OUT_DIR/limit.md
-: >"$RESULTS"
-
-# The machine, vram and bench/peers built, the commit: shared with bench/run.sh.
+# The machine, vram and bench/peers built, the commit, the folders: shared with bench/run.sh.
 # shellcheck source=bench/build.sh
 source bench/build.sh
+mkdir -p "$OUT_DIR/logs/limit"
+RESULTS=$OUT_DIR/limit.jsonl
+TABLE=$OUT_DIR/limit.md
 
 # ---- replays under the limit -------------------------------------------------------------------
-"$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
-    "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" \
-    "fraction=$FRACTION" "command=$(bench_command bench/limit.sh)" "commit=$COMMIT" >>"$RESULTS"
+write_meta bench/limit.sh "passes=$PASSES" "fraction=$FRACTION" >"$RESULTS"
 
 # run_row KEY TRACE COMMAND...: runs one replay in its own process, appends its JSON line.
 run_row() {
@@ -83,10 +76,7 @@ for trace in "${TRACES[@]}"; do
     for alloc in "${PEER_ALLOCATORS[@]}"; do
         if [ -z "$PEERS" ]; then
             run_row "$alloc" "$trace" "${FAIL[@]}" "bench/peers did not build"
-        elif [ "$alloc" = torch-expandable ]; then
-            run_row "$alloc" "$trace" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True \
-                "$PEERS" "$alloc" "$trace" --limit "$LIMIT" --passes "$PASSES"
-        else
+        else                         # (bench/peers sets torch-expandable's PYTORCH_CUDA_ALLOC_CONF itself)
             run_row "$alloc" "$trace" "$PEERS" "$alloc" "$trace" --limit "$LIMIT" --passes "$PASSES"
         fi
     done

@@ -25,31 +25,22 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-BUILD=build-bench
-OUT_DIR=${BENCH_OUT:-$BUILD}
 PASSES=${BENCH_PASSES:-11}
 REPEAT=${BENCH_REPEAT:-3}
-TIMEOUT=${BENCH_TIMEOUT:-600}
 PIN=()
 CPU=${BENCH_CPU:-}
 if [ -z "$CPU" ] && command -v taskset >/dev/null && [ "$(nproc 2>/dev/null || echo 1)" -gt 2 ]; then CPU=2; fi
 if [ -n "$CPU" ] && [ "$CPU" != none ]; then PIN=(taskset -c "$CPU"); fi
 read -r -a POLICIES <<<"${BENCH_POLICIES:-prealloc growth growth-hold growth-lean growth-plain}"
 
-mkdir -p "$BUILD" "$OUT_DIR/logs"
-RESULTS=$OUT_DIR/results.jsonl
-TABLE=$OUT_DIR/table.md
-: >"$RESULTS"
-
-# The machine, vram and bench/peers built, the commit: shared with bench/limit.sh.
+# The machine, vram and bench/peers built, the commit, the folders: shared with bench/limit.sh.
 # shellcheck source=bench/build.sh
 source bench/build.sh
+RESULTS=$OUT_DIR/results.jsonl
+TABLE=$OUT_DIR/table.md
 
 # ---- replays -----------------------------------------------------------------------------------
-"$PY" bench/table.py meta "date=$(date -u +%Y-%m-%d)" "gpu=$GPU_NAME" "driver=$GPU_DRIVER" \
-    "memory=$GPU_MEM" "cuda=${CUDA_DRIVER:-?}" "torch=$TORCH_VERSION" "passes=$PASSES" "repeat=$REPEAT" \
-    "cpu=${CPU:-none}" \
-    "command=$(bench_command bench/run.sh)" "commit=$COMMIT" >>"$RESULTS"
+write_meta bench/run.sh "passes=$PASSES" "repeat=$REPEAT" "cpu=${CPU:-none}" >"$RESULTS"
 
 # run_row KEY TRACE COMMAND...: runs one replay in its own process, appends its JSON line.
 run_row() {
@@ -72,11 +63,7 @@ vram_row() {
 peer_row() {
     local trace=$1 alloc=$2
     if [ -z "$PEERS" ]; then run_row "$alloc" "$trace" "${FAIL[@]}" "bench/peers did not build"; return; fi
-    if [ "$alloc" = torch-expandable ]; then
-        run_row "$alloc" "$trace" env PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True "$PEERS" "$alloc" "$trace" --passes "$PASSES"
-    else
-        run_row "$alloc" "$trace" "$PEERS" "$alloc" "$trace" --passes "$PASSES"
-    fi
+    run_row "$alloc" "$trace" "$PEERS" "$alloc" "$trace" --passes "$PASSES"   # (peers sets expandable's conf)
 }
 
 for rep in $(seq 1 "$REPEAT"); do
