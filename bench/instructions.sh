@@ -23,11 +23,13 @@ refs() {   # refs TRACE POLICY PASSES: the instructions callgrind counted
         awk '/refs:/ {gsub(",", "", $NF); print $NF}'
 }
 echo "# instructions per warm call, $("$VRAM" --version | head -1), simulated ${VRAM_SIM_DEVICES} card"
+events() {   # events TRACE: its alloc and free lines (what a pass calls)
+    gzip -dc "$1" | grep -c '^[af] '
+}
 for t in ${TRACES:-gpt2_train bert_varlen}; do
+    f=traces/$t.trace.gz
+    n=$(events "$f")
     for p in ${POLICIES:-growth prealloc}; do
-        f=traces/$t.trace.gz
-        n=$("$VRAM" replay "$f" --policy "$p" --passes 1 --json 2>/dev/null |
-            python3 -c 'import json, sys; print(json.load(sys.stdin)["trace_events"])')
         one=$(refs "$f" "$p" 1); eleven=$(refs "$f" "$p" 11)
         echo "$t $p: $(( (eleven - one) / (10 * n) ))"
     done
@@ -44,7 +46,7 @@ lib_refs() {   # lib_refs TRACE PASSES [plugin]
 }
 for t in ${TRACES:-gpt2_train bert_varlen}; do
     f=traces/$t.trace.gz
-    n=$(gzip -dc "$f" | grep -c '^[af] ')
+    n=$(events "$f")
     one=$(lib_refs "$f" 1); eleven=$(lib_refs "$f" 11)
     echo "$t growth, through libvram.so: $(( (eleven - one) / (10 * n) ))"
     one=$(lib_refs "$f" 1 plugin); eleven=$(lib_refs "$f" 11 plugin)
