@@ -28,7 +28,6 @@ allocator does not let them be observed).
 """
 import argparse
 import fractions
-import gzip
 import json
 import math
 import os
@@ -274,31 +273,15 @@ def cmd_table(args):
 # ---- bench/limit.sh --------------------------------------------------------------------------------
 
 def trace_peak_live(path):
-    """(peak live bytes, allocations) of one pass over a trace file (traces/README.md), as vram computes them."""
-    with open(path, "rb") as f:
-        gz = f.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gz else open
-    sizes, live, peak, allocs = {}, 0, 0, 0
-    with opener(path, "rt") as f:
-        for lineno, line in enumerate(f, 1):
-            tok = line.split()
-            if not tok or tok[0].startswith("#"):
-                continue
-            try:
-                if tok[0] == "a" and len(tok) == 5:
-                    size = int(tok[2])
-                    sizes[tok[1]] = size
-                    live += size
-                    peak = max(peak, live)
-                    allocs += 1
-                    continue
-                if tok[0] == "f" and len(tok) == 3:
-                    live -= sizes.pop(tok[1])
-                    continue
-            except (ValueError, KeyError):
-                pass
-            raise ValueError("%s:%d: malformed event: %s" % (path, lineno, line.strip()))
-    return peak, allocs
+    """(peak live bytes, allocations) of one pass over a trace file, from tools/record_trace.py's checker
+    (traces/README.md's format; a malformed trace raises ValueError)."""
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tools"))
+    import record_trace                              # (imports no torch until it records)
+    try:
+        counts = record_trace.check_trace(path)
+    except record_trace.TraceError as e:
+        raise ValueError(str(e)) from None
+    return counts["peak_live_bytes"], counts["allocs"]
 
 
 def limit_for(peak, fraction):
