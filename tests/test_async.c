@@ -197,6 +197,32 @@ TEST(async_plugin_release_frees_on_the_allocation_stream) {
     CHECK_ALL();
 }
 
+/* A request on a stream takes a block that stream freed (pending) over a free one of the same size:
+ * the stream reuses its own memory, as PyTorch's allocator does, and leaves the free block to
+ * everyone else. */
+TEST(async_stream_prefers_its_own_pending_block_on_a_tie) {
+    growth_256mib();
+    two_streams();
+    void *a = vram_plugin_alloc(2 * MiB, 0, STREAM_A), *s1 = NULL, *f = NULL, *s2 = NULL;
+    CHECK(a != NULL);
+    CHECK_OK(vram_malloc(&s1, 2 * MiB, 0));
+    CHECK_OK(vram_malloc(&f, 2 * MiB, 0));
+    CHECK_OK(vram_malloc(&s2, 2 * MiB, 0));
+    CHECK_OK(vram_free(f));                          /* free, between two live blocks */
+    vram_plugin_release(a);                          /* pending on A, which has not passed it */
+    void *b = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+    CHECK_PTR(b, ==, a);
+    void *c = vram_plugin_alloc(2 * MiB, 0, STREAM_B);
+    CHECK_PTR(c, ==, f);
+    vram_plugin_release(b);
+    vram_plugin_release(c);
+    CHECK_OK(vram_free(s1));
+    CHECK_OK(vram_free(s2));
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
 /* A block also used on another stream (vram_record_stream, PyTorch's record_stream) goes to no
  * request, its own stream's included, until that stream and the free's own have passed the free;
  * `current` drops at the free. Recording the same stream twice, or the block's own, adds nothing.

@@ -46,15 +46,24 @@ def main():
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
         y = torch.ones(1 << 20, device="cuda")
-        y_ptr = y.data_ptr()
-        before = vram.torch.memory_info(0)["current"]
-        del y
-        check(vram.torch.memory_info(0)["current"] <= before - (4 << 20),
-              "a side stream's tensor is freed by the deleter")
+    y_ptr = y.data_ptr()
+    torch.cuda.synchronize()
+    # Both streams busy, so that a free on either stays pending on that stream: y is dropped while
+    # the default stream is current, and vram frees it on the stream it was allocated on (side),
+    # which may take it back at once. Freed on the default stream instead, side could not have it
+    # before the default stream's sleep ends.
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(200_000_000)          # about 0.1 s of GPU time
+    torch.cuda._sleep(200_000_000)
+    before = vram.torch.memory_info(0)["current"]
+    del y
+    check(vram.torch.memory_info(0)["current"] <= before - (4 << 20), "a side stream's tensor is freed by the deleter")
+    with torch.cuda.stream(side):
         z = torch.ones(1 << 20, device="cuda")
         check(z.data_ptr() == y_ptr, "its stream gets the block back at once (freed on the stream it was allocated on)")
         check(float(z.sum()) == float(1 << 20), "and computes on it")
         del z
+    torch.cuda.synchronize()
     # record_stream: a block used on a busy side stream is not handed out again before that stream
     # passes its free, not even to the stream it was allocated on
     busy = torch.cuda.Stream()

@@ -953,7 +953,7 @@ static pool_chunk *pool_find_locked(pool_arena *p, size_t rounded, int async, vo
     if (c == NULL && zone != &p->bins) c = free_bins_best_fit(&p->bins, rounded);
     if (async && p->pending != NULL) {
         pool_chunk *q = pending_best_fit_locked(p, stream, rounded);
-        if (q != NULL && (c == NULL || q->size < c->size)) return q;
+        if (q != NULL && (c == NULL || q->size <= c->size)) return q;   /* a tie: its own */
     }
     return c;
 }
