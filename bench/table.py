@@ -23,7 +23,8 @@
       checks the logic above on made-up rows (CI runs it).
 
 Rows come from `vram replay --json` (keys cold_ns_per_op / warm_ns_per_op, or ns_per_op from a vram
-without --passes; driver_allocs + driver_frees) and from bench/peers (driver_calls; null where the
+without --passes; driver_allocs + driver_frees + driver_moves: pieces created, released, moved) and
+from bench/peers (driver_calls; null where the
 allocator does not let them be observed).
 """
 import argparse
@@ -130,7 +131,7 @@ def driver_calls(r):
     if "driver_calls" in r:
         return r["driver_calls"]
     if "driver_allocs" in r and "driver_frees" in r:
-        return r["driver_allocs"] + r["driver_frees"]
+        return r["driver_allocs"] + r["driver_frees"] + r.get("driver_moves", 0)
     return None
 
 

@@ -245,7 +245,9 @@ typedef struct vram_memory_info {
     size_t   limit;              /* the hard cap in force */
     size_t   largest_free_block;
     uint64_t num_allocs, num_frees, num_ooms;
-    uint64_t num_driver_allocs, num_driver_frees;
+    uint64_t num_driver_allocs, num_driver_frees;   /* physical memory created and released */
+    uint64_t num_driver_moves;   /* growth: idle physical pieces mapped again under a new block instead
+                                    of released and created anew (an unmap and a map each) */
 } vram_memory_info;
 
 VRAM_API vram_status vram_get_memory_info(int logical_device, vram_memory_info *info);  /* starts the runtime */

@@ -132,6 +132,7 @@ void harness_check_info_eq(const char *file, int line, const vram_memory_info *a
     INFO_FIELD_EQ(num_ooms, "%" PRIu64)
     INFO_FIELD_EQ(num_driver_allocs, "%" PRIu64)
     INFO_FIELD_EQ(num_driver_frees, "%" PRIu64)
+    INFO_FIELD_EQ(num_driver_moves, "%" PRIu64)
 #undef INFO_FIELD_EQ
 }
 

@@ -81,6 +81,7 @@ typedef struct pass_stats {      /* one pass, summed over the threads */
     uint64_t loop_ns;            /* sum of the threads' timed loops */
     uint64_t wall_ns;            /* first thread's start to last thread's end */
     uint64_t driver_allocs, driver_frees;  /* made during the pass and its cleanup */
+    uint64_t driver_moves;                 /* idle pieces mapped again elsewhere (growth) */
 } pass_stats;
 
 struct replay_job;
@@ -112,7 +113,7 @@ typedef struct replay_job {
     int               gate;      /* 0 wait, 1 go, -1 give up (a thread could not be started) */
     int               abort;     /* written by thread 0 before a start barrier */
     int               failed;    /* a failed free or statistics call */
-    uint64_t          last_driver_allocs, last_driver_frees;
+    uint64_t          last_driver_allocs, last_driver_frees, last_driver_moves;
 } replay_job;
 
 typedef struct replay_result {
@@ -120,7 +121,7 @@ typedef struct replay_result {
     uint64_t total_ns, wall_ns;
     uint64_t peak_live;          /* the trace's peak x threads */
     size_t   peak_reserved, peak_in_use, limit_bytes;
-    uint64_t driver_allocs, driver_frees;
+    uint64_t driver_allocs, driver_frees, driver_moves;
     int      growth;
     char     backend[32];
     char     first_error[2100];
@@ -338,8 +339,10 @@ static void end_pass(replay_job *job, int pass) {
     } else {
         ps->driver_allocs = info.num_driver_allocs - job->last_driver_allocs;
         ps->driver_frees = info.num_driver_frees - job->last_driver_frees;
+        ps->driver_moves = info.num_driver_moves - job->last_driver_moves;
         job->last_driver_allocs = info.num_driver_allocs;
         job->last_driver_frees = info.num_driver_frees;
+        job->last_driver_moves = info.num_driver_moves;
     }
     job->passes_run = pass + 1;
     if (job->failed) job->abort = 1;
@@ -459,6 +462,7 @@ static int run_runtime(replay_job *job, replay_result *r) {
     if (rc == 0) {
         job->last_driver_allocs = info.num_driver_allocs;
         job->last_driver_frees = info.num_driver_frees;
+        job->last_driver_moves = info.num_driver_moves;
         rc = run_threads(job);
     }
     if (rc == 0 && (rc = read_info(&info)) == 0) {
@@ -467,6 +471,7 @@ static int run_runtime(replay_job *job, replay_result *r) {
         r->limit_bytes = info.limit;
         r->driver_allocs = info.num_driver_allocs;
         r->driver_frees = info.num_driver_frees;
+        r->driver_moves = info.num_driver_moves;
     }
     for (int p = 0; p < job->passes_run; p++) {
         const pass_stats *ps = &job->pass[p];
@@ -493,7 +498,7 @@ typedef struct summary {         /* derived figures; the warm ones only when has
     double ns_per_op, cold_ns_per_op, warm_ns_per_op;
     double ops_per_sec, cold_ops_per_sec, warm_ops_per_sec;
     int    has_warm;
-    uint64_t driver_allocs_warm, driver_frees_warm;
+    uint64_t driver_allocs_warm, driver_frees_warm, driver_moves_warm;
 } summary;
 
 static double per_op(uint64_t ns, size_t ops) { return ops ? (double)ns / (double)ops : 0.0; }
@@ -516,6 +521,7 @@ static summary summarise(const replay_job *job, const replay_result *r) {
         wall += job->pass[p].wall_ns;
         s.driver_allocs_warm += job->pass[p].driver_allocs;
         s.driver_frees_warm += job->pass[p].driver_frees;
+        s.driver_moves_warm += job->pass[p].driver_moves;
     }
     s.warm_ns_per_op = per_op(ns, ops);
     s.warm_ops_per_sec = per_sec(ops, wall);
@@ -571,10 +577,11 @@ static void print_json(const replay_options *opt, const replay_job *job, const r
     json_warm("warm_ns_per_op", s.has_warm, 1, s.warm_ns_per_op);
     printf(", \"ops_per_sec\": %.0f, \"cold_ops_per_sec\": %.0f", s.ops_per_sec, s.cold_ops_per_sec);
     json_warm("warm_ops_per_sec", s.has_warm, 0, s.warm_ops_per_sec);
-    printf(", \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64, r->driver_allocs,
-           r->driver_frees);
+    printf(", \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64 ", \"driver_moves\": %" PRIu64,
+           r->driver_allocs, r->driver_frees, r->driver_moves);
     json_warm_count("driver_allocs_warm", s.has_warm, s.driver_allocs_warm);
     json_warm_count("driver_frees_warm", s.has_warm, s.driver_frees_warm);
+    json_warm_count("driver_moves_warm", s.has_warm, s.driver_moves_warm);
     printf(", \"failed_allocs\": %zu, \"skipped_frees\": %zu, \"first_error\": ", r->failed_allocs,
            r->skipped_frees);
     if (r->failed_allocs) tool_json_string(stdout, r->first_error);
@@ -584,9 +591,10 @@ static void print_json(const replay_options *opt, const replay_job *job, const r
         const pass_stats *ps = &job->pass[p];
         printf("%s{\"pass\": %d, \"ops\": %zu, \"ns_per_op\": %.1f, \"wall_ns\": %" PRIu64
                ", \"ops_per_sec\": %.0f, \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64
-               ", \"failed_allocs\": %zu}",
+               ", \"driver_moves\": %" PRIu64 ", \"failed_allocs\": %zu}",
                p ? ", " : "", p + 1, ps->ops, per_op(ps->loop_ns, ps->ops), ps->wall_ns,
-               per_sec(ps->ops, ps->wall_ns), ps->driver_allocs, ps->driver_frees, ps->failed_allocs);
+               per_sec(ps->ops, ps->wall_ns), ps->driver_allocs, ps->driver_frees, ps->driver_moves,
+               ps->failed_allocs);
     }
     printf("]}\n");
 }
@@ -627,18 +635,19 @@ static void print_text(const replay_options *opt, const replay_job *job, const r
     fprintf(f, "ops / s:          %.0f\n", s.ops_per_sec);
     fprintf(f, "driver allocs:    %" PRIu64 "\n", r->driver_allocs);
     fprintf(f, "driver frees:     %" PRIu64 "\n", r->driver_frees);
+    fprintf(f, "driver moves:     %" PRIu64 " (idle pieces mapped again under a block)\n", r->driver_moves);
     if (s.has_warm)
-        fprintf(f, "driver warm:      %" PRIu64 " allocs, %" PRIu64 " frees (passes 2..%d)\n",
-                s.driver_allocs_warm, s.driver_frees_warm, job->passes);
+        fprintf(f, "driver warm:      %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " moves (passes 2..%d)\n",
+                s.driver_allocs_warm, s.driver_frees_warm, s.driver_moves_warm, job->passes);
     fprintf(f, "failed allocs:    %zu\n", r->failed_allocs);
     if (r->failed_allocs) fprintf(f, "first failure:    %s\n", r->first_error);
     if (job->passes > 1) {
         for (int p = 0; p < job->passes_run && p < TEXT_PASS_LINES; p++) {
             const pass_stats *ps = &job->pass[p];
             fprintf(f, "pass %-4d %s:   %.1f ns/op, %.0f ops/s, %zu ops, %" PRIu64 " driver allocs, %"
-                    PRIu64 " driver frees, %zu failed\n", p + 1, p ? "warm" : "cold",
+                    PRIu64 " driver frees, %" PRIu64 " moves, %zu failed\n", p + 1, p ? "warm" : "cold",
                     per_op(ps->loop_ns, ps->ops), per_sec(ps->ops, ps->wall_ns), ps->ops,
-                    ps->driver_allocs, ps->driver_frees, ps->failed_allocs);
+                    ps->driver_allocs, ps->driver_frees, ps->driver_moves, ps->failed_allocs);
         }
         if (job->passes_run > TEXT_PASS_LINES)
             fprintf(f, "(%d more passes in --json's per_pass)\n", job->passes_run - TEXT_PASS_LINES);

@@ -335,7 +335,7 @@ class RuntimeTest(IsolatedTestCase):
     def test_memory_info_full_keys(self):
         info = config.get_memory_info_full(0)
         self.assertEqual(list(info), ['current', 'peak', 'reserved', 'peak_reserved', 'limit', 'largest_free_block',
-                                      'num_allocs', 'num_frees', 'num_ooms', 'num_driver_allocs', 'num_driver_frees'])
+                                      'num_allocs', 'num_frees', 'num_ooms', 'num_driver_allocs', 'num_driver_frees', 'num_driver_moves'])
         self.assertEqual(list(config.experimental.get_memory_info(0)), ['current', 'peak'])
         ptr = vram.malloc('1MiB')
         info = config.get_memory_info_full(0)

@@ -79,6 +79,7 @@ class MemoryInfoStruct(ctypes.Structure):
         ("num_ooms", ctypes.c_uint64),
         ("num_driver_allocs", ctypes.c_uint64),
         ("num_driver_frees", ctypes.c_uint64),
+        ("num_driver_moves", ctypes.c_uint64),
     ]
 
 

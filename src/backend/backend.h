@@ -87,6 +87,9 @@ void vram__sim_stream_complete(void *stream);
 /* Simulated backend only, for tests: the next n event records fail (VRAM_ERR_DRIVER,
  * CUDA_ERROR_LAUNCH_FAILED), as after a kernel fault; 0 stops it. */
 void vram__sim_fail_event_records(int n);
+/* Simulated backend only, for tests: the next `maps` maps fail (CUDA_ERROR_OUT_OF_MEMORY) and the
+ * next `unmaps` unmaps (CUDA_ERROR_LAUNCH_FAILED); 0, 0 stops it. */
+void vram__sim_fail_maps(int maps, int unmaps);
 /* Simulated backend only, for tests: with 1, event_sync blocks until vram__sim_stream_complete()
  * reaches the event (as the driver's does); 0 releases every waiter. vram__sim_syncs_waiting(): how
  * many event_sync calls are blocked now. */

@@ -14,14 +14,15 @@
  *     the 2 MiB granularity; a physical handle is a heap record that only counts bytes; map makes
  *     its range of the reservation read/write, unmap makes it PROT_NONE again and gives the pages
  *     back (MADV_DONTNEED). The bytes therefore live in the address range, not in the handle: a
- *     handle unmapped and mapped elsewhere does not bring its data along (the pool never does so).
+ *     handle unmapped and mapped elsewhere does not bring its data along (the pool moves only idle
+ *     memory, which holds no block).
  *   - Events: every stream (any void *, NULL included; the device plays no part) has a recorded
  *     and a completed sequence number. An event takes the next recorded number and is done once
  *     the completed number reaches it: vram__sim_stream_complete() raises it to the last recorded
  *     number, event_sync to the event's own (the wait is instantaneous; after
  *     vram__sim_hold_event_syncs(1) it waits for vram__sim_stream_complete, as the driver waits for
  *     the stream). Tests make the next n event records fail with vram__sim_fail_event_records(n)
- *     (CUDA_ERROR_LAUNCH_FAILED).
+ *     (CUDA_ERROR_LAUNCH_FAILED); the next maps and unmaps with vram__sim_fail_maps(maps, unmaps).
  *
  * The rules (the driver's, and stricter where the pool never needs the freedom, to catch bugs)
  *   - VRAM_SIM_DEVICES, VRAM_SIM_FAIL_ALLOC_AFTER and CUDA_VISIBLE_DEVICES are read by open();
@@ -138,6 +139,7 @@ static struct {
     sim_device         dev[SIM_MAX_CARDS];
     unsigned long long alloc_ok;   /* successful allocations, for VRAM_SIM_FAIL_ALLOC_AFTER */
     int                event_failures;   /* event records still to fail (vram__sim_fail_event_records) */
+    int                map_failures, unmap_failures;   /* maps / unmaps still to fail (vram__sim_fail_maps) */
     sim_table          mems, phys, events;
     sim_resv          *resvs;
     sim_stream        *streams;
@@ -822,6 +824,10 @@ static vram_status sim_map_locked(int dev, uint64_t va, size_t size, uint64_t ha
              (unsigned long long)va, size, (unsigned long long)handle);
     vram_status s = sim_check_dev(dev);
     if (s != VRAM_OK) return s;
+    if (sim_st.map_failures > 0) {
+        sim_st.map_failures--;
+        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EOOM, "injected by vram__sim_fail_maps");
+    }
     sim_phys *h = sim_tab_get(&sim_st.phys, handle);
     const char *why = sim_map_refusal(dev, va, size, h, &r, &i);
     if (why != NULL) return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "%s", why);
@@ -855,6 +861,10 @@ static vram_status sim_unmap_locked(int dev, uint64_t va, size_t size) {
     snprintf(call, sizeof call, "cuMemUnmap(0x%llx, %zu bytes)", (unsigned long long)va, size);
     vram_status s = sim_check_dev(dev);
     if (s != VRAM_OK) return s;
+    if (sim_st.unmap_failures > 0) {
+        sim_st.unmap_failures--;
+        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_ELAUNCH, "injected by vram__sim_fail_maps");
+    }
     sim_resv *r = sim_resv_holding(dev, va, size);
     if (r == NULL)
         return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
@@ -985,6 +995,13 @@ static void sim_event_destroy(int dev, void *event) {
         sim_tab_del(&sim_st.events, (uint64_t)(uintptr_t)event);
         free(ev);
     }
+    pthread_mutex_unlock(&sim_lock);
+}
+
+void vram__sim_fail_maps(int maps, int unmaps) {
+    pthread_mutex_lock(&sim_lock);
+    sim_st.map_failures = maps > 0 ? maps : 0;   /* (until the backend closes) */
+    sim_st.unmap_failures = unmaps > 0 ? unmaps : 0;
     pthread_mutex_unlock(&sim_lock);
 }
 

@@ -253,6 +253,7 @@ void vram__pool_info(vram__pool *p, vram_memory_info *info) {
         info->num_ooms += one.num_ooms;
         info->num_driver_allocs += one.num_driver_allocs;
         info->num_driver_frees += one.num_driver_frees;
+        info->num_driver_moves += one.num_driver_moves;
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);

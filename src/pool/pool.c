@@ -332,32 +332,50 @@ static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
     return ahead > 0 && arena_budget_take(p, ahead) == GROW_OK ? ahead : 0;
 }
 
+/* Moves idle extents of the VMM region under chunk c's unmapped granules (an unmap and a map each,
+ * no physical memory released or created: reserved stays); returns what c still needs mapped. */
+static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
+    pool_vmm *v = &c->region->vmm;
+    if (solo_fence_locked(p) == 0) {          /* a block freed on the solo stream may be in use yet */
+        vmm_recount_locked(p);
+        if (v->idle > 0) {
+            size_t before = v->mapped;
+            uint64_t creates = v->creates, releases = v->releases, moves = v->moves;
+            pool_vmm_move_idle(v, c->addr, c->size);
+            vmm_note_locked(p, v, before, creates, releases);   /* a failed move gives its extent back */
+            p->num_driver_moves += v->moves - moves;
+        }
+    }
+    return pool_vmm_unmapped(v, c->addr, c->size);
+}
+
 static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
-    if (need == 0) {                             /* the common case: memory already mapped */
-        pool_vmm_mark(v);
-        return GROW_OK;
-    }
+    pool_vmm_mark(v);                            /* c is in use now (CHUNK_USED) */
+    if (need == 0) return GROW_OK;               /* the common case: memory already mapped */
     /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, give
      * back idle extents first (they lie in holes this block does not fit), so that fragmentation
      * does not raise what the pool holds; the price is driver calls whenever the holes are needed
      * again. For large blocks alone (hold_large_mb, e.g. 256: logits, activations of a whole layer;
      * off by default) the steady state of a training loop stops remapping once the mark has settled. */
     int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large);
+    if (hold && p->reserved + need > p->hold_mark) need = vmm_move_idle_locked(p, c);
     while (hold && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
         size_t before = p->reserved;
         vmm_unmap_idle_locked(p, p->reserved + need - p->hold_mark);
         if (p->reserved == before) break;
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
+    if (need > arena_headroom(p)) need = vmm_move_idle_locked(p, c);
     while (need > arena_headroom(p) && vmm_idle_locked(p) > 0) {
         vmm_unmap_idle_locked(p, need - arena_headroom(p));
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
     if (need > arena_headroom(p)) return GROW_LIMIT;
     if (arena_budget_take(p, need) != GROW_OK) {
-        vmm_unmap_idle_locked(p, need);
+        need = vmm_move_idle_locked(p, c);
+        if (need > 0) vmm_unmap_idle_locked(p, need);
         need = pool_vmm_unmapped(v, c->addr, c->size);
         grow_result refused = arena_budget_take(p, need);
         if (refused != GROW_OK) return refused;
@@ -368,9 +386,7 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead);
     arena_budget_give(p, need + ahead - (v->mapped - before));   /* unused ahead, or a failure */
     vmm_note_locked(p, v, before, creates, releases);
-    if (s != VRAM_OK) return GROW_DRIVER;
-    pool_vmm_mark(v);
-    return GROW_OK;
+    return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
 }
 
 static void region_release(pool_arena *p, pool_region *r) {
@@ -1027,8 +1043,10 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
         c = chunk_take_front_locked(p, c, rounded);
     }
     if (c->state == CHUNK_FREE && c->region->kind == REGION_VMM) {
+        c->state = CHUNK_USED;        /* in use for the extents' counts: its memory is not idle */
         *why = vmm_back_locked(p, c);
         if (*why != GROW_OK) {
+            pool_vmm_mark(&c->region->vmm);   /* a recount on the way counted it in use */
             chunk_make_free_locked(p, c, 0);
             return VRAM_ERR_OUT_OF_MEMORY;
         }
@@ -1240,6 +1258,7 @@ void arena_info_locked(pool_arena *p, vram_memory_info *info) {
         .num_ooms = p->num_ooms,
         .num_driver_allocs = p->num_driver_allocs,
         .num_driver_frees = p->num_driver_frees,
+        .num_driver_moves = p->num_driver_moves,
     };
 }
 

@@ -136,7 +136,8 @@ struct pool_arena {
     size_t            idle_low;      /* lowest reserved - current since the last idle tick */
     size_t            hold_mark;     /* highest reserved ever (hold_peak, hold_large; not reset with
                                       * the stats) */
-    uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees;
+    uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees,
+                      num_driver_moves;
     uint64_t          num_flushed;   /* parked blocks given back to the pool */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */

@@ -63,10 +63,8 @@ void pool_vmm_set_zone(pool_vmm *v, size_t offset) {
     zone_extend(v);
 }
 
-static void extent_unmap(pool_vmm *v, int32_t e) {
-    pool_extent *x = &v->ext[e];
-    v->backend->unmap(v->dev, v->base + x->offset, x->size);
-    v->backend->phys_release(v->dev, x->handle);
+/* Takes extent x out of the granule table and the mapped runs (its handle and record stay). */
+static void extent_untable(pool_vmm *v, const pool_extent *x) {
     for (size_t g = x->offset >> v->gran_shift; g < (x->offset + x->size) >> v->gran_shift; g++) {
         v->gran_ext[g] = -1;
         v->mapped_bits[g / 64] &= ~(1ull << (g % 64));
@@ -75,12 +73,25 @@ static void extent_unmap(pool_vmm *v, int32_t e) {
     if (x->offset < v->zone_start + v->zone_prefix && x->offset + x->size > v->zone_start) {
         v->zone_prefix = x->offset > v->zone_start ? x->offset - v->zone_start : 0;
     }
+}
+
+/* Releases extent e, whose handle is mapped nowhere, and its record. */
+static void extent_release(pool_vmm *v, int32_t e) {
+    pool_extent *x = &v->ext[e];
+    v->backend->phys_release(v->dev, x->handle);
     v->mapped -= x->size;
     if (x->busy == 0) v->idle -= x->size;   /* (what a stale count says; the next recount redoes it) */
     v->releases++;
     x->size = 0;
     x->next_free = v->free_slot;
     v->free_slot = e;
+}
+
+static void extent_unmap(pool_vmm *v, int32_t e) {
+    pool_extent *x = &v->ext[e];
+    v->backend->unmap(v->dev, v->base + x->offset, x->size);
+    extent_untable(v, x);
+    extent_release(v, e);
 }
 
 void pool_vmm_destroy(pool_vmm *v) {
@@ -191,6 +202,25 @@ static int32_t extent_slot(pool_vmm *v) {
     return v->next_slot++;
 }
 
+/* Puts extent e (its size set) over the unmapped granules from g on in the table and the mapped
+ * runs; its memory counts as touched in this idle period. */
+static void extent_table(pool_vmm *v, int32_t e, size_t g) {
+    pool_extent *x = &v->ext[e];
+    size_t n = x->size >> v->gran_shift;
+    x->offset = g * v->gran;
+    v->stale = 1;
+    for (size_t k = g; k < g + n; k++) {
+        v->gran_ext[k] = e;
+        v->mapped_bits[k / 64] |= 1ull << (k % 64);
+        if (v->touched_bits != NULL) v->touched_bits[k / 64] |= 1ull << (k % 64);
+    }
+    if (x->offset <= v->mapped_prefix) {      /* the mapped prefix may reach further now */
+        size_t ngran = v->va_size >> v->gran_shift;
+        v->mapped_prefix = next_with(v, v->mapped_prefix >> v->gran_shift, ngran - 1, 0) << v->gran_shift;
+    }
+    if (x->offset <= v->zone_start + v->zone_prefix && x->offset + x->size > v->zone_start) zone_extend(v);
+}
+
 /* Maps one extent over the unmapped granules [g, g + n). */
 static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
     int32_t e = extent_slot(v);
@@ -208,24 +238,74 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
         v->free_slot = e;
         return s;
     }
-    x->offset = g * v->gran;
     x->size = size;
     x->busy = 0;
-    v->stale = 1;
-    for (size_t k = g; k < g + n; k++) {
-        v->gran_ext[k] = e;
-        v->mapped_bits[k / 64] |= 1ull << (k % 64);
-        if (v->touched_bits != NULL) v->touched_bits[k / 64] |= 1ull << (k % 64);
-    }
-    if (x->offset <= v->mapped_prefix) {      /* the mapped prefix may reach further now */
-        size_t ngran = v->va_size >> v->gran_shift;
-        v->mapped_prefix = next_with(v, v->mapped_prefix >> v->gran_shift, ngran - 1, 0) << v->gran_shift;
-    }
-    if (x->offset <= v->zone_start + v->zone_prefix && x->offset + x->size > v->zone_start) zone_extend(v);
+    extent_table(v, e, g);
     v->mapped += size;
     v->idle += size;
     v->creates++;
     return VRAM_OK;
+}
+
+/* Moves the handle of idle extent e (mapped elsewhere) to the unmapped granules from g on: an unmap
+ * and a map, no physical memory released or created. When the map fails the handle is released
+ * (its memory is given back: `mapped` drops). */
+static vram_status extent_move(pool_vmm *v, int32_t e, size_t g) {
+    pool_extent *x = &v->ext[e];
+    vram_status s = v->backend->unmap(v->dev, v->base + x->offset, x->size);
+    if (s != VRAM_OK) return s;
+    extent_untable(v, x);
+    s = v->backend->map(v->dev, v->base + g * v->gran, x->size, x->handle);
+    if (s != VRAM_OK) {
+        extent_release(v, e);
+        return s;
+    }
+    extent_table(v, e, g);
+    v->moves++;
+    return VRAM_OK;
+}
+
+/* The smallest (`largest` 0) or largest idle extent of at most `n` granules that no block uses
+ * (counts fresh), or -1. */
+static int32_t idle_extent_fitting(const pool_vmm *v, size_t n, int largest) {
+    int32_t best = -1;
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        const pool_extent *x = &v->ext[e];
+        if (x->size == 0 || x->busy != 0 || (x->size >> v->gran_shift) > n) continue;
+        if (best < 0 || (largest ? x->size > v->ext[best].size : x->size < v->ext[best].size)) best = e;
+    }
+    return best;
+}
+
+size_t pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
+    size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1), ngran = v->va_size >> v->gran_shift;
+    size_t moved = 0;
+    for (size_t g = next_with(v, first, last, 0); g <= last && v->idle > 0; g = next_with(v, g, last, 0)) {
+        size_t end = next_with(v, g, last, 1);             /* the unmapped run [g, end) of the block */
+        /* an extent may reach past the block's last granule over unmapped ones (idle there, as
+         * before the move) */
+        size_t beyond = end == last + 1 && last + 1 < ngran ? next_with(v, last + 1, ngran - 1, 1) - (last + 1) : 0;
+        while (g < end) {
+            int32_t e = idle_extent_fitting(v, end - g, 1);
+            if (e < 0) e = idle_extent_fitting(v, end - g + beyond, 0);
+            if (e < 0) return moved;
+            size_t n = v->ext[e].size >> v->gran_shift;
+            if (extent_move(v, e, g) != VRAM_OK) {
+                v->stale = 1;
+                return moved;
+            }
+            moved += v->ext[e].size;
+            v->ext[e].busy = v->ext[e].size;   /* under the block now (the next recount says exactly) */
+            v->idle -= v->ext[e].size;
+            if (g + n > end) {
+                beyond -= g + n - end;
+                g = end;
+            } else {
+                g += n;
+            }
+        }
+    }
+    return moved;
 }
 
 void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {

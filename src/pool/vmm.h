@@ -50,7 +50,7 @@ typedef struct pool_vmm {
     int                  stale;          /* blocks changed since the last recount: busy and idle are old */
     uint64_t            *touched_bits;   /* per granule: a block over it was freed, or it was mapped, in
                                           * this idle period (NULL until the first idle tick) */
-    uint64_t             creates, releases;
+    uint64_t             creates, releases, moves;
 } pool_vmm;
 
 vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
@@ -86,6 +86,12 @@ void        pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size);
 void        pool_vmm_busy_end(pool_vmm *v);
 /* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
 size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);
+/* Moves idle extents under the unmapped granules of [addr, addr+size) instead of creating physical
+ * memory there: each an unmap and a map of its handle (on the H200 about 70-150 us, against
+ * 300-1,100 us to release an extent of 512 MiB-2 GiB and create another: bench/vmm_costs.c). The
+ * largest that fits a run first; the run that ends the block may take an extent reaching over the
+ * unmapped granules after it. Returns the bytes moved. Needs fresh counts. */
+size_t      pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size);
 /* Gives back idle extents, largest first, until at least `want` bytes went back or none is left;
  * returns the bytes given back. Needs fresh counts (as do the two below). */
 size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want);
