@@ -70,10 +70,14 @@ def main():
     t = torch.empty(1 << 22, device="cuda")
     busy.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(busy):
-        torch.cuda._sleep(200_000_000)          # about 0.1 s of GPU time
         t.add_(1.0)
+        torch.cuda._sleep(2_000_000_000)        # about 1 s of GPU time
     t.record_stream(busy)
     held = t.data_ptr()
+    # (on the H200 a stream's first sleep was seen done at once, so the second is the one relied on)
+    with torch.cuda.stream(busy):
+        torch.cuda._sleep(2_000_000_000)
+    check(not busy.query(), "(the side stream is still busy)")
     del t
     u = torch.empty(1 << 22, device="cuda")
     check(u.data_ptr() != held, "a block recorded on a busy side stream is not handed out again before it passes")
