@@ -16,13 +16,20 @@
 
 #define VRAM_POOL_UNIT ((size_t)256)
 #define VRAM_POOL_FALLBACK_REGION ((size_t)2 << 20)
-#define VRAM_POOL_MAX_EXTENT ((size_t)256 << 20)   /* the default extent size on large cards */
+#define VRAM_POOL_MAX_EXTENT ((size_t)1 << 30)     /* the default extent size on large cards */
 /* The default extent is limit / POOL_EXTENT_DIV (between a granule and VRAM_POOL_MAX_EXTENT): an
  * extent goes back to the driver whole, so one that a live block keeps busy holds up to its size idle.
  * Under a limit 95% full, extents of limit / 64 left train_gpt2 (a 3.3 GB request, 1 GB idle inside
  * busy 256 MiB extents) and train_gpt2_generate failing requests; limit / 256 completes all nine
- * traces. Limits of 64 GiB and more (a whole H100 or H200) keep 256 MiB extents. */
+ * traces. Limits of POOL_LARGE_LIMIT and more (a whole H100 or H200) take limit / 128, 1 GiB on an
+ * H200: fewer driver calls when growing, which is most of a cold start (cuMemCreate + cuMemMap cost
+ * about 55 us each whatever the size up to 512 MiB: bench/vmm_costs.c). On the H200 train_gpt2's cold
+ * pass went from 0.575 to 0.452 of PyTorch's with 1 GiB instead of 256 MiB extents (131 -> 99
+ * extents), the memory held unchanged on all nine traces but transformer_varlen (1.083 -> 1.086: where
+ * extents end moves where memory mapped ahead goes; 384 and 768 MiB give 1.083, 512 and 896 1.086). */
 #define POOL_EXTENT_DIV 256
+#define POOL_EXTENT_DIV_LARGE 128
+#define POOL_LARGE_LIMIT ((size_t)64 << 30)
 #define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
 #define POOL_MAP_AHEAD_BURST 256                   /* ...when it grew at most this many allocations ago */
 #define VRAM_POOL_TCACHE_MAX ((size_t)64 << 20)    /* the default thread cache on large cards */
