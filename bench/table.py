@@ -41,7 +41,7 @@ ORDER = [
 LABEL = {
     "vram prealloc": "vram, preallocated (default)",
     "vram growth": "vram, growth (VMM)",
-    "vram growth-hold": "vram, growth moving idle memory under large blocks (hold_large_mb:256)",
+    "vram growth-hold": "vram, growth moving idle memory under large blocks (hold_large_mb:256, 256 MiB extents)",
     "vram growth-keep": "vram, growth never moving idle memory under large blocks (hold_large_mb:0)",  # results before 2026-11-29 late
     "vram growth-lean": "vram, growth holding its peak (hold_peak, 64 MiB extents)",
     "vram growth-plain": "vram, growth without VMM",

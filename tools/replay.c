@@ -55,9 +55,9 @@ const replay_policy replay_policies[] = {
     /* name            growth  alloc conf   description (for --help) */
     { "prealloc",      0,      NULL,        "growth off: take nearly the whole card at start, TensorFlow's default" },
     { "growth",        1,      NULL,        "memory growth: physical extents mapped into a reserved range as blocks need them" },
-    { "growth-hold",   1,      "hold_large_mb:256",
+    { "growth-hold",   1,      "hold_large_mb:256,extent_mb:256",
       "memory growth that moves idle memory under a block of 256 MiB or more rather than map more, "
-      "alloc conf hold_large_mb:256" },
+      "alloc conf hold_large_mb:256,extent_mb:256" },
     { "growth-plain",  1,      "vmm:false", "memory growth with separate cuMemAlloc regions, alloc conf vmm:false" },
     { "growth-lean",   1,      "hold_peak:true,extent_mb:64",
       "memory growth that gives idle 64 MiB extents back rather than raise its peak (fewer bytes, more driver calls)" },
