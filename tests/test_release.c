@@ -536,6 +536,45 @@ TEST(growth_moves_idle_extents_under_a_block) {
     }
 }
 
+/* An idle extent larger than the unmapped part of a block may still go under it when the block ends
+ * the mapped memory: what reaches past the block is mapped idle memory there, as memory mapped ahead.
+ * Here a 96 MiB block starts over 40 MiB still mapped (a freed block's extent) and takes a 64 MiB
+ * idle extent for its last 56 MiB: no memory created, none released. */
+TEST(growth_moved_extent_may_reach_past_the_block) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,extent_mb:64,hold_large_mb:8"));
+    start_growth(1 * GiB);
+    void *a = NULL, *b = NULL, *c = NULL, *big = NULL, *next = NULL;
+    CHECK_OK(vram_malloc(&a, 64 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, 2 * MiB, 0));
+    CHECK_OK(vram_malloc(&c, 40 * MiB, 0));
+    CHECK_OK(vram_free(a));                          /* a 64 MiB idle extent in a hole */
+    CHECK_OK(vram_free(c));                          /* 40 MiB idle at the end of the mapped memory */
+    vram_memory_info before = INFO(0);
+    vram__backend_counters cb = sim_counters();
+    CHECK_SIZE(before.reserved, ==, 106 * MiB);
+    CHECK_OK(vram_malloc(&big, 96 * MiB, 0));
+    CHECK_PTR(big, ==, c);
+    fill(big, 96 * MiB, 7);
+    vram_memory_info after = INFO(0);
+    vram__backend_counters ca = sim_counters();
+    CHECK_SIZE(after.reserved, ==, 106 * MiB);
+    CHECK_U64(after.num_driver_moves - before.num_driver_moves, ==, 1);
+    CHECK_U64(ca.phys_create - cb.phys_create, ==, 0);
+    CHECK_U64(ca.phys_release - cb.phys_release, ==, 0);
+    CHECK_ALL();
+    CHECK_OK(vram_malloc(&next, 8 * MiB, 0));       /* the 8 MiB past big: mapped already */
+    CHECK_PTR(next, ==, (char *)big + 96 * MiB);
+    CHECK_U64(sim_counters().phys_create, ==, ca.phys_create);
+    fill(next, 8 * MiB, 8);
+    CHECK(filled(big, 96 * MiB, 7));
+    CHECK_ALL();
+    CHECK_OK(vram_free(next));
+    CHECK_OK(vram_free(big));
+    CHECK_OK(vram_free(b));
+    CHECK_ALL();
+}
+
 /* small_pool_kb (default 256): small requests have an address range of their own, so that a small
  * block made while a large one's hole is free does not settle in that hole and keep the next
  * large block of that size out of it (KV caches grown by torch.cat between small tensors). With
