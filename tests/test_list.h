@@ -66,6 +66,7 @@
     X(logical, logical_get_returns_what_was_set) \
     X(logical, logical_limit_capped_by_card_limit) \
     X(logical, logical_devices_are_independent_pools) \
+    X(logical, frees_find_their_pool_among_many) \
     X(logical, logical_device_of_physical_card) \
     X(logical, logical_plugin_alloc_and_free) \
     /* test_growth.c */ \

@@ -182,6 +182,35 @@ TEST(logical_devices_are_independent_pools) {
     CHECK_ALL();
 }
 
+/* A free names no device: vram asks only the pools whose addresses may hold the block (each pool's
+ * span of addresses), so blocks of every logical device, growing or preallocated, go back to their
+ * own pool in any order, and what is no block is refused by all. */
+TEST(frees_find_their_pool_among_many) {
+    use_sim("2x16GiB");
+    vram_logical_device_configuration three[3] = {{1024}, {1024}, {2048}};
+    CHECK_OK(vram_set_logical_device_configuration(0, three, 3));
+    CHECK_OK(vram_set_memory_growth(0, 1));          /* card 0 grows, card 1 is preallocated */
+    enum { N = 400, DEVS = 4 };
+    void *p[N] = {0};
+    int dev[N];
+    uint64_t seed = 12345;
+    for (int i = 0; i < N; i++) {
+        seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+        dev[i] = (int)((seed >> 33) % DEVS);
+        CHECK_OK(vram_malloc(&p[i], (size_t)(1 + (seed >> 40) % 4096) * KiB, dev[i]));
+    }
+    for (int k = 0; k < DEVS; k++) CHECK_SIZE(INFO(k).current, >, 0);
+    CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_free((char *)p[0] + 256));   /* inside a pool, no block */
+    CHECK_ERROR_CONTAINS("vram_free(");
+    int local = 0;
+    CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_free(&local));               /* no pool's */
+    CHECK_ERROR_CONTAINS("not allocated by vram");
+    for (int i = N - 1; i >= 0; i -= 2) CHECK_OK(vram_free(p[i]));
+    for (int i = 0; i < N; i += 2) CHECK_OK(vram_free(p[i]));
+    for (int k = 0; k < DEVS; k++) CHECK_SIZE(INFO(k).current, ==, 0);
+    CHECK_ALL();
+}
+
 /* What serves a framework's "cuda:N": the first logical device on physical card N. */
 TEST(logical_device_of_physical_card) {
     use_sim("3x16GiB");

@@ -59,6 +59,8 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     p->shared.budget.cap = cfg->limit;
     snprintf(p->shared.budget.cap_source, sizeof p->shared.budget.cap_source, "%s", cfg->limit_source);
     atomic_init(&p->shared.reserved, 0);
+    atomic_init(&p->shared.span_lo, UINT64_MAX);
+    atomic_init(&p->shared.span_hi, 0);
     atomic_init(&p->shared.peak_reserved, 0);
     pthread_mutex_init(&p->grow_lock, NULL);
     atomic_init(&p->arenas_ok, cfg->growth && cfg->caps.vmm_supported && (cfg->arenas == 0 || cfg->arenas > 1));
@@ -178,6 +180,12 @@ vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, 
     vram__pool_info(p, &info);
     arena_figures all = {info.current, info.reserved, info.largest_free_block};
     return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
+}
+
+int vram__pool_may_own(vram__pool *p, const void *ptr) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    return addr >= atomic_load_explicit(&p->shared.span_lo, memory_order_relaxed) &&
+           addr < atomic_load_explicit(&p->shared.span_hi, memory_order_relaxed);
 }
 
 vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int async, void *stream,

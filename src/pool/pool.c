@@ -194,6 +194,16 @@ static size_t arena_headroom(const pool_arena *p) {
 static void region_link_locked(pool_arena *p, pool_region *r) {
     r->next = p->regions;
     p->regions = r;
+    /* the pool's span takes it in before any block of it is handed out (relaxed: whoever frees a
+     * block got its pointer through the program's own synchronization, after this) */
+    uint64_t lo = atomic_load_explicit(&p->shared->span_lo, memory_order_relaxed);
+    while (r->base < lo && !atomic_compare_exchange_weak_explicit(&p->shared->span_lo, &lo, r->base,
+                                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+    uint64_t hi = atomic_load_explicit(&p->shared->span_hi, memory_order_relaxed), end = r->base + r->size;
+    while (end > hi && !atomic_compare_exchange_weak_explicit(&p->shared->span_hi, &hi, end, memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+    }
 }
 
 static pool_chunk *region_append_free_locked(pool_arena *p, pool_region *r, uint64_t addr, size_t size) {

@@ -88,6 +88,9 @@ vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t siz
  * the owner of a pointer needs one call per pool. */
 vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, int async, void *stream,
                             int *owned);
+/* 0 when ptr lies outside every address the pool ever held (a quick test, no lock): with several
+ * logical devices, a free asks only the pools that may own its block. */
+int         vram__pool_may_own(vram__pool *pool, const void *ptr);
 /* async value for a free on a stream the caller keeps alive for as long as the pool lives (PyTorch's
  * streams): no event is recorded per free; the pool records one per stream for a batch of them. */
 #define VRAM_POOL_FREE_OWNED_STREAM 2

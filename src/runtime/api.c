@@ -325,6 +325,7 @@ static vram_status free_on(void *ptr, int async, void *stream) {
     }
     for (int k = 0; k < rt.nlogical; k++) {
         int owned = 0;
+        if (rt.nlogical > 1 && !vram__pool_may_own(rt.logical[k].pool, ptr)) continue;   /* another's */
         vram_status s = vram__pool_free(rt.logical[k].pool, &me->pool, ptr, async, stream, &owned);
         if (s == VRAM_OK || owned) {
             vram__rt_leave(me);
