@@ -12,6 +12,13 @@
 
 #include "pool/vmm.h"
 
+/* The quick tests' addresses after the prefixes changed. */
+static void quick_sync(pool_vmm *v) {
+    v->quick_end = v->base + v->mapped_prefix;
+    v->quick_zone_lo = v->base + v->zone_start;
+    v->quick_zone_end = v->quick_zone_lo + v->zone_prefix;
+}
+
 static size_t granule_of(const pool_vmm *v, uint64_t addr) {
     return (size_t)((addr - v->base) >> v->gran_shift);
 }
@@ -38,6 +45,7 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
         return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a granule bitmap");
     }
     vram_status s = be->va_reserve(dev, va_size, &v->base);
+    quick_sync(v);
     if (s != VRAM_OK) {
         free(v->gran_ext);
         free(v->mapped_bits);
@@ -55,11 +63,13 @@ static void zone_extend(pool_vmm *v) {
     if (v->zone_start >= v->va_size) return;
     size_t end = next_with(v, (v->zone_start + v->zone_prefix) >> v->gran_shift, ngran - 1, 0) << v->gran_shift;
     v->zone_prefix = end - v->zone_start;
+    quick_sync(v);
 }
 
 void pool_vmm_set_zone(pool_vmm *v, size_t offset) {
     v->zone_start = offset;
     v->zone_prefix = 0;
+    quick_sync(v);
     zone_extend(v);
 }
 
@@ -73,6 +83,7 @@ static void extent_untable(pool_vmm *v, const pool_extent *x) {
     if (x->offset < v->zone_start + v->zone_prefix && x->offset + x->size > v->zone_start) {
         v->zone_prefix = x->offset > v->zone_start ? x->offset - v->zone_start : 0;
     }
+    quick_sync(v);
 }
 
 /* Releases extent e, whose handle is mapped nowhere, and its record. */
@@ -219,6 +230,7 @@ static void extent_table(pool_vmm *v, int32_t e, size_t g) {
         v->mapped_prefix = next_with(v, v->mapped_prefix >> v->gran_shift, ngran - 1, 0) << v->gran_shift;
     }
     if (x->offset <= v->zone_start + v->zone_prefix && x->offset + x->size > v->zone_start) zone_extend(v);
+    quick_sync(v);
 }
 
 /* Maps one extent over the unmapped granules [g, g + n). */
@@ -422,6 +434,11 @@ int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
     if (lies) {
         snprintf(msg, len, "a mapped prefix (%zu or %zu + %zu bytes) covers an unmapped granule", v->mapped_prefix,
                  v->zone_start, v->zone_prefix);
+        return -1;
+    }
+    if (v->quick_end != v->base + v->mapped_prefix || v->quick_zone_lo != v->base + v->zone_start ||
+        v->quick_zone_end != v->quick_zone_lo + v->zone_prefix) {
+        snprintf(msg, len, "the quick tests' addresses differ from the mapped prefixes");
         return -1;
     }
     return 0;

@@ -43,6 +43,9 @@ typedef struct pool_vmm {
     size_t               mapped_prefix;  /* [base, base + mapped_prefix) is all mapped (a quick test) */
     size_t               zone_start;     /* the same from a second place (the pool's large zone):       */
     size_t               zone_prefix;    /* [base + zone_start, + zone_prefix) is all mapped; va_size: none */
+    uint64_t             quick_end;      /* the same as addresses, for pool_vmm_unmapped: base + mapped_prefix, */
+    uint64_t             quick_zone_lo;  /* base + zone_start and */
+    uint64_t             quick_zone_end; /* base + zone_start + zone_prefix */
     pool_extent         *ext;
     int32_t              next_slot, cap, free_slot;
     size_t               mapped;         /* bytes of all extents */
@@ -63,10 +66,8 @@ void        pool_vmm_set_zone(pool_vmm *v, size_t offset);
 /* Bytes that acquiring [addr, addr+size) would map (whole granules). */
 size_t      pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size);
 static inline size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t size) {
-    uint64_t off = addr - v->base;
-    if (off + size <= v->mapped_prefix || (off >= v->zone_start && off - v->zone_start + size <= v->zone_prefix)) {
-        return 0;
-    }
+    uint64_t end = addr + size;
+    if (end <= v->quick_end || (addr >= v->quick_zone_lo && end <= v->quick_zone_end)) return 0;
     return pool_vmm_unmapped_slow(v, addr, size);
 }
 /* Maps what is unmapped under [addr, addr+size); the last run mapped may go on over up to `ahead`
