@@ -37,7 +37,8 @@ static const char usage_head[] =
     "      Replay an allocation trace (gzip-compressed or plain text; format in traces/README.md)\n"
     "      through vram on logical device 0 and report ops, peak live bytes, peak reserved bytes,\n"
     "      reserved/live, mean ns per call (cold first pass, warm later passes), ops per second,\n"
-    "      driver allocs/frees and failed allocations.\n"
+    "      driver allocs/frees/moves (physical pieces created, released, moved under a block)\n"
+    "      and failed allocations.\n"
     "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";
 
 static const char usage_tail[] =
