@@ -205,9 +205,14 @@ TEST(frees_find_their_pool_among_many) {
     int local = 0;
     CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_free(&local));               /* no pool's */
     CHECK_ERROR_CONTAINS("not allocated by vram");
+    for (int i = 0; i < N; i += 7) CHECK_OK(vram_record_stream(p[i], (void *)0x5));   /* found alike */
+    CHECK_STATUS(VRAM_ERR_INVALID_POINTER, vram_record_stream(&local, (void *)0x5));
+    vram__sim_stream_complete((void *)0x5);
     for (int i = N - 1; i >= 0; i -= 2) CHECK_OK(vram_free(p[i]));
     for (int i = 0; i < N; i += 2) CHECK_OK(vram_free(p[i]));
     for (int k = 0; k < DEVS; k++) CHECK_SIZE(INFO(k).current, ==, 0);
+    vram__sim_stream_complete((void *)0x5);
+    for (int k = 0; k < DEVS; k++) CHECK_OK(vram_trim(k, 0));   /* the recorded blocks' waits end */
     CHECK_ALL();
 }
 

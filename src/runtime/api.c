@@ -380,6 +380,7 @@ vram_status vram_record_stream(void *ptr, void *stream) {
     }
     for (int k = 0; k < rt.nlogical; k++) {
         int owned = 0;
+        if (rt.nlogical > 1 && !vram__pool_may_own(rt.logical[k].pool, ptr)) continue;   /* another's */
         vram_status s = vram__pool_record_stream(rt.logical[k].pool, ptr, stream, &owned);
         if (s == VRAM_OK || owned) {
             vram__rt_leave(me);
