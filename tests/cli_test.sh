@@ -143,7 +143,13 @@ t_replay_small_gz() {
     run "$VRAM" replay "$TMP/small.trace.gz" --growth --json
     one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$SMALL_OPS" &&
         $(json_value peak_live_bytes) == "$SMALL_PEAK" && $(json_value growth) == true &&
-        $(json_string policy) == growth ]]
+        $(json_string policy) == growth && $(json_value policy_alloc_conf) == null &&
+        $(json_value env_alloc_conf) == null && $(json_value driver_moves) == 0 ]]
+}
+t_replay_conf_in_force() {
+    run env VRAM_ALLOC_CONF=map_ahead_mb:0 "$VRAM" replay "$TMP/small.trace.gz" --policy growth-hold --json
+    one_json_object && [[ $RC -eq 0 && $(json_string policy_alloc_conf) == "hold_large_mb:256,extent_mb:256" &&
+        $(json_string env_alloc_conf) == "map_ahead_mb:0" ]]
 }
 t_replay_text() {
     run "$VRAM" replay "$TMP/small.trace"
@@ -162,6 +168,7 @@ t_replay_twice() { run "$VRAM" replay "$TMP/twice.trace"; [[ $RC -eq 1 && $ERR =
 t_replay_missing() { run "$VRAM" replay "$TMP/no_such.trace"; [[ $RC -eq 1 && $ERR == *no_such* ]]; }
 check "replay --json of a small trace: ops and peak live as computed by hand" t_replay_small
 check "replay of the same trace gzip-compressed, with --growth" t_replay_small_gz
+check "replay reports the allocator options in force (the policy's, the environment's)" t_replay_conf_in_force
 check "replay without --json prints the text report" t_replay_text
 check "replay --limit 1MiB with a 2 MiB alloc: failed_allocs 1" t_replay_limit
 check "replay of a malformed line exits 1 naming the line" t_replay_malformed

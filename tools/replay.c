@@ -566,6 +566,12 @@ static void print_json(const replay_options *opt, const replay_job *job, const r
     tool_json_string(stdout, r->backend);
     printf(", \"policy\": ");
     tool_json_string(stdout, opt_policy(opt)->name);
+    printf(", \"policy_alloc_conf\": ");          /* what the policy set, then what the environment adds */
+    if (opt_policy(opt)->conf) tool_json_string(stdout, opt_policy(opt)->conf);
+    else fputs("null", stdout);
+    printf(", \"env_alloc_conf\": ");
+    if (getenv("VRAM_ALLOC_CONF")) tool_json_string(stdout, getenv("VRAM_ALLOC_CONF"));
+    else fputs("null", stdout);
     printf(", \"growth\": %s, \"limit_bytes\": %zu", r->growth ? "true" : "false", r->limit_bytes);
     printf(", \"passes\": %d, \"threads\": %d, \"trace_events\": %zu", job->passes, job->threads,
            job->t->num_events);
