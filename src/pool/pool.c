@@ -13,8 +13,10 @@
  *     one address range of twice the limit is reserved and tiled by a single free chunk; blocks are
  *     placed in it best-fit, and the granules under a block are mapped when it is handed out
  *     (vmm.c: extents of at most max_extent, plus up to map_ahead beyond when growing). Idle extents
- *     (no byte in use) are unmapped when the limit would be crossed, on vram_trim, by idle release
- *     and, with hold_peak, rather than raise the high-water mark. Plain regions serve growth without
+ *     (no byte in use) are moved under a block that needs memory (an unmap and a map of the same
+ *     physical memory) or unmapped and released when the limit would be crossed and, with hold_peak
+ *     or hold_large, rather than raise the high-water mark; they are released on vram_trim and by
+ *     idle release. Plain regions serve growth without
  *     virtual memory management and the last partial granule of a limit.
  *   - Stream order: vram_free_async records an event on the stream and parks the chunk PENDING.
  *     The same stream may reuse a PENDING chunk at once; everyone else waits until its event has
@@ -323,9 +325,9 @@ static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
 }
 
 
-/* Makes sure the physical memory under the (taken) chunk c is mapped and marks it in use: maps
- * what is missing within the limit and the card budget, giving back idle extents first when the
- * limit would be crossed. */
+/* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped and marks it in
+ * use: maps what is missing within the limit and the card budget, moving idle extents under it and
+ * then giving idle ones back first when the limit would be crossed (vmm_back_locked, below). */
 /* How much to map beyond a block that needs `need` new bytes: reserved / 16, at most map_ahead,
  * within the limit and the card's budget (taken here; the caller gives back what was not mapped).
  * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. Only
@@ -364,10 +366,10 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
     pool_vmm_mark(v);                            /* c is in use now (CHUNK_USED) */
     if (need == 0) return GROW_OK;               /* the common case: memory already mapped */
-    /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, give
-     * back idle extents first (they lie in holes this block does not fit), so that fragmentation
-     * does not raise what the pool holds; the price is driver calls whenever the holes are needed
-     * again. For large blocks alone (hold_large_mb, e.g. 256: logits, activations of a whole layer;
+    /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, move
+     * idle extents (they lie in holes this block does not fit) under the block, then give back the
+     * idle ones that do not fit its unmapped runs, so that fragmentation does not raise what the
+     * pool holds; the price is driver calls whenever the holes are needed again. For large blocks alone (hold_large_mb, e.g. 256: logits, activations of a whole layer;
      * off by default) the steady state of a training loop stops remapping once the mark has settled. */
     int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large);
     if (hold && p->reserved + need > p->hold_mark) need = vmm_move_idle_locked(p, c);
