@@ -325,9 +325,6 @@ static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
 }
 
 
-/* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped and marks it in
- * use: maps what is missing within the limit and the card budget, moving idle extents under it and
- * then giving idle ones back first when the limit would be crossed (vmm_back_locked, below). */
 /* How much to map beyond a block that needs `need` new bytes: reserved / 16, at most map_ahead,
  * within the limit and the card's budget (taken here; the caller gives back what was not mapped).
  * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. Only
@@ -361,6 +358,9 @@ static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
     return pool_vmm_unmapped(v, c->addr, c->size);
 }
 
+/* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped and marks it in
+ * use: maps what is missing within the limit and the card budget, moving idle extents under it and
+ * then giving idle ones back first when the limit would be crossed. */
 static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
