@@ -73,6 +73,38 @@ static void test_growth_with_limit(void) {
     CHECK(near(driver_free(), before, 8 * MiB));
 }
 
+/* Idle extents moved under a block (hold_large_mb) on the real driver: the same physical memory,
+ * unmapped in a hole and mapped under the new block, works there, and the driver's free memory shows
+ * nothing created or released. */
+static void test_moved_extents(void) {
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 4 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,extent_mb:64,hold_large_mb:8"));
+    CHECK_OK(vram_init());
+    void *a = NULL, *b = NULL, *big = NULL;
+    CHECK_OK(vram_malloc(&a, 64 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, 2 * MiB, 0));
+    check_usable(a, 64 * MiB);
+    CHECK_OK(vram_free(a));                    /* an idle 64 MiB extent */
+    vram_memory_info before;
+    CHECK_OK(vram_get_memory_info(0, &before));
+    size_t free_before = driver_free();
+    CHECK_OK(vram_malloc(&big, 96 * MiB, 0));  /* fits no hole: a's extent moves under it */
+    vram_memory_info after;
+    CHECK_OK(vram_get_memory_info(0, &after));
+    CHECK(after.num_driver_moves == before.num_driver_moves + 1);
+    CHECK(after.num_driver_frees == before.num_driver_frees);
+    CHECK(after.reserved == before.reserved + 32 * MiB);
+    CHECK(near(free_before - driver_free(), 32 * MiB, 8 * MiB));
+    check_usable(big, 96 * MiB);
+    check_usable(b, 2 * MiB);
+    CHECK_OK(vram_free(big));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_check(-1));
+    CHECK_OK(vram_shutdown());
+    CHECK_OK(vram_set_alloc_conf(""));
+}
+
 /* Without growth the limit is taken at start, as one block the driver sees go. */
 static void test_preallocated_limit(void) {
     CHECK_OK(vram_set_memory_growth(0, 0));
@@ -147,6 +179,7 @@ int main(void) {
     }
     test_listing();
     test_growth_with_limit();
+    test_moved_extents();
     test_preallocated_limit();
     test_default_preallocation();
     test_logical_and_streams();
