@@ -420,6 +420,34 @@ TEST(async_solo_stream_frees_at_once) {
     CHECK_U64(after.event_sync - before.event_sync, ==, 1);
 }
 
+/* Memory the solo stream freed at once is moved under another block (hold_large_mb) only after the
+ * stream got there: one wait before the move, and none when there is nothing idle to move. */
+TEST(async_solo_stream_waited_for_before_a_move) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,extent_mb:64,hold_large_mb:8"));
+    void *a = vram_plugin_alloc(64 * MiB, 0, STREAM_A), *b = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+    void *d1 = vram_plugin_alloc(64 * KiB, 0, STREAM_A), *d2 = vram_plugin_alloc(64 * KiB, 0, STREAM_A);
+    CHECK(a != NULL && b != NULL && d1 != NULL && d2 != NULL);
+    vram_plugin_free(d1, 64 * KiB, 0, STREAM_A);          /* freed at once, its extent still busy */
+    uint64_t syncs = sim_counters().event_sync;
+    void *c = vram_plugin_alloc(96 * MiB, 0, STREAM_A);  /* grows, nothing idle: no wait */
+    CHECK(c != NULL);
+    CHECK_U64(sim_counters().event_sync, ==, syncs);
+    vram_plugin_free(a, 64 * MiB, 0, STREAM_A);           /* free at once (solo), not yet passed */
+    vram_memory_info before = INFO(0);
+    void *big = vram_plugin_alloc(128 * MiB, 0, STREAM_A);  /* fits no hole: a's extent moves */
+    CHECK(big != NULL);
+    CHECK_U64(INFO(0).num_driver_moves, ==, before.num_driver_moves + 1);
+    CHECK_U64(sim_counters().event_sync, ==, syncs + 1);
+    vram_plugin_free(big, 128 * MiB, 0, STREAM_A);
+    vram_plugin_free(c, 96 * MiB, 0, STREAM_A);
+    vram_plugin_free(b, 2 * MiB, 0, STREAM_A);
+    vram_plugin_free(d2, 64 * KiB, 0, STREAM_A);
+    CHECK_ALL();
+}
+
 /* What the stream freed at once is handed elsewhere only after the stream got there: a plain
  * request, a request on another stream, a trim and the shutdown each wait for it (once), and after
  * the first request elsewhere frees go through events again. */

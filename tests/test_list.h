@@ -240,6 +240,7 @@
     X(async, async_plugin_frees_do_not_merge_across_the_small_zone) \
     X(async, async_plugin_frees_are_trimmed) \
     X(async, async_solo_stream_frees_at_once) \
+    X(async, async_solo_stream_waited_for_before_a_move) \
     X(async, async_solo_stream_waited_for_before_others) \
     X(async, async_solo_stream_that_cannot_be_waited_for_keeps_its_memory) \
     X(async, async_solo_stream_ends_with_a_second_stream) \

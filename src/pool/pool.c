@@ -345,15 +345,14 @@ static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
  * no physical memory released or created: reserved stays); returns what c still needs mapped. */
 static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
-    if (solo_fence_locked(p) == 0) {          /* a block freed on the solo stream may be in use yet */
-        vmm_recount_locked(p);
-        if (v->idle > 0) {
-            size_t before = v->mapped;
-            uint64_t creates = v->creates, releases = v->releases, moves = v->moves;
-            pool_vmm_move_idle(v, c->addr, c->size);
-            vmm_note_locked(p, v, before, creates, releases);   /* a failed move gives its extent back */
-            p->num_driver_moves += v->moves - moves;
-        }
+    vmm_recount_locked(p);
+    /* nothing idle: no wait; else a block freed on the solo stream may still be in use there */
+    if (v->idle > 0 && solo_fence_locked(p) == 0) {
+        size_t before = v->mapped;
+        uint64_t creates = v->creates, releases = v->releases, moves = v->moves;
+        pool_vmm_move_idle(v, c->addr, c->size);
+        vmm_note_locked(p, v, before, creates, releases);   /* a failed move gives its extent back */
+        p->num_driver_moves += v->moves - moves;
     }
     return pool_vmm_unmapped(v, c->addr, c->size);
 }
