@@ -1,7 +1,7 @@
 """vram as PyTorch's CUDA allocator.
 
     import torch, vram
-    vram.torch.install()        # before the first CUDA allocation
+    vram.torch.install()        # before PyTorch initializes CUDA
     x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda')   # served by vram
 
 install() builds once, with torch.utils.cpp_extension (PyTorch caches the build), a small C++
@@ -14,23 +14,27 @@ which of these three it got):
                every block under a mutex (what CUDAPluggableAllocator keeps to pass the stream back)
                is not touched on each allocation and free; tensor.record_stream(s) calls
                vram_record_stream (the block's memory is reused only once s passed its free);
-  "forwarder"  when that does not build (another PyTorch's headers): CUDAPluggableAllocator over a
-               forwarder to vram_plugin_alloc / vram_plugin_free;
-  "direct"     without a C++ compiler (install(build=False)): CUDAPluggableAllocator over
+  "forwarder"  when that does not build (it needs the CUDA toolkit's headers, CUDA_HOME, which
+               PyTorch's wheels do not bring; the forwarder needs a C++ compiler only):
+               CUDAPluggableAllocator over a forwarder to vram_plugin_alloc / vram_plugin_free;
+  "direct"     with install(build=False), or when neither builds: CUDAPluggableAllocator over
                libvram.so's entry points themselves. PyTorch 2.11 then does not raise for a refused
                request: the tensor comes back with a null data pointer (vram.torch.last_error()
                says why).
 
-Under the last two, tensor.record_stream does nothing (CUDAPluggableAllocator's own).
+Under the last two, tensor.record_stream does nothing (CUDAPluggableAllocator's own). install() warns
+once when it did not get the first, with the build's error and what to do.
 
 The first two turn a refused request into torch.OutOfMemoryError carrying vram's message (which
 says whether a limit, a full card or fragmentation was the cause). Allocations are stream-ordered
 on PyTorch's current stream. vram's configuration (vram.config) applies as it does to C programs;
 configure before the first allocation.
 """
-import os
+import threading
 
 from . import _core, _lib
+
+_install_lock = threading.Lock()
 
 _installed = None
 mode = None   # after install(): "allocator", "forwarder" or "direct" (see above)
@@ -102,8 +106,11 @@ struct VramAllocator final : Pluggable {
         release(ptr);
     }
     // tensor.record_stream(s): the block's free then waits for s too (vram_record_stream)
+    // (memory vram did not hand out, e.g. from another process or from_blob: nothing to do, as in
+    // PyTorch's own allocator)
     void recordStream(const c10::DataPtr &ptr, c10::cuda::CUDAStream stream) override {
-        if (ptr.get() != nullptr && vram_record(ptr.get(), stream.stream()) != 0) {
+        if (ptr.get() == nullptr || ptr.get_deleter() != &release) return;
+        if (vram_record(ptr.get(), stream.stream()) != 0) {
             TORCH_CHECK(false, "vram: record_stream: ", vram_error());
         }
     }
@@ -173,7 +180,7 @@ def _build_forwarder():
     from torch.utils.cpp_extension import load_inline
     module = load_inline(name="vram_torch_forwarder", cpp_sources=[_FORWARDER], functions=["bind"],
                          extra_ldflags=["-ldl"], verbose=False)
-    if not module.bind(os.path.abspath(_lib.path)):
+    if not module.bind(_lib.path):   # (a name without a folder: dlopen finds the library ctypes loaded)
         raise RuntimeError("the vram forwarder could not load %s" % _lib.path)
     return module.__file__
 
@@ -185,43 +192,63 @@ def _build_allocator():
                        with_cuda=True, extra_ldflags=["-ldl"], verbose=False)
 
 
+def _why(e):
+    """What a failed build says, short: its compiler errors, else the end of the message (the start
+    of load_inline's message is the compiler's command line)."""
+    text = str(e)
+    errors = [line.strip() for line in text.splitlines() if "error" in line.lower()]
+    return "; ".join(errors[:3])[:400] if errors else text[-300:]
+
+
 def install(build=True, pluggable=False):
-    """Makes vram PyTorch's CUDA allocator; call it before PyTorch allocates CUDA memory.
+    """Makes vram PyTorch's CUDA allocator; call it before PyTorch initializes CUDA.
 
     build=True compiles vram's allocator library against this PyTorch (once; PyTorch caches it),
     or when that fails the smaller forwarder; build=False, or two failed builds, uses libvram.so's
-    entry points directly (vram.torch.mode says which). pluggable=True skips the first and keeps
-    CUDAPluggableAllocator's table (to compare the two: bench/torch_calls.py). Returns the path of
-    the library PyTorch calls.
+    entry points directly (vram.torch.mode says which; one warning says why when it is not the
+    first). pluggable=True skips the first and keeps CUDAPluggableAllocator's table (to compare the
+    two: bench/torch_calls.py). Returns the path of the library PyTorch calls; a second call returns
+    the first's.
     """
     global _installed, mode
-    if _installed is not None:
-        return _installed
-    import warnings
-    import torch  # noqa: F401  (without PyTorch: ImportError, before anything is tried)
-    if build and not pluggable:
-        try:
-            module = _build_allocator()
-        except Exception as e:  # another PyTorch's headers, no CUDA headers: the forwarder may still do
-            module = None
-            warnings.warn("vram.torch: could not build vram's allocator library (%s); using "
-                          "CUDAPluggableAllocator over a forwarder" % (str(e)[:300],))
-        if module is not None:  # (a refusal here, PyTorch already started, is the caller's to see)
-            if not module.install(os.path.abspath(_lib.path)):
-                raise RuntimeError("vram's allocator library could not load %s" % _lib.path)
-            _installed, mode = module.__file__, "allocator"
+    with _install_lock:
+        if _installed is not None:
             return _installed
-    from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
-    path, alloc, free, how = _lib.path, "vram_plugin_alloc", "vram_plugin_free", "direct"
-    if build:
-        try:
-            path, alloc, free, how = _build_forwarder(), "vram_torch_alloc", "vram_torch_free", "forwarder"
-        except Exception as e:  # no compiler, no headers: the direct entry points still work
-            warnings.warn("vram.torch: could not build the out-of-memory forwarder (%s); refused requests "
-                          "will give null tensors instead of torch.OutOfMemoryError" % (e,))
-    change_current_allocator(CUDAPluggableAllocator(path, alloc, free))
-    _installed, mode = path, how
-    return path
+        import warnings
+        import torch  # (without PyTorch: ImportError, before anything is tried)
+        if torch.cuda.is_initialized():
+            raise RuntimeError("vram.torch.install() must run before PyTorch initializes CUDA (its first "
+                               "CUDA tensor, torch.cuda.init() or set_device): PyTorch cannot swap its "
+                               "allocator afterwards")
+        why = []
+        if build and not pluggable:
+            try:
+                module = _build_allocator()
+            except Exception as e:  # no CUDA toolkit headers (CUDA_HOME), another PyTorch's headers
+                module = None
+                why.append("vram's allocator library did not build (%s)" % _why(e))
+            if module is not None:
+                if not module.install(_lib.path):   # (a name without a folder: dlopen finds ctypes' library)
+                    raise RuntimeError("vram's allocator library could not load %s" % _lib.path)
+                _installed, mode = module.__file__, "allocator"
+                return _installed
+        from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
+        path, alloc, free, how = _lib.path, "vram_plugin_alloc", "vram_plugin_free", "direct"
+        if build:
+            try:
+                path, alloc, free, how = _build_forwarder(), "vram_torch_alloc", "vram_torch_free", "forwarder"
+            except Exception as e:  # no compiler: the direct entry points still work
+                why.append("the forwarder did not build (%s)" % _why(e))
+        change_current_allocator(CUDAPluggableAllocator(path, alloc, free))
+        _installed, mode = path, how
+        if why:
+            warnings.warn("vram.torch: PyTorch calls vram through CUDAPluggableAllocator (mode %r): %s. %s"
+                          % (how, "; ".join(why),
+                             "Set CUDA_HOME to a CUDA toolkit matching torch.version.cuda for the allocator "
+                             "library" if how == "forwarder" else
+                             "Refused requests give null tensors instead of torch.OutOfMemoryError; install a "
+                             "C++ compiler (and the CUDA toolkit, CUDA_HOME) for the allocator library"))
+        return path
 
 
 def memory_info(device=0):
