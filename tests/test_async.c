@@ -260,6 +260,46 @@ TEST(async_record_stream_holds_the_block_for_its_streams) {
     }
 }
 
+/* A block recorded on the stream it was allocated on is held for that stream when another stream
+ * frees it, and so is a plain block recorded on the legacy default stream (NULL) when vram_free frees
+ * it; freed on its own stream, the free's order covers the use and nothing more is waited for. */
+TEST(async_record_stream_on_its_own_stream) {
+    growth_256mib();
+    two_streams();
+    void *p = NULL, *q = NULL, *r = NULL;
+    CHECK_OK(vram_malloc_async(&p, 2 * MiB, 0, STREAM_A));
+    CHECK_OK(vram_record_stream(p, STREAM_A));
+    CHECK_OK(vram_free_async(p, STREAM_B));
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_OK(vram_malloc(&q, 2 * MiB, 0));
+    CHECK_PTR(q, !=, p);                             /* A has not passed its use yet */
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_OK(vram_malloc(&r, 2 * MiB, 0));
+    CHECK_PTR(r, ==, p);
+    CHECK_OK(vram_free(q));
+    CHECK_OK(vram_free(r));
+    CHECK_ALL();
+    void *plain = NULL, *next = NULL;
+    CHECK_OK(vram_malloc(&plain, 4 * MiB, 0));
+    CHECK_OK(vram_record_stream(plain, NULL));
+    CHECK_OK(vram_free(plain));
+    CHECK_OK(vram_malloc(&next, 4 * MiB, 0));
+    CHECK_PTR(next, !=, plain);                      /* the default stream may still use it */
+    CHECK_OK(vram_free(next));
+    vram__sim_stream_complete(NULL);
+    CHECK_ALL();
+    void *own = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+    CHECK_OK(vram_record_stream(own, STREAM_A));
+    uint64_t records = sim_counters().event_record;
+    vram_plugin_release(own);                        /* on A: an ordinary stream-ordered free */
+    CHECK_U64(sim_counters().event_record, ==, records);
+    void *again = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+    CHECK_PTR(again, ==, own);                       /* A reuses it at once */
+    vram_plugin_release(again);
+    vram__sim_stream_complete(STREAM_A);
+    CHECK_ALL();
+}
+
 /* A plain block: vram_free waits for the recorded stream only (no stream of its own); a request
  * that needs its memory waits for that stream's event rather than fail; shutdown with such a block
  * still held for its stream goes through (it is no live allocation). */
@@ -309,6 +349,17 @@ TEST(async_record_stream_errors_lose_nothing) {
     CHECK_OK(vram_malloc(&q, 1 * MiB, 0));
     CHECK_PTR(q, !=, p);                                      /* held for B all the same */
     CHECK_OK(vram_free(q));
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+    void *r = vram_plugin_alloc(1 * MiB, 0, STREAM_A);  /* PyTorch's deleter: the message names it */
+    CHECK_OK(vram_record_stream(r, STREAM_B));
+    vram__sim_fail_event_records(1);
+    vram_plugin_release(r);
+    CHECK_ERROR_CONTAINS("vram_plugin_release(");
+    CHECK_SIZE(INFO(0).current, ==, 1 * MiB);
+    vram_plugin_release(r);
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    vram__sim_stream_complete(STREAM_A);
     vram__sim_stream_complete(STREAM_B);
     CHECK_ALL();
 }

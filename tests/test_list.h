@@ -233,6 +233,7 @@
     X(async, async_plugin_release_frees_on_the_allocation_stream) \
     X(async, async_stream_prefers_its_own_pending_block_on_a_tie) \
     X(async, async_record_stream_holds_the_block_for_its_streams) \
+    X(async, async_record_stream_on_its_own_stream) \
     X(async, async_record_stream_plain_block_waits_when_needed) \
     X(async, async_record_stream_errors_lose_nothing) \
     X(async, async_record_stream_block_is_not_parked) \

@@ -578,8 +578,7 @@ static int pool_owns_locked(const pool_arena *p, uint64_t addr);
 /* c (live) is also used on `stream`. */
 static vram_status uses_add_locked(pool_chunk *c, void *stream) {
     pool_uses *u = c->uses;
-    if (stream == c->stream) return VRAM_OK;           /* its own stream: ordered already */
-    for (int i = 0; u != NULL && i < u->n; i++) {
+    for (int i = 0; u != NULL && i < u->n; i++) {      /* (its own stream too: it may be freed on another) */
         if (u->use[i].stream == stream) return VRAM_OK;
     }
     if (u == NULL || u->n + 1 >= u->cap) {             /* room for it, and for the free's stream */
@@ -594,15 +593,27 @@ static vram_status uses_add_locked(pool_chunk *c, void *stream) {
     return VRAM_OK;
 }
 
-/* The program frees c, which has uses: on `stream` when `async`. `taken`: c is out of the pointer
- * table already. On failure nothing changed: c is live as before. Gives the arena lock back: out of
- * line and called last, so that the common free does not pay for this path. */
+/* Whether block c is used on a stream other than `stream` (a stream-ordered free's own, whose
+ * order covers a use there). */
+static int uses_beyond(const pool_uses *u, void *stream) {
+    for (int i = 0; i < u->n; i++) {
+        if (u->use[i].stream != stream) return 1;
+    }
+    return 0;
+}
+
+/* The program frees c, which has uses: on `stream` when `async` (an event there, unless that stream
+ * is a use already); `asked`: the free call the program made (for the message). `taken`: c is out of the
+ * pointer table already. On failure nothing changed: c is live as before. Gives the arena lock back:
+ * out of line and called last, so that the common free does not pay for this path. */
 VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, int async, void *stream,
-                                                      int taken) {
+                                                      int asked, int taken) {
     const vram__backend *be = p->cfg.backend;
     pool_uses *u = c->uses;
     int n = u->n;
-    if (async) u->use[n++].stream = stream;            /* (cap > u->n: there is room) */
+    int listed = 0;
+    for (int i = 0; i < n; i++) listed |= u->use[i].stream == stream;
+    if (async && !listed) u->use[n++].stream = stream;   /* (cap > u->n: there is room) */
     for (int i = 0; i < n; i++) {
         vram_status s = be->event_record(p->cfg.dev, u->use[i].stream, &u->use[i].event);
         if (s != VRAM_OK) {
@@ -610,7 +621,7 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
             if (taken) (void)live_put(p, c);          /* cannot fail: the table held it a moment ago */
             pool_lock_give(&p->lock);
             return vram__fail_wrap(s, "%s(%p): an event on a stream the block is used on",
-                                   vram__pool_free_name(async), (void *)(uintptr_t)c->addr);
+                                   vram__pool_free_name(asked), (void *)(uintptr_t)c->addr);
         }
     }
     if (!taken) live_take(p, c->addr);
@@ -1204,12 +1215,17 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
                           "or not the start of a block vram handed out)", vram__pool_free_name(async), ptr,
                           p->cfg.name);
     }
+    int asked = async;
     if (async == VRAM_POOL_FREE_ALLOC_STREAM) {   /* the stream it was handed out on */
         async = VRAM_POOL_FREE_OWNED_STREAM;
         stream = c->stream;
     }
     if (c->uses != NULL) {                        /* used on other streams too: wait for them */
-        return free_deferred_unlock(p, c, async, stream, !own_event);
+        if (async != VRAM_POOL_FREE_OWNED_STREAM || uses_beyond(c->uses, stream)) {
+            return free_deferred_unlock(p, c, async, stream, asked, !own_event);
+        }
+        free(c->uses);                            /* used on its owned-stream free's stream alone: */
+        c->uses = NULL;                           /* that order covers it (this free fails no more) */
     }
     if (async == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
         if (stream == p->solo_stream) {
