@@ -80,6 +80,33 @@ TEST(async_reaping_asks_each_stream_once) {
     CHECK_ALL();
 }
 
+/* The same for blocks freed while another stream still uses them (vram_record_stream): however many
+ * wait, a request asks about one event per stream, the oldest; once the stream got there, all of
+ * them go back. */
+TEST(async_record_stream_reaping_asks_each_stream_once) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    enum { N = 200 };
+    void *p[N] = {0}, *q = NULL;
+    for (int i = 0; i < N; i++) CHECK_OK(vram_malloc(&p[i], 4096, 0));
+    for (int i = 0; i < N; i++) CHECK_OK(vram_record_stream(p[i], STREAM_B));
+    for (int i = 0; i < N; i++) CHECK_OK(vram_free(p[i]));     /* all held for B */
+    CHECK_ALL();
+    uint64_t queries = sim_counters().event_query;
+    for (int i = 0; i < 10; i++) {
+        CHECK_OK(vram_malloc(&q, 1 * MiB, 0));
+        CHECK_OK(vram_free(q));
+    }
+    CHECK_U64(sim_counters().event_query - queries, <=, 10 * 2);
+    CHECK_ALL();
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_OK(vram_malloc(&q, 4096, 0));
+    CHECK_PTR(q, ==, p[0]);                                    /* all of them back */
+    CHECK_SIZE(INFO(0).largest_free_block, ==, 1 * GiB - 4096);
+    CHECK_OK(vram_free(q));
+    CHECK_ALL();
+}
+
 /* PyTorch's frees (vram_plugin_free) are on streams PyTorch never destroys: no event per free,
  * one per stream for a batch of them; the stream reuses its blocks at once, the others get them
  * once that event completed, and a request that needs them waits for it. */

@@ -228,6 +228,7 @@
     /* test_async.c */ \
     X(async, async_same_stream_reuses_at_once) \
     X(async, async_reaping_asks_each_stream_once) \
+    X(async, async_record_stream_reaping_asks_each_stream_once) \
     X(async, async_plugin_frees_share_events) \
     X(async, async_plugin_frees_merge_on_their_stream) \
     X(async, async_plugin_release_frees_on_the_allocation_stream) \

@@ -628,8 +628,9 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
     u->nevents = n;
     u->done = 0;
     u->deferred = 1;
-    u->next = p->deferred;
-    p->deferred = c;
+    u->next = NULL;                                    /* last in the list: oldest free first */
+    if (p->deferred_tail != NULL) p->deferred_tail->uses->next = c; else p->deferred = c;
+    p->deferred_tail = c;
     p->deferred_count++;
     note_used_locked(p, c->size, 0);
     pool_lock_give(&p->lock);
@@ -637,28 +638,43 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
 }
 
 /* Gives the deferred blocks whose events have all completed to the free bins; with `wait`, waits
- * for them (a block whose event cannot be waited for stays). */
+ * for them (a block whose event cannot be waited for stays). Without waiting, the list is walked
+ * from the oldest free, and once a stream's event is found not completed, no later event on that
+ * stream is asked about (a stream completes its work in order): about one query per stream a
+ * call, however many blocks wait, as pending_reap_locked does. */
 VRAM_NOINLINE static void deferred_reap_locked(pool_arena *p, int wait) {
     const vram__backend *be = p->cfg.backend;
-    for (pool_chunk **link = &p->deferred; *link != NULL;) {
-        pool_chunk *c = *link;
+    void *blocked[PENDING_STREAMS_TRACKED];
+    int nblocked = 0;
+    pool_chunk *prev = NULL;
+    for (pool_chunk *c = p->deferred; c != NULL;) {
         pool_uses *u = c->uses;
+        pool_chunk *next = u->next;
         while (u->done < u->nevents) {
-            int done = 0;
+            void *stream = u->use[u->done].stream;
+            int done = 0, skip = 0;
+            for (int k = 0; !wait && k < nblocked && !skip; k++) skip = blocked[k] == stream;
+            if (skip) break;
             if (be->event_query(p->cfg.dev, u->use[u->done].event, &done) != VRAM_OK) done = 0;
             if (!done && wait && be->event_sync(p->cfg.dev, u->use[u->done].event) == VRAM_OK) done = 1;
-            if (!done) break;
+            if (!done) {
+                if (nblocked < PENDING_STREAMS_TRACKED) blocked[nblocked++] = stream;
+                break;
+            }
             be->event_destroy(p->cfg.dev, u->use[u->done++].event);
         }
         if (u->done < u->nevents) {
-            link = &u->next;
+            prev = c;
+            c = next;
             continue;
         }
-        *link = u->next;
+        if (prev != NULL) prev->uses->next = next; else p->deferred = next;
+        if (p->deferred_tail == c) p->deferred_tail = prev;
         p->deferred_count--;
         free(u);
         c->uses = NULL;
         chunk_make_free_locked(p, c, 1);
+        c = next;
     }
 }
 

@@ -141,11 +141,14 @@ vram_status arena_check(pool_arena *p) {
     }
     if (why == NULL && t.parked_count != parked) why = "parked chunks and the thread caches disagree";
     size_t pending = 0, deferred = 0;
+    const pool_chunk *last = NULL;
     for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
     for (const pool_chunk *c = p->deferred; c != NULL && deferred <= p->deferred_count; c = c->uses->next) {
         if (c->uses == NULL || !c->uses->deferred) break;
         deferred++;
+        last = c;
     }
+    if (why == NULL && last != p->deferred_tail) why = "the deferred list's last block is not its tail";
     if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);

@@ -127,7 +127,8 @@ struct pool_arena {
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
     size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
-    pool_chunk       *deferred;      /* freed blocks still used on other streams (pool_uses) */
+    pool_chunk       *deferred;      /* freed blocks still used on other streams (pool_uses), oldest */
+    pool_chunk       *deferred_tail; /* first; the newest */
     size_t            deferred_count;
     /* One stream (see "solo" in pool.c): while every stream-ordered request of the arena has come
      * on solo_stream and no plain one since the first, owned-stream frees on it are free at once */
