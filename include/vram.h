@@ -21,7 +21,7 @@
  * VRAM_ERR_INVALID_ARGUMENT naming the variable): VRAM_BACKEND=cuda|sim, VRAM_SIM_DEVICES,
  * VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_FORCE_ALLOW_GROWTH=true|false, VRAM_MEMORY_LIMIT,
  * VRAM_MEMORY_LIMIT_<i>, VRAM_MEMORY_FRACTION, VRAM_ALLOC_CONF (allocator options, see
- * vram_set_alloc_conf). VRAM_MEMBARRIER=0 (read at the first configuration call or start) makes
+ * vram_set_alloc_conf). VRAM_MEMBARRIER=0|false (read at the first configuration call or start) makes
  * every allocation and free fence its entry into the runtime itself, instead of the configuration
  * calls fencing all threads with membarrier. See README.md.
  */
@@ -185,8 +185,9 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
  *   idle_release_ms:N       growth mode: memory that stayed unused for a whole period of N ms is
  *                           returned to the driver (by a background thread); 0 (default) keeps it
  *   extent_mb:N             growth: the largest physical piece mapped at once (default: the limit / 256,
- *                           from 2 MiB to 256 MiB); smaller
- *                           pieces can be given back more finely, larger ones cost fewer driver calls
+ *                           from 2 MiB to 256 MiB; limits of 64 GiB and more: the limit / 128, at most
+ *                           1 GiB); smaller pieces can be given back more finely, larger ones cost
+ *                           fewer driver calls
  *   map_ahead_mb:N          growth: when growing again within 256 allocations of the last growth,
  *                           map up to N MiB (and at most 1/16 of what is held) beyond the block, for
  *                           fewer driver calls (default 64; 0: only what blocks need)

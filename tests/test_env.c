@@ -50,6 +50,12 @@ TEST(env_force_growth_bad_value) {
     check_init_rejects("VRAM_FORCE_ALLOW_GROWTH", "maybe");
 }
 
+TEST(env_membarrier_bad_value) {
+    use_sim("16GiB");
+    set_env("VRAM_MEMBARRIER", "sometimes");
+    check_init_rejects("VRAM_MEMBARRIER", "sometimes");
+}
+
 /* ---- VRAM_MEMORY_LIMIT and VRAM_MEMORY_LIMIT_<i> -------------------------------------------- */
 
 TEST(env_memory_limit) {

@@ -199,6 +199,7 @@
     X(env, env_force_growth_false_overrides_program) \
     X(env, env_force_growth_applies_to_every_card) \
     X(env, env_force_growth_bad_value) \
+    X(env, env_membarrier_bad_value) \
     X(env, env_memory_limit) \
     X(env, env_memory_limit_overrides_larger_api_limit) \
     X(env, env_memory_limit_overrides_smaller_api_limit) \

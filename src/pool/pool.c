@@ -368,24 +368,27 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, move
      * idle extents (they lie in holes this block does not fit) under the block, then give back the
      * idle ones that do not fit its unmapped runs, so that fragmentation does not raise what the
-     * pool holds; the price is driver calls whenever the holes are needed again. For large blocks alone (hold_large_mb, e.g. 256: logits, activations of a whole layer;
-     * off by default) the steady state of a training loop stops remapping once the mark has settled. */
+     * pool holds; the price is driver calls whenever the holes are needed again. For large blocks
+     * alone (hold_large_mb, e.g. 256: logits, activations of a whole layer; off by default) the
+     * steady state of a training loop stops remapping once the mark has settled. The limit, and the
+     * card's budget shared with other logical devices, move idle extents too before giving any back. */
     int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large);
-    if (hold && p->reserved + need > p->hold_mark) need = vmm_move_idle_locked(p, c);
+    int moved = (hold && p->reserved + need > p->hold_mark) || need > arena_headroom(p);
+    if (moved) need = vmm_move_idle_locked(p, c);   /* (every idle extent that fits goes at once) */
     while (hold && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
         size_t before = p->reserved;
         vmm_unmap_idle_locked(p, p->reserved + need - p->hold_mark);
         if (p->reserved == before) break;
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
-    if (need > arena_headroom(p)) need = vmm_move_idle_locked(p, c);
-    while (need > arena_headroom(p) && vmm_idle_locked(p) > 0) {
-        vmm_unmap_idle_locked(p, need - arena_headroom(p));
+    size_t room;                                 /* (read once a round: other arenas change it) */
+    while (need > (room = arena_headroom(p)) && vmm_idle_locked(p) > 0) {
+        vmm_unmap_idle_locked(p, need - room);
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
-    if (need > arena_headroom(p)) return GROW_LIMIT;
+    if (need > room) return GROW_LIMIT;
     if (arena_budget_take(p, need) != GROW_OK) {
-        need = vmm_move_idle_locked(p, c);
+        if (!moved) need = vmm_move_idle_locked(p, c);
         if (need > 0) vmm_unmap_idle_locked(p, need);
         need = pool_vmm_unmapped(v, c->addr, c->size);
         grow_result refused = arena_budget_take(p, need);
@@ -627,7 +630,6 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
     if (!taken) live_take(p, c->addr);
     u->nevents = n;
     u->done = 0;
-    u->deferred = 1;
     u->next = NULL;                                    /* last in the list: oldest free first */
     if (p->deferred_tail != NULL) p->deferred_tail->uses->next = c; else p->deferred = c;
     p->deferred_tail = c;
@@ -1084,14 +1086,13 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
         c->state = CHUNK_USED;        /* in use for the extents' counts: its memory is not idle */
         *why = vmm_back_locked(p, c);
         if (*why != GROW_OK) {
-            pool_vmm_mark(&c->region->vmm);   /* a recount on the way counted it in use */
-            chunk_make_free_locked(p, c, 0);
+            chunk_make_free_locked(p, c, 1);  /* (busy for a moment: a recount may have counted it) */
             return VRAM_ERR_OUT_OF_MEMORY;
         }
     }
     if (live_put(p, c) != 0) {             /* before anything is handed out: c goes back as it was */
         if (c->state == CHUNK_PENDING) pending_link_locked(p, c);   /* its stream may still use it */
-        else chunk_make_free_locked(p, c, 0);
+        else chunk_make_free_locked(p, c, 1);
         return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
     }
     if (c->state == CHUNK_PENDING) {

@@ -38,7 +38,8 @@ typedef struct vram__pool_config {
     vram__card_budget   *budget;         /* may be NULL */
     size_t               max_extent;     /* growth: largest physical extent mapped at once; larger ones
                                             cost fewer driver calls, smaller ones go back more finely.
-                                            0: limit / 256, between one granule and 256 MiB */
+                                            0: limit / 256, between one granule and 256 MiB;
+                                            limit / 128, at most 1 GiB, from 64 GiB (pool_internal.h) */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
     size_t               hold_large;     /* growth: the same for blocks of at least this size only
                                             (0: none) */

@@ -36,8 +36,8 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
         t->free_bytes += c->size;
         return NULL;
     case CHUNK_USED:
-        if (c->uses != NULL && c->uses->deferred) {   /* freed, still used on other streams */
-            if (c->uses->done >= c->uses->nevents && c->uses->nevents > 0) {
+        if (c->uses != NULL && c->uses->nevents > 0) {   /* freed, still used on other streams */
+            if (c->uses->done >= c->uses->nevents) {
                 return "a deferred block whose events all completed was not given back";
             }
             t->deferred_count++;
@@ -144,7 +144,7 @@ vram_status arena_check(pool_arena *p) {
     const pool_chunk *last = NULL;
     for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
     for (const pool_chunk *c = p->deferred; c != NULL && deferred <= p->deferred_count; c = c->uses->next) {
-        if (c->uses == NULL || !c->uses->deferred) break;
+        if (c->uses == NULL || c->uses->nevents == 0) break;
         deferred++;
         last = c;
     }

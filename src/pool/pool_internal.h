@@ -79,13 +79,12 @@ typedef struct pool_event {
     int   refs;
 } pool_event;
 
-/* A block's uses on streams other than its own (vram_record_stream). Once the program frees it,
- * `deferred` is set, one event per stream (and the free's own) is recorded in `event`, and the block
+/* A block's uses on streams (vram_record_stream). Once the program frees it, one event per stream
+ * (and the free's own) is recorded in `event` (nevents > 0: the block is deferred), and the block
  * waits in its arena's deferred list, USED but no longer counted, until every event completed. */
 typedef struct pool_uses {
     int                n, cap;        /* streams recorded; room for cap (one more is kept for the free's) */
     int                nevents, done; /* after the free: events recorded, how many completed so far */
-    int                deferred;
     struct pool_chunk *next;          /* the deferred list */
     struct { void *stream, *event; } use[];
 } pool_uses;

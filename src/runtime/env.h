@@ -58,5 +58,8 @@ typedef struct vram__env {
 vram_status vram__env_backend(const vram__backend **out);
 /* Everything else; `ndev` bounds VRAM_MEMORY_LIMIT_<i>. */
 vram_status vram__env_read(vram__env *env, int ndev);
+/* VRAM_MEMBARRIER: 1 unless it is false ("0", "false", ...) or malformed (vram__env_read refuses a
+ * malformed one at start; until then, without membarrier is the safe side). */
+int         vram__env_membarrier(void);
 
 #endif /* VRAM_RUNTIME_ENV_H */

@@ -421,8 +421,7 @@ void vram__rt_leave(vram__thread *me) {
 /* Registers the process for expedited private membarrier: 1 when the writers may use it. */
 static int asym_register(void) {
 #if defined(__linux__) && defined(SYS_membarrier)
-    const char *off = getenv("VRAM_MEMBARRIER");
-    if (off != NULL && strcmp(off, "0") == 0) return 0;     /* readers fence on every call */
+    if (!vram__env_membarrier()) return 0;                   /* readers fence on every call */
     long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
     if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
         !(cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)) {
