@@ -289,9 +289,8 @@ static int32_t idle_extent_fitting(const pool_vmm *v, size_t n, int largest) {
     return best;
 }
 
-size_t pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
+void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1), ngran = v->va_size >> v->gran_shift;
-    size_t moved = 0;
     for (size_t g = next_with(v, first, last, 0); g <= last && v->idle > 0; g = next_with(v, g, last, 0)) {
         size_t end = next_with(v, g, last, 1);             /* the unmapped run [g, end) of the block */
         /* an extent may reach past the block's last granule over unmapped ones (idle there, as
@@ -300,13 +299,12 @@ size_t pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
         while (g < end) {
             int32_t e = idle_extent_fitting(v, end - g, 1);
             if (e < 0) e = idle_extent_fitting(v, end - g + beyond, 0);
-            if (e < 0) return moved;
+            if (e < 0) return;
             size_t n = v->ext[e].size >> v->gran_shift;
             if (extent_move(v, e, g) != VRAM_OK) {
                 v->stale = 1;
-                return moved;
+                return;
             }
-            moved += v->ext[e].size;
             v->ext[e].busy = v->ext[e].size;   /* under the block now (the next recount says exactly) */
             v->idle -= v->ext[e].size;
             if (g + n > end) {
@@ -317,7 +315,6 @@ size_t pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
             }
         }
     }
-    return moved;
 }
 
 void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {

@@ -91,8 +91,8 @@ size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, u
  * memory there: each an unmap and a map of its handle (on the H200 about 70-150 us, against
  * 300-1,100 us to release an extent of 512 MiB-2 GiB and create another: bench/vmm_costs.c). The
  * largest that fits a run first; the run that ends the block may take an extent reaching over the
- * unmapped granules after it. Returns the bytes moved. Needs fresh counts. */
-size_t      pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size);
+ * unmapped granules after it (`moves` counts them). Needs fresh counts. */
+void        pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size);
 /* Gives back idle extents, largest first, until at least `want` bytes went back or none is left;
  * returns the bytes given back. Needs fresh counts (as do the two below). */
 size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want);
