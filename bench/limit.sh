@@ -17,7 +17,8 @@
 #                         what the allocator kept of the first)
 #   BENCH_TRACES="..."    trace files (default traces/*.trace.gz)
 #   BENCH_PEERS="..."     the bench/peers allocators (default "cumemalloc cumemallocasync torch
-#                         torch-expandable"; "host" adds the counting limit on the host, no GPU needed;
+#                         torch-expandable"; "host", listed with them or alone, is the counting limit on
+#                         the host, no GPU needed;
 #                         "none": vram alone)
 #   BENCH_TIMEOUT=S       limit for one replay process in seconds (default 600)
 #   PYTHON, CXX, CUDA_HOME   python3, g++, /usr/local/cuda

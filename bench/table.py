@@ -41,10 +41,11 @@ ORDER = [
 LABEL = {
     "vram prealloc": "vram, preallocated (default)",
     "vram growth": "vram, growth (VMM)",
-    "vram growth-hold": "vram, growth moving idle memory under large blocks (hold_large_mb:256, 256 MiB extents)",
+    "vram growth-hold": "vram, growth moving idle memory under large blocks",
     "vram growth-keep": "vram, growth never moving idle memory under large blocks (hold_large_mb:0)",  # results before 2026-11-29 late
     "vram growth-lean": "vram, growth holding its peak (hold_peak, 64 MiB extents)",
     "vram growth-plain": "vram, growth without VMM",
+    "vram growth-shared": "vram, growth with every thread in one arena",
     "cumemalloc": "cuMemAlloc / cuMemFree per call",
     "cumemallocasync": "cuMemAllocAsync, release threshold max",
     "torch": "PyTorch caching allocator (native)",
@@ -185,6 +186,13 @@ def paired_lines(group):
         if m is not None:
             lines.append("- %s: %.3f (target %s; runs: %s)" % (what, m, target,
                                                               ", ".join("%.3f" % x for x in ratios)))
+    others = sorted({r.get("allocator") for r in group if str(r.get("allocator", "")).startswith("vram growth")} -
+                    {"vram growth"})
+    for a in others:                            # the other growth rows' cold passes, paired the same way
+        m, ratios = paired(group, a, "torch", "cold_ns_per_op")
+        if m is not None:
+            lines.append("- %s cold / PyTorch (native) cold: %.3f (runs: %s)" % (a, m, ", ".join("%.3f" % x
+                                                                                            for x in ratios)))
     return lines + [""] if lines else []
 
 
@@ -248,6 +256,9 @@ def cmd_table(args):
             good = [r for r in runs if "error" not in r]
             bad = [r for r in runs if "error" in r]
             label = LABEL.get(a, a or "?")
+            confs = sorted({c for r in good for c in (r.get("policy_alloc_conf"), r.get("env_alloc_conf")) if c})
+            if confs:                           # (rows of vram replay since bfe31bd say what they ran)
+                label += " (" + ", ".join(confs) + ")"
             failed = max([r.get("failed_allocs") or 0 for r in good] or [0])
             if failed:
                 label += " (%s failed allocs)" % fmt_int(failed)
@@ -455,8 +466,14 @@ def cmd_self_test(args):
                       "command": "bash bench/run.sh"}},
             row("vram prealloc", 1, 100, 100), row("vram growth", 1, 300, 103), row("torch", 1, 1000, 400),
             row("vram prealloc", 2, 150, 160), row("vram growth", 2, 450, 168), row("torch", 2, 1200, 500),
-            row("vram prealloc", 3, 100, 70), row("vram growth", 3, 200, 140), row("torch", 3, 900, 380)]
+            row("vram prealloc", 3, 100, 70), row("vram growth", 3, 200, 140), row("torch", 3, 900, 380),
+            row("vram growth-hold", 1, 500, 100, policy_alloc_conf="hold_large_mb:256,extent_mb:256"),
+            row("vram growth-hold", 2, 600, 100, policy_alloc_conf="hold_large_mb:256,extent_mb:256")]
     t = printed(cmd_table, rows)
+    check("- vram growth-hold cold / PyTorch (native) cold: 0.500 (runs: 0.500, 0.500)" in t,
+          "another growth row's paired cold ratio: " + t); n += 1
+    check("| vram, growth moving idle memory under large blocks (hold_large_mb:256,extent_mb:256) |" in t,
+          "a row's options in its label"); n += 1
     check("growth warm / preallocated warm: 1.050 (target <= 1.05; runs: 1.030, 1.050, 2.000)" in t,
           "paired warm ratio: " + t); n += 1
     check("growth cold / PyTorch (native) cold: 0.300 (target <= 0.50; runs: 0.300, 0.375, 0.222)" in t,

@@ -13,7 +13,7 @@ data, nothing downloaded.
   python3 bench/train.py --worker WORKLOAD ALLOCATOR [--steps N] [--warmup W]
       one child: runs the workload under the allocator in this process, prints one JSON line.
   python3 bench/train.py --prepare [--vram]
-      builds (or loads PyTorch's cached build of) vram.torch's forwarder, prints versions as JSON.
+      builds (or loads PyTorch's cached build of) vram.torch's allocator library (or its forwarder), prints versions as JSON.
   python3 bench/train.py --table OUT/train.jsonl
       prints the tables again from a results file.
   python3 bench/train.py --self-test
@@ -496,7 +496,7 @@ def worker_main(workload, allocator, steps, warmup):
 
 
 def prepare_main(with_vram):
-    """Versions for the meta line; with_vram: builds vram.torch's forwarder once, before the timed children."""
+    """Versions for the meta line; with_vram: builds vram.torch's allocator library (or its forwarder) once, before the timed children."""
     out = {}
     try:
         import torch
@@ -668,10 +668,10 @@ def run_driver(args, runner=run_child, machine=None, out_stream=None):
         meta["ignored_env"] = "PYTORCH_CUDA_ALLOC_CONF=%s (each child gets its allocator's own)" % (
             os.environ["PYTORCH_CUDA_ALLOC_CONF"])
 
-    # One untimed child first: versions, and vram.torch's forwarder compiled (about a minute the first
+    # One untimed child first: versions, and vram.torch's allocator library compiled (about a minute the first
     # time; PyTorch caches it) so that no timed child pays for the compiler.
     with_vram = "vram" in args.allocators
-    say("preparing: versions%s" % (", building vram.torch's forwarder (cached after the first time)"
+    say("preparing: versions%s" % (", building vram.torch's allocator library (cached after the first time)"
                                    if with_vram else ""))
     argv = [py, me, "--prepare"] + (["--vram"] if with_vram else [])
     rc, stdout, stderr, secs = runner(argv, child_env("vram" if with_vram else "torch",
@@ -1033,7 +1033,7 @@ def parse_args(argv):
                          "workload (gpt2_generate) does not move between CPUs (default: not pinned)")
     ap.add_argument("--worker", nargs=2, metavar=("WORKLOAD", "ALLOCATOR"),
                     help="run one (workload, allocator) in this process and print one JSON line")
-    ap.add_argument("--prepare", action="store_true", help="print versions as JSON (and build vram's forwarder "
+    ap.add_argument("--prepare", action="store_true", help="print versions as JSON (and build vram's allocator library "
                                                            "with --vram)")
     ap.add_argument("--vram", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--table", metavar="JSONL", help="print the tables from a results file")
@@ -1244,7 +1244,7 @@ def self_test():
 
     def fake_runner(argv, env, timeout, log_base):
         if "--prepare" in argv:
-            check("--vram" in argv, "prepare builds vram's forwarder")
+            check("--vram" in argv, "prepare builds vram's allocator library")
             return 0, json.dumps({"torch": "2.11.0", "cuda": "13.0", "vram_version": "0.1.0",
                                   "vram_torch_mode": "allocator"}), "", 1.0
         w, al = argv[argv.index("--worker") + 1: argv.index("--worker") + 3]

@@ -7,7 +7,7 @@
  * Issue 3 asks growth's warm passes to cost at most 5% more than preallocation's. bench/run.sh
  * replays each mode in processes of its own, and on the H200 host a whole process runs a warm call
  * at 55-80 ns or at 100-140 (2026-11-30: pairs of neighbouring processes gave ratios from 0.55 to
- * 1.89 on one trace), so pairs of processes do not settle a 5% question. Here both modes share
+ * 1.89 over the nine traces), so pairs of processes do not settle a 5% question. Here both modes share
  * one process: simulated card 0 grows, simulated card 1 is preallocated, and the trace is replayed
  * on each in turn, pass after pass, the order swapped every pass, so that whatever the host does
  * falls on both alike; then the runtime restarts with the cards' roles swapped, and does it again. A warm pass calls no driver function in either mode (growth's warm passes

@@ -176,6 +176,8 @@ static int ensure_device(const trace *t, int threads, uint64_t limit) {
     if (s == VRAM_ERR_NO_DEVICE && !backend_env()) {
         char reason[512];
         snprintf(reason, sizeof reason, "%s", vram_last_error());
+        char *advice = strstr(reason, " To run without a GPU");   /* what the replay does next itself */
+        if (advice != NULL) *advice = '\0';
         return fall_back_to_sim(t, threads, limit, reason);
     }
     if (s == VRAM_ERR_NO_DEVICE)

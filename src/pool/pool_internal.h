@@ -23,7 +23,7 @@
  * busy 256 MiB extents) and train_gpt2_generate failing requests; limit / 256 completes all nine
  * traces. Limits of POOL_LARGE_LIMIT and more (a whole H100 or H200) take limit / 128, 1 GiB on an
  * H200: fewer driver calls when growing, which is most of a cold start (cuMemCreate + cuMemMap cost
- * about 55 us each whatever the size up to 512 MiB: bench/vmm_costs.c). On the H200 train_gpt2's cold
+ * 56-79 us each whatever the size up to 512 MiB: bench/vmm_costs.c). On the H200 train_gpt2's cold
  * pass went from 0.575 to 0.452 of PyTorch's with 1 GiB instead of 256 MiB extents (131 -> 99
  * extents), the memory held unchanged on all nine traces but transformer_varlen (1.083 -> 1.086: where
  * extents end moves where memory mapped ahead goes; 384 and 768 MiB give 1.083, 512 and 896 1.086). */
