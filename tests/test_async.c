@@ -63,12 +63,12 @@ TEST(async_reaping_asks_each_stream_once) {
     for (int i = 0; i < N; i++) CHECK_OK(vram_malloc_async(&p[i], 4096, 0, STREAM_A));
     for (int i = 0; i < N; i++) CHECK_OK(vram_free_async(p[i], STREAM_A));   /* all in flight on A */
     vram__backend_counters before, after;
-    vram__backend_sim.counters(&before);
+    before = sim_counters();
     for (int i = 0; i < 10; i++) {
         CHECK_OK(vram_malloc_async(&q, 1 * MiB, 0, STREAM_B));
         CHECK_OK(vram_free(q));
     }
-    vram__backend_sim.counters(&after);
+    after = sim_counters();
     CHECK_U64(after.event_query - before.event_query, <=, 10 * 2);
     CHECK_U64(after.event_sync - before.event_sync, ==, 0);   /* nobody waited */
     vram__sim_stream_complete(STREAM_A);                      /* then all of them settle */
@@ -119,14 +119,14 @@ TEST(async_plugin_frees_share_events) {
     void *p[N] = {0};
     plugin_alloc_n(p, N, 64 * 1024, STREAM_A);
     vram__backend_counters before, after;
-    vram__backend_sim.counters(&before);
+    before = sim_counters();
     for (int i = 0; i < N; i++) vram_plugin_free(p[i], 64 * 1024, 0, STREAM_A);
     CHECK_ALL();
     void *q = vram_plugin_alloc(64 * 1024, 0, STREAM_A);   /* the same stream: at once, no wait */
     int reused = 0;
     for (int i = 0; i < N; i++) reused |= q == p[i];
     CHECK(reused);
-    vram__backend_sim.counters(&after);
+    after = sim_counters();
     CHECK_U64(after.event_record - before.event_record, <=, N / 32 + 1);   /* not one per free */
     CHECK_U64(after.event_sync - before.event_sync, ==, 0);
     CHECK_SIZE(INFO(0).current, ==, 64 * 1024);
@@ -206,9 +206,13 @@ TEST(async_plugin_release_frees_on_the_allocation_stream) {
     void *d = NULL, *e = NULL;
     CHECK_OK(vram_malloc(&d, 1 * MiB, 0));
     vram_plugin_release(d);                          /* a plain block: on the default stream */
+    void *e2 = NULL;
+    CHECK_OK(vram_malloc(&e2, 1 * MiB, 0));
+    CHECK_PTR(e2, !=, d);                            /* pending on it, not free at once */
     CHECK_OK(vram_malloc_async(&e, 1 * MiB, 0, NULL));
     CHECK_PTR(e, ==, d);
     CHECK_OK(vram_free(e));
+    CHECK_OK(vram_free(e2));
     vram_plugin_release((char *)a + 256);            /* not a block: refused, nothing changes */
     CHECK_ERROR_CONTAINS("vram_plugin_release(");
     CHECK_ERROR_CONTAINS("not a live block");
@@ -241,6 +245,17 @@ TEST(async_stream_prefers_its_own_pending_block_on_a_tie) {
     CHECK_PTR(b, ==, a);
     void *c = vram_plugin_alloc(2 * MiB, 0, STREAM_B);
     CHECK_PTR(c, ==, f);
+    void *g = vram_plugin_alloc(4 * MiB, 0, STREAM_A), *s3 = NULL, *h = NULL, *s4 = NULL;
+    CHECK_OK(vram_malloc(&s3, 2 * MiB, 0));
+    CHECK_OK(vram_malloc(&h, 2 * MiB, 0));
+    CHECK_OK(vram_malloc(&s4, 2 * MiB, 0));
+    CHECK_OK(vram_free(h));
+    vram_plugin_release(g);                          /* 4 MiB pending on A */
+    void *k = vram_plugin_alloc(2 * MiB, 0, STREAM_A);
+    CHECK_PTR(k, ==, h);                             /* not a tie: the better fit, though not its own */
+    vram_plugin_release(k);
+    CHECK_OK(vram_free(s3));
+    CHECK_OK(vram_free(s4));
     vram_plugin_release(b);
     vram_plugin_release(c);
     CHECK_OK(vram_free(s1));
@@ -262,7 +277,6 @@ TEST(async_record_stream_holds_the_block_for_its_streams) {
         CHECK(a != NULL);
         CHECK_OK(vram_record_stream(a, STREAM_B));
         CHECK_OK(vram_record_stream(a, STREAM_B));
-        CHECK_OK(vram_record_stream(a, STREAM_A));
         vram_memory_info before = INFO(0);
         uint64_t records = sim_counters().event_record;
         vram_plugin_release(a);
@@ -348,7 +362,9 @@ TEST(async_record_stream_plain_block_waits_when_needed) {
     CHECK_OK(vram_record_stream(q, STREAM_B));
     CHECK_OK(vram_free(q));
     CHECK_ALL();
+    waits = sim_counters().event_sync;
     CHECK_OK(vram_shutdown());
+    CHECK_U64(sim_counters().event_sync - waits, ==, 1);     /* B waited for before the memory goes */
 }
 
 /* Bad input: NULL is nothing to do; an address that is no live block's start is refused and named;
@@ -408,7 +424,9 @@ TEST(async_record_stream_block_is_not_parked) {
     CHECK_INT(pthread_join(t, NULL), ==, 0);
     void *p = NULL, *q = NULL, *r = NULL;
     CHECK_OK(vram_malloc(&p, 64 * KiB, 0));
+    size_t lf = INFO(0).largest_free_block;
     CHECK_OK(vram_free(p));
+    CHECK_SIZE(INFO(0).largest_free_block, ==, lf);   /* parked, not back in the pool */
     CHECK_OK(vram_malloc(&q, 64 * KiB, 0));
     CHECK_PTR(q, ==, p);                                 /* parked and taken back: caches are on */
     CHECK_OK(vram_record_stream(q, STREAM_B));
@@ -481,7 +499,7 @@ TEST(async_solo_stream_frees_at_once) {
     void *p[4] = {0};
     plugin_alloc_n(p, 4, 2 * MiB, STREAM_A);
     vram__backend_counters before, after;
-    vram__backend_sim.counters(&before);
+    before = sim_counters();
     for (int i = 0; i < 4; i++) vram_plugin_free(p[i], 2 * MiB, 0, STREAM_A);
     CHECK_ALL();
     size_t reserved = INFO(0).reserved;
@@ -489,12 +507,12 @@ TEST(async_solo_stream_frees_at_once) {
     CHECK_PTR(q, ==, p[0]);
     CHECK_SIZE(INFO(0).reserved, ==, reserved);
     vram_plugin_free(q, 7 * MiB, 0, STREAM_A);
-    vram__backend_sim.counters(&after);
+    after = sim_counters();
     CHECK_U64(after.event_record, ==, before.event_record);   /* no event at all */
     CHECK_U64(after.event_sync, ==, before.event_sync);
     CHECK_ALL();
     CHECK_OK(vram_shutdown());                       /* gives the memory back: waits for A first */
-    vram__backend_sim.counters(&after);
+    after = sim_counters();
     CHECK_U64(after.event_sync - before.event_sync, ==, 1);
 }
 
@@ -535,20 +553,20 @@ TEST(async_solo_stream_waited_for_before_others) {
     void *p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);
     CHECK(p != NULL);
     vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
-    vram__backend_sim.counters(&c0);
+    c0 = sim_counters();
     CHECK_OK(vram_trim(0, 0));                       /* gives back what A may still use: waits */
-    vram__backend_sim.counters(&c1);
+    c1 = sim_counters();
     CHECK_U64(c1.event_sync - c0.event_sync, ==, 1);
     CHECK_SIZE(INFO(0).reserved, ==, 0);
     CHECK_OK(vram_trim(0, 0));                       /* nothing freed since: no wait */
     p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);
     vram_plugin_free(p, 8 * MiB, 0, STREAM_A);
-    vram__backend_sim.counters(&c2);
+    c2 = sim_counters();
     CHECK_U64(c2.event_sync, ==, c1.event_sync);
     void *q = NULL;
     CHECK_OK(vram_malloc(&q, 8 * MiB, 0));           /* a plain request: waits for A, reuses */
     CHECK_PTR(q, ==, p);
-    vram__backend_sim.counters(&c3);
+    c3 = sim_counters();
     CHECK_U64(c3.event_sync - c2.event_sync, ==, 1);
     CHECK_OK(vram_free(q));
     p = vram_plugin_alloc(8 * MiB, 0, STREAM_A);     /* solo no more: the free goes pending */
@@ -601,10 +619,10 @@ TEST(async_solo_stream_ends_with_a_second_stream) {
     void *p = vram_plugin_alloc(4 * MiB, 0, STREAM_A);
     vram_plugin_free(p, 4 * MiB, 0, STREAM_A);
     vram__backend_counters c0, c1;
-    vram__backend_sim.counters(&c0);
+    c0 = sim_counters();
     void *q = vram_plugin_alloc(4 * MiB, 0, STREAM_B);
     CHECK_PTR(q, ==, p);                             /* A's block, once A got there */
-    vram__backend_sim.counters(&c1);
+    c1 = sim_counters();
     CHECK_U64(c1.event_sync - c0.event_sync, ==, 1);
     vram_plugin_free(q, 4 * MiB, 0, STREAM_B);       /* two streams: through an event now */
     void *r = vram_plugin_alloc(4 * MiB, 0, STREAM_A);

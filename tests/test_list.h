@@ -280,6 +280,8 @@
     X(release, growth_hold_large_moves_idle_memory_under_a_large_block) \
     X(release, growth_moves_idle_extents_under_a_block) \
     X(release, growth_moved_extent_may_reach_past_the_block) \
+    X(release, growth_moves_idle_extents_over_the_card_budget) \
+    X(release, growth_moves_the_largest_idle_extent_first) \
     X(release, growth_small_blocks_keep_out_of_large_holes) \
     X(release, growth_small_zone_full_spills_into_the_rest) \
     X(release, growth_small_zone_shares_a_one_granule_limit) \
