@@ -150,6 +150,15 @@ static pool_chunk *live_take(pool_arena *p, uint64_t addr) {
     return c;
 }
 
+/* The block at addr, out of the table unless it has uses on other streams (ptr_map_take_unused). */
+static pool_chunk *live_take_unused(pool_arena *p, uint64_t addr) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
+    pool_chunk *c = ptr_map_take_unused(&sh->map, addr);
+    shard_open(sh, shared);
+    return c;
+}
+
 typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
 
 /* ---- card budget ----------------------------------------------------------------------------- */
@@ -606,11 +615,12 @@ static int uses_beyond(const pool_uses *u, void *stream) {
 }
 
 /* The program frees c, which has uses: on `stream` when `async` (an event there, unless that stream
- * is a use already); `asked`: the free call the program made (for the message). `taken`: c is out of the
- * pointer table already. On failure nothing changed: c is live as before. Gives the arena lock back:
- * out of line and called last, so that the common free does not pay for this path. */
+ * is a use already); `asked`: the free call the program made (for the message). c is still in the
+ * pointer table, and leaves it only once every event is recorded: on failure nothing changed, c is
+ * live as before. Gives the arena lock back: out of line and called last, so that the common free
+ * does not pay for this path. */
 VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, int async, void *stream,
-                                                      int asked, int taken) {
+                                                      int asked) {
     const vram__backend *be = p->cfg.backend;
     pool_uses *u = c->uses;
     int n = u->n;
@@ -621,13 +631,12 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
         vram_status s = be->event_record(p->cfg.dev, u->use[i].stream, &u->use[i].event);
         if (s != VRAM_OK) {
             while (i-- > 0) be->event_destroy(p->cfg.dev, u->use[i].event);
-            if (taken) (void)live_put(p, c);          /* cannot fail: the table held it a moment ago */
             pool_lock_give(&p->lock);
             return vram__fail_wrap(s, "%s(%p): an event on a stream the block is used on",
                                    vram__pool_free_name(asked), (void *)(uintptr_t)c->addr);
         }
     }
-    if (!taken) live_take(p, c->addr);
+    live_take(p, c->addr);
     u->nevents = n;
     u->done = 0;
     u->next = NULL;                                    /* last in the list: oldest free first */
@@ -1220,11 +1229,12 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
      * this arena's (runtime's free_on tries each pool) must not turn it on */
     if (!async && tc_parking(p) && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;
     /* A block is always in the table, a cache or the pool's; it leaves the table under the pool lock,
-     * so vram_check sees no gap. A free with an event of its own takes it out only once the event is
-     * recorded, so that a failure leaves everything as it was. */
+     * so vram_check sees no gap. A free that records events (its own, or for a block's uses on other
+     * streams) takes it out only once they are recorded, so that a failure leaves everything as it
+     * was. */
     int own_event = async == 1;           /* vram_free_async: an event of its own, recorded here */
     pool_lock_take(&p->lock);
-    pool_chunk *c = own_event ? live_get(p, addr) : live_take(p, addr);
+    pool_chunk *c = own_event ? live_get(p, addr) : live_take_unused(p, addr);
     if (c == NULL) {
         *owned = pool_owns_locked(p, addr);
         pool_lock_give(&p->lock);
@@ -1239,10 +1249,11 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
     }
     if (c->uses != NULL) {                        /* used on other streams too: wait for them */
         if (async != VRAM_POOL_FREE_OWNED_STREAM || uses_beyond(c->uses, stream)) {
-            return free_deferred_unlock(p, c, async, stream, asked, !own_event);
+            return free_deferred_unlock(p, c, async, stream, asked);
         }
         free(c->uses);                            /* used on its owned-stream free's stream alone: */
         c->uses = NULL;                           /* that order covers it (this free fails no more) */
+        live_take(p, addr);
     }
     if (async == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
         if (stream == p->solo_stream) {

@@ -63,11 +63,8 @@ pool_chunk *ptr_map_get(const ptr_map *m, uint64_t addr) {
     return i == SIZE_MAX ? NULL : m->slots[i].chunk;
 }
 
-pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr) {
-    size_t i = find_slot(m, addr);
-    if (i == SIZE_MAX) return NULL;
-    pool_chunk *c = m->slots[i].chunk;
-    /* Backward-shift: pull later members of the probe run into the hole. */
+/* Empties slot i, pulling later members of its probe run into the hole (backward shift). */
+static void remove_at(ptr_map *m, size_t i) {
     for (size_t j = (i + 1) & m->mask; m->slots[j].addr != 0; j = (j + 1) & m->mask) {
         size_t home = slot_of(m, m->slots[j].addr);
         int movable = (i <= j) ? (home <= i || home > j) : (home <= i && home > j);
@@ -79,5 +76,20 @@ pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr) {
     m->slots[i].addr = 0;
     m->slots[i].chunk = NULL;
     m->count--;
+}
+
+pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr) {
+    size_t i = find_slot(m, addr);
+    if (i == SIZE_MAX) return NULL;
+    pool_chunk *c = m->slots[i].chunk;
+    remove_at(m, i);
+    return c;
+}
+
+pool_chunk *ptr_map_take_unused(ptr_map *m, uint64_t addr) {
+    size_t i = find_slot(m, addr);
+    if (i == SIZE_MAX) return NULL;
+    pool_chunk *c = m->slots[i].chunk;
+    if (c->uses == NULL) remove_at(m, i);
     return c;
 }

@@ -295,7 +295,7 @@ void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
         size_t end = next_with(v, g, last, 1);             /* the unmapped run [g, end) of the block */
         /* an extent may reach past the block's last granule over unmapped ones (idle there, as
          * before the move) */
-        size_t beyond = end == last + 1 && last + 1 < ngran ? next_with(v, last + 1, ngran - 1, 1) - (last + 1) : 0;
+        const size_t beyond = end == last + 1 && last + 1 < ngran ? next_with(v, last + 1, ngran - 1, 1) - (last + 1) : 0;
         while (g < end) {
             int32_t e = idle_extent_fitting(v, end - g, 1);
             if (e < 0) e = idle_extent_fitting(v, end - g + beyond, 0);
@@ -307,12 +307,7 @@ void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
             }
             v->ext[e].busy = v->ext[e].size;   /* under the block now (the next recount says exactly) */
             v->idle -= v->ext[e].size;
-            if (g + n > end) {
-                beyond -= g + n - end;
-                g = end;
-            } else {
-                g += n;
-            }
+            g = g + n < end ? g + n : end;     /* one reaching past the block ends it */
         }
     }
 }
