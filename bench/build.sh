@@ -31,7 +31,7 @@ say() { printf '== %s\n' "$*" >&2; }
 # bench_command SCRIPT: the command that reproduces this run, with the BENCH_* settings it was given
 bench_command() {
     local cmd="bash $1" v
-    for v in BENCH_FRACTION BENCH_PASSES BENCH_REPEAT BENCH_CPU BENCH_POLICIES BENCH_PEERS BENCH_TRACES; do
+    for v in BENCH_FRACTION BENCH_PASSES BENCH_REPEAT BENCH_CPU BENCH_POLICIES BENCH_CONFS BENCH_PEERS BENCH_TRACES; do
         if [ -n "${!v:-}" ]; then cmd="$v=\"${!v}\" $cmd"; fi
     done
     echo "$cmd"

@@ -14,6 +14,8 @@
 #   BENCH_TRACES="..."   trace files (default traces/*.trace.gz)
 #   BENCH_POLICIES="..." vram replay policies (default "prealloc growth growth-hold growth-lean
 #                        growth-plain")
+#   BENCH_CONFS="..."    more vram rows: growth with each of these allocator options (VRAM_ALLOC_CONF,
+#                        e.g. "hold_peak:true,extent_mb:32"; default none)
 #   BENCH_PEERS="..."    bench/peers allocators (default "cumemalloc cumemallocasync torch
 #                        torch-expandable"; "none": vram alone; cumemalloc is the slow one: about 35 s
 #                        a bert_varlen run)
@@ -32,6 +34,7 @@ CPU=${BENCH_CPU:-}
 if [ -z "$CPU" ] && command -v taskset >/dev/null && [ "$(nproc 2>/dev/null || echo 1)" -gt 2 ]; then CPU=2; fi
 if [ -n "$CPU" ] && [ "$CPU" != none ]; then PIN=(taskset -c "$CPU"); fi
 read -r -a POLICIES <<<"${BENCH_POLICIES:-prealloc growth growth-hold growth-lean growth-plain}"
+read -r -a CONFS <<<"${BENCH_CONFS:-}"
 
 # The machine, vram and bench/peers built, the commit, the folders: shared with bench/limit.sh.
 # shellcheck source=bench/build.sh
@@ -60,6 +63,13 @@ vram_row() {
     run_row "vram $policy" "$trace" "$VRAM" replay "$trace" --policy "$policy" --passes "$PASSES" --json
 }
 
+conf_row() {   # growth with allocator options of the row's own
+    local trace=$1 conf=$2
+    if [ -z "$VRAM" ]; then run_row "vram growth $conf" "$trace" "${FAIL[@]}" "vram did not build"; return; fi
+    run_row "vram growth $conf" "$trace" env VRAM_ALLOC_CONF="$conf" "$VRAM" replay "$trace" --policy growth \
+        --passes "$PASSES" --json
+}
+
 peer_row() {
     local trace=$1 alloc=$2
     if [ -z "$PEERS" ]; then run_row "$alloc" "$trace" "${FAIL[@]}" "bench/peers did not build"; return; fi
@@ -69,6 +79,7 @@ peer_row() {
 for rep in $(seq 1 "$REPEAT"); do
     for trace in "${TRACES[@]}"; do
         for policy in "${POLICIES[@]}"; do vram_row "$trace" "$policy"; done
+        for conf in "${CONFS[@]}"; do conf_row "$trace" "$conf"; done
         for alloc in "${PEER_ALLOCATORS[@]}"; do peer_row "$trace" "$alloc"; done
     done
 done

@@ -256,7 +256,8 @@ def cmd_table(args):
             good = [r for r in runs if "error" not in r]
             bad = [r for r in runs if "error" in r]
             label = LABEL.get(a, a or "?")
-            confs = sorted({c for r in good for c in (r.get("policy_alloc_conf"), r.get("env_alloc_conf")) if c})
+            confs = sorted({c for r in good for c in (r.get("policy_alloc_conf"), r.get("env_alloc_conf"))
+                            if c and c not in label})   # (BENCH_CONFS rows name theirs already)
             if confs:                           # (rows of vram replay since bfe31bd say what they ran)
                 label += " (" + ", ".join(confs) + ")"
             failed = max([r.get("failed_allocs") or 0 for r in good] or [0])
@@ -468,12 +469,16 @@ def cmd_self_test(args):
             row("vram prealloc", 2, 150, 160), row("vram growth", 2, 450, 168), row("torch", 2, 1200, 500),
             row("vram prealloc", 3, 100, 70), row("vram growth", 3, 200, 140), row("torch", 3, 900, 380),
             row("vram growth-hold", 1, 500, 100, policy_alloc_conf="hold_large_mb:256,extent_mb:256"),
-            row("vram growth-hold", 2, 600, 100, policy_alloc_conf="hold_large_mb:256,extent_mb:256")]
+            row("vram growth-hold", 2, 600, 100, policy_alloc_conf="hold_large_mb:256,extent_mb:256"),
+            row("vram growth hold_peak:true,extent_mb:32", 1, 700, 100, env_alloc_conf="hold_peak:true,extent_mb:32")]
     t = printed(cmd_table, rows)
     check("- vram growth-hold cold / PyTorch (native) cold: 0.500 (runs: 0.500, 0.500)" in t,
           "another growth row's paired cold ratio: " + t); n += 1
     check("| vram, growth moving idle memory under large blocks (hold_large_mb:256,extent_mb:256) |" in t,
           "a row's options in its label"); n += 1
+    check("| vram growth hold_peak:true,extent_mb:32 | 1.050 |" in t, "a BENCH_CONFS row named once: " + t); n += 1
+    check("- vram growth hold_peak:true,extent_mb:32 cold / PyTorch (native) cold: 0.700 (runs: 0.700)" in t,
+          "a BENCH_CONFS row's paired cold ratio"); n += 1
     check("growth warm / preallocated warm: 1.050 (target <= 1.05; runs: 1.030, 1.050, 2.000)" in t,
           "paired warm ratio: " + t); n += 1
     check("growth cold / PyTorch (native) cold: 0.300 (target <= 0.50; runs: 0.300, 0.375, 0.222)" in t,
