@@ -7,8 +7,13 @@
  * For each size (2 MiB to 2 GiB): cuMemCreate, cuMemMap + cuMemSetAccess at a reserved address,
  * cuMemUnmap, the same handle mapped again at another address (a move: cuMemMap + cuMemSetAccess,
  * no new physical memory), and cuMemUnmap + cuMemRelease; the median of ROUNDS (default 7) in
- * microseconds, one line of JSON per size. The driver is loaded with dlopen, as libvram does.
+ * microseconds, one line of JSON per size (map_us and access_us split map_and_access_us).
+ * Then one line on mapping pieces of one physical allocation: a 16 MiB handle mapped as eight 2 MiB
+ * pieces at offsets 0, 2 MiB, ... (cuMemMap's offset argument), whether the driver takes it, what
+ * the eight maps cost, and cuMemSetAccess once over all eight against once per piece. The driver is
+ * loaded with dlopen, as libvram does.
  */
+#define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
 #include <dlfcn.h>
 #include <stdio.h>
@@ -52,6 +57,41 @@ static __typeof__(&cuMemSetAccess) cuMemSetAccess_fn;
 static __typeof__(&cuMemUnmap) cuMemUnmap_fn;
 static __typeof__(&cuMemRelease) cuMemRelease_fn;
 
+/* Eight 2 MiB pieces of one 16 MiB handle, each mapped on its own at its offset. */
+static int pieces(CUdeviceptr va, const CUmemAllocationProp *prop, const CUmemAccessDesc *access, int rounds) {
+    enum { N = 8 };
+    size_t piece = (size_t)2 << 20;
+    double maps[100], once[100], each[100];
+    for (int r = 0; r < rounds; r++) {
+        CUmemGenericAllocationHandle h;
+        CALL(cuMemCreate_fn, &h, N * piece, prop, 0);
+        double t0 = now_us();
+        for (int k = 0; k < N; k++) {
+            CUresult e = cuMemMap_fn(va + (size_t)k * piece, piece, (size_t)k * piece, h, 0);
+            if (e != CUDA_SUCCESS) {       /* offsets not taken: say so, as a result */
+                printf("{\"offset_maps\": \"refused: CUresult %d\", \"pieces\": %d, \"piece_bytes\": %zu}\n", (int)e,
+                       N, piece);
+                return 0;
+            }
+        }
+        double t1 = now_us();
+        CALL(cuMemSetAccess_fn, va, N * piece, access, 1);
+        double t2 = now_us();
+        for (int k = 0; k < N; k++) CALL(cuMemUnmap_fn, va + (size_t)k * piece, piece);
+        for (int k = 0; k < N; k++) CALL(cuMemMap_fn, va + (size_t)k * piece, piece, (size_t)k * piece, h, 0);
+        double t3 = now_us();
+        for (int k = 0; k < N; k++) CALL(cuMemSetAccess_fn, va + (size_t)k * piece, piece, access, 1);
+        double t4 = now_us();
+        for (int k = 0; k < N; k++) CALL(cuMemUnmap_fn, va + (size_t)k * piece, piece);
+        CALL(cuMemRelease_fn, h);
+        maps[r] = t1 - t0, once[r] = t2 - t1, each[r] = t4 - t3;
+    }
+    printf("{\"offset_maps\": \"ok\", \"pieces\": %d, \"piece_bytes\": %zu, \"map_pieces_us\": %.1f, "
+           "\"access_once_us\": %.1f, \"access_each_us\": %.1f, \"rounds\": %d}\n", N, piece, median(maps, rounds),
+           median(once, rounds), median(each, rounds), rounds);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     int rounds = argc > 1 ? atoi(argv[1]) : 7;
     if (rounds < 1 || rounds > 100) rounds = 7;
@@ -80,15 +120,17 @@ int main(int argc, char **argv) {
     CALL(cuMemAddressReserve_fn, &va, 2 * span, 0, 0, 0);
     for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
         size_t size = sizes[i];
-        double create[100], map[100], unmap[100], move[100], release[100];
+        double create[100], map[100], map_only[100], access_only[100], unmap[100], move[100], release[100];
         for (int r = 0; r < rounds; r++) {
             CUmemGenericAllocationHandle h;
             double t0 = now_us();
             CALL(cuMemCreate_fn, &h, size, &prop, 0);
             double t1 = now_us();
             CALL(cuMemMap_fn, va, size, 0, h, 0);
+            double t1a = now_us();
             CALL(cuMemSetAccess_fn, va, size, &access, 1);
             double t2 = now_us();
+            map_only[r] = t1a - t1, access_only[r] = t2 - t1a;
             CALL(cuMemUnmap_fn, va, size);
             double t3 = now_us();
             CALL(cuMemMap_fn, va + span, size, 0, h, 0);
@@ -99,10 +141,12 @@ int main(int argc, char **argv) {
             double t5 = now_us();
             create[r] = t1 - t0, map[r] = t2 - t1, unmap[r] = t3 - t2, move[r] = t4 - t3, release[r] = t5 - t4;
         }
-        printf("{\"bytes\": %zu, \"create_us\": %.1f, \"map_and_access_us\": %.1f, \"unmap_us\": %.1f, "
-               "\"map_again_us\": %.1f, \"unmap_and_release_us\": %.1f, \"rounds\": %d}\n",
-               size, median(create, rounds), median(map, rounds), median(unmap, rounds), median(move, rounds),
-               median(release, rounds), rounds);
+        printf("{\"bytes\": %zu, \"create_us\": %.1f, \"map_and_access_us\": %.1f, \"map_us\": %.1f, "
+               "\"access_us\": %.1f, \"unmap_us\": %.1f, \"map_again_us\": %.1f, \"unmap_and_release_us\": %.1f, "
+               "\"rounds\": %d}\n",
+               size, median(create, rounds), median(map, rounds), median(map_only, rounds),
+               median(access_only, rounds), median(unmap, rounds), median(move, rounds), median(release, rounds),
+               rounds);
     }
-    return 0;
+    return pieces(va, &prop, &access, rounds);
 }
