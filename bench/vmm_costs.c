@@ -8,10 +8,10 @@
  * cuMemUnmap, the same handle mapped again at another address (a move: cuMemMap + cuMemSetAccess,
  * no new physical memory), and cuMemUnmap + cuMemRelease; the median of ROUNDS (default 7) in
  * microseconds, one line of JSON per size (map_us and access_us split map_and_access_us).
- * Then one line on mapping pieces of one physical allocation: a 16 MiB handle mapped as eight 2 MiB
- * pieces at offsets 0, 2 MiB, ... (cuMemMap's offset argument), whether the driver takes it, what
- * the eight maps cost, and cuMemSetAccess once over all eight against once per piece. The driver is
- * loaded with dlopen, as libvram does.
+ * Then eight 2 MiB handles mapped side by side: what the eight maps cost, cuMemSetAccess once over all
+ * eight against once per piece, and cuMemUnmap once over all eight (whether the driver takes a range
+ * of several mappings) against once per piece; and whether cuMemMap takes a piece of a handle at an
+ * offset. The driver is loaded with dlopen, as libvram does.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <cuda.h>
@@ -57,39 +57,55 @@ static __typeof__(&cuMemSetAccess) cuMemSetAccess_fn;
 static __typeof__(&cuMemUnmap) cuMemUnmap_fn;
 static __typeof__(&cuMemRelease) cuMemRelease_fn;
 
-/* Eight 2 MiB pieces of one 16 MiB handle, each mapped on its own at its offset. */
+/* Pieces of one handle mapped at its offsets (cuMemMap's offset argument): 0 when the driver takes it,
+ * else its error (a line of JSON either way). */
+static int offset_maps(CUdeviceptr va, const CUmemAllocationProp *prop) {
+    size_t piece = (size_t)2 << 20;
+    CUmemGenericAllocationHandle h;
+    CALL(cuMemCreate_fn, &h, 2 * piece, prop, 0);
+    CUresult e = cuMemMap_fn(va + piece, piece, piece, h, 0);
+    if (e == CUDA_SUCCESS) CALL(cuMemUnmap_fn, va + piece, piece);
+    CALL(cuMemRelease_fn, h);
+    printf("{\"offset_maps\": \"%s\", \"result\": %d}\n", e == CUDA_SUCCESS ? "taken" : "refused", (int)e);
+    return 0;
+}
+
+/* Eight handles of 2 MiB mapped side by side: access set once over all eight against once each, and
+ * one cuMemUnmap over all eight against one each (0 in "unmap_once_taken" when the driver refuses a
+ * range of several mappings; each is then unmapped on its own). */
 static int pieces(CUdeviceptr va, const CUmemAllocationProp *prop, const CUmemAccessDesc *access, int rounds) {
     enum { N = 8 };
     size_t piece = (size_t)2 << 20;
-    double maps[100], once[100], each[100];
+    double maps[100], once[100], each[100], unmap_once[100], unmap_each[100];
+    int unmap_taken = 1;
     for (int r = 0; r < rounds; r++) {
-        CUmemGenericAllocationHandle h;
-        CALL(cuMemCreate_fn, &h, N * piece, prop, 0);
+        CUmemGenericAllocationHandle h[N];
+        for (int k = 0; k < N; k++) CALL(cuMemCreate_fn, &h[k], piece, prop, 0);
         double t0 = now_us();
-        for (int k = 0; k < N; k++) {
-            CUresult e = cuMemMap_fn(va + (size_t)k * piece, piece, (size_t)k * piece, h, 0);
-            if (e != CUDA_SUCCESS) {       /* offsets not taken: say so, as a result */
-                printf("{\"offset_maps\": \"refused: CUresult %d\", \"pieces\": %d, \"piece_bytes\": %zu}\n", (int)e,
-                       N, piece);
-                return 0;
-            }
-        }
+        for (int k = 0; k < N; k++) CALL(cuMemMap_fn, va + (size_t)k * piece, piece, 0, h[k], 0);
         double t1 = now_us();
         CALL(cuMemSetAccess_fn, va, N * piece, access, 1);
         double t2 = now_us();
-        for (int k = 0; k < N; k++) CALL(cuMemUnmap_fn, va + (size_t)k * piece, piece);
-        for (int k = 0; k < N; k++) CALL(cuMemMap_fn, va + (size_t)k * piece, piece, (size_t)k * piece, h, 0);
+        CUresult e = cuMemUnmap_fn(va, N * piece);
         double t3 = now_us();
-        for (int k = 0; k < N; k++) CALL(cuMemSetAccess_fn, va + (size_t)k * piece, piece, access, 1);
+        if (e != CUDA_SUCCESS) {
+            unmap_taken = 0;
+            for (int k = 0; k < N; k++) CALL(cuMemUnmap_fn, va + (size_t)k * piece, piece);
+        }
+        for (int k = 0; k < N; k++) CALL(cuMemMap_fn, va + (size_t)k * piece, piece, 0, h[k], 0);
         double t4 = now_us();
+        for (int k = 0; k < N; k++) CALL(cuMemSetAccess_fn, va + (size_t)k * piece, piece, access, 1);
+        double t5 = now_us();
         for (int k = 0; k < N; k++) CALL(cuMemUnmap_fn, va + (size_t)k * piece, piece);
-        CALL(cuMemRelease_fn, h);
-        maps[r] = t1 - t0, once[r] = t2 - t1, each[r] = t4 - t3;
+        double t6 = now_us();
+        for (int k = 0; k < N; k++) CALL(cuMemRelease_fn, h[k]);
+        maps[r] = t1 - t0, once[r] = t2 - t1, unmap_once[r] = t3 - t2, each[r] = t5 - t4, unmap_each[r] = t6 - t5;
     }
-    printf("{\"offset_maps\": \"ok\", \"pieces\": %d, \"piece_bytes\": %zu, \"map_pieces_us\": %.1f, "
-           "\"access_once_us\": %.1f, \"access_each_us\": %.1f, \"rounds\": %d}\n", N, piece, median(maps, rounds),
-           median(once, rounds), median(each, rounds), rounds);
-    return 0;
+    printf("{\"pieces\": %d, \"piece_bytes\": %zu, \"map_pieces_us\": %.1f, \"access_once_us\": %.1f, "
+           "\"access_each_us\": %.1f, \"unmap_once_taken\": %d, \"unmap_once_us\": %.1f, \"unmap_each_us\": %.1f, "
+           "\"rounds\": %d}\n", N, piece, median(maps, rounds), median(once, rounds), median(each, rounds),
+           unmap_taken, median(unmap_once, rounds), median(unmap_each, rounds), rounds);
+    return offset_maps(va, prop);
 }
 
 int main(int argc, char **argv) {
