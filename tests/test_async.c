@@ -439,6 +439,40 @@ TEST(async_record_stream_block_is_not_parked) {
     CHECK_ALL();
 }
 
+/* With caches parking (the pointer table's shards shared with other threads), a free whose event for
+ * another stream's use cannot be recorded leaves the block live, in the table, and a later free of it
+ * works; the same for a block freed on its own stream by PyTorch's deleter. */
+TEST(async_record_stream_failed_event_with_caches_on) {
+    growth_256mib();
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,arenas:1"));
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, malloc_free_once, NULL), ==, 0);   /* caches park from now on */
+    CHECK_INT(pthread_join(t, NULL), ==, 0);
+    void *p = NULL;
+    CHECK_OK(vram_malloc(&p, 64 * KiB, 0));
+    CHECK_OK(vram_record_stream(p, STREAM_B));
+    vram__sim_fail_event_records(1);
+    CHECK(vram_free(p) == VRAM_ERR_DRIVER);
+    CHECK_SIZE(INFO(0).current, ==, 64 * KiB);
+    CHECK_ALL();                                         /* in the table: vram_check finds it */
+    CHECK_OK(vram_record_stream(p, STREAM_A));           /* still a live block */
+    CHECK_OK(vram_free(p));
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    CHECK(vram_free(p) == VRAM_ERR_INVALID_POINTER);     /* once only */
+    void *r = vram_plugin_alloc(64 * KiB, 0, STREAM_A);
+    CHECK_OK(vram_record_stream(r, STREAM_B));
+    vram__sim_fail_event_records(1);
+    vram_plugin_release(r);
+    CHECK_ERROR_CONTAINS("vram_plugin_release(");
+    CHECK_SIZE(INFO(0).current, ==, 64 * KiB);
+    CHECK_ALL();
+    vram_plugin_release(r);
+    CHECK_SIZE(INFO(0).current, ==, 0);
+    vram__sim_stream_complete(STREAM_A);
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_ALL();
+}
+
 /* Neighbouring blocks freed by PyTorch on one stream become one pending chunk: the stream can
  * reuse their memory whole at once, as PyTorch's own allocator can, instead of growing for a
  * request larger than each of them. Blocks freed on another stream, or with events of their own

@@ -239,6 +239,7 @@
     X(async, async_record_stream_plain_block_waits_when_needed) \
     X(async, async_record_stream_errors_lose_nothing) \
     X(async, async_record_stream_block_is_not_parked) \
+    X(async, async_record_stream_failed_event_with_caches_on) \
     X(async, async_shutdown_waits_for_the_frees_of_every_stream) \
     X(async, async_plugin_frees_do_not_merge_across_the_small_zone) \
     X(async, async_plugin_frees_are_trimmed) \
