@@ -257,7 +257,7 @@ def cmd_table(args):
             bad = [r for r in runs if "error" in r]
             label = LABEL.get(a, a or "?")
             confs = sorted({c for r in good for c in (r.get("policy_alloc_conf"), r.get("env_alloc_conf"))
-                            if c and c not in label})   # (BENCH_CONFS rows name theirs already)
+                            if c and a != "vram growth " + c})   # (BENCH_CONFS rows name theirs already)
             if confs:                           # (rows of vram replay since bfe31bd say what they ran)
                 label += " (" + ", ".join(confs) + ")"
             failed = max([r.get("failed_allocs") or 0 for r in good] or [0])
