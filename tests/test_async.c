@@ -19,6 +19,13 @@ static void growth_256mib(void) {
     CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
 }
 
+/* A preallocated pool of `mib` MiB on a simulated card (a logical device of that size, no growth). */
+static void prealloc_mib(unsigned mib) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {mib};
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+}
+
 /* n blocks of `size` from vram_plugin_alloc on `stream` (PyTorch's way), each checked. */
 static void plugin_alloc_n(void **p, int n, size_t size, void *stream) {
     for (int i = 0; i < n; i++) CHECK((p[i] = vram_plugin_alloc((ptrdiff_t)size, 0, stream)) != NULL);
@@ -111,9 +118,7 @@ TEST(async_record_stream_reaping_asks_each_stream_once) {
  * one per stream for a batch of them; the stream reuses its blocks at once, the others get them
  * once that event completed, and a request that needs them waits for it. */
 TEST(async_plugin_frees_share_events) {
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {16};   /* a preallocated 16 MiB pool */
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(16);
     two_streams();
     enum { N = 100 };
     void *p[N] = {0};
@@ -345,9 +350,7 @@ TEST(async_record_stream_on_its_own_stream) {
  * that needs its memory waits for that stream's event rather than fail; shutdown with such a block
  * still held for its stream goes through (it is no live allocation). */
 TEST(async_record_stream_plain_block_waits_when_needed) {
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {16};   /* a preallocated 16 MiB pool */
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(16);
     void *p = NULL, *q = NULL;
     CHECK_OK(vram_malloc(&p, 16 * MiB, 0));
     CHECK_OK(vram_record_stream(p, STREAM_B));
@@ -686,9 +689,7 @@ TEST(async_plugin_frees_are_trimmed) {
 }
 
 TEST(async_other_stream_waits_when_no_room) {
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {4};  /* a preallocated 4 MiB pool */
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(4);
     void *p = NULL, *q = NULL;
     CHECK_OK(vram_malloc_async(&p, 4 * MiB, 0, STREAM_A));
     CHECK_OK(vram_free_async(p, STREAM_A));
@@ -705,9 +706,7 @@ TEST(async_other_stream_waits_when_no_room) {
 }
 
 TEST(async_plain_malloc_waits_when_no_room) {
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {4};
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(4);
     void *p = NULL, *q = NULL;
     CHECK_OK(vram_malloc_async(&p, 4 * MiB, 0, STREAM_A));
     CHECK_OK(vram_free_async(p, STREAM_A));
@@ -839,9 +838,7 @@ TEST(async_shutdown_with_pending_free) {
 TEST(async_tight_pool_many_rounds) {
     /* a pool that holds only four blocks, cycled through two streams: every allocation must
      * succeed by waiting for the other stream's frees */
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {8};
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(8);
     void *live[4] = {0};
     for (int round = 0; round < 200; round++) {
         void *stream = round % 2 ? STREAM_A : STREAM_B;
@@ -856,9 +853,7 @@ TEST(async_tight_pool_many_rounds) {
 }
 
 TEST(async_same_stream_reuses_part_of_a_larger_block) {
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {2};  /* a preallocated 2 MiB pool */
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(2);
     void *p = NULL, *q = NULL, *r = NULL;
     CHECK_OK(vram_malloc_async(&p, 2 * MiB, 0, STREAM_A));
     CHECK_OK(vram_free_async(p, STREAM_A));
@@ -893,9 +888,7 @@ TEST(async_current_drops_at_free) {
 
 /* Random stream-ordered traffic on three streams plus plain calls, vram_check after every step. */
 TEST(async_stress_checked_every_step) {
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {64};
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(64);
     void *const streams[3] = {STREAM_A, STREAM_B, (void *)0x3};
     enum { LIVE = 64 };
     void *live[LIVE] = {0};
@@ -994,9 +987,7 @@ static void run_workers(int n, void *(*fn)(void *)) {
 }
 
 TEST(async_threads_with_own_streams) {
-    use_sim("16GiB");
-    vram_logical_device_configuration cfg = {64};  /* tight: threads wait on each other's frees */
-    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    prealloc_mib(64);  /* tight: threads wait on each other's frees */
     CHECK_OK(vram_init());
     run_workers(ASYNC_THREADS, async_worker_main);
     CHECK_ALL();
