@@ -198,20 +198,25 @@ vram_status vram__alloc_conf_parse(const char *text, const char *origin, const v
     return VRAM_OK;
 }
 
-int vram__env_membarrier(void) {
+/* VRAM_MEMBARRIER into *on (1 when unset); -1 when it is malformed. */
+static int read_membarrier(int *on) {
     const char *v = getenv("VRAM_MEMBARRIER");
-    int on = 1;
-    return v == NULL || (vram__parse_bool(v, &on) == 0 && on);
+    *on = 1;
+    return v == NULL ? 0 : vram__parse_bool(v, on);
+}
+
+int vram__env_membarrier(void) {
+    int on;
+    return read_membarrier(&on) == 0 && on;
 }
 
 vram_status vram__env_read(vram__env *env, int ndev) {
     memset(env, 0, sizeof *env);
     vram_status s = read_growth(env);
-    const char *barrier = getenv("VRAM_MEMBARRIER");
-    int on = 1;
-    if (s == VRAM_OK && barrier != NULL && vram__parse_bool(barrier, &on) != 0) {
+    int on;
+    if (s == VRAM_OK && read_membarrier(&on) != 0) {
         s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_MEMBARRIER='%s' is not valid: use 'true' or 'false' "
-                       "(false: every call fences itself instead of membarrier)", barrier);
+                       "(false: every call fences itself instead of membarrier)", getenv("VRAM_MEMBARRIER"));
     }
     if (s == VRAM_OK && getenv("VRAM_MEMORY_LIMIT") != NULL) {
         s = read_size("VRAM_MEMORY_LIMIT", getenv("VRAM_MEMORY_LIMIT"), &env->limit_all);
