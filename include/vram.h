@@ -252,7 +252,53 @@ typedef struct vram_memory_info {
 } vram_memory_info;
 
 VRAM_API vram_status vram_get_memory_info(int logical_device, vram_memory_info *info);  /* starts the runtime */
-VRAM_API vram_status vram_reset_memory_stats(int logical_device);  /* peak = current, peak_reserved = reserved */
+VRAM_API vram_status vram_reset_memory_stats(int logical_device);  /* peak = current, peak_reserved = reserved;
+                                                                     every peak of vram_allocator_stats too */
+
+/* PyTorch's allocator statistics (torch.cuda.memory_stats), kept by vram for its own blocks.
+ *
+ * A figure: its value now, its high-water mark since start or the last vram_reset_memory_stats,
+ * and what was added to it and taken from it since start or the last vram_reset_accumulated_stats.
+ * Each figure comes three times: [VRAM_STAT_ALL], [VRAM_STAT_SMALL] (blocks of at most
+ * VRAM_SMALL_BLOCK bytes, and the memory of growth's small zone), [VRAM_STAT_LARGE] (the rest). */
+typedef struct vram_stat {
+    int64_t current, peak, allocated, freed;
+} vram_stat;
+
+enum { VRAM_STAT_ALL = 0, VRAM_STAT_SMALL = 1, VRAM_STAT_LARGE = 2, VRAM_STAT_KINDS = 3 };
+#define VRAM_SMALL_BLOCK ((size_t)1 << 20)   /* PyTorch's small pool: blocks of at most 1 MiB */
+
+typedef struct vram_allocator_stats {
+    vram_stat allocation[VRAM_STAT_KINDS];        /* blocks the program holds */
+    vram_stat allocated_bytes[VRAM_STAT_KINDS];   /* their bytes (sizes rounded to 256) */
+    vram_stat requested_bytes[VRAM_STAT_KINDS];   /* the sizes the program asked for */
+    vram_stat active[VRAM_STAT_KINDS];            /* held, or freed but still used on another stream
+                                                     (vram_record_stream) */
+    vram_stat active_bytes[VRAM_STAT_KINDS];
+    vram_stat segment[VRAM_STAT_KINDS];           /* pieces of device memory held: mapped extents and
+                                                     plain regions */
+    vram_stat reserved_bytes[VRAM_STAT_KINDS];    /* their bytes (vram_memory_info.reserved) */
+    /* free memory that cannot go back to the driver alone (it shares an extent or region with a
+     * block): reserved - active - idle pieces. Only current is kept: peak is the highest these calls
+     * saw, allocated and freed are 0 */
+    vram_stat inactive_split[VRAM_STAT_KINDS];    /* free chunks over held memory */
+    vram_stat inactive_split_bytes[VRAM_STAT_KINDS];
+    int64_t   num_alloc_retries;    /* requests served only after cached memory went back or freed
+                                       blocks in flight on streams were waited for */
+    int64_t   num_ooms;             /* out-of-memory errors */
+    int64_t   num_sync_all_streams; /* waits for every stream-ordered free in flight */
+    int64_t   num_device_alloc, num_device_free;   /* driver calls that created / released memory, a
+                                                      move (growth) counting once in each */
+    int64_t   max_split_size;       /* -1: any free block may be split */
+} vram_allocator_stats;
+
+/* Blocks parked in thread caches go back to the pool first, so every figure is of blocks the
+ * program holds (with several arenas, peaks are sums of the arenas' peaks, as vram_memory_info's).
+ * Starts the runtime. */
+VRAM_API vram_status vram_get_allocator_stats(int logical_device, vram_allocator_stats *stats);
+/* allocated and freed of every figure, num_alloc_retries, num_ooms, num_sync_all_streams and the
+ * device counts start again from 0 (vram_memory_info's counters are not touched). */
+VRAM_API vram_status vram_reset_accumulated_stats(int logical_device);
 
 /* Walks every structure of the logical device's allocator and verifies its invariants (chunks
  * tile their regions, free neighbours are merged, the free index and pointer table agree with

@@ -324,6 +324,15 @@
     X(release, vmm_async_tight_limit_waits_and_remaps) \
     X(release, vmm_maps_ahead_only_in_a_burst) \
     X(release, vmm_map_ahead_saves_driver_calls) \
+    /* test_allocstats.c */ \
+    X(allocstats, allocstats_blocks_by_kind) \
+    X(allocstats, allocstats_reserved_and_segments_by_zone) \
+    X(allocstats, allocstats_preallocated_pool) \
+    X(allocstats, allocstats_resets) \
+    X(allocstats, allocstats_active_includes_blocks_waiting_for_streams) \
+    X(allocstats, allocstats_retries_and_ooms) \
+    X(allocstats, allocstats_thread_caches_do_not_count) \
+    X(allocstats, allocstats_bad_arguments) \
     /* end of list */
 /* clang-format on */
 

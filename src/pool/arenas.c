@@ -277,6 +277,25 @@ void vram__pool_reset_peak(vram__pool *p) {
     unlock_all(p);
 }
 
+void vram__pool_allocator_stats(vram__pool *p, vram_allocator_stats *stats) {
+    *stats = (vram_allocator_stats){0};
+    lock_all(p);
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_allocator_stats_locked(a, stats);
+    }
+    unlock_all(p);
+}
+
+void vram__pool_reset_accumulated(vram__pool *p) {
+    lock_all(p);
+    for (int i = 0; i < POOL_ARENAS; i++) {
+        pool_arena *a = atomic_load(&p->arena[i]);
+        if (a != NULL) arena_reset_accumulated_locked(a);
+    }
+    unlock_all(p);
+}
+
 size_t vram__pool_live_bytes(vram__pool *p) {
     size_t n = 0;
     for (int i = 0; i < POOL_ARENAS; i++) {

@@ -20,6 +20,7 @@ struct pool_uses;
 typedef struct pool_chunk {
     uint64_t             addr;
     size_t               size;
+    size_t               req;                /* USED: the size the program asked for (statistics) */
     struct pool_chunk   *prev, *next;        /* address neighbours in the region */
     struct pool_region  *region;
     struct pool_chunk   *left, *right;       /* FREE: the links of its size class's list (free_bins.c) */

@@ -77,6 +77,49 @@ static void free_spares(pool_arena *p) {
 
 /* ---- stats ----------------------------------------------------------------------------------- */
 
+/* PyTorch's figures (pool_stats): the kind of a block, by its rounded size. */
+static inline int stat_kind(size_t size) {
+    return size <= VRAM_SMALL_BLOCK ? 1 : 2;
+}
+
+static inline void stat_up(pool_stat *st, size_t v) {
+    st->cur += v;
+    st->in += v;
+    if (st->cur > st->peak) st->peak = st->cur;
+}
+
+/* A figure set to `v` (what is held changed): what it gained counts as added. */
+static void stat_set(pool_stat *st, size_t v) {
+    if (v > st->cur) st->in += v - st->cur;
+    st->cur = v;
+    if (v > st->peak) st->peak = v;
+}
+
+/* The physical memory held, by kind: the small zone's extents are small, every other extent and
+ * plain region large. After every change of it (driver calls only). */
+static void stats_held_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    const pool_vmm *v = p->vmm != NULL ? &p->vmm->vmm : NULL;
+    size_t small = v != NULL ? v->zone_bytes[0] : 0, small_n = v != NULL ? v->zone_count[0] : 0;
+    size_t large_n = (v != NULL ? v->zone_count[1] : 0) + st->nplain;
+    stat_set(&st->held[0], p->reserved);
+    stat_set(&st->held[1], small);
+    stat_set(&st->held[2], p->reserved - small);
+    stat_set(&st->segs[0], small_n + large_n);
+    stat_set(&st->segs[1], small_n);
+    stat_set(&st->segs[2], large_n);
+}
+
+/* Handed out and deferred blocks together, while some are deferred (see pool_stats). */
+VRAM_NOINLINE static void stats_active_peaks_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    for (int k = 0; k < 3; k++) {
+        size_t bytes = st->bytes[k].cur + st->def_bytes[k], blocks = st->blocks[k].cur + st->def_blocks[k];
+        if (bytes > st->active_peak[k]) st->active_peak[k] = bytes;
+        if (blocks > st->active_blocks_peak[k]) st->active_blocks_peak[k] = blocks;
+    }
+}
+
 static void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
     if (grow) {
         p->reserved += delta;
@@ -90,19 +133,48 @@ static void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
         p->reserved -= delta;
         atomic_fetch_sub(&p->shared->reserved, delta);
     }
+    stats_held_locked(p);
 }
 
-static void note_used_locked(pool_arena *p, size_t size, int alloc) {
+/* Block c is handed out (alloc) or comes back. */
+static void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc) {
+    pool_stats *st = &p->stats;
+    size_t size = c->size;
+    int k = stat_kind(size);
     if (alloc) {
         p->current += size;
         p->used_count++;
         p->num_allocs++;
         if (p->current > p->peak) p->peak = p->current;
+        stat_up(&st->blocks[0], 1);
+        stat_up(&st->blocks[k], 1);
+        stat_up(&st->bytes[0], size);
+        stat_up(&st->bytes[k], size);
+        stat_up(&st->req[0], c->req);
+        stat_up(&st->req[k], c->req);
+        if (p->deferred != NULL) stats_active_peaks_locked(p);
     } else {
         p->current -= size;
         p->used_count--;
         p->num_frees++;
+        st->blocks[0].cur--;
+        st->blocks[k].cur--;
+        st->bytes[0].cur -= size;
+        st->bytes[k].cur -= size;
+        st->req[0].cur -= c->req;
+        st->req[k].cur -= c->req;
     }
+}
+
+/* Deferred block c (freed, still used on other streams) starts (add) or stops waiting. */
+static void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add) {
+    pool_stats *st = &p->stats;
+    int k = stat_kind(c->size);
+    size_t n = add ? 1 : (size_t)-1, bytes = add ? c->size : (size_t)0 - c->size;
+    st->def_blocks[0] += n;
+    st->def_blocks[k] += n;
+    st->def_bytes[0] += bytes;
+    st->def_bytes[k] += bytes;
 }
 
 /* ---- the pointer table (shards with their own locks; see pool_internal.h) ------------------- */
@@ -255,6 +327,7 @@ static vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
     }
     region_link_locked(p, r);
     p->num_driver_allocs++;
+    p->stats.nplain++;
     note_reserved_locked(p, bytes, 1);
     return VRAM_OK;
 }
@@ -302,6 +375,7 @@ static void vmm_note_locked(pool_arena *p, const pool_vmm *v, size_t mapped_befo
     }
     p->num_driver_allocs += v->creates - creates;
     p->num_driver_frees += v->releases - releases;
+    stats_held_locked(p);                  /* (a move may take an extent from one zone to the other) */
 }
 
 /* Brings the extents' counts of bytes in use up to date from the VMM region's blocks (USED and
@@ -384,7 +458,9 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
      * steady state of a training loop stops remapping once the mark has settled. The limit, and the
      * card's budget shared with other logical devices, move idle extents too before giving any back. */
     int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large);
-    int moved = (hold && p->reserved + need > p->hold_mark) || need > arena_headroom(p);
+    int tight = need > arena_headroom(p);        /* the limit: cached memory must serve (a retry) */
+    int moved = (hold && p->reserved + need > p->hold_mark) || tight;
+    p->stats.retries += (uint64_t)tight;
     if (moved) need = vmm_move_idle_locked(p, c);   /* (every idle extent that fits goes at once) */
     while (hold && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
         size_t before = p->reserved;
@@ -399,6 +475,7 @@ static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     }
     if (need > room) return GROW_LIMIT;
     if (arena_budget_take(p, need) != GROW_OK) {
+        p->stats.retries += (uint64_t)!tight;   /* the card's budget: the same */
         if (!moved) need = vmm_move_idle_locked(p, c);
         if (need > 0) vmm_unmap_idle_locked(p, need);
         need = pool_vmm_unmapped(v, c->addr, c->size);
@@ -419,6 +496,7 @@ static void region_release(pool_arena *p, pool_region *r) {
     if (r->kind == REGION_PLAIN) {
         be->mem_free(p->cfg.dev, r->base);
         p->num_driver_frees++;
+        p->stats.nplain--;
         note_reserved_locked(p, r->held, 0);      /* before the budget goes back: see pool_shared */
         arena_budget_give(p, r->held);
     } else {
@@ -645,7 +723,8 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
     if (p->deferred_tail != NULL) p->deferred_tail->uses->next = c; else p->deferred = c;
     p->deferred_tail = c;
     p->deferred_count++;
-    note_used_locked(p, c->size, 0);
+    note_used_locked(p, c, 0);
+    note_deferred_locked(p, c, 1);
     pool_lock_give(&p->lock);
     return VRAM_OK;
 }
@@ -684,6 +763,7 @@ VRAM_NOINLINE static void deferred_reap_locked(pool_arena *p, int wait) {
         if (prev != NULL) prev->uses->next = next; else p->deferred = next;
         if (p->deferred_tail == c) p->deferred_tail = prev;
         p->deferred_count--;
+        note_deferred_locked(p, c, 0);
         free(u);
         c->uses = NULL;
         chunk_make_free_locked(p, c, 1);
@@ -783,7 +863,7 @@ static void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
 }
 
 void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
-    note_used_locked(p, c->size, 0);
+    note_used_locked(p, c, 0);
     chunk_make_free_locked(p, c, 1);
 }
 
@@ -1085,8 +1165,8 @@ static pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, size_t 
 /* Hands out `rounded` bytes of chunk c to a request on `stream` (NULL: a plain one). A free chunk of
  * the VMM region gets its memory mapped first; when that fails (*why says how) the chunk goes back
  * and nothing changed. */
-static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream, void **ptr,
-                                    grow_result *why) {
+static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
+                                    void **ptr, grow_result *why) {
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
         chunk_split_locked(p, c, rounded);
@@ -1112,7 +1192,8 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t rounded
     }
     c->stream = stream;
     c->state = CHUNK_USED;
-    note_used_locked(p, c->size, 1);
+    c->req = size;
+    note_used_locked(p, c, 1);
     *ptr = (void *)(uintptr_t)c->addr;
     return VRAM_OK;
 }
@@ -1139,7 +1220,9 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
         pool_chunk *c = pool_find_locked(p, rounded, async, stream);
         if (c == NULL && p->pending != NULL) {
             pending_reap_locked(p, 1);
+            p->stats.syncs++;
             c = pool_find_locked(p, rounded, async, stream);
+            if (c != NULL) p->stats.retries++;
         }
         if (pool_flush_helps_locked(p, c, rounded)) {
             tc_flush_all_locked(p);              /* parked blocks first, then the driver */
@@ -1161,26 +1244,34 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             why = pool_grow_plain_locked(p, rounded);
             if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
         }
-        vram_status s = c ? pool_take_locked(p, c, rounded, stream, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
+        vram_status s = c ? pool_take_locked(p, c, size, rounded, stream, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
         if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
             pool_chunk *m = pool_find_mapped_locked(p, &p->bins, rounded);   /* either zone now */
             if (m == NULL && p->small_end != 0) m = pool_find_mapped_locked(p, &p->sbins, rounded);
             if (m != NULL) {
-                s = pool_take_locked(p, m, rounded, stream, ptr, &why);
+                s = pool_take_locked(p, m, size, rounded, stream, ptr, &why);
             } else if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
                 /* the limit's last partial granule, as a plain region: exactly what is left */
-                s = pool_take_locked(p, p->regions->first, rounded, stream, ptr, &why);
+                s = pool_take_locked(p, p->regions->first, size, rounded, stream, ptr, &why);
             }
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && p->pending != NULL) {
             size_t pending = p->pending_count;  /* frees still in flight on streams: wait, retry */
             pending_reap_locked(p, 1);
-            if (p->pending_count < pending) continue;
+            p->stats.syncs++;
+            if (p->pending_count < pending) {
+                p->stats.retries++;
+                continue;
+            }
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && p->deferred != NULL) {
             size_t deferred = p->deferred_count;   /* blocks still used on other streams: the same */
             deferred_reap_locked(p, 1);
-            if (p->deferred_count < deferred) continue;
+            p->stats.syncs++;
+            if (p->deferred_count < deferred) {
+                p->stats.retries++;
+                continue;
+            }
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && quiet_why != NULL) *quiet_why = (int)why;
         else if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
@@ -1283,7 +1374,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
         pool_lock_give(&p->lock);
         return VRAM_OK;
     }
-    note_used_locked(p, c->size, 0);
+    note_used_locked(p, c, 0);
     c->state = CHUNK_PENDING;
     c->stream = stream;
     c->event = e;
@@ -1319,9 +1410,129 @@ void arena_info_locked(pool_arena *p, vram_memory_info *info) {
     };
 }
 
+static void stats_for_each(pool_stats *st, void (*fn)(pool_stat *)) {
+    for (int k = 0; k < 3; k++) {
+        fn(&st->blocks[k]);
+        fn(&st->bytes[k]);
+        fn(&st->req[k]);
+        fn(&st->segs[k]);
+        fn(&st->held[k]);
+    }
+}
+
+static void stat_reset_peak(pool_stat *st) {
+    st->peak = st->cur;
+}
+
+static void stat_reset_accumulated(pool_stat *st) {
+    st->in = 0;
+    st->cur0 = st->cur;
+}
+
 void arena_reset_peak_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
     p->peak = p->current;
     p->peak_reserved = p->reserved;
+    stats_for_each(st, stat_reset_peak);
+    for (int k = 0; k < 3; k++) {
+        st->active_peak[k] = st->bytes[k].cur + st->def_bytes[k];
+        st->active_blocks_peak[k] = st->blocks[k].cur + st->def_blocks[k];
+        st->split_peak[k] = st->split_blocks_peak[k] = 0;
+    }
+}
+
+void arena_reset_accumulated_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    stats_for_each(st, stat_reset_accumulated);
+    st->retries = st->syncs = 0;
+    st->ooms0 = p->num_ooms;
+    st->dev_allocs0 = p->num_driver_allocs + p->num_driver_moves;
+    st->dev_frees0 = p->num_driver_frees + p->num_driver_moves;
+    for (int k = 0; k < 3; k++) {
+        st->act0[k] = st->bytes[k].cur + st->def_bytes[k];
+        st->act0_n[k] = st->blocks[k].cur + st->def_blocks[k];
+    }
+}
+
+/* One figure added to a sum of arenas' figures. */
+static void stat_add_to(vram_stat *out, const pool_stat *st) {
+    out->current += (int64_t)st->cur;
+    out->peak += (int64_t)st->peak;
+    out->allocated += (int64_t)st->in;
+    out->freed += (int64_t)(st->in + st->cur0 - st->cur);
+}
+
+/* Whether free chunk c is split off a block: a block of its zone next to it, memory held under it. */
+static int stats_split_chunk(const pool_arena *p, const pool_region *r, const pool_chunk *c) {
+    int beside = (c->prev != NULL && c->prev->state == CHUNK_USED && c->addr != p->small_end) ||
+                 (c->next != NULL && c->next->state == CHUNK_USED && c->next->addr != p->small_end);
+    return beside && (r->kind == REGION_PLAIN || pool_vmm_mapped_run(&r->vmm, c->addr, c->size, NULL) > 0);
+}
+
+/* By the kind of memory (the small zone's, the rest): the bytes of blocks over it (USED: handed out,
+ * parked or deferred) and how many free chunks (FREE or PENDING) are split off blocks. */
+static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split_n[3]) {
+    for (int k = 0; k < 3; k++) used[k] = split_n[k] = 0;
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
+        for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
+            int k = r->kind == REGION_VMM && c->addr < p->small_end ? 1 : 2;
+            if (c->state == CHUNK_USED) {
+                used[k] += c->size;
+            } else if (stats_split_chunk(p, r, c)) {
+                split_n[k]++;
+            }
+        }
+    }
+    used[0] = used[1] + used[2];
+    split_n[0] = split_n[1] + split_n[2];
+}
+
+void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
+    pool_stats *st = &p->stats;
+    tc_flush_all_locked(p);                       /* parked blocks are the pool's, not the program's */
+    vmm_recount_locked(p);
+    size_t idle[3] = {0, 0, 0};
+    if (p->vmm != NULL) pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {   /* a region with no block */
+        if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) idle[2] += r->held;
+    }
+    idle[0] = idle[1] + idle[2];
+    size_t used[3], split_n[3];
+    stats_zones_locked(p, used, split_n);
+    for (int k = 0; k < 3; k++) {
+        stat_add_to(&out->allocation[k], &st->blocks[k]);
+        stat_add_to(&out->allocated_bytes[k], &st->bytes[k]);
+        stat_add_to(&out->requested_bytes[k], &st->req[k]);
+        stat_add_to(&out->segment[k], &st->segs[k]);
+        stat_add_to(&out->reserved_bytes[k], &st->held[k]);
+        /* active: handed out and deferred; blocks come and go as they are handed out and freed */
+        size_t active = st->bytes[k].cur + st->def_bytes[k], active_n = st->blocks[k].cur + st->def_blocks[k];
+        size_t apeak = st->active_peak[k] > st->bytes[k].peak ? st->active_peak[k] : st->bytes[k].peak;
+        size_t apeak_n = st->active_blocks_peak[k] > st->blocks[k].peak ? st->active_blocks_peak[k]
+                                                                        : st->blocks[k].peak;
+        out->active_bytes[k].current += (int64_t)active;
+        out->active_bytes[k].peak += (int64_t)apeak;
+        out->active_bytes[k].allocated += (int64_t)st->bytes[k].in;
+        out->active_bytes[k].freed += (int64_t)(st->bytes[k].in + st->act0[k] - active);
+        out->active[k].current += (int64_t)active_n;
+        out->active[k].peak += (int64_t)apeak_n;
+        out->active[k].allocated += (int64_t)st->blocks[k].in;
+        out->active[k].freed += (int64_t)(st->blocks[k].in + st->act0_n[k] - active_n);
+        size_t held = st->held[k].cur, busy = used[k] + idle[k];
+        size_t split = held > busy ? held - busy : 0;
+        if (split > st->split_peak[k]) st->split_peak[k] = split;
+        if (split_n[k] > st->split_blocks_peak[k]) st->split_blocks_peak[k] = split_n[k];
+        out->inactive_split_bytes[k].current += (int64_t)split;
+        out->inactive_split_bytes[k].peak += (int64_t)st->split_peak[k];
+        out->inactive_split[k].current += (int64_t)split_n[k];
+        out->inactive_split[k].peak += (int64_t)st->split_blocks_peak[k];
+    }
+    out->num_alloc_retries += (int64_t)st->retries;
+    out->num_ooms += (int64_t)(p->num_ooms - st->ooms0);
+    out->num_sync_all_streams += (int64_t)st->syncs;
+    out->num_device_alloc += (int64_t)(p->num_driver_allocs + p->num_driver_moves - st->dev_allocs0);
+    out->num_device_free += (int64_t)(p->num_driver_frees + p->num_driver_moves - st->dev_frees0);
+    out->max_split_size = -1;
 }
 
 size_t arena_live_bytes(pool_arena *p) {

@@ -110,6 +110,9 @@ static inline const char *vram__pool_free_name(int async) {
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);
+/* PyTorch's figures of every arena (vram_get_allocator_stats) and their accumulated counts' reset. */
+void        vram__pool_allocator_stats(vram__pool *pool, vram_allocator_stats *stats);
+void        vram__pool_reset_accumulated(vram__pool *pool);
 size_t      vram__pool_live_bytes(vram__pool *pool);
 /* Gives cached memory back to the driver until at most keep_bytes are reserved beyond live blocks
  * (as far as whole extents and regions allow). */

@@ -126,6 +126,25 @@ static const char *check_zones_locked(pool_arena *p) {
     return NULL;
 }
 
+/* PyTorch's figures (pool_stats) agree with the pool's own counts; kinds add up to all. */
+static const char *check_stats_locked(const pool_arena *p) {
+    const pool_stats *st = &p->stats;
+    const pool_stat *by[] = {st->blocks, st->bytes, st->req, st->segs, st->held};
+    for (size_t i = 0; i < sizeof by / sizeof by[0]; i++) {
+        if (by[i][0].cur != by[i][1].cur + by[i][2].cur) return "a statistic's small and large parts do not add up";
+        for (int k = 0; k < 3; k++) {
+            if (by[i][k].peak < by[i][k].cur) return "a statistic's peak is below its current value";
+        }
+    }
+    if (st->blocks[0].cur != p->used_count || st->bytes[0].cur != p->current) {
+        return "the statistics' blocks in use differ from the pool's";
+    }
+    if (st->held[0].cur != p->reserved) return "the statistics' reserved bytes differ from the pool's";
+    if (st->req[0].cur > st->bytes[0].cur) return "more bytes requested than handed out";
+    if (st->def_blocks[0] != p->deferred_count) return "the statistics' deferred blocks differ from the list";
+    return NULL;
+}
+
 vram_status arena_check(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
@@ -173,6 +192,8 @@ vram_status arena_check(pool_arena *p) {
         why = "a peak is below its current value";
     } else if (p->cfg.budget != NULL && atomic_load(&p->cfg.budget->reserved) < p->reserved) {
         why = "the card budget holds less than this pool";
+    } else {
+        why = check_stats_locked(p);
     }
     vram_status s = VRAM_OK;
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);

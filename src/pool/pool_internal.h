@@ -91,6 +91,29 @@ typedef struct pool_uses {
 
 typedef struct pool_arena pool_arena;
 
+/* PyTorch's statistics (vram_get_allocator_stats), by kind: [0] all, [1] small (blocks of at most
+ * VRAM_SMALL_BLOCK; the small zone's memory), [2] large. Under the pool lock. */
+typedef struct pool_stat {
+    size_t   cur, peak;
+    uint64_t in;      /* added since start or the last reset of accumulated figures */
+    size_t   cur0;    /* cur at that reset: taken away since = in + cur0 - cur */
+} pool_stat;
+
+typedef struct pool_stats {
+    pool_stat blocks[3], bytes[3], req[3];           /* handed out: USED and not deferred, parked
+                                                        blocks included (queries flush the caches) */
+    size_t    def_blocks[3], def_bytes[3];           /* freed, still used on other streams (deferred) */
+    size_t    active_peak[3], active_blocks_peak[3]; /* high-water marks of handed out + deferred,
+                                                        kept while blocks are deferred (else the
+                                                        peaks of bytes and blocks are theirs) */
+    pool_stat segs[3], held[3];                      /* physical pieces held and their bytes */
+    size_t    nplain;                                /* plain regions held (counted large) */
+    size_t    split_peak[3], split_blocks_peak[3];   /* inactive split: the highest queries saw */
+    uint64_t  retries, syncs;
+    uint64_t  ooms0, dev_allocs0, dev_frees0;        /* those counters at the last reset */
+    size_t    act0[3], act0_n[3];                    /* active bytes and blocks at the last reset */
+} pool_stats;
+
 /* What the arenas of one logical device share (arenas.c owns it). */
 typedef struct pool_shared {
     vram__card_budget budget;         /* the limit: every arena draws its physical memory from it */
@@ -148,6 +171,7 @@ struct pool_arena {
     uint64_t          num_allocs, num_frees, num_ooms, num_driver_allocs, num_driver_frees,
                       num_driver_moves;
     uint64_t          num_flushed;   /* parked blocks given back to the pool */
+    pool_stats        stats;         /* PyTorch's figures */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
@@ -192,6 +216,9 @@ void        arena_info_locked(pool_arena *p, vram_memory_info *info);
 void        arena_lock(pool_arena *p);
 void        arena_unlock(pool_arena *p);
 void        arena_reset_peak_locked(pool_arena *p);
+void        arena_reset_accumulated_locked(pool_arena *p);
+/* Flushes the thread caches, then the arena's figures (added to what *out holds: arenas.c sums). */
+void        arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out);
 size_t      arena_live_bytes(pool_arena *p);
 size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
 void        arena_trim(pool_arena *p, size_t keep_bytes);

@@ -73,8 +73,15 @@ void pool_vmm_set_zone(pool_vmm *v, size_t offset) {
     zone_extend(v);
 }
 
+/* The zone extent x counts in (zone_bytes): 0 when it starts in the small zone. */
+static int extent_zone(const pool_vmm *v, const pool_extent *x) {
+    return v->zone_start < v->va_size && x->offset < v->zone_start ? 0 : 1;
+}
+
 /* Takes extent x out of the granule table and the mapped runs (its handle and record stay). */
 static void extent_untable(pool_vmm *v, const pool_extent *x) {
+    v->zone_bytes[extent_zone(v, x)] -= x->size;
+    v->zone_count[extent_zone(v, x)]--;
     for (size_t g = x->offset >> v->gran_shift; g < (x->offset + x->size) >> v->gran_shift; g++) {
         v->gran_ext[g] = -1;
         v->mapped_bits[g / 64] &= ~(1ull << (g % 64));
@@ -220,6 +227,8 @@ static void extent_table(pool_vmm *v, int32_t e, size_t g) {
     size_t n = x->size >> v->gran_shift;
     x->offset = g * v->gran;
     v->stale = 1;
+    v->zone_bytes[extent_zone(v, x)] += x->size;
+    v->zone_count[extent_zone(v, x)]++;
     for (size_t k = g; k < g + n; k++) {
         v->gran_ext[k] = e;
         v->mapped_bits[k / 64] |= 1ull << (k % 64);
@@ -343,6 +352,14 @@ void pool_vmm_busy_end(pool_vmm *v) {
     v->stale = 0;
 }
 
+void pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
+    idle[0] = idle[1] = 0;
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        const pool_extent *x = &v->ext[e];
+        if (x->size != 0 && x->busy == 0) idle[extent_zone(v, x)] += x->size;
+    }
+}
+
 vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead) {
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1);
     size_t end = last + (ahead >> v->gran_shift), ngran = v->va_size >> v->gran_shift;
@@ -394,11 +411,13 @@ void pool_vmm_unmap_stale(pool_vmm *v) {
 }
 
 int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
-    size_t mapped = 0, idle = 0;
+    size_t mapped = 0, idle = 0, zone_bytes[2] = {0, 0}, zone_count[2] = {0, 0};
     for (int32_t e = 0; e < v->next_slot; e++) {
         const pool_extent *x = &v->ext[e];
         if (x->size == 0) continue;
         mapped += x->size;
+        zone_bytes[extent_zone(v, x)] += x->size;
+        zone_count[extent_zone(v, x)]++;
         if (x->busy == 0) idle += x->size;
         if (x->busy > x->size || x->offset % v->gran != 0 || x->offset + x->size > v->va_size) {
             snprintf(msg, len, "extent %d is out of its range or busier than its size", (int)e);
@@ -415,6 +434,13 @@ int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
         snprintf(msg, len, "mapped/idle bytes %zu/%zu differ from the extents' %zu/%zu", v->mapped, v->idle,
                  mapped, idle);
         return -1;
+    }
+    for (int z = 0; z < 2; z++) {
+        if (zone_bytes[z] != v->zone_bytes[z] || zone_count[z] != v->zone_count[z]) {
+            snprintf(msg, len, "zone %d counts %zu bytes in %zu extents, its extents are %zu bytes in %zu", z,
+                     v->zone_bytes[z], v->zone_count[z], zone_bytes[z], zone_count[z]);
+            return -1;
+        }
     }
     size_t ngran = v->va_size >> v->gran_shift;        /* the quick tests say nothing false */
     size_t prefix_end = v->mapped_prefix >> v->gran_shift, zone = v->zone_start >> v->gran_shift;

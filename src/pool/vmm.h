@@ -54,6 +54,9 @@ typedef struct pool_vmm {
     uint64_t            *touched_bits;   /* per granule: a block over it was freed, or it was mapped, in
                                           * this idle period (NULL until the first idle tick) */
     uint64_t             creates, releases, moves;
+    /* the extents by zone (statistics): [0] those starting in the small zone [0, zone_start) when
+     * one is set (pool_vmm_set_zone), [1] the rest; bytes and how many */
+    size_t               zone_bytes[2], zone_count[2];
 } pool_vmm;
 
 vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
@@ -87,6 +90,8 @@ void        pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size);
 void        pool_vmm_busy_end(pool_vmm *v);
 /* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
 size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);
+/* The idle bytes of each zone (as zone_bytes); needs fresh counts. */
+void        pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]);
 /* Moves idle extents under the unmapped granules of [addr, addr+size) instead of creating physical
  * memory there: each an unmap and a map of its handle (on the H200 about 70-150 us, against
  * 300-1,100 us to release an extent of 512 MiB-2 GiB and create another: bench/vmm_costs.c). The

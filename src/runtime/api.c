@@ -418,6 +418,27 @@ vram_status vram_reset_memory_stats(int logical_device) {
     return VRAM_OK;
 }
 
+vram_status vram_get_allocator_stats(int logical_device, vram_allocator_stats *stats) {
+    vram__thread *me = vram__rt_self();
+    if (stats == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_allocator_stats: stats is NULL");
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(me, logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    vram__pool_allocator_stats(pool, stats);
+    vram__rt_leave(me);
+    return VRAM_OK;
+}
+
+vram_status vram_reset_accumulated_stats(int logical_device) {
+    vram__thread *me = vram__rt_self();
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(me, logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    vram__pool_reset_accumulated(pool);
+    vram__rt_leave(me);
+    return VRAM_OK;
+}
+
 vram_status vram_trim(int logical_device, size_t keep_bytes) {
     vram__thread *me = vram__rt_self();
     vram__pool *pool = NULL;
