@@ -176,6 +176,14 @@ VRAM_API vram_status vram_record_stream(void *ptr, void *stream);
  * Starts the runtime. */
 VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
 
+/* PyTorch's torch.cuda.set_per_process_memory_fraction, also while the runtime runs: from now on the
+ * logical device holds at most `fraction` (0 to 1) of its card's memory, and never more than its
+ * limit. Requests beyond fail with VRAM_ERR_OUT_OF_MEMORY naming the fraction; idle memory beyond
+ * goes back at once, live blocks stay (reserved comes down as they are freed). Starts the runtime.
+ * vram_get_memory_fraction gives the fraction set, 1 until then. */
+VRAM_API vram_status vram_set_memory_fraction(int logical_device, double fraction);
+VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fraction);
+
 /* Allocator options, as one string of comma-separated key:value pairs (the environment variable
  * VRAM_ALLOC_CONF takes the same string and overrides what the program set; both are read at
  * start, so this fails with VRAM_ERR_ALREADY_INITIALIZED afterwards when it changes anything):

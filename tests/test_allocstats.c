@@ -253,3 +253,72 @@ TEST(allocstats_bad_arguments) {
     CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_get_allocator_stats(5, &st));
     CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_reset_accumulated_stats(-1));
 }
+
+TEST(fraction_caps_a_running_pool) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&a, 1 * GiB, 0));
+    double f = 0;
+    CHECK_OK(vram_get_memory_fraction(0, &f));
+    CHECK(f == 1.0);
+    CHECK_OK(vram_set_memory_fraction(0, 0.125));     /* 2 GiB of the 16 GiB card, after the start */
+    CHECK_OK(vram_get_memory_fraction(0, &f));
+    CHECK(f == 0.125);
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&b, 1536 * MiB, 0));
+    CHECK_ERROR_CONTAINS("the memory fraction 0.125 of the card (2147483648 bytes");
+    CHECK_ERROR_CONTAINS("limit 2147483648");
+    CHECK_OK(vram_malloc(&b, 512 * MiB, 0));          /* what the fraction leaves */
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&c, 600 * MiB, 0));   /* 512 MiB are left */
+    CHECK_U64(INFO(0).num_ooms, ==, 2);
+    CHECK_ALL();
+    CHECK_OK(vram_set_memory_fraction(0, 1.0));       /* the whole card again */
+    CHECK_OK(vram_malloc(&c, 4 * GiB, 0));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    CHECK_ALL();
+}
+
+TEST(fraction_gives_idle_memory_back) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *a = NULL;
+    CHECK_OK(vram_malloc(&a, 3 * GiB, 0));
+    CHECK_OK(vram_free(a));                           /* 3 GiB idle, kept */
+    CHECK_SIZE(INFO(0).reserved, >=, 3 * GiB);
+    CHECK_OK(vram_set_memory_fraction(0, 0.125));
+    CHECK_SIZE(INFO(0).reserved, <=, 2 * GiB);
+    CHECK_OK(vram_set_memory_fraction(0, 0));         /* nothing at all: not "no limit" */
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&a, 256, 0));
+    CHECK_ERROR_CONTAINS("memory fraction 0 ");
+    CHECK_ALL();
+}
+
+TEST(fraction_caps_a_preallocated_pool) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {1024};
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    CHECK_OK(vram_set_memory_fraction(0, 1.0 / 64));  /* 256 MiB of the card, below the 1 GiB held */
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 192 * MiB, 0));
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&b, 128 * MiB, 0));
+    CHECK_ERROR_CONTAINS("memory fraction");
+    CHECK_OK(vram_malloc(&b, 64 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_free(b));
+    CHECK_ALL();
+}
+
+TEST(fraction_bad_arguments) {
+    use_sim("16GiB");
+    double f = 0;
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_memory_fraction(0, -0.1));
+    CHECK_ERROR_CONTAINS("Allowed range: 0~1");
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_memory_fraction(0, 1.5));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_memory_fraction(0, 0.0 / 0.0));
+    CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_set_memory_fraction(3, 0.5));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_get_memory_fraction(0, NULL));
+    CHECK_OK(vram_get_memory_fraction(0, &f));
+    CHECK(f == 1.0);
+}

@@ -333,6 +333,10 @@
     X(allocstats, allocstats_retries_and_ooms) \
     X(allocstats, allocstats_thread_caches_do_not_count) \
     X(allocstats, allocstats_bad_arguments) \
+    X(allocstats, fraction_caps_a_running_pool) \
+    X(allocstats, fraction_gives_idle_memory_back) \
+    X(allocstats, fraction_caps_a_preallocated_pool) \
+    X(allocstats, fraction_bad_arguments) \
     /* end of list */
 /* clang-format on */
 

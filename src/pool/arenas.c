@@ -56,7 +56,8 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     p->cfg = *cfg;
     p->uid = atomic_fetch_add(&pools_created, 1) + 1;
     atomic_init(&p->shared.budget.reserved, 0);
-    p->shared.budget.cap = cfg->limit;
+    atomic_init(&p->shared.budget.cap, cfg->limit);
+    atomic_init(&p->shared.fraction, -1.0);
     snprintf(p->shared.budget.cap_source, sizeof p->shared.budget.cap_source, "%s", cfg->limit_source);
     atomic_init(&p->shared.reserved, 0);
     atomic_init(&p->shared.span_lo, UINT64_MAX);
@@ -277,6 +278,18 @@ void vram__pool_reset_peak(vram__pool *p) {
     unlock_all(p);
 }
 
+void vram__pool_set_fraction(vram__pool *p, size_t cap, double fraction) {
+    atomic_store(&p->shared.fraction, fraction);
+    atomic_store(&p->shared.budget.cap, cap < p->cfg.limit ? cap : p->cfg.limit);
+    size_t live = vram__pool_live_bytes(p);
+    if (p->cfg.growth) vram__pool_trim(p, cap > live ? cap - live : 0);   /* idle memory beyond goes back */
+}
+
+double vram__pool_fraction(vram__pool *p) {
+    double f = atomic_load(&p->shared.fraction);
+    return f >= 0 ? f : 1.0;
+}
+
 void vram__pool_allocator_stats(vram__pool *p, vram_allocator_stats *stats) {
     *stats = (vram_allocator_stats){0};
     lock_all(p);
@@ -326,7 +339,7 @@ vram_status vram__pool_check(vram__pool *p) {
         vram_status s = a != NULL ? arena_check(a) : VRAM_OK;
         if (s != VRAM_OK) return s;
     }
-    if (atomic_load(&p->shared.budget.reserved) > p->shared.budget.cap ||
+    if (atomic_load(&p->shared.budget.reserved) > p->cfg.limit ||
         atomic_load(&p->shared.reserved) > atomic_load(&p->shared.budget.reserved)) {
         return vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): its arenas hold more than its limit", p->cfg.name);
     }

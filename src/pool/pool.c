@@ -239,9 +239,9 @@ typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GR
 
 static int budget_take(vram__card_budget *b, size_t bytes) {
     if (b == NULL) return 1;
-    size_t cur = atomic_load(&b->reserved);
+    size_t cur = atomic_load(&b->reserved), cap = atomic_load_explicit(&b->cap, memory_order_relaxed);
     do {
-        if (cur > b->cap || bytes > b->cap - cur) return 0;
+        if (cur > cap || bytes > cap - cur) return 0;
     } while (!atomic_compare_exchange_weak(&b->reserved, &cur, cur + bytes));
     return 1;
 }
@@ -270,8 +270,16 @@ static void arena_budget_give(pool_arena *p, size_t bytes) {
 /* What the limit still lets this arena take: the logical device's limit less what all its arenas
  * hold (with one arena: limit - reserved). */
 static size_t arena_headroom(const pool_arena *p) {
-    size_t cap = p->shared->budget.cap, held = atomic_load(&p->shared->budget.reserved);
+    size_t cap = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);
+    size_t held = atomic_load(&p->shared->budget.reserved);
     return cap > held ? cap - held : 0;
+}
+
+/* What the cap leaves for blocks in a preallocated pool (which holds its whole limit from the
+ * start): only a memory fraction below the limit makes it less than everything. */
+static size_t arena_headroom_live(const pool_arena *p) {
+    size_t cap = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);
+    return cap >= p->cfg.limit ? SIZE_MAX : cap > p->current ? cap - p->current : 0;
 }
 
 /* ---- regions --------------------------------------------------------------------------------- */
@@ -951,7 +959,10 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     size_t current = all ? all->current : p->current, reserved = all ? all->reserved : p->reserved;
     size_t largest_free = all ? all->largest_free : pool_largest_free_locked(p);
-    size_t growable = p->cfg.growth && reserved < p->cfg.limit ? p->cfg.limit - reserved : 0;
+    size_t limit = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);   /* (a fraction's) */
+    if (limit > p->cfg.limit) limit = p->cfg.limit;
+    double fraction = atomic_load(&p->shared->fraction);
+    size_t growable = p->cfg.growth && reserved < limit ? limit - reserved : 0;
     size_t free_bytes = reserved - current;
     char cause[1536];
     if (why == GROW_DRIVER) {
@@ -967,6 +978,9 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     } else if (why == GROW_CARD_LIMIT) {
         snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
                  p->cfg.budget->cap_source);
+    } else if (limit < p->cfg.limit && rounded > limit - (current < limit ? current : limit)) {
+        snprintf(cause, sizeof cause, "the memory fraction %g of the card (%zu bytes, set by "
+                 "vram_set_memory_fraction: PyTorch's set_per_process_memory_fraction) is reached", fraction, limit);
     } else if (rounded > p->cfg.limit - (current < p->cfg.limit ? current : p->cfg.limit)) {
         snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s)",
                  p->cfg.limit, p->cfg.limit_source);
@@ -977,7 +991,7 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     return vram__fail(VRAM_ERR_OUT_OF_MEMORY,
                       "out of memory on %s: cannot allocate %zu bytes: %s. requested %zu bytes (rounded %zu), "
                       "in use %zu, reserved %zu, limit %zu, largest free block %zu, free in pool %zu",
-                      p->cfg.name, size, cause, size, rounded, current, reserved, p->cfg.limit,
+                      p->cfg.name, size, cause, size, rounded, current, reserved, limit,
                       largest_free, free_bytes);
 }
 
@@ -1301,6 +1315,12 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
         return VRAM_OK;
     }
     pool_lock_take(&p->lock);
+    if (!p->cfg.growth && rounded > arena_headroom_live(p)) {   /* a fraction below the preallocation */
+        vram_status s = quiet_why != NULL ? VRAM_ERR_OUT_OF_MEMORY : pool_oom_locked(p, size, rounded, GROW_LIMIT);
+        if (quiet_why != NULL) *quiet_why = (int)GROW_LIMIT;
+        pool_lock_give(&p->lock);
+        return s;
+    }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet_why);
     pool_lock_give(&p->lock);

@@ -23,7 +23,8 @@
 /* The memory a physical card may give all its logical devices together; shared by their pools. */
 typedef struct vram__card_budget {
     _Atomic size_t reserved;   /* bytes held by all pools of the card */
-    size_t         cap;        /* SIZE_MAX when the card has no limit of its own */
+    _Atomic size_t cap;        /* SIZE_MAX when the card has no limit of its own (a logical device's
+                                  may be lowered while the pool runs: vram__pool_set_fraction) */
     char           cap_source[VRAM_SOURCE_LEN];
 } vram__card_budget;
 
@@ -110,6 +111,10 @@ static inline const char *vram__pool_free_name(int async) {
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);
+/* From now on the pool holds at most min(its limit, cap) bytes: PyTorch's memory fraction, `fraction`
+ * of the card (for messages and vram__pool_fraction). Idle memory beyond goes back now. */
+void        vram__pool_set_fraction(vram__pool *pool, size_t cap, double fraction);
+double      vram__pool_fraction(vram__pool *pool);   /* 1 until set */
 /* PyTorch's figures of every arena (vram_get_allocator_stats) and their accumulated counts' reset. */
 void        vram__pool_allocator_stats(vram__pool *pool, vram_allocator_stats *stats);
 void        vram__pool_reset_accumulated(vram__pool *pool);

@@ -120,6 +120,9 @@ typedef struct pool_shared {
     _Atomic size_t    reserved;       /* bytes all arenas hold, changed under the arena's lock after
                                          mapping and before giving the budget back: never above it */
     _Atomic size_t    peak_reserved;  /* its high-water mark since start or the last reset */
+    _Atomic double    fraction;       /* vram__pool_set_fraction's (-1: none set); budget.cap is then
+                                         at most cfg.limit, and reserved may stay above it until
+                                         blocks are freed */
     _Atomic uint64_t  span_lo, span_hi;   /* every address any arena ever held lies in [lo, hi): widened
                                              when a region is added, never narrowed */
 } pool_shared;

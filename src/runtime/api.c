@@ -439,6 +439,32 @@ vram_status vram_reset_accumulated_stats(int logical_device) {
     return VRAM_OK;
 }
 
+vram_status vram_set_memory_fraction(int logical_device, double fraction) {
+    vram__thread *me = vram__rt_self();
+    if (!(fraction >= 0.0 && fraction <= 1.0)) {      /* (NaN too) */
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_set_memory_fraction: invalid fraction value: %g. "
+                          "Allowed range: 0~1", fraction);
+    }
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(me, logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    size_t total = rt.devices[rt.logical[logical_device].info.physical_index].total_bytes;
+    vram__pool_set_fraction(pool, (size_t)(fraction * (double)total), fraction);
+    vram__rt_leave(me);
+    return VRAM_OK;
+}
+
+vram_status vram_get_memory_fraction(int logical_device, double *fraction) {
+    vram__thread *me = vram__rt_self();
+    if (fraction == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_fraction: fraction is NULL");
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(me, logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    *fraction = vram__pool_fraction(pool);
+    vram__rt_leave(me);
+    return VRAM_OK;
+}
+
 vram_status vram_trim(int logical_device, size_t keep_bytes) {
     vram__thread *me = vram__rt_self();
     vram__pool *pool = NULL;
