@@ -166,6 +166,22 @@ VRAM_API vram_status vram_free_async(void *ptr, void *stream);
  * recorded fails with the driver's error and leaves the block allocated. */
 VRAM_API vram_status vram_record_stream(void *ptr, void *stream);
 
+/* Private pools: memory of the logical device (under its limit) that only requests made into the
+ * pool get, as PyTorch gives a CUDA graph's capture its own pool: eager requests never reuse it, so
+ * a replay cannot overwrite their tensors. While the pool is in use, nothing it holds goes back to
+ * the driver or moves, freed blocks included (the graph still uses their addresses). Its blocks
+ * are freed by any free call. vram_private_pool_release ends it: no more requests, its idle memory
+ * goes back, the blocks still live stay valid until freed, and once it holds none its slot serves
+ * the next private pool created (VRAM_POOL_MAX_PRIVATE, 64, pools in use or holding blocks at
+ * once). A bad pool is VRAM_ERR_INVALID_ARGUMENT. Requests are stream-ordered on `stream` as
+ * vram_malloc_async's. vram_private_pool_blocks lists its live blocks (count: how many there are). */
+VRAM_API vram_status vram_private_pool_create(int logical_device, int *pool);
+VRAM_API vram_status vram_private_malloc_async(void **ptr, size_t size, int logical_device, int pool,
+                                               void *stream);
+VRAM_API vram_status vram_private_pool_release(int logical_device, int pool);
+VRAM_API vram_status vram_private_pool_blocks(int logical_device, int pool, void **out, size_t capacity,
+                                              size_t *count);
+
 /* ---- giving memory back and allocator options ------------------------------------------- */
 
 /* Returns cached free memory of the logical device to the driver until at most `keep_bytes` are

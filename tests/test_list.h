@@ -337,6 +337,15 @@
     X(allocstats, fraction_gives_idle_memory_back) \
     X(allocstats, fraction_caps_a_preallocated_pool) \
     X(allocstats, fraction_bad_arguments) \
+    /* test_private.c */ \
+    X(private, private_memory_is_not_given_to_eager_requests) \
+    X(private, private_memory_stays_while_in_use) \
+    X(private, private_release_keeps_live_blocks_and_recycles_the_slot) \
+    X(private, private_pools_share_the_limit) \
+    X(private, private_blocks_and_statistics) \
+    X(private, private_pools_and_shutdown) \
+    X(private, private_pools_on_a_preallocated_device) \
+    X(private, private_bad_arguments) \
     /* end of list */
 /* clang-format on */
 

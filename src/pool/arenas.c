@@ -20,6 +20,15 @@
  * keep one arena. Statistics add up the arenas, all locked at once so that the figures are of one
  * moment; reserved memory's peak is exact (one total kept as arenas map and unmap), the peak in use
  * is the sum of the arenas' peaks: exact with one arena, never below the exact peak with several.
+ *
+ * Private pools (PyTorch's CUDA-graph pools and torch.cuda.MemPool): arenas of their own, in slots
+ * beside the others, drawing on the same limit, that only requests made into them use. While in
+ * use a private arena is pinned: nothing it holds is given back or moved, since a captured graph
+ * keeps using the addresses of blocks freed during its capture. Released, it serves no request,
+ * its idle memory goes back (at once, on vram_trim, idle release, and when another arena runs
+ * out), and once it holds no block its slot (arena and address range) serves the next private pool
+ * created: slots are never freed while the pool lives, so a free racing with a release never
+ * meets a destroyed arena.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -29,6 +38,8 @@
 #include "pool/pool_internal.h"
 
 #define POOL_ARENAS VRAM_POOL_MAX_ARENAS
+#define POOL_PRIVATE VRAM_POOL_MAX_PRIVATE
+enum { PRIVATE_UNUSED = 0, PRIVATE_IN_USE = 1, PRIVATE_RELEASED = 2 };
 #define POOL_ARRIVALS 256        /* threads told apart by arrival; later ones go by their sequence */
 
 struct vram__pool {
@@ -46,7 +57,19 @@ struct vram__pool {
     /* each arena's reserved range, set before the arena is published: frees find their arena
      * here, on lines nobody writes, not in the arenas (whose lines their threads keep writing) */
     uint64_t              lo[POOL_ARENAS], hi[POOL_ARENAS];
+    /* private pools: slots in creation order (grow_lock), each arena with its range and state */
+    atomic_int            nprivate;
+    _Atomic(pool_arena *) priv[POOL_PRIVATE];
+    atomic_int            priv_state[POOL_PRIVATE];
+    uint64_t              priv_lo[POOL_PRIVATE], priv_hi[POOL_PRIVATE];
 };
+
+/* Every arena, private ones included: i over [0, POOL_ARENAS + POOL_PRIVATE). */
+static pool_arena *any_arena(vram__pool *p, int i) {
+    return i < POOL_ARENAS ? atomic_load_explicit(&p->arena[i], memory_order_acquire)
+                           : atomic_load_explicit(&p->priv[i - POOL_ARENAS], memory_order_acquire);
+}
+#define ALL_ARENAS (POOL_ARENAS + POOL_PRIVATE)
 
 static atomic_ullong pools_created;
 
@@ -68,6 +91,11 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     atomic_init(&p->count, 1);
     p->arenas = cfg->arenas > 0 && cfg->arenas < POOL_ARENAS ? cfg->arenas : POOL_ARENAS;
     for (int i = 0; i < POOL_ARENAS; i++) atomic_init(&p->arena[i], NULL);
+    atomic_init(&p->nprivate, 0);
+    for (int i = 0; i < POOL_PRIVATE; i++) {
+        atomic_init(&p->priv[i], NULL);
+        atomic_init(&p->priv_state[i], PRIVATE_UNUSED);
+    }
     pool_arena *a = NULL;
     vram_status s = arena_create(cfg, &p->shared, &a);
     if (s != VRAM_OK) {
@@ -84,8 +112,8 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
 vram_status vram__pool_destroy(vram__pool *p) {
     if (p == NULL) return VRAM_OK;
     size_t blocks = 0, bytes = 0;
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         size_t b = 0;
         if (a != NULL) blocks += arena_live_count(a, &b);
         bytes += b;
@@ -94,8 +122,8 @@ vram_status vram__pool_destroy(vram__pool *p) {
         return vram__fail(VRAM_ERR_CONFLICT, "%s still has %zu live allocations (%zu bytes); free them first",
                           p->cfg.name, blocks, bytes);
     }
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_destroy(a);      /* cannot refuse: no arena has a live block */
     }
     pthread_mutex_destroy(&p->grow_lock);
@@ -156,22 +184,34 @@ static pool_arena *thread_arena(vram__pool *p, vram__pool_thread *me) {
     return a;
 }
 
+static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *me, size_t size, int async,
+                               void *stream, void **ptr, int others);
+
 vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, int async, void *stream,
                              void **ptr) {
     pool_arena *a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed)
                                                  : thread_arena(p, me);
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || size > p->cfg.limit)
         return arena_alloc(a, me, size, async, stream, ptr, NULL);   /* one arena: as it always was */
+    return alloc_among(p, a, me, size, async, stream, ptr, !async);
+}
+
+/* A request of arena a when the pool has several: when a cannot serve it, the others give back
+ * their idle memory and a tries again, then (`others`) every arena is tried; the out-of-memory
+ * error then has the figures of all arenas. */
+static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *me, size_t size, int async,
+                               void *stream, void **ptr, int others) {
     int why = 0;
     vram_status s = arena_alloc(a, me, size, async, stream, ptr, &why);
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
-    /* The limit is shared: the other arenas give back their idle memory, then each is tried. */
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *b = atomic_load(&p->arena[i]);
+    /* The limit is shared: the other arenas give back their idle memory (a private pool in use
+     * gives nothing), then each is tried. */
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *b = any_arena(p, i);
         if (b != NULL && b != a) arena_trim(b, 0);
     }
     s = arena_alloc(a, me, size, async, stream, ptr, &why);
-    for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && !async; i++) {
+    for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others; i++) {
         pool_arena *b = atomic_load(&p->arena[i]);
         int other_why = 0;
         if (b != NULL && b != a) s = arena_alloc(b, me, size, 0, NULL, ptr, &other_why);
@@ -198,9 +238,15 @@ vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
         if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, async, stream, owned);
     }
+    int np = atomic_load_explicit(&p->nprivate, memory_order_acquire);
+    for (int i = 0; i < np; i++) {                     /* a private pool's */
+        pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
+        if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i])
+            return arena_free(a, me, ptr, async, stream, owned);
+    }
     vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
         s = arena_free(a, me, ptr, async, stream, owned);
         if (s == VRAM_OK || *owned) return s;
@@ -216,9 +262,14 @@ vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
         if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_record_stream(a, ptr, stream, owned);
     }
+    int np = atomic_load_explicit(&p->nprivate, memory_order_acquire);
+    for (int i = 0; i < np; i++) {
+        pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
+        if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i]) return arena_record_stream(a, ptr, stream, owned);
+    }
     vram_status s = VRAM_ERR_INVALID_POINTER;
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
         s = arena_record_stream(a, ptr, stream, owned);
         if (s == VRAM_OK || *owned) return s;
@@ -230,15 +281,15 @@ vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int
  * moment; none of the pool's paths holds two arena locks otherwise. */
 static void lock_all(vram__pool *p) {
     pthread_mutex_lock(&p->grow_lock);
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_lock(a);
     }
 }
 
 static void unlock_all(vram__pool *p) {
-    for (int i = POOL_ARENAS - 1; i >= 0; i--) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = ALL_ARENAS - 1; i >= 0; i--) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_unlock(a);
     }
     pthread_mutex_unlock(&p->grow_lock);
@@ -247,8 +298,8 @@ static void unlock_all(vram__pool *p) {
 void vram__pool_info(vram__pool *p, vram_memory_info *info) {
     *info = (vram_memory_info){0};
     lock_all(p);
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
         vram_memory_info one;
         arena_info_locked(a, &one);
@@ -270,8 +321,8 @@ void vram__pool_info(vram__pool *p, vram_memory_info *info) {
 
 void vram__pool_reset_peak(vram__pool *p) {
     lock_all(p);
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_reset_peak_locked(a);
     }
     atomic_store(&p->shared.peak_reserved, atomic_load(&p->shared.reserved));
@@ -293,8 +344,8 @@ double vram__pool_fraction(vram__pool *p) {
 void vram__pool_allocator_stats(vram__pool *p, vram_allocator_stats *stats) {
     *stats = (vram_allocator_stats){0};
     lock_all(p);
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_allocator_stats_locked(a, stats);
     }
     unlock_all(p);
@@ -302,8 +353,8 @@ void vram__pool_allocator_stats(vram__pool *p, vram_allocator_stats *stats) {
 
 void vram__pool_reset_accumulated(vram__pool *p) {
     lock_all(p);
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_reset_accumulated_locked(a);
     }
     unlock_all(p);
@@ -311,31 +362,104 @@ void vram__pool_reset_accumulated(vram__pool *p) {
 
 size_t vram__pool_live_bytes(vram__pool *p) {
     size_t n = 0;
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) n += arena_live_bytes(a);
     }
     return n;
 }
 
-/* The other arenas give back all they can, the first keeps at most keep_bytes. */
+/* The other arenas give back all they can (private pools in use nothing), the first keeps at most
+ * keep_bytes. */
 void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
-    for (int i = POOL_ARENAS - 1; i >= 0; i--) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = ALL_ARENAS - 1; i >= 0; i--) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_trim(a, i == 0 ? keep_bytes : 0);
     }
 }
 
+/* ---- private pools ---------------------------------------------------------------------------- */
+
+vram_status vram__pool_private_create(vram__pool *p, int *id) {
+    pthread_mutex_lock(&p->grow_lock);
+    int n = atomic_load(&p->nprivate), k = 0;
+    for (; k < n; k++) {                               /* a released slot with no block left */
+        size_t bytes = 0;
+        if (atomic_load(&p->priv_state[k]) == PRIVATE_RELEASED && arena_live_count(p->priv[k], &bytes) == 0) break;
+    }
+    vram_status s = VRAM_OK;
+    if (k == n && n == POOL_PRIVATE) {
+        s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "%s: %d private pools are in use or still hold blocks (the most "
+                       "there can be)", p->cfg.name, POOL_PRIVATE);
+    } else if (k == n) {
+        vram__pool_config cfg = p->cfg;                /* growth on demand whatever the device's mode */
+        cfg.growth = 1;
+        cfg.hold_peak = 0;
+        cfg.hold_large = 0;
+        cfg.small_max = 0;
+        cfg.thread_cache = 0;
+        pool_arena *a = NULL;
+        s = arena_create(&cfg, &p->shared, &a);
+        if (s == VRAM_OK) {
+            arena_range(a, &p->priv_lo[k], &p->priv_hi[k]);
+            atomic_store(&p->priv[k], a);
+            atomic_store(&p->nprivate, n + 1);
+            atomic_fetch_add(&p->count, 1);            /* frees now search beyond the first arena */
+        }
+    }
+    if (s == VRAM_OK) {
+        arena_set_pinned(p->priv[k], 1);
+        atomic_store(&p->priv_state[k], PRIVATE_IN_USE);
+        *id = k;
+    }
+    pthread_mutex_unlock(&p->grow_lock);
+    return s;
+}
+
+/* Private pool `id` in use, or NULL with the error set. */
+static pool_arena *private_in_use(vram__pool *p, int id, const char *fn) {
+    if (id < 0 || id >= atomic_load(&p->nprivate) || atomic_load(&p->priv_state[id]) != PRIVATE_IN_USE) {
+        (void)vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: %d is no private pool in use on %s", fn, id, p->cfg.name);
+        return NULL;
+    }
+    return atomic_load(&p->priv[id]);
+}
+
+vram_status vram__pool_private_alloc(vram__pool *p, vram__pool_thread *me, int id, size_t size, void *stream,
+                                     void **ptr) {
+    pool_arena *a = private_in_use(p, id, "vram_private_malloc_async");
+    return a != NULL ? alloc_among(p, a, me, size, 1, stream, ptr, 0) : VRAM_ERR_INVALID_ARGUMENT;
+}
+
+vram_status vram__pool_private_release(vram__pool *p, int id) {
+    pthread_mutex_lock(&p->grow_lock);
+    pool_arena *a = private_in_use(p, id, "vram_private_pool_release");
+    if (a != NULL) {
+        atomic_store(&p->priv_state[id], PRIVATE_RELEASED);
+        arena_set_pinned(a, 0);
+        arena_trim(a, 0);                              /* its idle memory goes back now */
+    }
+    pthread_mutex_unlock(&p->grow_lock);
+    return a != NULL ? VRAM_OK : VRAM_ERR_INVALID_ARGUMENT;
+}
+
+vram_status vram__pool_private_blocks(vram__pool *p, int id, void **out, size_t capacity, size_t *count) {
+    pool_arena *a = private_in_use(p, id, "vram_private_pool_blocks");
+    if (a == NULL) return VRAM_ERR_INVALID_ARGUMENT;
+    *count = arena_live_blocks(a, out, capacity);
+    return VRAM_OK;
+}
+
 void vram__pool_idle_tick(vram__pool *p) {
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_idle_tick(a);
     }
 }
 
 vram_status vram__pool_check(vram__pool *p) {
-    for (int i = 0; i < POOL_ARENAS; i++) {
-        pool_arena *a = atomic_load(&p->arena[i]);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
         vram_status s = a != NULL ? arena_check(a) : VRAM_OK;
         if (s != VRAM_OK) return s;
     }

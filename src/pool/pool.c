@@ -398,7 +398,9 @@ void vmm_recount_locked(pool_arena *p) {
     pool_vmm_busy_end(v);
 }
 
+/* Idle mapped bytes that may be given back or moved (none in a pinned arena). */
 static size_t vmm_idle_locked(pool_arena *p) {
+    if (p->pinned) return 0;
     vmm_recount_locked(p);
     return p->vmm ? p->vmm->vmm.idle : 0;
 }
@@ -407,7 +409,7 @@ static size_t vmm_idle_locked(pool_arena *p) {
 static int solo_fence_locked(pool_arena *p);
 
 static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
-    if (p->vmm == NULL || solo_fence_locked(p) != 0) return 0;
+    if (p->vmm == NULL || p->pinned || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
     pool_vmm *v = &p->vmm->vmm;
     size_t before = v->mapped;
@@ -440,7 +442,7 @@ static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     vmm_recount_locked(p);
     /* nothing idle: no wait; else a block freed on the solo stream may still be in use there */
-    if (v->idle > 0 && solo_fence_locked(p) == 0) {
+    if (v->idle > 0 && !p->pinned && solo_fence_locked(p) == 0) {
         size_t before = v->mapped;
         uint64_t creates = v->creates, releases = v->releases, moves = v->moves;
         pool_vmm_move_idle(v, c->addr, c->size);
@@ -981,6 +983,10 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     } else if (limit < p->cfg.limit && rounded > limit - (current < limit ? current : limit)) {
         snprintf(cause, sizeof cause, "the memory fraction %g of the card (%zu bytes, set by "
                  "vram_set_memory_fraction: PyTorch's set_per_process_memory_fraction) is reached", fraction, limit);
+    } else if (p->pinned && all != NULL && why == GROW_LIMIT) {
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s): %zu bytes are "
+                 "in use and %zu held free by the device's other pools, which a private pool (a CUDA graph's) "
+                 "cannot use", p->cfg.limit, p->cfg.limit_source, current, free_bytes);
     } else if (rounded > p->cfg.limit - (current < p->cfg.limit ? current : p->cfg.limit)) {
         snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s)",
                  p->cfg.limit, p->cfg.limit_source);
@@ -1569,6 +1575,7 @@ size_t arena_live_bytes(pool_arena *p) {
 /* Releases plain regions with no block in them (their one chunk is free), while more than `keep`
  * bytes are reserved beyond live blocks. */
 static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
+    if (p->pinned) return;
     for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
@@ -1608,6 +1615,27 @@ void arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi) {
     *hi = r != NULL ? r->base + r->size : 0;
 }
 
+void arena_set_pinned(pool_arena *p, int pinned) {
+    pool_lock_take(&p->lock);
+    p->pinned = pinned;
+    pool_lock_give(&p->lock);
+}
+
+size_t arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
+    size_t n = 0;
+    pool_lock_take(&p->lock);
+    tc_flush_all_locked(p);
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
+        for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
+            if (c->state != CHUNK_USED || (c->uses != NULL && c->uses->nevents > 0)) continue;   /* deferred */
+            if (n < capacity) out[n] = (void *)(uintptr_t)c->addr;
+            n++;
+        }
+    }
+    pool_lock_give(&p->lock);
+    return n;
+}
+
 void arena_trim(pool_arena *p, size_t keep_bytes) {
     pool_lock_take(&p->lock);
     pool_trim_locked(p, keep_bytes);
@@ -1637,7 +1665,7 @@ void arena_idle_tick(pool_arena *p) {
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
-    if (p->vmm != NULL) {                        /* extents idle since before the last tick */
+    if (p->vmm != NULL && !p->pinned) {          /* extents idle since before the last tick */
         pool_vmm *v = &p->vmm->vmm;
         size_t before = v->mapped;
         uint64_t c = v->creates, r = v->releases;

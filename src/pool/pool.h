@@ -56,6 +56,7 @@ typedef struct vram__pool_config {
 
 #define VRAM_POOL_TCACHE_AUTO SIZE_MAX
 #define VRAM_POOL_MAX_ARENAS 8
+#define VRAM_POOL_MAX_PRIVATE 64
 
 typedef struct vram__pool vram__pool;
 
@@ -108,6 +109,14 @@ static inline const char *vram__pool_free_name(int async) {
     return async == 0 ? "vram_free" : async == 1 ? "vram_free_async"
          : async == VRAM_POOL_FREE_OWNED_STREAM ? "vram_plugin_free" : "vram_plugin_release";
 }
+
+/* Private pools (arenas.c): arenas of their own on the same limit, for requests made into them only
+ * (PyTorch's CUDA-graph pools). Each call says why it refused; `id` is the pool's slot. */
+vram_status vram__pool_private_create(vram__pool *pool, int *id);
+vram_status vram__pool_private_alloc(vram__pool *pool, vram__pool_thread *me, int id, size_t size, void *stream,
+                                     void **ptr);
+vram_status vram__pool_private_release(vram__pool *pool, int id);
+vram_status vram__pool_private_blocks(vram__pool *pool, int id, void **out, size_t capacity, size_t *count);
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);

@@ -175,6 +175,9 @@ struct pool_arena {
                       num_driver_moves;
     uint64_t          num_flushed;   /* parked blocks given back to the pool */
     pool_stats        stats;         /* PyTorch's figures */
+    int               pinned;        /* a private pool in use (arenas.c): its memory stays where it is
+                                      * (no idle piece given back or moved: a CUDA graph captured its
+                                      * addresses, freed blocks included) */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
@@ -229,6 +232,10 @@ void        arena_idle_tick(pool_arena *p);
 vram_status arena_check(pool_arena *p);
 /* The arena's reserved range [lo, hi) (VMM arenas; 0, 0 otherwise). It never moves. */
 void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
+void        arena_set_pinned(pool_arena *p, int pinned);
+/* The blocks the program holds (not parked, not deferred), at most `capacity` into out; returns how many
+ * there are. */
+size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);
 
 /* pool.c, for thread_cache.c and pool_check.c */
 void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */

@@ -395,6 +395,55 @@ vram_status vram__free_on_alloc_stream(void *ptr) {
     return free_on(ptr, VRAM_POOL_FREE_ALLOC_STREAM, NULL);
 }
 
+/* ---- private pools --------------------------------------------------------------------------- */
+
+vram_status vram_private_pool_create(int logical_device, int *pool) {
+    if (pool == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_pool_create: pool is NULL");
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    vram_status s = enter_logical(me, logical_device, &p);
+    if (s != VRAM_OK) return s;
+    s = vram__pool_private_create(p, pool);
+    vram__rt_leave(me);
+    return s;
+}
+
+vram_status vram_private_malloc_async(void **ptr, size_t size, int logical_device, int pool, void *stream) {
+    if (ptr == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_malloc_async: ptr is NULL");
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    vram_status s = enter_logical(me, logical_device, &p);
+    if (s != VRAM_OK) return s;
+    *ptr = NULL;
+    if (size > 0) s = vram__pool_private_alloc(p, &me->pool, pool, size, stream, ptr);
+    vram__rt_leave(me);
+    return s;
+}
+
+vram_status vram_private_pool_release(int logical_device, int pool) {
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    vram_status s = enter_logical(me, logical_device, &p);
+    if (s != VRAM_OK) return s;
+    s = vram__pool_private_release(p, pool);
+    vram__rt_leave(me);
+    return s;
+}
+
+vram_status vram_private_pool_blocks(int logical_device, int pool, void **out, size_t capacity, size_t *count) {
+    if (count == NULL || (out == NULL && capacity > 0)) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_pool_blocks: count must not be NULL, and out "
+                          "may be NULL only when capacity is 0");
+    }
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    vram_status s = enter_logical(me, logical_device, &p);
+    if (s != VRAM_OK) return s;
+    s = vram__pool_private_blocks(p, pool, out, capacity, count);
+    vram__rt_leave(me);
+    return s;
+}
+
 /* ---- statistics ------------------------------------------------------------------------------ */
 
 vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
