@@ -43,12 +43,23 @@ _ALLOCATOR = r"""
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAGraphsC10Utils.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
 #include <dlfcn.h>
+#include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstddef>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <tuple>
+#include <unordered_set>
+#include <vector>
+
+#include <vram.h>
 
 namespace {
 using alloc_fn = void *(*)(std::ptrdiff_t, int, void *);
@@ -59,6 +70,19 @@ alloc_fn vram_alloc = nullptr;
 release_fn vram_release = nullptr;
 error_fn vram_error = nullptr;
 record_fn vram_record = nullptr;
+// the rest of libvram's calls this allocator makes (vram.h's signatures)
+decltype(&vram_logical_device_of) logical_of_fn = nullptr;
+decltype(&vram_get_allocator_stats) stats_fn = nullptr;
+decltype(&vram_reset_memory_stats) reset_peak_fn = nullptr;
+decltype(&vram_reset_accumulated_stats) reset_acc_fn = nullptr;
+decltype(&vram_get_memory_info) info_fn = nullptr;
+decltype(&vram_trim) trim_fn = nullptr;
+decltype(&vram_set_memory_fraction) set_fraction_fn = nullptr;
+decltype(&vram_get_memory_fraction) get_fraction_fn = nullptr;
+decltype(&vram_private_pool_create) pool_create_fn = nullptr;
+decltype(&vram_private_malloc_async) pool_alloc_fn = nullptr;
+decltype(&vram_private_pool_release) pool_release_fn = nullptr;
+decltype(&vram_private_pool_blocks) pool_blocks_fn = nullptr;
 
 void *checked_alloc(size_t size, int device, cudaStream_t stream) {
     void *ptr = vram_alloc(static_cast<std::ptrdiff_t>(size), device, stream);
@@ -68,18 +92,123 @@ void *checked_alloc(size_t size, int device, cudaStream_t stream) {
     return ptr;
 }
 
+void check(int status, const char *what) {
+    TORCH_CHECK(status == 0, "vram: ", what, ": ", vram_error());
+}
+
+// the logical device serving CUDA device d (vram_logical_device_of), looked up once per device
+constexpr int kMaxDevices = 64;
+std::array<std::atomic<int>, kMaxDevices> logical_cache;
+
+int logical_of(c10::DeviceIndex d) {
+    TORCH_CHECK(d >= 0 && d < kMaxDevices, "vram: CUDA device ", static_cast<int>(d), " is out of range");
+    int k = logical_cache[d].load(std::memory_order_relaxed);
+    if (k >= 0) return k;
+    check(logical_of_fn(d, &k), "the logical device of a CUDA device");
+    logical_cache[d].store(k, std::memory_order_relaxed);
+    return k;
+}
+
+// Private pools (CUDA graphs, torch.cuda.MemPool): PyTorch's pool ids on vram's private pools.
+// While a capture (or use_mem_pool) is active, requests whose stream its filter accepts go to its
+// pool; everything here happens under `pools_mutex`, and the hot path looks only at `capturing`.
+struct PoolRec {
+    int logical = -1, pool = -1, uses = 0;
+};
+struct Capture {
+    c10::DeviceIndex device;
+    c10::MempoolId_t id;
+    std::function<bool(cudaStream_t)> filter;
+};
+std::mutex pools_mutex;
+std::map<std::tuple<int, c10::CaptureId_t, c10::CaptureId_t>, PoolRec> pools;
+std::vector<Capture> captures;
+std::atomic<int> capturing{0};
+
+std::tuple<int, c10::CaptureId_t, c10::CaptureId_t> pool_key(c10::DeviceIndex d, c10::MempoolId_t id) {
+    return {static_cast<int>(d), id.first, id.second};
+}
+
+// (pools_mutex held) the pool's record, created with a vram private pool on first use
+PoolRec &pool_incref_locked(c10::DeviceIndex d, c10::MempoolId_t id) {
+    PoolRec &r = pools[pool_key(d, id)];
+    if (r.pool < 0) {
+        r.logical = logical_of(d);
+        int pool = -1;
+        int s = pool_create_fn(r.logical, &pool);
+        if (s != 0) {
+            pools.erase(pool_key(d, id));
+            check(s, "a private pool for a CUDA graph");
+        }
+        r.pool = pool;
+    }
+    r.uses++;
+    return r;
+}
+
+// A request during a capture: into the pool of the capture that takes its stream, if any.
+void *alloc_capturing(size_t size, c10::DeviceIndex d, cudaStream_t stream) {
+    int logical = -1, pool = -1;
+    {
+        std::lock_guard<std::mutex> g(pools_mutex);
+        for (auto it = captures.rbegin(); it != captures.rend(); ++it) {
+            if (it->device == d && it->filter(stream)) {
+                const PoolRec &r = pools[pool_key(d, it->id)];
+                logical = r.logical;
+                pool = r.pool;
+                break;
+            }
+        }
+    }
+    // vram's driver calls (mapping memory, events) are not stream work: relaxed, as PyTorch's own
+    c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
+    if (pool < 0) return checked_alloc(size, d, stream);
+    void *ptr = nullptr;
+    if (pool_alloc_fn(&ptr, size, logical, pool, stream) != 0 && size > 0) {
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram, a CUDA graph's private pool): ",
+                         vram_error());
+    }
+    return ptr;
+}
+
+void *route_alloc(size_t size, c10::DeviceIndex d, cudaStream_t stream) {
+    if (capturing.load(std::memory_order_acquire) > 0) return alloc_capturing(size, d, stream);
+    return checked_alloc(size, d, stream);
+}
+
 void release(void *ptr) {
+    if (capturing.load(std::memory_order_relaxed) > 0) {
+        c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
+        vram_release(ptr);
+        return;
+    }
     vram_release(ptr);
 }
+
+void fill(c10::CachingAllocator::StatArray &out, const vram_stat *in) {
+    for (size_t k = 0; k < out.size(); k++) {
+        out[k].current = in[k].current;
+        out[k].peak = in[k].peak;
+        out[k].allocated = in[k].allocated;
+        out[k].freed = in[k].freed;
+    }
+}
+
+// getCheckpointState's state: the live blocks of a private pool
+struct VramPoolState final : c10::cuda::CUDACachingAllocator::AllocatorState {
+    c10::DeviceIndex device;
+    c10::MempoolId_t id;
+    std::unordered_set<void *> live;
+};
 
 using Pluggable = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
 
 // Tensors (allocate) and raw allocations skip CUDAPluggableAllocator's locked table: vram keeps each
-// block's stream, so the deleter needs the pointer alone; record_stream goes to vram. The rest is
-// CUDAPluggableAllocator's.
+// block's stream, so the deleter needs the pointer alone; record_stream, the statistics, empty_cache,
+// the memory fraction and CUDA graphs' private pools go to vram. The rest is CUDAPluggableAllocator's.
 struct VramAllocator final : Pluggable {
     VramAllocator()
-        : Pluggable([](size_t size, int device, cudaStream_t stream) { return checked_alloc(size, device, stream); },
+        : Pluggable([](size_t size, int device, cudaStream_t stream) { return route_alloc(size, device, stream); },
                     [](void *ptr, size_t, int, cudaStream_t) { release(ptr); }) {}
 
     static c10::DeviceIndex current_device() {
@@ -89,7 +218,7 @@ struct VramAllocator final : Pluggable {
     }
     c10::DataPtr allocate(size_t size) override {
         c10::DeviceIndex d = current_device();
-        void *ptr = checked_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
+        void *ptr = route_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
         return {ptr, ptr, &release, c10::Device(c10::DeviceType::CUDA, d)};
     }
     c10::DeleterFnPtr raw_deleter() const override {
@@ -97,10 +226,10 @@ struct VramAllocator final : Pluggable {
     }
     void *raw_alloc(size_t size) override {
         c10::DeviceIndex d = current_device();
-        return checked_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
+        return route_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
     }
     void *raw_alloc_with_stream(size_t size, cudaStream_t stream) override {
-        return checked_alloc(size, current_device(), stream);
+        return route_alloc(size, current_device(), stream);
     }
     void raw_delete(void *ptr) override {
         release(ptr);
@@ -114,20 +243,177 @@ struct VramAllocator final : Pluggable {
             TORCH_CHECK(false, "vram: record_stream: ", vram_error());
         }
     }
+
+    // ---- statistics (torch.cuda.memory_stats and everything built on it)
+    c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
+        vram_allocator_stats s;
+        check(stats_fn(logical_of(device), &s), "memory statistics");
+        c10::CachingDeviceAllocator::DeviceStats d;
+        fill(d.allocation, s.allocation);
+        fill(d.segment, s.segment);
+        fill(d.active, s.active);
+        fill(d.inactive_split, s.inactive_split);
+        fill(d.allocated_bytes, s.allocated_bytes);
+        fill(d.reserved_bytes, s.reserved_bytes);
+        fill(d.active_bytes, s.active_bytes);
+        fill(d.inactive_split_bytes, s.inactive_split_bytes);
+        fill(d.requested_bytes, s.requested_bytes);
+        d.num_alloc_retries = s.num_alloc_retries;
+        d.num_ooms = s.num_ooms;
+        d.num_sync_all_streams = s.num_sync_all_streams;
+        d.num_device_alloc = s.num_device_alloc;
+        d.num_device_free = s.num_device_free;
+        d.max_split_size = s.max_split_size;
+        return d;
+    }
+    void resetPeakStats(c10::DeviceIndex device) override {
+        check(reset_peak_fn(logical_of(device)), "reset_peak_memory_stats");
+    }
+    void resetAccumulatedStats(c10::DeviceIndex device) override {
+        check(reset_acc_fn(logical_of(device)), "reset_accumulated_memory_stats");
+    }
+
+    // ---- giving memory back, the largest cached block, the memory fraction
+    void emptyCache(c10::cuda::MempoolId_t /*mempool_id*/) override {
+        int n = c10::cuda::device_count();
+        for (int d = 0; d < n && d < kMaxDevices; d++) {
+            int k = -1;
+            if (logical_of_fn(d, &k) == 0) check(trim_fn(k, 0), "empty_cache");
+        }
+    }
+    void cacheInfo(c10::DeviceIndex device, size_t *largestBlock) override {
+        vram_memory_info info;
+        check(info_fn(logical_of(device), &info), "the largest cached block");
+        *largestBlock = info.largest_free_block;
+    }
+    void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+        check(set_fraction_fn(logical_of(device), fraction), "set_per_process_memory_fraction");
+    }
+    double getMemoryFraction(c10::DeviceIndex device) override {
+        double f = 1.0;
+        check(get_fraction_fn(logical_of(device), &f), "get_per_process_memory_fraction");
+        return f;
+    }
+
+    // ---- CUDA graphs and memory pools: private pools of vram
+    void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                             std::function<bool(cudaStream_t)> filter) override {
+        std::lock_guard<std::mutex> g(pools_mutex);
+        pool_incref_locked(device, mempool_id);
+        captures.push_back({device, mempool_id, std::move(filter)});
+        capturing.fetch_add(1, std::memory_order_release);
+    }
+    void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+        std::lock_guard<std::mutex> g(pools_mutex);
+        for (auto it = captures.begin(); it != captures.end(); ++it) {
+            if (it->device == device && it->id == mempool_id) {
+                captures.erase(it);
+                capturing.fetch_sub(1, std::memory_order_release);
+                break;
+            }
+        }
+    }
+    void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                            std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> allocator) override {
+        TORCH_CHECK(allocator == nullptr, "vram: a MemPool with an allocator of its own is not supported under vram");
+        std::lock_guard<std::mutex> g(pools_mutex);
+        pool_incref_locked(device, mempool_id);
+    }
+    void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+        std::lock_guard<std::mutex> g(pools_mutex);
+        auto it = pools.find(pool_key(device, mempool_id));
+        if (it == pools.end() || --it->second.uses > 0) return;
+        int logical = it->second.logical, pool = it->second.pool;
+        pools.erase(it);
+        check(pool_release_fn(logical, pool), "releasing a CUDA graph's private pool");
+    }
+    int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
+        std::lock_guard<std::mutex> g(pools_mutex);
+        auto it = pools.find(pool_key(device, mempool_id));
+        return it == pools.end() ? 0 : it->second.uses;
+    }
+    std::unordered_set<void *> pool_blocks(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
+        int logical = -1, pool = -1;
+        {
+            std::lock_guard<std::mutex> g(pools_mutex);
+            auto it = pools.find(pool_key(device, mempool_id));
+            if (it == pools.end()) return {};
+            logical = it->second.logical;
+            pool = it->second.pool;
+        }
+        size_t n = 0;
+        check(pool_blocks_fn(logical, pool, nullptr, 0, &n), "a private pool's blocks");
+        std::vector<void *> out(n + 16);
+        check(pool_blocks_fn(logical, pool, out.data(), out.size(), &n), "a private pool's blocks");
+        out.resize(std::min(n, out.size()));
+        return {out.begin(), out.end()};
+    }
+    bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
+                                  const std::unordered_set<void *> &expected_live_allocations) override {
+        return pool_blocks(device, mempool_id) == expected_live_allocations;
+    }
+    // torch.compile's CUDA-graph trees checkpoint a pool after each recording; restoring one is
+    // supported when the pool already holds exactly the checkpoint's blocks (no block moves).
+    std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> getCheckpointState(
+        c10::DeviceIndex device, c10::MempoolId_t id) override {
+        auto st = std::make_shared<VramPoolState>();
+        st->device = device;
+        st->id = id;
+        st->live = pool_blocks(device, id);
+        return st;
+    }
+    c10::cuda::CUDACachingAllocator::CheckpointDelta setCheckpointPoolState(
+        c10::DeviceIndex device,
+        std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> pps) override {
+        auto st = std::dynamic_pointer_cast<VramPoolState>(pps);
+        TORCH_CHECK(st != nullptr, "vram: setCheckpointPoolState: not a state of vram's allocator");
+        // blocks live now but not at the checkpoint are freed (the caller drops their storages'
+        // deleters, as with PyTorch's allocator); blocks of the checkpoint freed since cannot be
+        // given back at their addresses
+        c10::cuda::CUDACachingAllocator::CheckpointDelta delta;
+        for (void *ptr : pool_blocks(device, st->id)) {
+            if (st->live.count(ptr) == 0) delta.ptrs_freed.push_back(ptr);
+        }
+        std::unordered_set<void *> now = pool_blocks(device, st->id);
+        for (void *ptr : st->live) {
+            TORCH_CHECK(now.count(ptr) == 1, "vram: restoring a CUDA-graph pool to a checkpoint whose blocks were "
+                        "freed since is not supported");
+        }
+        for (void *ptr : delta.ptrs_freed) release(ptr);
+        return delta;
+    }
+    bool isHistoryEnabled() override {
+        return false;
+    }
+    std::string name() override {
+        return "vram";
+    }
 };
+
+template <typename F>
+bool bind(void *lib, F &fn, const char *name) {
+    fn = reinterpret_cast<F>(dlsym(lib, name));
+    return fn != nullptr;
+}
 }  // namespace
 
 // Loads libvram.so and makes vram PyTorch's CUDA allocator (raises when PyTorch already allocated).
 bool install(const std::string &path) {
     void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
     if (lib == nullptr) return false;
-    vram_alloc = reinterpret_cast<alloc_fn>(dlsym(lib, "vram_plugin_alloc"));
-    vram_release = reinterpret_cast<release_fn>(dlsym(lib, "vram_plugin_release"));
-    vram_error = reinterpret_cast<error_fn>(dlsym(lib, "vram_last_error"));
-    vram_record = reinterpret_cast<record_fn>(dlsym(lib, "vram_record_stream"));
-    if (vram_alloc == nullptr || vram_release == nullptr || vram_error == nullptr || vram_record == nullptr) {
-        return false;
-    }
+    for (auto &k : logical_cache) k.store(-1);
+    bool ok = bind(lib, vram_alloc, "vram_plugin_alloc") && bind(lib, vram_release, "vram_plugin_release") &&
+              bind(lib, vram_error, "vram_last_error") && bind(lib, vram_record, "vram_record_stream") &&
+              bind(lib, logical_of_fn, "vram_logical_device_of") && bind(lib, stats_fn, "vram_get_allocator_stats") &&
+              bind(lib, reset_peak_fn, "vram_reset_memory_stats") &&
+              bind(lib, reset_acc_fn, "vram_reset_accumulated_stats") && bind(lib, info_fn, "vram_get_memory_info") &&
+              bind(lib, trim_fn, "vram_trim") && bind(lib, set_fraction_fn, "vram_set_memory_fraction") &&
+              bind(lib, get_fraction_fn, "vram_get_memory_fraction") &&
+              bind(lib, pool_create_fn, "vram_private_pool_create") &&
+              bind(lib, pool_alloc_fn, "vram_private_malloc_async") &&
+              bind(lib, pool_release_fn, "vram_private_pool_release") &&
+              bind(lib, pool_blocks_fn, "vram_private_pool_blocks");
+    if (!ok) return false;
     auto allocator = std::make_shared<VramAllocator>();
     allocator->init(0);   // as torch.cuda.memory.CUDAPluggableAllocator's
     torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
@@ -185,11 +471,25 @@ def _build_forwarder():
     return module.__file__
 
 
+def _include_dir():
+    """The folder holding vram.h: the source tree's include/ (python/vram/../../include), or an
+    installation's P/include beside P/lib/libvram.so."""
+    import os
+    here = os.path.dirname(os.path.abspath(__file__))
+    lib = os.path.dirname(os.path.abspath(_lib.path)) if os.path.isabs(_lib.path) else ""
+    for d in (os.path.join(here, "..", "..", "include"), os.path.join(lib, "..", "include"),
+              os.path.join(lib, "..", "..", "include")):
+        if os.path.isfile(os.path.join(d, "vram.h")):
+            return os.path.realpath(d)
+    raise RuntimeError("vram.h not found (looked in the source tree's include/ and beside %s)" % _lib.path)
+
+
 def _build_allocator():
     """Builds (or loads PyTorch's cached build of) the allocator library; returns the module."""
     from torch.utils.cpp_extension import load_inline
     return load_inline(name="vram_torch_allocator", cpp_sources=[_ALLOCATOR], functions=["install"],
-                       with_cuda=True, extra_ldflags=["-ldl"], verbose=False)
+                       with_cuda=True, extra_include_paths=[_include_dir()], extra_ldflags=["-ldl"],
+                       verbose=False)
 
 
 def _why(e):
