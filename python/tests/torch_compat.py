@@ -595,7 +595,14 @@ def _short(text, width):
 
 
 def _tail(text, lines=15):
-    return "\n".join("      | " + line for line in text.rstrip().splitlines()[-lines:])
+    """The last lines of a child's stderr, after the message of an abort (a C++ exception's
+    "terminate called ..." and "what(): ..." lines come before its long backtrace)."""
+    all_lines = text.rstrip().splitlines()
+    last = all_lines[-lines:]
+    head = [line for line in all_lines[:-lines] if "terminate called" in line or "what():" in line][:4]
+    if head:
+        head.append("...")
+    return "\n".join("      | " + line for line in head + last)
 
 
 def main(argv=None):

@@ -327,6 +327,9 @@ struct VramAllocator final : Pluggable {
         pools.erase(it);
         check(pool_release_fn(logical, pool), "releasing a CUDA graph's private pool");
     }
+    void setUseOnOOM(c10::DeviceIndex, c10::MempoolId_t, bool use_on_oom) override {
+        TORCH_CHECK(!use_on_oom, "vram: MemPool(use_on_oom=True) is not supported under vram");
+    }
     int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
         std::lock_guard<std::mutex> g(pools_mutex);
         auto it = pools.find(pool_key(device, mempool_id));
