@@ -110,9 +110,24 @@ static void stats_held_locked(pool_arena *p) {
     stat_set(&st->segs[2], large_n);
 }
 
+/* The figures of all blocks that the hand-out and free paths do not keep (pool_stats): the pool's own
+ * counts and the sums of the two kinds. */
+static void stats_sync_all_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    pool_stat *by[] = {st->blocks, st->bytes, st->req};
+    for (int i = 0; i < 3; i++) {
+        by[i][0].in = by[i][1].in + by[i][2].in;
+        by[i][0].cur0 = by[i][1].cur0 + by[i][2].cur0;
+    }
+    st->blocks[0].cur = p->used_count;
+    st->bytes[0].cur = p->current;
+    st->bytes[0].peak = p->peak;
+}
+
 /* Handed out and deferred blocks together, while some are deferred (see pool_stats). */
 VRAM_NOINLINE static void stats_active_peaks_locked(pool_arena *p) {
     pool_stats *st = &p->stats;
+    stats_sync_all_locked(p);
     for (int k = 0; k < 3; k++) {
         size_t bytes = st->bytes[k].cur + st->def_bytes[k], blocks = st->blocks[k].cur + st->def_blocks[k];
         if (bytes > st->active_peak[k]) st->active_peak[k] = bytes;
@@ -146,20 +161,18 @@ static void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc) {
         p->used_count++;
         p->num_allocs++;
         if (p->current > p->peak) p->peak = p->current;
-        stat_up(&st->blocks[0], 1);
-        stat_up(&st->blocks[k], 1);
-        stat_up(&st->bytes[0], size);
+        stat_up(&st->blocks[k], 1);           /* (all: see stats_sync_all_locked) */
         stat_up(&st->bytes[k], size);
-        stat_up(&st->req[0], c->req);
         stat_up(&st->req[k], c->req);
+        if (p->used_count > st->blocks[0].peak) st->blocks[0].peak = p->used_count;
+        st->req[0].cur += c->req;
+        if (st->req[0].cur > st->req[0].peak) st->req[0].peak = st->req[0].cur;
         if (p->deferred != NULL) stats_active_peaks_locked(p);
     } else {
         p->current -= size;
         p->used_count--;
         p->num_frees++;
-        st->blocks[0].cur--;
         st->blocks[k].cur--;
-        st->bytes[0].cur -= size;
         st->bytes[k].cur -= size;
         st->req[0].cur -= c->req;
         st->req[k].cur -= c->req;
@@ -1459,6 +1472,7 @@ void arena_reset_peak_locked(pool_arena *p) {
     pool_stats *st = &p->stats;
     p->peak = p->current;
     p->peak_reserved = p->reserved;
+    stats_sync_all_locked(p);
     stats_for_each(st, stat_reset_peak);
     for (int k = 0; k < 3; k++) {
         st->active_peak[k] = st->bytes[k].cur + st->def_bytes[k];
@@ -1469,6 +1483,7 @@ void arena_reset_peak_locked(pool_arena *p) {
 
 void arena_reset_accumulated_locked(pool_arena *p) {
     pool_stats *st = &p->stats;
+    stats_sync_all_locked(p);
     stats_for_each(st, stat_reset_accumulated);
     st->retries = st->syncs = 0;
     st->ooms0 = p->num_ooms;
@@ -1516,6 +1531,7 @@ static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split
 void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
     pool_stats *st = &p->stats;
     tc_flush_all_locked(p);                       /* parked blocks are the pool's, not the program's */
+    stats_sync_all_locked(p);
     vmm_recount_locked(p);
     size_t idle[3] = {0, 0, 0};
     if (p->vmm != NULL) pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);

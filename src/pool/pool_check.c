@@ -129,18 +129,22 @@ static const char *check_zones_locked(pool_arena *p) {
 /* PyTorch's figures (pool_stats) agree with the pool's own counts; kinds add up to all. */
 static const char *check_stats_locked(const pool_arena *p) {
     const pool_stats *st = &p->stats;
-    const pool_stat *by[] = {st->blocks, st->bytes, st->req, st->segs, st->held};
+    const pool_stat *by[] = {st->req, st->segs, st->held};   /* (blocks and bytes of all: the pool's own) */
     for (size_t i = 0; i < sizeof by / sizeof by[0]; i++) {
         if (by[i][0].cur != by[i][1].cur + by[i][2].cur) return "a statistic's small and large parts do not add up";
-        for (int k = 0; k < 3; k++) {
-            if (by[i][k].peak < by[i][k].cur) return "a statistic's peak is below its current value";
+    }
+    const pool_stat *all[] = {st->blocks, st->bytes, st->req, st->segs, st->held};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) {
+        for (int k = i < 2 ? 1 : 0; k < 3; k++) {
+            if (all[i][k].peak < all[i][k].cur) return "a statistic's peak is below its current value";
         }
     }
-    if (st->blocks[0].cur != p->used_count || st->bytes[0].cur != p->current) {
+    if (st->blocks[1].cur + st->blocks[2].cur != p->used_count || st->bytes[1].cur + st->bytes[2].cur != p->current ||
+        st->blocks[0].peak < p->used_count) {
         return "the statistics' blocks in use differ from the pool's";
     }
     if (st->held[0].cur != p->reserved) return "the statistics' reserved bytes differ from the pool's";
-    if (st->req[0].cur > st->bytes[0].cur) return "more bytes requested than handed out";
+    if (st->req[0].cur > p->current) return "more bytes requested than handed out";
     if (st->def_blocks[0] != p->deferred_count) return "the statistics' deferred blocks differ from the list";
     return NULL;
 }

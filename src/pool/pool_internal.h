@@ -101,7 +101,11 @@ typedef struct pool_stat {
 
 typedef struct pool_stats {
     pool_stat blocks[3], bytes[3], req[3];           /* handed out: USED and not deferred, parked
-                                                        blocks included (queries flush the caches) */
+                                                        blocks included (queries flush the caches).
+                                                        Of [0] the hand-out and free paths keep only
+                                                        blocks' peak and req's cur and peak; the rest
+                                                        is the pool's own counts and the kinds' sums
+                                                        (stats_sync_all_locked, pool.c) */
     size_t    def_blocks[3], def_bytes[3];           /* freed, still used on other streams (deferred) */
     size_t    active_peak[3], active_blocks_peak[3]; /* high-water marks of handed out + deferred,
                                                         kept while blocks are deferred (else the
