@@ -181,6 +181,10 @@ VRAM_API vram_status vram_private_malloc_async(void **ptr, size_t size, int logi
 VRAM_API vram_status vram_private_pool_release(int logical_device, int pool);
 VRAM_API vram_status vram_private_pool_blocks(int logical_device, int pool, void **out, size_t capacity,
                                               size_t *count);
+/* Hands out exactly [ptr, ptr + size) of the pool, which must lie in one of its free blocks (ptr
+ * 256-byte aligned): a block given back where it was, as PyTorch's CUDA-graph trees restore a pool to
+ * a checkpoint. VRAM_ERR_INVALID_ARGUMENT when that range is not free. */
+VRAM_API vram_status vram_private_malloc_at(void *ptr, size_t size, int logical_device, int pool, void *stream);
 
 /* ---- giving memory back and allocator options ------------------------------------------- */
 
@@ -323,6 +327,33 @@ VRAM_API vram_status vram_get_allocator_stats(int logical_device, vram_allocator
 /* allocated and freed of every figure, num_alloc_retries, num_ooms, num_sync_all_streams and the
  * device counts start again from 0 (vram_memory_info's counters are not touched). */
 VRAM_API vram_status vram_reset_accumulated_stats(int logical_device);
+
+/* The memory map of a logical device, for PyTorch's memory snapshots (torch.cuda.memory._snapshot):
+ * segments (a mapped run of growth's reserved range, expandable; or a plain region) and the blocks
+ * over each, in address order, free ones included (a free block is cut at a segment's edge). */
+typedef struct vram_block_info {
+    uint64_t address;
+    size_t   size;          /* its bytes (256-byte units) */
+    size_t   requested;     /* allocated: the size the program asked for; else 0 */
+    int      allocated;     /* the program holds it */
+    int      active;        /* allocated, or freed but still used on another stream */
+    void    *stream;        /* allocated: the stream it was allocated on (NULL: none) */
+} vram_block_info;
+
+typedef struct vram_segment_info {
+    uint64_t address;
+    size_t   size;
+    int      private_pool;  /* its private pool (vram_private_pool_create), or -1 */
+    int      small;         /* in growth's small zone */
+    int      expandable;    /* 1: a mapped run of the reserved range; 0: a plain region */
+    size_t   first_block, nblocks;   /* its blocks: blocks[first_block .. first_block + nblocks) */
+} vram_segment_info;
+
+/* Fills at most the capacities and sets the full counts; when a count is above its capacity, call
+ * again with more room (the map may change between calls). Thread caches are emptied first. */
+VRAM_API vram_status vram_get_segments(int logical_device, vram_segment_info *segments, size_t segment_capacity,
+                                       size_t *nsegments, vram_block_info *blocks, size_t block_capacity,
+                                       size_t *nblocks);
 
 /* Walks every structure of the logical device's allocator and verifies its invariants (chunks
  * tile their regions, free neighbours are merged, the free index and pointer table agree with

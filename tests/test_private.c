@@ -178,3 +178,119 @@ TEST(private_bad_arguments) {
     CHECK_PTR(a, ==, NULL);
     CHECK_OK(vram_private_pool_release(0, pool));
 }
+
+TEST(private_malloc_at_gives_a_block_back_where_it_was) {
+    growth_1gib();
+    int pool = -1;
+    CHECK_OK(vram_private_pool_create(0, &pool));
+    void *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_private_malloc_async(&a, 4 * MiB, 0, pool, STREAM_A));
+    CHECK_OK(vram_private_malloc_async(&b, 4 * MiB, 0, pool, STREAM_A));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_private_malloc_at(a, 4 * MiB, 0, pool, STREAM_A));      /* a again, at its address */
+    CHECK_SIZE(INFO(0).current, ==, 8 * MiB);
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_private_malloc_at(b, 4 * MiB, 0, pool, STREAM_A));   /* live */
+    CHECK_ERROR_CONTAINS("not a free range");
+    CHECK_OK(vram_free(a));
+    char *mid = (char *)a + 1 * MiB;                  /* inside a free block: its front stays free */
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_private_malloc_at(mid + 1, 256, 0, pool, STREAM_A));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_private_malloc_at(mid, 4 * MiB, 0, pool, STREAM_A));  /* runs into b */
+    CHECK_OK(vram_private_malloc_at(mid, 1 * MiB, 0, pool, STREAM_A));
+    CHECK_ALL();
+    CHECK_OK(vram_private_malloc_async(&c, 1 * MiB, 0, pool, STREAM_A));   /* the front, best fit */
+    CHECK_PTR(c, ==, a);
+    CHECK_OK(vram_free(mid));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_private_malloc_at(a, 1 * MiB, 0, pool + 1, STREAM_A));
+    CHECK_OK(vram_private_pool_release(0, pool));
+    CHECK_ALL();
+}
+
+/* The segments and blocks of logical device 0, checked to fit the arrays. */
+static void segments_of(vram_segment_info *segs, size_t *nsegs, vram_block_info *blocks, size_t *nblocks) {
+    size_t cap_s = *nsegs, cap_b = *nblocks;
+    CHECK_OK(vram_get_segments(0, segs, cap_s, nsegs, blocks, cap_b, nblocks));
+    CHECK_SIZE(*nsegs, <=, cap_s);
+    CHECK_SIZE(*nblocks, <=, cap_b);
+}
+
+TEST(segments_map_mapped_runs_and_their_blocks) {
+    growth_1gib();
+    void *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&a, 1000, 0));               /* the small zone: one granule */
+    CHECK_OK(vram_malloc(&b, 1 * MiB, 0));            /* the large zone: granule 0 ... */
+    CHECK_OK(vram_malloc(&c, 3 * MiB + 1, 0));        /* ... and 1-2 */
+    CHECK_OK(vram_free(b));
+    vram_segment_info segs[4];
+    vram_block_info blocks[8];
+    size_t ns = 4, nb = 8;
+    segments_of(segs, &ns, blocks, &nb);
+    CHECK_SIZE(ns, ==, 2);
+    CHECK_SIZE(nb, ==, 5);
+    CHECK_PTR((void *)(uintptr_t)segs[0].address, ==, a);
+    CHECK_SIZE(segs[0].size, ==, 2 * MiB);
+    CHECK_INT(segs[0].small, ==, 1);
+    CHECK_INT(segs[0].expandable, ==, 1);
+    CHECK_INT(segs[0].private_pool, ==, -1);
+    CHECK_SIZE(segs[0].first_block, ==, 0);
+    CHECK_SIZE(segs[0].nblocks, ==, 2);
+    CHECK_SIZE(blocks[0].size, ==, 1024);
+    CHECK_SIZE(blocks[0].requested, ==, 1000);
+    CHECK_INT(blocks[0].allocated, ==, 1);
+    CHECK_SIZE(blocks[1].size, ==, 2 * MiB - 1024);   /* the rest of the granule, free */
+    CHECK_INT(blocks[1].allocated, ==, 0);
+    CHECK_PTR((void *)(uintptr_t)segs[1].address, ==, b);
+    CHECK_SIZE(segs[1].size, ==, 6 * MiB);
+    CHECK_INT(segs[1].small, ==, 0);
+    CHECK_SIZE(segs[1].first_block, ==, 2);
+    CHECK_SIZE(segs[1].nblocks, ==, 3);
+    CHECK_SIZE(blocks[2].size, ==, 1 * MiB);          /* b, freed */
+    CHECK_INT(blocks[2].allocated, ==, 0);
+    CHECK_PTR((void *)(uintptr_t)blocks[3].address, ==, c);
+    CHECK_SIZE(blocks[3].size, ==, 3 * MiB + 256);
+    CHECK_SIZE(blocks[3].requested, ==, 3 * MiB + 1);
+    CHECK_INT(blocks[3].active, ==, 1);
+    CHECK_SIZE(blocks[4].size, ==, 6 * MiB - 4 * MiB - 256);   /* the free chunk cut at the run's end */
+    ns = 1;
+    nb = 1;                                           /* too little room: the full counts */
+    CHECK_OK(vram_get_segments(0, segs, ns, &ns, blocks, nb, &nb));
+    CHECK_SIZE(ns, ==, 2);
+    CHECK_SIZE(nb, ==, 5);
+    CHECK_OK(vram_get_segments(0, NULL, 0, &ns, NULL, 0, &nb));
+    CHECK_SIZE(nb, ==, 5);
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_get_segments(0, NULL, 1, &ns, NULL, 0, &nb));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_get_segments(0, segs, 1, NULL, blocks, 1, &nb));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_free(c));
+}
+
+TEST(segments_of_a_preallocated_pool_and_a_private_one) {
+    use_sim("16GiB");
+    vram_logical_device_configuration cfg = {64};
+    CHECK_OK(vram_set_logical_device_configuration(0, &cfg, 1));
+    void *a = NULL;
+    CHECK_OK(vram_malloc(&a, 4 * MiB, 0));
+    vram_segment_info segs[4];
+    vram_block_info blocks[8];
+    size_t ns = 4, nb = 8;
+    segments_of(segs, &ns, blocks, &nb);
+    CHECK_SIZE(ns, ==, 1);
+    CHECK_SIZE(segs[0].size, ==, 64 * MiB);
+    CHECK_INT(segs[0].expandable, ==, 0);
+    CHECK_SIZE(nb, ==, 2);
+    CHECK_OK(vram_free(a));
+    int pool = -1;
+    CHECK_OK(vram_private_pool_create(0, &pool));     /* the preallocation goes back for it */
+    CHECK_OK(vram_private_malloc_async(&a, 1 * MiB, 0, pool, STREAM_A));
+    ns = 4;
+    nb = 8;
+    segments_of(segs, &ns, blocks, &nb);
+    CHECK_SIZE(ns, ==, 1);
+    CHECK_INT(segs[0].private_pool, ==, pool);
+    CHECK_INT(segs[0].expandable, ==, 1);
+    CHECK_SIZE(segs[0].size, ==, 2 * MiB);
+    CHECK_INT(blocks[0].allocated, ==, 1);
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_private_pool_release(0, pool));
+}

@@ -50,7 +50,9 @@ _ALLOCATOR = r"""
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -83,11 +85,109 @@ decltype(&vram_private_pool_create) pool_create_fn = nullptr;
 decltype(&vram_private_malloc_async) pool_alloc_fn = nullptr;
 decltype(&vram_private_pool_release) pool_release_fn = nullptr;
 decltype(&vram_private_pool_blocks) pool_blocks_fn = nullptr;
+decltype(&vram_private_malloc_at) pool_alloc_at_fn = nullptr;
+decltype(&vram_get_segments) segments_fn = nullptr;
+
+// ---- memory history (torch.cuda.memory._record_memory_history) and trace trackers: while either is
+// on, every allocation and free is noted under `history_mutex` (the hot path reads `tracing` only)
+using c10::CachingDeviceAllocator::TraceEntry;
+std::mutex history_mutex;
+std::atomic<bool> tracing{false};
+bool history_on = false;
+c10::cuda::CUDACachingAllocator::CreateContextFn context_recorder = nullptr;
+c10::cuda::CUDACachingAllocator::RecordContext record_when = c10::cuda::CUDACachingAllocator::RecordContext::NEVER;
+size_t trace_max = 0;
+std::vector<std::string> skip_actions;
+std::map<int, std::deque<TraceEntry>> traces;    // by CUDA device
+struct BlockRec {
+    size_t size;
+    int device;
+    void *stream;
+    std::shared_ptr<c10::GatheredContext> context;
+};
+std::map<void *, BlockRec> history_blocks;       // blocks allocated while tracing
+std::vector<c10::cuda::CUDACachingAllocator::AllocatorTraceTracker> trace_trackers;
+std::vector<c10::cuda::CUDACachingAllocator::OutOfMemoryObserver> oom_observers;
+std::mutex observers_mutex;
+
+const char *action_name(TraceEntry::Action a) {
+    switch (a) {
+    case TraceEntry::ALLOC: return "alloc";
+    case TraceEntry::FREE_REQUESTED: return "free_requested";
+    case TraceEntry::FREE_COMPLETED: return "free_completed";
+    case TraceEntry::OOM: return "oom";
+    default: return "";
+    }
+}
+
+// (history_mutex held) a trace entry for the history and the trackers
+void note_trace_locked(TraceEntry::Action action, int device, size_t addr, size_t size, void *stream,
+                       std::shared_ptr<c10::GatheredContext> context) {
+    TraceEntry te(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, {0, 0}, 0, std::move(context));
+    te.time_.t_ = std::chrono::duration_cast<std::chrono::microseconds>(
+                      std::chrono::system_clock::now().time_since_epoch()).count();
+    for (auto &t : trace_trackers) t(te);
+    if (!history_on || record_when == c10::cuda::CUDACachingAllocator::RecordContext::NEVER) return;
+    if (std::find(skip_actions.begin(), skip_actions.end(), action_name(action)) != skip_actions.end()) return;
+    auto &q = traces[device];
+    q.push_back(std::move(te));
+    while (trace_max > 0 && q.size() > trace_max) q.pop_front();
+}
+
+void note_alloc(void *ptr, size_t size, int device, void *stream) {
+    if (ptr == nullptr) return;
+    using RC = c10::cuda::CUDACachingAllocator::RecordContext;
+    std::shared_ptr<c10::GatheredContext> ctx;
+    {
+        std::lock_guard<std::mutex> g(history_mutex);
+        if (history_on && context_recorder != nullptr && record_when >= RC::STATE) ctx = context_recorder();
+        history_blocks[ptr] = {size, device, stream, ctx};
+        note_trace_locked(TraceEntry::ALLOC, device, reinterpret_cast<size_t>(ptr), size, stream,
+                          record_when >= RC::ALLOC ? ctx : nullptr);
+    }
+}
+
+void note_free(void *ptr) {
+    using RC = c10::cuda::CUDACachingAllocator::RecordContext;
+    std::lock_guard<std::mutex> g(history_mutex);
+    auto it = history_blocks.find(ptr);
+    if (it == history_blocks.end()) return;          // allocated before tracing began: not in the trace
+    BlockRec r = it->second;
+    history_blocks.erase(it);
+    std::shared_ptr<c10::GatheredContext> ctx;
+    if (history_on && context_recorder != nullptr && record_when == RC::ALL) ctx = context_recorder();
+    for (auto action : {TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED}) {
+        note_trace_locked(action, r.device, reinterpret_cast<size_t>(ptr), r.size, r.stream, ctx);
+    }
+}
+
+// An out-of-memory error: the observers and the history hear of it before it is raised.
+void note_oom(int device, size_t size, void *stream) {
+    size_t free = 0, total = 0;
+    (void)cudaMemGetInfo(&free, &total);
+    vram_memory_info info{};
+    int k = -1;
+    if (logical_of_fn(device, &k) == 0) (void)info_fn(k, &info);
+    std::vector<c10::cuda::CUDACachingAllocator::OutOfMemoryObserver> observers;
+    {
+        std::lock_guard<std::mutex> g(observers_mutex);
+        observers = oom_observers;
+    }
+    for (auto &o : observers) o(device, info.current, total, free);
+    if (tracing.load(std::memory_order_relaxed)) {
+        std::lock_guard<std::mutex> g(history_mutex);
+        note_trace_locked(TraceEntry::OOM, device, free, size, stream, nullptr);
+    }
+}
+
+void note_oom(int device, size_t size, void *stream);
 
 void *checked_alloc(size_t size, int device, cudaStream_t stream) {
     void *ptr = vram_alloc(static_cast<std::ptrdiff_t>(size), device, stream);
     if (ptr == nullptr && size > 0) {
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram): ", vram_error());
+        std::string why = vram_error();
+        note_oom(device, size, stream);
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram): ", why);
     }
     return ptr;
 }
@@ -165,18 +265,22 @@ void *alloc_capturing(size_t size, c10::DeviceIndex d, cudaStream_t stream) {
     if (pool < 0) return checked_alloc(size, d, stream);
     void *ptr = nullptr;
     if (pool_alloc_fn(&ptr, size, logical, pool, stream) != 0 && size > 0) {
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram, a CUDA graph's private pool): ",
-                         vram_error());
+        std::string why = vram_error();
+        note_oom(d, size, stream);
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram, a CUDA graph's private pool): ", why);
     }
     return ptr;
 }
 
 void *route_alloc(size_t size, c10::DeviceIndex d, cudaStream_t stream) {
-    if (capturing.load(std::memory_order_acquire) > 0) return alloc_capturing(size, d, stream);
-    return checked_alloc(size, d, stream);
+    void *ptr = capturing.load(std::memory_order_acquire) > 0 ? alloc_capturing(size, d, stream)
+                                                             : checked_alloc(size, d, stream);
+    if (tracing.load(std::memory_order_relaxed)) note_alloc(ptr, size, d, stream);
+    return ptr;
 }
 
 void release(void *ptr) {
+    if (tracing.load(std::memory_order_relaxed)) note_free(ptr);
     if (capturing.load(std::memory_order_relaxed) > 0) {
         c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
         vram_release(ptr);
@@ -194,12 +298,59 @@ void fill(c10::CachingAllocator::StatArray &out, const vram_stat *in) {
     }
 }
 
-// getCheckpointState's state: the live blocks of a private pool
+// getCheckpointState's state: the live blocks of a private pool and their sizes
 struct VramPoolState final : c10::cuda::CUDACachingAllocator::AllocatorState {
     c10::DeviceIndex device;
     c10::MempoolId_t id;
-    std::unordered_set<void *> live;
+    std::map<void *, size_t> live;
 };
+
+// A logical device's memory map (vram_get_segments), asked again until the arrays are large enough.
+struct MemoryMap {
+    std::vector<vram_segment_info> segs;
+    std::vector<vram_block_info> blocks;
+};
+
+MemoryMap memory_map(int logical) {
+    MemoryMap m;
+    size_t ns = 0, nb = 0;
+    check(segments_fn(logical, nullptr, 0, &ns, nullptr, 0, &nb), "the memory map");
+    for (;;) {
+        m.segs.resize(ns + 8);
+        m.blocks.resize(nb + 64);
+        size_t cs = m.segs.size(), cb = m.blocks.size();
+        check(segments_fn(logical, m.segs.data(), cs, &ns, m.blocks.data(), cb, &nb), "the memory map");
+        if (ns <= cs && nb <= cb) break;
+    }
+    m.segs.resize(ns);
+    m.blocks.resize(nb);
+    return m;
+}
+
+// The private pool of PyTorch's pool id on device d: false when there is none.
+bool find_pool(c10::DeviceIndex d, c10::MempoolId_t id, int *logical, int *pool) {
+    std::lock_guard<std::mutex> g(pools_mutex);
+    auto it = pools.find(pool_key(d, id));
+    if (it == pools.end()) return false;
+    *logical = it->second.logical;
+    *pool = it->second.pool;
+    return true;
+}
+
+// The blocks of pool id on device d that the program holds, with their sizes.
+std::map<void *, size_t> pool_block_sizes(c10::DeviceIndex d, c10::MempoolId_t id) {
+    int logical = -1, pool = -1;
+    std::map<void *, size_t> out;
+    if (!find_pool(d, id, &logical, &pool)) return out;
+    MemoryMap m = memory_map(logical);
+    for (const auto &s : m.segs) {
+        if (s.private_pool != pool) continue;
+        for (size_t i = s.first_block; i < s.first_block + s.nblocks; i++) {
+            if (m.blocks[i].allocated) out[reinterpret_cast<void *>(m.blocks[i].address)] = m.blocks[i].size;
+        }
+    }
+    return out;
+}
 
 using Pluggable = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
 
@@ -337,13 +488,7 @@ struct VramAllocator final : Pluggable {
     }
     std::unordered_set<void *> pool_blocks(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
         int logical = -1, pool = -1;
-        {
-            std::lock_guard<std::mutex> g(pools_mutex);
-            auto it = pools.find(pool_key(device, mempool_id));
-            if (it == pools.end()) return {};
-            logical = it->second.logical;
-            pool = it->second.pool;
-        }
+        if (!find_pool(device, mempool_id, &logical, &pool)) return {};
         size_t n = 0;
         check(pool_blocks_fn(logical, pool, nullptr, 0, &n), "a private pool's blocks");
         std::vector<void *> out(n + 16);
@@ -355,14 +500,16 @@ struct VramAllocator final : Pluggable {
                                   const std::unordered_set<void *> &expected_live_allocations) override {
         return pool_blocks(device, mempool_id) == expected_live_allocations;
     }
-    // torch.compile's CUDA-graph trees checkpoint a pool after each recording; restoring one is
-    // supported when the pool already holds exactly the checkpoint's blocks (no block moves).
+    // torch.compile's CUDA-graph trees checkpoint a pool after each recording and restore it when
+    // they take another path: blocks live now but not then are freed (the caller drops their
+    // storages' deleters, as with PyTorch's allocator), blocks of the checkpoint freed since are
+    // handed out again at their addresses (vram_private_malloc_at).
     std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> getCheckpointState(
         c10::DeviceIndex device, c10::MempoolId_t id) override {
         auto st = std::make_shared<VramPoolState>();
         st->device = device;
         st->id = id;
-        st->live = pool_blocks(device, id);
+        st->live = pool_block_sizes(device, id);
         return st;
     }
     c10::cuda::CUDACachingAllocator::CheckpointDelta setCheckpointPoolState(
@@ -370,23 +517,115 @@ struct VramAllocator final : Pluggable {
         std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> pps) override {
         auto st = std::dynamic_pointer_cast<VramPoolState>(pps);
         TORCH_CHECK(st != nullptr, "vram: setCheckpointPoolState: not a state of vram's allocator");
-        // blocks live now but not at the checkpoint are freed (the caller drops their storages'
-        // deleters, as with PyTorch's allocator); blocks of the checkpoint freed since cannot be
-        // given back at their addresses
+        int logical = -1, pool = -1;
+        TORCH_CHECK(find_pool(device, st->id, &logical, &pool), "vram: setCheckpointPoolState: the pool is gone");
         c10::cuda::CUDACachingAllocator::CheckpointDelta delta;
-        for (void *ptr : pool_blocks(device, st->id)) {
+        std::unordered_set<void *> now = pool_blocks(device, st->id);
+        for (void *ptr : now) {
             if (st->live.count(ptr) == 0) delta.ptrs_freed.push_back(ptr);
         }
-        std::unordered_set<void *> now = pool_blocks(device, st->id);
-        for (void *ptr : st->live) {
-            TORCH_CHECK(now.count(ptr) == 1, "vram: restoring a CUDA-graph pool to a checkpoint whose blocks were "
-                        "freed since is not supported");
-        }
         for (void *ptr : delta.ptrs_freed) release(ptr);
+        cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
+        for (const auto &[ptr, size] : st->live) {
+            if (now.count(ptr) == 1) continue;
+            check(pool_alloc_at_fn(ptr, size, logical, pool, stream), "restoring a CUDA-graph pool's checkpoint");
+            if (tracing.load(std::memory_order_relaxed)) note_alloc(ptr, size, device, stream);
+            delta.dataptrs_allocd.emplace_back(ptr, ptr, &release, c10::Device(c10::DeviceType::CUDA, device));
+        }
         return delta;
     }
+    // ---- memory history, snapshots, out-of-memory observers, trace trackers
+    void recordHistory(bool enabled, c10::cuda::CUDACachingAllocator::CreateContextFn recorder, size_t max_entries,
+                       c10::cuda::CUDACachingAllocator::RecordContext when, bool clearHistory,
+                       const std::vector<std::string> &skip) override {
+        std::lock_guard<std::mutex> g(history_mutex);
+        history_on = enabled;
+        context_recorder = enabled ? recorder : nullptr;
+        record_when = enabled ? when : c10::cuda::CUDACachingAllocator::RecordContext::NEVER;
+        trace_max = max_entries;
+        skip_actions = skip;
+        if (clearHistory) traces.clear();
+        if (!enabled && trace_trackers.empty()) history_blocks.clear();
+        tracing.store(history_on || !trace_trackers.empty());
+    }
     bool isHistoryEnabled() override {
-        return false;
+        std::lock_guard<std::mutex> g(history_mutex);
+        return history_on;
+    }
+    void attachOutOfMemoryObserver(c10::cuda::CUDACachingAllocator::OutOfMemoryObserver observer) override {
+        std::lock_guard<std::mutex> g(observers_mutex);
+        oom_observers.push_back(std::move(observer));
+    }
+    void attachAllocatorTraceTracker(c10::cuda::CUDACachingAllocator::AllocatorTraceTracker tracker) override {
+        std::lock_guard<std::mutex> g(history_mutex);
+        trace_trackers.push_back(std::move(tracker));
+        tracing.store(true);
+    }
+    c10::cuda::CUDACachingAllocator::SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool_id,
+                                                           bool include_traces) override {
+        c10::cuda::CUDACachingAllocator::SnapshotInfo info;
+        int n = c10::cuda::device_count();
+        std::map<std::pair<int, int>, c10::MempoolId_t> owners;   // (device, vram pool) -> PyTorch's id
+        {
+            std::lock_guard<std::mutex> g(pools_mutex);
+            for (const auto &[key, r] : pools) owners[{std::get<0>(key), r.pool}] = {std::get<1>(key), std::get<2>(key)};
+        }
+        std::map<void *, std::shared_ptr<c10::GatheredContext>> contexts;
+        {
+            std::lock_guard<std::mutex> g(history_mutex);
+            for (const auto &[ptr, r] : history_blocks) contexts[ptr] = r.context;
+        }
+        const c10::cuda::MempoolId_t none = {0, 0};
+        for (int d = 0; d < n && d < kMaxDevices; d++) {
+            int k = -1;
+            if (logical_of_fn(d, &k) != 0) continue;
+            MemoryMap m = memory_map(k);
+            for (const auto &seg : m.segs) {
+                c10::CachingDeviceAllocator::SegmentInfo s;
+                s.device = static_cast<c10::DeviceIndex>(d);
+                s.address = seg.address;
+                s.total_size = seg.size;
+                s.is_large = !seg.small;
+                s.is_expandable = seg.expandable != 0;
+                auto owner = owners.find({d, seg.private_pool});
+                if (seg.private_pool >= 0 && owner != owners.end()) s.owner_private_pool_id = owner->second;
+                if (mempool_id != none && s.owner_private_pool_id != mempool_id) continue;
+                for (size_t i = seg.first_block; i < seg.first_block + seg.nblocks; i++) {
+                    const vram_block_info &b = m.blocks[i];
+                    c10::CachingDeviceAllocator::BlockInfo bi;
+                    bi.size = b.size;
+                    bi.requested_size = b.requested;
+                    bi.allocated = b.allocated != 0;
+                    bi.active = b.active != 0;
+                    if (b.allocated) {
+                        auto c = contexts.find(reinterpret_cast<void *>(b.address));
+                        if (c != contexts.end()) bi.context_when_allocated = c->second;
+                        if (s.stream == nullptr) s.stream = b.stream;
+                        s.allocated_size += b.size;
+                    }
+                    if (b.active) s.active_size += b.size;
+                    s.requested_size += b.requested;
+                    s.blocks.push_back(std::move(bi));
+                }
+                info.segments.push_back(std::move(s));
+            }
+        }
+        info.device_traces.resize(static_cast<size_t>(n));
+        if (include_traces) {
+            std::lock_guard<std::mutex> g(history_mutex);
+            for (const auto &[d, q] : traces) {
+                if (d < n) info.device_traces[d].assign(q.begin(), q.end());
+            }
+        }
+        info.config_metadata.garbage_collection_threshold = 0.0;
+        info.config_metadata.max_split_size = SIZE_MAX;
+        info.config_metadata.pinned_num_register_threads = 0;
+        info.config_metadata.expandable_segments = true;
+        info.config_metadata.release_lock_on_malloc = false;
+        info.config_metadata.pinned_use_host_register = false;
+        info.config_metadata.graph_capture_record_stream_reuse = false;
+        info.config_metadata.last_allocator_settings = "vram";
+        return info;
     }
     std::string name() override {
         return "vram";
@@ -415,7 +654,8 @@ bool install(const std::string &path) {
               bind(lib, pool_create_fn, "vram_private_pool_create") &&
               bind(lib, pool_alloc_fn, "vram_private_malloc_async") &&
               bind(lib, pool_release_fn, "vram_private_pool_release") &&
-              bind(lib, pool_blocks_fn, "vram_private_pool_blocks");
+              bind(lib, pool_blocks_fn, "vram_private_pool_blocks") &&
+              bind(lib, pool_alloc_at_fn, "vram_private_malloc_at") && bind(lib, segments_fn, "vram_get_segments");
     if (!ok) return false;
     auto allocator = std::make_shared<VramAllocator>();
     allocator->init(0);   // as torch.cuda.memory.CUDAPluggableAllocator's

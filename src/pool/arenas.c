@@ -443,6 +443,24 @@ vram_status vram__pool_private_release(vram__pool *p, int id) {
     return a != NULL ? VRAM_OK : VRAM_ERR_INVALID_ARGUMENT;
 }
 
+vram_status vram__pool_private_alloc_at(vram__pool *p, int id, void *ptr, size_t size, void *stream) {
+    pool_arena *a = private_in_use(p, id, "vram_private_malloc_at");
+    return a != NULL ? arena_alloc_at(a, (uint64_t)(uintptr_t)ptr, size, stream) : VRAM_ERR_INVALID_ARGUMENT;
+}
+
+void vram__pool_segments(vram__pool *p, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
+                         vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
+    *nsegs = *nblocks = 0;
+    lock_all(p);
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
+        int slot = i < POOL_ARENAS ? -1 : i - POOL_ARENAS;
+        if (a != NULL && (slot < 0 || atomic_load(&p->priv_state[slot]) != PRIVATE_UNUSED))
+            arena_snapshot_locked(a, slot, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
+    }
+    unlock_all(p);
+}
+
 vram_status vram__pool_private_blocks(vram__pool *p, int id, void **out, size_t capacity, size_t *count) {
     pool_arena *a = private_in_use(p, id, "vram_private_pool_blocks");
     if (a == NULL) return VRAM_ERR_INVALID_ARGUMENT;

@@ -1160,15 +1160,21 @@ static int mapped_fit_visit(pool_chunk *c, void *ctx, size_t *floor) {
     return 1;
 }
 
+/* Free chunk c (indexed) cut at `at` (a unit boundary inside it): [addr, at) stays free, the free
+ * chunk from `at` on is returned (indexed), or NULL when no record for it could be had. */
+static pool_chunk *chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at) {
+    if (at == c->addr) return c;
+    free_bins *bins = pool_bins_of(p, c);
+    free_bins_remove(bins, c);
+    pool_chunk *rest = chunk_split_locked(p, c, (size_t)(at - c->addr)) == 0 ? c->next : NULL;
+    free_bins_insert(bins, c);
+    return rest != NULL && rest->addr == at ? rest : NULL;
+}
+
 static pool_chunk *pool_find_mapped_locked(pool_arena *p, free_bins *bins, size_t size) {
     mapped_fit best = {size, NULL, 0};
     free_bins_ascending(bins, size, mapped_fit_visit, &best);
-    pool_chunk *c = best.chunk;
-    if (c == NULL || best.at == c->addr) return c;
-    free_bins_remove(bins, c);                 /* keep [addr, at) free, hand back [at, end) */
-    pool_chunk *rest = chunk_split_locked(p, c, (size_t)(best.at - c->addr)) == 0 ? c->next : NULL;
-    free_bins_insert(bins, c);
-    return rest != NULL && rest->addr == best.at ? rest : NULL;
+    return best.chunk != NULL ? chunk_cut_at_locked(p, best.chunk, best.at) : NULL;
 }
 
 /* The first `size` bytes of c (FREE, indexed) out of the free bins: a record of their own, while c
@@ -1342,6 +1348,36 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
     }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet_why);
+    pool_lock_give(&p->lock);
+    return s;
+}
+
+vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream) {
+    size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
+    pool_lock_take(&p->lock);
+    if (p->pending != NULL) pending_reap_locked(p, 1);
+    if (p->deferred != NULL) deferred_reap_locked(p, 1);
+    tc_flush_all_locked(p);
+    pool_chunk *c = NULL;
+    for (pool_region *r = p->regions; r != NULL && c == NULL; r = r->next) {
+        if (addr < r->base || addr - r->base >= r->size) continue;
+        for (c = r->first; c != NULL && c->addr + c->size <= addr; c = c->next) {
+        }
+    }
+    vram_status s = VRAM_OK;
+    if (size == 0 || addr % VRAM_POOL_UNIT != 0 || rounded < size || c == NULL || c->state != CHUNK_FREE ||
+        addr + rounded > c->addr + c->size) {
+        s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_malloc_at(%p, %zu): not a free range of %s",
+                       (void *)(uintptr_t)addr, size, p->cfg.name);
+    } else if ((c = chunk_cut_at_locked(p, c, addr)) == NULL) {
+        s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+    } else {
+        if (p->solo != SOLO_OFF) solo_note_request_locked(p, 1, stream);
+        void *ptr = NULL;
+        grow_result why = GROW_OK;
+        s = pool_take_locked(p, c, size, rounded, stream, &ptr, &why);
+        if (s == VRAM_ERR_OUT_OF_MEMORY && why != GROW_OK) s = pool_oom_locked(p, size, rounded, why);
+    }
     pool_lock_give(&p->lock);
     return s;
 }

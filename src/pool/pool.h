@@ -117,6 +117,10 @@ vram_status vram__pool_private_alloc(vram__pool *pool, vram__pool_thread *me, in
                                      void **ptr);
 vram_status vram__pool_private_release(vram__pool *pool, int id);
 vram_status vram__pool_private_blocks(vram__pool *pool, int id, void **out, size_t capacity, size_t *count);
+vram_status vram__pool_private_alloc_at(vram__pool *pool, int id, void *ptr, size_t size, void *stream);
+/* Every arena's segments and blocks (vram_get_segments). */
+void        vram__pool_segments(vram__pool *pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
+                                vram_block_info *blocks, size_t block_cap, size_t *nblocks);
 
 void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
 void        vram__pool_reset_peak(vram__pool *pool);

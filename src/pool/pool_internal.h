@@ -234,9 +234,17 @@ size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thr
 void        arena_trim(pool_arena *p, size_t keep_bytes);
 void        arena_idle_tick(pool_arena *p);
 vram_status arena_check(pool_arena *p);
+/* pool_snapshot.c: the arena's segments and blocks appended to the arrays (the counts go on past the
+ * capacities); private_pool: its slot, -1 for the device's own arenas. Flushes the thread caches. */
+void        arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
+                                  size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks);
 /* The arena's reserved range [lo, hi) (VMM arenas; 0, 0 otherwise). It never moves. */
 void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
 void        arena_set_pinned(pool_arena *p, int pinned);
+/* Hands out exactly [addr, addr + size rounded) when it lies in one free chunk (stream-ordered on
+ * `stream`): a checkpoint of a private pool restored (PyTorch's CUDA-graph trees).
+ * VRAM_ERR_INVALID_ARGUMENT when that range is not free. */
+vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream);
 /* The blocks the program holds (not parked, not deferred), at most `capacity` into out; returns how many
  * there are. */
 size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);

@@ -352,6 +352,17 @@ void pool_vmm_busy_end(pool_vmm *v) {
     v->stale = 0;
 }
 
+size_t pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start) {
+    size_t ngran = v->va_size >> v->gran_shift;
+    if (from < v->base || from >= v->base + v->va_size) return 0;
+    size_t g = next_with(v, granule_of(v, from), ngran - 1, 1);
+    if (g >= ngran) return 0;
+    size_t end = next_with(v, g, ngran - 1, 0);
+    uint64_t lo = v->base + ((uint64_t)g << v->gran_shift);
+    *start = lo > from ? lo : from;
+    return (size_t)(v->base + ((uint64_t)end << v->gran_shift) - *start);
+}
+
 void pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
     idle[0] = idle[1] = 0;
     for (int32_t e = 0; e < v->next_slot; e++) {

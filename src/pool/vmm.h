@@ -90,6 +90,9 @@ void        pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size);
 void        pool_vmm_busy_end(pool_vmm *v);
 /* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
 size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);
+/* The first mapped run [*start, *start + return) that ends after `from` (an address of the range),
+ * clipped to begin at `from`; 0 when no granule at or after it is mapped. */
+size_t      pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start);
 /* The idle bytes of each zone (as zone_bytes); needs fresh counts. */
 void        pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]);
 /* Moves idle extents under the unmapped granules of [addr, addr+size) instead of creating physical

@@ -444,7 +444,33 @@ vram_status vram_private_pool_blocks(int logical_device, int pool, void **out, s
     return s;
 }
 
+vram_status vram_private_malloc_at(void *ptr, size_t size, int logical_device, int pool, void *stream) {
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    vram_status s = enter_logical(me, logical_device, &p);
+    if (s != VRAM_OK) return s;
+    s = vram__pool_private_alloc_at(p, pool, ptr, size, stream);
+    vram__rt_leave(me);
+    return s;
+}
+
 /* ---- statistics ------------------------------------------------------------------------------ */
+
+vram_status vram_get_segments(int logical_device, vram_segment_info *segments, size_t segment_capacity,
+                              size_t *nsegments, vram_block_info *blocks, size_t block_capacity, size_t *nblocks) {
+    if (nsegments == NULL || nblocks == NULL || (segments == NULL && segment_capacity > 0) ||
+        (blocks == NULL && block_capacity > 0)) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_segments: the counts must not be NULL, and an "
+                          "array may be NULL only when its capacity is 0");
+    }
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    vram_status s = enter_logical(me, logical_device, &p);
+    if (s != VRAM_OK) return s;
+    vram__pool_segments(p, segments, segment_capacity, nsegments, blocks, block_capacity, nblocks);
+    vram__rt_leave(me);
+    return VRAM_OK;
+}
 
 vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
     vram__thread *me = vram__rt_self();
