@@ -669,6 +669,8 @@ class TestOutOfMemory(AllocatorTestCase):
     def test_oom_retry_frees_cache(self):
         self._fill_cache_then_need_it()
 
+    @layout_only("a retry is the native allocator freeing its cache after cudaMalloc failed; vram maps the "
+                 "rest of the request beside the cached memory and reuses it in place, with no retry")
     def test_oom_retry_counts_num_alloc_retries(self):
         before = stats()["num_alloc_retries"]
         self._fill_cache_then_need_it()

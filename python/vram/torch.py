@@ -98,6 +98,7 @@ c10::cuda::CUDACachingAllocator::CreateContextFn context_recorder = nullptr;
 c10::cuda::CUDACachingAllocator::RecordContext record_when = c10::cuda::CUDACachingAllocator::RecordContext::NEVER;
 size_t trace_max = 0;
 std::vector<std::string> skip_actions;
+std::string user_metadata;                        // setUserMetadata's, put in every trace entry
 std::map<int, std::deque<TraceEntry>> traces;    // by CUDA device
 struct BlockRec {
     size_t size;
@@ -116,6 +117,8 @@ const char *action_name(TraceEntry::Action a) {
     case TraceEntry::FREE_REQUESTED: return "free_requested";
     case TraceEntry::FREE_COMPLETED: return "free_completed";
     case TraceEntry::OOM: return "oom";
+    case TraceEntry::SEGMENT_FREE: return "segment_free";
+    case TraceEntry::SEGMENT_UNMAP: return "segment_unmap";
     default: return "";
     }
 }
@@ -123,11 +126,12 @@ const char *action_name(TraceEntry::Action a) {
 // (history_mutex held) a trace entry for the history and the trackers
 void note_trace_locked(TraceEntry::Action action, int device, size_t addr, size_t size, void *stream,
                        std::shared_ptr<c10::GatheredContext> context) {
-    TraceEntry te(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, {0, 0}, 0, std::move(context));
+    TraceEntry te(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, {0, 0}, 0, std::move(context),
+                  "", user_metadata);
     te.time_.t_ = std::chrono::duration_cast<std::chrono::microseconds>(
                       std::chrono::system_clock::now().time_since_epoch()).count();
     for (auto &t : trace_trackers) t(te);
-    if (!history_on || record_when == c10::cuda::CUDACachingAllocator::RecordContext::NEVER) return;
+    if (!history_on) return;                      // (recorded without stacks when the context is NEVER)
     if (std::find(skip_actions.begin(), skip_actions.end(), action_name(action)) != skip_actions.end()) return;
     auto &q = traces[device];
     q.push_back(std::move(te));
@@ -429,7 +433,32 @@ struct VramAllocator final : Pluggable {
         int n = c10::cuda::device_count();
         for (int d = 0; d < n && d < kMaxDevices; d++) {
             int k = -1;
-            if (logical_of_fn(d, &k) == 0) check(trim_fn(k, 0), "empty_cache");
+            if (logical_of_fn(d, &k) != 0) continue;
+            bool traced = tracing.load(std::memory_order_relaxed);
+            MemoryMap before = traced ? memory_map(k) : MemoryMap{};
+            check(trim_fn(k, 0), "empty_cache");
+            if (traced) note_segments_gone(d, before, memory_map(k));
+        }
+    }
+    // The history's segment_unmap / segment_free entries: the parts of `before`'s segments that
+    // `after` no longer has.
+    static void note_segments_gone(int device, const MemoryMap &before, const MemoryMap &after) {
+        std::lock_guard<std::mutex> g(history_mutex);
+        for (const auto &s : before.segs) {
+            uint64_t at = s.address, end = s.address + s.size;
+            for (const auto &t : after.segs) {      // (both in address order within an arena)
+                uint64_t lo = t.address, hi = t.address + t.size;
+                if (hi <= at || lo >= end) continue;
+                if (lo > at) {
+                    note_trace_locked(s.expandable ? TraceEntry::SEGMENT_UNMAP : TraceEntry::SEGMENT_FREE, device,
+                                      at, lo - at, nullptr, nullptr);
+                }
+                at = hi > at ? hi : at;
+            }
+            if (at < end) {
+                note_trace_locked(s.expandable ? TraceEntry::SEGMENT_UNMAP : TraceEntry::SEGMENT_FREE, device, at,
+                                  end - at, nullptr, nullptr);
+            }
         }
     }
     void cacheInfo(c10::DeviceIndex device, size_t *largestBlock) override {
@@ -547,6 +576,14 @@ struct VramAllocator final : Pluggable {
         if (clearHistory) traces.clear();
         if (!enabled && trace_trackers.empty()) history_blocks.clear();
         tracing.store(history_on || !trace_trackers.empty());
+    }
+    void setUserMetadata(const std::string &metadata) override {
+        std::lock_guard<std::mutex> g(history_mutex);
+        user_metadata = metadata;
+    }
+    std::string getUserMetadata() override {
+        std::lock_guard<std::mutex> g(history_mutex);
+        return user_metadata;
     }
     bool isHistoryEnabled() override {
         std::lock_guard<std::mutex> g(history_mutex);
