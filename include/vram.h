@@ -186,6 +186,19 @@ VRAM_API vram_status vram_private_pool_blocks(int logical_device, int pool, void
  * a checkpoint. VRAM_ERR_INVALID_ARGUMENT when that range is not free. */
 VRAM_API vram_status vram_private_malloc_at(void *ptr, size_t size, int logical_device, int pool, void *stream);
 
+/* Sharing a block with another process (PyTorch's torch.multiprocessing, as CUDA IPC): the exporter
+ * writes a handle of the live block at ptr (at most `capacity` bytes into `handle`; *length says how
+ * many it needs, and a capacity below that is VRAM_ERR_INVALID_ARGUMENT) and *offset, where the
+ * block lies in what the receiver maps. The receiver, another process (or the same one), maps it
+ * on its CUDA device `physical_device` with vram_ipc_open (*ptr + offset is the block there) and
+ * unmaps it with vram_ipc_close. Growth's memory travels as file descriptors that the receiver takes
+ * from the exporter with pidfd_getfd (Linux 5.6, the same user), so the exporter must still run
+ * when it opens; a plain region goes through the driver's IPC. The exporter must keep the block
+ * until the receivers closed it (freed memory goes to other blocks). */
+VRAM_API vram_status vram_ipc_export(void *ptr, void *handle, size_t capacity, size_t *length, size_t *offset);
+VRAM_API vram_status vram_ipc_open(int physical_device, const void *handle, size_t length, void **ptr);
+VRAM_API vram_status vram_ipc_close(void *ptr);
+
 /* ---- giving memory back and allocator options ------------------------------------------- */
 
 /* Returns cached free memory of the logical device to the driver until at most `keep_bytes` are

@@ -349,6 +349,12 @@
     X(private, private_malloc_at_gives_a_block_back_where_it_was) \
     X(private, segments_map_mapped_runs_and_their_blocks) \
     X(private, segments_of_a_preallocated_pool_and_a_private_one) \
+    /* test_ipc.c */ \
+    X(ipc, ipc_handle_names_the_extents_under_the_block) \
+    X(ipc, ipc_open_in_this_process_shares_the_bytes) \
+    X(ipc, ipc_open_in_another_process) \
+    X(ipc, ipc_refusals) \
+    X(ipc, ipc_plain_memory_on_the_simulated_card) \
     /* end of list */
 /* clang-format on */
 

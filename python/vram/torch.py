@@ -87,6 +87,9 @@ decltype(&vram_private_pool_release) pool_release_fn = nullptr;
 decltype(&vram_private_pool_blocks) pool_blocks_fn = nullptr;
 decltype(&vram_private_malloc_at) pool_alloc_at_fn = nullptr;
 decltype(&vram_get_segments) segments_fn = nullptr;
+decltype(&vram_ipc_export) ipc_export_fn = nullptr;
+decltype(&vram_ipc_open) ipc_open_fn = nullptr;
+decltype(&vram_ipc_close) ipc_close_fn = nullptr;
 
 // ---- memory history (torch.cuda.memory._record_memory_history) and trace trackers: while either is
 // on, every allocation and free is noted under `history_mutex` (the hot path reads `tracing` only)
@@ -577,6 +580,25 @@ struct VramAllocator final : Pluggable {
         if (!enabled && trace_trackers.empty()) history_blocks.clear();
         tracing.store(history_on || !trace_trackers.empty());
     }
+    // ---- CUDA tensors shared with other processes (torch.multiprocessing): vram's IPC handles; the
+    // receiving process must run vram's allocator too
+    c10::cuda::CUDACachingAllocator::ShareableHandle shareIpcHandle(void *ptr) override {
+        std::string handle(256, '\0');
+        size_t length = 0, offset = 0;
+        int s = ipc_export_fn(ptr, handle.data(), handle.size(), &length, &offset);
+        if (s != 0 && length > handle.size()) {    // (more extents than the first guess)
+            handle.resize(length);
+            s = ipc_export_fn(ptr, handle.data(), handle.size(), &length, &offset);
+        }
+        check(s, "sharing a CUDA tensor");
+        handle.resize(length);
+        return {static_cast<ptrdiff_t>(offset), handle};
+    }
+    std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
+        void *ptr = nullptr;
+        check(ipc_open_fn(current_device(), handle.data(), handle.size(), &ptr), "opening a shared CUDA tensor");
+        return std::shared_ptr<void>(ptr, [](void *p) { (void)ipc_close_fn(p); });
+    }
     void setUserMetadata(const std::string &metadata) override {
         std::lock_guard<std::mutex> g(history_mutex);
         user_metadata = metadata;
@@ -692,7 +714,9 @@ bool install(const std::string &path) {
               bind(lib, pool_alloc_fn, "vram_private_malloc_async") &&
               bind(lib, pool_release_fn, "vram_private_pool_release") &&
               bind(lib, pool_blocks_fn, "vram_private_pool_blocks") &&
-              bind(lib, pool_alloc_at_fn, "vram_private_malloc_at") && bind(lib, segments_fn, "vram_get_segments");
+              bind(lib, pool_alloc_at_fn, "vram_private_malloc_at") && bind(lib, segments_fn, "vram_get_segments") &&
+              bind(lib, ipc_export_fn, "vram_ipc_export") && bind(lib, ipc_open_fn, "vram_ipc_open") &&
+              bind(lib, ipc_close_fn, "vram_ipc_close");
     if (!ok) return false;
     auto allocator = std::make_shared<VramAllocator>();
     allocator->init(0);   // as torch.cuda.memory.CUDAPluggableAllocator's

@@ -67,6 +67,18 @@ typedef struct vram__backend {
     vram_status (*map)(int dev, uint64_t va, size_t size, uint64_t handle);
     vram_status (*unmap)(int dev, uint64_t va, size_t size);
 
+    /* Sharing memory with another process (IPC). phys_export gives a new file descriptor (the
+     * caller's to close) for a handle of phys_create; phys_import a handle of this process for a
+     * descriptor of another's export (of `size` bytes; the descriptor stays the caller's), released
+     * with phys_release. For plain allocations: ipc_get gives the VRAM_IPC_PLAIN_BYTES handle of
+     * the allocation starting at dptr, ipc_open maps another process's into this one, ipc_close
+     * unmaps it. VRAM_ERR_UNSUPPORTED where the device or driver cannot. */
+    vram_status (*phys_export)(int dev, uint64_t handle, int *fd);
+    vram_status (*phys_import)(int dev, int fd, size_t size, uint64_t *handle);
+    vram_status (*ipc_get)(int dev, uint64_t dptr, unsigned char handle[64]);
+    vram_status (*ipc_open)(int dev, const unsigned char handle[64], uint64_t *dptr);
+    vram_status (*ipc_close)(int dev, uint64_t dptr);
+
     /* Stream ordering: record an event on `stream` (a CUstream; NULL is the default stream), ask
      * whether it completed, wait for it, give it back (event_destroy: a backend may keep it and
      * record it again later, as the CUDA one keeps up to 256 per device). */

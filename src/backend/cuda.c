@@ -59,6 +59,12 @@ typedef struct cuda_api {
     cuda_pfn_cuMemUnmap MemUnmap;
     cuda_pfn_cuMemSetAccess MemSetAccess;
     cuda_pfn_cuMemGetAllocationGranularity MemGetAllocationGranularity;
+    /* optional: IPC */
+    cuda_pfn_cuMemExportToShareableHandle MemExportToShareableHandle;
+    cuda_pfn_cuMemImportFromShareableHandle MemImportFromShareableHandle;
+    cuda_pfn_cuIpcGetMemHandle IpcGetMemHandle;
+    cuda_pfn_cuIpcOpenMemHandle_v2 IpcOpenMemHandle;
+    cuda_pfn_cuIpcCloseMemHandle IpcCloseMemHandle;
 } cuda_api;
 
 typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
@@ -105,6 +111,11 @@ static const cuda_sym cuda_syms[] = {
     CUDA_SYM(MemUnmap, "cuMemUnmap", NULL, CUDA_VMM),
     CUDA_SYM(MemSetAccess, "cuMemSetAccess", NULL, CUDA_VMM),
     CUDA_SYM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", NULL, CUDA_VMM),
+    CUDA_SYM(MemExportToShareableHandle, "cuMemExportToShareableHandle", NULL, CUDA_OPTIONAL),
+    CUDA_SYM(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", NULL, CUDA_OPTIONAL),
+    CUDA_SYM(IpcGetMemHandle, "cuIpcGetMemHandle", NULL, CUDA_OPTIONAL),
+    CUDA_SYM(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", CUDA_OPTIONAL),
+    CUDA_SYM(IpcCloseMemHandle, "cuIpcCloseMemHandle", NULL, CUDA_OPTIONAL),
 };
 
 /* ---- state ---------------------------------------------------------------------------------- */
@@ -117,6 +128,7 @@ typedef struct cuda_device {
     CUdevice            handle;
     int                 vmm;          /* VMM usable on this device */
     size_t              granularity;
+    atomic_int          shareable;    /* physical memory is created exportable (1 until refused) */
     _Atomic(CUcontext)  ctx;          /* retained primary context, NULL until first needed */
     pthread_mutex_t     ev_lock;      /* guards the spare events */
     int                 ev_spares;
@@ -273,6 +285,7 @@ static void cuda_probe_vmm(cuda_device *d) {
     CUmemAllocationProp prop;
     d->vmm = 0;
     d->granularity = CUDA_DEFAULT_GRANULARITY;
+    atomic_store(&d->shareable, 1);
     if (!cuda_st.vmm_api) return;
     if (cuda_st.api.DeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                                        d->handle) != CUDA_SUCCESS || !attr)
@@ -526,10 +539,17 @@ static vram_status cuda_phys_create(int dev, size_t size, uint64_t *handle) {
     if (s != VRAM_OK) return s;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+    /* exportable to other processes (IPC) where the driver can; else plain */
+    int shareable = cuda_st.api.MemExportToShareableHandle != NULL && atomic_load(&d->shareable) != 0;
+    prop.requestedHandleTypes = shareable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
     prop.location.id = d->handle;
     CUresult r = cuda_st.api.MemCreate(&h, size, &prop, 0);
+    if (shareable && (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE)) {
+        atomic_store(&d->shareable, 0);          /* this driver or device cannot share: never again */
+        prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE;
+        r = cuda_st.api.MemCreate(&h, size, &prop, 0);
+    }
     cuda_leave();
     if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemCreate(%zu bytes) on device %d", size, dev);
     CUDA_COUNT(phys_create);
@@ -545,6 +565,75 @@ static vram_status cuda_phys_release(int dev, uint64_t handle) {
     cuda_leave();
     if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemRelease on device %d", dev);
     CUDA_COUNT(phys_release);
+    return VRAM_OK;
+}
+
+static vram_status cuda_phys_export(int dev, uint64_t handle, int *fd) {
+    cuda_device *d = NULL;
+    vram_status s = cuda_enter_vmm(dev, &d);
+    if (s != VRAM_OK) return s;
+    if (cuda_st.api.MemExportToShareableHandle == NULL || !atomic_load(&d->shareable)) {
+        cuda_leave();
+        return vram__fail(VRAM_ERR_UNSUPPORTED, "device %d: this driver cannot export memory to other processes "
+                          "(cuMemExportToShareableHandle with a file descriptor)", dev);
+    }
+    int out = -1;
+    CUresult r = cuda_st.api.MemExportToShareableHandle(&out, (CUmemGenericAllocationHandle)handle,
+                                                       CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemExportToShareableHandle on device %d", dev);
+    *fd = out;
+    return VRAM_OK;
+}
+
+static vram_status cuda_phys_import(int dev, int fd, size_t size, uint64_t *handle) {
+    cuda_device *d = NULL;
+    (void)size;
+    vram_status s = cuda_enter_vmm(dev, &d);
+    if (s != VRAM_OK) return s;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = cuda_st.api.MemImportFromShareableHandle == NULL ? CUDA_ERROR_NOT_SUPPORTED
+               : cuda_st.api.MemImportFromShareableHandle(&h, (void *)(intptr_t)fd,
+                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemImportFromShareableHandle on device %d", dev);
+    *handle = h;
+    return VRAM_OK;
+}
+
+static vram_status cuda_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]) {
+    vram_status s = cuda_enter(dev);
+    if (s != VRAM_OK) return s;
+    CUipcMemHandle h;
+    CUresult r = cuda_st.api.IpcGetMemHandle == NULL ? CUDA_ERROR_NOT_SUPPORTED
+               : cuda_st.api.IpcGetMemHandle(&h, (CUdeviceptr)dptr);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuIpcGetMemHandle(0x%llx) on device %d", (unsigned long long)dptr, dev);
+    memcpy(handle, h.reserved, CU_IPC_HANDLE_SIZE);
+    return VRAM_OK;
+}
+
+static vram_status cuda_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr) {
+    vram_status s = cuda_enter(dev);
+    if (s != VRAM_OK) return s;
+    CUipcMemHandle h;
+    memcpy(h.reserved, handle, CU_IPC_HANDLE_SIZE);
+    CUdeviceptr p = 0;
+    CUresult r = cuda_st.api.IpcOpenMemHandle == NULL ? CUDA_ERROR_NOT_SUPPORTED
+               : cuda_st.api.IpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuIpcOpenMemHandle on device %d", dev);
+    *dptr = p;
+    return VRAM_OK;
+}
+
+static vram_status cuda_ipc_close(int dev, uint64_t dptr) {
+    vram_status s = cuda_enter(dev);
+    if (s != VRAM_OK) return s;
+    CUresult r = cuda_st.api.IpcCloseMemHandle == NULL ? CUDA_ERROR_NOT_SUPPORTED
+               : cuda_st.api.IpcCloseMemHandle((CUdeviceptr)dptr);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuIpcCloseMemHandle(0x%llx) on device %d", (unsigned long long)dptr, dev);
     return VRAM_OK;
 }
 
@@ -703,6 +792,11 @@ const vram__backend vram__backend_cuda = {
     .phys_release = cuda_phys_release,
     .map = cuda_map,
     .unmap = cuda_unmap,
+    .phys_export = cuda_phys_export,
+    .phys_import = cuda_phys_import,
+    .ipc_get = cuda_ipc_get,
+    .ipc_open = cuda_ipc_open,
+    .ipc_close = cuda_ipc_close,
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,

@@ -82,6 +82,21 @@ typedef CUresult (*cuda_pfn_cuMemAddressFree)(CUdeviceptr ptr, size_t size);
 typedef CUresult (*cuda_pfn_cuMemCreate)(CUmemGenericAllocationHandle *handle, size_t size,
                                          const CUmemAllocationProp *prop, unsigned long long flags);
 typedef CUresult (*cuda_pfn_cuMemRelease)(CUmemGenericAllocationHandle handle);
+typedef CUresult (*cuda_pfn_cuMemExportToShareableHandle)(void *shareable, CUmemGenericAllocationHandle handle,
+                                                          CUmemAllocationHandleType type, unsigned long long flags);
+typedef CUresult (*cuda_pfn_cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *handle, void *os_handle,
+                                                            CUmemAllocationHandleType type);
+
+/* ---- IPC of plain allocations --------------------------------------------------------------- */
+
+#define CU_IPC_HANDLE_SIZE 64
+typedef struct CUipcMemHandle_st {
+    char reserved[CU_IPC_HANDLE_SIZE];
+} CUipcMemHandle;
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+typedef CUresult (*cuda_pfn_cuIpcGetMemHandle)(CUipcMemHandle *handle, CUdeviceptr dptr);
+typedef CUresult (*cuda_pfn_cuIpcOpenMemHandle_v2)(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags);
+typedef CUresult (*cuda_pfn_cuIpcCloseMemHandle)(CUdeviceptr dptr);
 typedef CUresult (*cuda_pfn_cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset,
                                       CUmemGenericAllocationHandle handle, unsigned long long flags);
 typedef CUresult (*cuda_pfn_cuMemUnmap)(CUdeviceptr ptr, size_t size);

@@ -16,6 +16,11 @@
  *     back (MADV_DONTNEED). The bytes therefore live in the address range, not in the handle: a
  *     handle unmapped and mapped elsewhere does not bring its data along (the pool moves only idle
  *     memory, which holds no block).
+ *   - Sharing with other processes (IPC): a handle's first export gives it a memfd holding the
+ *     bytes of its mapping (copied in, then the mapping is of the memfd: MAP_SHARED), and from then
+ *     on it maps and unmaps that memfd, so its bytes follow it; phys_export hands out a dup of the
+ *     memfd, phys_import makes a handle of another process's (not counted against this card: the
+ *     memory is the exporter's). Plain allocations cannot be shared (VRAM_ERR_UNSUPPORTED).
  *   - Events: every stream (any void *, NULL included; the device plays no part) has a recorded
  *     and a completed sequence number. An event takes the next recorded number and is done once
  *     the completed number reaches it: vram__sim_stream_complete() raises it to the last recorded
@@ -53,7 +58,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 
@@ -67,6 +75,7 @@
 #define SIM_EHANDLE "CUDA_ERROR_INVALID_HANDLE (invalid resource handle)"
 #define SIM_EUNKNOWN "CUDA_ERROR_UNKNOWN (unknown error)"
 #define SIM_ELAUNCH "CUDA_ERROR_LAUNCH_FAILED (unspecified launch failure)"
+#define SIM_ENOTSUP "CUDA_ERROR_NOT_SUPPORTED (operation not supported)"
 
 /* ---- bookkeeping types ---------------------------------------------------------------------- */
 
@@ -90,6 +99,8 @@ typedef struct sim_phys {       /* a cuMemCreate handle: the record's address */
     int      dev;
     size_t   size;
     uint64_t mapped_va;         /* 0 while unmapped */
+    int      fd;                /* exported or imported: the memfd its bytes live in; else -1 */
+    int      imported;          /* phys_import's: not counted against the card */
 } sim_phys;
 
 typedef struct sim_piece {      /* one mapping inside a reservation */
@@ -431,6 +442,12 @@ static void sim_drop_record(uint64_t key, void *val) {
     free(val);
 }
 
+static void sim_drop_phys(uint64_t key, void *val) {
+    sim_phys *h = val;
+    if (h->fd >= 0) close(h->fd);
+    sim_drop_record(key, val);
+}
+
 static void sim_reset_counters(void) {
     _Atomic uint64_t *c[] = { &sim_count.mem_alloc, &sim_count.mem_free, &sim_count.va_reserve,
                               &sim_count.va_free, &sim_count.phys_create, &sim_count.phys_release,
@@ -442,7 +459,7 @@ static void sim_reset_counters(void) {
 /* Frees everything and forgets the configuration. */
 static void sim_reset(void) {
     sim_tab_clear(&sim_st.mems, sim_drop_mem);
-    sim_tab_clear(&sim_st.phys, sim_drop_record);
+    sim_tab_clear(&sim_st.phys, sim_drop_phys);
     sim_tab_clear(&sim_st.events, sim_drop_record);
     while (sim_st.resvs != NULL) {
         sim_resv *r = sim_st.resvs;
@@ -735,6 +752,8 @@ static vram_status sim_phys_create_locked(int dev, size_t size, uint64_t *handle
     h->dev = dev;
     h->size = size;
     h->mapped_va = 0;
+    h->fd = -1;
+    h->imported = 0;
     sim_tab_put(&sim_st.phys, (uint64_t)(uintptr_t)h, h);
     sim_took(dev, size);
     SIM_COUNT(phys_create);
@@ -759,9 +778,9 @@ static vram_status sim_phys_release_locked(int dev, uint64_t handle) {
         return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "simulated: the handle is still mapped at 0x%llx; unmap it first",
                         (unsigned long long)h->mapped_va);
-    sim_st.dev[dev].used -= h->size;
+    if (!h->imported) sim_st.dev[dev].used -= h->size;
     sim_tab_del(&sim_st.phys, handle);
-    free(h);
+    sim_drop_phys(handle, h);
     SIM_COUNT(phys_release);
     return VRAM_OK;
 }
@@ -832,8 +851,11 @@ static vram_status sim_map_locked(int dev, uint64_t va, size_t size, uint64_t ha
     const char *why = sim_map_refusal(dev, va, size, h, &r, &i);
     if (why != NULL) return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "%s", why);
     if (sim_pieces_reserve(r) != 0) return sim_host_oom(call, dev);
-    if (mprotect((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE) != 0)
-        return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: host mprotect: %s",
+    int mapped = h->fd >= 0 ? mmap((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
+                                   h->fd, 0) != MAP_FAILED
+                            : mprotect((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE) == 0;
+    if (!mapped)
+        return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: host mapping: %s",
                         strerror(errno));
     memmove(&r->pieces[i + 1], &r->pieces[i], (r->npieces - i) * sizeof *r->pieces);
     r->pieces[i] = (sim_piece){ .va = va, .size = size, .phys = h };
@@ -873,10 +895,10 @@ static vram_status sim_unmap_locked(int dev, uint64_t va, size_t size) {
     if (!sim_covers(r, i, va, size, &end))
         return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "the range must be exactly whole, contiguous mappings");
-    if (mprotect((void *)(uintptr_t)va, size, PROT_NONE) != 0)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: host mprotect: %s",
-                        strerror(errno));
-    madvise((void *)(uintptr_t)va, size, MADV_DONTNEED);   /* the RAM goes back */
+    /* back to a PROT_NONE range (a memfd mapping is replaced; anonymous RAM goes back) */
+    if (mmap((void *)(uintptr_t)va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
+             0) == MAP_FAILED)
+        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: host mmap: %s", strerror(errno));
     for (size_t k = i; k < end; k++) r->pieces[k].phys->mapped_va = 0;
     memmove(&r->pieces[i], &r->pieces[end], (r->npieces - end) * sizeof *r->pieces);
     r->npieces -= end - i;
@@ -886,6 +908,95 @@ static vram_status sim_unmap_locked(int dev, uint64_t va, size_t size) {
 
 static vram_status sim_unmap(int dev, uint64_t va, size_t size) {
     SIM_LOCKED(sim_unmap_locked(dev, va, size));
+}
+
+/* ---- sharing with other processes ------------------------------------------------------------ */
+
+/* Gives handle h a memfd holding its bytes (those of its mapping, if mapped, which is then of the memfd). */
+static const char *sim_share(sim_phys *h) {
+    if (h->fd >= 0) return NULL;
+    int fd = memfd_create("vram-sim", MFD_CLOEXEC);
+    if (fd < 0) return "memfd_create failed";
+    if (ftruncate(fd, (off_t)h->size) != 0) {
+        close(fd);
+        return "ftruncate of the memfd failed";
+    }
+    if (h->mapped_va != 0) {
+        void *va = (void *)(uintptr_t)h->mapped_va;
+        if (pwrite(fd, va, h->size, 0) != (ssize_t)h->size ||
+            mmap(va, h->size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED, fd, 0) == MAP_FAILED) {
+            close(fd);
+            return "copying the mapping into the memfd failed";
+        }
+    }
+    h->fd = fd;
+    return NULL;
+}
+
+static vram_status sim_phys_export_locked(int dev, uint64_t handle, int *fd) {
+    char call[96];
+    snprintf(call, sizeof call, "cuMemExportToShareableHandle(handle 0x%llx)", (unsigned long long)handle);
+    vram_status s = sim_check_dev(dev);
+    if (s != VRAM_OK) return s;
+    sim_phys *h = sim_tab_get(&sim_st.phys, handle);
+    if (h == NULL || h->dev != dev)
+        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not a handle cuMemCreate returned on this device");
+    const char *why = sim_share(h);
+    int out = why == NULL ? fcntl(h->fd, F_DUPFD_CLOEXEC, 0) : -1;
+    if (out < 0)
+        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: %s: %s", why ? why : "dup", strerror(errno));
+    *fd = out;
+    return VRAM_OK;
+}
+
+static vram_status sim_phys_export(int dev, uint64_t handle, int *fd) {
+    SIM_LOCKED(sim_phys_export_locked(dev, handle, fd));
+}
+
+static vram_status sim_phys_import_locked(int dev, int fd, size_t size, uint64_t *handle) {
+    char call[96];
+    snprintf(call, sizeof call, "cuMemImportFromShareableHandle(fd %d)", fd);
+    vram_status s = sim_check_dev(dev);
+    if (s != VRAM_OK) return s;
+    struct stat st;
+    if (fstat(fd, &st) != 0 || (size_t)st.st_size != size || !sim_granular(size) || size == 0)
+        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not an exported handle of %zu bytes", size);
+    sim_phys *h = malloc(sizeof *h);
+    int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (h == NULL || own < 0 || sim_tab_reserve(&sim_st.phys) != 0) {
+        free(h);
+        if (own >= 0) close(own);
+        return sim_host_oom(call, dev);
+    }
+    *h = (sim_phys){.dev = dev, .size = size, .mapped_va = 0, .fd = own, .imported = 1};
+    sim_tab_put(&sim_st.phys, (uint64_t)(uintptr_t)h, h);
+    SIM_COUNT(phys_create);
+    *handle = (uint64_t)(uintptr_t)h;
+    return VRAM_OK;
+}
+
+static vram_status sim_phys_import(int dev, int fd, size_t size, uint64_t *handle) {
+    SIM_LOCKED(sim_phys_import_locked(dev, fd, size, handle));
+}
+
+static vram_status sim_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]) {
+    (void)dptr;
+    (void)handle;
+    return sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcGetMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
+                    "simulated: plain allocations are not shared with other processes (growth's are)");
+}
+
+static vram_status sim_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr) {
+    (void)handle;
+    (void)dptr;
+    return sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcOpenMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
+                    "simulated: plain allocations are not shared with other processes");
+}
+
+static vram_status sim_ipc_close(int dev, uint64_t dptr) {
+    (void)dptr;
+    return sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcCloseMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
+                    "simulated: plain allocations are not shared with other processes");
 }
 
 /* ---- streams and events --------------------------------------------------------------------- */
@@ -1065,6 +1176,11 @@ const vram__backend vram__backend_sim = {
     .phys_release = sim_phys_release,
     .map = sim_map,
     .unmap = sim_unmap,
+    .phys_export = sim_phys_export,
+    .phys_import = sim_phys_import,
+    .ipc_get = sim_ipc_get,
+    .ipc_open = sim_ipc_open,
+    .ipc_close = sim_ipc_close,
     .event_record = sim_event_record,
     .event_query = sim_event_query,
     .event_sync = sim_event_sync,

@@ -50,7 +50,8 @@ typedef enum cudaError_enum {
 /* ---- physical allocation properties (cuMemCreate) ------------------------------------------- */
 
 typedef enum CUmemAllocationHandleType_enum {
-    CU_MEM_HANDLE_TYPE_NONE = 0x0
+    CU_MEM_HANDLE_TYPE_NONE = 0x0,
+    CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR = 0x1
 } CUmemAllocationHandleType;
 
 typedef enum CUmemLocationType_enum {

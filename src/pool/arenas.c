@@ -254,24 +254,44 @@ vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int
     return s;
 }
 
-/* As vram__pool_free finds a block's arena (its own loops rather than one search shared through a
- * function pointer: that cost the free path 2-7 instructions a call, bench/instructions.sh). */
-vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int *owned) {
-    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+/* The arena whose reserved range holds addr (growth by mapping), or NULL (a plain region's block:
+ * each arena must be asked). vram__pool_free has these loops of its own: one search shared through
+ * a function cost the free path 2-7 instructions a call (bench/instructions.sh). */
+static pool_arena *arena_by_range(vram__pool *p, uint64_t addr) {
     for (int i = 0; i < POOL_ARENAS; i++) {
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
-        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_record_stream(a, ptr, stream, owned);
+        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return a;
     }
     int np = atomic_load_explicit(&p->nprivate, memory_order_acquire);
     for (int i = 0; i < np; i++) {
         pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
-        if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i]) return arena_record_stream(a, ptr, stream, owned);
+        if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i]) return a;
     }
+    return NULL;
+}
+
+vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int *owned) {
+    pool_arena *owner = arena_by_range(p, (uint64_t)(uintptr_t)ptr);
+    if (owner != NULL) return arena_record_stream(owner, ptr, stream, owned);
     vram_status s = VRAM_ERR_INVALID_POINTER;
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
         s = arena_record_stream(a, ptr, stream, owned);
+        if (s == VRAM_OK || *owned) return s;
+    }
+    return s;
+}
+
+vram_status vram__pool_ipc_export(vram__pool *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
+                                  size_t *offset, int *owned) {
+    pool_arena *owner = arena_by_range(p, (uint64_t)(uintptr_t)ptr);
+    if (owner != NULL) return arena_ipc_export(owner, ptr, out, capacity, length, offset, owned);
+    vram_status s = VRAM_ERR_INVALID_POINTER;
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
+        if (a == NULL) continue;
+        s = arena_ipc_export(a, ptr, out, capacity, length, offset, owned);
         if (s == VRAM_OK || *owned) return s;
     }
     return s;

@@ -45,6 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pool/pool_internal.h"
 
@@ -1388,6 +1389,66 @@ static int pool_owns_locked(const pool_arena *p, uint64_t addr) {
         if (addr >= r->base && addr - r->base < r->size) return 1;
     }
     return 0;
+}
+
+/* The handle of live block c for another process (ipc.h) into out (capacity bytes; *length: what it
+ * needs), *offset: where the block lies in the span the receiver maps. */
+static vram_status ipc_export_locked(pool_arena *p, const pool_chunk *c, unsigned char *out, size_t capacity,
+                                     size_t *length, size_t *offset) {
+    ipc_head head = {.pid = (int32_t)getpid()};
+    memcpy(head.magic, IPC_MAGIC, sizeof head.magic);
+    unsigned char plain[IPC_PLAIN_BYTES];
+    ipc_piece *pieces = NULL;
+    size_t body = 0;
+    vram_status s = VRAM_OK;
+    if (c->region->kind == REGION_PLAIN) {
+        head.kind = IPC_PLAIN;
+        head.span = c->region->held;
+        *offset = (size_t)(c->addr - c->region->base);
+        body = sizeof plain;
+        s = p->cfg.backend->ipc_get(p->cfg.dev, c->region->base, plain);
+    } else {
+        size_t n = 0, span = 0;
+        uint64_t lo = 0;
+        head.kind = IPC_VMM;
+        s = pool_vmm_export(&c->region->vmm, c->addr, c->size, NULL, 0, &n, &lo, &span);
+        pieces = s == VRAM_OK ? malloc(n * sizeof *pieces) : NULL;
+        if (s == VRAM_OK && pieces == NULL) s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an IPC handle");
+        if (s == VRAM_OK) s = pool_vmm_export(&c->region->vmm, c->addr, c->size, pieces, n, &n, &lo, &span);
+        head.n = (uint32_t)n;
+        head.span = span;
+        *offset = (size_t)(c->addr - lo);
+        body = n * sizeof *pieces;
+    }
+    *length = sizeof head + body;
+    if (s == VRAM_OK && capacity < *length) {
+        s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_ipc_export: the handle needs %zu bytes, %zu given", *length,
+                       capacity);
+    }
+    if (s == VRAM_OK) {
+        memcpy(out, &head, sizeof head);
+        memcpy(out + sizeof head, pieces != NULL ? (const void *)pieces : (const void *)plain, body);
+    }
+    free(pieces);
+    return s;
+}
+
+vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
+                             size_t *offset, int *owned) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    *owned = 1;
+    pool_lock_take(&p->lock);
+    pool_chunk *c = live_get(p, addr);
+    vram_status s;
+    if (c == NULL) {
+        *owned = pool_owns_locked(p, addr);
+        s = vram__fail(VRAM_ERR_INVALID_POINTER, "vram_ipc_export(%p): not a live block of %s (freed, or not the "
+                       "start of a block vram handed out)", ptr, p->cfg.name);
+    } else {
+        s = ipc_export_locked(p, c, out, capacity, length, offset);
+    }
+    pool_lock_give(&p->lock);
+    return s;
 }
 
 vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int async, void *stream, int *owned) {

@@ -104,6 +104,9 @@ int         vram__pool_may_own(vram__pool *pool, const void *ptr);
  * on other streams"). VRAM_ERR_INVALID_POINTER when it is no live block of this pool; *owned as
  * vram__pool_free's. */
 vram_status vram__pool_record_stream(vram__pool *pool, void *ptr, void *stream, int *owned);
+/* The live block at ptr shared with another process (vram_ipc_export); *owned as vram__pool_free's. */
+vram_status vram__pool_ipc_export(vram__pool *pool, void *ptr, unsigned char *out, size_t capacity, size_t *length,
+                                  size_t *offset, int *owned);
 /* The public call behind a free of that kind, for messages. */
 static inline const char *vram__pool_free_name(int async) {
     return async == 0 ? "vram_free" : async == 1 ? "vram_free_async"

@@ -245,6 +245,11 @@ void        arena_set_pinned(pool_arena *p, int pinned);
  * `stream`): a checkpoint of a private pool restored (PyTorch's CUDA-graph trees).
  * VRAM_ERR_INVALID_ARGUMENT when that range is not free. */
 vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream);
+/* The live block at ptr shared with another process: its handle (ipc.h) into out, *length the bytes
+ * it needs (VRAM_ERR_INVALID_ARGUMENT when capacity is less), *offset the block's place in the
+ * span; *owned as arena_free's. */
+vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
+                             size_t *offset, int *owned);
 /* The blocks the program holds (not parked, not deferred), at most `capacity` into out; returns how many
  * there are. */
 size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);

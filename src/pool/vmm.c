@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "pool/vmm.h"
 
@@ -97,6 +98,8 @@ static void extent_untable(pool_vmm *v, const pool_extent *x) {
 static void extent_release(pool_vmm *v, int32_t e) {
     pool_extent *x = &v->ext[e];
     v->backend->phys_release(v->dev, x->handle);
+    if (x->fd >= 0) close(x->fd);
+    x->fd = -1;
     v->mapped -= x->size;
     if (x->busy == 0) v->idle -= x->size;   /* (what a stale count says; the next recount redoes it) */
     v->releases++;
@@ -248,6 +251,7 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
     if (e < 0) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an extent record");
     pool_extent *x = &v->ext[e];
     size_t size = n * v->gran;
+    x->fd = -1;
     vram_status s = v->backend->phys_create(v->dev, size, &x->handle);
     if (s == VRAM_OK) {
         s = v->backend->map(v->dev, v->base + g * v->gran, size, x->handle);
@@ -361,6 +365,32 @@ size_t pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start) {
     uint64_t lo = v->base + ((uint64_t)g << v->gran_shift);
     *start = lo > from ? lo : from;
     return (size_t)(v->base + ((uint64_t)end << v->gran_shift) - *start);
+}
+
+vram_status pool_vmm_export(pool_vmm *v, uint64_t addr, size_t size, ipc_piece *out, size_t capacity, size_t *n,
+                            uint64_t *span_lo, size_t *span) {
+    size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1), k = 0;
+    uint64_t lo = 0, hi = 0;
+    while (g <= last) {
+        int32_t e = v->gran_ext[g];
+        if (e < 0) return vram__fail(VRAM_ERR_INTERNAL, "vram_ipc_export: a block over unmapped memory");
+        pool_extent *x = &v->ext[e];
+        if (x->fd < 0) {
+            int fd = -1;
+            vram_status s = v->backend->phys_export(v->dev, x->handle, &fd);
+            if (s != VRAM_OK) return s;
+            x->fd = fd;
+        }
+        if (k == 0) lo = v->base + x->offset;
+        hi = v->base + x->offset + x->size;
+        if (k < capacity) out[k] = (ipc_piece){.fd = x->fd, .offset = v->base + x->offset - lo, .size = x->size};
+        k++;
+        g = (x->offset + x->size) >> v->gran_shift;
+    }
+    *n = k;
+    *span_lo = lo;
+    *span = (size_t)(hi - lo);
+    return VRAM_OK;
 }
 
 void pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {

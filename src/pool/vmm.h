@@ -22,11 +22,13 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "pool/ipc.h"
 
 typedef struct pool_extent {
     uint64_t handle;
     size_t   offset, size;   /* within the range */
     size_t   busy;           /* bytes of blocks in use that overlap it, as of the last recount */
+    int32_t  fd;             /* exported to other processes: the descriptor kept for them; else -1 */
     int32_t  next_free;      /* slot recycling */
 } pool_extent;
 
@@ -93,6 +95,11 @@ size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, u
 /* The first mapped run [*start, *start + return) that ends after `from` (an address of the range),
  * clipped to begin at `from`; 0 when no granule at or after it is mapped. */
 size_t      pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start);
+/* The extents under [addr, addr + size) (all mapped) as pieces of a handle for another process, each
+ * exported once (its descriptor kept in the extent until it is released): at most `capacity` into
+ * out, *n how many there are, *span_lo and *span the range they cover. */
+vram_status pool_vmm_export(pool_vmm *v, uint64_t addr, size_t size, ipc_piece *out, size_t capacity, size_t *n,
+                            uint64_t *span_lo, size_t *span);
 /* The idle bytes of each zone (as zone_bytes); needs fresh counts. */
 void        pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]);
 /* Moves idle extents under the unmapped granules of [addr, addr+size) instead of creating physical

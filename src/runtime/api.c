@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/ipc.h"
 #include "runtime/runtime.h"
 
 #define rt vram__rt
@@ -450,6 +451,55 @@ vram_status vram_private_malloc_at(void *ptr, size_t size, int logical_device, i
     vram_status s = enter_logical(me, logical_device, &p);
     if (s != VRAM_OK) return s;
     s = vram__pool_private_alloc_at(p, pool, ptr, size, stream);
+    vram__rt_leave(me);
+    return s;
+}
+
+/* ---- sharing with other processes -------------------------------------------------------------- */
+
+vram_status vram_ipc_export(void *ptr, void *handle, size_t capacity, size_t *length, size_t *offset) {
+    if (ptr == NULL || length == NULL || offset == NULL || (handle == NULL && capacity > 0)) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_ipc_export: ptr, length and offset must not be NULL, "
+                          "and handle may be NULL only when capacity is 0");
+    }
+    vram__thread *me = vram__rt_self();
+    if (!vram__rt_read_enter(me)) {
+        return vram__fail(VRAM_ERR_INVALID_POINTER, "vram_ipc_export(%p): the runtime is not started, so this "
+                          "pointer was not allocated by vram", ptr);
+    }
+    vram_status s = VRAM_ERR_INVALID_POINTER;
+    int owned = 0;
+    for (int k = 0; k < rt.nlogical && !owned; k++) {
+        if (!vram__pool_may_own(rt.logical[k].pool, ptr)) continue;
+        s = vram__pool_ipc_export(rt.logical[k].pool, ptr, handle, capacity, length, offset, &owned);
+        if (s == VRAM_OK) owned = 1;
+    }
+    vram__rt_leave(me);
+    if (!owned && s == VRAM_ERR_INVALID_POINTER) {
+        s = vram__fail(s, "vram_ipc_export(%p): this pointer was not allocated by vram", ptr);
+    }
+    return s;
+}
+
+vram_status vram_ipc_open(int physical_device, const void *handle, size_t length, void **ptr) {
+    vram__thread *me = vram__rt_self();
+    vram_status s = vram__rt_enter_started(me);
+    if (s != VRAM_OK) return s;
+    if (physical_device < 0 || physical_device >= rt.ndev) {
+        s = vram__fail(VRAM_ERR_UNRECOGNIZED_DEVICE, "Unrecognized device: %d (physical devices are 0..%d)",
+                       physical_device, rt.ndev - 1);
+    } else {
+        s = vram__ipc_open(rt.backend, physical_device, handle, length, ptr);
+    }
+    vram__rt_leave(me);
+    return s;
+}
+
+vram_status vram_ipc_close(void *ptr) {
+    vram__thread *me = vram__rt_self();
+    vram_status s = vram__rt_enter_started(me);
+    if (s != VRAM_OK) return s;
+    s = vram__ipc_close(rt.backend, ptr);
     vram__rt_leave(me);
     return s;
 }
