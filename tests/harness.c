@@ -159,6 +159,13 @@ void use_sim(const char *devices) {
     set_env("VRAM_SIM_DEVICES", devices);
 }
 
+void use_sim_growth(size_t limit, const char *conf) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, limit));
+    CHECK_OK(vram_set_alloc_conf(conf));
+}
+
 /* ---- random numbers: splitmix64 ------------------------------------------------------------- */
 
 test_rng rng_make(uint64_t seed) {

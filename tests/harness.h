@@ -115,6 +115,8 @@ void harness_check_info_sane(const char *file, int line, const vram_memory_info 
 
 /* VRAM_BACKEND=sim and VRAM_SIM_DEVICES=devices ("16GiB", "2x16GiB", "80GiB,24GiB"). */
 void use_sim(const char *devices);
+/* A 16 GiB simulated card whose device 0 grows under `limit` with allocator options `conf`. */
+void use_sim_growth(size_t limit, const char *conf);
 /* setenv that must succeed; NULL value unsets. */
 void set_env(const char *name, const char *value);
 

@@ -29,10 +29,7 @@ static vram_allocator_stats stats_of(int dev) {
 
 /* A growing 1 GiB pool mapping only what blocks need, in extents of up to 64 MiB. */
 static void growth_1gib(void) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,extent_mb:64"));
+    use_sim_growth(1 * GiB, "map_ahead_mb:0,extent_mb:64");
 }
 
 TEST(allocstats_blocks_by_kind) {
@@ -190,10 +187,7 @@ TEST(allocstats_active_includes_blocks_waiting_for_streams) {
 }
 
 TEST(allocstats_retries_and_ooms) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,small_pool_kb:0"));
+    use_sim_growth(64 * MiB, "map_ahead_mb:0,small_pool_kb:0");
     void *a = NULL, *b = NULL;
     CHECK_OK(vram_malloc(&a, 40 * MiB, 0));
     CHECK_OK(vram_malloc(&b, 8 * MiB, 0));

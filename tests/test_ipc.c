@@ -11,10 +11,7 @@
 
 /* A growing 1 GiB pool mapping only what blocks need. */
 static void growth_1gib(void) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,small_pool_kb:0"));
+    use_sim_growth(1 * GiB, "map_ahead_mb:0,small_pool_kb:0");
 }
 
 TEST(ipc_handle_names_the_extents_under_the_block) {

@@ -9,10 +9,7 @@
 
 /* A growing 1 GiB pool mapping only what blocks need. */
 static void growth_1gib(void) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    use_sim_growth(1 * GiB, "map_ahead_mb:0");
 }
 
 static int overlaps(const void *a, size_t na, const void *b, size_t nb) {
@@ -81,9 +78,7 @@ TEST(private_release_keeps_live_blocks_and_recycles_the_slot) {
 }
 
 TEST(private_pools_share_the_limit) {
-    use_sim("16GiB");
-    CHECK_OK(vram_set_memory_growth(0, 1));
-    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    use_sim_growth(64 * MiB, NULL);
     int pool = -1;
     CHECK_OK(vram_private_pool_create(0, &pool));
     void *a = NULL, *b = NULL;
