@@ -6,11 +6,16 @@ import ctypes
 import re
 
 from . import _lib
-from ._errors import check
+from ._errors import check, status_error
 
 lib = _lib.lib
 
-_LOGICAL_NAME = re.compile(r"^(?:.*/)?(?:device:)?GPU:(\d+)$", re.IGNORECASE)
+SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
+INT_MAX = 2 ** 31 - 1
+_FULL_NAME_PART = re.compile(r"/(?:job:([A-Za-z0-9_-]+)|replica:(\d+)|task:(\d+)|device:([A-Za-z_][A-Za-z0-9_]*):(\d+|\*)|"
+                             r"(cpu|gpu):(\d+|\*))")
+_LOCAL_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(\d+)$")
+_JOB = ("localhost", 0, 0)   # a logical device's job, replica and task, as TensorFlow names local devices
 
 
 def version():
@@ -21,20 +26,36 @@ def version():
 # ---- sizes ----------------------------------------------------------------------------------
 
 def parse_size(text):
-    """Bytes in a size string: "512", "4K", "6GiB", "1.5G" (powers of 1024)."""
+    """Bytes in a size string: "512", "4K", "6GiB", "1.5G" (powers of 1024); ValueError when malformed."""
+    if not isinstance(text, str):
+        raise TypeError("a size string such as '6GiB' is needed, not %r" % (text,))
+    if "\x00" in text:
+        raise ValueError("%r: a size string holds no NUL character" % (text,))
     out = ctypes.c_size_t(0)
-    check(lib.vram_parse_size(str(text).encode("utf-8"), ctypes.byref(out)))
+    check(lib.vram_parse_size(text.encode("utf-8"), ctypes.byref(out)))
     return out.value
 
 
+def check_int(value, what, lo, hi):
+    """value as an int in [lo, hi]: TypeError for what is no int (bool neither), ValueError outside."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError("%s must be an int, not %r" % (what, value))
+    if not lo <= value <= hi:
+        raise ValueError("%s must be between %d and %d: %d" % (what, lo, hi, value))
+    return value
+
+
 def to_bytes(size, what="size"):
-    """A byte count from an int or a size string; ValueError for anything else or a negative count."""
+    """A byte count from an int or a size string; TypeError for another type, ValueError for a count
+    below 0 or beyond size_t (nothing wraps)."""
     if isinstance(size, str):
         return parse_size(size)
     if isinstance(size, bool) or not isinstance(size, int):
-        raise ValueError("%s must be a number of bytes or a size string such as '6GiB', not %r" % (what, size))
+        raise TypeError("%s must be a number of bytes or a size string such as '6GiB', not %r" % (what, size))
     if size < 0:
         raise ValueError("%s must not be negative: %d" % (what, size))
+    if size > SIZE_MAX:
+        raise ValueError("%s is beyond what a size_t holds (%d): %d" % (what, SIZE_MAX, size))
     return size
 
 
@@ -68,16 +89,62 @@ def physical_structs():
     return gpu_list(lib.vram_list_physical_devices, _lib.PhysicalDeviceStruct)
 
 
+def parse_device_name(text):
+    """TensorFlow's device string ('GPU:0', '/device:GPU:0', '/job:localhost/replica:0/task:0/device:GPU:1',
+    '/gpu:0') as (job, replica, task, type, index), None for a part not given; None when it does not parse."""
+    if not text.startswith("/"):
+        match = _LOCAL_NAME.match(text)
+        return (None, None, None, match.group(1), int(match.group(2))) if match else None
+    job = replica = task = kind = index = None
+    at = 0
+    while at < len(text):
+        match = _FULL_NAME_PART.match(text, at)
+        if match is None:
+            return None
+        g = match.groups()
+        if g[0] is not None:
+            job = g[0]
+        elif g[1] is not None:
+            replica = int(g[1])
+        elif g[2] is not None:
+            task = int(g[2])
+        else:
+            kind = g[3] if g[3] is not None else g[5].upper()
+            number = g[4] if g[4] is not None else g[6]
+            index = None if number == "*" else int(number)
+        at = match.end()
+    return job, replica, task, kind, index
+
+
+def logical_names():
+    """The logical GPUs' names ('/device:GPU:0', ...); starts the runtime."""
+    return [d.name.decode() for d in gpu_list(lib.vram_list_logical_devices, _lib.LogicalDeviceStruct)]
+
+
 def logical_index(device):
-    """The index of a logical GPU given as an int, 'GPU:0', '/device:GPU:0' or a LogicalDevice."""
+    """The index of a logical GPU given as a device string (TensorFlow's rules and messages), a
+    LogicalDevice or an index; starts the runtime for a string."""
     if isinstance(device, int) and not isinstance(device, bool):
-        return device
+        return check_int(device, "device", 0, INT_MAX)
     name = getattr(device, "name", device)
-    match = _LOGICAL_NAME.match(name) if isinstance(name, str) else None
-    if match is None:
-        raise ValueError("Unrecognized device: %r (vram's devices are GPUs: 'GPU:0', '/device:GPU:0', a "
-                         "LogicalDevice or an index)" % (device,))
-    return int(match.group(1))
+    if not isinstance(name, str):
+        raise TypeError("device must be a string such as 'GPU:0', a LogicalDevice or an index, not %r" % (device,))
+    parsed = parse_device_name(name)
+    if parsed is None:
+        raise status_error("VRAM_ERR_UNRECOGNIZED_DEVICE", "Failed parsing device name: '%s'. Note a valid device "
+                           "string should at least contain a device type and a device index, like \"GPU:0\"." % name)
+    matched = []
+    for i, local in enumerate(logical_names()):
+        full = "/job:%s/replica:%d/task:%d%s" % (_JOB + (local,))
+        mine = _JOB + ("GPU", i)
+        if all(want is None or want == have for want, have in zip(parsed, mine)):
+            matched.append((i, full))
+        if len(matched) == 2:
+            raise status_error("VRAM_ERR_UNRECOGNIZED_DEVICE", "Multiple devices match the provided string "
+                               "'%s': '%s' and '%s'." % (name, matched[0][1], matched[1][1]))
+    if not matched:
+        raise status_error("VRAM_ERR_UNRECOGNIZED_DEVICE", "No matching devices found for '%s'" % name)
+    return matched[0][0]
 
 
 def logical_for_physical(device):
@@ -112,12 +179,15 @@ def malloc(size, device=0):
     Size 0 gives 0. Starts the runtime. Raises vram.OutOfMemoryError, whose message says why.
     """
     ptr = ctypes.c_void_p(None)
-    check(lib.vram_malloc(ctypes.byref(ptr), to_bytes(size), logical_index(device)))
+    nbytes = to_bytes(size)
+    check(lib.vram_malloc(ctypes.byref(ptr), nbytes, logical_index(device)))
     return ptr.value or 0
 
 
 def free(ptr):
     """Frees an address returned by malloc (0 or None is a no-op); a foreign address raises VramError."""
+    if ptr is not None:
+        check_int(ptr, "ptr", 0, SIZE_MAX)
     check(lib.vram_free(ctypes.c_void_p(ptr or None)))
 
 

@@ -50,6 +50,17 @@ def error_for(status, message=None):
     return error
 
 
+def status_error(name, message):
+    """The exception vram raises for C status `name` ("VRAM_ERR_UNRECOGNIZED_DEVICE"), for a check the
+    Python face makes itself before calling the library: the same class and ``.status``."""
+    cls = _BY_STATUS.get(name, VramError)
+    if cls in (VramError, OutOfMemoryError):
+        return cls(message, name)
+    error = cls(message)
+    error.status = name
+    return error
+
+
 def check(status):
     """Raises the exception for `status` unless it is VRAM_OK."""
     if status != _lib.OK:

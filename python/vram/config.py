@@ -16,10 +16,15 @@ Differences from TensorFlow, all following from vram managing GPU memory only:
 - Growth may be combined with logical devices and may differ between GPUs (TensorFlow refuses both).
 - LogicalDeviceConfiguration's memory_limit must be a whole number of MiB; experimental_priority
   and experimental_device_ordinal are not supported (ValueError when set).
-- set_logical_device_configuration(gpu, []) removes the split, and the getter then returns None.
+- set_logical_device_configuration(gpu, []) removes the split (the getter then returns [], as
+  TensorFlow's).
+- Logical GPUs are numbered in index order whatever order set_visible_devices was given (which
+  get_visible_devices keeps).
 
 A physical GPU may be given as a PhysicalDevice, its name ('/physical_device:GPU:0'), 'GPU:0' or its
-index; a logical GPU as a LogicalDevice, '/device:GPU:0', 'GPU:0' or its index.
+index (get_device_details takes a PhysicalDevice only, as TensorFlow's); a logical GPU as a device
+string with TensorFlow's rules ('GPU:0', '/device:GPU:0', '/job:localhost/replica:0/task:0/device:GPU:0'),
+a LogicalDevice or its index.
 vram's additions: set_memory_limit / get_memory_limit (a hard cap per card), trim,
 get_memory_info_full (every statistic) and get_device_details.
 """
@@ -28,7 +33,7 @@ import ctypes
 import types
 
 from . import _core, _lib
-from ._errors import check
+from ._errors import check, status_error
 
 lib = _lib.lib
 
@@ -52,17 +57,21 @@ _MEMORY_INFO_FIELDS = [name for name, _ in _lib.MemoryInfoStruct._fields_]
 # ---- resolving devices ---------------------------------------------------------------------
 
 def _unrecognized(device):
-    return ValueError("Unrecognized device: %s" % repr(device))
+    return status_error("VRAM_ERR_UNRECOGNIZED_DEVICE", "Unrecognized device: %s" % repr(device))
 
 
 def _physical_struct(device):
-    """The vram_physical_device of a physical GPU; ValueError("Unrecognized device: ...") as TensorFlow's."""
-    if isinstance(device, bool):
-        raise _unrecognized(device)
+    """The vram_physical_device of a physical GPU (a PhysicalDevice, its name, 'GPU:0' or its index);
+    ValueError("Unrecognized device: ...") as TensorFlow's for anything else."""
     for d in _core.physical_structs():
         name = d.name.decode()
-        short = name[len("/physical_device:"):]
-        if device in (d.index, name, short, PhysicalDevice(name, _GPU)):
+        if isinstance(device, PhysicalDevice):
+            found = device == PhysicalDevice(name, _GPU)
+        elif isinstance(device, str):
+            found = device in (name, name[len("/physical_device:"):])
+        else:
+            found = type(device) is int and device == d.index   # (not a bool, a float or a tuple)
+        if found:
             return d
     raise _unrecognized(device)
 
@@ -76,9 +85,19 @@ def _wants_gpus(device_type):
 
 
 def _as_list(devices):
-    if isinstance(devices, (list, tuple)) and not isinstance(devices, PhysicalDevice):
-        return list(devices)
-    return [devices]
+    """TensorFlow's rule: a list is a list of devices, anything else (a tuple too) one device."""
+    return list(devices) if isinstance(devices, list) else [devices]
+
+
+def _physical_device(device):
+    d = _physical_struct(device)
+    return PhysicalDevice(d.name.decode(), _GPU)
+
+
+# what this process set, which the C library keeps in another form: the visible devices in the order
+# given (it keeps a set), the GPUs whose split was set to [] (it keeps no split)
+_visible_given = None
+_empty_split = set()
 
 
 # ---- physical devices and visibility ---------------------------------------------------------
@@ -92,28 +111,42 @@ def list_physical_devices(device_type=None):
 
 def get_device_details(device):
     """TensorFlow's keys ('device_name', 'compute_capability') and vram's (uuid, pci_bus_id, total_bytes)."""
-    d = _physical_struct(device)
+    if not isinstance(device, PhysicalDevice):
+        raise ValueError("device must be a tf.config.PhysicalDevice, but got: %s" % (device,))
+    try:
+        d = _physical_struct(device)
+    except ValueError:
+        raise ValueError("The PhysicalDevice must be one obtained from calling `tf.config.list_physical_devices`, "
+                         "but got: %s" % (device,)) from None
     return {"device_name": d.product.decode(), "compute_capability": (d.compute_major, d.compute_minor),
             "uuid": d.uuid.decode(), "pci_bus_id": d.pci_bus_id.decode(), "total_bytes": d.total_bytes}
 
 
 def set_visible_devices(devices, device_type=None):
-    """Makes only `devices` (a device or a list; [] hides all GPUs) visible to the runtime."""
+    """Makes only `devices` (a device or a list; [] hides all GPUs) visible to the runtime; the order
+    given (and a device listed twice) is kept for get_visible_devices."""
+    global _visible_given
     devices = _as_list(devices)
     if not _wants_gpus(device_type):
         if devices:
             raise _unrecognized(devices[0])
         return
-    indices = [_physical_index(d) for d in devices]
+    given = [_physical_device(d) for d in devices]
+    if _core.is_initialized() and given != get_visible_devices():
+        raise status_error("VRAM_ERR_ALREADY_INITIALIZED", "Visible devices cannot be modified after being initialized")
+    indices = list(dict.fromkeys(_physical_index(d) for d in given))   # (distinct, in order)
     array = (ctypes.c_int * max(len(indices), 1))(*indices)
     check(lib.vram_set_visible_devices(array, len(indices)))
+    _visible_given = given
 
 
 def get_visible_devices(device_type=None):
-    """The visible GPUs (every GPU until set_visible_devices)."""
+    """The visible GPUs (every GPU until set_visible_devices), in the order set_visible_devices got."""
     if not _wants_gpus(device_type):
         return []
     indices = _core.gpu_list(lib.vram_get_visible_devices, ctypes.c_int)
+    if _visible_given is not None and {_physical_index(d) for d in _visible_given} == set(indices):
+        return list(_visible_given)
     names = {d.index: d.name.decode() for d in _core.physical_structs()}
     return [PhysicalDevice(names[i], _GPU) for i in indices]
 
@@ -148,6 +181,9 @@ def get_memory_limit(device):
 # ---- logical devices -------------------------------------------------------------------------
 
 def _limit_mb(config):
+    if not isinstance(config, LogicalDeviceConfiguration):
+        raise TypeError("logical_devices must be a list of tf.config.LogicalDeviceConfiguration, got an item %r"
+                        % (config,))
     if config.memory_limit is None:
         raise ValueError("Setting memory limit is required for GPU virtual devices")
     if config.experimental_priority is not None or config.experimental_device_ordinal is not None:
@@ -158,30 +194,46 @@ def _limit_mb(config):
         mb = int(mb)
     if isinstance(mb, bool) or not isinstance(mb, int) or mb < 1:
         raise ValueError("memory_limit must be a positive whole number of MiB: %r" % (config,))
+    if mb > _core.SIZE_MAX >> 20:
+        raise ValueError("memory_limit is beyond what a size_t holds in bytes: %r" % (config,))
     return mb
 
 
 def set_logical_device_configuration(device, logical_devices):
-    """Splits a GPU into logical devices, each with its own hard limit (memory_limit, in MiB)."""
+    """Splits a GPU into logical devices, each with its own hard limit (memory_limit, in MiB); a list
+    of LogicalDeviceConfiguration ([] removes the split)."""
     index = _physical_index(device)
+    if not isinstance(logical_devices, (list, tuple)) or isinstance(logical_devices, LogicalDeviceConfiguration):
+        raise TypeError("logical_devices must be a list of tf.config.LogicalDeviceConfiguration, not %r"
+                        % (logical_devices,))
     mbs = [_limit_mb(c) for c in logical_devices]
+    if _core.is_initialized() and get_logical_device_configuration(device) != list(logical_devices):
+        raise status_error("VRAM_ERR_ALREADY_INITIALIZED", "Virtual devices cannot be modified after being initialized")
     configs = (_lib.LogicalDeviceConfigurationStruct * max(len(mbs), 1))(*[(mb,) for mb in mbs])
     check(lib.vram_set_logical_device_configuration(index, configs, len(mbs)))
+    if mbs:
+        _empty_split.discard(index)
+    else:
+        _empty_split.add(index)
 
 
 def get_logical_device_configuration(device):
-    """The LogicalDeviceConfiguration list set for a GPU, None when it is not split."""
+    """The LogicalDeviceConfiguration list set for a GPU, None until set ([] after setting [])."""
+    index = _physical_index(device)
     status, configs = _core.list_call(lib.vram_get_logical_device_configuration,
-                                      _lib.LogicalDeviceConfigurationStruct, _physical_index(device))
+                                      _lib.LogicalDeviceConfigurationStruct, index)
     check(status)
-    return [LogicalDeviceConfiguration(memory_limit=c.memory_limit_mb) for c in configs] or None
+    if not configs:
+        return [] if index in _empty_split else None
+    return [LogicalDeviceConfiguration(memory_limit=c.memory_limit_mb) for c in configs]
 
 
 def list_logical_devices(device_type=None):
-    """The logical GPUs, LogicalDevice('/device:GPU:0', 'GPU'); starts the runtime. [] without a GPU."""
+    """The logical GPUs, LogicalDevice('/device:GPU:0', 'GPU'); starts the runtime (whatever the
+    device type, as TensorFlow's). [] without a GPU."""
+    devices = _core.gpu_list(lib.vram_list_logical_devices, _lib.LogicalDeviceStruct)
     if not _wants_gpus(device_type):
         return []
-    devices = _core.gpu_list(lib.vram_list_logical_devices, _lib.LogicalDeviceStruct)
     return [LogicalDevice(d.name.decode(), _GPU) for d in devices]
 
 
@@ -205,6 +257,12 @@ def reset_memory_stats(device):
     check(lib.vram_reset_memory_stats(_core.logical_index(device)))
 
 
+def get_memory_usage(device):
+    """Bytes in use on a logical GPU (tf.config.experimental.get_memory_usage, deprecated there in favour
+    of get_memory_info(device)['current'])."""
+    return get_memory_info(device)["current"]
+
+
 trim = _core.trim
 
 experimental = types.SimpleNamespace(
@@ -212,6 +270,7 @@ experimental = types.SimpleNamespace(
     get_memory_growth=get_memory_growth,
     get_memory_info=get_memory_info,
     reset_memory_stats=reset_memory_stats,
+    get_memory_usage=get_memory_usage,
     get_device_details=get_device_details,
     list_physical_devices=list_physical_devices,
     list_logical_devices=list_logical_devices,
