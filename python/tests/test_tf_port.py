@@ -695,6 +695,14 @@ class TestArgumentChecks(_PortTestCase):
             config.set_logical_device_configuration(gpu, LDC(memory_limit=1024))
         self.assertIsNone(config.get_logical_device_configuration(gpu))
 
+    def test_torch_memory_info_device_beyond_int(self):
+        # vram.torch.memory_info(device) takes a CUDA ordinal: checked before ctypes, as every index
+        with self.assertRaises(ValueError):
+            vram.torch.memory_info(2 ** 32)
+        with self.assertRaises(TypeError):
+            vram.torch.memory_info(0.0)
+        self.assertIn("current", vram.torch.memory_info(0))
+
     def test_free_of_a_list(self):
         vram.init()
         with self.assertRaises(TypeError):

@@ -150,7 +150,7 @@ def logical_index(device):
 def logical_for_physical(device):
     """The first logical GPU on physical card `device` (a CUDA device ordinal); starts the runtime."""
     logical = ctypes.c_int(-1)
-    check(lib.vram_logical_device_of(device, ctypes.byref(logical)))
+    check(lib.vram_logical_device_of(check_int(device, "device", 0, INT_MAX), ctypes.byref(logical)))
     return logical.value
 
 
