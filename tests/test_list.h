@@ -355,6 +355,15 @@
     X(ipc, ipc_open_in_another_process) \
     X(ipc, ipc_refusals) \
     X(ipc, ipc_plain_memory_on_the_simulated_card) \
+    /* test_faults.c */ \
+    X(faults, faults_fraction_that_rounds_to_nothing_is_refused) \
+    X(faults, faults_sizes_and_fractions_ignore_the_locale) \
+    X(faults, faults_malformed_names_and_values_are_refused_by_name) \
+    X(faults, faults_too_many_logical_devices_are_refused_at_the_call) \
+    X(faults, faults_hidden_cards_are_not_planned) \
+    X(faults, faults_settings_after_start_one_rule) \
+    X(faults, faults_a_request_waits_for_stream_frees_in_every_arena) \
+    X(faults, faults_fork_while_threads_are_inside_vram) \
     /* end of list */
 /* clang-format on */
 

@@ -1045,9 +1045,10 @@ TEST(alloc_conf_env_overrides_api_vmm_false) {
     set_env("VRAM_ALLOC_CONF", "vmm:false");
     vram__backend_counters c = grow_once();
     CHECK_USED_PLAIN(c);
-    /* after the start: both what the program set and what is in force count as unchanged */
+    /* after the start: what is in force is unchanged; what the program set (overridden) is a change,
+     * as for every setting */
     CHECK_OK(vram_set_alloc_conf("vmm:false"));
-    CHECK_OK(vram_set_alloc_conf("vmm:true"));
+    CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf("vmm:true"));
     CHECK_STATUS(VRAM_ERR_ALREADY_INITIALIZED, vram_set_alloc_conf("idle_release_ms:5"));
     CHECK_ERROR_IS(MSG_ALLOC_CONF);
 }

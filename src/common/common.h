@@ -39,6 +39,9 @@ void vram__format_bytes(char *buf, size_t len, size_t bytes);
 
 /* Parses a boolean environment value: true/false/1/0/yes/no/on/off. 0 on success. */
 int vram__parse_bool(const char *text, int *value);
+/* strtod in the "C" locale whatever the program's (a decimal point, never a comma): sizes and
+ * fractions mean the same in every locale. */
+double vram__strtod_c(const char *text, char **end);
 
 /* Size arithmetic that cannot overflow: 0 when a + b would, else 1. */
 static inline int vram__add_ok(size_t a, size_t b, size_t *sum) {

@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <locale.h>
+#include <pthread.h>
 
 #include "common/common.h"
 
@@ -101,6 +103,19 @@ void vram__format_bytes(char *buf, size_t len, size_t bytes) {
     }
 }
 
+static locale_t c_locale;
+static pthread_once_t c_locale_once = PTHREAD_ONCE_INIT;
+
+static void c_locale_make(void) {
+    c_locale = newlocale(LC_NUMERIC_MASK, "C", (locale_t)0);
+}
+
+double vram__strtod_c(const char *text, char **end) {
+    pthread_once(&c_locale_once, c_locale_make);
+    /* (newlocale of "C" cannot fail but for host memory; the program's locale is then the fallback) */
+    return c_locale != (locale_t)0 ? strtod_l(text, end, c_locale) : strtod(text, end);
+}
+
 int vram__parse_bool(const char *text, int *value) {
     static const char *yes[] = {"true", "1", "yes", "on"};
     static const char *no[] = {"false", "0", "no", "off"};
@@ -133,7 +148,7 @@ vram_status vram_parse_size(const char *text, size_t *bytes) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s'", text);
     }
     int whole = dots == 0;
-    double number = strtod(p, NULL);
+    double number = vram__strtod_c(p, NULL);
     while (isspace((unsigned char)*end)) end++;
     int shift = 0;
     switch (toupper((unsigned char)*end)) {

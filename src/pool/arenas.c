@@ -204,11 +204,11 @@ static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *
     int why = 0;
     vram_status s = arena_alloc(a, me, size, async, stream, ptr, &why);
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
-    /* The limit is shared: the other arenas give back their idle memory (a private pool in use
-     * gives nothing), then each is tried. */
+    /* The limit is shared: the other arenas give back their idle memory, once their stream-ordered
+     * frees in flight have completed (a private pool in use gives nothing), then each is tried. */
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *b = any_arena(p, i);
-        if (b != NULL && b != a) arena_trim(b, 0);
+        if (b != NULL && b != a) arena_trim_settled(b);
     }
     s = arena_alloc(a, me, size, async, stream, ptr, &why);
     for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others; i++) {

@@ -1728,6 +1728,16 @@ void arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi) {
     *hi = r != NULL ? r->base + r->size : 0;
 }
 
+void arena_trim_settled(pool_arena *p) {
+    pool_lock_take(&p->lock);
+    tc_flush_all_locked(p);
+    if (p->pending != NULL) pending_reap_locked(p, 1);
+    if (p->deferred != NULL) deferred_reap_locked(p, 1);
+    pool_trim_locked(p, 0);
+    p->idle_low = p->reserved - p->current;
+    pool_lock_give(&p->lock);
+}
+
 void arena_set_pinned(pool_arena *p, int pinned) {
     pool_lock_take(&p->lock);
     p->pinned = pinned;

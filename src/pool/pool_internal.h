@@ -232,6 +232,9 @@ void        arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *ou
 size_t      arena_live_bytes(pool_arena *p);
 size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
 void        arena_trim(pool_arena *p, size_t keep_bytes);
+/* The same with nothing kept, after waiting for the arena's frees in flight on streams (another arena's
+ * request is about to fail). */
+void        arena_trim_settled(pool_arena *p);
 void        arena_idle_tick(pool_arena *p);
 vram_status arena_check(pool_arena *p);
 /* pool_snapshot.c: the arena's segments and blocks appended to the arrays (the counts go on past the

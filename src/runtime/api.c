@@ -35,6 +35,21 @@ static vram_status physical_wlocked(int i) {
     return VRAM_OK;
 }
 
+/* The logical devices the start would make: one per visible card, or its configurations' number;
+ * with card `card` configured into n (card < 0: none changed) and the visibility `visible` (NULL: what
+ * is set). Refused by name above VRAM_MAX_LOGICAL, at the call that would exceed it. */
+static vram_status check_logical_total_wlocked(int card, int n, const unsigned char *visible, const char *fn) {
+    int total = 0;
+    for (int j = 0; j < rt.ndev; j++) {
+        int shown = visible != NULL ? visible[j] : !rt.visible_set || rt.visible[j];
+        int configs = j == card ? n : rt.config[j].nconfigs;
+        if (shown) total += configs > 0 ? configs : 1;
+    }
+    if (total <= VRAM_MAX_LOGICAL) return VRAM_OK;
+    return vram__fail(VRAM_ERR_CONFLICT, "%s: the visible cards would have %d logical devices; vram has at most %d "
+                      "logical devices", fn, total, VRAM_MAX_LOGICAL);
+}
+
 static vram_status unlock_with(vram_status s) {
     vram__rt_write_unlock();
     return s;
@@ -74,6 +89,8 @@ vram_status vram_set_visible_devices(const int *physical_indices, int n) {
         int same = memcmp(mask, rt.visible_in_force, sizeof mask) == 0;
         return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_VISIBLE));
     }
+    s = check_logical_total_wlocked(-1, 0, mask, "vram_set_visible_devices");
+    if (s != VRAM_OK) return unlock_with(s);
     memcpy(rt.visible, mask, sizeof mask);
     rt.visible_set = 1;
     return unlock_with(VRAM_OK);
@@ -128,7 +145,7 @@ vram_status vram_set_memory_limit(int physical_index, size_t limit_bytes) {
     vram_status s = physical_wlocked(physical_index);
     if (s != VRAM_OK) return unlock_with(s);
     if (atomic_load(&rt.initialized)) {
-        int same = limit_bytes == rt.config[physical_index].limit || limit_bytes == rt.limit_in_force[physical_index];
+        int same = limit_bytes == rt.limit_in_force[physical_index];   /* (what is in force, as for every setting) */
         return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_PHYSICAL));
     }
     size_t total = rt.devices[physical_index].total_bytes;
@@ -189,6 +206,7 @@ vram_status vram_set_logical_device_configuration(int physical_index,
                            : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_VIRTUAL));
     }
     s = check_configs(physical_index, configs, n);
+    if (s == VRAM_OK) s = check_logical_total_wlocked(physical_index, n, NULL, "vram_set_logical_device_configuration");
     if (s != VRAM_OK) return unlock_with(s);
     vram_logical_device_configuration *copy = NULL;
     if (n > 0 && (copy = malloc((size_t)n * sizeof *copy)) == NULL) {
@@ -233,8 +251,7 @@ vram_status vram_set_alloc_conf(const char *conf) {
     if (s != VRAM_OK) return s;
     vram__rt_write_lock();
     if (atomic_load(&rt.initialized)) {
-        int same = vram__alloc_conf_equal(&parsed, &rt.alloc_conf_in_force) ||
-                   vram__alloc_conf_equal(&parsed, &rt.alloc_conf);
+        int same = vram__alloc_conf_equal(&parsed, &rt.alloc_conf_in_force);
         return unlock_with(same ? VRAM_OK : vram__fail(VRAM_ERR_ALREADY_INITIALIZED, "%s", MSG_ALLOC_CONF));
     }
     rt.alloc_conf = parsed;

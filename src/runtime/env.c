@@ -55,7 +55,7 @@ static vram_status read_fraction(vram__env *env) {
     if (v == NULL) return VRAM_OK;
     char *end = NULL;
     errno = 0;
-    double f = strtod(v, &end);
+    double f = vram__strtod_c(v, &end);
     while (end != NULL && isspace((unsigned char)*end)) end++;
     if (errno != 0 || end == v || *end != '\0' || !(f > 0.0 && f <= 1.0)) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_MEMORY_FRACTION='%s' is not valid: use a fraction of "
@@ -77,7 +77,7 @@ static vram_status read_device_limits(vram__env *env, int ndev) {
         char name[64];
         snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - *e : (long)strlen(*e)), *e);
         char *end = NULL;
-        long i = strtol(idx, &end, 10);
+        long i = isdigit((unsigned char)idx[0]) ? strtol(idx, &end, 10) : -1;   /* (no sign, no space) */
         if (eq == NULL || end != eq || end == idx || i < 0 || i >= ndev) {
             return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: there is no physical device %.*s (%d visible to "
                               "the driver); the variable must be VRAM_MEMORY_LIMIT_<index>", name,
@@ -93,12 +93,13 @@ static vram_status conf_value_error(const char *origin, const char *key, const c
     return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: '%s:%s' is not valid: %s", origin, key, value, want);
 }
 
-/* A whole number in [min, max]: 0 on success. */
+/* A whole number in [min, max], decimal digits alone (no sign, no space): 0 on success. */
 static int parse_whole(const char *value, unsigned long long min, unsigned long long max, unsigned long long *out) {
     char *end = NULL;
     errno = 0;
+    if (!isdigit((unsigned char)value[0])) return -1;
     unsigned long long n = strtoull(value, &end, 10);
-    if (errno != 0 || end == value || *end != '\0' || value[0] == '-' || n < min || n > max) return -1;
+    if (errno != 0 || end == value || *end != '\0' || n < min || n > max) return -1;
     *out = n;
     return 0;
 }
@@ -159,7 +160,8 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
         size_t at = strlen(known);
         snprintf(known + at, sizeof known - at, ", %s", conf_numbers[opt].key);
     }
-    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' (known: %s)", origin, key, known);
+    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' in '%s:%s' (known: %s)", origin, key, key,
+                      value, known);
 }
 
 int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {

@@ -99,6 +99,11 @@ static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
     }
     if (env->fraction_set) {
         size_t f = (size_t)(env->fraction * (double)total);
+        if (f == 0) {                    /* 0 would read as "no limit": every limit gone */
+            return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s of the %zu bytes of %s is 0 bytes: a limit must be at "
+                              "least one byte (unset the variable for no limit)", env->fraction_text, total,
+                              rt.devices[i].name);
+        }
         if (plan->cap == 0 || f < plan->cap) {
             plan->cap = f;
             snprintf(plan->cap_source, sizeof plan->cap_source, "%s of %zu bytes", env->fraction_text, total);
@@ -107,9 +112,14 @@ static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
     return VRAM_OK;
 }
 
+/* Growth on card i: VRAM_FORCE_ALLOW_GROWTH, else what the program set. */
+static int planned_growth(int i, const vram__env *env) {
+    return env->force_growth >= 0 ? env->force_growth : rt.config[i].growth_set && rt.config[i].growth;
+}
+
 static vram_status plan_card(int i, const vram__env *env, card_plan *plan) {
     memset(plan, 0, sizeof *plan);
-    plan->growth = env->force_growth >= 0 ? env->force_growth : rt.config[i].growth_set && rt.config[i].growth;
+    plan->growth = planned_growth(i, env);
     vram_status s = plan_cap(i, env, plan);
     if (s != VRAM_OK) return s;
     size_t free_bytes = 0, total = 0;
@@ -279,11 +289,14 @@ vram_status vram__rt_start_wlocked(void) {
     if (s == VRAM_OK) s = apply_alloc_conf_wlocked(&env);
     card_plan plans[VRAM_MAX_DEVICES];
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
-        s = plan_card(i, &env, &plans[i]);
-        if (s == VRAM_OK && !rt.visible_in_force[i]) {
-            rt.growth_in_force[i] = plans[i].growth;
-            rt.limit_in_force[i] = plans[i].cap;
+        if (rt.visible_in_force[i]) {
+            s = plan_card(i, &env, &plans[i]);
+            continue;
         }
+        /* a hidden card is not planned (no driver call, no limit checked against it); what the program set
+         * for it stays what is in force, for the configuration calls after the start */
+        rt.growth_in_force[i] = planned_growth(i, &env);
+        rt.limit_in_force[i] = rt.config[i].limit;
     }
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
         if (rt.visible_in_force[i]) s = start_card_wlocked(i, &plans[i]);
@@ -466,6 +479,38 @@ void vram__rt_write_lock(void) {
 void vram__rt_write_unlock(void) {
     atomic_store(&rt_writer, 0);
     pthread_rwlock_unlock(&rt.lock);
+}
+
+/* ---- fork ------------------------------------------------------------------------------------- *
+ *
+ * fork() while other threads are inside vram would give the child locks that no thread of it will
+ * ever release. The handlers make the fork wait until no call is inside (the runtime held for writing,
+ * which every pool call is under, and the idle thread's lock), so the child gets the runtime as it is
+ * between calls: it works as the parent's did (on the simulated card; on a GPU the driver refuses a
+ * context inherited through fork, and each call says so with the driver's error). The child has no
+ * idle-release thread (threads do not survive fork) until it starts the runtime again. */
+static void fork_prepare(void) {
+    vram__rt_write_lock();
+    pthread_mutex_lock(&rt.idle_lock);
+}
+
+static void fork_parent(void) {
+    pthread_mutex_unlock(&rt.idle_lock);
+    vram__rt_write_unlock();
+}
+
+/* The child's one thread is not the one that took the locks (glibc's rwlock knows its writer by thread
+ * id), so they are made anew, free. */
+static void fork_child(void) {
+    rt.idle_thread_running = 0;       /* (it stayed in the parent) */
+    pthread_mutex_init(&rt.idle_lock, NULL);
+    pthread_cond_init(&rt.idle_wake, NULL);
+    atomic_store(&rt_writer, 0);
+    pthread_rwlock_init(&rt.lock, NULL);
+}
+
+__attribute__((constructor)) static void fork_handlers_install(void) {
+    pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 vram_status vram__rt_enter_started(vram__thread *me) {
