@@ -26,7 +26,7 @@
 #include "runtime/runtime.h"
 
 rt_state vram__rt = {
-    .lock = PTHREAD_RWLOCK_INITIALIZER,
+    .lock = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0, 0},
     .alloc_conf = VRAM_ALLOC_CONF_INIT,
     .idle_lock = PTHREAD_MUTEX_INITIALIZER,
     .idle_wake = PTHREAD_COND_INITIALIZER,
@@ -219,6 +219,39 @@ static vram_status apply_alloc_conf_wlocked(const vram__env *env) {
     return VRAM_OK;
 }
 
+/* ---- the runtime's reader-writer lock (see rt_rwlock) ------------------------------------------ */
+
+static void rw_rdlock(rt_rwlock *l) {
+    pthread_mutex_lock(&l->mu);
+    while (l->writer || l->writers_waiting) pthread_cond_wait(&l->cv, &l->mu);
+    l->readers++;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static int rw_tryrdlock(rt_rwlock *l) {
+    pthread_mutex_lock(&l->mu);
+    int free = !l->writer && !l->writers_waiting;
+    l->readers += free;
+    pthread_mutex_unlock(&l->mu);
+    return free ? 0 : -1;
+}
+
+static void rw_wrlock(rt_rwlock *l) {
+    pthread_mutex_lock(&l->mu);
+    l->writers_waiting++;
+    while (l->writer || l->readers) pthread_cond_wait(&l->cv, &l->mu);
+    l->writers_waiting--;
+    l->writer = 1;
+    pthread_mutex_unlock(&l->mu);
+}
+
+static void rw_unlock(rt_rwlock *l) {
+    pthread_mutex_lock(&l->mu);
+    if (l->writer) l->writer = 0; else l->readers--;
+    pthread_cond_broadcast(&l->cv);
+    pthread_mutex_unlock(&l->mu);
+}
+
 /* ---- idle release ------------------------------------------------------------------------------ */
 
 static void *idle_thread_main(void *arg) {
@@ -237,11 +270,11 @@ static void *idle_thread_main(void *arg) {
         if (pthread_cond_timedwait(&rt.idle_wake, &rt.idle_lock, &until) == 0 || rt.idle_stop) continue;
         pthread_mutex_unlock(&rt.idle_lock);
         /* Never blocks on rt.lock: a shutdown holds it for writing while it joins this thread. */
-        if (pthread_rwlock_tryrdlock(&rt.lock) == 0) {
+        if (rw_tryrdlock(&rt.lock) == 0) {
             for (int k = 0; k < rt.nlogical; k++) {
                 if (rt.growth_in_force[rt.logical[k].info.physical_index]) vram__pool_idle_tick(rt.logical[k].pool);
             }
-            pthread_rwlock_unlock(&rt.lock);
+            rw_unlock(&rt.lock);
         }
         pthread_mutex_lock(&rt.idle_lock);
     }
@@ -414,12 +447,12 @@ int vram__rt_read_enter(vram__thread *me) {
         }
         atomic_store(&rt_slots[slot].active, 0);
     }
-    pthread_rwlock_rdlock(&rt.lock);
+    rw_rdlock(&rt.lock);
     if (atomic_load(&rt.initialized)) {
         me->fast = 0;
         return 1;
     }
-    pthread_rwlock_unlock(&rt.lock);
+    rw_unlock(&rt.lock);
     return 0;
 }
 
@@ -427,7 +460,7 @@ void vram__rt_leave(vram__thread *me) {
     if (me->fast) {         /* release: the writer's load of the slot sees everything done before */
         atomic_store_explicit(&rt_slots[me->slot].active, 0, memory_order_release);
     } else {
-        pthread_rwlock_unlock(&rt.lock);
+        rw_unlock(&rt.lock);
     }
 }
 
@@ -453,7 +486,7 @@ int vram__rt_readers_fence(void) {
 }
 
 void vram__rt_write_lock(void) {
-    pthread_rwlock_wrlock(&rt.lock);
+    rw_wrlock(&rt.lock);
     if (!atomic_load_explicit(&rt_asym_tried, memory_order_relaxed)) {   /* (under the writer lock) */
         if (asym_register()) atomic_store(&rt_asym, 1);
         atomic_store(&rt_asym_tried, 1);
@@ -478,7 +511,7 @@ void vram__rt_write_lock(void) {
 
 void vram__rt_write_unlock(void) {
     atomic_store(&rt_writer, 0);
-    pthread_rwlock_unlock(&rt.lock);
+    rw_unlock(&rt.lock);
 }
 
 /* ---- fork ------------------------------------------------------------------------------------- *
@@ -492,21 +525,28 @@ void vram__rt_write_unlock(void) {
 static void fork_prepare(void) {
     vram__rt_write_lock();
     pthread_mutex_lock(&rt.idle_lock);
+    pthread_mutex_lock(&rt.lock.mu);
 }
 
 static void fork_parent(void) {
+    pthread_mutex_unlock(&rt.lock.mu);
     pthread_mutex_unlock(&rt.idle_lock);
     vram__rt_write_unlock();
 }
 
-/* The child's one thread is not the one that took the locks (glibc's rwlock knows its writer by thread
- * id), so they are made anew, free. */
+/* In the child only this thread exists: what the others were doing at the fork (waiting for the lock,
+ * a read slot marked for a moment on the way to it, the idle thread's wait) is forgotten. */
 static void fork_child(void) {
     rt.idle_thread_running = 0;       /* (it stayed in the parent) */
-    pthread_mutex_init(&rt.idle_lock, NULL);
     pthread_cond_init(&rt.idle_wake, NULL);
+    pthread_mutex_unlock(&rt.idle_lock);
+    rt.lock.writer = 0;
+    rt.lock.readers = 0;
+    rt.lock.writers_waiting = 0;
+    pthread_cond_init(&rt.lock.cv, NULL);
+    pthread_mutex_unlock(&rt.lock.mu);
+    for (int i = 0; i < RT_SLOTS; i++) atomic_store(&rt_slots[i].active, 0);
     atomic_store(&rt_writer, 0);
-    pthread_rwlock_init(&rt.lock, NULL);
 }
 
 __attribute__((constructor)) static void fork_handlers_install(void) {

@@ -31,8 +31,17 @@ typedef struct rt_logical {
     vram__pool         *pool;
 } rt_logical;
 
+/* The runtime's reader-writer lock (runtime.c): a mutex, a condition and counts rather than a
+ * pthread_rwlock_t, so that a child of fork() can be given it free (glibc's rwlock knows its writer by
+ * kernel thread id, which fork changes). Writers are preferred. */
+typedef struct rt_rwlock {
+    pthread_mutex_t mu;
+    pthread_cond_t  cv;
+    int             readers, writer, writers_waiting;
+} rt_rwlock;
+
 typedef struct rt_state {
-    pthread_rwlock_t     lock;
+    rt_rwlock            lock;
     /* discovery: valid while `discovered` */
     int                  discovered;
     const vram__backend *backend;
