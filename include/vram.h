@@ -35,12 +35,14 @@
 extern "C" {
 #endif
 
+#ifndef VRAM_API   /* (the preload library compiles the common parser in hidden: -DVRAM_API=) */
 #if defined(_WIN32)
 #define VRAM_API __declspec(dllexport)
 #elif defined(__GNUC__)
 #define VRAM_API __attribute__((visibility("default")))
 #else
 #define VRAM_API
+#endif
 #endif
 
 #define VRAM_VERSION_MAJOR 0

@@ -95,6 +95,7 @@
 #include <strings.h>
 #include <unistd.h>
 
+#include "common/common.h"
 #include "cuda_driver.h"
 #include "ledger.h"
 #include "nvml_types.h"
@@ -191,6 +192,8 @@ typedef struct shim_state {
     int self_pid;
     uint64_t self_start;
     char group[LEDGER_NAME_LEN];             /* VRAM_GROUP, "" none; set once */
+    char malformed[160];                     /* a limit variable that is no size: every allocation is
+                                              * refused (fail closed), this says which; "" none */
     size_t group_limit;                      /* VRAM_GROUP_LIMIT, 0 none; set once */
     /* preallocation (VRAM_GROWTH=0): the balloon per device, under balloon_mu */
     int prealloc;                            /* VRAM_GROWTH=0; set once */
@@ -238,18 +241,17 @@ static void shim_fmt_bytes(char *buf, size_t len, size_t bytes) {
     else snprintf(buf, len, "%zu bytes", bytes);
 }
 
-/* A whole number of bytes, digits only; 0 on success. */
+/* A size as everywhere in vram ("1073741824", "1G", "1.5GiB"): vram_parse_size, the library's own
+ * parser, compiled in from src/common; 0 on success. */
 static int shim_parse_bytes(const char *s, size_t *out) {
-    size_t v = 0;
-    if (!s || !*s) return -1;
-    for (; *s; s++) {
-        if (*s < '0' || *s > '9') return -1;
-        size_t d = (size_t)(*s - '0');
-        if (v > (SIZE_MAX - d) / 10) return -1;
-        v = v * 10 + d;
-    }
-    *out = v;
-    return 0;
+    return vram_parse_size(s, out) == VRAM_OK ? 0 : -1;
+}
+
+/* A limit variable that is not a size: nothing is allowed then (a limit never silently drops). */
+static void shim_malformed(const char *name, const char *value) {
+    if (!g.malformed[0]) snprintf(g.malformed, sizeof g.malformed, "%s='%.80s'", name, value);
+    fprintf(stderr, "vram: %s='%s' is not a size (bytes, or a number with K, M, G or T, e.g. 6GiB): every "
+            "allocation is refused\n", name, value);
 }
 
 static void shim_read_limit(const char *name, int dev, int src) {
@@ -257,7 +259,7 @@ static void shim_read_limit(const char *name, int dev, int src) {
     size_t bytes = 0;
     if (!v) return;
     if (shim_parse_bytes(v, &bytes) != 0) {
-        fprintf(stderr, "vram: %s='%s' is not a number of bytes; ignored\n", name, v);
+        shim_malformed(name, v);
         return;
     }
     for (int d = (dev < 0 ? 0 : dev); d < (dev < 0 ? SHIM_MAX_DEVICES : dev + 1); d++) {
@@ -276,12 +278,15 @@ static void shim_read_group(void) {
     }
     if (lim && *lim) {
         size_t bytes = 0;
-        if (shim_parse_bytes(lim, &bytes) != 0)
-            fprintf(stderr, "vram: VRAM_GROUP_LIMIT='%s' is not a number of bytes; ignored\n", lim);
-        else if (!g.group[0])
-            fputs("vram: VRAM_GROUP_LIMIT without a valid VRAM_GROUP; ignored\n", stderr);
-        else
+        if (shim_parse_bytes(lim, &bytes) != 0) {
+            shim_malformed("VRAM_GROUP_LIMIT", lim);
+        } else if (!g.group[0]) {
+            /* a group limit with no group to share it: this process alone is held to it */
+            fputs("vram: VRAM_GROUP_LIMIT without a valid VRAM_GROUP: it limits this process alone\n", stderr);
             g.group_limit = bytes;
+        } else {
+            g.group_limit = bytes;
+        }
     }
 }
 
@@ -508,7 +513,7 @@ static int shim_ledger_ready_locked(void) {
         g.ledger_state = -1;
         if (g.log || g.group_limit)
             fprintf(stderr, "vram: the ledger is unavailable (%s): this process is not listed by vram top%s\n",
-                    err, g.group_limit ? " and its group limit is not enforced" : "");
+                    err, g.group_limit ? " and its group limit holds for its own usage alone" : "");
         return -1;
     }
     if (g.ledger.rebuilt[0] && g.log) fprintf(stderr, "vram: the ledger %s\n", g.ledger.rebuilt);
@@ -538,7 +543,8 @@ static void shim_register(int dev) {
         ledger_unlock(&g.ledger);
         if (!s && (g.log || g.group_limit))
             fprintf(stderr, "vram: the ledger is full (%u slots): device %d of this process is not listed "
-                    "by vram top%s\n", LEDGER_SLOTS, dev, g.group_limit ? " and its group limit is not enforced" : "");
+                    "by vram top%s\n", LEDGER_SLOTS, dev,
+                    g.group_limit ? " and its group limit holds for its own usage alone" : "");
     }
     __atomic_store_n(&g.slot_tried[dev], 1, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&g.ledger_mu);
@@ -760,6 +766,8 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     if (dev < 0) return 0;
     shim_register(dev);
     shim_balloon_start(dev);
+    /* the group's total from the ledger; without a slot there (the ledger unavailable or full) the
+     * group limit still holds, for this process's own usage (it fails closed, never open) */
     int grouped = g.group_limit && g.slot[dev];
     uint64_t total = 0;
     if (grouped) {
@@ -769,8 +777,9 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     }
     pthread_mutex_lock(&g.mu);
     size_t used = g.used[dev], limit = g.limit[dev];
-    int over = limit && (size > limit || used > limit - size);
-    int over_group = !over && grouped && (size > g.group_limit || total > g.group_limit - size);
+    if (g.group_limit && !grouped) total = used;
+    int over = (limit && (size > limit || used > limit - size)) || g.malformed[0];
+    int over_group = !over && g.group_limit && (size > g.group_limit || total > g.group_limit - size);
     if (!over && !over_group) {
         g.used[dev] = used + size;
         shim_publish_unsafe(dev);
@@ -780,7 +789,12 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
         ledger_unlock(&g.ledger);
         pthread_mutex_unlock(&g.ledger_mu);
     }
-    if (over && g.log) shim_log_refusal(fn, dev, size, used, limit, g.limit_src[dev]);
+    if (over && g.malformed[0]) {
+        if (g.log) fprintf(stderr, "vram: %s of %zu bytes on device %d refused: %s is not a size; returning "
+                           "CUDA_ERROR_OUT_OF_MEMORY\n", fn, size, dev, g.malformed);
+    } else if (over && g.log) {
+        shim_log_refusal(fn, dev, size, used, limit, g.limit_src[dev]);
+    }
     if (over_group && g.log) shim_log_group_refusal(fn, dev, size, total);
     if (over || over_group) return -1;
     shim_balloon_make_room(dev, size);

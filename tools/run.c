@@ -76,16 +76,29 @@ static int run_usage_error(const char *fmt, ...) {
     return 2;
 }
 
-/* CUDA_VISIBLE_DEVICES items: indices, or UUIDs (GPU-..., MIG-...), separated by commas. */
-static int run_valid_devices(const char *v) {
-    if (!*v) return 0;
-    for (const char *c = v; *c; c++) {
-        int ok = (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                 *c == '-' || *c == '/' || *c == ',';
+/* One CUDA_VISIBLE_DEVICES item, [b, e): an index, or a UUID (GPU-..., MIG-...). */
+static int run_valid_device(const char *b, const char *e) {
+    int digits = e > b;
+    for (const char *c = b; c < e; c++) digits = digits && *c >= '0' && *c <= '9';
+    if (digits) return 1;
+    if (e - b <= 4 || (strncmp(b, "GPU-", 4) != 0 && strncmp(b, "MIG-", 4) != 0)) return 0;
+    for (const char *c = b + 4; c < e; c++) {
+        int ok = (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '-' ||
+                 *c == '/';
         if (!ok) return 0;
-        if (*c == ',' && (c == v || c[1] == ',' || c[1] == '\0')) return 0;
     }
     return 1;
+}
+
+/* CUDA_VISIBLE_DEVICES items, separated by commas. */
+static int run_valid_devices(const char *v) {
+    for (const char *b = v;; b++) {
+        const char *e = strchr(b, ',');
+        if (e == NULL) e = b + strlen(b);
+        if (!run_valid_device(b, e)) return 0;
+        if (*e == '\0') return 1;
+        b = e;
+    }
 }
 
 /* A size option's value (NULL: missing) into *out, more than 0; 0, or 2 after saying why. */

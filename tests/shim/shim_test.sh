@@ -203,9 +203,18 @@ run "$VRAM" run --growth -- "$APP" dlsym fill alloc 256
 check "vram run without a limit: the whole card" '[[ $RC == 0 ]] && has "$OUT" "chunks=64 bytes=$CARD err=2"'
 run "$VRAM" run --growth -- env VRAM_LIMIT=$((32 * GiB)) "$APP" dlsym info
 check "a limit above the card reports the card" '[[ $RC == 0 ]] && has "$OUT" "total=$CARD free=$CARD devtotal=$CARD"'
-run "$VRAM" run --growth -- env VRAM_LIMIT=12x "$APP" dlsym info
-check "a malformed VRAM_LIMIT is said on stderr, not applied" \
-    '[[ $RC == 0 ]] && has "$ERR" "VRAM_LIMIT=" && has "$OUT" "total=$CARD"'
+run "$VRAM" run --growth -- env VRAM_LIMIT=12x "$APP" dlsym fill alloc 256
+check "a malformed VRAM_LIMIT fails closed: every allocation refused, said by name" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=0 bytes=0 err=2" && has "$ERR" "VRAM_LIMIT='"'"'12x'"'"' is not a size"'
+run env LD_PRELOAD="$PRELOAD" VRAM_LIMIT=1G "$APP" dlsym fill alloc 256
+check "LD_PRELOAD alone: VRAM_LIMIT takes a size as everywhere in vram (1G)" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2"'
+run env LD_PRELOAD="$PRELOAD" VRAM_LIMIT_1=0.5GiB "$APP" dlsym fill alloc 256 1
+check "... and VRAM_LIMIT_<i> (0.5GiB)" '[[ $RC == 0 ]] && has "$OUT" "chunks=2 bytes=536870912 err=2"'
+run "$VRAM" run --devices x -- true
+check "vram run --devices x is refused (indices or GPU-/MIG- UUIDs)" '[[ $RC == 2 ]] && has "$ERR" "--devices: bad LIST"'
+run "$VRAM" run --devices GPU-1234-abcd,1 --growth -- env
+check "... a UUID and an index are taken" '[[ $RC == 0 ]] && has "$OUT" "CUDA_VISIBLE_DEVICES=GPU-1234-abcd,1"'
 
 # ---- what vram run sets --------------------------------------------------------------------------------
 REAL_PRELOAD=$(realpath "$PRELOAD")
