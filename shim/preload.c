@@ -88,6 +88,8 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <signal.h>
+#include <sys/mman.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -184,6 +186,10 @@ typedef struct shim_state {
     /* the ledger (ledger.h): this process's slot per device, registered at the first accounted call */
     pthread_mutex_t ledger_mu;               /* guards the fields below; taken before g.mu, never after */
     int ledger_state;                        /* 0 not opened yet, 1 open, -1 unavailable */
+    volatile sig_atomic_t ledger_lost;       /* the ledger file shrank under the mapping (another process
+                                              * truncated it): the SIGBUS handler put private memory
+                                              * there; from then on no slot counts (see shim_sigbus) */
+    int ledger_lost_said;
     ledger ledger;
     ledger_slot *slot[SHIM_MAX_DEVICES];     /* written under ledger_mu and g.mu; read under g.mu */
     int slot_tried[SHIM_MAX_DEVICES];        /* registration attempted (atomic read on the fast path) */
@@ -503,6 +509,48 @@ static void shim_device_uuid(int dev, char *out, size_t len) {
     }
 }
 
+/* ---- a ledger file truncated under the mapping ---------------------------------------------------- *
+ *
+ * The ledger is a shared mapping of a file any process of the user may truncate; a store or load past
+ * its new end raises SIGBUS, which would kill the program over a bookkeeping file. The handler
+ * replaces the whole mapping with private memory and returns: the access is made again and succeeds,
+ * and the process goes on with no ledger (not listed by vram top; its group limit holds for its own
+ * usage). A SIGBUS anywhere else goes to the handler the program had (or the default action). */
+static struct sigaction shim_old_sigbus;
+
+static void shim_sigbus(int sig, siginfo_t *si, void *uctx) {
+    char *map = g.ledger.map, *addr = si ? (char *)si->si_addr : NULL;
+    size_t size = g.ledger.size;
+    if (map != NULL && addr >= map && addr < map + size &&
+        mmap(map, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+        g.ledger_lost = 1;
+        return;
+    }
+    if (shim_old_sigbus.sa_flags & SA_SIGINFO) {
+        shim_old_sigbus.sa_sigaction(sig, si, uctx);
+    } else if (shim_old_sigbus.sa_handler != SIG_DFL && shim_old_sigbus.sa_handler != SIG_IGN) {
+        shim_old_sigbus.sa_handler(sig);
+    } else {
+        signal(SIGBUS, SIG_DFL);      /* the access is made again on return: the default action then */
+    }
+}
+
+/* Says once, outside the handler, that the ledger was lost. */
+static void shim_note_ledger_lost(void) {
+    if (!g.ledger_lost || __atomic_exchange_n(&g.ledger_lost_said, 1, __ATOMIC_RELAXED)) return;
+    fprintf(stderr, "vram: the ledger file was truncated under this process: it is no longer listed by vram top%s\n",
+            g.group_limit ? " and its group limit holds for its own usage alone" : "");
+}
+
+static void shim_sigbus_install(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = shim_sigbus;
+    sa.sa_flags = SA_SIGINFO | SA_ONSTACK;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &shim_old_sigbus);
+}
+
 /* Opens the ledger once (caller holds ledger_mu); 0 when it is open. */
 static int shim_ledger_ready_locked(void) {
     if (g.ledger_state) return g.ledger_state == 1 ? 0 : -1;
@@ -517,6 +565,7 @@ static int shim_ledger_ready_locked(void) {
         return -1;
     }
     if (g.ledger.rebuilt[0] && g.log) fprintf(stderr, "vram: the ledger %s\n", g.ledger.rebuilt);
+    shim_sigbus_install();
     g.ledger_state = 1;
     return 0;
 }
@@ -768,7 +817,8 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     shim_balloon_start(dev);
     /* the group's total from the ledger; without a slot there (the ledger unavailable or full) the
      * group limit still holds, for this process's own usage (it fails closed, never open) */
-    int grouped = g.group_limit && g.slot[dev];
+    shim_note_ledger_lost();
+    int grouped = g.group_limit && g.slot[dev] && !g.ledger_lost;
     uint64_t total = 0;
     if (grouped) {
         pthread_mutex_lock(&g.ledger_mu);
@@ -807,6 +857,7 @@ static void shim_unreserve(int dev, size_t size) {
     g.used[dev] = g.used[dev] > size ? g.used[dev] - size : 0;
     shim_publish_unsafe(dev);
     pthread_mutex_unlock(&g.mu);
+    shim_note_ledger_lost();
     shim_balloon_refill(dev);
 }
 
@@ -836,6 +887,7 @@ static int shim_forget(int kind, unsigned long long key, shim_entry *out) {
         found = 1;
     }
     pthread_mutex_unlock(&g.mu);
+    shim_note_ledger_lost();
     return found;
 }
 

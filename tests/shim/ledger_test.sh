@@ -267,6 +267,19 @@ check "... and the table shows 0 free" \
     'grep -qE "^${HOLD_PID[w]} +vram_shim_app_d +0/$UUID0 +1.00 GiB +3.00 GiB +128.0 MiB +0.0 MiB " <<<"$OUT"'
 release w
 
+# ---- the ledger file damaged under running programs -------------------------------------------------------
+hold tr --group gt --group-limit 1GiB -- alloc 256 0
+wait_held tr
+truncate -s 0 "$LEDGER"                       # its mapping now lies past the file's end
+fd=${HOLD_FD[tr]}; exec {fd}>&-
+set +e; wait "${HOLD_PID[tr]}"; RC=$?; set -e
+unset "HOLD_PID[tr]" "HOLD_FD[tr]"
+OUT=$(cat "$TMP/tr.out"); ERR=$(cat "$TMP/tr.err")
+check "a ledger truncated under a program costs the ledger's view, not the program (no SIGBUS)" \
+    '[[ $RC == 0 ]] && has "$OUT" "free_after" && has "$ERR" "the ledger file was truncated under this process"'
+run "$VRAM" top --once
+check "... and vram top rebuilds it" '[[ $RC == 0 ]]'
+
 # ---- permissions ------------------------------------------------------------------------------------------
 chmod 755 "$LEDGER_DIR"
 run "$VRAM" top --once
