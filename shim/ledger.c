@@ -120,6 +120,24 @@ static int ledger_init_file(int fd) {
     return 0;
 }
 
+/* A rebuild keeps the slots of processes still running: every slot of the file moved aside that is
+ * whole and alive on its own (the right size of file, a live state, its pid running with the start
+ * time recorded) is copied into the fresh file at its place, so that a corrupted header does not make
+ * a group forget the memory its members hold. Returns how many were kept. */
+static int ledger_carry_live_slots(int old_fd, int new_fd) {
+    struct stat st;
+    if (fstat(old_fd, &st) != 0 || (size_t)st.st_size != LEDGER_FILE_SIZE) return 0;
+    int kept = 0;
+    for (unsigned k = 0; k < LEDGER_SLOTS; k++) {
+        ledger_slot s;
+        off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof s);
+        if (pread(old_fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
+        s.uuid[LEDGER_UUID_LEN - 1] = s.group[LEDGER_NAME_LEN - 1] = s.command[LEDGER_NAME_LEN - 1] = '\0';
+        if (pwrite(new_fd, &s, sizeof s, at) == (ssize_t)sizeof s) kept++;
+    }
+    return kept;
+}
+
 int ledger_open(ledger *l, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     l->lock_fd = l->fd = -1;
@@ -143,19 +161,26 @@ int ledger_open(ledger *l, char *err, size_t errlen) {
         /* Never trusted: moved aside (kept for a look), and a fresh one written. */
         char aside[PATH_MAX + 64];
         snprintf(aside, sizeof aside, "%s.bad.%ld.%ld", l->path, (long)getpid(), (long)time(NULL));
-        close(fd);
+        int old_fd = fd;
         fd = -1;
         if (rename(l->path, aside) != 0) {
             snprintf(err, errlen, "%s is %s and cannot be moved aside: %s", l->path, bad, strerror(errno));
+            close(old_fd);
             goto fail;
         }
-        snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt", l->path, bad,
-                 aside);
-        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) goto fail;
+        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) {
+            close(old_fd);
+            goto fail;
+        }
         if (ledger_init_file(fd) != 0) {
             snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+            close(old_fd);
             goto fail_fd;
         }
+        int kept = ledger_carry_live_slots(old_fd, fd);
+        close(old_fd);
+        snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt, keeping the %d slot(s) "
+                 "of processes still running", l->path, bad, aside, kept);
     }
     void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) {

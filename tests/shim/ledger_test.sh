@@ -268,6 +268,13 @@ check "... and the table shows 0 free" \
 release w
 
 # ---- the ledger file damaged under running programs -------------------------------------------------------
+hold cm --group gc --group-limit 1GiB -- alloc 768 0
+wait_held cm
+head -c 64 /dev/urandom | dd of="$LEDGER" conv=notrunc status=none   # the header corrupted, the slots whole
+run "$VRAM" run --growth --group gc --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "a corrupted header is rebuilt keeping the running members' slots: the group still counts their 768 MiB" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=1 "'
+release cm
 hold tr --group gt --group-limit 1GiB -- alloc 256 0
 wait_held tr
 truncate -s 0 "$LEDGER"                       # its mapping now lies past the file's end
