@@ -183,6 +183,16 @@ VRAM_API vram_status vram_private_malloc_async(void **ptr, size_t size, int logi
 VRAM_API vram_status vram_private_pool_release(int logical_device, int pool);
 VRAM_API vram_status vram_private_pool_blocks(int logical_device, int pool, void **out, size_t capacity,
                                               size_t *count);
+/* A CUDA-graph capture (PyTorch's beginAllocateToPool .. endAllocateToPool) is underway on the logical
+ * device: until the matching vram_capture_end, vram records, queries and waits for no event and
+ * gives no memory back nor moves it (what would invalidate the capture), as PyTorch's allocator
+ * defers its events while a capture is underway. A block freed stream-ordered meanwhile is reused by
+ * its own stream at once and by other streams only after the capture; one used on several streams
+ * (vram_record_stream) waits until then too. Captures nest (a count); vram_capture_end with none
+ * underway is VRAM_ERR_INVALID_ARGUMENT. */
+VRAM_API vram_status vram_capture_begin(int logical_device);
+VRAM_API vram_status vram_capture_end(int logical_device);
+
 /* Hands out exactly [ptr, ptr + size) of the pool, which must lie in one of its free blocks (ptr
  * 256-byte aligned): a block given back where it was, as PyTorch's CUDA-graph trees restore a pool to
  * a checkpoint. VRAM_ERR_INVALID_ARGUMENT when that range is not free. */

@@ -347,6 +347,7 @@
     X(private, private_pools_on_a_preallocated_device) \
     X(private, private_bad_arguments) \
     X(private, private_malloc_at_gives_a_block_back_where_it_was) \
+    X(private, capture_makes_no_event_call_until_it_ends) \
     X(private, segments_map_mapped_runs_and_their_blocks) \
     X(private, segments_of_a_preallocated_pool_and_a_private_one) \
     /* test_ipc.c */ \

@@ -6,6 +6,7 @@
 #include "harness.h"
 
 #define STREAM_A ((void *)0x1)
+#define STREAM_B ((void *)0x2)
 
 /* A growing 1 GiB pool mapping only what blocks need. */
 static void growth_1gib(void) {
@@ -288,4 +289,60 @@ TEST(segments_of_a_preallocated_pool_and_a_private_one) {
     CHECK_INT(blocks[0].allocated, ==, 1);
     CHECK_OK(vram_free(a));
     CHECK_OK(vram_private_pool_release(0, pool));
+}
+
+/* The event calls of the simulated driver so far: during a CUDA-graph capture none may be made on a
+ * captured stream (recording there captures the event; querying or waiting for it invalidates the
+ * capture), so none is made at all. */
+static uint64_t event_calls(void) {
+    vram__backend_counters c = sim_counters();
+    return c.event_record + c.event_sync + c.event_query;
+}
+
+/* PyTorch's capture with a forked stream: the capture stream B forks A, A allocates and frees,
+ * B takes memory, a block used on both is freed. Nothing waits on an event while the capture is
+ * underway: a stream reuses its own frees at once, other streams only after the capture. */
+TEST(capture_makes_no_event_call_until_it_ends) {
+    growth_1gib();
+    int pool = -1;
+    CHECK_OK(vram_private_pool_create(0, &pool));
+    CHECK_OK(vram_capture_begin(0));
+    uint64_t before = event_calls();
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL;
+    CHECK_OK(vram_private_malloc_async(&a, 4 * MiB, 0, pool, STREAM_A));   /* on the forked stream */
+    CHECK_OK(vram_private_malloc_async(&b, 4 * MiB, 0, pool, STREAM_A));
+    vram_plugin_release(a);                                                 /* freed on A */
+    CHECK_OK(vram_private_malloc_async(&c, 4 * MiB, 0, pool, STREAM_B));   /* B: nothing orders it after A */
+    CHECK(!overlaps(a, 4 * MiB, c, 4 * MiB));
+    CHECK_OK(vram_record_stream(b, STREAM_B));
+    vram_plugin_release(b);                                                 /* used on A and B: waits */
+    CHECK_OK(vram_private_malloc_async(&d, 4 * MiB, 0, pool, STREAM_A));   /* A's own free, at once */
+    CHECK_PTR(d, ==, a);
+    for (int i = 0; i < 40; i++) {                  /* past the batch that records pending frees' events */
+        void *t = NULL;
+        CHECK_OK(vram_private_malloc_async(&t, 1 * MiB, 0, pool, i % 2 ? STREAM_A : STREAM_B));
+        vram_plugin_release(t);
+    }
+    CHECK_OK(vram_malloc_async(&e, 1 * MiB, 0, STREAM_B));                 /* eager, outside the pool */
+    vram_plugin_release(e);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_U64(event_calls(), ==, before);
+    vram_allocator_stats st;
+    CHECK_OK(vram_get_allocator_stats(0, &st));
+    CHECK_INT(st.active_bytes[0].current, ==, (long long)(12 * MiB));   /* c, d and b, which waits */
+    CHECK_ALL();
+    CHECK_OK(vram_capture_end(0));
+    vram_plugin_release(c);
+    vram_plugin_release(d);
+    CHECK_OK(vram_trim(0, 0));                   /* after the capture: the events are recorded now */
+    CHECK_U64(event_calls(), >, before);
+    vram__sim_stream_complete(STREAM_A);         /* and once they complete, b is free */
+    vram__sim_stream_complete(STREAM_B);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_OK(vram_get_allocator_stats(0, &st));
+    CHECK_INT(st.active_bytes[0].current, ==, 0);
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_capture_end(0));          /* none underway */
+    CHECK_STATUS(VRAM_ERR_UNRECOGNIZED_DEVICE, vram_capture_begin(4));
+    CHECK_OK(vram_private_pool_release(0, pool));
+    CHECK_ALL();
 }

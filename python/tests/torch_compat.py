@@ -335,6 +335,44 @@ def probe_cuda_graph_private_pool():
     return "eager tensor intact"
 
 
+@probe("graph_forked_stream")
+def probe_graph_forked_stream():
+    """A capture that forks a side stream (it joins the capture through wait_stream), allocates and
+    frees there and on the capture stream: every request goes to the graph's private pool, replays give
+    the right values, and eager tensors allocated afterwards on both streams are left alone."""
+    import torch
+    _warm()
+    n = 1 << 20
+    s, side = torch.cuda.Stream(), torch.cuda.Stream()
+    x = torch.arange(n, dtype=torch.float32, device="cuda")
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g, stream=s):
+        side.wait_stream(s)               # fork: side is captured into the same graph from here
+        with torch.cuda.stream(side):
+            a = x * 3                     # allocated on the forked stream
+            b = a + 1                     # 3x + 1
+            del a                         # freed on the forked stream inside the capture
+        s.wait_stream(side)               # join
+        c = b * 2                         # 6x + 2, on the capture stream
+        b.record_stream(s)
+        del b
+        out = c + x                       # 7x + 2: may take memory freed inside the capture
+        del c
+    eager = [torch.full((n,), 5.0, device="cuda") for _ in range(3)]
+    with torch.cuda.stream(side):
+        eager += [torch.full((n,), 5.0, device="cuda") for _ in range(3)]
+    torch.cuda.current_stream().wait_stream(side)
+    want = x * 7 + 2
+    for i in range(10):
+        g.replay()
+        torch.cuda.synchronize()
+        _check(torch.equal(out, want), "replay %d: the graph's output is not 7x + 2" % i)
+    for i, e in enumerate(eager):
+        _check(bool((e == 5.0).all().item()), "eager tensor %d was overwritten by the graph's replay" % i)
+    return "10 replays correct, eager tensors intact"
+
+
 def _func_with_temps(t, val):
     x = t.clone() + val
     y = t.clone() + val

@@ -84,6 +84,8 @@ decltype(&vram_get_memory_fraction) get_fraction_fn = nullptr;
 decltype(&vram_private_pool_create) pool_create_fn = nullptr;
 decltype(&vram_private_malloc_async) pool_alloc_fn = nullptr;
 decltype(&vram_private_pool_release) pool_release_fn = nullptr;
+decltype(&vram_capture_begin) capture_begin_fn = nullptr;
+decltype(&vram_capture_end) capture_end_fn = nullptr;
 decltype(&vram_private_pool_blocks) pool_blocks_fn = nullptr;
 decltype(&vram_private_malloc_at) pool_alloc_at_fn = nullptr;
 decltype(&vram_get_segments) segments_fn = nullptr;
@@ -482,7 +484,10 @@ struct VramAllocator final : Pluggable {
     void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
                              std::function<bool(cudaStream_t)> filter) override {
         std::lock_guard<std::mutex> g(pools_mutex);
-        pool_incref_locked(device, mempool_id);
+        PoolRec &r = pool_incref_locked(device, mempool_id);
+        // no event is recorded, queried or waited for on the device until the capture ends (a
+        // captured stream's event would be a node of the graph; waiting for it invalidates the capture)
+        check(capture_begin_fn(r.logical), "beginning a CUDA graph's capture");
         captures.push_back({device, mempool_id, std::move(filter)});
         capturing.fetch_add(1, std::memory_order_release);
     }
@@ -492,6 +497,7 @@ struct VramAllocator final : Pluggable {
             if (it->device == device && it->id == mempool_id) {
                 captures.erase(it);
                 capturing.fetch_sub(1, std::memory_order_release);
+                check(capture_end_fn(pools[pool_key(device, mempool_id)].logical), "ending a CUDA graph's capture");
                 break;
             }
         }
@@ -713,6 +719,7 @@ bool install(const std::string &path) {
               bind(lib, pool_create_fn, "vram_private_pool_create") &&
               bind(lib, pool_alloc_fn, "vram_private_malloc_async") &&
               bind(lib, pool_release_fn, "vram_private_pool_release") &&
+              bind(lib, capture_begin_fn, "vram_capture_begin") && bind(lib, capture_end_fn, "vram_capture_end") &&
               bind(lib, pool_blocks_fn, "vram_private_pool_blocks") &&
               bind(lib, pool_alloc_at_fn, "vram_private_malloc_at") && bind(lib, segments_fn, "vram_get_segments") &&
               bind(lib, ipc_export_fn, "vram_ipc_export") && bind(lib, ipc_open_fn, "vram_ipc_open") &&

@@ -86,6 +86,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     atomic_init(&p->shared.span_lo, UINT64_MAX);
     atomic_init(&p->shared.span_hi, 0);
     atomic_init(&p->shared.peak_reserved, 0);
+    atomic_init(&p->shared.captures, 0);
     pthread_mutex_init(&p->grow_lock, NULL);
     atomic_init(&p->arenas_ok, cfg->growth && cfg->caps.vmm_supported && (cfg->arenas == 0 || cfg->arenas > 1));
     atomic_init(&p->count, 1);
@@ -461,6 +462,18 @@ vram_status vram__pool_private_release(vram__pool *p, int id) {
     }
     pthread_mutex_unlock(&p->grow_lock);
     return a != NULL ? VRAM_OK : VRAM_ERR_INVALID_ARGUMENT;
+}
+
+vram_status vram__pool_capture(vram__pool *p, int begin) {
+    if (begin) {
+        atomic_fetch_add(&p->shared.captures, 1);
+        return VRAM_OK;
+    }
+    int n = atomic_load(&p->shared.captures);
+    while (n > 0 && !atomic_compare_exchange_weak(&p->shared.captures, &n, n - 1)) {
+    }
+    if (n > 0) return VRAM_OK;
+    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_capture_end: no capture is underway on %s", p->cfg.name);
 }
 
 vram_status vram__pool_private_alloc_at(vram__pool *p, int id, void *ptr, size_t size, void *stream) {

@@ -412,9 +412,28 @@ void vmm_recount_locked(pool_arena *p) {
     pool_vmm_busy_end(v);
 }
 
+/* ---- captures ------------------------------------------------------------------------------ *
+ *
+ * While a stream of the device is captured into a CUDA graph, the work queued on it is recorded,
+ * not run: an event recorded there is a node of the graph, querying or waiting for it invalidates
+ * the capture, and giving memory back (unmapping, freeing) is what a capture forbids. So while a
+ * capture is underway (vram_capture_begin .. vram_capture_end, counted in the shared state) no
+ * arena records, queries or waits for an event, and none gives memory back or moves it, as
+ * PyTorch's allocator defers its events until no capture is underway: a stream-ordered free is
+ * reused by its own stream at once, by other streams only once the capture has ended and its
+ * event (recorded then) has completed; a block used on several streams waits the same way. */
+static inline int capture_underway(const pool_arena *p) {
+    return p->shared != NULL && atomic_load_explicit(&p->shared->captures, memory_order_acquire) > 0;
+}
+
+/* Whether the arena's memory must stay where it is: a private pool in use, or a capture underway. */
+static inline int arena_still(const pool_arena *p) {
+    return p->pinned || capture_underway(p);
+}
+
 /* Idle mapped bytes that may be given back or moved (none in a pinned arena). */
 static size_t vmm_idle_locked(pool_arena *p) {
-    if (p->pinned) return 0;
+    if (arena_still(p)) return 0;
     vmm_recount_locked(p);
     return p->vmm ? p->vmm->vmm.idle : 0;
 }
@@ -423,7 +442,7 @@ static size_t vmm_idle_locked(pool_arena *p) {
 static int solo_fence_locked(pool_arena *p);
 
 static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
-    if (p->vmm == NULL || p->pinned || solo_fence_locked(p) != 0) return 0;
+    if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
     pool_vmm *v = &p->vmm->vmm;
     size_t before = v->mapped;
@@ -456,7 +475,7 @@ static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
     vmm_recount_locked(p);
     /* nothing idle: no wait; else a block freed on the solo stream may still be in use there */
-    if (v->idle > 0 && !p->pinned && solo_fence_locked(p) == 0) {
+    if (v->idle > 0 && !arena_still(p) && solo_fence_locked(p) == 0) {
         size_t before = v->mapped;
         uint64_t creates = v->creates, releases = v->releases, moves = v->moves;
         pool_vmm_move_idle(v, c->addr, c->size);
@@ -590,6 +609,7 @@ static void pending_settle_locked(pool_arena *p, pool_chunk *c) {
  * completes. A stream whose event cannot be recorded keeps its frees unrecorded until the next try. */
 static void pending_record_locked(pool_arena *p) {
     const vram__backend *be = p->cfg.backend;
+    if (capture_underway(p)) return;               /* recorded once the capture has ended */
     void *stream[PENDING_STREAMS_TRACKED];
     pool_event *event[PENDING_STREAMS_TRACKED];
     int nstreams = 0;
@@ -618,6 +638,7 @@ static void pending_record_locked(pool_arena *p) {
 
 static void pending_reap_locked(pool_arena *p, int wait) {
     const vram__backend *be = p->cfg.backend;
+    if (capture_underway(p)) return;
     if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) pending_record_locked(p);
     while (wait && p->unrecorded > 0) {   /* a call records PENDING_STREAMS_TRACKED streams at most */
         size_t before = p->unrecorded;
@@ -731,7 +752,8 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
     int listed = 0;
     for (int i = 0; i < n; i++) listed |= u->use[i].stream == stream;
     if (async && !listed) u->use[n++].stream = stream;   /* (cap > u->n: there is room) */
-    for (int i = 0; i < n; i++) {
+    int later = capture_underway(p);               /* its events are recorded after the capture */
+    for (int i = 0; i < n && !later; i++) {
         vram_status s = be->event_record(p->cfg.dev, u->use[i].stream, &u->use[i].event);
         if (s != VRAM_OK) {
             while (i-- > 0) be->event_destroy(p->cfg.dev, u->use[i].event);
@@ -743,6 +765,7 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
     live_take(p, c->addr);
     u->nevents = n;
     u->done = 0;
+    u->unrecorded = later;
     u->next = NULL;                                    /* last in the list: oldest free first */
     if (p->deferred_tail != NULL) p->deferred_tail->uses->next = c; else p->deferred = c;
     p->deferred_tail = c;
@@ -753,6 +776,20 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
     return VRAM_OK;
 }
 
+/* The events of a block freed while a capture was underway, recorded now on each stream it was
+ * used on; -1 (none kept) when one cannot be recorded: the next reap tries again. */
+static int deferred_record_locked(pool_arena *p, pool_uses *u) {
+    const vram__backend *be = p->cfg.backend;
+    for (int i = 0; i < u->nevents; i++) {
+        if (be->event_record(p->cfg.dev, u->use[i].stream, &u->use[i].event) != VRAM_OK) {
+            while (i-- > 0) be->event_destroy(p->cfg.dev, u->use[i].event);
+            return -1;
+        }
+    }
+    u->unrecorded = 0;
+    return 0;
+}
+
 /* Gives the deferred blocks whose events have all completed to the free bins; with `wait`, waits
  * for them (a block whose event cannot be waited for stays). Without waiting, the list is walked
  * from the oldest free, and once a stream's event is found not completed, no later event on that
@@ -760,12 +797,18 @@ VRAM_NOINLINE static vram_status free_deferred_unlock(pool_arena *p, pool_chunk 
  * call, however many blocks wait, as pending_reap_locked does. */
 VRAM_NOINLINE static void deferred_reap_locked(pool_arena *p, int wait) {
     const vram__backend *be = p->cfg.backend;
+    if (capture_underway(p)) return;
     void *blocked[PENDING_STREAMS_TRACKED];
     int nblocked = 0;
     pool_chunk *prev = NULL;
     for (pool_chunk *c = p->deferred; c != NULL;) {
         pool_uses *u = c->uses;
         pool_chunk *next = u->next;
+        if (u->unrecorded && deferred_record_locked(p, u) != 0) {   /* freed during a capture */
+            prev = c;
+            c = next;
+            continue;
+        }
         while (u->done < u->nevents) {
             void *stream = u->use[u->done].stream;
             int done = 0, skip = 0;
@@ -826,6 +869,7 @@ enum { SOLO_NONE, SOLO_ON, SOLO_OFF };
 /* Waits until S has done everything queued before now; 0, or -1 when the driver refused. */
 static int solo_fence_locked(pool_arena *p) {
     if (p->solo != SOLO_ON || p->solo_unfenced == 0) return 0;
+    if (capture_underway(p)) return -1;            /* no wait while a capture is underway */
     const vram__backend *be = p->cfg.backend;
     void *ev = NULL;
     if (be->event_record(p->cfg.dev, p->solo_stream, &ev) != VRAM_OK) return -1;
@@ -1099,6 +1143,8 @@ vram_status arena_destroy(pool_arena *p) {
     deferred_reap_locked(p, 1);
     while (p->deferred != NULL) {         /* the same */
         pool_uses *u = p->deferred->uses;
+        if (u->unrecorded) u->done = u->nevents;   /* no event was recorded */
+        u->unrecorded = 0;
         while (u->done < u->nevents) p->cfg.backend->event_destroy(p->cfg.dev, u->use[u->done++].event);
         deferred_reap_locked(p, 0);
     }
@@ -1462,6 +1508,10 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int asyn
      * streams) takes it out only once they are recorded, so that a failure leaves everything as it
      * was. */
     int own_event = async == 1;           /* vram_free_async: an event of its own, recorded here */
+    if (own_event && capture_underway(p)) {   /* none during a capture: recorded after it, as owned-stream frees' */
+        own_event = 0;
+        async = VRAM_POOL_FREE_OWNED_STREAM;
+    }
     pool_lock_take(&p->lock);
     pool_chunk *c = own_event ? live_get(p, addr) : live_take_unused(p, addr);
     if (c == NULL) {
@@ -1688,7 +1738,7 @@ size_t arena_live_bytes(pool_arena *p) {
 /* Releases plain regions with no block in them (their one chunk is free), while more than `keep`
  * bytes are reserved beyond live blocks. */
 static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
-    if (p->pinned) return;
+    if (arena_still(p)) return;
     for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
@@ -1741,6 +1791,10 @@ void arena_trim_settled(pool_arena *p) {
 void arena_set_pinned(pool_arena *p, int pinned) {
     pool_lock_take(&p->lock);
     p->pinned = pinned;
+    /* a private pool's streams are captured: its frees are never handed to another stream without
+     * an event (solo would, after a fence a capture forbids). Private arenas are pinned from creation,
+     * before any request, so nothing was freed the solo way. */
+    if (pinned) p->solo = SOLO_OFF;
     pool_lock_give(&p->lock);
 }
 
@@ -1773,6 +1827,7 @@ void arena_idle_tick(pool_arena *p) {
      * allocations go on while the stream drains (under the lock they waited for the whole queue once
      * a period). */
     const vram__backend *be = p->cfg.backend;
+    if (capture_underway(p)) return;             /* no wait, nothing given back: the next tick */
     pool_lock_take(&p->lock);
     void *fence = p->idle_fence;
     int fenced = !p->idle_fence_failed;
@@ -1788,7 +1843,7 @@ void arena_idle_tick(pool_arena *p) {
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
-    if (p->vmm != NULL && !p->pinned) {          /* extents idle since before the last tick */
+    if (p->vmm != NULL && !p->pinned) {          /* extents idle since before the last tick (no capture) */
         pool_vmm *v = &p->vmm->vmm;
         size_t before = v->mapped;
         uint64_t c = v->creates, r = v->releases;

@@ -119,6 +119,7 @@ vram_status vram__pool_private_create(vram__pool *pool, int *id);
 vram_status vram__pool_private_alloc(vram__pool *pool, vram__pool_thread *me, int id, size_t size, void *stream,
                                      void **ptr);
 vram_status vram__pool_private_release(vram__pool *pool, int id);
+vram_status vram__pool_capture(vram__pool *pool, int begin);   /* vram_capture_begin/_end */
 vram_status vram__pool_private_blocks(vram__pool *pool, int id, void **out, size_t capacity, size_t *count);
 vram_status vram__pool_private_alloc_at(vram__pool *pool, int id, void *ptr, size_t size, void *stream);
 /* Every arena's segments and blocks (vram_get_segments). */

@@ -85,6 +85,7 @@ typedef struct pool_event {
 typedef struct pool_uses {
     int                n, cap;        /* streams recorded; room for cap (one more is kept for the free's) */
     int                nevents, done; /* after the free: events recorded, how many completed so far */
+    int                unrecorded;    /* freed during a capture: the nevents events are recorded after it */
     struct pool_chunk *next;          /* the deferred list */
     struct { void *stream, *event; } use[];
 } pool_uses;
@@ -129,6 +130,9 @@ typedef struct pool_shared {
                                          blocks are freed */
     _Atomic uint64_t  span_lo, span_hi;   /* every address any arena ever held lies in [lo, hi): widened
                                              when a region is added, never narrowed */
+    atomic_int        captures;       /* CUDA-graph captures underway (vram_capture_begin/_end): while
+                                         above 0 no arena records, queries or waits for an event nor
+                                         gives memory back or moves it (see pool.c, "captures") */
 } pool_shared;
 
 struct pool_arena {

@@ -448,6 +448,24 @@ vram_status vram_private_pool_release(int logical_device, int pool) {
     return s;
 }
 
+static vram_status capture_call(int logical_device, int begin) {
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    vram_status s = enter_logical(me, logical_device, &p);
+    if (s != VRAM_OK) return s;
+    s = vram__pool_capture(p, begin);
+    vram__rt_leave(me);
+    return s;
+}
+
+vram_status vram_capture_begin(int logical_device) {
+    return capture_call(logical_device, 1);
+}
+
+vram_status vram_capture_end(int logical_device) {
+    return capture_call(logical_device, 0);
+}
+
 vram_status vram_private_pool_blocks(int logical_device, int pool, void **out, size_t capacity, size_t *count) {
     if (count == NULL || (out == NULL && capacity > 0)) {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_pool_blocks: count must not be NULL, and out "

@@ -1,8 +1,8 @@
 /*
  * api_fuzz.c: libFuzzer harness for random sequences of public calls on the simulated card, with
  * vram_check after each: every input is a program of one-byte opcodes and their arguments (allocations
- * of all kinds, frees of every kind, record_stream, trim, memory fraction, private pools, statistics,
- * allocator options before the start). Any broken invariant, crash or sanitizer report is a finding.
+ * of all kinds, frees of every kind, record_stream, trim, memory fraction, private pools, CUDA-graph
+ * captures, statistics, allocator options before the start). Any broken invariant, crash or sanitizer report is a finding.
  * Built with the other fuzzers (VRAM_BUILD_FUZZERS=ON with clang; the library is instrumented too):
  *   build-fuzz/api_fuzz -max_total_time=60 tests/fuzz/corpus/api
  */
@@ -48,6 +48,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     reader r = {data, data + size};
     void *live[LIVE] = {0};
     int pools[4] = {-1, -1, -1, -1};
+    int captures = 0;                                   /* vram_capture_begin without its end yet */
     unsigned flags = take(&r);
     vram_set_memory_growth(0, flags & 1);
     vram_set_memory_growth(1, (flags >> 1) & 1);
@@ -56,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                   "hold_large_mb:4,extent_mb:4", "thread_cache_mb:0", "vmm:false"};
     vram_set_alloc_conf(confs[(flags >> 3) & 7]);
     while (r.p < r.end) {
-        unsigned op = take(&r) % 12, k = take(&r) % LIVE, dev = take(&r) & 1;
+        unsigned op = take(&r) % 13, k = take(&r) % LIVE, dev = take(&r) & 1;
         void *stream = (void *)(uintptr_t)(take(&r) % 3);   /* NULL, 0x1, 0x2 */
         switch (op) {
         case 0: case 1:
@@ -94,6 +95,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             if (*pool >= 0 && vram_private_pool_release(0, *pool) == VRAM_OK) *pool = -1;
             break;
         }
+        case 11:
+            if (captures == 0 || (take(&r) & 1)) {
+                if (vram_capture_begin(0) == VRAM_OK) captures++;
+            } else if (vram_capture_end(0) == VRAM_OK) {
+                captures--;
+            }
+            break;
         default: {
             vram_allocator_stats st;
             vram_memory_info info;
@@ -104,6 +112,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         }
         check_or_die("a call");
+    }
+    while (captures > 0) {
+        if (vram_capture_end(0) != VRAM_OK) {
+            fprintf(stderr, "api_fuzz: a capture could not be ended: %s\n", vram_last_error());
+            abort();
+        }
+        captures--;
     }
     for (int k = 0; k < LIVE; k++) {
         if (live[k] != NULL && vram_free(live[k]) != VRAM_OK) {
