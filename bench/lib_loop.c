@@ -9,12 +9,18 @@
  *
  * With `plugin`, through the entry points PyTorch's CUDAPluggableAllocator calls instead
  * (vram_plugin_alloc / vram_plugin_free on card 0, one stream), as vram.torch.install() runs them.
+ *
+ * Prints the events and passes, then the wall time of one warm call: passes 2..PASSES (the first
+ * maps the memory) timed with CLOCK_MONOTONIC, divided by their calls (bench/warm_ns.sh compares
+ * libraries with it).
  */
+#define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "vram.h"
 
@@ -95,7 +101,11 @@ int main(int argc, char **argv) {
         return 1;
     }
     long failed_frees = 0;
+    struct timespec t0 = {0}, t1 = {0};
+    long warm_calls = 0;
     for (int p = 0; p < passes; p++) {
+        if (p == 1) clock_gettime(CLOCK_MONOTONIC, &t0);
+        if (p >= 1) warm_calls += (long)n;
         for (size_t i = 0; i < n; i++) {
             if (ev[i].op == 'a') {
                 if (do_alloc(&ptr[ev[i].id], ev[i].size) != 0) {
@@ -113,12 +123,17 @@ int main(int argc, char **argv) {
             ptr[k] = NULL;
         }
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     vram_memory_info info = {0};
     if (failed_frees > 0 || info_fn(0, &info) != VRAM_OK || info.current != 0) {
         fprintf(stderr, "lib_loop: %ld frees failed, %zu bytes still in use\n", failed_frees, info.current);
         return 1;
     }
     printf("%zu events, %d passes\n", n, passes);
+    if (warm_calls > 0) {
+        double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("warm call: %.2f ns (passes 2..%d, %ld calls)\n", ns / (double)warm_calls, passes, warm_calls);
+    }
     free(ptr);
     free(ev);
     return 0;

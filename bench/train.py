@@ -68,9 +68,16 @@ GEN = dict(batch=16, prompt=128, new_tokens=256)
 BERT = dict(layers=12, d=768, heads=12, vocab=30522, max_len=512, batches=(16, 32, 48, 64),
             min_len=64, len_step=8, shapes=8, dropout=0.1, mask_prob=0.15, mask_id=103, seed=1234)
 RESNET = dict(batch=128, size=224)
+# The framework programs: the framework runs the loop, a callback of its own API times each step.
+LLAMA = dict(layers=12, d=1024, ffn=2816, heads=16, vocab=32000, batch=8, seq=1024)
+LIGHTNING = dict(layers=12, d=1024, heads=16, vocab=32000, batch=16, seq=512)
+VIT = dict(model="vit_base_patch16_224", batch=128, size=224)
 
-WORKLOADS = ["gpt2", "resnet50", "bert_varlen", "gpt2_generate"]
-DEFAULT_STEPS = {"gpt2": (5, 25), "resnet50": (5, 30), "bert_varlen": (BERT["shapes"], 40), "gpt2_generate": (2, 8)}
+MODEL_WORKLOADS = ["gpt2", "resnet50", "bert_varlen", "gpt2_generate"]
+PROGRAM_WORKLOADS = ["llama_trainer", "lightning_stats", "timm_vit"]
+WORKLOADS = MODEL_WORKLOADS + PROGRAM_WORKLOADS
+DEFAULT_STEPS = {"gpt2": (5, 25), "resnet50": (5, 30), "bert_varlen": (BERT["shapes"], 40), "gpt2_generate": (2, 8),
+                 "llama_trainer": (5, 25), "lightning_stats": (5, 25), "timm_vit": (5, 25)}
 DESCRIPTION = {
     "gpt2": "GPT-2 small (124M, %d layers, d=%d) training, batch %d x %d tokens, bf16 autocast, AdamW"
             % (GPT2["layers"], GPT2["d"], GPT2["batch"], GPT2["seq"]),
@@ -83,6 +90,16 @@ DESCRIPTION = {
                       BERT["min_len"], BERT["max_len"], BERT["len_step"]),
     "gpt2_generate": "GPT-2 small greedy generation, bf16, batch %d, %d-token prompt, %d new tokens, KV cache grown "
                      "by torch.cat; one step = one whole generation" % (GEN["batch"], GEN["prompt"], GEN["new_tokens"]),
+    "llama_trainer": "Hugging Face Trainer of a LlamaForCausalLM built from its config (%d layers, d=%d), batch %d x %d "
+                     "tokens, bf16, AdamW, skip_memory_metrics=False (the Trainer reads and resets PyTorch's memory "
+                     "statistics); step timed by a TrainerCallback" % (LLAMA["layers"], LLAMA["d"], LLAMA["batch"],
+                                                                     LLAMA["seq"]),
+    "lightning_stats": "Lightning Trainer of a LightningModule (nn.TransformerEncoder LM, %d layers, d=%d, batch %d x %d "
+                       "tokens), bf16-mixed, AdamW, DeviceStatsMonitor logging torch.cuda.memory_stats() every step "
+                       "to a CSVLogger; step timed by a Callback" % (LIGHTNING["layers"], LIGHTNING["d"],
+                                                                     LIGHTNING["batch"], LIGHTNING["seq"]),
+    "timm_vit": "timm %s training as timm's train script does it: cudnn.benchmark, Mixup/CutMix, "
+                "SoftTargetCrossEntropy, create_optimizer_v2 AdamW, bf16 autocast, batch %d" % (VIT["model"], VIT["batch"]),
 }
 
 
@@ -337,6 +354,194 @@ def build_resnet50(torch, dev):
     return step, {"params": sum(p.numel() for p in model.parameters()), "torchvision": torchvision.__version__}
 
 
+# ---- the framework programs: the framework owns the loop ------------------------------------------
+
+class Driven:
+    """A workload whose loop a framework runs: run(sync, warmup, steps, sample) trains warmup + steps
+    steps and returns the timed steps' wall times in ms, measured by the framework's own callback API
+    (synchronize at the step's start and end, sample() after it, as time_steps does)."""
+
+    def __init__(self, run):
+        self.run = run
+
+
+class _StepClock:
+    """The step timer the programs' callbacks call: begin() and end() around each step."""
+
+    def __init__(self, sync, warmup, sample, clock=time.perf_counter):
+        self.sync, self.warmup, self.sample, self.clock = sync, warmup, sample, clock
+        self.n, self.t0, self.times = 0, None, []
+
+    def begin(self):
+        self.sync()
+        self.t0 = self.clock()
+
+    def end(self):
+        if self.t0 is None:
+            return
+        self.sync()
+        t1 = self.clock()
+        if self.sample is not None:
+            self.sample()
+        if self.n >= self.warmup:
+            self.times.append((t1 - self.t0) * 1e3)
+        self.n += 1
+        self.t0 = None
+
+
+def _need(module, what):
+    import importlib
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise Skipped("%s is not installed (%s)" % (what, e))
+
+
+def build_llama_trainer(torch, dev):
+    transformers = _need("transformers", "transformers")
+    _need("accelerate", "accelerate (the Trainer needs it)")
+    from transformers import (LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback,  # noqa: PLC0415
+                              TrainingArguments)
+    c = LLAMA
+    cfg = LlamaConfig(vocab_size=c["vocab"], hidden_size=c["d"], intermediate_size=c["ffn"],
+                      num_hidden_layers=c["layers"], num_attention_heads=c["heads"], num_key_value_heads=c["heads"],
+                      max_position_embeddings=c["seq"])
+    model = LlamaForCausalLM(cfg)
+
+    class Tokens(torch.utils.data.Dataset):
+        def __init__(self, n):
+            self.n = n
+
+        def __len__(self):
+            return self.n
+
+        def __getitem__(self, i):
+            g = torch.Generator().manual_seed(i)
+            ids = torch.randint(0, c["vocab"], (c["seq"],), generator=g)
+            return {"input_ids": ids, "labels": ids}
+
+    def run(sync, warmup, steps, sample):
+        clock = _StepClock(sync, warmup, sample)
+
+        class Timer(TrainerCallback):
+            def on_step_begin(self, args, state, control, **kw):
+                clock.begin()
+
+            def on_step_end(self, args, state, control, **kw):
+                clock.end()
+
+        out = tempfile.mkdtemp(prefix="vram-llama-")
+        args = TrainingArguments(output_dir=out, per_device_train_batch_size=c["batch"], max_steps=warmup + steps,
+                                 learning_rate=3e-4, weight_decay=0.1, bf16=True, logging_steps=10, report_to=[],
+                                 save_strategy="no", dataloader_num_workers=0, skip_memory_metrics=False,
+                                 disable_tqdm=True, seed=0)
+        trainer = Trainer(model=model, args=args, train_dataset=Tokens(c["batch"] * (warmup + steps)),
+                          callbacks=[Timer()])
+        result = trainer.train()
+        metrics = getattr(result, "metrics", {}) or {}
+        info["trainer_memory_metrics"] = {k: v for k, v in metrics.items() if "mem" in k}
+        return clock.times
+
+    info = {"params": sum(p.numel() for p in model.parameters()), "transformers": transformers.__version__}
+    return Driven(run), info
+
+
+def build_lightning_stats(torch, dev):
+    try:
+        L = _need("lightning", "lightning")
+        from lightning.pytorch.callbacks import Callback, DeviceStatsMonitor  # noqa: PLC0415
+        from lightning.pytorch.loggers import CSVLogger  # noqa: PLC0415
+    except Skipped:
+        L = _need("pytorch_lightning", "lightning or pytorch_lightning")
+        from pytorch_lightning.callbacks import Callback, DeviceStatsMonitor  # noqa: PLC0415
+        from pytorch_lightning.loggers import CSVLogger  # noqa: PLC0415
+    F = torch.nn.functional
+    c = LIGHTNING
+
+    class LM(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(c["vocab"], c["d"])
+            layer = torch.nn.TransformerEncoderLayer(c["d"], c["heads"], 4 * c["d"], dropout=0.1, batch_first=True,
+                                                     norm_first=True, activation="gelu")
+            self.body = torch.nn.TransformerEncoder(layer, c["layers"], enable_nested_tensor=False)
+            self.head = torch.nn.Linear(c["d"], c["vocab"])
+            mask = torch.nn.Transformer.generate_square_subsequent_mask(c["seq"])
+            self.register_buffer("mask", mask, persistent=False)
+
+        def training_step(self, batch, i):
+            ids = batch[0]
+            x, y = ids[:, :-1], ids[:, 1:]
+            h = self.body(self.emb(x), mask=self.mask[: x.shape[1], : x.shape[1]], is_causal=True)
+            loss = F.cross_entropy(self.head(h).reshape(-1, c["vocab"]), y.reshape(-1))
+            self.log("loss", loss)
+            return loss
+
+        def configure_optimizers(self):
+            return torch.optim.AdamW(self.parameters(), lr=3e-4, weight_decay=0.1)
+
+    model = LM()
+
+    def run(sync, warmup, steps, sample):
+        clock = _StepClock(sync, warmup, sample)
+
+        class Timer(Callback):
+            def on_train_batch_start(self, trainer, module, batch, i):
+                clock.begin()
+
+            def on_train_batch_end(self, trainer, module, outputs, batch, i):
+                clock.end()
+
+        n = warmup + steps
+        g = torch.Generator().manual_seed(0)
+        data = torch.utils.data.TensorDataset(torch.randint(0, c["vocab"], (c["batch"] * n, c["seq"] + 1), generator=g))
+        loader = torch.utils.data.DataLoader(data, batch_size=c["batch"], shuffle=False, num_workers=0)
+        out = tempfile.mkdtemp(prefix="vram-lightning-")
+        trainer = L.Trainer(accelerator="gpu", devices=1, max_steps=n, precision="bf16-mixed",
+                            logger=CSVLogger(out), callbacks=[DeviceStatsMonitor(), Timer()],
+                            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
+                            log_every_n_steps=1, default_root_dir=out)
+        trainer.fit(model, loader)
+        import csv  # noqa: PLC0415
+        path = os.path.join(trainer.logger.log_dir, "metrics.csv")
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+        cols = sorted(k for k in (rows[0] if rows else {}) if k.endswith("allocated_bytes.all.peak"))
+        if not cols:
+            raise RuntimeError("DeviceStatsMonitor logged no allocated_bytes.all.peak to %s" % path)
+        peaks = [float(r[k]) for r in rows for k in cols if r.get(k)]
+        info["device_stats_monitor"] = {"columns": cols, "rows": len(rows), "allocated_peak_max": max(peaks)}
+        return clock.times
+
+    info = {"params": sum(p.numel() for p in model.parameters()), "lightning": L.__version__}
+    return Driven(run), info
+
+
+def build_timm_vit(torch, dev):
+    timm = _need("timm", "timm")
+    from timm.data import Mixup  # noqa: PLC0415
+    from timm.loss import SoftTargetCrossEntropy  # noqa: PLC0415
+    from timm.optim import create_optimizer_v2  # noqa: PLC0415
+    torch.backends.cudnn.benchmark = True
+    c = VIT
+    model = timm.create_model(c["model"], pretrained=False, num_classes=1000).to(dev).train()
+    opt = create_optimizer_v2(model, "adamw", lr=1e-3, weight_decay=0.05)
+    mix = Mixup(mixup_alpha=0.8, cutmix_alpha=1.0, label_smoothing=0.1, num_classes=1000)
+    loss_fn = SoftTargetCrossEntropy()
+
+    def step(i):
+        x = torch.randn(c["batch"], 3, c["size"], c["size"], device=dev)
+        y = torch.randint(0, 1000, (c["batch"],), device=dev)
+        x, y = mix(x, y)
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
+            loss = loss_fn(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+
+    return step, {"params": sum(p.numel() for p in model.parameters()), "timm": timm.__version__}
+
+
 def build_workload(name, torch, dev, total_steps):
     if name == "gpt2":
         return build_gpt2(torch, dev)
@@ -346,6 +551,12 @@ def build_workload(name, torch, dev, total_steps):
         return build_bert_varlen(torch, dev, total_steps)
     if name == "gpt2_generate":
         return build_gpt2_generate(torch, dev)
+    if name == "llama_trainer":
+        return build_llama_trainer(torch, dev)
+    if name == "lightning_stats":
+        return build_lightning_stats(torch, dev)
+    if name == "timm_vit":
+        return build_timm_vit(torch, dev)
     raise ValueError("unknown workload %r" % name)
 
 
@@ -448,7 +659,14 @@ def run_worker(workload, allocator, steps, warmup, device_type="cuda"):
     res.update(info)
     torch.cuda.synchronize()
     sample()
-    times = time_steps(step, torch.cuda.synchronize, warmup, steps, sample)
+    if isinstance(step, Driven):
+        times = step.run(torch.cuda.synchronize, warmup, steps, sample)
+        res.update(info)  # what the run added (the framework's own memory figures)
+        if len(times) != steps:
+            res["error"] = "the framework ran %d timed steps, not %d" % (len(times), steps)
+            return res
+    else:
+        times = time_steps(step, torch.cuda.synchronize, warmup, steps, sample)
     res.update(step_stats(times))
     res["step_ms"] = [round(t, 3) for t in times]
     device_used_peak = max(used) - baseline
@@ -1011,8 +1229,10 @@ def parse_args(argv):
         prog="train.py",
         description="Training step time and peak memory of real workloads with PyTorch's allocators and vram. "
                     "The driver (default) runs every (workload, allocator) in its own process.")
-    ap.add_argument("--workloads", type=lambda s: _names(s, WORKLOADS, "workload"), default=list(WORKLOADS),
-                    help="comma-separated, from %s (default: all)" % ",".join(WORKLOADS))
+    ap.add_argument("--workloads", type=lambda s: _names(s, WORKLOADS, "workload"), default=list(MODEL_WORKLOADS),
+                    help="comma-separated, from %s (default: %s; the framework programs %s need transformers "
+                         "with accelerate, lightning, timm)" % (",".join(WORKLOADS), ",".join(MODEL_WORKLOADS),
+                                                               ",".join(PROGRAM_WORKLOADS)))
     ap.add_argument("--allocators", type=lambda s: _names(s, ALLOCATORS, "allocator"), default=list(ALLOCATORS),
                     help="comma-separated, from %s (default: all)" % ",".join(ALLOCATORS))
     ap.add_argument("--steps", type=_positive, default=None,
@@ -1090,7 +1310,7 @@ def self_test():
 
     # argument parsing
     a = parse_args([])
-    check(a.workloads == WORKLOADS and a.allocators == ALLOCATORS and a.repeat == 2 and a.timeout == 900,
+    check(a.workloads == MODEL_WORKLOADS and a.allocators == ALLOCATORS and a.repeat == 2 and a.timeout == 900,
           "driver defaults")
     check(steps_for("gpt2", a) == DEFAULT_STEPS["gpt2"], "per-workload default steps")
     a = parse_args(["--workloads", "gpt2,bert_varlen,gpt2", "--allocators", "vram,torch", "--steps", "7",
@@ -1130,6 +1350,22 @@ def self_test():
     check(len(times) == 3 and all(abs(t - 10.0) < 1e-6 for t in times), "warmup excluded, ms: %s" % times)
     check(calls[:4] == ["sync", 0, "sync", "sample"] and [c for c in calls if isinstance(c, int)] == [0, 1, 2, 3, 4],
           "sync around every step, sample after")
+    # the framework programs' step clock: the same rules when a callback calls begin()/end()
+    clock_t[0], calls[:] = 0.0, []
+    sc = _StepClock(lambda: calls.append("sync"), 2, lambda: calls.append("sample"), clock=lambda: clock_t[0])
+    sc.end()  # an end without a begin (a callback order the framework may have) counts nothing
+    for i in range(5):
+        sc.begin()
+        clock_t[0] += 0.020 if i >= 2 else 1.0
+        sc.end()
+    check(len(sc.times) == 3 and all(abs(t - 20.0) < 1e-6 for t in sc.times), "step clock: warmup excluded: %s"
+          % sc.times)
+    check(calls[:3] == ["sync", "sync", "sample"] and calls.count("sample") == 5, "step clock: sync, sample after")
+    check(set(PROGRAM_WORKLOADS) <= set(DEFAULT_STEPS) and set(PROGRAM_WORKLOADS) <= set(DESCRIPTION),
+          "every program has steps and a description")
+    a = parse_args(["--workloads", "llama_trainer,timm_vit"])
+    check(a.workloads == ["llama_trainer", "timm_vit"] and steps_for("timm_vit", a) == DEFAULT_STEPS["timm_vit"],
+          "programs chosen by name")
     sh = bert_shapes(50)
     k = BERT["shapes"]
     check(sh == bert_shapes(50) and len(set(sh)) == k and len(set(sh[:k])) == k, "bert shapes: fixed, all in a cycle")
