@@ -229,6 +229,10 @@ static int read_info(vram_memory_info *info) {
     return s == VRAM_OK ? 0 : -1;
 }
 
+int replay_start_runtime(const replay_options *opt, const trace *t) {
+    return ensure_device(t, 1, opt->has_limit ? opt->limit_bytes : 0) == 0 && configure(opt) == 0 ? 0 : -1;
+}
+
 /* ---- one pass of one thread ----------------------------------------------------------------- */
 
 static uint64_t now_ns(void) {

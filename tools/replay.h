@@ -41,6 +41,13 @@ typedef struct replay_options {
  * allocations included), 1 on errors (bad trace, configuration or start failure). */
 int replay_run(const replay_options *opt);
 
+struct trace;
+/* What replay_run does before it replays, for `vram report`: makes sure there is a device (the
+ * simulated card when there is no GPU and VRAM_BACKEND is unset; sized for one thread), configures
+ * card 0 from opt's policy and limit and starts the runtime. 0, or -1 with the reason on stderr;
+ * the caller calls vram_shutdown() after a 0. */
+int replay_start_runtime(const replay_options *opt, const struct trace *t);
+
 /* Writes `s` as a JSON string literal (quoted, escaped); shared by the tool's JSON printers. */
 void tool_json_string(FILE *f, const char *s);
 

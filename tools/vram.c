@@ -1,6 +1,6 @@
 /*
- * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`, `--help`,
- * `--version`.
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`,
+ * `vram report`, `--help`, `--version`.
  *
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument). Everything goes through the public
@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "replay.h"
+#include "report.h"
 #include "run.h"
 #include "top.h"
 
@@ -62,6 +63,17 @@ static const char usage_tail[] =
     "      With no GPU and VRAM_BACKEND unset, the replay runs on a simulated card of\n"
     "      1.25 x N threads x the trace's peak live bytes + 4 GiB, at least --limit (said on stderr).\n"
     "      Exits 0 when the replay ran, even if allocations failed; 1 on errors.\n"
+    "\n"
+    "  report INPUT -o FILE.html [--policy NAME | --growth] [--limit SIZE]\n"
+    "      Replay INPUT once on the simulated card (as replay does without a GPU) and write one\n"
+    "      self-contained HTML page (no network, opens from disk): live, in-use and reserved bytes\n"
+    "      over time (by event, and by wall time), the address-space map (blocks, free holes,\n"
+    "      unmapped ranges) at the peak and at a moment picked with a slider, the largest live\n"
+    "      blocks at the peak with their stack frames, each failed allocation with vram's message,\n"
+    "      and the headline figures. INPUT is a trace, '-' for standard input, or a PyTorch\n"
+    "      snapshot (torch.cuda.memory._dump_snapshot(), FILE.pickle or .pkl), converted by\n"
+    "      tools/snapshot_to_trace.py (python3), whose allocator's reserved bytes are drawn beside\n"
+    "      vram's. -o - writes the page on stdout.\n"
     "\n"
     "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME\n"
     "      [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
@@ -312,6 +324,28 @@ static int cmd_replay(int argc, char **argv) {
     return replay_run(&opt);
 }
 
+/* ---- vram report ---------------------------------------------------------------------------- */
+
+static int cmd_report(int argc, char **argv) {
+    report_options opt = { 0 };
+    int missing = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = cli_option_value(argc, argv, &i, "-o", &missing);
+        if (!v && !missing) v = cli_option_value(argc, argv, &i, "--output", &missing);
+        if (v) { opt.out_path = v; continue; }
+        if (missing) return usage_error("report: -o needs a FILE");
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0 || strncmp(a, "--passes", 8) == 0 || strncmp(a, "--threads", 9) == 0)
+            return usage_error("report: %s is an option of replay, not report", a);
+        int rc = replay_arg(argc, argv, &i, &opt.replay);
+        if (rc == -1) { print_usage(stdout); return 0; }
+        if (rc != 0) return rc;
+    }
+    if (!opt.replay.trace_path) return usage_error("report: missing INPUT");
+    if (!opt.out_path) return usage_error("report: missing -o FILE.html");
+    return report_run(&opt);
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
@@ -327,6 +361,7 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "ls") == 0) return cmd_ls(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0) return cmd_report(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) {
         int rc = run_main(argc - 1, argv + 1);
         if (rc == -1) { print_usage(stdout); return 0; }
