@@ -35,10 +35,13 @@ typedef struct replay_options {
     int                  passes;       /* --passes N, 1..REPLAY_MAX_PASSES; 0 means 1 */
     int                  threads;      /* --threads N, 1..REPLAY_MAX_THREADS; 0 means 1 */
     int                  json;         /* --json: one JSON object on stdout, everything else on stderr */
+    int                  allow_failures; /* --allow-failures: failed allocations still exit 0 */
 } replay_options;
 
-/* Runs the replay and prints the report. Returns the exit status: 0 when the replay ran (failed
- * allocations included), 1 on errors (bad trace, configuration or start failure). */
+/* Runs the replay and prints the report. Returns the exit status: 0 when the replay ran and every
+ * allocation succeeded (or failed ones with allow_failures), 3 when some failed, 130 when SIGINT
+ * stopped it (the report of what ran is printed), 1 on errors (bad trace, configuration or start
+ * failure). */
 int replay_run(const replay_options *opt);
 
 struct trace;
