@@ -7,7 +7,8 @@ Reads the data the page embeds (the JSON in <script id="vram-data">) and checks 
 inputs imply: a hand-made trace (peak, timeline, map, largest blocks with frames, failed allocations
 under --limit with vram's message), a PyTorch snapshot pickle built here with the standard library in
 torch.cuda.memory._dump_snapshot()'s format (converted, the recording allocator's reserved bytes and
-frames kept), the size of the report of traces/gpt2_train.trace.gz, and that the page fetches nothing.
+frames kept), the size of the report of traces/gpt2_train.trace.gz, and that the page fetches nothing;
+and tools/record_trace.py where PyTorch cannot be imported (a sentence, not a traceback).
 """
 
 import gzip
@@ -186,6 +187,23 @@ class Report(unittest.TestCase):
         self.assertIsNone(re.search(r"(src|href)\s*=\s*[\"']?(https?:)?//", html))
         self.assertNotIn("@import", html)
         self.assertNotIn("fetch(", html)
+
+    def test_record_trace_without_torch(self):
+        """tools/record_trace.py where PyTorch cannot be imported: one sentence, exit 1, no traceback."""
+        fake = self.path("fake")
+        os.makedirs(os.path.join(fake, "torch"))
+        with open(os.path.join(fake, "torch", "__init__.py"), "w") as f:
+            f.write("raise ImportError('No module named torch (hidden by report_test.py)')\n")
+        script = self.path("job.py")
+        with open(script, "w") as f:
+            f.write("print('hi')\n")
+        r = subprocess.run([sys.executable, os.path.join(ROOT, "tools", "record_trace.py"), "-o",
+                            self.path("o.trace.gz"), "--", script], capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONPATH=fake))
+        self.assertEqual(r.returncode, 1)
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertIn("record_trace: recording needs PyTorch", r.stderr)
+        self.assertEqual(len(r.stderr.strip().splitlines()), 1, r.stderr)
 
     def test_usage(self):
         r = report([os.path.join(ROOT, "traces", "gpt2_train.trace.gz")])
