@@ -132,11 +132,15 @@ static const char help_top[] =
     "  top [--json] [--once]\n"
     "      List every process on this machine that runs under vram run: pid, command, device\n"
     "      (ordinal as the program numbers it / UUID), limit, in use, peak, free under the limit,\n"
-    "      group and group limit. Slots of processes that are gone (kill -9 included) are\n"
-    "      reclaimed as it reads; a corrupted ledger or one of another version is moved aside\n"
-    "      (ledger.bad.*) and rebuilt. Refreshes every second until interrupted; --once prints\n"
-    "      one table and exits; --json prints JSON objects (keys pid, command, device, uuid,\n"
-    "      limit_bytes, in_use_bytes, peak_bytes, free_bytes, group, group_limit_bytes).\n";
+    "      group and group limit (vram run --group NAME --group-limit SIZE). Slots of processes\n"
+    "      that are gone (kill -9 included) are reclaimed as it reads; a corrupted ledger or one\n"
+    "      of another version is moved aside (ledger.bad.*) and rebuilt. In a terminal it redraws\n"
+    "      in place every second: a line per device (processes, in use, peaks, limits), then the\n"
+    "      processes with a short history of their use; keys m (in use), k (peak), p (pid),\n"
+    "      d (device) sort, q quits. Elsewhere it prints the table every second until\n"
+    "      interrupted; --once prints one table and exits; --json prints JSON objects (keys pid,\n"
+    "      command, device, uuid, limit_bytes, in_use_bytes, peak_bytes, free_bytes, group,\n"
+    "      group_limit_bytes).\n";
 
 static const char help_general[] =
     "Options:\n"
