@@ -111,6 +111,17 @@ class Report(unittest.TestCase):
         self.assertEqual(d["failed_allocs"], 0)
         self.assertFalse(d["recorded"])
 
+    def test_stdin(self):
+        """INPUT '-': the trace from standard input (gzip sniffed from the stream)."""
+        gz = gzip.compress(b"a 1 1048576 0 1\na 2 1048576 0 2\nf 1 3\n")
+        e = dict(os.environ, VRAM_BACKEND="sim", VRAM_SIM_DEVICES="1GiB")
+        r = subprocess.run([VRAM, "report", "-", "-o", self.path("r.html")], input=gz, capture_output=True, env=e,
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertEqual(d["input"], "-")
+        self.assertEqual(d["peak_live_bytes"], 2 * MiB)
+
     def test_limit_ooms(self):
         """Failed allocations under --limit, each with vram's message; the page still written."""
         tr = self.path("t.trace")
