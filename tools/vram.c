@@ -99,7 +99,8 @@ static const char help_report[] =
     "      and the headline figures. INPUT is a trace, '-' for standard input, or a PyTorch\n"
     "      snapshot (torch.cuda.memory._dump_snapshot(), FILE.pickle or .pkl), converted by\n"
     "      tools/snapshot_to_trace.py (python3), whose allocator's reserved bytes are drawn beside\n"
-    "      vram's. -o - writes the page on stdout.\n";
+    "      vram's. -o - writes the page on stdout. Exits 0 when the page is written (failed\n"
+    "      allocations are in it), 1 on errors.\n";
 
 static const char help_run[] =
     "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME\n"
