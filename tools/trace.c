@@ -63,7 +63,6 @@ typedef struct parser {
     size_t      time_cap, id_cap, rec_cap;
     uint64_t    rec_now;        /* the last "# reserved" value */
     int         has_rec;
-    int64_t     last_time;
 } parser;
 
 #if defined(__GNUC__)
@@ -171,6 +170,7 @@ static int detail_slot(parser *p, uint32_t slot, int64_t id) {
     cap = p->id_cap;
     if (detail_room(p, (void **)&d->frames, &cap, slot, sizeof *d->frames)) return -1;
     p->id_cap = cap;
+    d->slot_cap = cap;
     d->ids[slot] = id;
     return 0;
 }
@@ -179,7 +179,6 @@ static int detail_event(parser *p, size_t index, int64_t time_us) {
     trace_detail *d = p->t->detail;
     if (detail_room(p, (void **)&d->time_us, &p->time_cap, index, sizeof *d->time_us)) return -1;
     d->time_us[index] = time_us;
-    p->last_time = time_us;
     if (p->has_rec) {
         if (detail_room(p, (void **)&d->recorded_reserved, &p->rec_cap, index, sizeof(uint64_t))) return -1;
         d->recorded_reserved[index] = p->rec_now;
@@ -276,7 +275,7 @@ static int parse_detail_comment(parser *p, char *rest) {
     if (!what) return 0;
     if (strcmp(what, "reserved") == 0) {
         uint64_t v;
-        if (parse_u64(next_token(&rest), &v) != 0) return fail(p, "malformed '# reserved <bytes>'");
+        if (parse_u64(next_token(&rest), &v) != 0) return 0;   /* a comment like any other */
         if (!p->has_rec && p->t->num_events > 0) {   /* earlier events: 0 reserved as far as we know */
             if (detail_room(p, (void **)&p->t->detail->recorded_reserved, &p->rec_cap, p->t->num_events,
                             sizeof(uint64_t))) return -1;
@@ -287,7 +286,7 @@ static int parse_detail_comment(parser *p, char *rest) {
     }
     if (strcmp(what, "frames") == 0) {
         int64_t id;
-        if (parse_i64(next_token(&rest), &id) != 0) return fail(p, "malformed '# frames <id> <frames>'");
+        if (parse_i64(next_token(&rest), &id) != 0) return 0;
         int64_t slot = table_find(p, id);
         if (slot < 0 || p->t->detail->frames[slot]) return 0;   /* not (yet) allocated: ignored */
         while (*rest == ' ') rest++;
@@ -556,7 +555,7 @@ int trace_load_detail(const char *path, trace *out, char *err, size_t errlen) {
 void trace_release(trace *t) {
     free(t->events);
     if (t->detail) {
-        for (size_t i = 0; t->detail->frames && i < t->num_slots; i++) free(t->detail->frames[i]);
+        for (size_t i = 0; t->detail->frames && i < t->detail->slot_cap; i++) free(t->detail->frames[i]);
         free(t->detail->time_us);
         free(t->detail->ids);
         free(t->detail->frames);

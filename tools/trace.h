@@ -26,6 +26,7 @@ typedef struct trace_detail {
     int64_t  *time_us;          /* [num_events]: the event's time_us */
     int64_t  *ids;              /* [num_slots]: the allocation id of each slot, as in the file */
     char    **frames;           /* [num_slots]: "# frames <id> F1<TAB>F2..." text, or NULL */
+    size_t    slot_cap;         /* room in ids and frames (at least num_slots) */
     uint64_t *recorded_reserved; /* [num_events] or NULL: the recording allocator's reserved bytes
                                     after the event ("# reserved <bytes>" lines; NULL when none) */
 } trace_detail;
@@ -45,7 +46,8 @@ typedef struct trace {
  * are not printable are written as \xHH), "PATH: message" for I/O and gzip failures (one line). */
 int trace_load(const char *path, trace *out, char *err, size_t errlen);
 
-/* trace_load, keeping times, ids, frames and the recording allocator's reserved bytes (`detail`). */
+/* trace_load, keeping times, ids, frames and the recording allocator's reserved bytes (`detail`).
+ * Malformed "# frames" / "# reserved" lines are comments like any other (ignored). */
 int trace_load_detail(const char *path, trace *out, char *err, size_t errlen);
 
 /* Frees what trace_load allocated; the trace is zeroed. */
