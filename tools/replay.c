@@ -46,6 +46,7 @@
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -289,11 +290,14 @@ static void note_bad_free(worker *w, int pass, size_t i, vram_status s) {
     w->err = 1;
 }
 
-static volatile sig_atomic_t replay_sigint;   /* set by the SIGINT handler */
+/* Set by the SIGINT handler, read by every replay thread: a lock-free atomic (async-signal-safe). */
+static atomic_int replay_sigint;
+
+static int interrupted_now(void) { return atomic_load_explicit(&replay_sigint, memory_order_relaxed); }
 
 static void on_sigint(int sig) {
     (void)sig;
-    replay_sigint = 1;
+    atomic_store_explicit(&replay_sigint, 1, memory_order_relaxed);
 }
 
 #if defined(__GNUC__)
@@ -345,7 +349,7 @@ static void replay_pass(worker *w, int pass) {
             }
         }
         done = to;
-        if (replay_sigint) break;
+        if (interrupted_now()) break;
         if (progress) progress_line(w->job, pass, done, t0);
     }
     uint64_t t1 = now_ns();
@@ -402,7 +406,7 @@ static void end_pass(replay_job *job, int pass) {
         job->last_driver_moves = info.num_driver_moves;
     }
     job->passes_run = pass + 1;
-    if (replay_sigint && !job->interrupted) {
+    if (interrupted_now() && !job->interrupted) {
         job->interrupted = 1;
         job->interrupted_pass = pass;
         job->interrupted_event = job->workers[0].done;
@@ -753,7 +757,7 @@ static int replay_trace(const replay_options *opt, const trace *t) {
         snprintf(r.backend, sizeof r.backend, "%s", backend_env() ? backend_env() : "cuda");
         struct sigaction sa = { .sa_handler = on_sigint, .sa_flags = SA_RESETHAND }, old;
         sigemptyset(&sa.sa_mask);
-        replay_sigint = 0;
+        atomic_store(&replay_sigint, 0);
         sigaction(SIGINT, &sa, &old);
         int ran = run_runtime(&job, &r) == 0;
         sigaction(SIGINT, &old, NULL);
