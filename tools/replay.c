@@ -169,6 +169,9 @@ static const replay_policy *opt_policy(const replay_options *opt) {
 
 /* ---- device discovery and the simulated fallback -------------------------------------------- */
 
+/* Which command is talking (replay_start_runtime is also vram report's). */
+static const char *tool_name = "vram replay";
+
 /* A card of 1.25 x (threads x the trace's peak) + 4 GiB, and at least the --limit asked for. */
 static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const char *reason) {
     uint64_t live = t->peak_live_bytes * (uint64_t)threads;  /* checked against overflow by the caller */
@@ -177,13 +180,13 @@ static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const c
     char size[32];
     snprintf(size, sizeof size, "%" PRIu64 "MiB", (bytes + MIB - 1) / MIB);
     if (threads > 1)
-        fprintf(stderr, "vram replay: no GPU (%s); replaying on a simulated %s card (%d threads)\n",
-                reason, size, threads);
+        fprintf(stderr, "%s: no GPU (%s); replaying on a simulated %s card (%d threads)\n",
+                tool_name, reason, size, threads);
     else
-        fprintf(stderr, "vram replay: no GPU (%s); replaying on a simulated %s card\n", reason, size);
+        fprintf(stderr, "%s: no GPU (%s); replaying on a simulated %s card\n", tool_name, reason, size);
     /* CUDA_VISIBLE_DEVICES named real cards; the sim applies it too and could hide this one. */
     if (getenv("CUDA_VISIBLE_DEVICES"))
-        fprintf(stderr, "vram replay: ignoring CUDA_VISIBLE_DEVICES for the simulated card\n");
+        fprintf(stderr, "%s: ignoring CUDA_VISIBLE_DEVICES for the simulated card\n", tool_name);
     if (setenv("VRAM_BACKEND", "sim", 1) != 0 || setenv("VRAM_SIM_DEVICES", size, 1) != 0 ||
         unsetenv("CUDA_VISIBLE_DEVICES") != 0) {
         perror("vram replay: setenv");
@@ -254,6 +257,7 @@ static int read_info(vram_memory_info *info) {
 }
 
 int replay_start_runtime(const replay_options *opt, const trace *t) {
+    tool_name = "vram report";
     return ensure_device(t, 1, opt->has_limit ? opt->limit_bytes : 0) == 0 && configure(opt) == 0 ? 0 : -1;
 }
 
