@@ -43,6 +43,7 @@
 
 #include "replay.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
 #include <signal.h>
@@ -179,7 +180,9 @@ static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const c
     if (bytes < limit) bytes = limit;
     char size[32];
     snprintf(size, sizeof size, "%" PRIu64 "MiB", (bytes + MIB - 1) / MIB);
-    if (threads > 1)
+    if (!reason)                                   /* vram report: the simulated card by choice */
+        fprintf(stderr, "%s: replaying on a simulated %s card (VRAM_BACKEND=cuda: on the GPU)\n", tool_name, size);
+    else if (threads > 1)
         fprintf(stderr, "%s: no GPU (%s); replaying on a simulated %s card (%d threads)\n",
                 tool_name, reason, size, threads);
     else
@@ -189,7 +192,7 @@ static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const c
         fprintf(stderr, "%s: ignoring CUDA_VISIBLE_DEVICES for the simulated card\n", tool_name);
     if (setenv("VRAM_BACKEND", "sim", 1) != 0 || setenv("VRAM_SIM_DEVICES", size, 1) != 0 ||
         unsetenv("CUDA_VISIBLE_DEVICES") != 0) {
-        perror("vram replay: setenv");
+        fprintf(stderr, "%s: setenv: %s\n", tool_name, strerror(errno));
         return -1;
     }
     return 0;
@@ -257,8 +260,10 @@ static int read_info(vram_memory_info *info) {
 }
 
 int replay_start_runtime(const replay_options *opt, const trace *t) {
+    uint64_t limit = opt->has_limit ? opt->limit_bytes : 0;
     tool_name = "vram report";
-    return ensure_device(t, 1, opt->has_limit ? opt->limit_bytes : 0) == 0 && configure(opt) == 0 ? 0 : -1;
+    if (!backend_env() && fall_back_to_sim(t, 1, limit, NULL) != 0) return -1;   /* the sim, GPU or not */
+    return ensure_device(t, 1, limit) == 0 && configure(opt) == 0 ? 0 : -1;
 }
 
 /* ---- one pass of one thread ----------------------------------------------------------------- */

@@ -46,7 +46,7 @@ int replay_run(const replay_options *opt);
 
 struct trace;
 /* What replay_run does before it replays, for `vram report`: makes sure there is a device (the
- * simulated card when there is no GPU and VRAM_BACKEND is unset; sized for one thread), configures
+ * simulated card, sized for one thread, whenever VRAM_BACKEND is unset, GPU or not), configures
  * card 0 from opt's policy and limit and starts the runtime. 0, or -1 with the reason on stderr;
  * the caller calls vram_shutdown() after a 0. */
 int replay_start_runtime(const replay_options *opt, const struct trace *t);

@@ -91,7 +91,7 @@ static const char help_replay_tail[] =
 
 static const char help_report[] =
     "  report INPUT -o FILE.html [--policy NAME | --growth] [--limit SIZE]\n"
-    "      Replay INPUT once on the simulated card (as replay does without a GPU) and write one\n"
+    "      Replay INPUT once on a simulated card (VRAM_BACKEND=cuda: on the GPU) and write one\n"
     "      self-contained HTML page (no network, opens from disk): live, in-use and reserved bytes\n"
     "      over time (by event, and by wall time), the address-space map (blocks, free holes,\n"
     "      unmapped ranges) at the peak and at a moment picked with a slider, the largest live\n"
