@@ -157,7 +157,10 @@ t_replay_text() {
 }
 t_replay_limit() {
     run "$VRAM" replay "$TMP/two_mib.trace" --limit 1MiB --json
-    one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 1 && $OUT == *OUT_OF_MEMORY* ]]
+    one_json_object && [[ $RC -eq 3 && $(json_value failed_allocs) == 1 && $OUT == *OUT_OF_MEMORY* &&
+        $ERR == *"1 allocations failed (exit status 3; --allow-failures"* ]] || return 1
+    run "$VRAM" replay "$TMP/two_mib.trace" --limit 1MiB --json --allow-failures
+    one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 1 ]]
 }
 t_replay_malformed() {
     run "$VRAM" replay "$TMP/malformed.trace" --json
@@ -170,11 +173,85 @@ check "replay --json of a small trace: ops and peak live as computed by hand" t_
 check "replay of the same trace gzip-compressed, with --growth" t_replay_small_gz
 check "replay reports the allocator options in force (the policy's, the environment's)" t_replay_conf_in_force
 check "replay without --json prints the text report" t_replay_text
-check "replay --limit 1MiB with a 2 MiB alloc: failed_allocs 1" t_replay_limit
+check "replay --limit 1MiB with a 2 MiB alloc: failed_allocs 1, exit 3 (0 with --allow-failures)" t_replay_limit
 check "replay of a malformed line exits 1 naming the line" t_replay_malformed
 check "replay of a free of an unknown id exits 1" t_replay_unknown_free
 check "replay of an id allocated twice exits 1" t_replay_twice
 check "replay of a missing file exits 1" t_replay_missing
+
+# ---- vram replay: input from standard input and pipes, broken input -----------------------------
+t_replay_stdin() {
+    run sh -c "cat '$TMP/small.trace' | '$VRAM' replay - --json"
+    one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$SMALL_OPS" && $(json_string trace) == - ]] || return 1
+    run sh -c "cat '$TMP/small.trace.gz' | '$VRAM' replay - --json"          # gzip sniffed from the stream
+    one_json_object && [[ $RC -eq 0 && $(json_value peak_live_bytes) == "$SMALL_PEAK" ]] || return 1
+    run bash -c "'$VRAM' replay <(cat '$TMP/small.trace.gz') --json"       # a pipe by name: not sought
+    one_json_object && [[ $RC -eq 0 && $(json_value ops) == "$SMALL_OPS" ]]
+}
+t_replay_broken_gzip() {
+    head -c 200 "$TRACES/gpt2_train.trace.gz" >"$TMP/broken.trace.gz"
+    run "$VRAM" replay "$TMP/broken.trace.gz"
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"broken gzip data (gzip -dc: unexpected end of file)"* ]] ||
+        return 1
+    run sh -c "cat '$TMP/broken.trace.gz' | '$VRAM' replay -"
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"-: broken gzip data"* ]]
+}
+t_replay_binary_garbage() {
+    printf '\x01\x02\xff\xfe\x1b[2J garbage\n' >"$TMP/garbage.trace"
+    run "$VRAM" replay "$TMP/garbage.trace"
+    [[ $RC -eq 1 && $ERR == *'\x01\x02\xff\xfe\x1b[2J'* ]] && ! LC_ALL=C grep -q '[^[:print:]]' "$TMP/err" || return 1
+    head -c 300 "$VRAM" >"$TMP/elf.trace"                                  # NUL bytes: binary data
+    run "$VRAM" replay "$TMP/elf.trace"
+    [[ $RC -eq 1 && $ERR == *"binary data"* ]] && ! LC_ALL=C grep -q '[^[:print:]]' "$TMP/err"
+}
+check "replay - reads standard input (plain and gzip), and a pipe by name" t_replay_stdin
+check "replay of a truncated gzip file (or stream): one line naming gzip's reason" t_replay_broken_gzip
+check "replay of binary garbage: the bytes are not echoed raw" t_replay_binary_garbage
+
+# ---- vram replay: Ctrl-C, progress ----------------------------------------------------------------
+t_replay_sigint() {
+    set +e
+    "$VRAM" replay "$TRACES/bert_varlen.trace.gz" --growth --passes 100000 --json >"$TMP/out" 2>"$TMP/err" &
+    local pid=$!
+    sleep 1.5
+    kill -INT "$pid"
+    wait "$pid"
+    RC=$?
+    set -e
+    OUT=$(cat "$TMP/out"); ERR=$(cat "$TMP/err")
+    one_json_object && [[ $RC -eq 130 && $(json_value interrupted) == true && $ERR == *"interrupted:"*"Ctrl-C in pass"* &&
+        $(json_value peak_live_bytes) == 12941578172 ]] && (( $(json_value ops) > 0 ))
+}
+t_replay_progress() {
+    if ! command -v script >/dev/null; then RC=-; OUT=; ERR="no script(1) to give the replay a terminal"; return 1; fi
+    run script -qec "'$VRAM' replay '$TRACES/bert_varlen.trace.gz' --growth --passes 30 --json" /dev/null
+    [[ $OUT == *"vram replay: pass "*"/30, "*"%"*"events/s"* ]] || return 1
+    run "$VRAM" replay "$TRACES/bert_varlen.trace.gz" --growth --passes 30 --json   # stderr is no terminal here
+    [[ $RC -eq 0 && $ERR != *"vram replay: pass "* ]]
+}
+check "replay interrupted by SIGINT: prints what it has, exit 130" t_replay_sigint
+check "replay shows progress on stderr only when it is a terminal" t_replay_progress
+
+# ---- help per command -----------------------------------------------------------------------------
+t_help_command() {
+    run "$VRAM" help replay
+    [[ $RC -eq 0 && $OUT == "Usage: vram replay TRACE"* && $OUT == *--passes* && $OUT == *--allow-failures* &&
+        $OUT != *"VRAM_SIM_DEVICES"* && $OUT != *"top [--json]"* ]] || return 1
+    run "$VRAM" ls --help
+    [[ $RC -eq 0 && $OUT == "Usage: vram ls"* && $OUT != *"replay TRACE"* ]] || return 1
+    run "$VRAM" report --help
+    [[ $RC -eq 0 && $OUT == "Usage: vram report INPUT"* && $OUT != *"--passes"* ]] || return 1
+    run "$VRAM" top --help
+    [[ $RC -eq 0 && $OUT == "Usage: vram top"* && $OUT != *"replay TRACE"* ]] || return 1
+    run "$VRAM" help frobnicate
+    [[ $RC -eq 2 && $ERR == *frobnicate* ]]
+}
+t_bare_usage() {
+    run "$VRAM"
+    [[ $RC -eq 2 && $(wc -l <"$TMP/err") -le 12 && $ERR == *"vram help COMMAND"* && $ERR == *report* ]]
+}
+check "vram help COMMAND / COMMAND --help: that command's help only" t_help_command
+check "bare vram: a short usage" t_bare_usage
 
 # ---- vram replay: passes, threads, policies -----------------------------------------------------
 # `ops` counts the calls of every pass and thread: passes x threads x the trace's events when
@@ -219,7 +296,7 @@ t_replay_threads_passes_growth() {
 # that follows succeeds and is freed between passes.
 t_replay_failures_each_pass() {
     printf 'a 1 2097152 0 1\nf 1 2\na 2 100 0 3\n' >"$TMP/fail_then_live.trace"
-    run "$VRAM" replay "$TMP/fail_then_live.trace" --limit 1MiB --passes 2 --threads 2 --json
+    run "$VRAM" replay "$TMP/fail_then_live.trace" --limit 1MiB --passes 2 --threads 2 --json --allow-failures
     one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 4 &&
         $(json_value skipped_frees) == 4 && $(json_value ops) == 8 && $OUT == *OUT_OF_MEMORY* &&
         $OUT == *'"first_error": "pass 1, thread 0: event 1'* ]]
@@ -282,6 +359,20 @@ if [[ $RC -eq 1 && $ERR == "No GPU found:"* ]]; then
             $(json_value ops) == "$SMALL_OPS" ]]
     }
     check "no GPU: vram ls says so; replay falls back to a simulated card" t_fallback
+    t_no_gpu_message() {
+        run env -u VRAM_BACKEND "$VRAM" ls
+        [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 2 && $(head -1 "$TMP/err" | wc -c) -lt 120 &&
+            $(sed -n 2p "$TMP/err") == "Hint: set VRAM_BACKEND=sim"* ]] || return 1
+        run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace"
+        [[ $RC -eq 0 && $(grep -c "no GPU" "$TMP/err") -eq 1 && $(grep "no GPU" "$TMP/err" | wc -c) -lt 160 ]]
+    }
+    check "no GPU: one short sentence plus the hint (ls), one short line (replay)" t_no_gpu_message
+    t_ls_json_no_gpu() {
+        run env -u VRAM_BACKEND "$VRAM" ls --json
+        one_json_object && [[ $RC -eq 1 && $(json_string error) == VRAM_ERR_NO_DEVICE && $OUT == *'"devices": []'* &&
+            $OUT == *'"reason": "'* && $OUT == *'"hint": "set VRAM_BACKEND=sim'* ]]
+    }
+    check "no GPU: vram ls --json prints one object with the reason" t_ls_json_no_gpu
     # 4 x 5500 x 1.25 + 4 GiB = 4294994796 bytes, rounded up to 4097 MiB
     t_fallback_threads() {
         run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --threads 4 --json

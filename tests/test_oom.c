@@ -3,6 +3,7 @@
  * being full, fragmentation) with the numbers, and are counted in num_ooms.
  */
 #include <stdlib.h>
+#include <string.h>
 
 #include "harness.h"
 
@@ -152,6 +153,37 @@ TEST(oom_fragmentation_is_named) {
     for (int i = 9; i < n; i += 2) CHECK_OK(vram_free(blocks[i]));
     CHECK_SIZE(INFO(0).current, ==, 0);
     CHECK_SIZE(INFO(0).largest_free_block, ==, 64 * MiB);
+    CHECK_ALL();
+}
+
+/* Growth under a limit, the case of `vram replay traces/bert_varlen.trace.gz --limit 1GiB --growth`:
+ * neither the free bytes held in the pool nor the room the limit leaves to grow is large enough on
+ * its own, only both together, and the free bytes are scattered in blocks that share their granules
+ * with live ones (none idle, nothing to move). Without the limit growth would map more and succeed,
+ * so the message names the limit, and not fragmentation (it said "fragmentation: 7 MiB are free in
+ * the pool (counting room to grow)" before). */
+TEST(oom_growth_near_limit_names_the_limit) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 16 * MiB));
+    void *blocks[8];
+    for (int i = 0; i < 8; i++) CHECK_OK(vram_malloc(&blocks[i], 3 * MiB / 2, 0));
+    qsort(blocks, 8, sizeof blocks[0], compare_ptrs);
+    CHECK_OK(vram_free(blocks[0]));
+    CHECK_OK(vram_free(blocks[2]));
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 9 * MiB);
+    CHECK_SIZE(info.reserved - info.current, <, 5 * MiB);       /* free in the pool: not enough alone */
+    CHECK_SIZE(info.limit - info.reserved, <, 5 * MiB);         /* room to grow: not enough alone */
+    CHECK_SIZE(info.limit - info.current, >=, 5 * MiB);         /* both together would be */
+    void *p = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 5 * MiB, 0));
+    CHECK_CONTAINS(vram_last_error(), "memory limit of 16777216 bytes");
+    CHECK_CONTAINS(vram_last_error(), "vram_set_memory_limit");
+    CHECK(strstr(vram_last_error(), "fragmentation") == NULL);
+    check_oom_figures();
+    for (int i = 1; i < 8; i++)
+        if (i != 2) CHECK_OK(vram_free(blocks[i]));
     CHECK_ALL();
 }
 

@@ -1,6 +1,7 @@
 /*
  * cli.c: command-line helpers shared by the vram commands (see cli.h).
  */
+#include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
@@ -20,4 +21,19 @@ const char *cli_option_value(int argc, char **argv, int *i, const char *name, in
     if (*i + 1 < argc) return argv[++*i];
     *missing = 1;
     return NULL;
+}
+
+void cli_short_reason(const char *msg, char *out, size_t len) {
+    size_t o = 0;
+    int depth = 0;
+    if (len == 0) return;
+    for (const char *c = msg ? msg : ""; *c && o + 1 < len; c++) {
+        if (*c == '(') { depth++; continue; }
+        if (*c == ')') { if (depth) depth--; continue; }
+        if (depth) continue;
+        if (*c == '.' && (c[1] == ' ' || c[1] == '\0')) break;   /* the end of the first sentence */
+        out[o++] = *c;
+    }
+    while (o > 0 && out[o - 1] == ' ') o--;                     /* "found (detail)." leaves "found " */
+    out[o] = '\0';
 }

@@ -16,4 +16,12 @@ const char *cli_option_value(int argc, char **argv, int *i, const char *name, in
 int cli_size(const char *value, size_t *bytes);
 #define CLI_SIZE_HINT "try 512M, 6GiB, 1.5G; more than 0"
 
+/* The first sentence of a library message without its parenthesized details (the no-GPU reason
+ * "no NVIDIA driver: libcuda.so.1 not found (dlerror...). Is this...? ... To run without a GPU set
+ * VRAM_BACKEND=sim." becomes "no NVIDIA driver: libcuda.so.1 not found"), for one-line messages. */
+void cli_short_reason(const char *msg, char *out, size_t len);
+
+/* What the tools say after a no-GPU reason. */
+#define CLI_NO_GPU_HINT "set VRAM_BACKEND=sim to use a simulated GPU (in a container, start it with GPU access: docker --gpus all)"
+
 #endif /* VRAM_TOOLS_CLI_H */

@@ -345,6 +345,19 @@ def _check_main(paths):
 
 # ---- command line ----------------------------------------------------------------------------------
 
+def _torch_problem():
+    """Why recording cannot start here (one sentence), or None: PyTorch missing, or without CUDA."""
+    try:
+        import torch  # noqa: PLC0415 - only recording needs torch
+    except ImportError as e:
+        return ("recording needs PyTorch, and this Python (%s) cannot import it (%s); install torch here, "
+                "or use --check FILE to validate a trace without it" % (sys.executable, e))
+    if not torch.cuda.is_available():
+        return ("PyTorch %s sees no CUDA device, so there is no GPU allocation to record "
+                "(check CUDA_VISIBLE_DEVICES and the driver)" % torch.__version__)
+    return None
+
+
 def _parse_meta(items):
     meta = []
     for item in items:
@@ -393,6 +406,10 @@ def main(argv=None):
     script = script_args[0]
     if not os.path.isfile(script):
         ap.error("no such script: %s" % script)
+    problem = _torch_problem()
+    if problem:
+        print("record_trace: %s" % problem, file=sys.stderr)
+        return 1
     workload = a.workload or os.path.splitext(os.path.basename(script))[0]
     return run_script(script, script_args[1:], a.output, workload, _parse_meta(a.meta), a.device,
                       a.free_event, a.max_entries)

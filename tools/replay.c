@@ -22,6 +22,16 @@
  * `loop_ns` is the sum of its threads' loop times, its `wall_ns` runs from the first thread's start
  * to the last thread's end.
  *
+ * Progress and Ctrl-C. The loop runs in chunks of REPLAY_CHUNK events; after each chunk a thread
+ * looks at a flag that SIGINT sets (the handler is installed for the replay only, and a second
+ * Ctrl-C kills as usual), and thread 0 prints "pass P/N, percent, rate" on stderr at most four times
+ * a second when stderr is a terminal (inside its timed loop: a terminal's replay times a little
+ * more). On SIGINT every thread stops after its chunk, the pass is closed as usual and the report
+ * printed says where it stopped; the exit status is then 130.
+ *
+ * Exit status: 0 the replay ran and every allocation succeeded; 3 it ran and some failed (0 with
+ * --allow-failures, for runs where failures are the measurement); 130 interrupted; 1 errors.
+ *
  * Counting. `ops` is the number of calls made (allocations, failed ones included, and frees) over
  * all passes and threads: passes x threads x the trace's events when nothing fails. A failed
  * allocation is counted, its first message kept, and its later free skipped (not a call, not an
@@ -33,18 +43,26 @@
 
 #include "replay.h"
 
+#include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <vram.h>
 
+#include "cli.h"
 #include "trace.h"
+
+#define REPLAY_CHUNK 65536        /* events between looks at the Ctrl-C flag and the progress line */
+#define PROGRESS_NS  250000000u   /* at most four progress lines a second */
 
 #define MIB ((uint64_t)1 << 20)
 #define GIB ((uint64_t)1 << 30)
@@ -96,6 +114,7 @@ typedef struct worker {
     size_t    allocs, frees, failed, skipped;
     uint64_t  t0, t1;
     int       err;               /* a failed free: the replay fails */
+    size_t    done;              /* events of this pass replayed (less than the trace's when interrupted) */
     /* this thread's first failed allocation */
     int       has_failure, failure_pass;
     char      first_error[2048];
@@ -113,6 +132,11 @@ typedef struct replay_job {
     int               gate;      /* 0 wait, 1 go, -1 give up (a thread could not be started) */
     int               abort;     /* written by thread 0 before a start barrier */
     int               failed;    /* a failed free or statistics call */
+    int               progress;  /* stderr is a terminal: thread 0 prints progress */
+    uint64_t          last_progress_ns;
+    int               interrupted;          /* SIGINT stopped pass interrupted_pass */
+    int               interrupted_pass;
+    size_t            interrupted_event;    /* thread 0's events done in that pass */
     uint64_t          last_driver_allocs, last_driver_frees, last_driver_moves;
 } replay_job;
 
@@ -146,6 +170,9 @@ static const replay_policy *opt_policy(const replay_options *opt) {
 
 /* ---- device discovery and the simulated fallback -------------------------------------------- */
 
+/* Which command is talking (replay_start_runtime is also vram report's). */
+static const char *tool_name = "vram replay";
+
 /* A card of 1.25 x (threads x the trace's peak) + 4 GiB, and at least the --limit asked for. */
 static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const char *reason) {
     uint64_t live = t->peak_live_bytes * (uint64_t)threads;  /* checked against overflow by the caller */
@@ -153,17 +180,19 @@ static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const c
     if (bytes < limit) bytes = limit;
     char size[32];
     snprintf(size, sizeof size, "%" PRIu64 "MiB", (bytes + MIB - 1) / MIB);
-    if (threads > 1)
-        fprintf(stderr, "vram replay: no GPU (%s); replaying on a simulated %s card (%d threads)\n",
-                reason, size, threads);
+    if (!reason)                                   /* vram report: the simulated card by choice */
+        fprintf(stderr, "%s: replaying on a simulated %s card (VRAM_BACKEND=cuda: on the GPU)\n", tool_name, size);
+    else if (threads > 1)
+        fprintf(stderr, "%s: no GPU (%s); replaying on a simulated %s card (%d threads)\n",
+                tool_name, reason, size, threads);
     else
-        fprintf(stderr, "vram replay: no GPU (%s); replaying on a simulated %s card\n", reason, size);
+        fprintf(stderr, "%s: no GPU (%s); replaying on a simulated %s card\n", tool_name, reason, size);
     /* CUDA_VISIBLE_DEVICES named real cards; the sim applies it too and could hide this one. */
     if (getenv("CUDA_VISIBLE_DEVICES"))
-        fprintf(stderr, "vram replay: ignoring CUDA_VISIBLE_DEVICES for the simulated card\n");
+        fprintf(stderr, "%s: ignoring CUDA_VISIBLE_DEVICES for the simulated card\n", tool_name);
     if (setenv("VRAM_BACKEND", "sim", 1) != 0 || setenv("VRAM_SIM_DEVICES", size, 1) != 0 ||
         unsetenv("CUDA_VISIBLE_DEVICES") != 0) {
-        perror("vram replay: setenv");
+        fprintf(stderr, "%s: setenv: %s\n", tool_name, strerror(errno));
         return -1;
     }
     return 0;
@@ -175,15 +204,16 @@ static int ensure_device(const trace *t, int threads, uint64_t limit) {
     if (s == VRAM_OK) return 0;
     if (s == VRAM_ERR_NO_DEVICE && !backend_env()) {
         char reason[512];
-        snprintf(reason, sizeof reason, "%s", vram_last_error());
-        char *advice = strstr(reason, " To run without a GPU");   /* what the replay does next itself */
-        if (advice != NULL) *advice = '\0';
+        cli_short_reason(vram_last_error(), reason, sizeof reason);   /* one line; `vram ls --json` has it all */
         return fall_back_to_sim(t, threads, limit, reason);
     }
-    if (s == VRAM_ERR_NO_DEVICE)
-        fprintf(stderr, "vram replay: No GPU found: %s\n", vram_last_error());
-    else
+    if (s == VRAM_ERR_NO_DEVICE) {
+        char reason[512];
+        cli_short_reason(vram_last_error(), reason, sizeof reason);
+        fprintf(stderr, "vram: No GPU found: %s.\nHint: %s.\n", reason, CLI_NO_GPU_HINT);
+    } else {
         report_status("vram_list_physical_devices", s);
+    }
     return -1;
 }
 
@@ -229,6 +259,13 @@ static int read_info(vram_memory_info *info) {
     return s == VRAM_OK ? 0 : -1;
 }
 
+int replay_start_runtime(const replay_options *opt, const trace *t) {
+    uint64_t limit = opt->has_limit ? opt->limit_bytes : 0;
+    tool_name = "vram report";
+    if (!backend_env() && fall_back_to_sim(t, 1, limit, NULL) != 0) return -1;   /* the sim, GPU or not */
+    return ensure_device(t, 1, limit) == 0 && configure(opt) == 0 ? 0 : -1;
+}
+
 /* ---- one pass of one thread ----------------------------------------------------------------- */
 
 static uint64_t now_ns(void) {
@@ -262,37 +299,67 @@ static void note_bad_free(worker *w, int pass, size_t i, vram_status s) {
     w->err = 1;
 }
 
-/* The timed loop: the call and array bookkeeping by slot. */
+/* Set by the SIGINT handler, read by every replay thread: a lock-free atomic (async-signal-safe). */
+static atomic_int replay_sigint;
+
+static int interrupted_now(void) { return atomic_load_explicit(&replay_sigint, memory_order_relaxed); }
+
+static void on_sigint(int sig) {
+    (void)sig;
+    atomic_store_explicit(&replay_sigint, 1, memory_order_relaxed);
+}
+
+#if defined(__GNUC__)
+__attribute__((noinline, cold))
+#endif
+static void progress_line(replay_job *job, int pass, size_t done, uint64_t t0) {
+    uint64_t t = now_ns();
+    if (t - job->last_progress_ns < PROGRESS_NS) return;
+    job->last_progress_ns = t;
+    double secs = (double)(t - t0) / 1e9, pct = 100.0 * (double)done / (double)job->t->num_events;
+    fprintf(stderr, "\rvram replay: pass %d/%d, %5.1f%%, %.2f M events/s per thread   ", pass + 1, job->passes,
+            pct, secs > 0 ? (double)done / secs / 1e6 : 0.0);
+    fflush(stderr);
+}
+
+/* The timed loop: the call and array bookkeeping by slot, in chunks (Ctrl-C, progress). */
 static void replay_pass(worker *w, int pass) {
     const trace_event *ev = w->job->t->events;
     const size_t n = w->job->t->num_events;
     void **ptrs = w->ptrs;
     uint8_t *state = w->state;
-    size_t allocs = 0, frees = 0, failed = 0, skipped = 0;
+    size_t allocs = 0, frees = 0, failed = 0, skipped = 0, done = 0;
+    const int progress = w->job->progress && w->index == 0;
     uint64_t t0 = now_ns();
-    for (size_t i = 0; i < n; i++) {
-        const uint32_t slot = ev[i].slot;
-        if (ev[i].kind == TRACE_ALLOC) {
-            allocs++;
-            vram_status s = vram_malloc(&ptrs[slot], (size_t)ev[i].bytes, 0);
-            if (s == VRAM_OK) {
-                state[slot] = SLOT_LIVE;
+    for (size_t from = 0; from < n && !w->err; from = done) {
+        const size_t to = n - from > REPLAY_CHUNK ? from + REPLAY_CHUNK : n;
+        for (size_t i = from; i < to; i++) {
+            const uint32_t slot = ev[i].slot;
+            if (ev[i].kind == TRACE_ALLOC) {
+                allocs++;
+                vram_status s = vram_malloc(&ptrs[slot], (size_t)ev[i].bytes, 0);
+                if (s == VRAM_OK) {
+                    state[slot] = SLOT_LIVE;
+                } else {
+                    state[slot] = SLOT_FAILED;
+                    failed++;
+                    note_failure(w, pass, i, s);
+                }
+            } else if (state[slot] == SLOT_LIVE) {
+                frees++;
+                state[slot] = SLOT_FREED;
+                vram_status s = vram_free(ptrs[slot]);
+                if (s != VRAM_OK) {
+                    note_bad_free(w, pass, i, s);
+                    break;
+                }
             } else {
-                state[slot] = SLOT_FAILED;
-                failed++;
-                note_failure(w, pass, i, s);
+                skipped++;
             }
-        } else if (state[slot] == SLOT_LIVE) {
-            frees++;
-            state[slot] = SLOT_FREED;
-            vram_status s = vram_free(ptrs[slot]);
-            if (s != VRAM_OK) {
-                note_bad_free(w, pass, i, s);
-                break;
-            }
-        } else {
-            skipped++;
         }
+        done = to;
+        if (interrupted_now()) break;
+        if (progress) progress_line(w->job, pass, done, t0);
     }
     uint64_t t1 = now_ns();
     w->t0 = t0;
@@ -301,6 +368,7 @@ static void replay_pass(worker *w, int pass) {
     w->frees = frees;
     w->failed = failed;
     w->skipped = skipped;
+    w->done = done;
 }
 
 /* Untimed: frees what the trace left live and forgets every slot's state. */
@@ -347,7 +415,12 @@ static void end_pass(replay_job *job, int pass) {
         job->last_driver_moves = info.num_driver_moves;
     }
     job->passes_run = pass + 1;
-    if (job->failed) job->abort = 1;
+    if (interrupted_now() && !job->interrupted) {
+        job->interrupted = 1;
+        job->interrupted_pass = pass;
+        job->interrupted_event = job->workers[0].done;
+    }
+    if (job->failed || job->interrupted) job->abort = 1;
 }
 
 /* ---- the threads ---------------------------------------------------------------------------- */
@@ -594,6 +667,10 @@ static void print_json(const replay_options *opt, const replay_job *job, const r
            r->skipped_frees);
     if (r->failed_allocs) tool_json_string(stdout, r->first_error);
     else fputs("null", stdout);
+    printf(", \"interrupted\": %s", job->interrupted ? "true" : "false");
+    if (job->interrupted)
+        printf(", \"interrupted_pass\": %d, \"interrupted_event\": %zu", job->interrupted_pass + 1,
+               job->interrupted_event);
     printf(", \"per_pass\": [");
     for (int p = 0; p < job->passes_run; p++) {
         const pass_stats *ps = &job->pass[p];
@@ -649,6 +726,9 @@ static void print_text(const replay_options *opt, const replay_job *job, const r
                 s.driver_allocs_warm, s.driver_frees_warm, s.driver_moves_warm, job->passes);
     fprintf(f, "failed allocs:    %zu\n", r->failed_allocs);
     if (r->failed_allocs) fprintf(f, "first failure:    %s\n", r->first_error);
+    if (job->interrupted)
+        fprintf(f, "interrupted:      Ctrl-C in pass %d after %zu of %zu events; the figures are so far\n",
+                job->interrupted_pass + 1, job->interrupted_event, job->t->num_events);
     if (job->passes > 1) {
         for (int p = 0; p < job->passes_run && p < TEXT_PASS_LINES; p++) {
             const pass_stats *ps = &job->pass[p];
@@ -681,12 +761,23 @@ static int replay_trace(const replay_options *opt, const trace *t) {
         return 1;
     }
     int rc = 1;
+    job.progress = isatty(STDERR_FILENO);
     if (ensure_device(t, threads, opt->has_limit ? opt->limit_bytes : 0) == 0 && configure(opt) == 0) {
         snprintf(r.backend, sizeof r.backend, "%s", backend_env() ? backend_env() : "cuda");
-        if (run_runtime(&job, &r) == 0) {
+        struct sigaction sa = { .sa_handler = on_sigint, .sa_flags = SA_RESETHAND }, old;
+        sigemptyset(&sa.sa_mask);
+        atomic_store(&replay_sigint, 0);
+        sigaction(SIGINT, &sa, &old);
+        int ran = run_runtime(&job, &r) == 0;
+        sigaction(SIGINT, &old, NULL);
+        if (job.progress && job.last_progress_ns) fputs("\r\033[K", stderr);   /* the progress line goes */
+        if (ran) {
             print_text(opt, &job, &r);
             if (opt->json) print_json(opt, &job, &r);
-            rc = 0;
+            rc = job.interrupted ? 130 : r.failed_allocs && !opt->allow_failures ? 3 : 0;
+            if (rc == 3)
+                fprintf(stderr, "vram replay: %zu allocations failed (exit status 3; --allow-failures when failures "
+                        "are the measurement)\n", r.failed_allocs);
         }
     }
     job_release(&job, 1);

@@ -35,11 +35,21 @@ typedef struct replay_options {
     int                  passes;       /* --passes N, 1..REPLAY_MAX_PASSES; 0 means 1 */
     int                  threads;      /* --threads N, 1..REPLAY_MAX_THREADS; 0 means 1 */
     int                  json;         /* --json: one JSON object on stdout, everything else on stderr */
+    int                  allow_failures; /* --allow-failures: failed allocations still exit 0 */
 } replay_options;
 
-/* Runs the replay and prints the report. Returns the exit status: 0 when the replay ran (failed
- * allocations included), 1 on errors (bad trace, configuration or start failure). */
+/* Runs the replay and prints the report. Returns the exit status: 0 when the replay ran and every
+ * allocation succeeded (or failed ones with allow_failures), 3 when some failed, 130 when SIGINT
+ * stopped it (the report of what ran is printed), 1 on errors (bad trace, configuration or start
+ * failure). */
 int replay_run(const replay_options *opt);
+
+struct trace;
+/* What replay_run does before it replays, for `vram report`: makes sure there is a device (the
+ * simulated card, sized for one thread, whenever VRAM_BACKEND is unset, GPU or not), configures
+ * card 0 from opt's policy and limit and starts the runtime. 0, or -1 with the reason on stderr;
+ * the caller calls vram_shutdown() after a 0. */
+int replay_start_runtime(const replay_options *opt, const struct trace *t);
 
 /* Writes `s` as a JSON string literal (quoted, escaped); shared by the tool's JSON printers. */
 void tool_json_string(FILE *f, const char *s);

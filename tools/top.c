@@ -8,14 +8,25 @@
  * numbers it) and UUID, limit, in use, peak, free under the limit (0 when in use exceeds it, "-"
  * without a limit), group and group limit. --json prints one JSON object instead. Without --once the
  * table is printed again every second until interrupted.
+ *
+ * Live mode (no --once, no --json, stdin and stdout terminals): the alternate screen, redrawn in
+ * place every second: a line per device (processes, in use, peak, limits summed), then the process
+ * table with a short history of each row's use (the last HISTORY_LEN samples as a bar of ASCII
+ * levels, scaled to its limit, else its peak). Keys, read in raw mode between refreshes: m (in use),
+ * k (peak), p (pid), d (device) sort; q, Esc or Ctrl-C quit, restoring the terminal. The history is
+ * kept here by (pid, device), at most HISTORY_ROWS rows; one thread; signals only set a flag.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include "ledger.h"
@@ -126,6 +137,179 @@ static void top_print_json(const top_row *r, int n, const char *path, int reclai
     printf("]}\n");
 }
 
+/* ---- live mode -------------------------------------------------------------------------------- */
+
+#define HISTORY_LEN  24
+#define HISTORY_ROWS 256
+
+typedef struct history {
+    int      pid, device, used;
+    uint64_t samples[HISTORY_LEN];   /* oldest first */
+    int      n;
+} history;
+
+typedef enum { SORT_PID, SORT_IN_USE, SORT_PEAK, SORT_DEVICE } sort_key;
+
+static volatile sig_atomic_t top_stop;
+static void top_on_signal(int sig) { (void)sig; top_stop = 1; }
+
+static sort_key top_sort;
+
+static int top_row_sorted(const void *a, const void *b) {
+    const top_row *x = a, *y = b;
+    switch (top_sort) {
+    case SORT_IN_USE: if (x->in_use != y->in_use) return x->in_use > y->in_use ? -1 : 1; break;
+    case SORT_PEAK:   if (x->peak != y->peak) return x->peak > y->peak ? -1 : 1; break;
+    case SORT_DEVICE: {
+        int c = strcmp(x->uuid, y->uuid);
+        if (c) return c;
+        break;
+    }
+    case SORT_PID: break;
+    }
+    return top_row_cmp(a, b);
+}
+
+/* Adds this refresh's samples; rows of processes no longer listed are forgotten. */
+static void history_add(history *h, const top_row *r, int n) {
+    for (int k = 0; k < HISTORY_ROWS; k++) h[k].used = 0;
+    for (int i = 0; i < n; i++) {
+        int at = -1, empty = -1;
+        for (int k = 0; k < HISTORY_ROWS && at < 0; k++) {
+            if (h[k].n && h[k].pid == r[i].pid && h[k].device == r[i].device) at = k;
+            else if (!h[k].n && empty < 0) empty = k;
+        }
+        if (at < 0 && empty < 0) continue;                /* more rows than kept: no history */
+        if (at < 0) { at = empty; h[at] = (history){ .pid = r[i].pid, .device = r[i].device }; }
+        if (h[at].n == HISTORY_LEN) memmove(h[at].samples, h[at].samples + 1, (HISTORY_LEN - 1) * sizeof(uint64_t));
+        else h[at].n++;
+        h[at].samples[h[at].n - 1] = r[i].in_use;
+        h[at].used = 1;
+    }
+    for (int k = 0; k < HISTORY_ROWS; k++)
+        if (!h[k].used) h[k].n = 0;
+}
+
+/* The row's history as HISTORY_LEN characters of " .:-=+*#%@", scaled to `scale`. */
+static void history_bar(const history *h, const top_row *t, char *out) {
+    static const char levels[] = " .:-=+*#%@";
+    memset(out, ' ', HISTORY_LEN);
+    out[HISTORY_LEN] = '\0';
+    for (int k = 0; k < HISTORY_ROWS; k++) {
+        if (!h[k].n || h[k].pid != t->pid || h[k].device != t->device) continue;
+        uint64_t scale = t->limit ? t->limit : t->peak;
+        for (int i = 0; i < h[k].n; i++) {
+            int lv = scale ? (int)((double)h[k].samples[i] / (double)scale * 9.0 + 0.5) : 0;
+            if (lv > 9) lv = 9;
+            if (h[k].samples[i] > 0 && lv == 0) lv = 1;
+            out[HISTORY_LEN - h[k].n + i] = levels[lv];
+        }
+    }
+}
+
+static void top_print_devices(const top_row *r, int n) {
+    for (int i = 0; i < n; i++) {
+        int seen = 0;
+        for (int j = 0; j < i && !seen; j++) seen = strcmp(r[j].uuid, r[i].uuid) == 0;
+        if (seen) continue;
+        int procs = 0;
+        uint64_t use = 0, peak = 0, lim = 0;
+        for (int j = i; j < n; j++) {
+            if (strcmp(r[j].uuid, r[i].uuid) != 0) continue;
+            procs++;
+            use += r[j].in_use;
+            peak += r[j].peak;
+            lim += r[j].limit;
+        }
+        char u[32], p[32], l[32];
+        top_bytes(u, sizeof u, use, 0);
+        top_bytes(p, sizeof p, peak, 0);
+        top_bytes(l, sizeof l, lim, 1);
+        printf("device %-44s %3d process%s  in use %11s  peaks %11s  limits %11s\033[K\n", r[i].uuid, procs,
+               procs == 1 ? "  " : "es", u, p, l);
+    }
+}
+
+static void top_print_live(top_row *r, int n, const char *path, const history *h) {
+    static const char *const names[] = { "pid", "in use", "peak", "device" };
+    qsort(r, (size_t)n, sizeof *r, top_row_sorted);
+    printf("\033[H");
+    printf("vram top: %d process slot%s in %s; every 1 s, sorted by %s\033[K\n", n, n == 1 ? "" : "s", path,
+           names[top_sort]);
+    printf("keys: m in use  k peak  p pid  d device  q quit\033[K\n\033[K\n");
+    top_print_devices(r, n);
+    printf("\033[K\n%-8s %-16s %-44s %11s %11s %11s %-16s %-*s\033[K\n", "PID", "COMMAND", "DEVICE", "LIMIT",
+           "IN USE", "PEAK", "GROUP", HISTORY_LEN, "HISTORY (of limit/peak)");
+    for (int i = 0; i < n; i++) {
+        const top_row *t = &r[i];
+        char dev[64], lim[32], use[32], peak[32], bar[HISTORY_LEN + 1];
+        snprintf(dev, sizeof dev, "%d/%s", t->device, t->uuid);
+        top_bytes(lim, sizeof lim, t->limit, 1);
+        top_bytes(use, sizeof use, t->in_use, 0);
+        top_bytes(peak, sizeof peak, t->peak, 0);
+        history_bar(h, t, bar);
+        printf("%-8d %-16s %-44s %11s %11s %11s %-16s [%s]\033[K\n", t->pid, t->command, dev, lim, use, peak,
+               t->group[0] ? t->group : "-", bar);
+    }
+    printf("\033[J");
+    fflush(stdout);
+}
+
+/* Waits up to 1 s for keys; returns 1 to quit. */
+static int top_keys(void) {
+    struct pollfd pfd = { .fd = STDIN_FILENO, .events = POLLIN };
+    int r = poll(&pfd, 1, 1000);
+    if (r <= 0) return top_stop;
+    char buf[16];
+    ssize_t got = read(STDIN_FILENO, buf, sizeof buf);
+    for (ssize_t i = 0; i < got; i++) {
+        switch (buf[i]) {
+        case 'q': case 'Q': case 27: case 3: return 1;
+        case 'm': case 'M': top_sort = SORT_IN_USE; break;
+        case 'k': case 'K': top_sort = SORT_PEAK; break;
+        case 'p': case 'P': top_sort = SORT_PID; break;
+        case 'd': case 'D': top_sort = SORT_DEVICE; break;
+        default: break;
+        }
+    }
+    return top_stop || got == 0;   /* EOF on the terminal: quit */
+}
+
+static int top_live(void) {
+    struct termios old, raw;
+    if (tcgetattr(STDIN_FILENO, &old) != 0) return -1;
+    raw = old;
+    raw.c_lflag &= ~(tcflag_t)(ICANON | ECHO);
+    raw.c_cc[VMIN] = 0;
+    raw.c_cc[VTIME] = 0;
+    struct sigaction sa = { .sa_handler = top_on_signal }, oint, oterm;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &oint);
+    sigaction(SIGTERM, &sa, &oterm);
+    tcsetattr(STDIN_FILENO, TCSANOW, &raw);
+    fputs("\033[?1049h\033[?25l", stdout);             /* the alternate screen, no cursor */
+    history *h = calloc(HISTORY_ROWS, sizeof *h);
+    int rc = h ? 0 : 1;
+    top_sort = SORT_PID;
+    while (rc == 0) {
+        top_row *rows = NULL;
+        int n = 0, reclaimed = 0;
+        char path[PATH_MAX + 16];
+        if (top_snapshot(&rows, &n, &reclaimed, path, sizeof path) != 0) { rc = 1; break; }
+        history_add(h, rows, n);
+        top_print_live(rows, n, path, h);
+        free(rows);
+        if (top_keys()) break;
+    }
+    free(h);
+    fputs("\033[?25h\033[?1049l", stdout);
+    fflush(stdout);
+    tcsetattr(STDIN_FILENO, TCSANOW, &old);
+    sigaction(SIGINT, &oint, NULL);
+    sigaction(SIGTERM, &oterm, NULL);
+    return rc;
+}
+
 int top_main(int argc, char **argv) {
     int json = 0, once = 0;
     for (int i = 1; i < argc; i++) {
@@ -133,11 +317,15 @@ int top_main(int argc, char **argv) {
         if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--once") == 0) once = 1;
         else {
-            fprintf(stderr, "vram: top: unknown option '%s'\nTry 'vram --help'.\n", argv[i]);
+            fprintf(stderr, "vram: top: unknown option '%s'\nTry 'vram top --help'.\n", argv[i]);
             return 2;
         }
     }
     int tty = isatty(STDOUT_FILENO);
+    if (!once && !json && tty && isatty(STDIN_FILENO)) {
+        int rc = top_live();
+        if (rc >= 0) return rc;                         /* else no terminal settings: plain refresh */
+    }
     for (;;) {
         top_row *rows = NULL;
         int n = 0, reclaimed = 0;

@@ -5,10 +5,21 @@
  *   f <id> <time_us>                      free
  *   # comment                             (blank lines are skipped too)
  *
- * gzip input is detected by its magic bytes and decompressed by `gzip -dc FILE` started with
- * posix_spawnp and read through a pipe (no zlib dependency). Ids are arbitrary 64-bit signed
- * integers, mapped to dense slots with an open-addressing hash table. The peak of live requested
- * bytes is computed while reading.
+ * gzip input is detected by its magic bytes and decompressed by `gzip -dc` started with
+ * posix_spawnp and read through a pipe (no zlib dependency); gzip's own complaint is caught and
+ * given back as one line. A regular file is opened by path (gzip reads it itself); standard input
+ * ("-"), a pipe or a FIFO is never sought: its first bytes are read to sniff the magic, and a
+ * feeder thread writes them and the rest of the stream into a pipe that gzip (or the parser)
+ * reads. Ids are arbitrary 64-bit signed integers, mapped to dense slots with an open-addressing
+ * hash table. The peak of live requested bytes is computed while reading.
+ *
+ * Detail (trace_load_detail, for `vram report`): each event's time_us, each slot's id, and two
+ * kinds of comment lines that other readers skip: "# frames <id> F1<TAB>F2..." (the stack of an
+ * allocation, after its 'a' line) and "# reserved <bytes>" (the recording allocator's reserved
+ * bytes from here on; tools/snapshot_to_trace.py writes both).
+ *
+ * Threads: the caller's, plus the feeder for a stream (it owns only its pipe's write end and is
+ * joined, or cancelled and joined, before trace_load returns).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -19,11 +30,14 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -45,6 +59,10 @@ typedef struct parser {
     uint64_t    live;
     char       *err;
     size_t      errlen;
+    /* detail (trace_load_detail): t->detail is set; arrays grow with events and slots */
+    size_t      time_cap, id_cap, rec_cap;
+    uint64_t    rec_now;        /* the last "# reserved" value */
+    int         has_rec;
 } parser;
 
 #if defined(__GNUC__)
@@ -132,6 +150,42 @@ static int slot_add(parser *p, uint64_t bytes, uint32_t *slot) {
     return 0;
 }
 
+/* Grows a detail array of `elem`-byte items to hold index `n`; new items zeroed. */
+static int detail_room(parser *p, void **arr, size_t *cap, size_t n, size_t elem) {
+    if (n < *cap) return 0;
+    size_t c = *cap ? *cap * 2 : 4096;
+    while (c <= n) c *= 2;
+    char *a = realloc(*arr, c * elem);
+    if (!a) return fail(p, "out of memory");
+    memset(a + *cap * elem, 0, (c - *cap) * elem);
+    *arr = a;
+    *cap = c;
+    return 0;
+}
+
+static int detail_slot(parser *p, uint32_t slot, int64_t id) {
+    trace_detail *d = p->t->detail;
+    size_t cap = p->id_cap;
+    if (detail_room(p, (void **)&d->ids, &cap, slot, sizeof *d->ids)) return -1;
+    cap = p->id_cap;
+    if (detail_room(p, (void **)&d->frames, &cap, slot, sizeof *d->frames)) return -1;
+    p->id_cap = cap;
+    d->slot_cap = cap;
+    d->ids[slot] = id;
+    return 0;
+}
+
+static int detail_event(parser *p, size_t index, int64_t time_us) {
+    trace_detail *d = p->t->detail;
+    if (detail_room(p, (void **)&d->time_us, &p->time_cap, index, sizeof *d->time_us)) return -1;
+    d->time_us[index] = time_us;
+    if (p->has_rec) {
+        if (detail_room(p, (void **)&d->recorded_reserved, &p->rec_cap, index, sizeof(uint64_t))) return -1;
+        d->recorded_reserved[index] = p->rec_now;
+    }
+    return 0;
+}
+
 static int push_event(parser *p, char kind, uint32_t slot, uint64_t bytes) {
     trace *t = p->t;
     if (t->num_events == t->cap_events) {
@@ -196,6 +250,7 @@ static int parse_alloc(parser *p, char *rest) {
     p->live += bytes;
     if (p->live > p->t->peak_live_bytes) p->t->peak_live_bytes = p->live;
     p->t->num_allocs++;
+    if (p->t->detail && (detail_slot(p, slot, id) || detail_event(p, p->t->num_events, time_us))) return -1;
     return push_event(p, TRACE_ALLOC, slot, bytes);
 }
 
@@ -210,27 +265,69 @@ static int parse_free(parser *p, char *rest) {
     p->slot_freed[slot] = 1;
     p->live -= p->slot_bytes[slot];
     p->t->num_frees++;
+    if (p->t->detail && detail_event(p, p->t->num_events, time_us)) return -1;
     return push_event(p, TRACE_FREE, (uint32_t)slot, p->slot_bytes[slot]);
 }
 
-static int parse_line(parser *p, char *line) {
-    size_t n = strlen(line);
+/* "# reserved <bytes>" and "# frames <id> <text>" (detail only; other comments are skipped). */
+static int parse_detail_comment(parser *p, char *rest) {
+    char *what = next_token(&rest);
+    if (!what) return 0;
+    if (strcmp(what, "reserved") == 0) {
+        uint64_t v;
+        if (parse_u64(next_token(&rest), &v) != 0) return 0;   /* a comment like any other */
+        if (!p->has_rec && p->t->num_events > 0) {   /* earlier events: 0 reserved as far as we know */
+            if (detail_room(p, (void **)&p->t->detail->recorded_reserved, &p->rec_cap, p->t->num_events,
+                            sizeof(uint64_t))) return -1;
+        }
+        p->has_rec = 1;
+        p->rec_now = v;
+        return 0;
+    }
+    if (strcmp(what, "frames") == 0) {
+        int64_t id;
+        if (parse_i64(next_token(&rest), &id) != 0) return 0;
+        int64_t slot = table_find(p, id);
+        if (slot < 0 || p->t->detail->frames[slot]) return 0;   /* not (yet) allocated: ignored */
+        while (*rest == ' ') rest++;
+        if (!(p->t->detail->frames[slot] = strdup(rest))) return fail(p, "out of memory");
+    }
+    return 0;
+}
+
+/* `s` with bytes that are not printable ASCII as \xHH (at most `max` input bytes), for messages. */
+static const char *printable(const char *s, size_t max, char *buf, size_t len) {
+    size_t o = 0;
+    for (size_t i = 0; s[i] && i < max && o + 5 < len; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c < 0x7f) buf[o++] = (char)c;
+        else o += (size_t)snprintf(buf + o, len - o, "\\x%02x", c);
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
+static int parse_line(parser *p, char *line, size_t n) {
     while (n && (line[n - 1] == '\n' || line[n - 1] == '\r')) line[--n] = '\0';
+    if (memchr(line, '\0', n)) return fail(p, "binary data (a NUL byte): not a trace");
     char *rest = line;
     char *kind = next_token(&rest);
-    if (!kind || kind[0] == '#') return 0;
+    if (!kind) return 0;
+    if (kind[0] == '#') return p->t->detail && kind[1] == '\0' ? parse_detail_comment(p, rest) : 0;
     if (strcmp(kind, "a") == 0) return parse_alloc(p, rest);
     if (strcmp(kind, "f") == 0) return parse_free(p, rest);
-    return fail(p, "unknown event '%.32s' (expected 'a', 'f' or '#')", kind);
+    char shown[160];
+    return fail(p, "unknown event '%s' (expected 'a', 'f' or '#')", printable(kind, 32, shown, sizeof shown));
 }
 
 static int read_stream(parser *p, FILE *in) {
     char *line = NULL;
     size_t cap = 0;
     int rc = 0;
-    while (rc == 0 && getline(&line, &cap, in) >= 0) {
+    ssize_t n;
+    while (rc == 0 && (n = getline(&line, &cap, in)) >= 0) {
         p->line++;
-        rc = parse_line(p, line);
+        rc = parse_line(p, line, (size_t)n);
     }
     free(line);
     if (rc == 0 && ferror(in)) {
@@ -240,74 +337,230 @@ static int read_stream(parser *p, FILE *in) {
     return rc;
 }
 
-/* ---- input: plain file or `gzip -dc` -------------------------------------------------------- */
+/* ---- input: a file, standard input or a pipe; plain or `gzip -dc` ------------------------ */
 
-static int is_gzip(FILE *f) {
-    unsigned char magic[2];
-    int gz = fread(magic, 1, 2, f) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-    rewind(f);
-    return gz;
+/* Copies `prefix` and then everything of `src` into `dst` (a pipe), then closes dst. SIGPIPE is
+ * blocked in this thread, so a reader that stops early makes write fail with EPIPE instead. */
+typedef struct feeder {
+    int           src, dst;
+    unsigned char prefix[2];
+    size_t        nprefix;
+    pthread_t     tid;
+    int           running;
+} feeder;
+
+static int write_all(int fd, const unsigned char *b, size_t n) {
+    while (n > 0) {
+        ssize_t w = write(fd, b, n);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) return -1;
+        b += w;
+        n -= (size_t)w;
+    }
+    return 0;
 }
 
-static FILE *spawn_gzip(parser *p, pid_t *pid) {
+static void feeder_close(void *arg) { close(((feeder *)arg)->dst); }
+
+static void *feeder_main(void *arg) {
+    feeder *fd = arg;
+    pthread_cleanup_push(feeder_close, fd);
+    sigset_t pipe_sig;
+    sigemptyset(&pipe_sig);
+    sigaddset(&pipe_sig, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_sig, NULL);
+    unsigned char buf[65536];
+    if (write_all(fd->dst, fd->prefix, fd->nprefix) == 0) {
+        for (;;) {
+            ssize_t r = read(fd->src, buf, sizeof buf);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0 || write_all(fd->dst, buf, (size_t)r) != 0) break;
+        }
+    }
+    pthread_cleanup_pop(1);
+    return NULL;
+}
+
+/* Starts a feeder; returns the read end of its pipe, or -1. */
+static int feeder_start(parser *p, feeder *fd) {
     int fds[2];
-    if (pipe2(fds, O_CLOEXEC) != 0) { fail(p, "pipe: %s", strerror(errno)); return NULL; }
+    if (pipe2(fds, O_CLOEXEC) != 0) return fail(p, "pipe: %s", strerror(errno));
+    fd->dst = fds[1];
+    int e = pthread_create(&fd->tid, NULL, feeder_main, fd);
+    if (e != 0) {
+        close(fds[0]);
+        close(fds[1]);
+        return fail(p, "cannot start a thread: %s", strerror(e));
+    }
+    fd->running = 1;
+    return fds[0];
+}
+
+/* Stops the feeder (it may be blocked reading a terminal or a slow pipe) and joins it. */
+static void feeder_stop(feeder *fd) {
+    if (!fd->running) return;
+    pthread_cancel(fd->tid);
+    pthread_join(fd->tid, NULL);
+    fd->running = 0;
+}
+
+/* One line of what gzip said on stderr (captured through `errfd`), for the message. */
+static void gzip_complaint(int errfd, char *buf, size_t len) {
+    ssize_t n = read(errfd, buf, len - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    char *first = buf + strspn(buf, "\n\r ");   /* gzip 1.12 starts "unexpected end of file" with a newline */
+    char *nl = strchr(first, '\n');
+    if (nl) *nl = '\0';
+    char shown[512];
+    snprintf(buf, len, "%s", printable(first, 120, shown, sizeof shown));
+}
+
+/* Runs `gzip -dc` on `path` (NULL: on `in_fd`, its standard input) and parses its output. */
+static int read_gzip(parser *p, const char *path, int in_fd) {
+    int out[2], errp[2];
+    if (pipe2(out, O_CLOEXEC) != 0) return fail(p, "pipe: %s", strerror(errno));
+    if (pipe2(errp, O_CLOEXEC | O_NONBLOCK) != 0) {
+        close(out[0]); close(out[1]);
+        return fail(p, "pipe: %s", strerror(errno));
+    }
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
-    char *argv[] = { "gzip", "-dc", "--", (char *)p->path, NULL };
-    int e = posix_spawnp(pid, "gzip", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
-    close(fds[1]);
-    FILE *in = e == 0 ? fdopen(fds[0], "r") : NULL;
-    if (!in) {
-        close(fds[0]);
-        fail(p, "cannot run gzip -dc: %s", strerror(e ? e : errno));
-        if (e == 0) waitpid(*pid, NULL, 0);
-    }
-    return in;
-}
-
-static int read_gzip(parser *p) {
+    if (!path) posix_spawn_file_actions_adddup2(&fa, in_fd, STDIN_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
+    posix_spawn_file_actions_adddup2(&fa, errp[1], STDERR_FILENO);
+    char *argv_path[] = { "gzip", "-dc", "--", (char *)path, NULL }, *argv_stdin[] = { "gzip", "-dc", NULL };
     pid_t pid;
-    FILE *in = spawn_gzip(p, &pid);
-    if (!in) return -1;
+    int e = posix_spawnp(&pid, "gzip", &fa, NULL, path ? argv_path : argv_stdin, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(out[1]);
+    close(errp[1]);
+    FILE *in = e == 0 ? fdopen(out[0], "r") : NULL;
+    if (!in) {
+        close(out[0]);
+        close(errp[0]);
+        if (e == 0) waitpid(pid, NULL, 0);
+        return fail(p, "cannot run gzip -dc: %s", strerror(e ? e : errno));
+    }
     int rc = read_stream(p, in);
     fclose(in);  /* on an early error gzip may die of SIGPIPE: that is fine */
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    char said[512];
+    gzip_complaint(errp[0], said, sizeof said);
+    close(errp[0]);
+    /* gzip's failure wins over a parse error: a truncated file ends in half a line */
+    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) rc = 0;
     if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
         p->line = 0;
-        return WIFEXITED(status) ? fail(p, "gzip -dc failed (exit status %d)", WEXITSTATUS(status))
-                                 : fail(p, "gzip -dc killed by signal %d", WTERMSIG(status));
+        if (!WIFEXITED(status)) return fail(p, "gzip -dc killed by signal %d", WTERMSIG(status));
+        const char *colon = strrchr(said, ':');   /* "gzip: FILE: unexpected end of file" */
+        return fail(p, "broken gzip data (gzip -dc: %s)", colon && colon[1] ? colon + 2 : said[0] ? said : "failed");
     }
     return rc;
 }
 
-static int read_file(parser *p) {
-    FILE *f = fopen(p->path, "rb");
-    if (!f) return fail(p, "cannot open: %s", strerror(errno));
+/* Reads up to 2 bytes (the gzip magic) without seeking. */
+static size_t sniff(int fd, unsigned char magic[2]) {
+    size_t got = 0;
+    while (got < 2) {
+        ssize_t r = read(fd, magic + got, 2 - got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        got += (size_t)r;
+    }
+    return got;
+}
+
+static int is_gzip_magic(const unsigned char *m, size_t n) { return n == 2 && m[0] == 0x1f && m[1] == 0x8b; }
+
+/* Standard input, a pipe or a FIFO: sniffed, then fed through a pipe to gzip or the parser. */
+static int read_pipe(parser *p, int src) {
+    feeder fd = { .src = src };
+    fd.nprefix = sniff(src, fd.prefix);
+    int gz = is_gzip_magic(fd.prefix, fd.nprefix);
+    int rd = feeder_start(p, &fd);
+    if (rd < 0) return -1;
     int rc;
-    if (is_gzip(f)) {
-        fclose(f);
-        rc = read_gzip(p);
+    if (gz) {
+        rc = read_gzip(p, NULL, rd);
+        close(rd);
     } else {
-        rc = read_stream(p, f);
-        fclose(f);
+        FILE *in = fdopen(rd, "r");
+        if (!in) {
+            close(rd);
+            rc = fail(p, "fdopen: %s", strerror(errno));
+        } else {
+            rc = read_stream(p, in);
+            fclose(in);
+        }
     }
+    feeder_stop(&fd);
     return rc;
 }
 
-int trace_load(const char *path, trace *out, char *err, size_t errlen) {
+static int read_input(parser *p) {
+    int is_stdin = strcmp(p->path, "-") == 0;
+    int fd = is_stdin ? STDIN_FILENO : open(p->path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return fail(p, "cannot open: %s", strerror(errno));
+    struct stat st;
+    int rc;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode)) {
+        rc = fail(p, "is a directory, not a trace");
+    } else if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !is_stdin) {
+        unsigned char magic[2];
+        int gz = is_gzip_magic(magic, sniff(fd, magic));
+        if (gz) {
+            rc = read_gzip(p, p->path, -1);
+        } else if (lseek(fd, 0, SEEK_SET) != 0) {
+            rc = fail(p, "cannot seek: %s", strerror(errno));
+        } else {
+            FILE *in = fdopen(fd, "r");
+            if (!in) return close(fd), fail(p, "fdopen: %s", strerror(errno));
+            rc = read_stream(p, in);
+            fclose(in);
+            return rc;
+        }
+    } else {
+        rc = read_pipe(p, fd);
+    }
+    if (!is_stdin) close(fd);
+    return rc;
+}
+
+static int load(const char *path, trace *out, int detail, char *err, size_t errlen) {
     memset(out, 0, sizeof *out);
-    parser p = { .t = out, .path = path, .err = err, .errlen = errlen };
-    int rc = read_file(&p);
+    parser p = { .t = out, .path = strcmp(path, "-") == 0 ? "-" : path, .err = err, .errlen = errlen };
+    if (detail && !(out->detail = calloc(1, sizeof *out->detail))) {
+        snprintf(err, errlen, "%s: out of memory", path);
+        return -1;
+    }
+    int rc = read_input(&p);
+    if (rc == 0 && detail && p.has_rec && out->num_events > 0 &&
+        detail_room(&p, (void **)&out->detail->recorded_reserved, &p.rec_cap, out->num_events - 1,
+                    sizeof(uint64_t)) != 0)
+        rc = -1;
     free(p.keys); free(p.vals); free(p.slot_bytes); free(p.slot_freed);
     if (rc != 0) trace_release(out);
     return rc;
 }
 
+int trace_load(const char *path, trace *out, char *err, size_t errlen) {
+    return load(path, out, 0, err, errlen);
+}
+
+int trace_load_detail(const char *path, trace *out, char *err, size_t errlen) {
+    return load(path, out, 1, err, errlen);
+}
+
 void trace_release(trace *t) {
     free(t->events);
+    if (t->detail) {
+        for (size_t i = 0; t->detail->frames && i < t->detail->slot_cap; i++) free(t->detail->frames[i]);
+        free(t->detail->time_us);
+        free(t->detail->ids);
+        free(t->detail->frames);
+        free(t->detail->recorded_reserved);
+        free(t->detail);
+    }
     memset(t, 0, sizeof *t);
 }

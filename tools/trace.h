@@ -21,17 +21,34 @@ typedef struct trace_event {
     char     kind;    /* TRACE_ALLOC or TRACE_FREE */
 } trace_event;
 
+/* What trace_load_detail keeps beside the events (for `vram report`); the replay does not need it. */
+typedef struct trace_detail {
+    int64_t  *time_us;          /* [num_events]: the event's time_us */
+    int64_t  *ids;              /* [num_slots]: the allocation id of each slot, as in the file */
+    char    **frames;           /* [num_slots]: "# frames <id> F1<TAB>F2..." text, or NULL */
+    size_t    slot_cap;         /* room in ids and frames (at least num_slots) */
+    uint64_t *recorded_reserved; /* [num_events] or NULL: the recording allocator's reserved bytes
+                                    after the event ("# reserved <bytes>" lines; NULL when none) */
+} trace_detail;
+
 typedef struct trace {
     trace_event *events;
     size_t       num_events, cap_events;
     size_t       num_allocs, num_frees;
     size_t       num_slots;        /* distinct allocation ids */
     uint64_t     peak_live_bytes;  /* max over time of the requested bytes not yet freed */
+    trace_detail *detail;          /* trace_load_detail only, else NULL */
 } trace;
 
-/* Reads and checks the trace at `path` into *out (zeroed first). Returns 0, or -1 with a message
- * in err: "PATH:LINE: message" for a bad line, "PATH: message" for I/O and gzip failures. */
+/* Reads and checks the trace at `path` into *out (zeroed first). `path` "-" is standard input; a
+ * pipe or FIFO is read as a stream (the gzip magic is sniffed from its first bytes, nothing is
+ * sought). Returns 0, or -1 with a message in err: "PATH:LINE: message" for a bad line (bytes that
+ * are not printable are written as \xHH), "PATH: message" for I/O and gzip failures (one line). */
 int trace_load(const char *path, trace *out, char *err, size_t errlen);
+
+/* trace_load, keeping times, ids, frames and the recording allocator's reserved bytes (`detail`).
+ * Malformed "# frames" / "# reserved" lines are comments like any other (ignored). */
+int trace_load_detail(const char *path, trace *out, char *err, size_t errlen);
 
 /* Frees what trace_load allocated; the trace is zeroed. */
 void trace_release(trace *t);

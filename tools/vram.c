@@ -1,9 +1,10 @@
 /*
- * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`, `--help`,
- * `--version`.
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`,
+ * `vram report`, `--help`, `--version`.
  *
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
- * (unknown command or option, missing or malformed argument). Everything goes through the public
+ * (unknown command or option, missing or malformed argument); replay: 3 when allocations failed
+ * (unless --allow-failures), 130 when interrupted (replay.c). Everything goes through the public
  * API in <vram.h>; the replay itself lives in replay.c, trace reading in trace.c.
  */
 #ifndef _GNU_SOURCE
@@ -19,29 +20,49 @@
 
 #include "cli.h"
 #include "replay.h"
+#include "report.h"
 #include "run.h"
 #include "top.h"
 
-/* The help: usage_head, the policy table (from replay.c), usage_tail. */
-static const char usage_head[] =
+/* The help, one section per command (`vram help COMMAND`, `vram COMMAND --help`), all of them with
+ * the general part for `vram --help`, and a short usage for a bare `vram`. The replay section
+ * prints the policy table (from replay.c) between its two halves. */
+static const char usage_short[] =
     "Usage: vram <command> [options]\n"
-    "       vram --help | --version\n"
     "\n"
     "Commands:\n"
+    "  ls       list the GPUs (or say why there is none)\n"
+    "  replay   replay an allocation trace through vram and report peak memory and speed\n"
+    "  report   write one HTML page of a trace's or a PyTorch snapshot's memory over time\n"
+    "  run      run an unmodified CUDA program under a device-memory limit\n"
+    "  top      show the processes running under vram run\n"
+    "\n"
+    "'vram help COMMAND' or 'vram COMMAND --help' shows one command; 'vram --help' everything.\n";
+
+static const char usage_title[] =
+    "Usage: vram <command> [options]\n"
+    "       vram help [COMMAND] | --help | --version\n"
+    "\n"
+    "Commands:\n";
+
+static const char help_ls[] =
     "  ls [--json]\n"
     "      List the physical GPUs (index, product, memory, compute capability, PCI bus id,\n"
     "      UUID) after a first line naming the backend. Exits 1 with \"No GPU found: <reason>\"\n"
-    "      when there is none. --json prints one JSON object instead.\n"
-    "\n"
+    "      when there is none. --json prints one JSON object instead (without a GPU: devices [],\n"
+    "      error, reason, detail and hint; exit status 1).\n";
+
+static const char help_replay_head[] =
     "  replay TRACE [--policy NAME | --growth] [--limit SIZE] [--passes N] [--threads N] [--json]\n"
+    "         [--allow-failures]\n"
     "      Replay an allocation trace (gzip-compressed or plain text; format in traces/README.md)\n"
     "      through vram on logical device 0 and report ops, peak live bytes, peak reserved bytes,\n"
     "      reserved/live, mean ns per call (cold first pass, warm later passes), ops per second,\n"
     "      driver allocs/frees/moves (physical pieces created, released, moved under a block)\n"
     "      and failed allocations.\n"
-    "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";
+    "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";;
 
-static const char usage_tail[] =
+static const char help_replay_tail[] =
     "      --growth      same as --policy growth\n"
     "      --limit SIZE  cap card 0 at SIZE (\"512M\", \"6GiB\", \"1.5G\"; powers of 1024)\n"
     "      --passes N    replay the whole trace N times in the same runtime (default 1). What the\n"
@@ -61,8 +82,27 @@ static const char usage_tail[] =
     "      array bookkeeping only), not each call; ns_per_op = mean_ns_per_op over all passes.\n"
     "      With no GPU and VRAM_BACKEND unset, the replay runs on a simulated card of\n"
     "      1.25 x N threads x the trace's peak live bytes + 4 GiB, at least --limit (said on stderr).\n"
-    "      Exits 0 when the replay ran, even if allocations failed; 1 on errors.\n"
-    "\n"
+    "      --allow-failures  exit 0 even when allocations failed (failures are the measurement)\n"
+    "      TRACE '-' is standard input; pipes are read as streams (gzip found by its magic).\n"
+    "      On a terminal, stderr shows progress (pass, percent, rate); Ctrl-C stops the replay and\n"
+    "      prints what it has so far.\n"
+    "      Exit status: 0 the replay ran and every allocation succeeded; 3 it ran and some failed\n"
+    "      (0 with --allow-failures); 130 interrupted by Ctrl-C; 1 errors; 2 usage errors.\n";
+
+static const char help_report[] =
+    "  report INPUT -o FILE.html [--policy NAME | --growth] [--limit SIZE]\n"
+    "      Replay INPUT once on a simulated card (VRAM_BACKEND=cuda: on the GPU) and write one\n"
+    "      self-contained HTML page (no network, opens from disk): live, in-use and reserved bytes\n"
+    "      over time (by event, and by wall time), the address-space map (blocks, free holes,\n"
+    "      unmapped ranges) at the peak and at a moment picked with a slider, the largest live\n"
+    "      blocks at the peak with their stack frames, each failed allocation with vram's message,\n"
+    "      and the headline figures. INPUT is a trace, '-' for standard input, or a PyTorch\n"
+    "      snapshot (torch.cuda.memory._dump_snapshot(), FILE.pickle or .pkl), converted by\n"
+    "      tools/snapshot_to_trace.py (python3), whose allocator's reserved bytes are drawn beside\n"
+    "      vram's. -o - writes the page on stdout. Exits 0 when the page is written (failed\n"
+    "      allocations are in it), 1 on errors.\n";
+
+static const char help_run[] =
     "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME\n"
     "      [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
     "      Run an unmodified CUDA program (PyTorch, JAX, any binary) with libvram_preload.so\n"
@@ -87,17 +127,23 @@ static const char usage_tail[] =
     "                      an allocation\n"
     "      The process becomes CMD (its exit status is CMD's); 126/127 when CMD cannot be run.\n"
     "      Each process under vram run holds a slot per device in the per-machine ledger\n"
-    "      ($XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger), read by vram top.\n"
-    "\n"
+    "      ($XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger), read by vram top.\n";
+
+static const char help_top[] =
     "  top [--json] [--once]\n"
     "      List every process on this machine that runs under vram run: pid, command, device\n"
     "      (ordinal as the program numbers it / UUID), limit, in use, peak, free under the limit,\n"
-    "      group and group limit. Slots of processes that are gone (kill -9 included) are\n"
-    "      reclaimed as it reads; a corrupted ledger or one of another version is moved aside\n"
-    "      (ledger.bad.*) and rebuilt. Refreshes every second until interrupted; --once prints\n"
-    "      one table and exits; --json prints JSON objects (keys pid, command, device, uuid,\n"
-    "      limit_bytes, in_use_bytes, peak_bytes, free_bytes, group, group_limit_bytes).\n"
-    "\n"
+    "      group and group limit (vram run --group NAME --group-limit SIZE). Slots of processes\n"
+    "      that are gone (kill -9 included) are reclaimed as it reads; a corrupted ledger or one\n"
+    "      of another version is moved aside (ledger.bad.*) and rebuilt. In a terminal it redraws\n"
+    "      in place every second: a line per device (processes, in use, peaks, limits), then the\n"
+    "      processes with a short history of their use; keys m (in use), k (peak), p (pid),\n"
+    "      d (device) sort, q quits. Elsewhere it prints the table every second until\n"
+    "      interrupted; --once prints one table and exits; --json prints JSON objects (keys pid,\n"
+    "      command, device, uuid, limit_bytes, in_use_bytes, peak_bytes, free_bytes, group,\n"
+    "      group_limit_bytes).\n";
+
+static const char help_general[] =
     "Options:\n"
     "  -h, --help        show this help (also after a command)\n"
     "  -V, --version     print the library version\n"
@@ -126,13 +172,47 @@ static const char usage_tail[] =
     "  VRAM_GROUP_LIMIT=BYTES           the group's budget on each device (needs VRAM_GROUP)\n"
     "  XDG_RUNTIME_DIR=DIR              the ledger lives in DIR/vram (else /dev/shm/vram-<uid>)\n"
     "\n"
-    "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status).\n";
+    "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status; vram replay:\n"
+    "3 when allocations failed, 130 when interrupted).\n";;
 
-static void print_usage(FILE *f) {
-    fputs(usage_head, f);
+static void print_replay_help(FILE *f, int indent) {
+    fputs(help_replay_head + (indent ? 0 : 2), f);
     for (size_t i = 0; i < replay_num_policies; i++)
         fprintf(f, "        %-14s%s\n", replay_policies[i].name, replay_policies[i].description);
-    fputs(usage_tail, f);
+    fputs(help_replay_tail, f);
+}
+
+static const struct { const char *name, *text; } command_help[] = {
+    { "ls", help_ls }, { "replay", NULL }, { "report", help_report }, { "run", help_run }, { "top", help_top },
+};
+
+/* One command's section; -1 when there is no such command. */
+static int print_command_help(FILE *f, const char *name) {
+    for (size_t i = 0; i < sizeof command_help / sizeof command_help[0]; i++) {
+        if (strcmp(command_help[i].name, name) != 0) continue;
+        fputs("Usage: vram ", f);                     /* the section's first line, less its indent */
+        if (command_help[i].text) fputs(command_help[i].text + 2, f);
+        else print_replay_help(f, 0);
+        fputs("\nExit status: see above, else 0 success, 1 error, 2 usage error. 'vram --help' shows every "
+              "command and the environment.\n", f);
+        return 0;
+    }
+    return -1;
+}
+
+static void print_usage(FILE *f) {
+    fputs(usage_title, f);
+    fputs(help_ls, f);
+    fputs("\n", f);
+    print_replay_help(f, 1);
+    fputs("\n", f);
+    fputs(help_report, f);
+    fputs("\n", f);
+    fputs(help_run, f);
+    fputs("\n", f);
+    fputs(help_top, f);
+    fputs("\n", f);
+    fputs(help_general, f);
 }
 
 __attribute__((format(printf, 1, 2)))
@@ -142,7 +222,7 @@ static int usage_error(const char *fmt, ...) {
     fputs("vram: ", stderr);
     vfprintf(stderr, fmt, ap);
     va_end(ap);
-    fputs("\nTry 'vram --help'.\n", stderr);
+    fputs("\nTry 'vram help' or 'vram COMMAND --help'.\n", stderr);
     return 2;
 }
 
@@ -192,29 +272,48 @@ static void ls_print_json(const vram_physical_device *d, int n) {
     printf("]}\n");
 }
 
-static int ls_fail(vram_status s) {
-    if (s == VRAM_ERR_NO_DEVICE)
-        fprintf(stderr, "No GPU found: %s\n", vram_last_error());
-    else
-        fprintf(stderr, "vram ls: %s: %s\n", vram_status_name(s), vram_last_error());
+/* No device list: a short sentence and the hint on stderr, or (--json) one object on stdout with the
+ * status, the short reason, the library's whole message and the hint. Exit status 1. */
+static int ls_fail(vram_status s, int json) {
+    char detail[2048], reason[512];
+    snprintf(detail, sizeof detail, "%s", vram_last_error());
+    cli_short_reason(detail, reason, sizeof reason);
+    if (json) {
+        const char *b = getenv("VRAM_BACKEND");
+        printf("{\"backend\": ");
+        tool_json_string(stdout, b && *b ? b : "cuda");
+        printf(", \"devices\": [], \"error\": ");
+        tool_json_string(stdout, vram_status_name(s));
+        printf(", \"reason\": ");
+        tool_json_string(stdout, reason);
+        printf(", \"detail\": ");
+        tool_json_string(stdout, detail);
+        printf(", \"hint\": ");
+        tool_json_string(stdout, s == VRAM_ERR_NO_DEVICE ? CLI_NO_GPU_HINT : "");
+        printf("}\n");
+    } else if (s == VRAM_ERR_NO_DEVICE) {
+        fprintf(stderr, "No GPU found: %s.\nHint: %s.\n", reason, CLI_NO_GPU_HINT);
+    } else {
+        fprintf(stderr, "vram ls: %s: %s\n", vram_status_name(s), detail);
+    }
     return 1;
 }
 
 static int cmd_ls(int argc, char **argv) {
     int json = 0, n = 0;
     for (int i = 1; i < argc; i++) {
-        if (is_help(argv[i])) { print_usage(stdout); return 0; }
+        if (is_help(argv[i])) { print_command_help(stdout, "ls"); return 0; }
         if (strcmp(argv[i], "--json") != 0) return usage_error("ls: unknown option '%s'", argv[i]);
         json = 1;
     }
     vram_status s = vram_list_physical_devices(NULL, 0, &n);
-    if (s != VRAM_OK) return ls_fail(s);
+    if (s != VRAM_OK) return ls_fail(s, json);
     vram_physical_device *devs = calloc(n > 0 ? (size_t)n : 1, sizeof *devs);
     if (!devs) { fputs("vram ls: out of memory\n", stderr); return 1; }
     int count = n;
     if ((s = vram_list_physical_devices(devs, n, &count)) != VRAM_OK) {
         free(devs);
-        return ls_fail(s);
+        return ls_fail(s, json);
     }
     if (count < n) n = count;
     if (json) ls_print_json(devs, n);
@@ -271,6 +370,7 @@ static int replay_arg(int argc, char **argv, int *i, replay_options *opt) {
     if (is_help(a)) return -1;
     if (strcmp(a, "--growth") == 0) return set_policy(opt, "growth", "--growth");
     if (strcmp(a, "--json") == 0) { opt->json = 1; return 0; }
+    if (strcmp(a, "--allow-failures") == 0) { opt->allow_failures = 1; return 0; }
     if ((v = cli_option_value(argc, argv, i, "--policy", &missing)) || missing) {
         if (!v) return usage_error("replay: --policy needs a NAME");
         snprintf(msg, sizeof msg, "--policy %.100s", v);
@@ -305,36 +405,65 @@ static int cmd_replay(int argc, char **argv) {
     replay_options opt = { 0 };
     for (int i = 1; i < argc; i++) {
         int rc = replay_arg(argc, argv, &i, &opt);
-        if (rc == -1) { print_usage(stdout); return 0; }
+        if (rc == -1) { print_command_help(stdout, "replay"); return 0; }
         if (rc != 0) return rc;
     }
     if (!opt.trace_path) return usage_error("replay: missing TRACE");
     return replay_run(&opt);
 }
 
+/* ---- vram report ---------------------------------------------------------------------------- */
+
+static int cmd_report(int argc, char **argv) {
+    report_options opt = { 0 };
+    int missing = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *v = cli_option_value(argc, argv, &i, "-o", &missing);
+        if (!v && !missing) v = cli_option_value(argc, argv, &i, "--output", &missing);
+        if (v) { opt.out_path = v; continue; }
+        if (missing) return usage_error("report: -o needs a FILE");
+        const char *a = argv[i];
+        if (strcmp(a, "--json") == 0 || strcmp(a, "--allow-failures") == 0 || strncmp(a, "--passes", 8) == 0 ||
+            strncmp(a, "--threads", 9) == 0)
+            return usage_error("report: %s is an option of replay, not report", a);
+        int rc = replay_arg(argc, argv, &i, &opt.replay);
+        if (rc == -1) { print_command_help(stdout, "report"); return 0; }
+        if (rc != 0) return rc;
+    }
+    if (!opt.replay.trace_path) return usage_error("report: missing INPUT");
+    if (!opt.out_path) return usage_error("report: missing -o FILE.html");
+    return report_run(&opt);
+}
+
 /* ---- main ----------------------------------------------------------------------------------- */
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        print_usage(stderr);
+        fputs(usage_short, stderr);
         return 2;
     }
     const char *cmd = argv[1];
     if (is_help(cmd)) { print_usage(stdout); return 0; }
+    if (strcmp(cmd, "help") == 0) {
+        if (argc < 3) { print_usage(stdout); return 0; }
+        if (print_command_help(stdout, argv[2]) == 0) return 0;
+        return usage_error("help: unknown command '%s'", argv[2]);
+    }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vram %s\n", vram_version_string());
         return 0;
     }
     if (strcmp(cmd, "ls") == 0) return cmd_ls(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
+    if (strcmp(cmd, "report") == 0) return cmd_report(argc - 1, argv + 1);
     if (strcmp(cmd, "run") == 0) {
         int rc = run_main(argc - 1, argv + 1);
-        if (rc == -1) { print_usage(stdout); return 0; }
+        if (rc == -1) { print_command_help(stdout, "run"); return 0; }
         return rc;
     }
     if (strcmp(cmd, "top") == 0) {
         int rc = top_main(argc - 1, argv + 1);
-        if (rc == -1) { print_usage(stdout); return 0; }
+        if (rc == -1) { print_command_help(stdout, "top"); return 0; }
         return rc;
     }
     if (cmd[0] == '-') return usage_error("unknown option '%s'", cmd);

@@ -285,6 +285,16 @@ class CudaBackendTest(IsolatedTestCase):
         self.assertEqual(config.list_logical_devices(), [])
 
 
+class BadBackendTest(IsolatedTestCase):
+    """A VRAM_BACKEND that is neither cuda nor sim: diagnose() answers with a sentence, no traceback."""
+    ENV = {"VRAM_BACKEND": "bogus"}
+
+    def test_diagnose_says_why(self):
+        text = vram.diagnose()
+        self.assertTrue(text.startswith("vram cannot start: "), text)
+        self.assertIn("VRAM_BACKEND", text)
+
+
 class RuntimeTest(IsolatedTestCase):
     """Life cycle, raw allocation, trim, memory info and sizes."""
 

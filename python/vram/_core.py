@@ -6,7 +6,7 @@ import ctypes
 import re
 
 from . import _lib
-from ._errors import check, status_error
+from ._errors import VramError, check, status_error
 
 lib = _lib.lib
 
@@ -205,8 +205,12 @@ def _describe(d):
 
 
 def diagnose():
-    """Why there is no GPU, or one line describing the GPUs vram sees."""
-    devices = physical_structs()
+    """Why there is no GPU, or one line describing the GPUs vram sees. Never raises for a runtime
+    that cannot start (a bad VRAM_BACKEND, say): it answers "vram cannot start: <why>" instead."""
+    try:
+        devices = physical_structs()
+    except (VramError, ValueError, MemoryError) as e:
+        return "vram cannot start: %s" % e
     if not devices:
         return "No GPU found: " + (_lib.last_error() or "the driver lists no device")
     plural = "s" if len(devices) > 1 else ""

@@ -1048,6 +1048,14 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     } else if (rounded > p->cfg.limit - (current < p->cfg.limit ? current : p->cfg.limit)) {
         snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s)",
                  p->cfg.limit, p->cfg.limit_source);
+    } else if (p->cfg.growth && limit == p->cfg.limit && free_bytes < rounded && growable < rounded) {
+        /* neither the free bytes held nor the room to grow would do alone: without the limit growth
+         * would map more, so the limit is what stands in the way (not fragmentation) */
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached for this request (limit from %s): "
+                 "%zu bytes are in use (%.1f%% of it); the %zu bytes free in the pool (largest block %zu) and the "
+                 "%zu bytes it leaves to grow are not one piece large enough", p->cfg.limit, p->cfg.limit_source,
+                 current, limit ? 100.0 * (double)current / (double)limit : 0.0, free_bytes,
+                 largest_free, growable);
     } else {
         snprintf(cause, sizeof cause, "fragmentation: %zu bytes are free in the pool%s but no free block "
                  "is large enough", free_bytes + growable, growable ? " (counting room to grow)" : "");
