@@ -112,7 +112,7 @@ static int ends_with(const char *s, const char *suffix) {
 static int is_snapshot(const char *path) { return ends_with(path, ".pickle") || ends_with(path, ".pkl"); }
 
 /* tools/snapshot_to_trace.py: $VRAM_SNAPSHOT_TO_TRACE, else next to the build (../tools from the
- * executable) or the installation (../share/vram). */
+ * executable) or the installation (../share/vram), else the source tree the tool was built from. */
 static int find_converter(char *out, size_t len) {
     const char *env = getenv("VRAM_SNAPSHOT_TO_TRACE");
     if (env && *env) return snprintf(out, len, "%s", env), 0;
@@ -127,6 +127,10 @@ static int find_converter(char *out, size_t len) {
         snprintf(out, len, "%s%s", exe, rel[i]);
         if (access(out, R_OK) == 0) return 0;
     }
+#ifdef VRAM_SOURCE_CONVERTER
+    snprintf(out, len, "%s", VRAM_SOURCE_CONVERTER);   /* a build outside the source tree */
+    if (access(out, R_OK) == 0) return 0;
+#endif
     return -1;
 }
 
