@@ -1,0 +1,319 @@
+/*
+ * vram_spank.c: vram as Slurm's GPU memory enforcement, a SPANK plugin (lib/slurm/vram.so).
+ *
+ *   plugstack.conf:  required /usr/local/lib/slurm/vram.so [default_limit=SIZE] [shard_limit=SIZE]
+ *                                                         [growth=0|1] [preload=PATH]
+ *   srun / sbatch / salloc:  --vram-limit=SIZE  --vram-fraction=F  --vram-growth
+ *
+ * What it owns: the options and the site defaults, and the environment of every task, which it sets
+ * in slurm_spank_task_init (in the task, just before exec) as `vram run` sets it:
+ *   LD_PRELOAD         libvram_preload.so (preload=, else next to this plugin: ../libvram_preload.so),
+ *                      put first;
+ *   VRAM_LIMIT         the limit per GPU: --vram-limit, else shard_limit x the job's shards on the
+ *                      node (SLURM_SHARDS_ON_NODE), else default_limit, else none;
+ *   VRAM_LIMIT_<i>     with --vram-fraction: F x GPU i's memory (as the job's CUDA_VISIBLE_DEVICES
+ *                      numbers them, read from the driver), or the smaller of that and the limit;
+ *   VRAM_GROUP         slurm-<job id>: every task of the job on a node is listed under it (vram top);
+ *   VRAM_GROUP_LIMIT   the same limit: the job's tasks on the node share one budget per GPU;
+ *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated).
+ * CUDA_VISIBLE_DEVICES stays as Slurm set it from the job's GPUs. In slurm_spank_job_epilog (slurmd,
+ * as root) it frees the ledger slots of the job's processes that are gone (a task killed by
+ * scancel or the node leaves one), in the job user's ledger, in a child that runs as that user.
+ *
+ * Invariants: a value that does not parse is refused where it is given (srun refuses the job before
+ * anything runs; a plugstack.conf argument fails every job with the reason), never ignored; a
+ * computed limit is never 0 (which would mean none). Sizes are vram_parse_size's, the library's own
+ * code (src/common/status.c, compiled in hidden), so they mean here what they mean everywhere.
+ * No locks: SPANK calls a plugin from one thread of each process.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <grp.h>
+#include <pwd.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+#include "common/common.h"
+#include "ledger.h"
+#include "vram.h"
+
+/* The target hides everything (the library's and the ledger's code compiled in stays private);
+ * what Slurm looks up is visible. */
+#pragma GCC visibility push(default)
+SPANK_PLUGIN(vram, 1);
+
+#define SPANK_MAX_GPUS 64
+
+/* The job's choices (options), and the site's (plugstack.conf arguments). */
+static size_t opt_limit;          /* --vram-limit; 0: not given */
+static double opt_fraction;       /* --vram-fraction; 0: not given */
+static int opt_growth;            /* --vram-growth */
+static size_t site_default_limit, site_shard_limit;
+static int site_growth;
+static char site_preload[4096];
+
+static int parse_limit(const char *what, const char *text, size_t *out) {
+    size_t v = 0;
+    if (text == NULL || vram_parse_size(text, &v) != VRAM_OK) {
+        slurm_error("vram: %s=%s is not a size: %s", what, text ? text : "", vram_last_error());
+        return -1;
+    }
+    if (v == 0) {
+        slurm_error("vram: %s=%s is 0 bytes: give a size above 0 (no limit: leave the option out)", what, text);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
+static int opt_limit_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)remote;
+    return parse_limit("--vram-limit", optarg, &opt_limit);
+}
+
+static int opt_fraction_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)remote;
+    char *end = NULL;
+    double f = optarg ? vram__strtod_c(optarg, &end) : 0;
+    if (optarg == NULL || end == optarg || *end != '\0' || !(f > 0 && f <= 1)) {
+        slurm_error("vram: --vram-fraction=%s: give a number above 0 and at most 1 (a share of each GPU's memory)",
+                    optarg ? optarg : "");
+        return -1;
+    }
+    opt_fraction = f;
+    return 0;
+}
+
+static int opt_growth_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)optarg;
+    (void)remote;
+    opt_growth = 1;
+    return 0;
+}
+
+struct spank_option spank_options[] = {
+    {"vram-limit", "SIZE", "vram: GPU memory limit per GPU for the job's tasks together (e.g. 8GiB)", 1, 0,
+     opt_limit_cb},
+    {"vram-fraction", "F", "vram: limit each GPU to F (0 < F <= 1) of its memory", 1, 0, opt_fraction_cb},
+    {"vram-growth", NULL, "vram: take GPU memory on demand instead of preallocating the limit", 0, 0,
+     opt_growth_cb},
+    SPANK_OPTIONS_TABLE_END};
+
+/* The plugstack.conf arguments; -1 (every job fails, with the reason) on one that does not parse. */
+static int parse_site(int ac, char **av) {
+    for (int i = 0; i < ac; i++) {
+        const char *a = av[i];
+        if (strncmp(a, "default_limit=", 14) == 0) {
+            if (parse_limit("plugstack.conf default_limit", a + 14, &site_default_limit) != 0) return -1;
+        } else if (strncmp(a, "shard_limit=", 12) == 0) {
+            if (parse_limit("plugstack.conf shard_limit", a + 12, &site_shard_limit) != 0) return -1;
+        } else if (strncmp(a, "growth=", 7) == 0) {
+            if (vram__parse_bool(a + 7, &site_growth) != 0) {
+                slurm_error("vram: plugstack.conf growth=%s: give 0 or 1", a + 7);
+                return -1;
+            }
+        } else if (strncmp(a, "preload=", 8) == 0) {
+            if (a[8] != '/' || strlen(a + 8) >= sizeof site_preload) {
+                slurm_error("vram: plugstack.conf preload=%s: give the absolute path of libvram_preload.so", a + 8);
+                return -1;
+            }
+            snprintf(site_preload, sizeof site_preload, "%s", a + 8);
+        } else {
+            slurm_error("vram: unknown plugstack.conf argument '%s' (default_limit=SIZE, shard_limit=SIZE, "
+                        "growth=0|1, preload=PATH)", a);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int slurm_spank_init(spank_t sp, int ac, char **av) {
+    (void)sp;
+    return parse_site(ac, av) == 0 ? ESPANK_SUCCESS : ESPANK_ERROR;
+}
+
+/* libvram_preload.so: preload=, else next to this plugin (../libvram_preload.so, as installed:
+ * lib/slurm/vram.so beside lib/libvram_preload.so), else this plugin's own directory. */
+static int preload_path(char *out, size_t len) {
+    if (site_preload[0]) return snprintf(out, len, "%s", site_preload) < (int)len ? 0 : -1;
+    Dl_info info;
+    if (dladdr((void *)preload_path, &info) == 0 || info.dli_fname == NULL) return -1;
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s", info.dli_fname);
+    char *slash = strrchr(dir, '/');
+    if (slash == NULL) return -1;
+    *slash = '\0';
+    const char *rel[] = {"/../libvram_preload.so", "/libvram_preload.so"};
+    for (size_t i = 0; i < 2; i++) {
+        snprintf(out, len, "%s%s", dir, rel[i]);
+        if (access(out, R_OK) == 0) return 0;
+    }
+    return -1;
+}
+
+static int set(spank_t sp, const char *name, const char *value) {
+    if (spank_setenv(sp, name, value, 1) != ESPANK_SUCCESS) {
+        slurm_error("vram: cannot set %s for the task", name);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_size(spank_t sp, const char *name, size_t bytes) {
+    char v[32];
+    snprintf(v, sizeof v, "%zu", bytes);
+    return set(sp, name, v);
+}
+
+/* The memory of each GPU the task sees (CUDA_VISIBLE_DEVICES as the job has it), from the driver;
+ * how many, or -1 with the reason said. */
+static int gpu_memory(spank_t sp, size_t *total, int cap) {
+    char cvd[1024];
+    if (spank_getenv(sp, "CUDA_VISIBLE_DEVICES", cvd, sizeof cvd) == ESPANK_SUCCESS) {
+        setenv("CUDA_VISIBLE_DEVICES", cvd, 1);   /* this process is the task: it execs next */
+    }
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (lib == NULL) {
+        slurm_error("vram: --vram-fraction needs the CUDA driver: %s", dlerror());
+        return -1;
+    }
+    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
+    int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
+    int (*get)(int *, int) = (int (*)(int *, int))dlsym(lib, "cuDeviceGet");
+    int (*mem)(size_t *, int) = (int (*)(size_t *, int))dlsym(lib, "cuDeviceTotalMem_v2");
+    int n = 0, rc = -1;
+    if (init && count && get && mem && init(0) == 0 && count(&n) == 0) {
+        rc = n < cap ? n : cap;
+        for (int i = 0; i < rc; i++) {
+            int dev = 0;
+            if (get(&dev, i) != 0 || mem(&total[i], dev) != 0) rc = -1;
+            if (rc < 0) break;
+        }
+    }
+    if (rc < 0) slurm_error("vram: --vram-fraction: the CUDA driver gave no device memory (cuInit, "
+                            "cuDeviceGetCount, cuDeviceTotalMem_v2)");
+    dlclose(lib);
+    return rc;
+}
+
+/* The limit per GPU the job asked for or the site gives it; 0: none. */
+static size_t job_limit(spank_t sp) {
+    if (opt_limit) return opt_limit;
+    char shards[32];
+    if (site_shard_limit && spank_getenv(sp, "SLURM_SHARDS_ON_NODE", shards, sizeof shards) == ESPANK_SUCCESS) {
+        char *end = NULL;
+        unsigned long n = strtoul(shards, &end, 10);
+        if (end != shards && *end == '\0' && n > 0) {
+            return n > SIZE_MAX / site_shard_limit ? SIZE_MAX : (size_t)n * site_shard_limit;
+        }
+    }
+    return site_default_limit;
+}
+
+int slurm_spank_task_init(spank_t sp, int ac, char **av) {
+    (void)ac;
+    (void)av;
+    if (!spank_remote(sp)) return ESPANK_SUCCESS;
+    uint32_t job = 0;
+    if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS) {
+        slurm_error("vram: the job id is not known: the task runs without a vram limit");
+        return ESPANK_ERROR;
+    }
+    size_t limit = job_limit(sp);
+    if (limit == 0 && opt_fraction == 0) return ESPANK_SUCCESS;   /* nothing asked, nothing given */
+    char preload[4096], old[8192], value[8192 + 4096 + 2];
+    if (preload_path(preload, sizeof preload) != 0) {
+        slurm_error("vram: libvram_preload.so not found next to the plugin: set preload=PATH in plugstack.conf");
+        return ESPANK_ERROR;
+    }
+    if (spank_getenv(sp, "LD_PRELOAD", old, sizeof old) == ESPANK_SUCCESS && old[0]) {
+        snprintf(value, sizeof value, "%s:%s", preload, old);
+    } else {
+        snprintf(value, sizeof value, "%s", preload);
+    }
+    char group[LEDGER_NAME_LEN];
+    snprintf(group, sizeof group, "slurm-%u", job);
+    if (set(sp, "LD_PRELOAD", value) || set(sp, "VRAM_GROUP", group) ||
+        set(sp, "VRAM_GROWTH", opt_growth || site_growth ? "1" : "0")) {
+        return ESPANK_ERROR;
+    }
+    if (limit && (set_size(sp, "VRAM_LIMIT", limit) || set_size(sp, "VRAM_GROUP_LIMIT", limit))) return ESPANK_ERROR;
+    if (opt_fraction > 0) {
+        size_t total[SPANK_MAX_GPUS];
+        int n = gpu_memory(sp, total, SPANK_MAX_GPUS);
+        if (n < 0) return ESPANK_ERROR;
+        for (int i = 0; i < n; i++) {
+            size_t cap = (size_t)((double)total[i] * opt_fraction);
+            if (limit && limit < cap) cap = limit;
+            if (cap == 0) {
+                slurm_error("vram: --vram-fraction=%g of GPU %d's %zu bytes is 0 bytes", opt_fraction, i, total[i]);
+                return ESPANK_ERROR;
+            }
+            char name[32];
+            snprintf(name, sizeof name, "VRAM_LIMIT_%d", i);
+            if (set_size(sp, name, cap)) return ESPANK_ERROR;
+        }
+    }
+    return ESPANK_SUCCESS;
+}
+
+/* In a child as the job's user (its ledger is that user's): frees the stale slots and counts the
+ * job's slots still alive; the child's exit status says how many (at most 254), 255 on failure. */
+static int epilog_child(uint32_t job) {
+    char err[512];
+    ledger l;
+    unsetenv("XDG_RUNTIME_DIR");          /* the job's tasks ran without it, as slurmstepd starts them */
+    if (ledger_open(&l, err, sizeof err) != 0) return 255;
+    char group[LEDGER_NAME_LEN];
+    snprintf(group, sizeof group, "slurm-%u", job);
+    ledger_lock(&l);
+    (void)ledger_reclaim_locked(&l);
+    int alive = 0;
+    for (uint32_t i = 0; i < l.hdr->nslots; i++) {
+        ledger_slot *s = &l.slots[i];
+        if (s->state == LEDGER_SLOT_LIVE && strncmp(s->group, group, sizeof s->group) == 0) alive++;
+    }
+    ledger_unlock(&l);
+    ledger_close(&l);
+    return alive > 254 ? 254 : alive;
+}
+
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
+    (void)ac;
+    (void)av;
+    uint32_t job = 0;
+    uid_t uid = 0;
+    gid_t gid = 0;
+    if (spank_get_item(sp, S_JOB_ID, &job) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS ||
+        spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
+        return ESPANK_SUCCESS;            /* nothing to clean that we could name */
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        if ((getuid() != uid && (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0))) _exit(255);
+        _exit(epilog_child(job));
+    }
+    int status = 0;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) == 255) {
+        slurm_info("vram: job %u: its ledger could not be cleaned (the next reader frees its slots)", job);
+    } else if (WEXITSTATUS(status) > 0) {
+        slurm_info("vram: job %u: %d process(es) of the job still hold GPU memory after its end", job,
+                   WEXITSTATUS(status));
+    }
+    return ESPANK_SUCCESS;
+}
+#pragma GCC visibility pop

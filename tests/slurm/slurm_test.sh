@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# slurm_test.sh: the SPANK plugin (lib/slurm/vram.so) in a real one-node Slurm cluster, started and
+# stopped here: munged on a private socket, slurmctld and slurmd on the loopback interface with a
+# generated slurm.conf (one GPU declared as gres/gpu and four gres/shard; the fake libcuda.so.1 of the
+# shim's tests stands in for the card), jobs run through srun and sbatch.
+#
+#   tests/slurm/slurm_test.sh VRAM SPANK_SO PRELOAD_SO FAKE_CUDA_DIR APP_DRIVER
+#
+# Needs root (slurmd runs jobs as their user; mknod for the GPU's device file) and Debian's slurmctld,
+# slurmd, slurm-client and munge; exits 77 (skipped) without them, unless CI is set (then it fails:
+# .ci/run installs them). Prints each check with PASS/FAIL, then "N passed, N failed".
+set -euo pipefail
+
+if [[ $# -ne 5 ]]; then
+    echo "usage: $0 VRAM SPANK_SO PRELOAD_SO FAKE_CUDA_DIR APP_DRIVER" >&2
+    exit 2
+fi
+VRAM=$1 SPANK=$2 PRELOAD=$3 FAKE=$4 APP=$5
+
+skip() {
+    if [[ -n ${CI:-} ]]; then echo "FAIL  $1 (CI is set: .ci/run installs what this test needs)"; exit 1; fi
+    echo "skipped: $1"
+    exit 77
+}
+[[ $(id -u) -eq 0 ]] || skip "needs root (slurmd, mknod)"
+for c in munged slurmctld slurmd srun sbatch scancel squeue; do
+    command -v "$c" >/dev/null || skip "$c is not installed (apt-get install slurmctld slurmd slurm-client munge)"
+done
+
+unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD \
+      VRAM_BACKEND VRAM_SIM_DEVICES FAKE_CUDA_DEVICES XDG_RUNTIME_DIR SLURM_JOB_ID
+for v in $(compgen -e | grep -E '^(VRAM_LIMIT_|SLURM_)' || true); do unset "$v"; done
+export LD_LIBRARY_PATH=$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+GiB=1073741824
+TMP=$(mktemp -d /tmp/vram-slurm.XXXXXX)
+chmod 755 "$TMP"
+PASSED=0
+FAILED=0
+PIDS=()
+
+cleanup() {
+    set +e
+    [[ -n ${SLURM_CONF:-} ]] && scancel --quiet --user=root >/dev/null 2>&1
+    for f in slurmd slurmctld munged; do
+        [[ -f $TMP/$f.pid ]] && kill "$(cat "$TMP/$f.pid")" 2>/dev/null
+    done
+    for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
+    pkill -9 -f "$APP dlsym hold" 2>/dev/null
+    sleep 0.5
+    for f in slurmd slurmctld munged; do
+        [[ -f $TMP/$f.pid ]] && kill -9 "$(cat "$TMP/$f.pid")" 2>/dev/null
+    done
+    if [[ $FAILED -gt 0 || -n ${KEEP:-} ]]; then
+        for f in "$TMP"/log/*.log; do echo "== $f"; tail -n 25 "$f"; done
+    fi
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run, check, has
+
+# ---- the cluster --------------------------------------------------------------------------------
+mkdir -p "$TMP"/{munge,state,spool,log,dev}
+mknod "$TMP/dev/nvidia0" c 1 3 2>/dev/null || skip "mknod is not permitted here (a GPU's device file for gres.conf)"
+dd if=/dev/urandom of="$TMP/munge/munge.key" bs=1024 count=1 status=none
+chmod 400 "$TMP/munge/munge.key"
+SOCK=$TMP/munge/munge.socket
+munged --force --socket="$SOCK" --key-file="$TMP/munge/munge.key" --pid-file="$TMP/munged.pid" \
+       --log-file="$TMP/log/munged.log" --seed-file="$TMP/munge/seed" >/dev/null 2>&1 ||
+    skip "munged does not start: $(tail -n 2 "$TMP/log/munged.log" 2>/dev/null)"
+
+HOST=$(hostname -s)
+PORT=$((20000 + $$ % 20000))
+export SLURM_CONF=$TMP/slurm.conf
+cat >"$SLURM_CONF" <<EOF
+ClusterName=vramtest
+SlurmctldHost=$HOST(127.0.0.1)
+SlurmctldPort=$PORT
+SlurmdPort=$((PORT + 1))
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket=$SOCK
+CredType=cred/munge
+StateSaveLocation=$TMP/state
+SlurmdSpoolDir=$TMP/spool
+SlurmctldPidFile=$TMP/slurmctld.pid
+SlurmdPidFile=$TMP/slurmd.pid
+SlurmctldLogFile=$TMP/log/slurmctld.log
+SlurmdLogFile=$TMP/log/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+SchedulerType=sched/builtin
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+MpiDefault=none
+ReturnToService=2
+KillWait=2
+GresTypes=gpu,shard
+PlugStackConfig=$TMP/plugstack.conf
+NodeName=$HOST NodeAddr=127.0.0.1 CPUs=$(nproc) RealMemory=1000 Gres=gpu:1,shard:4 State=UNKNOWN
+PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+EOF
+cat >"$TMP/gres.conf" <<EOF
+Name=gpu File=$TMP/dev/nvidia0
+Name=shard Count=4
+EOF
+# The site's line: a shard is 1 GiB of the card.
+echo "required $SPANK preload=$PRELOAD shard_limit=1GiB" >"$TMP/plugstack.conf"
+
+slurmctld -f "$SLURM_CONF" || skip "slurmctld does not start"
+slurmd -f "$SLURM_CONF" || skip "slurmd does not start"
+up=0
+for _ in $(seq 100); do
+    if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed)'; then up=1; break; fi
+    sleep 0.2
+done
+[[ $up -eq 1 ]] || { FAILED=1; echo "FAIL  the cluster did not come up"; exit 1; }
+echo "cluster up: $HOST, ports $PORT-$((PORT + 1))"
+
+S() { timeout 60 srun --quiet "$@"; }
+
+# ---- limits -------------------------------------------------------------------------------------
+run S --vram-limit=2GiB "$APP" dlsym info
+check "a task sees --vram-limit as the card's total" '[[ $RC -eq 0 ]] && has "$OUT" "total=$((2 * GiB))"'
+
+run S --vram-limit=1GiB --vram-growth "$APP" dlsym fill alloc 256
+check "past the limit: CUDA_ERROR_OUT_OF_MEMORY" 'has "$OUT" "bytes=$GiB err=2"'
+
+run S --vram-limit=1GiB "$APP" dlsym fill alloc 256
+check "preallocated (no --vram-growth): the same limit" 'has "$OUT" "bytes=$GiB err=2"'
+
+run S --gres=shard:2 bash -c 'echo "group=$VRAM_GROUP"; '"$APP"' dlsym info'
+check "2 shards of 1 GiB (plugstack.conf shard_limit): a 2 GiB limit, group slurm-<job>" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "total=$((2 * GiB))" && [[ $OUT =~ group=slurm-[0-9]+ ]]'
+
+run S --gres=gpu:1 bash -c 'echo "cvd=$CUDA_VISIBLE_DEVICES limit=${VRAM_LIMIT:-none}"'
+check "no limit asked or given: the task runs as it would, CUDA_VISIBLE_DEVICES as Slurm set it" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "cvd=0 limit=none"'
+
+run S --vram-fraction=0.25 --vram-growth "$APP" dlsym info
+check "--vram-fraction=0.25 of the 16 GiB card: 4 GiB" '[[ $RC -eq 0 ]] && has "$OUT" "total=$((4 * GiB))"'
+
+# ---- the job's tasks share one budget -----------------------------------------------------------
+run S -n 2 --vram-limit=1GiB --vram-growth bash -c 'sleep 3 | '"$APP"' dlsym hold alloc 600'
+check "two tasks of one job, 600 MiB each under 1 GiB: one gets it, the other CUDA_ERROR_OUT_OF_MEMORY" \
+    '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 ]]'
+
+# ---- two jobs on one GPU, each with its shards --------------------------------------------------
+timeout 60 srun --quiet --gres=shard:2 --vram-growth bash -c 'sleep 6 | '"$APP"' dlsym hold alloc 1800' \
+    >"$TMP/jobA.out" 2>"$TMP/jobA.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q '^hold=' "$TMP/jobA.out" 2>/dev/null && break; sleep 0.1; done
+run S --gres=shard:2 --vram-growth "$APP" dlsym fill alloc 256
+check "two jobs with 2 shards each on one GPU: each holds its own 2 GiB" \
+    '[[ $(cat "$TMP/jobA.out") == hold=0* ]] && has "$OUT" "bytes=$((2 * GiB)) err=2"'
+wait "${PIDS[-1]}" || true
+
+# ---- bad values are refused before anything runs -------------------------------------------------
+run timeout 60 srun --vram-limit=12XB touch "$TMP/ran"
+check "--vram-limit=12XB: srun refuses it with the plugin's message, nothing runs" \
+    '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "vram: --vram-limit=12XB is not a size"'
+run timeout 60 srun --vram-fraction=1.5 touch "$TMP/ran"
+check "--vram-fraction=1.5: refused" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "vram: --vram-fraction=1.5"'
+run timeout 60 srun --vram-limit=0 touch "$TMP/ran"
+check "--vram-limit=0: refused (a limit never means none)" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "is 0 bytes"'
+
+# ---- scancel: vram top shows the job while it runs, no slot is left after -----------------------
+JOB=$(sbatch --parsable --output="$TMP/jobC.out" \
+      --wrap "srun --vram-limit=1GiB --vram-growth bash -c 'exec $APP dlsym hold alloc 300 < <(sleep 120)'")
+for _ in $(seq 150); do grep -q '^hold=0' "$TMP/jobC.out" 2>/dev/null && break; sleep 0.1; done
+run "$VRAM" top --once
+check "vram top lists the running job's task under slurm-$JOB" 'has "$OUT" "slurm-$JOB"'
+scancel "$JOB"
+for _ in $(seq 100); do squeue -h -j "$JOB" 2>/dev/null | grep -q . || break; sleep 0.2; done
+sleep 1                                       # the epilog runs as the job ends
+# The ledger file itself (not through vram top, which frees stale slots as it reads): no live slot of
+# the job's group is left.
+LEDGER=/dev/shm/vram-0/ledger
+left=$(python3 - "$LEDGER" "slurm-$JOB" <<'PY'
+import struct, sys
+data = open(sys.argv[1], "rb").read()
+n = struct.unpack_from("<I", data, 20)[0]
+live = 0
+for i in range(n):
+    off = 64 + i * 168
+    state, = struct.unpack_from("<I", data, off)
+    group = data[off + 104:off + 136].split(b"\0")[0].decode("ascii", "replace")
+    live += state == 0x45564c53 and group == sys.argv[2]
+print(live)
+PY
+)
+check "after scancel, no slot of the job is left in the ledger" '[[ $left -eq 0 ]]'
+run "$VRAM" top --once --json
+check "vram top --json after the job: nothing of it" '[[ $RC -eq 0 ]] && ! has "$OUT" "slurm-$JOB"'
+
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
