@@ -7,6 +7,8 @@
 
 #include "ledger.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -120,22 +122,173 @@ static int ledger_init_file(int fd) {
     return 0;
 }
 
-/* A rebuild keeps the slots of processes still running: every slot of the file moved aside that is
- * whole and alive on its own (the right size of file, a live state, its pid running with the start
- * time recorded) is copied into the fresh file at its place, so that a corrupted header does not make
- * a group forget the memory its members hold. Returns how many were kept. */
-static int ledger_carry_live_slots(int old_fd, int new_fd) {
+/* The slot of (pid, start_time, device) in l, or NULL. */
+static ledger_slot *ledger_find(ledger *l, int pid, uint64_t start_time, int device) {
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &l->slots[i];
+        if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time && s->device == device)
+            return s;
+    }
+    return NULL;
+}
+
+/* Copies into l every slot of the ledger file at fd that is whole and alive on its own (the right size
+ * of file, a live state, its pid running with the start time recorded) and not in l already: at its
+ * own place when that is free, else at the first free one. Returns how many were copied. */
+static int ledger_merge_from_fd(ledger *l, int fd) {
     struct stat st;
-    if (fstat(old_fd, &st) != 0 || (size_t)st.st_size != LEDGER_FILE_SIZE) return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (size_t)st.st_size != LEDGER_FILE_SIZE)
+        return 0;
     int kept = 0;
     for (unsigned k = 0; k < LEDGER_SLOTS; k++) {
         ledger_slot s;
         off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof s);
-        if (pread(old_fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
+        if (pread(fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
+        if (ledger_find(l, s.pid, s.start_time, s.device)) continue;
+        ledger_slot *to = l->slots[k].state == 0 ? &l->slots[k] : NULL;
+        for (uint32_t i = 0; i < LEDGER_SLOTS && !to; i++)
+            if (l->slots[i].state == 0) to = &l->slots[i];
+        if (!to) break;
         s.uuid[LEDGER_UUID_LEN - 1] = s.group[LEDGER_NAME_LEN - 1] = s.command[LEDGER_NAME_LEN - 1] = '\0';
-        if (pwrite(new_fd, &s, sizeof s, at) == (ssize_t)sizeof s) kept++;
+        uint32_t state = s.state;
+        s.state = 0;
+        memcpy(to, &s, sizeof s);
+        __atomic_store_n(&to->state, state, __ATOMIC_RELEASE);
+        kept++;
     }
     return kept;
+}
+
+/* Processes that still map a ledger file no longer at the path (deleted, replaced by another file,
+ * or moved aside to ledger.bad.*) keep their slots there, where no one else looks. Their open
+ * descriptors lead to it: every process of this user is searched (/proc/<pid>/fd) for a descriptor
+ * of "<path> (deleted)" or "<path>.bad.*", and the live slots of each such file (once per file) are
+ * merged into l. Returns how many were merged. Called under the lock, when a file was made or found
+ * replaced: rare, and a few thousand readlinks at most. */
+static int ledger_recover_from_procs(ledger *l) {
+    char deleted[sizeof l->path + 16], aside[sizeof l->path + 8];
+    snprintf(deleted, sizeof deleted, "%s (deleted)", l->path);
+    snprintf(aside, sizeof aside, "%s.bad.", l->path);
+    struct { dev_t dev; ino_t ino; } seen[64];
+    int nseen = 0, kept = 0;
+    DIR *proc = opendir("/proc");
+    if (!proc) return 0;
+    struct dirent *e;
+    while ((e = readdir(proc)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        char dir[64];
+        struct stat ps;
+        snprintf(dir, sizeof dir, "/proc/%.20s", e->d_name);
+        if (stat(dir, &ps) != 0 || ps.st_uid != geteuid()) continue;
+        snprintf(dir, sizeof dir, "/proc/%.20s/fd", e->d_name);
+        DIR *fds = opendir(dir);
+        if (!fds) continue;
+        struct dirent *f;
+        while ((f = readdir(fds)) != NULL) {
+            if (f->d_name[0] == '.') continue;
+            char link[96], target[sizeof deleted + 64];
+            snprintf(link, sizeof link, "%s/%.20s", dir, f->d_name);
+            ssize_t n = readlink(link, target, sizeof target - 1);
+            if (n <= 0) continue;
+            target[n] = '\0';
+            if (strcmp(target, deleted) != 0 && strncmp(target, aside, strlen(aside)) != 0) continue;
+            int fd = open(link, O_RDONLY | O_CLOEXEC);   /* the file itself, deleted or not */
+            if (fd < 0) continue;
+            struct stat st;
+            int known = fstat(fd, &st) != 0 || (st.st_dev == l->dev && st.st_ino == l->ino);
+            for (int i = 0; i < nseen && !known; i++) known = seen[i].dev == st.st_dev && seen[i].ino == st.st_ino;
+            if (!known) {
+                if (nseen < (int)(sizeof seen / sizeof seen[0])) {
+                    seen[nseen].dev = st.st_dev;
+                    seen[nseen].ino = st.st_ino;
+                    nseen++;
+                }
+                kept += ledger_merge_from_fd(l, fd);
+            }
+            close(fd);
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+    return kept;
+}
+
+/* The lock file records which file (device, inode) the ledger was when last opened, so that a file
+ * put at the path by something other than vram (valid, but with none of the running processes' slots)
+ * is noticed. 1 when the record names another file or there is none. */
+static int ledger_replaced(const ledger *l) {
+    uint64_t id[2];
+    if (pread(l->lock_fd, id, sizeof id, 0) != (ssize_t)sizeof id) return 1;
+    return id[0] != (uint64_t)l->dev || id[1] != (uint64_t)l->ino;
+}
+
+static void ledger_record_identity(const ledger *l) {
+    uint64_t id[2] = { (uint64_t)l->dev, (uint64_t)l->ino };
+    if (pwrite(l->lock_fd, id, sizeof id, 0) != (ssize_t)sizeof id) {
+        /* not recorded: the next opener searches for lost slots once more; no harm */
+    }
+}
+
+/* Under the lock: opens the file at l->path (creating it, or rebuilding a bad one), maps it into l and
+ * recovers the slots of running processes that a fault left elsewhere: those of the file moved aside
+ * by a rebuild, and, when the file was made now or put there by something else, those of every file
+ * still held open by a process of this user (ledger_recover_from_procs). 0, or -1 with err. */
+static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
+    int fd = ledger_open_file(l->path, err, errlen), old_fd = -1, made = 0;
+    if (fd < 0) return -1;
+    struct stat st;
+    char why[128], aside[PATH_MAX + 64];
+    const char *bad = NULL;
+    if (fstat(fd, &st) == 0 && st.st_size == 0) {
+        if (ledger_init_file(fd) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+            goto fail;
+        }
+        made = 1;
+    } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
+        /* Never trusted: moved aside (kept for a look), and a fresh one written. */
+        snprintf(aside, sizeof aside, "%s.bad.%ld.%ld", l->path, (long)getpid(), (long)time(NULL));
+        old_fd = fd;
+        fd = -1;
+        if (rename(l->path, aside) != 0) {
+            snprintf(err, errlen, "%s is %s and cannot be moved aside: %s", l->path, bad, strerror(errno));
+            goto fail;
+        }
+        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) goto fail;
+        if (ledger_init_file(fd) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+            goto fail;
+        }
+        made = 1;
+    }
+    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
+        if (map != MAP_FAILED) munmap(map, LEDGER_FILE_SIZE);
+        goto fail;
+    }
+    l->fd = fd;
+    l->map = map;
+    l->size = LEDGER_FILE_SIZE;
+    l->hdr = map;
+    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    int kept = old_fd >= 0 ? ledger_merge_from_fd(l, old_fd) : 0;
+    if (old_fd >= 0) close(old_fd);
+    int found = (made || ledger_replaced(l)) ? ledger_recover_from_procs(l) : 0;
+    ledger_record_identity(l);
+    l->recovered = kept + found;
+    if (bad)
+        snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt, keeping the %d slot(s) "
+                 "of processes still running", l->path, bad, aside, kept + found);
+    return 0;
+
+fail:
+    if (old_fd >= 0) close(old_fd);
+    if (fd >= 0) close(fd);
+    return -1;
 }
 
 int ledger_open(ledger *l, char *err, size_t errlen) {
@@ -147,61 +300,29 @@ int ledger_open(ledger *l, char *err, size_t errlen) {
     snprintf(l->path, sizeof l->path, "%s/ledger", l->dir);
     if ((l->lock_fd = ledger_open_file(lock_path, err, errlen)) < 0) return -1;
     ledger_lock(l);
-    int fd = ledger_open_file(l->path, err, errlen);
-    if (fd < 0) goto fail;
-    struct stat st;
-    char why[128];
-    const char *bad = NULL;
-    if (fstat(fd, &st) == 0 && st.st_size == 0) {
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            goto fail_fd;
-        }
-    } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
-        /* Never trusted: moved aside (kept for a look), and a fresh one written. */
-        char aside[PATH_MAX + 64];
-        snprintf(aside, sizeof aside, "%s.bad.%ld.%ld", l->path, (long)getpid(), (long)time(NULL));
-        int old_fd = fd;
-        fd = -1;
-        if (rename(l->path, aside) != 0) {
-            snprintf(err, errlen, "%s is %s and cannot be moved aside: %s", l->path, bad, strerror(errno));
-            close(old_fd);
-            goto fail;
-        }
-        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) {
-            close(old_fd);
-            goto fail;
-        }
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            close(old_fd);
-            goto fail_fd;
-        }
-        int kept = ledger_carry_live_slots(old_fd, fd);
-        close(old_fd);
-        snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt, keeping the %d slot(s) "
-                 "of processes still running", l->path, bad, aside, kept);
-    }
-    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
-        goto fail_fd;
-    }
+    int rc = ledger_attach_locked(l, err, errlen);
     ledger_unlock(l);
-    l->fd = fd;
-    l->map = map;
-    l->size = LEDGER_FILE_SIZE;
-    l->hdr = map;
-    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
-    return 0;
+    if (rc != 0) {
+        close(l->lock_fd);
+        l->lock_fd = -1;
+    }
+    return rc;
+}
 
-fail_fd:
-    close(fd);
-fail:
-    ledger_unlock(l);
-    close(l->lock_fd);
-    l->lock_fd = -1;
-    return -1;
+int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {
+    struct stat st, mine;
+    if (!force && fstat(l->fd, &mine) == 0 && (size_t)mine.st_size == LEDGER_FILE_SIZE && stat(l->path, &st) == 0 &&
+        st.st_dev == l->dev && st.st_ino == l->ino)
+        return 0;   /* the same file, whole (a truncated one is made whole again by the attach) */
+    ledger n = *l;
+    n.fd = -1;
+    n.map = NULL;
+    n.rebuilt[0] = '\0';
+    if (ledger_attach_locked(&n, err, errlen) != 0) return -1;
+    munmap(l->map, l->size);
+    close(l->fd);
+    *l = n;
+    return 1;
 }
 
 void ledger_close(ledger *l) {
@@ -299,6 +420,10 @@ ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int de
     ledger_set_name(s->command, sizeof s->command, command);
     __atomic_store_n(&s->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
     return s;
+}
+
+ledger_slot *ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device) {
+    return ledger_find(l, pid, start_time, device);
 }
 
 void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time) {

@@ -197,6 +197,7 @@ typedef struct shim_state {
     size_t peak[SHIM_MAX_DEVICES];           /* under mu */
     int self_pid;
     uint64_t self_start;
+    char command[LEDGER_NAME_LEN];           /* /proc/self/comm, at the first registration */
     char group[LEDGER_NAME_LEN];             /* VRAM_GROUP, "" none; set once */
     char malformed[160];                     /* a limit variable that is no size: every allocation is
                                               * refused (fail closed), this says which; "" none */
@@ -570,6 +571,46 @@ static int shim_ledger_ready_locked(void) {
     return 0;
 }
 
+/* Caller holds ledger_mu and the ledger lock (ledger_state 1). When the ledger file at the path is no
+ * longer the one mapped (deleted, replaced, rebuilt by another process) or the mapping was lost to a
+ * truncation, maps the current file; and every slot of this process that is no longer its own there
+ * (not carried over, or wiped by a re-initialised file) is found or claimed again, with the current
+ * usage published, so the group's budget counts this process again. */
+static void shim_follow_locked(void) {
+    char err[512];
+    pthread_mutex_lock(&g.mu);
+    int lost = g.ledger_lost;
+    int r = ledger_follow_locked(&g.ledger, lost, err, sizeof err);
+    if (r < 0) {
+        pthread_mutex_unlock(&g.mu);
+        if (!lost && g.log) fprintf(stderr, "vram: the ledger was replaced and the new one cannot be opened (%s)\n", err);
+        return;
+    }
+    if (r > 0) {
+        g.ledger_lost = 0;
+        __atomic_store_n(&g.ledger_lost_said, 0, __ATOMIC_RELAXED);
+    }
+    int reclaimed = 0;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        ledger_slot *s = g.slot[d];
+        if (!s && !g.slot_tried[d]) continue;
+        if (!s && r == 0) continue;   /* the ledger was full when this device came: it stays unlisted */
+        if (s && r == 0 && s->state == LEDGER_SLOT_LIVE && s->pid == g.self_pid && s->start_time == g.self_start &&
+            s->device == d)
+            continue;
+        s = ledger_find_locked(&g.ledger, g.self_pid, g.self_start, d);
+        if (!s) s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
+                                        g.limit[d], g.group_limit);
+        g.slot[d] = s;
+        if (s) shim_publish_unsafe(d);
+        reclaimed++;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (reclaimed && g.log)
+        fprintf(stderr, "vram: the ledger file was %s: this process follows the file now at %s and is listed there again\n",
+                r > 0 ? "replaced" : "re-initialised", g.ledger.path);
+}
+
 /* Registers this process's slot for `dev` at the first accounted call on it (slow path, once). */
 static void shim_register(int dev) {
     if (__atomic_load_n(&g.slot_tried[dev], __ATOMIC_ACQUIRE)) return;
@@ -581,6 +622,7 @@ static void shim_register(int dev) {
             if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
             fclose(f);
         }
+        memcpy(g.command, comm, sizeof comm);
         shim_device_uuid(dev, g.uuid[dev], sizeof g.uuid[dev]);
         ledger_lock(&g.ledger);
         ledger_slot *s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, dev, g.uuid[dev], g.group,
@@ -818,12 +860,19 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     /* the group's total from the ledger; without a slot there (the ledger unavailable or full) the
      * group limit still holds, for this process's own usage (it fails closed, never open) */
     shim_note_ledger_lost();
-    int grouped = g.group_limit && g.slot[dev] && !g.ledger_lost;
+    int grouped = 0;
     uint64_t total = 0;
-    if (grouped) {
+    if (g.group_limit && __atomic_load_n(&g.ledger_state, __ATOMIC_ACQUIRE) == 1) {
         pthread_mutex_lock(&g.ledger_mu);
         ledger_lock(&g.ledger);
-        total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+        shim_follow_locked();
+        grouped = g.slot[dev] && !g.ledger_lost;
+        if (grouped) {
+            total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+        } else {
+            ledger_unlock(&g.ledger);
+            pthread_mutex_unlock(&g.ledger_mu);
+        }
     }
     pthread_mutex_lock(&g.mu);
     size_t used = g.used[dev], limit = g.limit[dev];
@@ -1076,6 +1125,7 @@ static size_t shim_group_free_uuid(const char *uuid) {
     pthread_mutex_lock(&g.ledger_mu);
     if (shim_ledger_ready_locked() == 0) {
         ledger_lock(&g.ledger);
+        shim_follow_locked();
         uint64_t total = ledger_group_total_locked(&g.ledger, g.group, uuid);
         ledger_unlock(&g.ledger);
         left = total >= g.group_limit ? 0 : (size_t)(g.group_limit - total);

@@ -275,6 +275,38 @@ run "$VRAM" run --growth --group gc --group-limit 1GiB -- "$APP" dlsym fill allo
 check "a corrupted header is rebuilt keeping the running members' slots: the group still counts their 768 MiB" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=1 "'
 release cm
+# The ledger deleted, or replaced by another file, under a running member: the member keeps its mapping
+# of the old file, which no one else sees; whoever makes the new file finds the old one through the
+# member's open descriptor (/proc/PID/fd) and carries its live slots, so the group still counts it.
+hold dm --group gd --group-limit 1GiB -- alloc 768 0
+wait_held dm
+rm "$LEDGER"
+hold dn --group gd --group-limit 1GiB -- alloc 512 0
+wait_held dn
+OUT="dm=$(held dm) dn=$(held dn)"
+check "the ledger deleted under a member holding 768 MiB of a 1 GiB group: the next one cannot take 512 MiB" \
+    '[[ $OUT == "dm=0 dn=2" ]]'
+release dn
+top_json
+check "... and vram top still lists the member that mapped the deleted file" 'has "$OUT" "\"pid\": ${HOLD_PID[dm]},"'
+(umask 077; : >"$LEDGER.new"); mv "$LEDGER.new" "$LEDGER"     # replaced by an empty file
+hold dn --group gd --group-limit 1GiB -- alloc 512 0
+wait_held dn
+OUT="dm=$(held dm) dn=$(held dn)"
+check "the ledger replaced by an empty file: the member's 768 MiB still count (512 MiB refused)" '[[ $OUT == "dm=0 dn=2" ]]'
+release dn
+mkdir -m 700 "$TMP/run3"
+XDG_RUNTIME_DIR=$TMP/run3 "$VRAM" top --once >/dev/null       # a valid, empty ledger made elsewhere
+cp "$TMP/run3/vram/ledger" "$LEDGER.new"; mv "$LEDGER.new" "$LEDGER"
+hold dn --group gd --group-limit 1GiB -- alloc 512 0
+wait_held dn
+OUT="dm=$(held dm) dn=$(held dn)"
+check "the ledger replaced by a valid empty ledger: the member's 768 MiB still count (512 MiB refused)" '[[ $OUT == "dm=0 dn=2" ]]'
+release dn
+run "$VRAM" run --growth --group gd --group-limit 1GiB -- "$APP" dlsym fill alloc 128 0
+check "... and the group's remaining 256 MiB can still be taken (the member is counted once, not twice)" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=2 "'
+release dm
 hold tr --group gt --group-limit 1GiB -- alloc 256 0
 wait_held tr
 truncate -s 0 "$LEDGER"                       # its mapping now lies past the file's end
