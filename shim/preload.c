@@ -76,8 +76,11 @@
  *   the ledger's slots are scanned (1024 slots, a /proc/<pid>/stat read per live slot), then the
  *   reservation is published into the slot before the lock is released, so that processes of the
  *   group cannot pass the limit together. Frees need no lock (usage only falls). Each process
- *   enforces its own VRAM_GROUP_LIMIT. A process whose ledger was rebuilt by another one (the
- *   file it mapped was corrupted and moved aside) keeps writing the old file until it restarts.
+ *   enforces its own VRAM_GROUP_LIMIT. When the ledger file was rebuilt, deleted or replaced by
+ *   another process, or truncated under this one, the slow path first follows the file now at the
+ *   path (shim_follow_locked: maps it, finds or claims this process's slots, publishes its usage);
+ *   meanwhile whoever made the new file carried this process's slot over from the old one (ledger.h,
+ *   "Faults to the file"), so a member that makes no call is still counted.
  *
  * Not covered yet: the legacy v1 entry points (32-bit sizes, CUDA < 3.2), dlvsym lookups of driver
  * symbols, NVML calls other than nvmlDeviceGetMemoryInfo / _v2 (see "NVML" below).
