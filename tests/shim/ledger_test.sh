@@ -2,18 +2,19 @@
 # ledger_test.sh: the per-machine ledger, `vram top` and group limits (`vram run --group NAME
 # --group-limit SIZE`), as real processes over the fake libcuda.so.1, without a GPU.
 #
-#   tests/shim/ledger_test.sh VRAM FAKE_CUDA_DIR APP_DRIVER
+#   tests/shim/ledger_test.sh VRAM FAKE_CUDA_DIR APP_DRIVER TRUNCATE_ON_LOCK
 #
 # The ledger goes to a private XDG_RUNTIME_DIR. Processes that hold memory are app_driver's `hold`
 # scenario: one block allocated, then it waits for EOF on its stdin (a fifo this script holds open).
+# TRUNCATE_ON_LOCK is tests/shim/truncate_on_lock.c (LD_PRELOAD: truncates the ledger under a lock).
 # Prints each check with PASS/FAIL, then "N passed, N failed"; exits 1 when a check failed.
 set -euo pipefail
 
-if [[ $# -ne 3 ]]; then
-    echo "usage: $0 VRAM FAKE_CUDA_DIR APP_DRIVER" >&2
+if [[ $# -ne 4 ]]; then
+    echo "usage: $0 VRAM FAKE_CUDA_DIR APP_DRIVER TRUNCATE_ON_LOCK" >&2
     exit 2
 fi
-VRAM=$1 FAKE=$2 APP=$3
+VRAM=$1 FAKE=$2 APP=$3 TRUNC_LIB=$4
 
 unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD \
       VRAM_BACKEND VRAM_SIM_DEVICES FAKE_CUDA_DEVICES FAKE_CUDA_UUID_BASE
@@ -318,6 +319,10 @@ check "a ledger truncated under a program costs the ledger's view, not the progr
     '[[ $RC == 0 ]] && has "$OUT" "free_after" && has "$ERR" "the ledger file was truncated under this process"'
 run "$VRAM" top --once
 check "... and vram top rebuilds it" '[[ $RC == 0 ]]'
+run env LD_PRELOAD="$TRUNC_LIB" TRUNCATE_ON_LOCK_PATH="$LEDGER" "$VRAM" top --once --json
+check "the ledger truncated while vram top reads its slots: no SIGBUS; it says so and reads the file again" \
+    '[[ $RC == 0 ]] && has "$ERR" "the ledger was truncated while it was read" && has "$OUT" "\"processes\": []" &&
+     [[ $(stat -c %s "$LEDGER") == $LEDGER_SIZE ]]'
 
 # ---- permissions ------------------------------------------------------------------------------------------
 chmod 755 "$LEDGER_DIR"
