@@ -34,11 +34,38 @@ static uint64_t ledger_checksum(const ledger_header *h) {
     return x;
 }
 
+static void ledger_dir_path(char *dir, size_t len) {
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && xdg[0] == '/') snprintf(dir, len, "%s/vram", xdg);
+    else snprintf(dir, len, "/dev/shm/vram-%lu", (unsigned long)geteuid());
+}
+
+int ledger_repair_dir(char *said, size_t saidlen) {
+    char dir[PATH_MAX];
+    ledger_dir_path(dir, sizeof dir);
+    said[0] = '\0';
+    /* opened without following a symlink, then checked and changed through the descriptor: what is
+     * changed is what was checked */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077)) {
+        if (fchmod(fd, 0700) == 0) {
+            snprintf(said, saidlen, "the ledger directory %s had mode %03o (open to group or others); set it to 0700",
+                     dir, (unsigned)(st.st_mode & 0777));
+            rc = 1;
+        } else {
+            rc = -1;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
 /* The directory: $XDG_RUNTIME_DIR/vram, else /dev/shm/vram-<uid>; created 0700 and checked. */
 static int ledger_make_dir(ledger *l, char *err, size_t errlen) {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (xdg && xdg[0] == '/') snprintf(l->dir, sizeof l->dir, "%s/vram", xdg);
-    else snprintf(l->dir, sizeof l->dir, "/dev/shm/vram-%lu", (unsigned long)geteuid());
+    ledger_dir_path(l->dir, sizeof l->dir);
     if (mkdir(l->dir, 0700) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", l->dir, strerror(errno));
         return -1;

@@ -96,6 +96,12 @@ typedef struct ledger {
 int ledger_open(ledger *l, char *err, size_t errlen);
 void ledger_close(ledger *l);
 
+/* The ledger directory of this user, when it is a real directory of this user open to group or others,
+ * is set to 0700 (what `vram run --group-limit` repairs before it opens the ledger; nothing else is
+ * changed: a symlink, another owner or an unsafe file is left for ledger_open to refuse). 1 repaired
+ * (said in `said`), 0 nothing to do, -1 it could not be changed. */
+int ledger_repair_dir(char *said, size_t saidlen);
+
 /* Under the lock: when the file at l->path is no longer the one mapped (deleted, replaced, moved aside
  * by a rebuild), or `force`, opens and maps the current one (as ledger_open does, recovering slots)
  * and unmaps the old. 0 unchanged, 1 followed (every slot pointer into the old mapping is stale:

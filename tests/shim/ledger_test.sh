@@ -325,27 +325,52 @@ check "the ledger truncated while vram top reads its slots: no SIGBUS; it says s
      [[ $(stat -c %s "$LEDGER") == $LEDGER_SIZE ]]'
 
 # ---- permissions ------------------------------------------------------------------------------------------
+PRELOAD=$("$VRAM" run -- env | sed -n 's/^LD_PRELOAD=//p')
 chmod 755 "$LEDGER_DIR"
 run "$VRAM" top --once
 check "a ledger directory open to others is refused" \
     '[[ $RC == 1 ]] && has "$ERR" "has mode 755; it must not be open to group or others"'
-run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
-check "... and a program under vram run still runs, its group limit failing closed on its own usage" \
+run env LD_PRELOAD="$PRELOAD" VRAM_GROWTH=1 VRAM_GROUP=gg VRAM_GROUP_LIMIT=1GiB "$APP" dlsym fill alloc 256 0
+check "... the preload library alone (no vram run) runs on, its group limit failing closed on its own usage" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 " && has "$ERR" "the ledger is unavailable" &&
      has "$ERR" "its group limit holds for its own usage alone"'
-chmod 700 "$LEDGER_DIR"
+chmod 777 "$LEDGER_DIR"
+hold um --group gg --group-limit 1GiB -- alloc 768 0
+wait_held um
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 128 0
+check "vram run --group-limit repairs a ledger directory of the user's at mode 777 (0700, said) and the group limit holds across processes" \
+    '[[ $RC == 0 ]] && [[ $(stat -c %a "$LEDGER_DIR") == 700 ]] && has "$(cat $TMP/um.err)" "had mode 777 (open to group or others); set it to 0700" &&
+     [[ $(held um) == 0 ]] && has "$OUT" "chunks=2 "'
+release um
 mkdir -m 700 "$TMP/run2" "$TMP/elsewhere"
 ln -s "$TMP/elsewhere" "$TMP/run2/vram"
 run env XDG_RUNTIME_DIR="$TMP/run2" "$VRAM" top --once
 check "a ledger directory that is a symlink is refused" '[[ $RC == 1 ]] && has "$ERR" "is not a directory (a symlink"'
+run env XDG_RUNTIME_DIR="$TMP/run2" "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "... and vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "is not a directory (a symlink"'
 mv "$LEDGER" "$TMP/elsewhere/ledger"
 ln -s "$TMP/elsewhere/ledger" "$LEDGER"
 run "$VRAM" top --once
 check "a ledger file that is a symlink is refused" '[[ $RC == 1 ]] && has "$ERR" "cannot open $LEDGER"'
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "... and vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "cannot open $LEDGER"'
+rm "$LEDGER"
+"$VRAM" top --once >/dev/null
+chmod 666 "$LEDGER"
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "a world-writable ledger file: vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "$LEDGER is not a regular file of this user with mode 0600"'
+run "$VRAM" run --growth --group gg -- "$APP" dlsym fill alloc 8192 0
+check "... without a group limit the program runs (the ledger only lists it)" '[[ $RC == 0 ]] && has "$OUT" "chunks=2 "'
 rm "$LEDGER"
 chmod 644 "$LEDGER.lock"
 run "$VRAM" top --once
 check "a lock file open to others is refused" '[[ $RC == 1 ]] && has "$ERR" "with mode 0600; refused"'
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "... and vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "with mode 0600; refused"'
 chmod 600 "$LEDGER.lock"
 
 # ---- options ------------------------------------------------------------------------------------------------
