@@ -194,9 +194,10 @@ static int ledger_merge_from_fd(ledger *l, int fd) {
  * merged into l. Returns how many were merged. Called under the lock, when a file was made or found
  * replaced: rare, and a few thousand readlinks at most. */
 static int ledger_recover_from_procs(ledger *l) {
-    char deleted[sizeof l->path + 16], aside[sizeof l->path + 8];
+    char deleted[sizeof l->path + 16], aside[sizeof l->path + 8], shadow[sizeof l->path + 32];
     snprintf(deleted, sizeof deleted, "%s (deleted)", l->path);
     snprintf(aside, sizeof aside, "%s.bad.", l->path);
+    snprintf(shadow, sizeof shadow, "/memfd:vram:%s (deleted)", l->path);
     struct { dev_t dev; ino_t ino; } seen[64];
     int nseen = 0, kept = 0;
     DIR *proc = opendir("/proc");
@@ -214,12 +215,14 @@ static int ledger_recover_from_procs(ledger *l) {
         struct dirent *f;
         while ((f = readdir(fds)) != NULL) {
             if (f->d_name[0] == '.') continue;
-            char link[96], target[sizeof deleted + 64];
+            char link[96], target[sizeof shadow + 64];
             snprintf(link, sizeof link, "%s/%.20s", dir, f->d_name);
             ssize_t n = readlink(link, target, sizeof target - 1);
             if (n <= 0) continue;
             target[n] = '\0';
-            if (strcmp(target, deleted) != 0 && strncmp(target, aside, strlen(aside)) != 0) continue;
+            if (strcmp(target, deleted) != 0 && strcmp(target, shadow) != 0 &&
+                strncmp(target, aside, strlen(aside)) != 0)
+                continue;
             int fd = open(link, O_RDONLY | O_CLOEXEC);   /* the file itself, deleted or not */
             if (fd < 0) continue;
             struct stat st;
@@ -239,6 +242,19 @@ static int ledger_recover_from_procs(ledger *l) {
     }
     closedir(proc);
     return kept;
+}
+
+int ledger_shadow_create(const ledger *l) {
+    char name[256];
+    if (snprintf(name, sizeof name, "vram:%s", l->path) >= 250) return -1;   /* memfd names: 249 bytes */
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
 }
 
 /* The lock file records which file (device, inode) the ledger was when last opened, so that a file

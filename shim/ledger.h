@@ -19,8 +19,9 @@
  *
  * Faults to the file (ledger_open, ledger_follow_locked): a rebuild copies the live slots of the file
  * moved aside. When the file is made anew (it was deleted, truncated to nothing or rebuilt) or was
- * replaced behind vram's back, running processes that still map the old file are found through their
- * open descriptors (/proc/<pid>/fd of this user's processes) and its live slots are copied in, so the
+ * replaced behind vram's back, running processes that still map the old file, or keep a shadow of
+ * their slots (ledger_shadow_create: what survives a truncation), are found through their open
+ * descriptors (/proc/<pid>/fd of this user's processes) and those live slots are copied in, so the
  * budget of a group still counts members that make no call meanwhile. A member follows the file at
  * the path itself the next time it takes the lock for its group (ledger_follow_locked), finds its
  * copied slot or claims one, and publishes its usage there.
@@ -95,6 +96,13 @@ typedef struct ledger {
  * 0 on success; -1 with the reason in err. */
 int ledger_open(ledger *l, char *err, size_t errlen);
 void ledger_close(ledger *l);
+
+/* A process's shadow of its own slots: a sealed memfd (it cannot be shrunk, so its mapping never
+ * faults) of the ledger's size, named "vram:<ledger path>", where the process keeps a copy of each
+ * of its slots at index = its device. ledger_recover_from_procs finds it through /proc/<pid>/fd
+ * like a deleted ledger file, so a ledger wiped by truncation still learns what running members
+ * hold. The descriptor (close-on-exec), or -1. */
+int ledger_shadow_create(const ledger *l);
 
 /* The ledger directory of this user, when it is a real directory of this user open to group or others,
  * is set to 0700 (what `vram run --group-limit` repairs before it opens the ledger; nothing else is

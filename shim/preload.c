@@ -66,6 +66,9 @@
  *   limit and /proc/self/comm. Every change of a device's usage stores in_use and peak into the
  *   process's own slot (two relaxed atomic stores under g.mu; no ledger lock). The slots are freed
  *   at exit (a destructor); a process killed before that is reclaimed by whoever scans the ledger.
+ *   Each slot is mirrored in the process's shadow (ledger_shadow_create: a sealed memfd no one can
+ *   shrink, published with the same stores), from which a ledger made anew after a truncation or
+ *   deletion recovers the process's slot and usage even when it makes no call.
  *   After fork the child starts with no slot and nothing counted. A ledger that cannot be opened (bad
  *   permissions, full) is said on stderr with VRAM_LOG=1 or a group limit, and the program runs on.
  *
@@ -106,6 +109,7 @@
 #include "nvml_types.h"
 
 #define SHIM_MAX_DEVICES 64
+#define SHIM_LEDGER_BYTES (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
 
 /* ---- the real functions ---------------------------------------------------------------------- */
 
@@ -195,6 +199,10 @@ typedef struct shim_state {
     int ledger_lost_said;
     ledger ledger;
     ledger_slot *slot[SHIM_MAX_DEVICES];     /* written under ledger_mu and g.mu; read under g.mu */
+    int shadow_fd;                           /* ledger_shadow_create's memfd, or -1 (under ledger_mu) */
+    void *shadow_map;                        /* its mapping (LEDGER_FILE_SIZE bytes), or NULL */
+    ledger_slot *shadow;                     /* its slots: this process's slot of device d at d; the
+                                              * counters written with the ledger's, under g.mu */
     int slot_tried[SHIM_MAX_DEVICES];        /* registration attempted (atomic read on the fast path) */
     char uuid[SHIM_MAX_DEVICES][LEDGER_UUID_LEN];
     size_t peak[SHIM_MAX_DEVICES];           /* under mu */
@@ -221,7 +229,7 @@ typedef struct shim_state {
 } shim_state;
 
 static shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER,
-                        .balloon_mu = PTHREAD_MUTEX_INITIALIZER };
+                        .balloon_mu = PTHREAD_MUTEX_INITIALIZER, .shadow_fd = -1 };
 static pthread_once_t shim_dl_once = PTHREAD_ONCE_INIT;
 static pthread_once_t shim_cuda_once = PTHREAD_ONCE_INIT;
 static shim_dlsym_fn shim_real_dlsym_fn;
@@ -332,6 +340,11 @@ static void shim_fork_child(void) {
     g.count = 0;
     if (g.ledger_state == 1) ledger_close(&g.ledger);
     g.ledger_state = 0;
+    if (g.shadow_map) munmap(g.shadow_map, SHIM_LEDGER_BYTES);
+    if (g.shadow_fd >= 0) close(g.shadow_fd);   /* the parent's; the child makes its own */
+    g.shadow_map = NULL;
+    g.shadow = NULL;
+    g.shadow_fd = -1;
     pthread_mutex_unlock(&g.mu);
     pthread_mutex_unlock(&g.ledger_mu);
     pthread_mutex_unlock(&g.balloon_mu);
@@ -489,6 +502,23 @@ static void shim_publish_unsafe(int dev) {
     if (!s) return;
     __atomic_store_n(&s->in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
     __atomic_store_n(&s->peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
+    if (g.shadow) {
+        __atomic_store_n(&g.shadow[dev].in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
+        __atomic_store_n(&g.shadow[dev].peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
+    }
+}
+
+/* Copies this process's slot of `dev` into its shadow (ledger_shadow_create), the state last, or
+ * clears the shadow's slot when s is NULL. Caller holds g.mu. */
+static void shim_shadow_set_unsafe(int dev, const ledger_slot *s) {
+    if (!g.shadow) return;
+    ledger_slot *t = &g.shadow[dev];
+    __atomic_store_n(&t->state, 0, __ATOMIC_RELEASE);
+    if (!s) return;
+    ledger_slot c = *s;
+    c.state = 0;
+    memcpy(t, &c, sizeof c);
+    __atomic_store_n(&t->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
 }
 
 static void shim_device_uuid(int dev, char *out, size_t len) {
@@ -518,8 +548,10 @@ static void shim_device_uuid(int dev, char *out, size_t len) {
  * The ledger is a shared mapping of a file any process of the user may truncate; a store or load past
  * its new end raises SIGBUS, which would kill the program over a bookkeeping file. The handler
  * replaces the whole mapping with private memory and returns: the access is made again and succeeds,
- * and the process goes on with no ledger (not listed by vram top; its group limit holds for its own
- * usage). A SIGBUS anywhere else goes to the handler the program had (or the default action). */
+ * and the process goes on unlisted (its group limit holding for its own usage) until it follows the
+ * file at the path again (shim_follow_locked, at its next group allocation or query); meanwhile its
+ * shadow keeps it counted. A SIGBUS anywhere else goes to the handler the program had (or the
+ * default action). */
 static struct sigaction shim_old_sigbus;
 
 static void shim_sigbus(int sig, siginfo_t *si, void *uctx) {
@@ -570,7 +602,15 @@ static int shim_ledger_ready_locked(void) {
     }
     if (g.ledger.rebuilt[0] && g.log) fprintf(stderr, "vram: the ledger %s\n", g.ledger.rebuilt);
     shim_sigbus_install();
-    g.ledger_state = 1;
+    g.shadow_fd = ledger_shadow_create(&g.ledger);
+    if (g.shadow_fd >= 0) {
+        void *m = mmap(NULL, SHIM_LEDGER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g.shadow_fd, 0);
+        if (m != MAP_FAILED) {
+            g.shadow_map = m;
+            g.shadow = (ledger_slot *)((char *)m + sizeof(ledger_header));
+        }
+    }
+    __atomic_store_n(&g.ledger_state, 1, __ATOMIC_RELEASE);
     return 0;
 }
 
@@ -605,6 +645,7 @@ static void shim_follow_locked(void) {
         if (!s) s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
                                         g.limit[d], g.group_limit);
         g.slot[d] = s;
+        shim_shadow_set_unsafe(d, s);
         if (s) shim_publish_unsafe(d);
         reclaimed++;
     }
@@ -632,6 +673,7 @@ static void shim_register(int dev) {
                                              comm, g.limit[dev], g.group_limit);
         pthread_mutex_lock(&g.mu);
         g.slot[dev] = s;
+        shim_shadow_set_unsafe(dev, s);
         if (s) shim_publish_unsafe(dev);
         pthread_mutex_unlock(&g.mu);
         ledger_unlock(&g.ledger);
@@ -653,6 +695,7 @@ __attribute__((destructor)) static void shim_unregister(void) {
         for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
             if (g.slot[d]) ledger_release_locked(g.slot[d], g.self_pid, g.self_start);
             g.slot[d] = NULL;
+            shim_shadow_set_unsafe(d, NULL);
         }
         pthread_mutex_unlock(&g.mu);
         ledger_unlock(&g.ledger);

@@ -308,6 +308,18 @@ run "$VRAM" run --growth --group gd --group-limit 1GiB -- "$APP" dlsym fill allo
 check "... and the group's remaining 256 MiB can still be taken (the member is counted once, not twice)" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=2 "'
 release dm
+# Truncated to nothing: the slots are gone from the file itself (the same file, so no old one to read);
+# each member keeps a shadow of its slots in a sealed memfd, found the same way.
+hold tm --group gt --group-limit 1GiB -- alloc 768 0
+wait_held tm
+truncate -s 0 "$LEDGER"
+hold tn --group gt --group-limit 1GiB -- alloc 512 0
+wait_held tn
+OUT="tm=$(held tm) tn=$(held tn)"
+check "the ledger truncated to nothing under a member holding 768 MiB: 512 MiB more are refused (from its shadow)" \
+    '[[ $OUT == "tm=0 tn=2" ]]'
+release tn
+release tm
 hold tr --group gt --group-limit 1GiB -- alloc 256 0
 wait_held tr
 truncate -s 0 "$LEDGER"                       # its mapping now lies past the file's end
