@@ -159,9 +159,11 @@ static ledger_slot *ledger_find(ledger *l, int pid, uint64_t start_time, int dev
     return NULL;
 }
 
-/* Copies into l every slot of the ledger file at fd that is whole and alive on its own (the right size
- * of file, a live state, its pid running with the start time recorded) and not in l already: at its
- * own place when that is free, else at the first free one. Returns how many were copied. */
+/* Copies into l every slot of the ledger file (or shadow) at fd that is whole and alive on its own (the
+ * right size of file, a live state, its pid running with the start time recorded): at its own place
+ * (a shadow's slot names it in reserved0, as index + 1) when that is free, else at the first free one.
+ * A slot already in l keeps the larger usage of the two (copies may be older than the owner's last
+ * stores: counting too much is safe, too little is not). Returns how many were copied. */
 static int ledger_merge_from_fd(ledger *l, int fd) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
@@ -172,8 +174,15 @@ static int ledger_merge_from_fd(ledger *l, int fd) {
         ledger_slot s;
         off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof s);
         if (pread(fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
-        if (ledger_find(l, s.pid, s.start_time, s.device)) continue;
-        ledger_slot *to = l->slots[k].state == 0 ? &l->slots[k] : NULL;
+        ledger_slot *have = ledger_find(l, s.pid, s.start_time, s.device);
+        if (have) {
+            if (s.in_use > have->in_use) __atomic_store_n(&have->in_use, s.in_use, __ATOMIC_RELAXED);
+            if (s.peak > have->peak) __atomic_store_n(&have->peak, s.peak, __ATOMIC_RELAXED);
+            continue;
+        }
+        unsigned at_k = s.reserved0 >= 1 && s.reserved0 <= LEDGER_SLOTS ? s.reserved0 - 1 : k;
+        s.reserved0 = 0;
+        ledger_slot *to = l->slots[at_k].state == 0 ? &l->slots[at_k] : NULL;
         for (uint32_t i = 0; i < LEDGER_SLOTS && !to; i++)
             if (l->slots[i].state == 0) to = &l->slots[i];
         if (!to) break;

@@ -500,12 +500,17 @@ static void shim_publish_unsafe(int dev) {
     if (g.used[dev] > g.peak[dev]) g.peak[dev] = g.used[dev];
     ledger_slot *s = g.slot[dev];
     if (!s) return;
-    __atomic_store_n(&s->in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
-    __atomic_store_n(&s->peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
     if (g.shadow) {
         __atomic_store_n(&g.shadow[dev].in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
         __atomic_store_n(&g.shadow[dev].peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
     }
+    /* a ledger re-initialised under this process may have given the place to another process: never
+     * write its counters (shim_follow_locked finds this process's slot again) */
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != LEDGER_SLOT_LIVE || s->pid != g.self_pid ||
+        s->start_time != g.self_start)
+        return;
+    __atomic_store_n(&s->in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
+    __atomic_store_n(&s->peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
 }
 
 /* Copies this process's slot of `dev` into its shadow (ledger_shadow_create), the state last, or
@@ -517,6 +522,7 @@ static void shim_shadow_set_unsafe(int dev, const ledger_slot *s) {
     if (!s) return;
     ledger_slot c = *s;
     c.state = 0;
+    c.reserved0 = (uint32_t)(s - g.ledger.slots) + 1;   /* its place in the ledger, for a recovery */
     memcpy(t, &c, sizeof c);
     __atomic_store_n(&t->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
 }
@@ -911,11 +917,20 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     if (g.group_limit && __atomic_load_n(&g.ledger_state, __ATOMIC_ACQUIRE) == 1) {
         pthread_mutex_lock(&g.ledger_mu);
         ledger_lock(&g.ledger);
-        shim_follow_locked();
-        grouped = g.slot[dev] && !g.ledger_lost;
-        if (grouped) {
+        for (int tries = 0;; tries++) {
+            shim_follow_locked();
+            grouped = g.slot[dev] && !g.ledger_lost;
+            if (!grouped) break;
             total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
-        } else {
+            if (!g.ledger_lost) break;
+            /* truncated during the scan (the rest read as zeros): the total may miss members; read
+             * the file now at the path again, and refuse when it keeps being truncated */
+            if (tries == 2) {
+                total = UINT64_MAX;
+                break;
+            }
+        }
+        if (!grouped) {
             ledger_unlock(&g.ledger);
             pthread_mutex_unlock(&g.ledger_mu);
         }
