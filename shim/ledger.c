@@ -149,22 +149,30 @@ static int ledger_init_file(int fd) {
     return 0;
 }
 
-/* The slot of (pid, start_time, device) in l, or NULL. */
-static ledger_slot *ledger_find(ledger *l, int pid, uint64_t start_time, int device) {
+/* The live slot of (pid, start_time, device) among `slots`, or NULL. */
+static ledger_slot *ledger_slot_find(ledger_slot *slots, int pid, uint64_t start_time, int device) {
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
-        ledger_slot *s = &l->slots[i];
+        ledger_slot *s = &slots[i];
         if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time && s->device == device)
             return s;
     }
     return NULL;
 }
 
-/* Copies into l every slot of the ledger file (or shadow) at fd that is whole and alive on its own (the
+/* A private copy of a ledger file's slots, merged into before the file is mapped: the recovery reads
+ * and writes the new file only through its descriptor (pread / pwrite), so that a truncation by another
+ * process meanwhile cannot fault (SIGBUS) in a mapping no handler knows yet. */
+typedef struct ledger_table {
+    ledger_slot slots[LEDGER_SLOTS];
+    unsigned char dirty[LEDGER_SLOTS];
+} ledger_table;
+
+/* Copies into t every slot of the ledger file (or shadow) at fd that is whole and alive on its own (the
  * right size of file, a live state, its pid running with the start time recorded): at its own place
  * (a shadow's slot names it in reserved0, as index + 1) when that is free, else at the first free one.
- * A slot already in l keeps the larger usage of the two (copies may be older than the owner's last
+ * A slot already in t keeps the larger usage of the two (copies may be older than the owner's last
  * stores: counting too much is safe, too little is not). Returns how many were copied. */
-static int ledger_merge_from_fd(ledger *l, int fd) {
+static int ledger_merge_from_fd(ledger_table *t, int fd) {
     struct stat st;
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
         (size_t)st.st_size != LEDGER_FILE_SIZE)
@@ -174,26 +182,40 @@ static int ledger_merge_from_fd(ledger *l, int fd) {
         ledger_slot s;
         off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof s);
         if (pread(fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
-        ledger_slot *have = ledger_find(l, s.pid, s.start_time, s.device);
+        ledger_slot *have = ledger_slot_find(t->slots, s.pid, s.start_time, s.device);
         if (have) {
-            if (s.in_use > have->in_use) __atomic_store_n(&have->in_use, s.in_use, __ATOMIC_RELAXED);
-            if (s.peak > have->peak) __atomic_store_n(&have->peak, s.peak, __ATOMIC_RELAXED);
+            if (s.in_use > have->in_use) have->in_use = s.in_use, t->dirty[have - t->slots] = 1;
+            if (s.peak > have->peak) have->peak = s.peak, t->dirty[have - t->slots] = 1;
             continue;
         }
         unsigned at_k = s.reserved0 >= 1 && s.reserved0 <= LEDGER_SLOTS ? s.reserved0 - 1 : k;
         s.reserved0 = 0;
-        ledger_slot *to = l->slots[at_k].state == 0 ? &l->slots[at_k] : NULL;
+        ledger_slot *to = t->slots[at_k].state == 0 ? &t->slots[at_k] : NULL;
         for (uint32_t i = 0; i < LEDGER_SLOTS && !to; i++)
-            if (l->slots[i].state == 0) to = &l->slots[i];
+            if (t->slots[i].state == 0) to = &t->slots[i];
         if (!to) break;
         s.uuid[LEDGER_UUID_LEN - 1] = s.group[LEDGER_NAME_LEN - 1] = s.command[LEDGER_NAME_LEN - 1] = '\0';
-        uint32_t state = s.state;
-        s.state = 0;
-        memcpy(to, &s, sizeof s);
-        __atomic_store_n(&to->state, state, __ATOMIC_RELEASE);
+        *to = s;
+        t->dirty[to - t->slots] = 1;
         kept++;
     }
     return kept;
+}
+
+/* Writes t's changed slots into the file at fd (each slot with its state last, so that a reader of
+ * the mapping never sees a live state over half-written fields). */
+static void ledger_table_store(const ledger_table *t, int fd) {
+    for (unsigned k = 0; k < LEDGER_SLOTS; k++) {
+        if (!t->dirty[k]) continue;
+        off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof(ledger_slot));
+        const char *p = (const char *)&t->slots[k];
+        size_t head = sizeof t->slots[k].state;
+        if (pwrite(fd, p + head, sizeof(ledger_slot) - head, at + (off_t)head) != (ssize_t)(sizeof(ledger_slot) - head))
+            continue;
+        if (pwrite(fd, p, head, at) != (ssize_t)head) {
+            /* the slot stays as it was: the owner claims one again when it follows */
+        }
+    }
 }
 
 /* Processes that still map a ledger file no longer at the path (deleted, replaced by another file,
@@ -202,7 +224,7 @@ static int ledger_merge_from_fd(ledger *l, int fd) {
  * of "<path> (deleted)" or "<path>.bad.*", and the live slots of each such file (once per file) are
  * merged into l. Returns how many were merged. Called under the lock, when a file was made or found
  * replaced: rare, and a few thousand readlinks at most. */
-static int ledger_recover_from_procs(ledger *l) {
+static int ledger_recover_from_procs(const ledger *l, ledger_table *t) {
     char deleted[sizeof l->path + 16], aside[sizeof l->path + 8], shadow[sizeof l->path + 32];
     snprintf(deleted, sizeof deleted, "%s (deleted)", l->path);
     snprintf(aside, sizeof aside, "%s.bad.", l->path);
@@ -243,7 +265,7 @@ static int ledger_recover_from_procs(ledger *l) {
                     seen[nseen].ino = st.st_ino;
                     nseen++;
                 }
-                kept += ledger_merge_from_fd(l, fd);
+                kept += ledger_merge_from_fd(t, fd);
             }
             close(fd);
         }
@@ -314,10 +336,29 @@ static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
         }
         made = 1;
     }
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat %s: %s", l->path, strerror(errno));
+        goto fail;
+    }
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    int kept = 0, found = 0;
+    if (old_fd >= 0 || made || ledger_replaced(l)) {
+        ledger_table *t = calloc(1, sizeof *t);
+        if (t) {
+            if (pread(fd, t->slots, sizeof t->slots, (off_t)sizeof(ledger_header)) != (ssize_t)sizeof t->slots)
+                memset(t->slots, 0, sizeof t->slots);   /* shrunk meanwhile: whatever comes next rebuilds it */
+            if (old_fd >= 0) kept = ledger_merge_from_fd(t, old_fd);
+            found = ledger_recover_from_procs(l, t);
+            ledger_table_store(t, fd);
+            free(t);
+        }
+    }
+    if (old_fd >= 0) close(old_fd);
+    old_fd = -1;
     void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED || fstat(fd, &st) != 0) {
+    if (map == MAP_FAILED) {
         snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
-        if (map != MAP_FAILED) munmap(map, LEDGER_FILE_SIZE);
         goto fail;
     }
     l->fd = fd;
@@ -325,11 +366,6 @@ static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
     l->size = LEDGER_FILE_SIZE;
     l->hdr = map;
     l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
-    l->dev = st.st_dev;
-    l->ino = st.st_ino;
-    int kept = old_fd >= 0 ? ledger_merge_from_fd(l, old_fd) : 0;
-    if (old_fd >= 0) close(old_fd);
-    int found = (made || ledger_replaced(l)) ? ledger_recover_from_procs(l) : 0;
     ledger_record_identity(l);
     l->recovered = kept + found;
     if (bad)
@@ -475,7 +511,7 @@ ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int de
 }
 
 ledger_slot *ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device) {
-    return ledger_find(l, pid, start_time, device);
+    return ledger_slot_find(l->slots, pid, start_time, device);
 }
 
 void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time) {

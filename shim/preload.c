@@ -25,8 +25,9 @@
  *   interposed calls: cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged (counted on
  *   the current device although managed memory may migrate), cuMemCreate, cuMemAllocAsync,
  *   cuMemAllocFromPoolAsync. A hash table maps each live pointer (or VMM handle) to its size and
- *   device. Frees (cuMemFree, cuMemRelease, cuMemFreeAsync) subtract at the call: a stream-ordered
- *   free gives its bytes back when it is enqueued, not when the GPU reaches it, and memory a CUDA
+ *   device. Frees (cuMemFree, cuMemRelease, cuMemFreeAsync) subtract when the driver's call returned
+ *   success (never before: no one is granted bytes the driver still holds): a stream-ordered free
+ *   gives its bytes back when it is enqueued, not when the GPU reaches it, and memory a CUDA
  *   memory pool caches beyond live allocations (its release threshold) is not counted.
  *   An allocation is reserved against the limit before the driver is called (so concurrent threads
  *   cannot together pass the limit) and settled afterwards. One mutex guards the counters and table.
@@ -983,33 +984,45 @@ static int shim_record(int kind, unsigned long long key, size_t size, int dev) {
     return rc;
 }
 
-/* Takes the entry of a freed pointer or handle out of the table and its bytes out of use;
- * 1 when there was one (copied to *out), 0 for memory that was not counted. */
+/* Subtracts a freed entry's bytes from use (after the driver freed them). */
+static void shim_uncount(const shim_entry *e) {
+    pthread_mutex_lock(&g.mu);
+    g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
+    shim_publish_unsafe(e->dev);
+    pthread_mutex_unlock(&g.mu);
+    shim_note_ledger_lost();
+}
+
+/* Takes the entry of a pointer or handle being freed out of the table (before the driver call, so
+ * that the address, once freed, can be handed out and recorded again); its bytes stay in use until
+ * the driver freed them (shim_freed), so that no other process or thread is granted them while
+ * the memory is still held. 1 when there was one (copied to *out), 0 for memory not counted. */
 static int shim_forget(int kind, unsigned long long key, shim_entry *out) {
     int found = 0;
     pthread_mutex_lock(&g.mu);
     shim_entry *e = shim_find_unsafe(key, kind);
     if (e) {
         *out = *e;
-        g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
-        shim_publish_unsafe(e->dev);
         shim_remove_unsafe(e);
         found = 1;
     }
     pthread_mutex_unlock(&g.mu);
-    shim_note_ledger_lost();
     return found;
 }
 
-/* Puts back what shim_forget took when the driver refused the free (usage may then pass a limit
- * for a moment; every reader clamps). */
-static void shim_restore(const shim_entry *e) {
-    pthread_mutex_lock(&g.mu);
-    if (shim_insert_unsafe(e) == 0) {
-        g.used[e->dev] += e->size;
-        shim_publish_unsafe(e->dev);
+/* After the driver's free of a forgotten entry: r success gives its bytes back; a refusal puts the
+ * entry back in the table (its bytes were never given back; when the table cannot hold it again,
+ * they are: an entry not in the table could never be freed). */
+static void shim_freed(CUresult r, const shim_entry *e) {
+    if (r == CUDA_SUCCESS) {
+        shim_uncount(e);
+        shim_balloon_refill(e->dev);
+        return;
     }
+    pthread_mutex_lock(&g.mu);
+    int rc = shim_insert_unsafe(e);
     pthread_mutex_unlock(&g.mu);
+    if (rc != 0) shim_uncount(e);
 }
 
 /* The common tail of an allocation (a pointer or, for cuMemCreate, a handle): settles the
@@ -1086,8 +1099,7 @@ SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     shim_entry e;
     int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
     CUresult r = real(dptr);
-    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
-    else if (counted) shim_balloon_refill(e.dev);
+    if (counted) shim_freed(r, &e);
     return r;
 }
 
@@ -1112,8 +1124,7 @@ SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     shim_entry e;
     int counted = shim_forget(SHIM_KIND_HANDLE, handle, &e);
     CUresult r = real(handle);
-    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
-    else if (counted) shim_balloon_refill(e.dev);
+    if (counted) shim_freed(r, &e);
     return r;
 }
 
@@ -1135,14 +1146,13 @@ static CUresult shim_alloc_pool_async(pfn_cuMemAllocFromPoolAsync real, const ch
     return shim_settle_ptr(real(dptr, bytesize, pool, stream), dptr, bytesize, dev);
 }
 
-/* Subtracts at the call, before the GPU reached the free (see the header). */
+/* Subtracts when the free is enqueued, before the GPU reached it (see the header). */
 static CUresult shim_free_async(pfn_cuMemFreeAsync real, CUdeviceptr dptr, CUstream stream) {
     if (!real) return CUDA_ERROR_NOT_FOUND;
     shim_entry e;
     int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
     CUresult r = real(dptr, stream);
-    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
-    else if (counted) shim_balloon_refill(e.dev);
+    if (counted) shim_freed(r, &e);
     return r;
 }
 
