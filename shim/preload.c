@@ -633,7 +633,12 @@ static void shim_follow_locked(void) {
     int r = ledger_follow_locked(&g.ledger, lost, err, sizeof err);
     if (r < 0) {
         pthread_mutex_unlock(&g.mu);
-        if (!lost && g.log) fprintf(stderr, "vram: the ledger was replaced and the new one cannot be opened (%s)\n", err);
+        static int said;   /* under ledger_mu */
+        if (!said && (g.log || g.group_limit)) {
+            said = 1;
+            fprintf(stderr, "vram: the ledger was replaced and the new one cannot be opened (%s): this process "
+                    "goes on with the file it has\n", err);
+        }
         return;
     }
     if (r > 0) {

@@ -302,7 +302,8 @@ int run_main(int argc, char **argv) {
                               : unsetenv("VRAM_GROUP_LIMIT") != 0)
             goto env_failed;
     }
-    if (o.group && o.has_group_limit && run_check_ledger(argv[cmd_at]) != 0) return 1;
+    const char *glimit = getenv("VRAM_GROUP_LIMIT");   /* from --group-limit, or inherited without --group */
+    if (glimit && *glimit && run_check_ledger(argv[cmd_at]) != 0) return 1;
     if (run_set_preload(lib) != 0) goto env_failed;
     fflush(NULL);
     execvp(argv[cmd_at], argv + cmd_at);

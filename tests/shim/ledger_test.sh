@@ -374,6 +374,9 @@ chmod 666 "$LEDGER"
 run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
 check "a world-writable ledger file: vram run --group-limit does not start the program, saying why" \
     '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "$LEDGER is not a regular file of this user with mode 0600"'
+run env VRAM_GROUP=gg VRAM_GROUP_LIMIT=1GiB "$VRAM" run --growth -- "$APP" dlsym fill alloc 256 0
+check "... and so for a group limit inherited from the environment (no --group)" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting"'
 run "$VRAM" run --growth --group gg -- "$APP" dlsym fill alloc 8192 0
 check "... without a group limit the program runs (the ledger only lists it)" '[[ $RC == 0 ]] && has "$OUT" "chunks=2 "'
 rm "$LEDGER"
