@@ -555,10 +555,10 @@ static void shim_device_uuid(int dev, char *out, size_t len) {
  * The ledger is a shared mapping of a file any process of the user may truncate; a store or load past
  * its new end raises SIGBUS, which would kill the program over a bookkeeping file. The handler
  * replaces the whole mapping with private memory and returns: the access is made again and succeeds,
- * and the process goes on unlisted (its group limit holding for its own usage) until it follows the
- * file at the path again (shim_follow_locked, at its next group allocation or query); meanwhile its
- * shadow keeps it counted. A SIGBUS anywhere else goes to the handler the program had (or the
- * default action). */
+ * and the process goes on: one with a group limit reads the file at the path again before its next
+ * allocation is decided (shim_follow_locked; the allocation is refused when the file keeps being
+ * truncated), one without stays unlisted; meanwhile its shadow keeps it counted. A SIGBUS anywhere
+ * else goes to the handler the program had (or the default action). */
 static struct sigaction shim_old_sigbus;
 
 static void shim_sigbus(int sig, siginfo_t *si, void *uctx) {
@@ -581,8 +581,9 @@ static void shim_sigbus(int sig, siginfo_t *si, void *uctx) {
 /* Says once, outside the handler, that the ledger was lost. */
 static void shim_note_ledger_lost(void) {
     if (!g.ledger_lost || __atomic_exchange_n(&g.ledger_lost_said, 1, __ATOMIC_RELAXED)) return;
-    fprintf(stderr, "vram: the ledger file was truncated under this process: it is no longer listed by vram top%s\n",
-            g.group_limit ? " and its group limit holds for its own usage alone" : "");
+    fprintf(stderr, "vram: the ledger file was truncated under this process: %s\n",
+            g.group_limit ? "it reads the file at the path again at its next allocation"
+                          : "it is no longer listed by vram top");
 }
 
 static void shim_sigbus_install(void) {
@@ -923,15 +924,19 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     if (g.group_limit && __atomic_load_n(&g.ledger_state, __ATOMIC_ACQUIRE) == 1) {
         pthread_mutex_lock(&g.ledger_mu);
         ledger_lock(&g.ledger);
+        /* A truncation while following or scanning (the rest reads as zeros) may hide members: the
+         * file now at the path is read again, and the allocation refused when it keeps being
+         * truncated; never this process's own usage alone, which would forget the others. */
         for (int tries = 0;; tries++) {
             shim_follow_locked();
-            grouped = g.slot[dev] && !g.ledger_lost;
-            if (!grouped) break;
-            total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
-            if (!g.ledger_lost) break;
-            /* truncated during the scan (the rest read as zeros): the total may miss members; read
-             * the file now at the path again, and refuse when it keeps being truncated */
+            if (!g.ledger_lost) {
+                grouped = g.slot[dev] != NULL;   /* none: the ledger was full (own usage, below) */
+                if (!grouped) break;
+                total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+                if (!g.ledger_lost) break;
+            }
             if (tries == 2) {
+                grouped = 1;
                 total = UINT64_MAX;
                 break;
             }
