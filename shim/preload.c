@@ -626,8 +626,9 @@ static int shim_ledger_ready_locked(void) {
  * longer the one mapped (deleted, replaced, rebuilt by another process) or the mapping was lost to a
  * truncation, maps the current file; and every slot of this process that is no longer its own there
  * (not carried over, or wiped by a re-initialised file) is found or claimed again, with the current
- * usage published, so the group's budget counts this process again. */
-static void shim_follow_locked(void) {
+ * usage published, so the group's budget counts this process again. 0, or -1 when the file at the
+ * path cannot be opened (the old mapping is kept; it may miss what other members hold now). */
+static int shim_follow_locked(void) {
     char err[512];
     pthread_mutex_lock(&g.mu);
     int lost = g.ledger_lost;
@@ -637,10 +638,10 @@ static void shim_follow_locked(void) {
         static int said;   /* under ledger_mu */
         if (!said && (g.log || g.group_limit)) {
             said = 1;
-            fprintf(stderr, "vram: the ledger was replaced and the new one cannot be opened (%s): this process "
-                    "goes on with the file it has\n", err);
+            fprintf(stderr, "vram: the ledger was replaced and the new one cannot be opened (%s): this process's "
+                    "allocations under its group limit are refused until it can be\n", err);
         }
-        return;
+        return -1;
     }
     if (r > 0) {
         g.ledger_lost = 0;
@@ -666,6 +667,7 @@ static void shim_follow_locked(void) {
     if (reclaimed && g.log)
         fprintf(stderr, "vram: the ledger file was %s: this process follows the file now at %s and is listed there again\n",
                 r > 0 ? "replaced" : "re-initialised", g.ledger.path);
+    return 0;
 }
 
 /* Registers this process's slot for `dev` at the first accounted call on it (slow path, once). */
@@ -928,8 +930,7 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
          * file now at the path is read again, and the allocation refused when it keeps being
          * truncated; never this process's own usage alone, which would forget the others. */
         for (int tries = 0;; tries++) {
-            shim_follow_locked();
-            if (!g.ledger_lost) {
+            if (shim_follow_locked() == 0 && !g.ledger_lost) {
                 grouped = g.slot[dev] != NULL;   /* none: the ledger was full (own usage, below) */
                 if (!grouped) break;
                 total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
@@ -1206,8 +1207,10 @@ static size_t shim_group_free_uuid(const char *uuid) {
     pthread_mutex_lock(&g.ledger_mu);
     if (shim_ledger_ready_locked() == 0) {
         ledger_lock(&g.ledger);
-        shim_follow_locked();
-        uint64_t total = ledger_group_total_locked(&g.ledger, g.group, uuid);
+        /* a ledger that cannot be followed or keeps faulting reports nothing left (as allocations are refused) */
+        int ok = shim_follow_locked() == 0 && !g.ledger_lost;
+        uint64_t total = ok ? ledger_group_total_locked(&g.ledger, g.group, uuid) : UINT64_MAX;
+        if (g.ledger_lost) total = UINT64_MAX;
         ledger_unlock(&g.ledger);
         left = total >= g.group_limit ? 0 : (size_t)(g.group_limit - total);
     }

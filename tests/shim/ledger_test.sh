@@ -336,6 +336,37 @@ check "the ledger truncated while vram top reads its slots: no SIGBUS; it says s
     '[[ $RC == 0 ]] && has "$ERR" "the ledger was truncated while it was read" && has "$OUT" "\"processes\": []" &&
      [[ $(stat -c %s "$LEDGER") == $LEDGER_SIZE ]]'
 
+# A member that allocates after the ledger was replaced by something it cannot open safely: its old
+# mapping may miss what the others hold now, so its group allocations are refused until the ledger can
+# be opened again (never its own usage alone).
+rm -f "$TMP/s.in"
+mkfifo "$TMP/s.in"
+"$VRAM" run --growth --group gs --group-limit 1GiB -- "$APP" dlsym script 0 <"$TMP/s.in" >"$TMP/s.out" 2>"$TMP/s.err" &
+S_PID=$!
+exec {SFD}>"$TMP/s.in"
+S_LINES=0
+say_s() {
+    echo "$1" >&$SFD
+    S_LINES=$((S_LINES + 1))
+    for _ in $(seq 1000); do
+        [[ $(wc -l <"$TMP/s.out") -ge $S_LINES ]] && break
+        sleep 0.01
+    done
+    ANSWERS="$ANSWERS $(sed -n "${S_LINES}p" "$TMP/s.out")"
+}
+ANSWERS=
+say_s "alloc 64"
+rm "$LEDGER"
+ln -s /dev/null "$LEDGER"                       # the path now a symlink: refused when opened
+say_s "alloc 64"
+rm "$LEDGER"
+say_s "alloc 64"
+exec {SFD}>&-
+wait "$S_PID" || true
+OUT=$ANSWERS ERR=$(cat "$TMP/s.err")
+check "a member whose ledger was replaced by a symlink refuses its group allocations, and allocates again once the path is safe" \
+    '[[ $OUT == " alloc=0 alloc=2 alloc=0" ]] && has "$ERR" "are refused until it can be"'
+
 # ---- permissions ------------------------------------------------------------------------------------------
 PRELOAD=$("$VRAM" run -- env | sed -n 's/^LD_PRELOAD=//p')
 chmod 755 "$LEDGER_DIR"
