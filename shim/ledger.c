@@ -383,10 +383,9 @@ int ledger_open(ledger *l, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     l->lock_fd = l->fd = -1;
     if (ledger_make_dir(l, err, errlen) != 0) return -1;
-    char lock_path[PATH_MAX + 16];
-    snprintf(lock_path, sizeof lock_path, "%s/ledger.lock", l->dir);
+    snprintf(l->lock_path, sizeof l->lock_path, "%s/ledger.lock", l->dir);
     snprintf(l->path, sizeof l->path, "%s/ledger", l->dir);
-    if ((l->lock_fd = ledger_open_file(lock_path, err, errlen)) < 0) return -1;
+    if ((l->lock_fd = ledger_open_file(l->lock_path, err, errlen)) < 0) return -1;
     ledger_lock(l);
     int rc = ledger_attach_locked(l, err, errlen);
     ledger_unlock(l);
@@ -422,7 +421,22 @@ void ledger_close(ledger *l) {
 }
 
 void ledger_lock(ledger *l) {
-    while (flock(l->lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+    for (int tries = 0;; tries++) {
+        while (flock(l->lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+        }
+        /* the lock file deleted or replaced: the others lock the file now at the path, so this one
+         * must too (else two holders); its descriptor number is kept (dup2) */
+        struct stat held, now;
+        if (tries == 3 || !l->lock_path[0] || fstat(l->lock_fd, &held) != 0) return;
+        if (stat(l->lock_path, &now) == 0 && now.st_dev == held.st_dev && now.st_ino == held.st_ino) return;
+        char err[64];
+        int fd = ledger_open_file(l->lock_path, err, sizeof err);
+        if (fd < 0) return;   /* cannot: the lock held is the best there is */
+        if (dup2(fd, l->lock_fd) < 0) {
+            close(fd);
+            return;
+        }
+        close(fd);
     }
 }
 

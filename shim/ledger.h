@@ -89,6 +89,7 @@ typedef struct ledger {
     int recovered;             /* after ledger_open / a follow: slots of running processes carried in */
     char dir[PATH_MAX];
     char path[PATH_MAX + 16];
+    char lock_path[PATH_MAX + 16];
     char rebuilt[3 * PATH_MAX];/* after ledger_open: why the file found there was rebuilt, or "" */
 } ledger;
 
@@ -117,7 +118,9 @@ int ledger_repair_dir(char *said, size_t saidlen);
 int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen);
 
 /* The ledger lock (flock on ledger.lock). Callers in one process must serialise among their own
- * threads: flock does not exclude threads sharing the descriptor. */
+ * threads: flock does not exclude threads sharing the descriptor. Once held, the lock file is checked
+ * to be the one at the path still; when it was deleted or replaced the file now there is opened (into
+ * the same descriptor number) and locked instead, so that the lock is never split in two. */
 void ledger_lock(ledger *l);
 void ledger_unlock(ledger *l);
 

@@ -367,6 +367,29 @@ OUT=$ANSWERS ERR=$(cat "$TMP/s.err")
 check "a member whose ledger was replaced by a symlink refuses its group allocations, and allocates again once the path is safe" \
     '[[ $OUT == " alloc=0 alloc=2 alloc=0" ]] && has "$ERR" "are refused until it can be"'
 
+# The lock file deleted under a member: whoever comes next locks a new file at the path; the member must
+# lock that one too (not its old, deleted one), so it waits while another process holds it.
+rm -f "$TMP/s.in" "$TMP/s.out"
+mkfifo "$TMP/s.in"
+"$VRAM" run --growth --group gs --group-limit 1GiB -- "$APP" dlsym script 0 <"$TMP/s.in" >"$TMP/s.out" 2>"$TMP/s.err" &
+S_PID=$!
+exec {SFD}>"$TMP/s.in"
+S_LINES=0 ANSWERS=
+say_s "alloc 64"
+rm "$LEDGER.lock"
+(umask 077; exec flock "$LEDGER.lock" sleep 1.5) &
+LOCKER=$!
+sleep 0.3
+T0=$(date +%s%N)
+say_s "alloc 64"
+T1=$(date +%s%N)
+wait "$LOCKER" || true
+exec {SFD}>&-
+wait "$S_PID" || true
+OUT="$ANSWERS waited=$(( (T1 - T0) / 1000000 ))ms"
+check "the lock file deleted under a member: it then locks the new file at the path (waits for its holder, >= 1 s)" \
+    '[[ $ANSWERS == " alloc=0 alloc=0" ]] && (( (T1 - T0) >= 1000000000 ))'
+
 # ---- permissions ------------------------------------------------------------------------------------------
 PRELOAD=$("$VRAM" run -- env | sed -n 's/^LD_PRELOAD=//p')
 chmod 755 "$LEDGER_DIR"
