@@ -219,11 +219,12 @@ static void ledger_table_store(const ledger_table *t, int fd) {
 }
 
 /* Processes that still map a ledger file no longer at the path (deleted, replaced by another file,
- * or moved aside to ledger.bad.*) keep their slots there, where no one else looks. Their open
- * descriptors lead to it: every process of this user is searched (/proc/<pid>/fd) for a descriptor
- * of "<path> (deleted)" or "<path>.bad.*", and the live slots of each such file (once per file) are
- * merged into l. Returns how many were merged. Called under the lock, when a file was made or found
- * replaced: rare, and a few thousand readlinks at most. */
+ * or moved aside to ledger.bad.*) keep their slots there, where no one else looks, and every process
+ * under vram run keeps a shadow of its own slots (ledger_shadow_create). Their open descriptors lead
+ * to them: every process of this user is searched (/proc/<pid>/fd) for a descriptor of
+ * "<path> (deleted)", "<path>.bad.*" or "/memfd:vram:<path> (deleted)", and the live slots of each
+ * such file (once per file) are merged into t. Returns how many were merged. Called under the lock,
+ * when a file was made or found replaced: rare, and a few thousand readlinks at most. */
 static int ledger_recover_from_procs(const ledger *l, ledger_table *t) {
     char deleted[sizeof l->path + 16], aside[sizeof l->path + 8], shadow[sizeof l->path + 32];
     snprintf(deleted, sizeof deleted, "%s (deleted)", l->path);
