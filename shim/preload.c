@@ -627,7 +627,9 @@ static int shim_ledger_ready_locked(void) {
  * truncation, maps the current file; and every slot of this process that is no longer its own there
  * (not carried over, or wiped by a re-initialised file) is found or claimed again, with the current
  * usage published, so the group's budget counts this process again. 0, or -1 when the file at the
- * path cannot be opened (the old mapping is kept; it may miss what other members hold now). */
+ * path cannot be opened (the old mapping is kept; it may miss what other members hold now). g.mu is
+ * held across the swap of the mapping (slot pointers change), so a free waits for a recovery's
+ * search of /proc while it runs: rare, after a fault only. */
 static int shim_follow_locked(void) {
     char err[512];
     pthread_mutex_lock(&g.mu);
