@@ -289,13 +289,23 @@ int ledger_shadow_create(const ledger *l) {
     return fd;
 }
 
-/* The lock file records which file (device, inode) the ledger was when last opened, so that a file
- * put at the path by something other than vram (valid, but with none of the running processes' slots)
- * is noticed. 1 when the record names another file or there is none. */
+/* The lock file records which file (device, inode) the ledger was when last opened whole, so that a
+ * file put at the path by something other than vram (valid, but with none of the running processes'
+ * slots) is noticed, and so is a file whose maker died before it had recovered the running processes'
+ * slots (the record is cleared before a file is made and written once its recovery is done). 1 when
+ * the record names another file or there is none. */
 static int ledger_replaced(const ledger *l) {
     uint64_t id[2];
     if (pread(l->lock_fd, id, sizeof id, 0) != (ssize_t)sizeof id) return 1;
     return id[0] != (uint64_t)l->dev || id[1] != (uint64_t)l->ino;
+}
+
+static void ledger_clear_identity(const ledger *l) {
+    uint64_t id[2] = { 0, 0 };
+    if (pwrite(l->lock_fd, id, sizeof id, 0) != (ssize_t)sizeof id) {
+        /* the old record stays: a file made now over the same inode would pass for recovered only if
+         * this process dies before recording; the follow of the others then re-claims their own slots */
+    }
 }
 
 static void ledger_record_identity(const ledger *l) {
@@ -308,14 +318,16 @@ static void ledger_record_identity(const ledger *l) {
 /* Under the lock: opens the file at l->path (creating it, or rebuilding a bad one), maps it into l and
  * recovers the slots of running processes that a fault left elsewhere: those of the file moved aside
  * by a rebuild, and, when the file was made now or put there by something else, those of every file
- * still held open by a process of this user (ledger_recover_from_procs). 0, or -1 with err. */
-static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
+ * still held open by a process of this user (ledger_recover_from_procs). 0, -1 with err, or -2 when
+ * the bad file vanished while it was being moved aside (ledger_attach_locked tries again). */
+static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     int fd = ledger_open_file(l->path, err, errlen), old_fd = -1, made = 0;
     if (fd < 0) return -1;
     struct stat st;
     char why[128], aside[PATH_MAX + 64];
     const char *bad = NULL;
     if (fstat(fd, &st) == 0 && st.st_size == 0) {
+        ledger_clear_identity(l);
         if (ledger_init_file(fd) != 0) {
             snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
             goto fail;
@@ -324,11 +336,14 @@ static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
     } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
         /* Never trusted: moved aside (kept for a look), and a fresh one written. */
         snprintf(aside, sizeof aside, "%s.bad.%ld.%ld", l->path, (long)getpid(), (long)time(NULL));
+        ledger_clear_identity(l);
         old_fd = fd;
         fd = -1;
         if (rename(l->path, aside) != 0) {
+            int gone = errno == ENOENT;   /* deleted meanwhile: the next try makes a new one */
             snprintf(err, errlen, "%s is %s and cannot be moved aside: %s", l->path, bad, strerror(errno));
-            goto fail;
+            close(old_fd);
+            return gone ? -2 : -1;
         }
         if ((fd = ledger_open_file(l->path, err, errlen)) < 0) goto fail;
         if (ledger_init_file(fd) != 0) {
@@ -380,6 +395,12 @@ fail:
     return -1;
 }
 
+static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
+    int rc = -2;
+    for (int tries = 0; tries < 3 && rc == -2; tries++) rc = ledger_attach_once(l, err, errlen);
+    return rc == 0 ? 0 : -1;
+}
+
 int ledger_open(ledger *l, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     l->lock_fd = l->fd = -1;
@@ -400,8 +421,8 @@ int ledger_open(ledger *l, char *err, size_t errlen) {
 int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {
     struct stat st, mine;
     if (!force && fstat(l->fd, &mine) == 0 && (size_t)mine.st_size == LEDGER_FILE_SIZE && stat(l->path, &st) == 0 &&
-        st.st_dev == l->dev && st.st_ino == l->ino)
-        return 0;   /* the same file, whole (a truncated one is made whole again by the attach) */
+        st.st_dev == l->dev && st.st_ino == l->ino && !ledger_replaced(l))
+        return 0;   /* the same file, whole and recovered (else the attach makes it so) */
     ledger n = *l;
     n.fd = -1;
     n.map = NULL;
