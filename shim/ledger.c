@@ -7,6 +7,8 @@
 
 #include "ledger.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -32,11 +34,38 @@ static uint64_t ledger_checksum(const ledger_header *h) {
     return x;
 }
 
+static void ledger_dir_path(char *dir, size_t len) {
+    const char *xdg = getenv("XDG_RUNTIME_DIR");
+    if (xdg && xdg[0] == '/') snprintf(dir, len, "%s/vram", xdg);
+    else snprintf(dir, len, "/dev/shm/vram-%lu", (unsigned long)geteuid());
+}
+
+int ledger_repair_dir(char *said, size_t saidlen) {
+    char dir[PATH_MAX];
+    ledger_dir_path(dir, sizeof dir);
+    said[0] = '\0';
+    /* opened without following a symlink, then checked and changed through the descriptor: what is
+     * changed is what was checked */
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    struct stat st;
+    int rc = 0;
+    if (fstat(fd, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid() && (st.st_mode & 077)) {
+        if (fchmod(fd, 0700) == 0) {
+            snprintf(said, saidlen, "the ledger directory %s had mode %03o (open to group or others); set it to 0700",
+                     dir, (unsigned)(st.st_mode & 0777));
+            rc = 1;
+        } else {
+            rc = -1;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
 /* The directory: $XDG_RUNTIME_DIR/vram, else /dev/shm/vram-<uid>; created 0700 and checked. */
 static int ledger_make_dir(ledger *l, char *err, size_t errlen) {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (xdg && xdg[0] == '/') snprintf(l->dir, sizeof l->dir, "%s/vram", xdg);
-    else snprintf(l->dir, sizeof l->dir, "/dev/shm/vram-%lu", (unsigned long)geteuid());
+    ledger_dir_path(l->dir, sizeof l->dir);
     if (mkdir(l->dir, 0700) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", l->dir, strerror(errno));
         return -1;
@@ -120,88 +149,289 @@ static int ledger_init_file(int fd) {
     return 0;
 }
 
-/* A rebuild keeps the slots of processes still running: every slot of the file moved aside that is
- * whole and alive on its own (the right size of file, a live state, its pid running with the start
- * time recorded) is copied into the fresh file at its place, so that a corrupted header does not make
- * a group forget the memory its members hold. Returns how many were kept. */
-static int ledger_carry_live_slots(int old_fd, int new_fd) {
+/* The live slot of (pid, start_time, device) among `slots`, or NULL. */
+static ledger_slot *ledger_slot_find(ledger_slot *slots, int pid, uint64_t start_time, int device) {
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &slots[i];
+        if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time && s->device == device)
+            return s;
+    }
+    return NULL;
+}
+
+/* A private copy of a ledger file's slots, merged into before the file is mapped: the recovery reads
+ * and writes the new file only through its descriptor (pread / pwrite), so that a truncation by another
+ * process meanwhile cannot fault (SIGBUS) in a mapping no handler knows yet. */
+typedef struct ledger_table {
+    ledger_slot slots[LEDGER_SLOTS];
+    unsigned char dirty[LEDGER_SLOTS];
+} ledger_table;
+
+/* Copies into t every slot of the ledger file (or shadow) at fd that is whole and alive on its own (the
+ * right size of file, a live state, its pid running with the start time recorded): at its own place
+ * (a shadow's slot names it in reserved0, as index + 1) when that is free, else at the first free one.
+ * A slot already in t keeps the larger usage of the two (copies may be older than the owner's last
+ * stores: counting too much is safe, too little is not). Returns how many were copied. */
+static int ledger_merge_from_fd(ledger_table *t, int fd) {
     struct stat st;
-    if (fstat(old_fd, &st) != 0 || (size_t)st.st_size != LEDGER_FILE_SIZE) return 0;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid() ||
+        (size_t)st.st_size != LEDGER_FILE_SIZE)
+        return 0;
     int kept = 0;
     for (unsigned k = 0; k < LEDGER_SLOTS; k++) {
         ledger_slot s;
         off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof s);
-        if (pread(old_fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
+        if (pread(fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
+        ledger_slot *have = ledger_slot_find(t->slots, s.pid, s.start_time, s.device);
+        if (have) {
+            if (s.in_use > have->in_use) have->in_use = s.in_use, t->dirty[have - t->slots] = 1;
+            if (s.peak > have->peak) have->peak = s.peak, t->dirty[have - t->slots] = 1;
+            continue;
+        }
+        unsigned at_k = s.reserved0 >= 1 && s.reserved0 <= LEDGER_SLOTS ? s.reserved0 - 1 : k;
+        s.reserved0 = 0;
+        ledger_slot *to = t->slots[at_k].state == 0 ? &t->slots[at_k] : NULL;
+        for (uint32_t i = 0; i < LEDGER_SLOTS && !to; i++)
+            if (t->slots[i].state == 0) to = &t->slots[i];
+        if (!to) break;
         s.uuid[LEDGER_UUID_LEN - 1] = s.group[LEDGER_NAME_LEN - 1] = s.command[LEDGER_NAME_LEN - 1] = '\0';
-        if (pwrite(new_fd, &s, sizeof s, at) == (ssize_t)sizeof s) kept++;
+        *to = s;
+        t->dirty[to - t->slots] = 1;
+        kept++;
     }
     return kept;
+}
+
+/* Writes t's changed slots into the file at fd (each slot with its state last, so that a reader of
+ * the mapping never sees a live state over half-written fields). */
+static void ledger_table_store(const ledger_table *t, int fd) {
+    for (unsigned k = 0; k < LEDGER_SLOTS; k++) {
+        if (!t->dirty[k]) continue;
+        off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof(ledger_slot));
+        const char *p = (const char *)&t->slots[k];
+        size_t head = sizeof t->slots[k].state;
+        if (pwrite(fd, p + head, sizeof(ledger_slot) - head, at + (off_t)head) != (ssize_t)(sizeof(ledger_slot) - head))
+            continue;
+        if (pwrite(fd, p, head, at) != (ssize_t)head) {
+            /* the slot stays as it was: the owner claims one again when it follows */
+        }
+    }
+}
+
+/* Processes that still map a ledger file no longer at the path (deleted, replaced by another file,
+ * or moved aside to ledger.bad.*) keep their slots there, where no one else looks, and every process
+ * under vram run keeps a shadow of its own slots (ledger_shadow_create). Their open descriptors lead
+ * to them: every process of this user is searched (/proc/<pid>/fd) for a descriptor of
+ * "<path> (deleted)", "<path>.bad.*" or "/memfd:vram:<path> (deleted)", and the live slots of each
+ * such file (once per file) are merged into t. Returns how many were merged. Called under the lock,
+ * when a file was made or found replaced: rare, and a few thousand readlinks at most. */
+static int ledger_recover_from_procs(const ledger *l, ledger_table *t) {
+    char deleted[sizeof l->path + 16], aside[sizeof l->path + 8], shadow[sizeof l->path + 32];
+    snprintf(deleted, sizeof deleted, "%s (deleted)", l->path);
+    snprintf(aside, sizeof aside, "%s.bad.", l->path);
+    snprintf(shadow, sizeof shadow, "/memfd:vram:%s (deleted)", l->path);
+    struct { dev_t dev; ino_t ino; } seen[64];
+    int nseen = 0, kept = 0;
+    DIR *proc = opendir("/proc");
+    if (!proc) return 0;
+    struct dirent *e;
+    while ((e = readdir(proc)) != NULL) {
+        if (!isdigit((unsigned char)e->d_name[0])) continue;
+        char dir[64];
+        struct stat ps;
+        snprintf(dir, sizeof dir, "/proc/%.20s", e->d_name);
+        if (stat(dir, &ps) != 0 || ps.st_uid != geteuid()) continue;
+        snprintf(dir, sizeof dir, "/proc/%.20s/fd", e->d_name);
+        DIR *fds = opendir(dir);
+        if (!fds) continue;
+        struct dirent *f;
+        while ((f = readdir(fds)) != NULL) {
+            if (f->d_name[0] == '.') continue;
+            char link[96], target[sizeof shadow + 64];
+            snprintf(link, sizeof link, "%s/%.20s", dir, f->d_name);
+            ssize_t n = readlink(link, target, sizeof target - 1);
+            if (n <= 0) continue;
+            target[n] = '\0';
+            if (strcmp(target, deleted) != 0 && strcmp(target, shadow) != 0 &&
+                strncmp(target, aside, strlen(aside)) != 0)
+                continue;
+            int fd = open(link, O_RDONLY | O_CLOEXEC);   /* the file itself, deleted or not */
+            if (fd < 0) continue;
+            struct stat st;
+            int known = fstat(fd, &st) != 0 || (st.st_dev == l->dev && st.st_ino == l->ino);
+            for (int i = 0; i < nseen && !known; i++) known = seen[i].dev == st.st_dev && seen[i].ino == st.st_ino;
+            if (!known) {
+                if (nseen < (int)(sizeof seen / sizeof seen[0])) {
+                    seen[nseen].dev = st.st_dev;
+                    seen[nseen].ino = st.st_ino;
+                    nseen++;
+                }
+                kept += ledger_merge_from_fd(t, fd);
+            }
+            close(fd);
+        }
+        closedir(fds);
+    }
+    closedir(proc);
+    return kept;
+}
+
+int ledger_shadow_create(const ledger *l) {
+    char name[256];
+    if (snprintf(name, sizeof name, "vram:%s", l->path) >= 250) return -1;   /* memfd names: 249 bytes */
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0 ||
+        fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+        close(fd);
+        return -1;
+    }
+    return fd;
+}
+
+/* The lock file records which file (device, inode) the ledger was when last opened whole, so that a
+ * file put at the path by something other than vram (valid, but with none of the running processes'
+ * slots) is noticed, and so is a file whose maker died before it had recovered the running processes'
+ * slots (the record is cleared before a file is made and written once its recovery is done). 1 when
+ * the record names another file or there is none. */
+static int ledger_replaced(const ledger *l) {
+    uint64_t id[2];
+    if (pread(l->lock_fd, id, sizeof id, 0) != (ssize_t)sizeof id) return 1;
+    return id[0] != (uint64_t)l->dev || id[1] != (uint64_t)l->ino;
+}
+
+static void ledger_clear_identity(const ledger *l) {
+    uint64_t id[2] = { 0, 0 };
+    if (pwrite(l->lock_fd, id, sizeof id, 0) != (ssize_t)sizeof id) {
+        /* the old record stays: a file made now over the same inode would pass for recovered only if
+         * this process dies before recording; the follow of the others then re-claims their own slots */
+    }
+}
+
+static void ledger_record_identity(const ledger *l) {
+    uint64_t id[2] = { (uint64_t)l->dev, (uint64_t)l->ino };
+    if (pwrite(l->lock_fd, id, sizeof id, 0) != (ssize_t)sizeof id) {
+        /* not recorded: the next opener searches for lost slots once more; no harm */
+    }
+}
+
+/* Under the lock: opens the file at l->path (creating it, or rebuilding a bad one), maps it into l and
+ * recovers the slots of running processes that a fault left elsewhere: those of the file moved aside
+ * by a rebuild, and, when the file was made now or put there by something else, those of every file
+ * still held open by a process of this user (ledger_recover_from_procs). 0, -1 with err, or -2 when
+ * the bad file vanished while it was being moved aside (ledger_attach_locked tries again). */
+static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
+    int fd = ledger_open_file(l->path, err, errlen), old_fd = -1, made = 0;
+    if (fd < 0) return -1;
+    struct stat st;
+    char why[128], aside[PATH_MAX + 64];
+    const char *bad = NULL;
+    if (fstat(fd, &st) == 0 && st.st_size == 0) {
+        ledger_clear_identity(l);
+        if (ledger_init_file(fd) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+            goto fail;
+        }
+        made = 1;
+    } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
+        /* Never trusted: moved aside (kept for a look), and a fresh one written. */
+        snprintf(aside, sizeof aside, "%s.bad.%ld.%ld", l->path, (long)getpid(), (long)time(NULL));
+        ledger_clear_identity(l);
+        old_fd = fd;
+        fd = -1;
+        if (rename(l->path, aside) != 0) {
+            int gone = errno == ENOENT;   /* deleted meanwhile: the next try makes a new one */
+            snprintf(err, errlen, "%s is %s and cannot be moved aside: %s", l->path, bad, strerror(errno));
+            close(old_fd);
+            return gone ? -2 : -1;
+        }
+        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) goto fail;
+        if (ledger_init_file(fd) != 0) {
+            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+            goto fail;
+        }
+        made = 1;
+    }
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat %s: %s", l->path, strerror(errno));
+        goto fail;
+    }
+    l->dev = st.st_dev;
+    l->ino = st.st_ino;
+    int kept = 0, found = 0;
+    if (old_fd >= 0 || made || ledger_replaced(l)) {
+        ledger_table *t = calloc(1, sizeof *t);
+        if (t) {
+            if (pread(fd, t->slots, sizeof t->slots, (off_t)sizeof(ledger_header)) != (ssize_t)sizeof t->slots)
+                memset(t->slots, 0, sizeof t->slots);   /* shrunk meanwhile: whatever comes next rebuilds it */
+            if (old_fd >= 0) kept = ledger_merge_from_fd(t, old_fd);
+            found = ledger_recover_from_procs(l, t);
+            ledger_table_store(t, fd);
+            free(t);
+        }
+    }
+    if (old_fd >= 0) close(old_fd);
+    old_fd = -1;
+    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
+        goto fail;
+    }
+    l->fd = fd;
+    l->map = map;
+    l->size = LEDGER_FILE_SIZE;
+    l->hdr = map;
+    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
+    ledger_record_identity(l);
+    l->recovered = kept + found;
+    if (bad)
+        snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt, keeping the %d slot(s) "
+                 "of processes still running", l->path, bad, aside, kept + found);
+    return 0;
+
+fail:
+    if (old_fd >= 0) close(old_fd);
+    if (fd >= 0) close(fd);
+    return -1;
+}
+
+static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
+    int rc = -2;
+    for (int tries = 0; tries < 3 && rc == -2; tries++) rc = ledger_attach_once(l, err, errlen);
+    return rc == 0 ? 0 : -1;
 }
 
 int ledger_open(ledger *l, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     l->lock_fd = l->fd = -1;
     if (ledger_make_dir(l, err, errlen) != 0) return -1;
-    char lock_path[PATH_MAX + 16];
-    snprintf(lock_path, sizeof lock_path, "%s/ledger.lock", l->dir);
+    snprintf(l->lock_path, sizeof l->lock_path, "%s/ledger.lock", l->dir);
     snprintf(l->path, sizeof l->path, "%s/ledger", l->dir);
-    if ((l->lock_fd = ledger_open_file(lock_path, err, errlen)) < 0) return -1;
+    if ((l->lock_fd = ledger_open_file(l->lock_path, err, errlen)) < 0) return -1;
     ledger_lock(l);
-    int fd = ledger_open_file(l->path, err, errlen);
-    if (fd < 0) goto fail;
-    struct stat st;
-    char why[128];
-    const char *bad = NULL;
-    if (fstat(fd, &st) == 0 && st.st_size == 0) {
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            goto fail_fd;
-        }
-    } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
-        /* Never trusted: moved aside (kept for a look), and a fresh one written. */
-        char aside[PATH_MAX + 64];
-        snprintf(aside, sizeof aside, "%s.bad.%ld.%ld", l->path, (long)getpid(), (long)time(NULL));
-        int old_fd = fd;
-        fd = -1;
-        if (rename(l->path, aside) != 0) {
-            snprintf(err, errlen, "%s is %s and cannot be moved aside: %s", l->path, bad, strerror(errno));
-            close(old_fd);
-            goto fail;
-        }
-        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) {
-            close(old_fd);
-            goto fail;
-        }
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            close(old_fd);
-            goto fail_fd;
-        }
-        int kept = ledger_carry_live_slots(old_fd, fd);
-        close(old_fd);
-        snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt, keeping the %d slot(s) "
-                 "of processes still running", l->path, bad, aside, kept);
-    }
-    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
-        goto fail_fd;
-    }
+    int rc = ledger_attach_locked(l, err, errlen);
     ledger_unlock(l);
-    l->fd = fd;
-    l->map = map;
-    l->size = LEDGER_FILE_SIZE;
-    l->hdr = map;
-    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
-    return 0;
+    if (rc != 0) {
+        close(l->lock_fd);
+        l->lock_fd = -1;
+    }
+    return rc;
+}
 
-fail_fd:
-    close(fd);
-fail:
-    ledger_unlock(l);
-    close(l->lock_fd);
-    l->lock_fd = -1;
-    return -1;
+int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {
+    struct stat st, mine;
+    if (!force && fstat(l->fd, &mine) == 0 && (size_t)mine.st_size == LEDGER_FILE_SIZE && stat(l->path, &st) == 0 &&
+        st.st_dev == l->dev && st.st_ino == l->ino && !ledger_replaced(l))
+        return 0;   /* the same file, whole and recovered (else the attach makes it so) */
+    ledger n = *l;
+    n.fd = -1;
+    n.map = NULL;
+    n.rebuilt[0] = '\0';
+    if (ledger_attach_locked(&n, err, errlen) != 0) return -1;
+    munmap(l->map, l->size);
+    close(l->fd);
+    *l = n;
+    return 1;
 }
 
 void ledger_close(ledger *l) {
@@ -213,7 +443,22 @@ void ledger_close(ledger *l) {
 }
 
 void ledger_lock(ledger *l) {
-    while (flock(l->lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+    for (int tries = 0;; tries++) {
+        while (flock(l->lock_fd, LOCK_EX) != 0 && errno == EINTR) {
+        }
+        /* the lock file deleted or replaced: the others lock the file now at the path, so this one
+         * must too (else two holders); its descriptor number is kept (dup2) */
+        struct stat held, now;
+        if (tries == 3 || !l->lock_path[0] || fstat(l->lock_fd, &held) != 0) return;
+        if (stat(l->lock_path, &now) == 0 && now.st_dev == held.st_dev && now.st_ino == held.st_ino) return;
+        char err[64];
+        int fd = ledger_open_file(l->lock_path, err, sizeof err);
+        if (fd < 0) return;   /* cannot: the lock held is the best there is */
+        if (dup2(fd, l->lock_fd) < 0) {
+            close(fd);
+            return;
+        }
+        close(fd);
     }
 }
 
@@ -299,6 +544,10 @@ ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int de
     ledger_set_name(s->command, sizeof s->command, command);
     __atomic_store_n(&s->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
     return s;
+}
+
+ledger_slot *ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device) {
+    return ledger_slot_find(l->slots, pid, start_time, device);
 }
 
 void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time) {

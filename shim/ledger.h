@@ -6,14 +6,25 @@
  * The directory is created 0700 and must be a real directory (not a symlink) owned by the user with
  * no group/other permissions; otherwise the ledger is refused. It holds:
  *   ledger       the table, mmap'd MAP_SHARED (0600, opened O_NOFOLLOW, checked: regular file, owner)
- *   ledger.lock  an empty file whose flock() is the ledger lock (never renamed, so a rebuild of
- *                `ledger` cannot split the lock). flock is released by the kernel when its holder
- *                dies (kill -9 included), so a dead process never leaves the ledger locked.
+ *   ledger.lock  a file whose flock() is the ledger lock (never renamed, so a rebuild of `ledger`
+ *                cannot split the lock). flock is released by the kernel when its holder dies (kill -9
+ *                included), so a dead process never leaves the ledger locked. Its 16 bytes record the
+ *                device and inode of the ledger file last opened, so that a file put at the path by
+ *                anything else is noticed.
  *
  * Layout: a header (magic, layout version, header size, slot size, slot count, file size and an
  * FNV-1a checksum of the header) and LEDGER_SLOTS slots, one per (process, device). A file whose
  * size, magic, version, sizes or checksum do not match is renamed aside to ledger.bad.<pid>.<time>
  * and a fresh one is written (under the lock): it is never trusted.
+ *
+ * Faults to the file (ledger_open, ledger_follow_locked): a rebuild copies the live slots of the file
+ * moved aside. When the file is made anew (it was deleted, truncated to nothing or rebuilt) or was
+ * replaced behind vram's back, running processes that still map the old file, or keep a shadow of
+ * their slots (ledger_shadow_create: what survives a truncation), are found through their open
+ * descriptors (/proc/<pid>/fd of this user's processes) and those live slots are copied in, so the
+ * budget of a group still counts members that make no call meanwhile. A member follows the file at
+ * the path itself the next time it takes the lock for its group (ledger_follow_locked), finds its
+ * copied slot or claims one, and publishes its usage there.
  *
  * Slots: claimed and released under the lock; their counters (in_use, peak) are written by the
  * owning process alone with relaxed atomic stores, without the lock, and read with atomic loads.
@@ -28,6 +39,7 @@
 #include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #define LEDGER_MAGIC 0x3152474c4d415256ull   /* "VRAMLGR1" little-endian */
 #define LEDGER_VERSION 1u
@@ -72,8 +84,12 @@ typedef struct ledger {
     size_t size;
     ledger_header *hdr;
     ledger_slot *slots;
+    dev_t dev;                 /* the mapped file's identity (fstat after opening it) */
+    ino_t ino;
+    int recovered;             /* after ledger_open / a follow: slots of running processes carried in */
     char dir[PATH_MAX];
     char path[PATH_MAX + 16];
+    char lock_path[PATH_MAX + 16];
     char rebuilt[3 * PATH_MAX];/* after ledger_open: why the file found there was rebuilt, or "" */
 } ledger;
 
@@ -82,8 +98,29 @@ typedef struct ledger {
 int ledger_open(ledger *l, char *err, size_t errlen);
 void ledger_close(ledger *l);
 
+/* A process's shadow of its own slots: a sealed memfd (it cannot be shrunk, so its mapping never
+ * faults) of the ledger's size, named "vram:<ledger path>", where the process keeps a copy of each
+ * of its slots at index = its device. ledger_recover_from_procs finds it through /proc/<pid>/fd
+ * like a deleted ledger file, so a ledger wiped by truncation still learns what running members
+ * hold. The descriptor (close-on-exec), or -1. */
+int ledger_shadow_create(const ledger *l);
+
+/* The ledger directory of this user, when it is a real directory of this user open to group or others,
+ * is set to 0700 (what `vram run --group-limit` repairs before it opens the ledger; nothing else is
+ * changed: a symlink, another owner or an unsafe file is left for ledger_open to refuse). 1 repaired
+ * (said in `said`), 0 nothing to do, -1 it could not be changed. */
+int ledger_repair_dir(char *said, size_t saidlen);
+
+/* Under the lock: when the file at l->path is no longer the one mapped (deleted, replaced, moved aside
+ * by a rebuild), or `force`, opens and maps the current one (as ledger_open does, recovering slots)
+ * and unmaps the old. 0 unchanged, 1 followed (every slot pointer into the old mapping is stale:
+ * find or claim again), -1 with err (l unchanged). */
+int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen);
+
 /* The ledger lock (flock on ledger.lock). Callers in one process must serialise among their own
- * threads: flock does not exclude threads sharing the descriptor. */
+ * threads: flock does not exclude threads sharing the descriptor. Once held, the lock file is checked
+ * to be the one at the path still; when it was deleted or replaced the file now there is opened (into
+ * the same descriptor number) and locked instead, so that the lock is never split in two. */
 void ledger_lock(ledger *l);
 void ledger_unlock(ledger *l);
 
@@ -101,6 +138,9 @@ int ledger_reclaim_locked(ledger *l);
 ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int device, const char *uuid,
                                  const char *group, const char *command, uint64_t limit,
                                  uint64_t group_limit);
+
+/* Under the lock: the live slot of (pid, start_time, device), or NULL. */
+ledger_slot *ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device);
 
 /* Under the lock: frees `s` if it is still pid's. */
 void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time);

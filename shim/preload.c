@@ -25,8 +25,9 @@
  *   interposed calls: cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged (counted on
  *   the current device although managed memory may migrate), cuMemCreate, cuMemAllocAsync,
  *   cuMemAllocFromPoolAsync. A hash table maps each live pointer (or VMM handle) to its size and
- *   device. Frees (cuMemFree, cuMemRelease, cuMemFreeAsync) subtract at the call: a stream-ordered
- *   free gives its bytes back when it is enqueued, not when the GPU reaches it, and memory a CUDA
+ *   device. Frees (cuMemFree, cuMemRelease, cuMemFreeAsync) subtract when the driver's call returned
+ *   success (never before: no one is granted bytes the driver still holds): a stream-ordered free
+ *   gives its bytes back when it is enqueued, not when the GPU reaches it, and memory a CUDA
  *   memory pool caches beyond live allocations (its release threshold) is not counted.
  *   An allocation is reserved against the limit before the driver is called (so concurrent threads
  *   cannot together pass the limit) and settled afterwards. One mutex guards the counters and table.
@@ -66,6 +67,9 @@
  *   limit and /proc/self/comm. Every change of a device's usage stores in_use and peak into the
  *   process's own slot (two relaxed atomic stores under g.mu; no ledger lock). The slots are freed
  *   at exit (a destructor); a process killed before that is reclaimed by whoever scans the ledger.
+ *   Each slot is mirrored in the process's shadow (ledger_shadow_create: a sealed memfd no one can
+ *   shrink, published with the same stores), from which a ledger made anew after a truncation or
+ *   deletion recovers the process's slot and usage even when it makes no call.
  *   After fork the child starts with no slot and nothing counted. A ledger that cannot be opened (bad
  *   permissions, full) is said on stderr with VRAM_LOG=1 or a group limit, and the program runs on.
  *
@@ -76,8 +80,11 @@
  *   the ledger's slots are scanned (1024 slots, a /proc/<pid>/stat read per live slot), then the
  *   reservation is published into the slot before the lock is released, so that processes of the
  *   group cannot pass the limit together. Frees need no lock (usage only falls). Each process
- *   enforces its own VRAM_GROUP_LIMIT. A process whose ledger was rebuilt by another one (the
- *   file it mapped was corrupted and moved aside) keeps writing the old file until it restarts.
+ *   enforces its own VRAM_GROUP_LIMIT. When the ledger file was rebuilt, deleted or replaced by
+ *   another process, or truncated under this one, the slow path first follows the file now at the
+ *   path (shim_follow_locked: maps it, finds or claims this process's slots, publishes its usage);
+ *   meanwhile whoever made the new file carried this process's slot over from the old one (ledger.h,
+ *   "Faults to the file"), so a member that makes no call is still counted.
  *
  * Not covered yet: the legacy v1 entry points (32-bit sizes, CUDA < 3.2), dlvsym lookups of driver
  * symbols, NVML calls other than nvmlDeviceGetMemoryInfo / _v2 (see "NVML" below).
@@ -103,6 +110,7 @@
 #include "nvml_types.h"
 
 #define SHIM_MAX_DEVICES 64
+#define SHIM_LEDGER_BYTES (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
 
 /* ---- the real functions ---------------------------------------------------------------------- */
 
@@ -192,11 +200,16 @@ typedef struct shim_state {
     int ledger_lost_said;
     ledger ledger;
     ledger_slot *slot[SHIM_MAX_DEVICES];     /* written under ledger_mu and g.mu; read under g.mu */
+    int shadow_fd;                           /* ledger_shadow_create's memfd, or -1 (under ledger_mu) */
+    void *shadow_map;                        /* its mapping (LEDGER_FILE_SIZE bytes), or NULL */
+    ledger_slot *shadow;                     /* its slots: this process's slot of device d at d; the
+                                              * counters written with the ledger's, under g.mu */
     int slot_tried[SHIM_MAX_DEVICES];        /* registration attempted (atomic read on the fast path) */
     char uuid[SHIM_MAX_DEVICES][LEDGER_UUID_LEN];
     size_t peak[SHIM_MAX_DEVICES];           /* under mu */
     int self_pid;
     uint64_t self_start;
+    char command[LEDGER_NAME_LEN];           /* /proc/self/comm, at the first registration */
     char group[LEDGER_NAME_LEN];             /* VRAM_GROUP, "" none; set once */
     char malformed[160];                     /* a limit variable that is no size: every allocation is
                                               * refused (fail closed), this says which; "" none */
@@ -217,7 +230,7 @@ typedef struct shim_state {
 } shim_state;
 
 static shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER,
-                        .balloon_mu = PTHREAD_MUTEX_INITIALIZER };
+                        .balloon_mu = PTHREAD_MUTEX_INITIALIZER, .shadow_fd = -1 };
 static pthread_once_t shim_dl_once = PTHREAD_ONCE_INIT;
 static pthread_once_t shim_cuda_once = PTHREAD_ONCE_INIT;
 static shim_dlsym_fn shim_real_dlsym_fn;
@@ -328,6 +341,11 @@ static void shim_fork_child(void) {
     g.count = 0;
     if (g.ledger_state == 1) ledger_close(&g.ledger);
     g.ledger_state = 0;
+    if (g.shadow_map) munmap(g.shadow_map, SHIM_LEDGER_BYTES);
+    if (g.shadow_fd >= 0) close(g.shadow_fd);   /* the parent's; the child makes its own */
+    g.shadow_map = NULL;
+    g.shadow = NULL;
+    g.shadow_fd = -1;
     pthread_mutex_unlock(&g.mu);
     pthread_mutex_unlock(&g.ledger_mu);
     pthread_mutex_unlock(&g.balloon_mu);
@@ -483,8 +501,31 @@ static void shim_publish_unsafe(int dev) {
     if (g.used[dev] > g.peak[dev]) g.peak[dev] = g.used[dev];
     ledger_slot *s = g.slot[dev];
     if (!s) return;
+    if (g.shadow) {
+        __atomic_store_n(&g.shadow[dev].in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
+        __atomic_store_n(&g.shadow[dev].peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
+    }
+    /* a ledger re-initialised under this process may have given the place to another process: never
+     * write its counters (shim_follow_locked finds this process's slot again) */
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != LEDGER_SLOT_LIVE || s->pid != g.self_pid ||
+        s->start_time != g.self_start)
+        return;
     __atomic_store_n(&s->in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
     __atomic_store_n(&s->peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
+}
+
+/* Copies this process's slot of `dev` into its shadow (ledger_shadow_create), the state last, or
+ * clears the shadow's slot when s is NULL. Caller holds g.mu. */
+static void shim_shadow_set_unsafe(int dev, const ledger_slot *s) {
+    if (!g.shadow) return;
+    ledger_slot *t = &g.shadow[dev];
+    __atomic_store_n(&t->state, 0, __ATOMIC_RELEASE);
+    if (!s) return;
+    ledger_slot c = *s;
+    c.state = 0;
+    c.reserved0 = (uint32_t)(s - g.ledger.slots) + 1;   /* its place in the ledger, for a recovery */
+    memcpy(t, &c, sizeof c);
+    __atomic_store_n(&t->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
 }
 
 static void shim_device_uuid(int dev, char *out, size_t len) {
@@ -514,8 +555,10 @@ static void shim_device_uuid(int dev, char *out, size_t len) {
  * The ledger is a shared mapping of a file any process of the user may truncate; a store or load past
  * its new end raises SIGBUS, which would kill the program over a bookkeeping file. The handler
  * replaces the whole mapping with private memory and returns: the access is made again and succeeds,
- * and the process goes on with no ledger (not listed by vram top; its group limit holds for its own
- * usage). A SIGBUS anywhere else goes to the handler the program had (or the default action). */
+ * and the process goes on: one with a group limit reads the file at the path again before its next
+ * allocation is decided (shim_follow_locked; the allocation is refused when the file keeps being
+ * truncated), one without stays unlisted; meanwhile its shadow keeps it counted. A SIGBUS anywhere
+ * else goes to the handler the program had (or the default action). */
 static struct sigaction shim_old_sigbus;
 
 static void shim_sigbus(int sig, siginfo_t *si, void *uctx) {
@@ -538,8 +581,9 @@ static void shim_sigbus(int sig, siginfo_t *si, void *uctx) {
 /* Says once, outside the handler, that the ledger was lost. */
 static void shim_note_ledger_lost(void) {
     if (!g.ledger_lost || __atomic_exchange_n(&g.ledger_lost_said, 1, __ATOMIC_RELAXED)) return;
-    fprintf(stderr, "vram: the ledger file was truncated under this process: it is no longer listed by vram top%s\n",
-            g.group_limit ? " and its group limit holds for its own usage alone" : "");
+    fprintf(stderr, "vram: the ledger file was truncated under this process: %s\n",
+            g.group_limit ? "it reads the file at the path again at its next allocation"
+                          : "it is no longer listed by vram top");
 }
 
 static void shim_sigbus_install(void) {
@@ -566,7 +610,65 @@ static int shim_ledger_ready_locked(void) {
     }
     if (g.ledger.rebuilt[0] && g.log) fprintf(stderr, "vram: the ledger %s\n", g.ledger.rebuilt);
     shim_sigbus_install();
-    g.ledger_state = 1;
+    g.shadow_fd = ledger_shadow_create(&g.ledger);
+    if (g.shadow_fd >= 0) {
+        void *m = mmap(NULL, SHIM_LEDGER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g.shadow_fd, 0);
+        if (m != MAP_FAILED) {
+            g.shadow_map = m;
+            g.shadow = (ledger_slot *)((char *)m + sizeof(ledger_header));
+        }
+    }
+    __atomic_store_n(&g.ledger_state, 1, __ATOMIC_RELEASE);
+    return 0;
+}
+
+/* Caller holds ledger_mu and the ledger lock (ledger_state 1). When the ledger file at the path is no
+ * longer the one mapped (deleted, replaced, rebuilt by another process) or the mapping was lost to a
+ * truncation, maps the current file; and every slot of this process that is no longer its own there
+ * (not carried over, or wiped by a re-initialised file) is found or claimed again, with the current
+ * usage published, so the group's budget counts this process again. 0, or -1 when the file at the
+ * path cannot be opened (the old mapping is kept; it may miss what other members hold now). g.mu is
+ * held across the swap of the mapping (slot pointers change), so a free waits for a recovery's
+ * search of /proc while it runs: rare, after a fault only. */
+static int shim_follow_locked(void) {
+    char err[512];
+    pthread_mutex_lock(&g.mu);
+    int lost = g.ledger_lost;
+    int r = ledger_follow_locked(&g.ledger, lost, err, sizeof err);
+    if (r < 0) {
+        pthread_mutex_unlock(&g.mu);
+        static int said;   /* under ledger_mu */
+        if (!said && (g.log || g.group_limit)) {
+            said = 1;
+            fprintf(stderr, "vram: the ledger was replaced and the new one cannot be opened (%s): this process's "
+                    "allocations under its group limit are refused until it can be\n", err);
+        }
+        return -1;
+    }
+    if (r > 0) {
+        g.ledger_lost = 0;
+        __atomic_store_n(&g.ledger_lost_said, 0, __ATOMIC_RELAXED);
+    }
+    int reclaimed = 0;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        ledger_slot *s = g.slot[d];
+        if (!s && !g.slot_tried[d]) continue;
+        if (!s && r == 0) continue;   /* the ledger was full when this device came: it stays unlisted */
+        if (s && r == 0 && s->state == LEDGER_SLOT_LIVE && s->pid == g.self_pid && s->start_time == g.self_start &&
+            s->device == d)
+            continue;
+        s = ledger_find_locked(&g.ledger, g.self_pid, g.self_start, d);
+        if (!s) s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
+                                        g.limit[d], g.group_limit);
+        g.slot[d] = s;
+        shim_shadow_set_unsafe(d, s);
+        if (s) shim_publish_unsafe(d);
+        reclaimed++;
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (reclaimed && g.log)
+        fprintf(stderr, "vram: the ledger file was %s: this process follows the file now at %s and is listed there again\n",
+                r > 0 ? "replaced" : "re-initialised", g.ledger.path);
     return 0;
 }
 
@@ -581,12 +683,14 @@ static void shim_register(int dev) {
             if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
             fclose(f);
         }
+        memcpy(g.command, comm, sizeof comm);
         shim_device_uuid(dev, g.uuid[dev], sizeof g.uuid[dev]);
         ledger_lock(&g.ledger);
         ledger_slot *s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, dev, g.uuid[dev], g.group,
                                              comm, g.limit[dev], g.group_limit);
         pthread_mutex_lock(&g.mu);
         g.slot[dev] = s;
+        shim_shadow_set_unsafe(dev, s);
         if (s) shim_publish_unsafe(dev);
         pthread_mutex_unlock(&g.mu);
         ledger_unlock(&g.ledger);
@@ -608,6 +712,7 @@ __attribute__((destructor)) static void shim_unregister(void) {
         for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
             if (g.slot[d]) ledger_release_locked(g.slot[d], g.self_pid, g.self_start);
             g.slot[d] = NULL;
+            shim_shadow_set_unsafe(d, NULL);
         }
         pthread_mutex_unlock(&g.mu);
         ledger_unlock(&g.ledger);
@@ -818,12 +923,31 @@ static int shim_reserve(const char *fn, int dev, size_t size) {
     /* the group's total from the ledger; without a slot there (the ledger unavailable or full) the
      * group limit still holds, for this process's own usage (it fails closed, never open) */
     shim_note_ledger_lost();
-    int grouped = g.group_limit && g.slot[dev] && !g.ledger_lost;
+    int grouped = 0;
     uint64_t total = 0;
-    if (grouped) {
+    if (g.group_limit && __atomic_load_n(&g.ledger_state, __ATOMIC_ACQUIRE) == 1) {
         pthread_mutex_lock(&g.ledger_mu);
         ledger_lock(&g.ledger);
-        total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+        /* A truncation while following or scanning (the rest reads as zeros) may hide members: the
+         * file now at the path is read again, and the allocation refused when it keeps being
+         * truncated; never this process's own usage alone, which would forget the others. */
+        for (int tries = 0;; tries++) {
+            if (shim_follow_locked() == 0 && !g.ledger_lost) {
+                grouped = g.slot[dev] != NULL;   /* none: the ledger was full (own usage, below) */
+                if (!grouped) break;
+                total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+                if (!g.ledger_lost) break;
+            }
+            if (tries == 2) {
+                grouped = 1;
+                total = UINT64_MAX;
+                break;
+            }
+        }
+        if (!grouped) {
+            ledger_unlock(&g.ledger);
+            pthread_mutex_unlock(&g.ledger_mu);
+        }
     }
     pthread_mutex_lock(&g.mu);
     size_t used = g.used[dev], limit = g.limit[dev];
@@ -873,33 +997,45 @@ static int shim_record(int kind, unsigned long long key, size_t size, int dev) {
     return rc;
 }
 
-/* Takes the entry of a freed pointer or handle out of the table and its bytes out of use;
- * 1 when there was one (copied to *out), 0 for memory that was not counted. */
+/* Subtracts a freed entry's bytes from use (after the driver freed them). */
+static void shim_uncount(const shim_entry *e) {
+    pthread_mutex_lock(&g.mu);
+    g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
+    shim_publish_unsafe(e->dev);
+    pthread_mutex_unlock(&g.mu);
+    shim_note_ledger_lost();
+}
+
+/* Takes the entry of a pointer or handle being freed out of the table (before the driver call, so
+ * that the address, once freed, can be handed out and recorded again); its bytes stay in use until
+ * the driver freed them (shim_freed), so that no other process or thread is granted them while
+ * the memory is still held. 1 when there was one (copied to *out), 0 for memory not counted. */
 static int shim_forget(int kind, unsigned long long key, shim_entry *out) {
     int found = 0;
     pthread_mutex_lock(&g.mu);
     shim_entry *e = shim_find_unsafe(key, kind);
     if (e) {
         *out = *e;
-        g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
-        shim_publish_unsafe(e->dev);
         shim_remove_unsafe(e);
         found = 1;
     }
     pthread_mutex_unlock(&g.mu);
-    shim_note_ledger_lost();
     return found;
 }
 
-/* Puts back what shim_forget took when the driver refused the free (usage may then pass a limit
- * for a moment; every reader clamps). */
-static void shim_restore(const shim_entry *e) {
-    pthread_mutex_lock(&g.mu);
-    if (shim_insert_unsafe(e) == 0) {
-        g.used[e->dev] += e->size;
-        shim_publish_unsafe(e->dev);
+/* After the driver's free of a forgotten entry: r success gives its bytes back; a refusal puts the
+ * entry back in the table (its bytes were never given back; when the table cannot hold it again,
+ * they are: an entry not in the table could never be freed). */
+static void shim_freed(CUresult r, const shim_entry *e) {
+    if (r == CUDA_SUCCESS) {
+        shim_uncount(e);
+        shim_balloon_refill(e->dev);
+        return;
     }
+    pthread_mutex_lock(&g.mu);
+    int rc = shim_insert_unsafe(e);
     pthread_mutex_unlock(&g.mu);
+    if (rc != 0) shim_uncount(e);
 }
 
 /* The common tail of an allocation (a pointer or, for cuMemCreate, a handle): settles the
@@ -976,8 +1112,7 @@ SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     shim_entry e;
     int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
     CUresult r = real(dptr);
-    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
-    else if (counted) shim_balloon_refill(e.dev);
+    if (counted) shim_freed(r, &e);
     return r;
 }
 
@@ -1002,8 +1137,7 @@ SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
     shim_entry e;
     int counted = shim_forget(SHIM_KIND_HANDLE, handle, &e);
     CUresult r = real(handle);
-    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
-    else if (counted) shim_balloon_refill(e.dev);
+    if (counted) shim_freed(r, &e);
     return r;
 }
 
@@ -1025,14 +1159,13 @@ static CUresult shim_alloc_pool_async(pfn_cuMemAllocFromPoolAsync real, const ch
     return shim_settle_ptr(real(dptr, bytesize, pool, stream), dptr, bytesize, dev);
 }
 
-/* Subtracts at the call, before the GPU reached the free (see the header). */
+/* Subtracts when the free is enqueued, before the GPU reached it (see the header). */
 static CUresult shim_free_async(pfn_cuMemFreeAsync real, CUdeviceptr dptr, CUstream stream) {
     if (!real) return CUDA_ERROR_NOT_FOUND;
     shim_entry e;
     int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
     CUresult r = real(dptr, stream);
-    if (r != CUDA_SUCCESS && counted) shim_restore(&e);
-    else if (counted) shim_balloon_refill(e.dev);
+    if (counted) shim_freed(r, &e);
     return r;
 }
 
@@ -1076,7 +1209,10 @@ static size_t shim_group_free_uuid(const char *uuid) {
     pthread_mutex_lock(&g.ledger_mu);
     if (shim_ledger_ready_locked() == 0) {
         ledger_lock(&g.ledger);
-        uint64_t total = ledger_group_total_locked(&g.ledger, g.group, uuid);
+        /* a ledger that cannot be followed or keeps faulting reports nothing left (as allocations are refused) */
+        int ok = shim_follow_locked() == 0 && !g.ledger_lost;
+        uint64_t total = ok ? ledger_group_total_locked(&g.ledger, g.group, uuid) : UINT64_MAX;
+        if (g.ledger_lost) total = UINT64_MAX;
         ledger_unlock(&g.ledger);
         left = total >= g.group_limit ? 0 : (size_t)(g.group_limit - total);
     }

@@ -18,7 +18,11 @@
  *                         top); 1-31 of A-Z a-z 0-9 . _ -
  *   VRAM_GROUP_LIMIT      from --group-limit, in bytes (needs --group): the group's processes
  *                         together stay under it on each device (by UUID). --group clears an
- *                         inherited VRAM_GROUP_LIMIT unless --group-limit is given.
+ *                         inherited VRAM_GROUP_LIMIT unless --group-limit is given. With a group
+ *                         limit the ledger is checked first (run_check_ledger): a ledger directory
+ *                         of the user's open to others is set to 0700 (said); a ledger that cannot
+ *                         be opened safely (a symlink, another owner's, a file open to others)
+ *                         refuses the start with the reason (exit status 1).
  *   VRAM_LOG              1 with --log: the preload library says on stderr when the limit refused
  *   LD_PRELOAD            the absolute path of libvram_preload.so (next to this binary, in ../lib or
  *                         ../<libdir>), put first
@@ -255,6 +259,25 @@ static int run_set_preload(const char *lib) {
     return rc;
 }
 
+/* A group limit is shared through the ledger: before the program starts, its directory's mode is
+ * repaired when that is safe (a directory of this user open to others: set to 0700, said), and the
+ * ledger is opened; when it cannot be opened safely (the directory or a file a symlink, another
+ * owner's, a file open to others) the program is not started and the reason is said. 0 to go on. */
+static int run_check_ledger(const char *cmd) {
+    char said[PATH_MAX + 128], err[512];
+    int r = ledger_repair_dir(said, sizeof said);
+    if (r > 0) fprintf(stderr, "vram run: %s\n", said);
+    ledger l;
+    if (ledger_open(&l, err, sizeof err) != 0) {
+        fprintf(stderr, "vram run: not starting '%s': its group limit needs the ledger, which cannot be opened "
+                "safely: %s (remove or fix it; vram makes a new one)\n", cmd, err);
+        return 1;
+    }
+    if (l.rebuilt[0]) fprintf(stderr, "vram run: the ledger %s\n", l.rebuilt);
+    ledger_close(&l);
+    return 0;
+}
+
 int run_main(int argc, char **argv) {
     run_options o = { 0 };
     int cmd_at = 0;
@@ -279,6 +302,8 @@ int run_main(int argc, char **argv) {
                               : unsetenv("VRAM_GROUP_LIMIT") != 0)
             goto env_failed;
     }
+    const char *glimit = getenv("VRAM_GROUP_LIMIT");   /* from --group-limit, or inherited without --group */
+    if (glimit && *glimit && run_check_ledger(argv[cmd_at]) != 0) return 1;
     if (run_set_preload(lib) != 0) goto env_failed;
     fflush(NULL);
     execvp(argv[cmd_at], argv + cmd_at);

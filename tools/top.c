@@ -15,6 +15,11 @@
  * levels, scaled to its limit, else its peak). Keys, read in raw mode between refreshes: m (in use),
  * k (peak), p (pid), d (device) sort; q, Esc or Ctrl-C quit, restoring the terminal. The history is
  * kept here by (pid, device), at most HISTORY_ROWS rows; one thread; signals only set a flag.
+ *
+ * A ledger file truncated by another process while top reads it would raise SIGBUS on the mapping:
+ * a handler (top_sigbus) puts private zeroed memory over the mapping, the read finishes on that, and
+ * the snapshot is thrown away and taken again from the file now at the path (three times at most).
+ * State: top_map / top_map_size name the mapping being read (set around each snapshot, one thread).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -26,6 +31,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <termios.h>
 #include <unistd.h>
 
@@ -51,8 +57,25 @@ static void top_bytes(char *buf, size_t len, uint64_t b, int none_if_zero) {
     else snprintf(buf, len, "%.1f MiB", (double)b / (double)(1ull << 20));
 }
 
-/* One snapshot: rows (malloc'd, *n of them), *reclaimed stale slots freed. 0, or 1 on error. */
-static int top_snapshot(top_row **rows, int *n, int *reclaimed, char *path, size_t pathlen) {
+static char *volatile top_map;
+static volatile size_t top_map_size;
+static volatile sig_atomic_t top_truncated;
+
+/* SIGBUS in the mapping being read: private zeros in its place, noted; elsewhere, the default action. */
+static void top_sigbus(int sig, siginfo_t *si, void *uctx) {
+    (void)uctx;
+    char *map = top_map, *addr = si ? (char *)si->si_addr : NULL;
+    if (map && addr >= map && addr < map + top_map_size &&
+        mmap(map, top_map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) != MAP_FAILED) {
+        top_truncated = 1;
+        return;
+    }
+    signal(sig, SIG_DFL);   /* the access is made again on return: the default action then */
+}
+
+/* One snapshot: rows (malloc'd, *n of them), *reclaimed stale slots freed. 0, 1 on error, or 3 when
+ * the file was truncated during the read (nothing returned). */
+static int top_snapshot_once(top_row **rows, int *n, int *reclaimed, char *path, size_t pathlen) {
     ledger l;
     char err[512];
     if (ledger_open(&l, err, sizeof err) != 0) {
@@ -68,6 +91,9 @@ static int top_snapshot(top_row **rows, int *n, int *reclaimed, char *path, size
         return 1;
     }
     int k = 0;
+    top_truncated = 0;
+    top_map_size = l.size;
+    top_map = l.map;
     ledger_lock(&l);
     *reclaimed = ledger_reclaim_locked(&l);
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
@@ -85,11 +111,36 @@ static int top_snapshot(top_row **rows, int *n, int *reclaimed, char *path, size
         ledger_copy_name(t->command, sizeof t->command, s->command, sizeof s->command);
     }
     ledger_unlock(&l);
+    top_map = NULL;
     ledger_close(&l);
+    if (top_truncated) {
+        free(r);
+        return 3;
+    }
     qsort(r, (size_t)k, sizeof *r, top_row_cmp);
     *rows = r;
     *n = k;
     return 0;
+}
+
+static int top_snapshot(top_row **rows, int *n, int *reclaimed, char *path, size_t pathlen) {
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_sigaction = top_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGBUS, &sa, &old);
+    int rc = 3;
+    for (int attempt = 0; attempt < 3 && rc == 3; attempt++) {
+        rc = top_snapshot_once(rows, n, reclaimed, path, pathlen);
+        if (rc == 3) fputs("vram top: the ledger was truncated while it was read; reading it again\n", stderr);
+    }
+    sigaction(SIGBUS, &old, NULL);
+    if (rc == 3) {
+        fputs("vram top: the ledger keeps being truncated; giving up\n", stderr);
+        return 1;
+    }
+    return rc;
 }
 
 static uint64_t top_free(const top_row *t) {

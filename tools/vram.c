@@ -122,12 +122,18 @@ static const char help_run[] =
     "      --group-limit SIZE  (with --group) the group's processes together take at most SIZE\n"
     "                      on each device (by UUID); an allocation past it fails with\n"
     "                      CUDA_ERROR_OUT_OF_MEMORY (VRAM_GROUP_LIMIT, in bytes). Costs one scan of\n"
-    "                      the ledger under its lock per allocation of a grouped process\n"
+    "                      the ledger under its lock per allocation of a grouped process.\n"
+    "                      The ledger is checked first: a ledger directory of yours open to\n"
+    "                      others is set to 0700 (said); one that cannot be opened safely (a\n"
+    "                      symlink, another owner's, a file open to others) refuses the start\n"
+    "                      with the reason (exit status 1)\n"
     "      --log           VRAM_LOG=1: say on stderr when the vram limit (or group limit) refused\n"
     "                      an allocation\n"
     "      The process becomes CMD (its exit status is CMD's); 126/127 when CMD cannot be run.\n"
     "      Each process under vram run holds a slot per device in the per-machine ledger\n"
-    "      ($XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger), read by vram top.\n";
+    "      ($XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger), read by vram top.\n"
+    "      A ledger deleted, replaced or rebuilt under running processes keeps their slots\n"
+    "      (found through their open descriptors, /proc/PID/fd); see the README's \"faults\".\n";
 
 static const char help_top[] =
     "  top [--json] [--once]\n"
@@ -135,10 +141,11 @@ static const char help_top[] =
     "      (ordinal as the program numbers it / UUID), limit, in use, peak, free under the limit,\n"
     "      group and group limit (vram run --group NAME --group-limit SIZE). Slots of processes\n"
     "      that are gone (kill -9 included) are reclaimed as it reads; a corrupted ledger or one\n"
-    "      of another version is moved aside (ledger.bad.*) and rebuilt. In a terminal it redraws\n"
-    "      in place every second: a line per device (processes, in use, peaks, limits), then the\n"
-    "      processes with a short history of their use; keys m (in use), k (peak), p (pid),\n"
-    "      d (device) sort, q quits. Elsewhere it prints the table every second until\n"
+    "      of another version is moved aside (ledger.bad.*) and rebuilt, keeping the slots of\n"
+    "      running processes; one truncated while top reads it is read again. In a terminal it\n"
+    "      redraws in place every second: a line per device (processes, in use, peaks, limits),\n"
+    "      then the processes with a short history of their use; keys m (in use), k (peak),\n"
+    "      p (pid), d (device) sort, q quits. Elsewhere it prints the table every second until\n"
     "      interrupted; --once prints one table and exits; --json prints JSON objects (keys pid,\n"
     "      command, device, uuid, limit_bytes, in_use_bytes, peak_bytes, free_bytes, group,\n"
     "      group_limit_bytes).\n";

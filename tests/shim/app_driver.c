@@ -28,6 +28,10 @@
  *                                         for every NVML device i (libnvidia-ml.so.1 by dlopen +
  *                                         dlsym): "nvml i total= free= used=" (GetMemoryInfo) and
  *                                         "nvml_v2 i total= reserved= free= used=" (_v2)
+ *             churn SEED MS MAXMIB [DEV]  for MS milliseconds, random steps 0-2 ms apart (seeded):
+ *                                         a block of 16..MAXMIB MiB by cuMemAlloc, or a live one
+ *                                         freed (16 live at most); then all freed: churn ok=N
+ *                                         refused=R (every error other than out of memory dies, 3)
  *             script [DEV]                commands on stdin, one a line, each answered by one
  *                                         flushed line: "alloc MIB" -> alloc=E (cuMemAlloc),
  *                                         "free" -> free=E (the newest live block), "info" ->
@@ -42,6 +46,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cuda_driver.h"
@@ -302,6 +307,39 @@ static int scenario_nvml(const driver *d, size_t mib) {
     return print_nvml();
 }
 
+/* The fault test's member (tests/shim/fault_test.py): allocates and frees at random until MS ms have
+ * passed; out of memory (a limit) is counted, any other failure ends it with status 3. */
+static int scenario_churn(const driver *d, unsigned long long seed, long ms, size_t maxmib) {
+    unsigned long long x = seed * 0x9e3779b97f4a7c15ull + 1;
+    chunk live[16];
+    int n = 0;
+    long ok = 0, refused = 0;
+    struct timespec t0, t;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    if (maxmib < 16) maxmib = 16;
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        if ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 >= ms) break;
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        if (n < 16 && (n == 0 || x % 3 != 0)) {
+            size_t mib = 16 + (size_t)((x >> 8) % (maxmib - 15));
+            CUresult r = take(d, K_ALLOC, mib << 20, 0, &live[n]);
+            if (r == CUDA_SUCCESS) n++, ok++;
+            else if (r == CUDA_ERROR_OUT_OF_MEMORY) refused++;
+            else { fprintf(stderr, "churn: cuMemAlloc: error %d\n", (int)r); return 3; }
+        } else {
+            int k = (int)((x >> 16) % (unsigned)n);
+            if (give(d, &live[k]) != CUDA_SUCCESS) { fputs("churn: cuMemFree failed\n", stderr); return 3; }
+            live[k] = live[--n];
+        }
+        usleep((useconds_t)((x >> 24) % 2000));
+    }
+    while (n > 0)
+        if (give(d, &live[--n]) != CUDA_SUCCESS) { fputs("churn: cuMemFree failed\n", stderr); return 3; }
+    printf("churn ok=%ld refused=%ld\n", ok, refused);
+    return 0;
+}
+
 /* ---- main ------------------------------------------------------------------------------------------ */
 
 int main(int argc, char **argv) {
@@ -339,6 +377,12 @@ int main(int argc, char **argv) {
         int dev = argc > 5 ? atoi(argv[5]) : 0;
         use_device(&d, dev);
         return scenario_fill(&d, argv[3], (size_t)strtoull(argv[4], NULL, 10), dev);
+    }
+    if (strcmp(sc, "churn") == 0 && argc >= 6) {
+        int dev = argc > 6 ? atoi(argv[6]) : 0;
+        use_device(&d, dev);
+        return scenario_churn(&d, strtoull(argv[3], NULL, 10), strtol(argv[4], NULL, 10),
+                              (size_t)strtoull(argv[5], NULL, 10));
     }
     if (strcmp(sc, "hold") == 0 && argc >= 5) {
         int dev = argc > 5 ? atoi(argv[5]) : 0;

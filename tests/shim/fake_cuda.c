@@ -11,7 +11,9 @@
  * fail with CUDA_ERROR_NOT_SUPPORTED. FAKE_CUDA_SHARED=FILE makes the devices one machine's cards
  * that all processes naming FILE share: each process's bytes per device are kept in FILE (a slot
  * per pid, under flock; slots of dead processes count nothing, as the driver frees a process's
- * memory when it ends), and each allocation and cuMemGetInfo go by the sum.
+ * memory when it ends), and each allocation and cuMemGetInfo go by the sum. After the slots the file
+ * keeps, per device, the highest sum any allocation reached (FAKE_SHARE_PEAK_AT: 8-byte counters),
+ * which tests/shim/fault_test.py reads to check that a group never held more than its limit.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -69,6 +71,10 @@ typedef struct fake_share_slot {
     unsigned long long used[FAKE_MAX_DEVICES];
 } fake_share_slot;
 
+/* after the slots: unsigned long long peak[FAKE_MAX_DEVICES], the highest sum of live processes' bytes */
+#define FAKE_SHARE_PEAK_AT (FAKE_SHARE_SLOTS * sizeof(fake_share_slot))
+#define FAKE_SHARE_BYTES (FAKE_SHARE_PEAK_AT + FAKE_MAX_DEVICES * sizeof(unsigned long long))
+
 static fake_share_slot *fake_share;   /* the mapping, or NULL when not shared */
 static int fake_share_fd = -1, fake_share_tried, fake_share_me = -1;
 
@@ -80,7 +86,7 @@ static void fake_share_open_unsafe(void) {
     fake_share_tried = 1;
     const char *path = getenv("FAKE_CUDA_SHARED");
     if (!path || !*path) return;
-    size_t len = FAKE_SHARE_SLOTS * sizeof(fake_share_slot);
+    size_t len = FAKE_SHARE_BYTES;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (fd < 0) return;
     flock(fd, LOCK_EX);
@@ -242,6 +248,11 @@ static CUresult fake_take(int dev, size_t size, int handle, unsigned long long *
         if (!handle) fake_next_addr += (size + 0xfffffull) & ~0xfffffull;   /* 1 MiB apart */
         fake_list[fake_count++] = (fake_alloc){ *key, size, dev, handle };
         fake_add_unsafe(dev, size, 1);
+        if (fake_share) {
+            unsigned long long *peak = (unsigned long long *)((char *)fake_share + FAKE_SHARE_PEAK_AT);
+            size_t sum = fake_used_unsafe(dev);
+            if (sum > peak[dev]) peak[dev] = sum;
+        }
     }
     fake_unlock();
     return r;

@@ -2,18 +2,19 @@
 # ledger_test.sh: the per-machine ledger, `vram top` and group limits (`vram run --group NAME
 # --group-limit SIZE`), as real processes over the fake libcuda.so.1, without a GPU.
 #
-#   tests/shim/ledger_test.sh VRAM FAKE_CUDA_DIR APP_DRIVER
+#   tests/shim/ledger_test.sh VRAM FAKE_CUDA_DIR APP_DRIVER TRUNCATE_ON_LOCK
 #
 # The ledger goes to a private XDG_RUNTIME_DIR. Processes that hold memory are app_driver's `hold`
 # scenario: one block allocated, then it waits for EOF on its stdin (a fifo this script holds open).
+# TRUNCATE_ON_LOCK is tests/shim/truncate_on_lock.c (LD_PRELOAD: truncates the ledger under a lock).
 # Prints each check with PASS/FAIL, then "N passed, N failed"; exits 1 when a check failed.
 set -euo pipefail
 
-if [[ $# -ne 3 ]]; then
-    echo "usage: $0 VRAM FAKE_CUDA_DIR APP_DRIVER" >&2
+if [[ $# -ne 4 ]]; then
+    echo "usage: $0 VRAM FAKE_CUDA_DIR APP_DRIVER TRUNCATE_ON_LOCK" >&2
     exit 2
 fi
-VRAM=$1 FAKE=$2 APP=$3
+VRAM=$1 FAKE=$2 APP=$3 TRUNC_LIB=$4
 
 unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD \
       VRAM_BACKEND VRAM_SIM_DEVICES FAKE_CUDA_DEVICES FAKE_CUDA_UUID_BASE
@@ -315,6 +316,50 @@ run "$VRAM" run --growth --group gc --group-limit 1GiB -- "$APP" dlsym fill allo
 check "a corrupted header is rebuilt keeping the running members' slots: the group still counts their 768 MiB" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=1 "'
 release cm
+# The ledger deleted, or replaced by another file, under a running member: the member keeps its mapping
+# of the old file, which no one else sees; whoever makes the new file finds the old one through the
+# member's open descriptor (/proc/PID/fd) and carries its live slots, so the group still counts it.
+hold dm --group gd --group-limit 1GiB -- alloc 768 0
+wait_held dm
+rm "$LEDGER"
+hold dn --group gd --group-limit 1GiB -- alloc 512 0
+wait_held dn
+OUT="dm=$(held dm) dn=$(held dn)"
+check "the ledger deleted under a member holding 768 MiB of a 1 GiB group: the next one cannot take 512 MiB" \
+    '[[ $OUT == "dm=0 dn=2" ]]'
+release dn
+top_json
+check "... and vram top still lists the member that mapped the deleted file" 'has "$OUT" "\"pid\": ${HOLD_PID[dm]},"'
+(umask 077; : >"$LEDGER.new"); mv "$LEDGER.new" "$LEDGER"     # replaced by an empty file
+hold dn --group gd --group-limit 1GiB -- alloc 512 0
+wait_held dn
+OUT="dm=$(held dm) dn=$(held dn)"
+check "the ledger replaced by an empty file: the member's 768 MiB still count (512 MiB refused)" '[[ $OUT == "dm=0 dn=2" ]]'
+release dn
+mkdir -m 700 "$TMP/run3"
+XDG_RUNTIME_DIR=$TMP/run3 "$VRAM" top --once >/dev/null       # a valid, empty ledger made elsewhere
+cp "$TMP/run3/vram/ledger" "$LEDGER.new"; mv "$LEDGER.new" "$LEDGER"
+hold dn --group gd --group-limit 1GiB -- alloc 512 0
+wait_held dn
+OUT="dm=$(held dm) dn=$(held dn)"
+check "the ledger replaced by a valid empty ledger: the member's 768 MiB still count (512 MiB refused)" '[[ $OUT == "dm=0 dn=2" ]]'
+release dn
+run "$VRAM" run --growth --group gd --group-limit 1GiB -- "$APP" dlsym fill alloc 128 0
+check "... and the group's remaining 256 MiB can still be taken (the member is counted once, not twice)" \
+    '[[ $RC == 0 ]] && has "$OUT" "chunks=2 "'
+release dm
+# Truncated to nothing: the slots are gone from the file itself (the same file, so no old one to read);
+# each member keeps a shadow of its slots in a sealed memfd, found the same way.
+hold tm --group gt --group-limit 1GiB -- alloc 768 0
+wait_held tm
+truncate -s 0 "$LEDGER"
+hold tn --group gt --group-limit 1GiB -- alloc 512 0
+wait_held tn
+OUT="tm=$(held tm) tn=$(held tn)"
+check "the ledger truncated to nothing under a member holding 768 MiB: 512 MiB more are refused (from its shadow)" \
+    '[[ $OUT == "tm=0 tn=2" ]]'
+release tn
+release tm
 hold tr --group gt --group-limit 1GiB -- alloc 256 0
 wait_held tr
 truncate -s 0 "$LEDGER"                       # its mapping now lies past the file's end
@@ -326,29 +371,115 @@ check "a ledger truncated under a program costs the ledger's view, not the progr
     '[[ $RC == 0 ]] && has "$OUT" "free_after" && has "$ERR" "the ledger file was truncated under this process"'
 run "$VRAM" top --once
 check "... and vram top rebuilds it" '[[ $RC == 0 ]]'
+run env LD_PRELOAD="$TRUNC_LIB" TRUNCATE_ON_LOCK_PATH="$LEDGER" "$VRAM" top --once --json
+check "the ledger truncated while vram top reads its slots: no SIGBUS; it says so and reads the file again" \
+    '[[ $RC == 0 ]] && has "$ERR" "the ledger was truncated while it was read" && has "$OUT" "\"processes\": []" &&
+     [[ $(stat -c %s "$LEDGER") == $LEDGER_SIZE ]]'
+
+# A member that allocates after the ledger was replaced by something it cannot open safely: its old
+# mapping may miss what the others hold now, so its group allocations are refused until the ledger can
+# be opened again (never its own usage alone).
+rm -f "$TMP/s.in"
+mkfifo "$TMP/s.in"
+"$VRAM" run --growth --group gs --group-limit 1GiB -- "$APP" dlsym script 0 <"$TMP/s.in" >"$TMP/s.out" 2>"$TMP/s.err" &
+S_PID=$!
+exec {SFD}>"$TMP/s.in"
+S_LINES=0
+say_s() {
+    echo "$1" >&$SFD
+    S_LINES=$((S_LINES + 1))
+    for _ in $(seq 1000); do
+        [[ $(wc -l <"$TMP/s.out") -ge $S_LINES ]] && break
+        sleep 0.01
+    done
+    ANSWERS="$ANSWERS $(sed -n "${S_LINES}p" "$TMP/s.out")"
+}
+ANSWERS=
+say_s "alloc 64"
+rm "$LEDGER"
+ln -s /dev/null "$LEDGER"                       # the path now a symlink: refused when opened
+say_s "alloc 64"
+rm "$LEDGER"
+say_s "alloc 64"
+exec {SFD}>&-
+wait "$S_PID" || true
+OUT=$ANSWERS ERR=$(cat "$TMP/s.err")
+check "a member whose ledger was replaced by a symlink refuses its group allocations, and allocates again once the path is safe" \
+    '[[ $OUT == " alloc=0 alloc=2 alloc=0" ]] && has "$ERR" "are refused until it can be"'
+
+# The lock file deleted under a member: whoever comes next locks a new file at the path; the member must
+# lock that one too (not its old, deleted one), so it waits while another process holds it.
+rm -f "$TMP/s.in" "$TMP/s.out"
+mkfifo "$TMP/s.in"
+"$VRAM" run --growth --group gs --group-limit 1GiB -- "$APP" dlsym script 0 <"$TMP/s.in" >"$TMP/s.out" 2>"$TMP/s.err" &
+S_PID=$!
+exec {SFD}>"$TMP/s.in"
+S_LINES=0 ANSWERS=
+say_s "alloc 64"
+rm "$LEDGER.lock"
+(umask 077; exec flock "$LEDGER.lock" sleep 1.5) &
+LOCKER=$!
+sleep 0.3
+T0=$(date +%s%N)
+say_s "alloc 64"
+T1=$(date +%s%N)
+wait "$LOCKER" || true
+exec {SFD}>&-
+wait "$S_PID" || true
+OUT="$ANSWERS waited=$(( (T1 - T0) / 1000000 ))ms"
+check "the lock file deleted under a member: it then locks the new file at the path (waits for its holder, >= 1 s)" \
+    '[[ $ANSWERS == " alloc=0 alloc=0" ]] && (( (T1 - T0) >= 1000000000 ))'
 
 # ---- permissions ------------------------------------------------------------------------------------------
+PRELOAD=$("$VRAM" run -- env | sed -n 's/^LD_PRELOAD=//p')
 chmod 755 "$LEDGER_DIR"
 run "$VRAM" top --once
 check "a ledger directory open to others is refused" \
     '[[ $RC == 1 ]] && has "$ERR" "has mode 755; it must not be open to group or others"'
-run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
-check "... and a program under vram run still runs, its group limit failing closed on its own usage" \
+run env LD_PRELOAD="$PRELOAD" VRAM_GROWTH=1 VRAM_GROUP=gg VRAM_GROUP_LIMIT=1GiB "$APP" dlsym fill alloc 256 0
+check "... the preload library alone (no vram run) runs on, its group limit failing closed on its own usage" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 " && has "$ERR" "the ledger is unavailable" &&
      has "$ERR" "its group limit holds for its own usage alone"'
-chmod 700 "$LEDGER_DIR"
+chmod 777 "$LEDGER_DIR"
+hold um --group gg --group-limit 1GiB -- alloc 768 0
+wait_held um
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 128 0
+check "vram run --group-limit repairs a ledger directory of the user's at mode 777 (0700, said) and the group limit holds across processes" \
+    '[[ $RC == 0 ]] && [[ $(stat -c %a "$LEDGER_DIR") == 700 ]] && has "$(cat $TMP/um.err)" "had mode 777 (open to group or others); set it to 0700" &&
+     [[ $(held um) == 0 ]] && has "$OUT" "chunks=2 "'
+release um
 mkdir -m 700 "$TMP/run2" "$TMP/elsewhere"
 ln -s "$TMP/elsewhere" "$TMP/run2/vram"
 run env XDG_RUNTIME_DIR="$TMP/run2" "$VRAM" top --once
 check "a ledger directory that is a symlink is refused" '[[ $RC == 1 ]] && has "$ERR" "is not a directory (a symlink"'
+run env XDG_RUNTIME_DIR="$TMP/run2" "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "... and vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "is not a directory (a symlink"'
 mv "$LEDGER" "$TMP/elsewhere/ledger"
 ln -s "$TMP/elsewhere/ledger" "$LEDGER"
 run "$VRAM" top --once
 check "a ledger file that is a symlink is refused" '[[ $RC == 1 ]] && has "$ERR" "cannot open $LEDGER"'
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "... and vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "cannot open $LEDGER"'
+rm "$LEDGER"
+"$VRAM" top --once >/dev/null
+chmod 666 "$LEDGER"
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "a world-writable ledger file: vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "$LEDGER is not a regular file of this user with mode 0600"'
+run env VRAM_GROUP=gg VRAM_GROUP_LIMIT=1GiB "$VRAM" run --growth -- "$APP" dlsym fill alloc 256 0
+check "... and so for a group limit inherited from the environment (no --group)" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting"'
+run "$VRAM" run --growth --group gg -- "$APP" dlsym fill alloc 8192 0
+check "... without a group limit the program runs (the ledger only lists it)" '[[ $RC == 0 ]] && has "$OUT" "chunks=2 "'
 rm "$LEDGER"
 chmod 644 "$LEDGER.lock"
 run "$VRAM" top --once
 check "a lock file open to others is refused" '[[ $RC == 1 ]] && has "$ERR" "with mode 0600; refused"'
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill alloc 256 0
+check "... and vram run --group-limit does not start the program, saying why" \
+    '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "with mode 0600; refused"'
 chmod 600 "$LEDGER.lock"
 
 # ---- options ------------------------------------------------------------------------------------------------
