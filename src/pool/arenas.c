@@ -1,6 +1,6 @@
 /*
  * arenas.c: the pool of one logical device as the runtime sees it (pool.h), over one or several
- * arenas (pool.c: each a best-fit allocator with its own lock, free bins, pointer table, thread
+ * arenas (arena.c: each a best-fit allocator with its own lock, free bins, pointer table, thread
  * caches and, in growth, its own reserved address range).
  *
  * A pool starts with one arena and, as long as one thread allocates, is exactly that arena. Once
@@ -230,26 +230,26 @@ int vram__pool_may_own(vram__pool *p, const void *ptr) {
            addr < atomic_load_explicit(&p->shared.span_hi, memory_order_relaxed);
 }
 
-vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int async, void *stream,
+vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
                             int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
-        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, async, stream, owned);
+        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, how, stream, owned);
     for (int i = 0; i < POOL_ARENAS; i++) {            /* the owner, by its reserved range */
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
-        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, async, stream, owned);
+        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, how, stream, owned);
     }
     int np = atomic_load_explicit(&p->nprivate, memory_order_acquire);
     for (int i = 0; i < np; i++) {                     /* a private pool's */
         pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
         if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i])
-            return arena_free(a, me, ptr, async, stream, owned);
+            return arena_free(a, me, ptr, how, stream, owned);
     }
     vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
-        s = arena_free(a, me, ptr, async, stream, owned);
+        s = arena_free(a, me, ptr, how, stream, owned);
         if (s == VRAM_OK || *owned) return s;
     }
     return s;
