@@ -291,7 +291,12 @@ static vram_status free_event_locked(pool_arena *p, void *stream, pool_event **e
 
 /* A free by its kind: VRAM_POOL_FREE_NOW goes to the free bins (or a thread cache), a stream-ordered
  * one becomes PENDING on its stream (an owned-stream free on the solo stream goes to the bins at
- * once), a block with uses on other streams is deferred (stream_order.c). */
+ * once), a block with uses on other streams is deferred (stream_order.c). A block is always in the
+ * table, a cache or the pool's; it leaves the table under the pool lock, so vram_check sees no gap.
+ * A free that records events (its own, or for a block's uses on other streams) takes it out only
+ * once they are recorded, so that a failure leaves everything as it was. vram_free_async records an
+ * event of its own here, except during a capture: then it is recorded after it, as owned-stream
+ * frees' are. */
 vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
                        int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
@@ -299,14 +304,13 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
     /* the fast path: parked. Only once parking is on: a free that merely asks whether the block is
      * this arena's (runtime's free_on tries each pool) must not turn it on */
     if (how == VRAM_POOL_FREE_NOW && tc_parking(p) && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;
-    /* A block is always in the table, a cache or the pool's; it leaves the table under the pool lock,
-     * so vram_check sees no gap. A free that records events (its own, or for a block's uses on other
-     * streams) takes it out only once they are recorded, so that a failure leaves everything as it
-     * was. vram_free_async records an event of its own here, except during a capture: then it is
-     * recorded after it, as owned-stream frees' are. */
-    if (how == VRAM_POOL_FREE_EVENT && capture_underway(p)) how = VRAM_POOL_FREE_OWNED_STREAM;
+    int own_event = how == VRAM_POOL_FREE_EVENT;
+    if (own_event && capture_underway(p)) {
+        own_event = 0;
+        how = VRAM_POOL_FREE_OWNED_STREAM;
+    }
     pool_lock_take(&p->lock);
-    pool_chunk *c = how == VRAM_POOL_FREE_EVENT ? live_get(p, addr) : live_take_unused(p, addr);
+    pool_chunk *c = own_event ? live_get(p, addr) : live_take_unused(p, addr);
     if (c == NULL) return free_unknown_unlock(p, ptr, how, owned);
     vram__free_kind asked = how;
     if (how == VRAM_POOL_FREE_ALLOC_STREAM) {     /* the stream it was handed out on */
@@ -330,7 +334,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
     }
     pool_event *e = NULL;               /* owned-stream frees get one later, for many frees at once */
-    if (how == VRAM_POOL_FREE_EVENT) {
+    if (own_event) {
         vram_status s = free_event_locked(p, stream, &e);
         if (s != VRAM_OK) {             /* the block stays allocated, nothing changed */
             pool_lock_give(&p->lock);

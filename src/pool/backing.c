@@ -220,9 +220,12 @@ static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
     return pool_vmm_unmapped(v, c->addr, c->size);
 }
 
-/* Past vmm_back_locked's common case (backing.h): `need` bytes under c are not mapped yet. */
-grow_result vmm_grow_locked(pool_arena *p, const pool_chunk *c, size_t need) {
+/* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped (backing.h). */
+grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     pool_vmm *v = &c->region->vmm;
+    size_t need = pool_vmm_unmapped(v, c->addr, c->size);
+    pool_vmm_mark(v);                            /* c is in use now (CHUNK_USED) */
+    if (need == 0) return GROW_OK;               /* the common case: memory already mapped */
     /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, move
      * idle extents (they lie in holes this block does not fit) under the block, then give back the
      * idle ones that do not fit its unmapped runs, so that fragmentation does not raise what the

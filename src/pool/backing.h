@@ -1,7 +1,7 @@
 /*
  * backing.h: the memory behind an arena's chunks (backing.c): the budgets it draws on, its
  * regions, the mapping of growth, and giving memory back. What the hand-out path asks on every
- * call (the headroom, whether a block's memory is mapped already) is inline here. Pool lock held
+ * call (the headroom) is here as helpers of the header (POOL_HELPER, pool_internal.h). Pool lock held
  * (the budgets and the headroom are atomics, read at any time).
  */
 #ifndef VRAM_POOL_BACKING_H
@@ -16,7 +16,7 @@ void        arena_budget_give(pool_arena *p, size_t bytes);
 
 /* What the limit still lets this arena take: the logical device's limit less what all its arenas
  * hold (with one arena: limit - reserved). */
-static inline size_t arena_headroom(const pool_arena *p) {
+POOL_HELPER size_t arena_headroom(const pool_arena *p) {
     size_t cap = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);
     size_t held = atomic_load(&p->shared->budget.reserved);
     return cap > held ? cap - held : 0;
@@ -24,7 +24,7 @@ static inline size_t arena_headroom(const pool_arena *p) {
 
 /* What the cap leaves for blocks in a preallocated pool (which holds its whole limit from the
  * start): only a memory fraction below the limit makes it less than everything. */
-static inline size_t arena_headroom_live(const pool_arena *p) {
+POOL_HELPER size_t arena_headroom_live(const pool_arena *p) {
     size_t cap = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);
     return cap >= p->cfg.limit ? SIZE_MAX : cap > p->current ? cap - p->current : 0;
 }
@@ -37,19 +37,10 @@ vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large);
 /* Gives region r (already out of the arena's list) back to the driver, its chunks' records too. */
 void        region_release(pool_arena *p, pool_region *r);
 
-/* The part of vmm_back_locked past its common case: `need` bytes under c are not mapped yet. */
-grow_result vmm_grow_locked(pool_arena *p, const pool_chunk *c, size_t need);
-
 /* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped and marks it in
  * use: maps what is missing within the limit and the card budget, moving idle extents under it and
- * then giving idle ones back first when the limit would be crossed (vmm_grow_locked). */
-static inline grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
-    pool_vmm *v = &c->region->vmm;
-    size_t need = pool_vmm_unmapped(v, c->addr, c->size);
-    pool_vmm_mark(v);                            /* c is in use now (CHUNK_USED) */
-    if (need == 0) return GROW_OK;               /* the common case: memory already mapped */
-    return vmm_grow_locked(p, c, need);
-}
+ * then giving idle ones back first when the limit would be crossed. */
+grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c);
 
 /* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
  * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */

@@ -293,26 +293,32 @@ static inline pool_shard *pool_shard_of(pool_arena *p, uint64_t addr) {
 
 /* ---- the pointer table (shards with their own locks: pool_shard above) ---------------------- */
 
+/* The helpers the files of an arena share from headers (the pointer table's here, others in
+ * split_merge.h, stats.h, stream_order.h, backing.h): static but not `inline`, so that the
+ * compiler inlines them or not by its own measure, as when they all lived in one file (declared
+ * `inline`, the hand-out's registers spilled: 15 instructions more a call, bench/instructions.sh). */
+#define POOL_HELPER static __attribute__((unused))
+
 /* Both under the pool lock. Until the caches start parking (tc_multi, set under the pool lock
  * before any thread may touch a shard without it), the pool lock alone guards the shards, and
  * their own locks are not taken: one atomic less per call for a single thread. */
-static inline int shards_shared(const pool_arena *p) {
+POOL_HELPER int shards_shared(const pool_arena *p) {
     return atomic_load_explicit(&p->tc_multi, memory_order_relaxed);   /* stable under the pool lock */
 }
 
 /* The shard of addr, its lock taken when the shards are shared; shard_open gives it back. */
-static inline pool_shard *shard_hold(pool_arena *p, uint64_t addr, int shared) {
+POOL_HELPER pool_shard *shard_hold(pool_arena *p, uint64_t addr, int shared) {
     pool_shard *sh = pool_shard_of(p, addr);
     if (shared) pool_spin_lock(&sh->lock);
     return sh;
 }
 
-static inline void shard_open(pool_shard *sh, int shared) {
+POOL_HELPER void shard_open(pool_shard *sh, int shared) {
     if (shared) pool_spin_unlock(&sh->lock);
 }
 
 /* 0, or -1 without host memory for a larger table. */
-static inline int live_put(pool_arena *p, pool_chunk *c) {
+POOL_HELPER int live_put(pool_arena *p, pool_chunk *c) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, c->addr, shared);
     int r = ptr_map_insert(&sh->map, c->addr, c);
@@ -320,7 +326,7 @@ static inline int live_put(pool_arena *p, pool_chunk *c) {
     return r;
 }
 
-static inline pool_chunk *live_get(pool_arena *p, uint64_t addr) {
+POOL_HELPER pool_chunk *live_get(pool_arena *p, uint64_t addr) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, addr, shared);
     pool_chunk *c = ptr_map_get(&sh->map, addr);
@@ -328,7 +334,7 @@ static inline pool_chunk *live_get(pool_arena *p, uint64_t addr) {
     return c;
 }
 
-static inline pool_chunk *live_take(pool_arena *p, uint64_t addr) {
+POOL_HELPER pool_chunk *live_take(pool_arena *p, uint64_t addr) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, addr, shared);
     pool_chunk *c = ptr_map_take(&sh->map, addr);
@@ -339,7 +345,7 @@ static inline pool_chunk *live_take(pool_arena *p, uint64_t addr) {
 /* The block at addr, out of the table unless it has uses on other streams (ptr_map_take_unused). A
  * wrapper of its own rather than a flag to live_take: the flag cost the free path 7-13 instructions a
  * call (bench/instructions.sh, gpt2_train: 462-468 against 455). */
-static inline pool_chunk *live_take_unused(pool_arena *p, uint64_t addr) {
+POOL_HELPER pool_chunk *live_take_unused(pool_arena *p, uint64_t addr) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, addr, shared);
     pool_chunk *c = ptr_map_take_unused(&sh->map, addr);

@@ -56,7 +56,7 @@ void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
 
 /* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
  * Returns 0, or -1 when no record for the rest could be had (c is then used whole). */
-int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
+VRAM_NOINLINE int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
     if (c->size - size < VRAM_POOL_UNIT) return 0;
     pool_chunk *rest = chunk_new_locked(p);
     if (rest == NULL) return -1;

@@ -1,7 +1,7 @@
 /*
  * stats.h: the figures the hand-out and free paths keep (stats.c owns the rest of PyTorch's
- * allocator statistics). Inline, so that the warm path compiles as it did with them beside it.
- * Pool lock held for all of them.
+ * allocator statistics). note_used_locked is a helper of the header (POOL_HELPER, pool_internal.h),
+ * so that the warm path compiles as it did with it beside the hand-out. Pool lock held for all.
  */
 #ifndef VRAM_POOL_STATS_H
 #define VRAM_POOL_STATS_H
@@ -33,7 +33,7 @@ void note_reserved_locked(pool_arena *p, size_t delta, int grow);
 void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add);
 
 /* Block c is handed out (alloc) or comes back. */
-static inline void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc) {
+POOL_HELPER void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc) {
     pool_stats *st = &p->stats;
     size_t size = c->size;
     int k = stat_kind(size);
