@@ -89,6 +89,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     }
     p->tc_cap = tcache;
     p->tc_max_block = tcache / 4;
+    p->uid = pool_new_uid();
     vram_status s = tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
     if (s == VRAM_OK && !cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
         if (arena_budget_take(p, cfg->limit) != GROW_OK) {
@@ -115,7 +116,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
 vram_status arena_destroy(pool_arena *p) {
     if (p == NULL) return VRAM_OK;
     pool_lock_take(&p->lock);
-    tc_flush_all_locked(p);
+    pool_flush_caches_locked(p);
     if (p->used_count > 0) {
         size_t n = p->used_count, bytes = p->current;
         pool_lock_give(&p->lock);
@@ -199,7 +200,7 @@ size_t arena_live_bytes(pool_arena *p) {
 
 size_t arena_live_count(pool_arena *p, size_t *bytes) {
     pool_lock_take(&p->lock);
-    tc_flush_all_locked(p);
+    pool_flush_caches_locked(p);
     size_t n = p->used_count;
     *bytes = p->current;
     pool_lock_give(&p->lock);
@@ -225,7 +226,7 @@ void arena_set_pinned(pool_arena *p, int pinned) {
 size_t arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
     size_t n = 0;
     pool_lock_take(&p->lock);
-    tc_flush_all_locked(p);
+    pool_flush_caches_locked(p);
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
             if (c->state != CHUNK_USED || (c->uses != NULL && c->uses->nevents > 0)) continue;   /* deferred */

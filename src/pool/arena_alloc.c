@@ -172,7 +172,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             if (c != NULL) p->stats.retries++;
         }
         if (pool_flush_helps_locked(p, c, rounded)) {
-            tc_flush_all_locked(p);              /* parked blocks first, then the driver */
+            pool_flush_caches_locked(p);              /* parked blocks first, then the driver */
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
@@ -241,7 +241,7 @@ vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stre
     pool_lock_take(&p->lock);
     if (p->pending != NULL) pending_reap_locked(p, 1);
     if (p->deferred != NULL) deferred_reap_locked(p, 1);
-    tc_flush_all_locked(p);
+    pool_flush_caches_locked(p);
     pool_chunk *c = NULL;
     for (pool_region *r = p->regions; r != NULL && c == NULL; r = r->next) {
         if (addr < r->base || addr - r->base >= r->size) continue;

@@ -71,13 +71,11 @@ static pool_arena *any_arena(vram__pool *p, int i) {
 }
 #define ALL_ARENAS (POOL_ARENAS + POOL_PRIVATE)
 
-static atomic_ullong pools_created;
-
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     p->cfg = *cfg;
-    p->uid = atomic_fetch_add(&pools_created, 1) + 1;
+    p->uid = pool_new_uid();
     atomic_init(&p->shared.budget.reserved, 0);
     atomic_init(&p->shared.budget.cap, cfg->limit);
     atomic_init(&p->shared.fraction, -1.0);

@@ -333,7 +333,7 @@ static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
 }
 
 static void pool_trim_locked(pool_arena *p, size_t keep) {
-    tc_flush_all_locked(p);
+    pool_flush_caches_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
@@ -345,7 +345,7 @@ static void pool_trim_locked(pool_arena *p, size_t keep) {
 
 void arena_trim_settled(pool_arena *p) {
     pool_lock_take(&p->lock);
-    tc_flush_all_locked(p);
+    pool_flush_caches_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 1);
     if (p->deferred != NULL) deferred_reap_locked(p, 1);
     pool_trim_locked(p, 0);
@@ -379,7 +379,7 @@ void arena_idle_tick(pool_arena *p) {
         be->event_destroy(p->cfg.dev, fence);
     }
     pool_lock_take(&p->lock);
-    tc_flush_all_locked(p);
+    pool_flush_caches_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);

@@ -148,7 +148,7 @@ struct pool_arena {
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on, and
                                       * the pointer table's shards take their own locks (set under
                                       * the pool lock) */
-    uint64_t          uid;           /* this pool among all created in the process (from 1) */
+    uint64_t          uid;           /* this arena among all created in the process (ids.c) */
     pool_shared      *shared;        /* what the logical device's arenas share */
     /* under the pool lock */
     _Alignas(64) pool_lock lock;
@@ -192,8 +192,11 @@ struct pool_arena {
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
 
-/* thread_cache.c */
+/* ids.c: the process-wide sequences */
+uint64_t    pool_new_uid(void);                      /* a new pool's or arena's uid (from 1) */
 unsigned    pool_thread_seq(vram__pool_thread *me); /* 1 + the order of this thread's first call */
+
+/* thread_cache.c (it calls nothing of the arena's: the arrow goes from the arena to the caches) */
 int         tc_init(pool_arena *p);                 /* 0, or -1 without host memory */
 void        tc_destroy(pool_arena *p);
 pool_tcache *tc_mine(pool_arena *p, vram__pool_thread *me);   /* the calling thread's cache */
@@ -205,8 +208,9 @@ int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk *
 int         tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
 int         tc_parking(const pool_arena *p);         /* caches may park (several threads, a cap) */
 int         tc_holds_any(pool_arena *p);
-/* Gives every parked block back to the pool (pool lock held). */
-void        tc_flush_all_locked(pool_arena *p);
+/* Takes every parked block out of the caches (pool lock held): they are returned linked through
+ * cache_next, still USED, for the arena to release (pool_flush_caches_locked). */
+pool_chunk *tc_flush_all_locked(pool_arena *p);
 typedef struct tc_stats {
     size_t   cached;          /* bytes parked */
     uint64_t hits, parks;
@@ -264,9 +268,11 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
  * there are. */
 size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);
 
-/* for thread_cache.c and pool_check.c */
+/* for pool_check.c and pool_snapshot.c */
 void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins
                                                                         (split_merge.c) */
+/* Gives every block parked in the thread caches back to the free bins (split_merge.c). */
+void        pool_flush_caches_locked(pool_arena *p);
 void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date
                                                     (backing.c) */
 

@@ -54,6 +54,16 @@ void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
     chunk_make_free_locked(p, c, 1);
 }
 
+void pool_flush_caches_locked(pool_arena *p) {
+    for (pool_chunk *c = tc_flush_all_locked(p); c != NULL;) {
+        pool_chunk *next = c->cache_next;
+        c->cache_next = NULL;
+        pool_release_used_locked(p, c);
+        p->num_flushed++;
+        c = next;
+    }
+}
+
 /* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
  * Returns 0, or -1 when no record for the rest could be had (c is then used whole). */
 VRAM_NOINLINE int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {

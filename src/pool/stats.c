@@ -167,7 +167,7 @@ static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split
 
 void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
     pool_stats *st = &p->stats;
-    tc_flush_all_locked(p);                       /* parked blocks are the pool's, not the program's */
+    pool_flush_caches_locked(p);                       /* parked blocks are the pool's, not the program's */
     stats_sync_all_locked(p);
     vmm_recount_locked(p);
     size_t idle[3] = {0, 0, 0};
