@@ -134,7 +134,8 @@ vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
             free_bins_remove(pool_bins_of(p, r->first), r->first);
             free(r->first);
         }
-        pool_vmm_destroy(&r->vmm);
+        pool_vmm_change nothing;              /* (nothing was mapped yet) */
+        pool_vmm_destroy(&r->vmm, &nothing);
         free(r);
         p->vmm = NULL;
         p->small_end = 0;
@@ -144,16 +145,17 @@ vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
     return VRAM_OK;
 }
 
-/* Books a change of a VMM region's mapped bytes (driver calls counted from its counters). */
-static void vmm_note_locked(pool_arena *p, const pool_vmm *v, size_t mapped_before, uint64_t creates,
-                            uint64_t releases) {
-    if (v->mapped > mapped_before) note_reserved_locked(p, v->mapped - mapped_before, 1);
-    if (v->mapped < mapped_before) {
-        note_reserved_locked(p, mapped_before - v->mapped, 0);
-        arena_budget_give(p, mapped_before - v->mapped);
+/* Books what a call of vmm.c changed: the bytes held (the budget gets back what was given back)
+ * and the driver calls. */
+static void vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
+    if (d->mapped > d->unmapped) note_reserved_locked(p, d->mapped - d->unmapped, 1);
+    if (d->mapped < d->unmapped) {
+        note_reserved_locked(p, d->unmapped - d->mapped, 0);
+        arena_budget_give(p, d->unmapped - d->mapped);
     }
-    p->num_driver_allocs += v->creates - creates;
-    p->num_driver_frees += v->releases - releases;
+    p->num_driver_allocs += d->creates;
+    p->num_driver_frees += d->releases;
+    p->num_driver_moves += d->moves;
     stats_held_locked(p);                  /* (a move may take an extent from one zone to the other) */
 }
 
@@ -180,11 +182,9 @@ static size_t vmm_idle_locked(pool_arena *p) {
 static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
     if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
-    pool_vmm *v = &p->vmm->vmm;
-    size_t before = v->mapped;
-    uint64_t c = v->creates, r = v->releases;
-    size_t released = pool_vmm_unmap_idle(v, want);
-    vmm_note_locked(p, v, before, c, r);
+    pool_vmm_change d;
+    size_t released = pool_vmm_unmap_idle(&p->vmm->vmm, want, &d);
+    vmm_note_locked(p, &d);
     return released;
 }
 
@@ -211,11 +211,9 @@ static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
     vmm_recount_locked(p);
     /* nothing idle: no wait; else a block freed on the solo stream may still be in use there */
     if (v->idle > 0 && !arena_still(p) && solo_fence_locked(p) == 0) {
-        size_t before = v->mapped;
-        uint64_t creates = v->creates, releases = v->releases, moves = v->moves;
-        pool_vmm_move_idle(v, c->addr, c->size);
-        vmm_note_locked(p, v, before, creates, releases);   /* a failed move gives its extent back */
-        p->num_driver_moves += v->moves - moves;
+        pool_vmm_change d;
+        pool_vmm_move_idle(v, c->addr, c->size, &d);
+        vmm_note_locked(p, &d);               /* a failed move gives its extent back */
     }
     return pool_vmm_unmapped(v, c->addr, c->size);
 }
@@ -259,11 +257,10 @@ grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
         if (refused != GROW_OK) return refused;
     }
     size_t ahead = need > 0 && c->addr >= p->small_end ? pool_map_ahead_locked(p, need) : 0;
-    size_t before = v->mapped;
-    uint64_t creates = v->creates, releases = v->releases;
-    vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead);
-    arena_budget_give(p, need + ahead - (v->mapped - before));   /* unused ahead, or a failure */
-    vmm_note_locked(p, v, before, creates, releases);
+    pool_vmm_change d;
+    vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead, &d);
+    arena_budget_give(p, need + ahead - (d.mapped - d.unmapped));   /* unused ahead, or a failure */
+    vmm_note_locked(p, &d);
     return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
 }
 
@@ -276,11 +273,11 @@ void region_release(pool_arena *p, pool_region *r) {
         note_reserved_locked(p, r->held, 0);      /* before the budget goes back: see pool_shared */
         arena_budget_give(p, r->held);
     } else {
-        size_t mapped = r->vmm.mapped;
-        p->num_driver_frees += r->vmm.mapped ? (uint64_t)(r->vmm.creates - r->vmm.releases) : 0;
-        pool_vmm_destroy(&r->vmm);
-        note_reserved_locked(p, mapped, 0);
-        arena_budget_give(p, mapped);
+        pool_vmm_change d;
+        pool_vmm_destroy(&r->vmm, &d);
+        p->num_driver_frees += d.releases;
+        note_reserved_locked(p, d.unmapped, 0);   /* before the budget goes back, as above */
+        arena_budget_give(p, d.unmapped);
         p->vmm = NULL;
     }
     for (pool_chunk *c = r->first; c != NULL;) {
@@ -384,12 +381,11 @@ void arena_idle_tick(pool_arena *p) {
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
     if (p->vmm != NULL && !p->pinned) {          /* extents idle since before the last tick (no capture) */
-        pool_vmm *v = &p->vmm->vmm;
-        size_t before = v->mapped;
-        uint64_t c = v->creates, r = v->releases;
+        pool_vmm_change d = {0};
         vmm_recount_locked(p);
-        if (fenced) pool_vmm_unmap_stale(v);   /* else the period goes on: the next tick's fence is later */
-        vmm_note_locked(p, v, before, c, r);
+        if (fenced) pool_vmm_unmap_stale(&p->vmm->vmm, &d);   /* else the period goes on: the next tick's
+                                                                 fence is later */
+        vmm_note_locked(p, &d);
         if (p->solo == SOLO_ON && p->solo_unfenced > 0 &&
             be->event_record(p->cfg.dev, p->solo_stream, &p->idle_fence) != VRAM_OK) {
             p->idle_fence = NULL;
