@@ -1,9 +1,9 @@
 /*
  * stream_order.h: the stream ordering of one arena (stream_order.c): frees that wait for a stream
  * (pending), blocks used on several streams (deferred), one stream (solo) and CUDA-graph captures
- * (captures). What the hand-out and free paths test on every call is here, inline or
- * as helpers of the header (POOL_HELPER, pool_internal.h). Pool lock held
- * for everything but capture_underway and arena_still, which read atomics.
+ * (captures). What the hand-out and free paths test on every call is here, inline or as helpers
+ * of the header (POOL_HELPER, pool_internal.h). Pool lock held for everything but
+ * capture_underway and arena_still, which read atomics.
  */
 #ifndef VRAM_POOL_STREAM_ORDER_H
 #define VRAM_POOL_STREAM_ORDER_H
