@@ -1,6 +1,6 @@
 /*
  * arenas.c: the pool of one logical device as the runtime sees it (pool.h), over one or several
- * arenas (pool.c: each a best-fit allocator with its own lock, free bins, pointer table, thread
+ * arenas (arena.c: each a best-fit allocator with its own lock, free bins, pointer table, thread
  * caches and, in growth, its own reserved address range).
  *
  * A pool starts with one arena and, as long as one thread allocates, is exactly that arena. Once
@@ -71,13 +71,11 @@ static pool_arena *any_arena(vram__pool *p, int i) {
 }
 #define ALL_ARENAS (POOL_ARENAS + POOL_PRIVATE)
 
-static atomic_ullong pools_created;
-
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     p->cfg = *cfg;
-    p->uid = atomic_fetch_add(&pools_created, 1) + 1;
+    p->uid = pool_new_uid();
     atomic_init(&p->shared.budget.reserved, 0);
     atomic_init(&p->shared.budget.cap, cfg->limit);
     atomic_init(&p->shared.fraction, -1.0);
@@ -230,26 +228,26 @@ int vram__pool_may_own(vram__pool *p, const void *ptr) {
            addr < atomic_load_explicit(&p->shared.span_hi, memory_order_relaxed);
 }
 
-vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, int async, void *stream,
+vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
                             int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
-        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, async, stream, owned);
+        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, how, stream, owned);
     for (int i = 0; i < POOL_ARENAS; i++) {            /* the owner, by its reserved range */
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
-        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, async, stream, owned);
+        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, how, stream, owned);
     }
     int np = atomic_load_explicit(&p->nprivate, memory_order_acquire);
     for (int i = 0; i < np; i++) {                     /* a private pool's */
         pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
         if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i])
-            return arena_free(a, me, ptr, async, stream, owned);
+            return arena_free(a, me, ptr, how, stream, owned);
     }
     vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
-        s = arena_free(a, me, ptr, async, stream, owned);
+        s = arena_free(a, me, ptr, how, stream, owned);
         if (s == VRAM_OK || *owned) return s;
     }
     return s;

@@ -34,7 +34,7 @@ typedef struct pool_chunk {
     struct pool_chunk   *cache_next;         /* USED, parked in a thread cache: the next of its bin */
     int                  cached;             /* 1 while parked in a thread cache (under its lock) */
     struct pool_uses    *uses;               /* USED: the other streams it is used on (vram_record_stream),
-                                              * NULL for none; after its free, their events (pool.c) */
+                                              * NULL for none; after its free, their events (stream_order.c) */
 } pool_chunk;
 
 #endif /* VRAM_POOL_CHUNK_H */

@@ -1,6 +1,6 @@
 /*
  * ipc.h: the handle that shares a block with another process (vram_ipc_export / vram_ipc_open),
- * written by the exporting pool (pool.c, vmm.c) and read by the importing process (ipc.c).
+ * written by the exporting pool (arena.c, vmm.c) and read by the importing process (ipc.c).
  *
  * Layout (host byte order: both processes run on one machine): an ipc_head, then for a block of
  * growth's reserved range `n` ipc_pieces (the physical extents under the block, as file descriptors

@@ -1,11 +1,11 @@
 /*
  * pool.h: the allocator of one logical device (arenas.c over one or several arenas, each a
- * best-fit, coalescing allocator: pool.c); all bookkeeping on the host.
+ * best-fit, coalescing allocator: arena.c); all bookkeeping on the host.
  *
  * The pool takes device memory from the backend either all at creation (a fixed region of the
  * whole limit, as TensorFlow's BFC without growth) or on demand (growth): then an address range
  * of twice the limit is reserved, blocks are placed in it best-fit, and physical memory is mapped
- * under them as they are handed out and given back when idle (see pool.c and vmm.c). Without
+ * under them as they are handed out and given back when idle (see backing.c and vmm.c). Without
  * virtual memory management on the device, growth takes extra plain regions.
  *
  * The pool knows the backend only; the runtime gives it a limit, the card's shared budget and a
@@ -82,35 +82,41 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out);
 /* Returns every byte to the driver. VRAM_ERR_CONFLICT (and nothing freed) while blocks are live. */
 vram_status vram__pool_destroy(vram__pool *pool);
 
+/* How a free is ordered (vram__pool_free): */
+typedef enum vram__free_kind {
+    VRAM_POOL_FREE_NOW = 0,            /* vram_free: free for everyone at once */
+    VRAM_POOL_FREE_EVENT = 1,          /* vram_free_async: ordered on `stream` by an event recorded at the free */
+    VRAM_POOL_FREE_OWNED_STREAM = 2,   /* on a stream the caller keeps alive for as long as the pool lives
+                                        * (PyTorch's streams): no event per free; the pool records one per
+                                        * stream for a batch of them */
+    VRAM_POOL_FREE_ALLOC_STREAM = 3,   /* the same on the stream the block was allocated on (stream-ordered
+                                        * requests; NULL, the legacy default stream, for a plain one); the
+                                        * `stream` argument is ignored */
+} vram__free_kind;
+
 /* me: the calling thread's own record (never another thread's: nothing guards it). stream: NULL
- * for vram_malloc, the caller's stream when async. See pool.c for the stream rules. */
+ * for vram_malloc, the caller's stream when async. See stream_order.c for the stream rules. */
 vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t size, int async, void *stream,
                              void **ptr);
 /* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). *owned
  * tells whether ptr lies inside memory this pool holds (live or not), so that a caller looking for
  * the owner of a pointer needs one call per pool. */
-vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, int async, void *stream,
+vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
                             int *owned);
 /* 0 when ptr lies outside every address the pool ever held (a quick test, no lock): with several
  * logical devices, a free asks only the pools that may own its block. */
 int         vram__pool_may_own(vram__pool *pool, const void *ptr);
-/* async value for a free on a stream the caller keeps alive for as long as the pool lives (PyTorch's
- * streams): no event is recorded per free; the pool records one per stream for a batch of them. */
-#define VRAM_POOL_FREE_OWNED_STREAM 2
-/* The same on the stream the block was allocated on (stream-ordered requests; NULL, the legacy
- * default stream, for a plain one); the `stream` argument is ignored. */
-#define VRAM_POOL_FREE_ALLOC_STREAM 3
-/* The live block at ptr is also used on `stream`: its free waits for that stream (pool.c, "blocks used
- * on other streams"). VRAM_ERR_INVALID_POINTER when it is no live block of this pool; *owned as
+/* The live block at ptr is also used on `stream`: its free waits for that stream (stream_order.c, "blocks
+ * used on other streams"). VRAM_ERR_INVALID_POINTER when it is no live block of this pool; *owned as
  * vram__pool_free's. */
 vram_status vram__pool_record_stream(vram__pool *pool, void *ptr, void *stream, int *owned);
 /* The live block at ptr shared with another process (vram_ipc_export); *owned as vram__pool_free's. */
 vram_status vram__pool_ipc_export(vram__pool *pool, void *ptr, unsigned char *out, size_t capacity, size_t *length,
                                   size_t *offset, int *owned);
 /* The public call behind a free of that kind, for messages. */
-static inline const char *vram__pool_free_name(int async) {
-    return async == 0 ? "vram_free" : async == 1 ? "vram_free_async"
-         : async == VRAM_POOL_FREE_OWNED_STREAM ? "vram_plugin_free" : "vram_plugin_release";
+static inline const char *vram__pool_free_name(vram__free_kind how) {
+    return how == VRAM_POOL_FREE_NOW ? "vram_free" : how == VRAM_POOL_FREE_EVENT ? "vram_free_async"
+         : how == VRAM_POOL_FREE_OWNED_STREAM ? "vram_plugin_free" : "vram_plugin_release";
 }
 
 /* Private pools (arenas.c): arenas of their own on the same limit, for requests made into them only

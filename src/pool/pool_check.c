@@ -1,7 +1,7 @@
 /*
  * pool_check.c: arena_check (vram__pool_check, for every arena) walks every structure of an arena
  * and verifies the invariants
- * stated in pool.c's header: chunks tile their regions, free neighbours are merged, the free bins,
+ * stated in arena.c's header: chunks tile their regions, free neighbours are merged, the free bins,
  * the pointer table, the pending list and the extents agree with the chunks, the counters agree
  * with the blocks, and reserved stays within the limit and the card's budget.
  */

@@ -1,7 +1,9 @@
 /*
- * pool_internal.h: the pool's own structures, shared by pool.c (one arena: allocation, growth,
- * giving back), arenas.c (the pool of a logical device over its arenas), thread_cache.c and
- * pool_check.c (the consistency check). Nothing outside src/pool includes it.
+ * pool_internal.h: the pool's own structures, shared by the files of one arena (arena.c and the
+ * files it names: allocation, stream order, backing memory, chunks, statistics, the OOM report),
+ * arenas.c (the pool of a logical device over its arenas), thread_cache.c and pool_check.c (the
+ * consistency check). Nothing outside src/pool includes it. The pointer table's helpers are inline
+ * here: every hand-out and free goes through them.
  */
 #ifndef VRAM_POOL_INTERNAL_H
 #define VRAM_POOL_INTERNAL_H
@@ -106,7 +108,7 @@ typedef struct pool_stats {
                                                         Of [0] the hand-out and free paths keep only
                                                         blocks' peak and req's cur and peak; the rest
                                                         is the pool's own counts and the kinds' sums
-                                                        (stats_sync_all_locked, pool.c) */
+                                                        (stats_sync_all_locked, stats.c) */
     size_t    def_blocks[3], def_bytes[3];           /* freed, still used on other streams (deferred) */
     size_t    active_peak[3], active_blocks_peak[3]; /* high-water marks of handed out + deferred,
                                                         kept while blocks are deferred (else the
@@ -132,7 +134,7 @@ typedef struct pool_shared {
                                              when a region is added, never narrowed */
     atomic_int        captures;       /* CUDA-graph captures underway (vram_capture_begin/_end): while
                                          above 0 no arena records, queries or waits for an event nor
-                                         gives memory back or moves it (see pool.c, "captures") */
+                                         gives memory back or moves it (see stream_order.h, "captures") */
 } pool_shared;
 
 struct pool_arena {
@@ -146,7 +148,7 @@ struct pool_arena {
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on, and
                                       * the pointer table's shards take their own locks (set under
                                       * the pool lock) */
-    uint64_t          uid;           /* this pool among all created in the process (from 1) */
+    uint64_t          uid;           /* this arena among all created in the process (ids.c) */
     pool_shared      *shared;        /* what the logical device's arenas share */
     /* under the pool lock */
     _Alignas(64) pool_lock lock;
@@ -163,7 +165,7 @@ struct pool_arena {
     pool_chunk       *deferred;      /* freed blocks still used on other streams (pool_uses), oldest */
     pool_chunk       *deferred_tail; /* first; the newest */
     size_t            deferred_count;
-    /* One stream (see "solo" in pool.c): while every stream-ordered request of the arena has come
+    /* One stream (see "solo" in stream_order.c): while every stream-ordered request of the arena has come
      * on solo_stream and no plain one since the first, owned-stream frees on it are free at once */
     int               solo;          /* SOLO_NONE, SOLO_ON or SOLO_OFF */
     void             *solo_stream;
@@ -190,8 +192,11 @@ struct pool_arena {
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
 
-/* thread_cache.c */
+/* ids.c: the process-wide sequences */
+uint64_t    pool_new_uid(void);                      /* a new pool's or arena's uid (from 1) */
 unsigned    pool_thread_seq(vram__pool_thread *me); /* 1 + the order of this thread's first call */
+
+/* thread_cache.c (it calls nothing of the arena's: the arrow goes from the arena to the caches) */
 int         tc_init(pool_arena *p);                 /* 0, or -1 without host memory */
 void        tc_destroy(pool_arena *p);
 pool_tcache *tc_mine(pool_arena *p, vram__pool_thread *me);   /* the calling thread's cache */
@@ -203,15 +208,16 @@ int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk *
 int         tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
 int         tc_parking(const pool_arena *p);         /* caches may park (several threads, a cap) */
 int         tc_holds_any(pool_arena *p);
-/* Gives every parked block back to the pool (pool lock held). */
-void        tc_flush_all_locked(pool_arena *p);
+/* Takes every parked block out of the caches (pool lock held): they are returned linked through
+ * cache_next, still USED, for the arena to release (pool_flush_caches_locked). */
+pool_chunk *tc_flush_all_locked(pool_arena *p);
 typedef struct tc_stats {
     size_t   cached;          /* bytes parked */
     uint64_t hits, parks;
 } tc_stats;
 void        tc_stats_locked(pool_arena *p, tc_stats *out);      /* pool lock held */
 
-/* pool.c: one arena (arenas.c puts the public vram__pool_* calls over one or several of them) */
+/* arena.c and its files: one arena (arenas.c puts the public vram__pool_* calls over one or several of them) */
 typedef struct arena_figures {      /* every arena of a logical device together */
     size_t current, reserved, largest_free;
 } arena_figures;
@@ -222,7 +228,8 @@ vram_status arena_destroy(pool_arena *p);
  * *quiet_why says why, for arena_oom to report once every arena was tried. */
 vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
                         int *quiet_why);
-vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, int async, void *stream, int *owned);
+vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
+                       int *owned);
 /* The live block at ptr is also used on `stream` (vram_record_stream); *owned as arena_free's. */
 vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all);
@@ -261,9 +268,24 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
  * there are. */
 size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);
 
-/* pool.c, for thread_cache.c and pool_check.c */
-void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
-void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date */
+/* for pool_check.c and pool_snapshot.c */
+void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins
+                                                                        (split_merge.c) */
+/* Gives every block parked in the thread caches back to the free bins (split_merge.c). */
+void        pool_flush_caches_locked(pool_arena *p);
+void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date
+                                                    (backing.c) */
+
+/* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, or
+ * no growth at all. */
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
+
+/* arena.c: whether addr lies in memory of one of the arena's regions (pool lock held). */
+int         pool_owns_locked(const pool_arena *p, uint64_t addr);
+/* oom.c (pool lock held): the out-of-memory error of this arena alone, counted; the largest block a
+ * request could get within memory held. */
+vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why);
+size_t      pool_largest_free_locked(const pool_arena *p);
 
 /* The free bins that index chunk c: the small zone's or the rest's. */
 static inline free_bins *pool_bins_of(pool_arena *p, const pool_chunk *c) {
@@ -273,6 +295,68 @@ static inline free_bins *pool_bins_of(pool_arena *p, const pool_chunk *c) {
 /* the pointer table's shards */
 static inline pool_shard *pool_shard_of(pool_arena *p, uint64_t addr) {
     return &p->live[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
+}
+
+/* ---- the pointer table (shards with their own locks: pool_shard above) ---------------------- */
+
+/* The helpers the files of an arena share from headers (the pointer table's here, others in
+ * split_merge.h, stats.h, stream_order.h, backing.h): static but not `inline`, so that the
+ * compiler inlines them or not by its own measure, as when they all lived in one file (declared
+ * `inline`, the hand-out's registers spilled: 15 instructions more a call, bench/instructions.sh). */
+#define POOL_HELPER static __attribute__((unused))
+
+/* Both under the pool lock. Until the caches start parking (tc_multi, set under the pool lock
+ * before any thread may touch a shard without it), the pool lock alone guards the shards, and
+ * their own locks are not taken: one atomic less per call for a single thread. */
+POOL_HELPER int shards_shared(const pool_arena *p) {
+    return atomic_load_explicit(&p->tc_multi, memory_order_relaxed);   /* stable under the pool lock */
+}
+
+/* The shard of addr, its lock taken when the shards are shared; shard_open gives it back. */
+POOL_HELPER pool_shard *shard_hold(pool_arena *p, uint64_t addr, int shared) {
+    pool_shard *sh = pool_shard_of(p, addr);
+    if (shared) pool_spin_lock(&sh->lock);
+    return sh;
+}
+
+POOL_HELPER void shard_open(pool_shard *sh, int shared) {
+    if (shared) pool_spin_unlock(&sh->lock);
+}
+
+/* 0, or -1 without host memory for a larger table. */
+POOL_HELPER int live_put(pool_arena *p, pool_chunk *c) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, c->addr, shared);
+    int r = ptr_map_insert(&sh->map, c->addr, c);
+    shard_open(sh, shared);
+    return r;
+}
+
+POOL_HELPER pool_chunk *live_get(pool_arena *p, uint64_t addr) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
+    pool_chunk *c = ptr_map_get(&sh->map, addr);
+    shard_open(sh, shared);
+    return c;
+}
+
+POOL_HELPER pool_chunk *live_take(pool_arena *p, uint64_t addr) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
+    pool_chunk *c = ptr_map_take(&sh->map, addr);
+    shard_open(sh, shared);
+    return c;
+}
+
+/* The block at addr, out of the table unless it has uses on other streams (ptr_map_take_unused). A
+ * wrapper of its own rather than a flag to live_take: the flag cost the free path 7-13 instructions a
+ * call (bench/instructions.sh, gpt2_train: 462-468 against 455). */
+POOL_HELPER pool_chunk *live_take_unused(pool_arena *p, uint64_t addr) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
+    pool_chunk *c = ptr_map_take_unused(&sh->map, addr);
+    shard_open(sh, shared);
+    return c;
 }
 
 #endif /* VRAM_POOL_INTERNAL_H */

@@ -13,7 +13,7 @@
  *   - parked blocks stay USED in the pool (in `current`, under the limit and in the mappings'
  *     counts), so the limit and `reserved` are exactly what they are without the caches;
  *   - before the pool would map or take new memory, or fail, it flushes every cache and searches
- *     again (pool_alloc_locked), so parked blocks never cost growth nor an out-of-memory error;
+ *     again (pool_alloc_locked, arena_alloc.c), so parked blocks never cost growth nor an out-of-memory error;
  *     vram_trim, idle release and the pool's destruction flush too;
  *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
  *     only keep the figures below, nothing is parked);
@@ -28,6 +28,9 @@
  * Threads take caches in the order they first allocate (thread k uses cache k mod TC_SLOTS), so a
  * cache outlives its thread and serves a later one; two threads sharing a cache stay correct (its
  * lock) and only contend. Lock order: pool lock, then a cache, then a shard of the pointer table.
+ *
+ * The arrow goes one way: the arena calls the caches, never the other way; a flush hands the
+ * arena the blocks it took out of the caches, and the arena releases them (pool_flush_caches_locked).
  */
 #include <stdlib.h>
 
@@ -35,11 +38,7 @@
 
 _Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of two");
 
-static atomic_uint tc_threads;           /* threads that asked for a cache so far */
-static atomic_ullong tc_pools;           /* pools created so far: their uids */
-
 int tc_init(pool_arena *p) {
-    p->uid = atomic_fetch_add(&tc_pools, 1) + 1;
     atomic_init(&p->tc_first, -1);
     atomic_init(&p->tc_multi, 0);
     p->tc = aligned_alloc(64, sizeof(pool_tcache) * TC_SLOTS);
@@ -60,11 +59,6 @@ int tc_init(pool_arena *p) {
 void tc_destroy(pool_arena *p) {
     free(p->tc);
     p->tc = NULL;
-}
-
-unsigned pool_thread_seq(vram__pool_thread *me) {
-    if (me->seq == 0) me->seq = atomic_fetch_add_explicit(&tc_threads, 1, memory_order_relaxed) + 1;
-    return me->seq;
 }
 
 /* A second cache is in use: from now on caches park, and touch the pointer table without the pool
@@ -165,26 +159,26 @@ int tc_holds_any(pool_arena *p) {
     return 0;
 }
 
-void tc_flush_all_locked(pool_arena *p) {
-    if (p->tc_cap == 0) return;
+pool_chunk *tc_flush_all_locked(pool_arena *p) {
+    pool_chunk *first = NULL, **tail = &first;      /* in the order of the caches and their bins */
+    if (p->tc_cap == 0) return NULL;
     for (int i = 0; i < TC_SLOTS; i++) {
         pool_tcache *tc = &p->tc[i];
         if (atomic_load_explicit(&tc->cached, memory_order_relaxed) == 0) continue;
         pool_spin_lock(&tc->lock);
         for (int k = 0; k < TC_BINS; k++) {
-            for (pool_chunk *c = tc->bin[k].head; c != NULL;) {
-                pool_chunk *next = c->cache_next;
-                c->cache_next = NULL;
+            for (pool_chunk *c = tc->bin[k].head; c != NULL; c = c->cache_next) {
                 c->cached = 0;
-                pool_release_used_locked(p, c);
-                p->num_flushed++;
-                c = next;
+                *tail = c;
+                tail = &c->cache_next;
             }
             tc->bin[k].head = NULL;
         }
         atomic_store_explicit(&tc->cached, 0, memory_order_relaxed);
         pool_spin_unlock(&tc->lock);
     }
+    *tail = NULL;
+    return first;
 }
 
 void tc_stats_locked(pool_arena *p, tc_stats *out) {

@@ -95,30 +95,32 @@ static void extent_untable(pool_vmm *v, const pool_extent *x) {
 }
 
 /* Releases extent e, whose handle is mapped nowhere, and its record. */
-static void extent_release(pool_vmm *v, int32_t e) {
+static void extent_release(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
     pool_extent *x = &v->ext[e];
     v->backend->phys_release(v->dev, x->handle);
     if (x->fd >= 0) close(x->fd);
     x->fd = -1;
     v->mapped -= x->size;
     if (x->busy == 0) v->idle -= x->size;   /* (what a stale count says; the next recount redoes it) */
-    v->releases++;
+    chg->unmapped += x->size;
+    chg->releases++;
     x->size = 0;
     x->next_free = v->free_slot;
     v->free_slot = e;
 }
 
-static void extent_unmap(pool_vmm *v, int32_t e) {
+static void extent_unmap(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
     pool_extent *x = &v->ext[e];
     v->backend->unmap(v->dev, v->base + x->offset, x->size);
     extent_untable(v, x);
-    extent_release(v, e);
+    extent_release(v, e, chg);
 }
 
-void pool_vmm_destroy(pool_vmm *v) {
+void pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
     if (v->gran_ext == NULL) return;
     for (int32_t e = 0; e < v->next_slot; e++) {
-        if (v->ext[e].size != 0) extent_unmap(v, e);
+        if (v->ext[e].size != 0) extent_unmap(v, e, chg);
     }
     v->backend->va_free(v->dev, v->base, v->va_size);
     free(v->gran_ext);
@@ -246,7 +248,7 @@ static void extent_table(pool_vmm *v, int32_t e, size_t g) {
 }
 
 /* Maps one extent over the unmapped granules [g, g + n). */
-static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
+static vram_status extent_map(pool_vmm *v, size_t g, size_t n, pool_vmm_change *chg) {
     int32_t e = extent_slot(v);
     if (e < 0) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an extent record");
     pool_extent *x = &v->ext[e];
@@ -268,25 +270,26 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n) {
     extent_table(v, e, g);
     v->mapped += size;
     v->idle += size;
-    v->creates++;
+    chg->mapped += size;
+    chg->creates++;
     return VRAM_OK;
 }
 
 /* Moves the handle of idle extent e (mapped elsewhere) to the unmapped granules from g on: an unmap
  * and a map, no physical memory released or created. When the map fails the handle is released
  * (its memory is given back: `mapped` drops). */
-static vram_status extent_move(pool_vmm *v, int32_t e, size_t g) {
+static vram_status extent_move(pool_vmm *v, int32_t e, size_t g, pool_vmm_change *chg) {
     pool_extent *x = &v->ext[e];
     vram_status s = v->backend->unmap(v->dev, v->base + x->offset, x->size);
     if (s != VRAM_OK) return s;
     extent_untable(v, x);
     s = v->backend->map(v->dev, v->base + g * v->gran, x->size, x->handle);
     if (s != VRAM_OK) {
-        extent_release(v, e);
+        extent_release(v, e, chg);
         return s;
     }
     extent_table(v, e, g);
-    v->moves++;
+    chg->moves++;
     return VRAM_OK;
 }
 
@@ -302,7 +305,8 @@ static int32_t idle_extent_fitting(const pool_vmm *v, size_t n, int largest) {
     return best;
 }
 
-void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
+void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1), ngran = v->va_size >> v->gran_shift;
     for (size_t g = next_with(v, first, last, 0); g <= last && v->idle > 0; g = next_with(v, g, last, 0)) {
         size_t end = next_with(v, g, last, 1);             /* the unmapped run [g, end) of the block */
@@ -314,7 +318,7 @@ void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size) {
             if (e < 0) e = idle_extent_fitting(v, end - g + beyond, 0);
             if (e < 0) return;
             size_t n = v->ext[e].size >> v->gran_shift;
-            if (extent_move(v, e, g) != VRAM_OK) {
+            if (extent_move(v, e, g, chg) != VRAM_OK) {
                 v->stale = 1;
                 return;
             }
@@ -401,7 +405,8 @@ void pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
     }
 }
 
-vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead) {
+vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1);
     size_t end = last + (ahead >> v->gran_shift), ngran = v->va_size >> v->gran_shift;
     if (end >= ngran) end = ngran - 1;
@@ -414,15 +419,16 @@ vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahe
         while (g + run <= last && v->gran_ext[g + run] < 0 && run < max_run) run++;
         /* the run that ends the block may take up to `ahead` more unmapped granules after it */
         while (g + run > last && g + run <= end && v->gran_ext[g + run] < 0 && run < max_run) run++;
-        vram_status s = extent_map(v, g, run);
+        vram_status s = extent_map(v, g, run, chg);
         if (s != VRAM_OK) return s;
         g += run;
     }
     return VRAM_OK;
 }
 
-size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want) {
+size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg) {
     size_t released = 0;
+    *chg = (pool_vmm_change){0};
     while (released < want && v->idle > 0) {
         int32_t best = -1;
         for (int32_t e = 0; e < v->next_slot; e++) {
@@ -431,12 +437,13 @@ size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want) {
         }
         if (best < 0) break;
         released += v->ext[best].size;
-        extent_unmap(v, best);
+        extent_unmap(v, best, chg);
     }
     return released;
 }
 
-void pool_vmm_unmap_stale(pool_vmm *v) {
+void pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
     size_t words = (v->va_size / v->gran + 63) / 64;
     if (v->touched_bits == NULL) {         /* the first period starts: nothing noted before it */
         v->touched_bits = calloc(words, sizeof *v->touched_bits);
@@ -446,7 +453,7 @@ void pool_vmm_unmap_stale(pool_vmm *v) {
         const pool_extent *x = &v->ext[e];
         if (x->size == 0 || x->busy != 0) continue;
         if (!bits_any(v->touched_bits, x->offset >> v->gran_shift, ((x->offset + x->size) >> v->gran_shift) - 1))
-            extent_unmap(v, e);
+            extent_unmap(v, e, chg);
     }
     memset(v->touched_bits, 0, words * sizeof *v->touched_bits);
 }

@@ -32,6 +32,14 @@ typedef struct pool_extent {
     int32_t  next_free;      /* slot recycling */
 } pool_extent;
 
+/* What one call that maps, moves or gives back memory changed, returned to its caller (backing.c
+ * books it: reserved bytes, the budget, the driver counters): bytes of extents created and given
+ * back, and the driver calls made. */
+typedef struct pool_vmm_change {
+    size_t   mapped, unmapped;
+    uint64_t creates, releases, moves;   /* driver calls */
+} pool_vmm_change;
+
 typedef struct pool_vmm {
     const vram__backend *backend;
     int                  dev;
@@ -55,7 +63,6 @@ typedef struct pool_vmm {
     int                  stale;          /* blocks changed since the last recount: busy and idle are old */
     uint64_t            *touched_bits;   /* per granule: a block over it was freed, or it was mapped, in
                                           * this idle period (NULL until the first idle tick) */
-    uint64_t             creates, releases, moves;
     /* the extents by zone (statistics): [0] those starting in the small zone [0, zone_start) when
      * one is set (pool_vmm_set_zone), [1] the rest; bytes and how many */
     size_t               zone_bytes[2], zone_count[2];
@@ -63,7 +70,8 @@ typedef struct pool_vmm {
 
 vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
                           size_t max_extent);
-void        pool_vmm_destroy(pool_vmm *v);   /* unmaps and releases everything, frees the range */
+/* Unmaps and releases everything, frees the range; *chg: what that gave back. */
+void        pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg);
 
 /* Starts the second quick test at `offset` (a multiple of the granularity) of the range: blocks
  * there are tested against the mapped run that begins at it, as the others against the prefix. */
@@ -78,7 +86,7 @@ static inline size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t 
 /* Maps what is unmapped under [addr, addr+size); the last run mapped may go on over up to `ahead`
  * more unmapped bytes after the block (fewer driver calls as the pool grows). On failure the
  * extents mapped on the way stay (idle). The caller marks the block in use. */
-vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead);
+vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, pool_vmm_change *chg);
 /* A block over [addr, addr+size) (every granule of it mapped) was handed out, or was freed: the
  * counts are stale from now on. */
 static inline void pool_vmm_mark(pool_vmm *v) {
@@ -106,15 +114,15 @@ void        pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]);
  * memory there: each an unmap and a map of its handle (on the H200 about 70-150 us, against
  * 300-1,100 us to release an extent of 512 MiB-2 GiB and create another: bench/vmm_costs.c). The
  * largest that fits a run first; the run that ends the block may take an extent reaching over the
- * unmapped granules after it (`moves` counts them). Needs fresh counts. */
-void        pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size);
+ * unmapped granules after it (each a move in *chg). Needs fresh counts. */
+void        pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size, pool_vmm_change *chg);
 /* Gives back idle extents, largest first, until at least `want` bytes went back or none is left;
  * returns the bytes given back. Needs fresh counts (as do the two below). */
-size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want);
+size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg);
 /* Gives back the idle extents that have been idle since before the current period began (no block
  * over them freed and not mapped during it), then starts the next period (see the pool's idle
  * release). The first call only starts noting freed granules: nothing is known idle before it. */
-void        pool_vmm_unmap_stale(pool_vmm *v);
+void        pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg);
 /* Verifies the granule table against the extents and their counts; 0 when sound, else writes why
  * into msg. */
 int         pool_vmm_check(const pool_vmm *v, char *msg, size_t len);

@@ -334,17 +334,17 @@ static vram_status alloc_on(void **ptr, size_t size, int logical_device, int asy
     return s == VRAM_OK ? alloc_in(me, pool, ptr, size, async, stream) : s;
 }
 
-static vram_status free_on(void *ptr, int async, void *stream) {
+static vram_status free_on(void *ptr, vram__free_kind how, void *stream) {
     if (ptr == NULL) return VRAM_OK;
     vram__thread *me = vram__rt_self();
     if (!vram__rt_read_enter(me)) {
         return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): the runtime is not started, so this pointer "
-                          "was not allocated by vram", vram__pool_free_name(async), ptr);
+                          "was not allocated by vram", vram__pool_free_name(how), ptr);
     }
     for (int k = 0; k < rt.nlogical; k++) {
         int owned = 0;
         if (rt.nlogical > 1 && !vram__pool_may_own(rt.logical[k].pool, ptr)) continue;   /* another's */
-        vram_status s = vram__pool_free(rt.logical[k].pool, &me->pool, ptr, async, stream, &owned);
+        vram_status s = vram__pool_free(rt.logical[k].pool, &me->pool, ptr, how, stream, &owned);
         if (s == VRAM_OK || owned) {
             vram__rt_leave(me);
             return s;
@@ -352,7 +352,7 @@ static vram_status free_on(void *ptr, int async, void *stream) {
     }
     vram__rt_leave(me);
     return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): this pointer was not allocated by vram",
-                      vram__pool_free_name(async), ptr);
+                      vram__pool_free_name(how), ptr);
 }
 
 vram_status vram_malloc(void **ptr, size_t size, int logical_device) {
@@ -360,7 +360,7 @@ vram_status vram_malloc(void **ptr, size_t size, int logical_device) {
 }
 
 vram_status vram_free(void *ptr) {
-    return free_on(ptr, 0, NULL);
+    return free_on(ptr, VRAM_POOL_FREE_NOW, NULL);
 }
 
 vram_status vram_malloc_async(void **ptr, size_t size, int logical_device, void *stream) {
@@ -368,7 +368,7 @@ vram_status vram_malloc_async(void **ptr, size_t size, int logical_device, void 
 }
 
 vram_status vram_free_async(void *ptr, void *stream) {
-    return free_on(ptr, 1, stream);
+    return free_on(ptr, VRAM_POOL_FREE_EVENT, stream);
 }
 
 vram_status vram__malloc_async_on_card(void **ptr, size_t size, int physical_index, void *stream) {

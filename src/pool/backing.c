@@ -1,0 +1,399 @@
+/*
+ * backing.c: the memory behind one arena's chunks. Owns the arena's regions (plain ones from
+ * cuMemAlloc, the VMM range growth maps into), what it draws from its budgets (the logical
+ * device's limit, shared by its arenas, and the card's), the mapping of growth (map-ahead during a
+ * burst, moving idle extents under a block, unmapping idle ones under the limit or to keep the
+ * high-water mark, the hold_peak / hold_large policies) and giving memory back (vram_trim, idle
+ * release by the low-water mark and stale extents).
+ *
+ * Invariants: reserved == the bytes held from the driver, changed (note_reserved_locked) after
+ * mapping and before the budget goes back, so that the shared sum never exceeds the limit; the
+ * budgets hold at least the arena's reserved bytes; nothing is given back or moved while the arena
+ * is still (a private pool in use, a capture underway), and memory a solo stream may still touch
+ * only after its fence. Everything here is under the arena's pool lock, except arena_idle_tick's
+ * wait for the solo fence, made without it.
+ */
+#include <stdlib.h>
+
+#include "pool/backing.h"
+#include "pool/split_merge.h"
+#include "pool/stats.h"
+#include "pool/stream_order.h"
+
+/* ---- card budget ----------------------------------------------------------------------------- */
+
+static int budget_take(vram__card_budget *b, size_t bytes) {
+    if (b == NULL) return 1;
+    size_t cur = atomic_load(&b->reserved), cap = atomic_load_explicit(&b->cap, memory_order_relaxed);
+    do {
+        if (cur > cap || bytes > cap - cur) return 0;
+    } while (!atomic_compare_exchange_weak(&b->reserved, &cur, cur + bytes));
+    return 1;
+}
+
+static void budget_give(vram__card_budget *b, size_t bytes) {
+    if (b != NULL) atomic_fetch_sub(&b->reserved, bytes);
+}
+
+/* The budgets an arena draws on: its logical device's, shared with its sibling arenas (the
+ * limit), and its card's. GROW_OK, or which one refused (and nothing is taken). */
+grow_result arena_budget_take(pool_arena *p, size_t bytes) {
+    if (bytes == 0) return GROW_OK;
+    if (!budget_take(&p->shared->budget, bytes)) return GROW_LIMIT;
+    if (!budget_take(p->cfg.budget, bytes)) {
+        budget_give(&p->shared->budget, bytes);
+        return GROW_CARD_LIMIT;
+    }
+    return GROW_OK;
+}
+
+void arena_budget_give(pool_arena *p, size_t bytes) {
+    budget_give(&p->shared->budget, bytes);
+    budget_give(p->cfg.budget, bytes);
+}
+
+
+/* ---- regions --------------------------------------------------------------------------------- */
+
+static void region_link_locked(pool_arena *p, pool_region *r) {
+    r->next = p->regions;
+    p->regions = r;
+    /* the pool's span takes it in before any block of it is handed out (relaxed: whoever frees a
+     * block got its pointer through the program's own synchronization, after this) */
+    uint64_t lo = atomic_load_explicit(&p->shared->span_lo, memory_order_relaxed);
+    while (r->base < lo && !atomic_compare_exchange_weak_explicit(&p->shared->span_lo, &lo, r->base,
+                                                                  memory_order_relaxed, memory_order_relaxed)) {
+    }
+    uint64_t hi = atomic_load_explicit(&p->shared->span_hi, memory_order_relaxed), end = r->base + r->size;
+    while (end > hi && !atomic_compare_exchange_weak_explicit(&p->shared->span_hi, &hi, end, memory_order_relaxed,
+                                                              memory_order_relaxed)) {
+    }
+}
+
+static pool_chunk *region_append_free_locked(pool_arena *p, pool_region *r, uint64_t addr, size_t size) {
+    pool_chunk *c = chunk_new_locked(p);
+    if (c == NULL) return NULL;
+    c->addr = addr;
+    c->size = size;
+    c->region = r;
+    c->state = CHUNK_FREE;
+    c->prev = r->last;
+    if (r->last) r->last->next = c; else r->first = c;
+    r->last = c;
+    free_bins_insert(pool_bins_of(p, c), c);
+    return c;
+}
+
+/* Takes a plain region of `bytes` from the driver (cuMemAlloc). The caller took the budget. */
+vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
+    const vram__backend *be = p->cfg.backend;
+    pool_region *r = calloc(1, sizeof *r);
+    uint64_t base = 0;
+    vram_status s = r ? be->mem_alloc(p->cfg.dev, bytes, &base)
+                      : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
+    if (s != VRAM_OK) {
+        free(r);
+        return s;
+    }
+    r->kind = REGION_PLAIN;
+    r->base = base;
+    r->held = bytes;
+    r->size = bytes & ~(VRAM_POOL_UNIT - 1);
+    if (region_append_free_locked(p, r, base, r->size) == NULL) {
+        be->mem_free(p->cfg.dev, base);
+        free(r);
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+    }
+    region_link_locked(p, r);
+    p->num_driver_allocs++;
+    p->stats.nplain++;
+    note_reserved_locked(p, bytes, 1);
+    return VRAM_OK;
+}
+
+/* Reserves the address range growth places blocks in: the small zone's `small` bytes first (none
+ * when 0), then `large` bytes; one free chunk tiles each. */
+vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
+    pool_region *r = calloc(1, sizeof *r);
+    if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
+    vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, small + large,
+                                  p->cfg.max_extent);
+    if (s != VRAM_OK) {
+        free(r);
+        return s;
+    }
+    r->kind = REGION_VMM;
+    r->base = r->vmm.base;
+    r->size = small + large;
+    p->vmm = r;
+    p->small_end = small > 0 ? r->base + small : 0;
+    if (small > 0) pool_vmm_set_zone(&r->vmm, small);   /* each zone its own quick test of mapping */
+    if ((small > 0 && region_append_free_locked(p, r, r->base, small) == NULL) ||
+        region_append_free_locked(p, r, r->base + small, large) == NULL) {
+        if (r->first != NULL) {
+            free_bins_remove(pool_bins_of(p, r->first), r->first);
+            free(r->first);
+        }
+        pool_vmm_change nothing;              /* (nothing was mapped yet) */
+        pool_vmm_destroy(&r->vmm, &nothing);
+        free(r);
+        p->vmm = NULL;
+        p->small_end = 0;
+        return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+    }
+    region_link_locked(p, r);
+    return VRAM_OK;
+}
+
+/* Books what a call of vmm.c changed: the bytes held (the budget gets back what was given back)
+ * and the driver calls. */
+static void vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
+    if (d->mapped > d->unmapped) note_reserved_locked(p, d->mapped - d->unmapped, 1);
+    if (d->mapped < d->unmapped) {
+        note_reserved_locked(p, d->unmapped - d->mapped, 0);
+        arena_budget_give(p, d->unmapped - d->mapped);
+    }
+    p->num_driver_allocs += d->creates;
+    p->num_driver_frees += d->releases;
+    p->num_driver_moves += d->moves;
+    stats_held_locked(p);                  /* (a move may take an extent from one zone to the other) */
+}
+
+/* Brings the extents' counts of bytes in use up to date from the VMM region's blocks (USED and
+ * PENDING chunks): O(chunks), only before idle extents are looked for. */
+void vmm_recount_locked(pool_arena *p) {
+    if (p->vmm == NULL || !p->vmm->vmm.stale) return;
+    pool_vmm *v = &p->vmm->vmm;
+    pool_vmm_busy_begin(v);
+    for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
+        if (c->state != CHUNK_FREE) pool_vmm_busy_add(v, c->addr, c->size);
+    }
+    pool_vmm_busy_end(v);
+}
+
+/* Idle mapped bytes that may be given back or moved (none in a pinned arena). */
+static size_t vmm_idle_locked(pool_arena *p) {
+    if (arena_still(p)) return 0;
+    vmm_recount_locked(p);
+    return p->vmm ? p->vmm->vmm.idle : 0;
+}
+
+/* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much. */
+static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
+    if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
+    vmm_recount_locked(p);
+    pool_vmm_change d;
+    size_t released = pool_vmm_unmap_idle(&p->vmm->vmm, want, &d);
+    vmm_note_locked(p, &d);
+    return released;
+}
+
+/* How much to map beyond a block that needs `need` new bytes: reserved / 16, at most map_ahead,
+ * within the limit and the card's budget (taken here; the caller gives back what was not mapped).
+ * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. Only
+ * during a burst of growth (the previous growth at most POOL_MAP_AHEAD_BURST allocations ago): a
+ * growth after a quiet stretch is most often a new peak, where memory mapped ahead stays idle. */
+static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
+    uint64_t since = p->num_allocs - p->last_growth;
+    p->last_growth = p->num_allocs;
+    if (since > POOL_MAP_AHEAD_BURST) return 0;
+    size_t ahead = p->reserved / POOL_MAP_AHEAD_DIV, room = arena_headroom(p);   /* `need` is taken already */
+    if (ahead > p->cfg.map_ahead) ahead = p->cfg.map_ahead;
+    if (ahead > room) ahead = room;
+    ahead &= ~(p->cfg.caps.granularity - 1);
+    return ahead > 0 && arena_budget_take(p, ahead) == GROW_OK ? ahead : 0;
+}
+
+/* Moves idle extents of the VMM region under chunk c's unmapped granules (an unmap and a map each,
+ * no physical memory released or created: reserved stays); returns what c still needs mapped. */
+static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
+    pool_vmm *v = &c->region->vmm;
+    vmm_recount_locked(p);
+    /* nothing idle: no wait; else a block freed on the solo stream may still be in use there */
+    if (v->idle > 0 && !arena_still(p) && solo_fence_locked(p) == 0) {
+        pool_vmm_change d;
+        pool_vmm_move_idle(v, c->addr, c->size, &d);
+        vmm_note_locked(p, &d);               /* a failed move gives its extent back */
+    }
+    return pool_vmm_unmapped(v, c->addr, c->size);
+}
+
+/* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped (backing.h). */
+grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
+    pool_vmm *v = &c->region->vmm;
+    size_t need = pool_vmm_unmapped(v, c->addr, c->size);
+    pool_vmm_mark(v);                            /* c is in use now (CHUNK_USED) */
+    if (need == 0) return GROW_OK;               /* the common case: memory already mapped */
+    /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, move
+     * idle extents (they lie in holes this block does not fit) under the block, then give back the
+     * idle ones that do not fit its unmapped runs, so that fragmentation does not raise what the
+     * pool holds; the price is driver calls whenever the holes are needed again. For large blocks
+     * alone (hold_large_mb, e.g. 256: logits, activations of a whole layer; off by default) the
+     * steady state of a training loop stops remapping once the mark has settled. The limit, and the
+     * card's budget shared with other logical devices, move idle extents too before giving any back. */
+    int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large);
+    int tight = need > arena_headroom(p);        /* the limit: cached memory must serve (a retry) */
+    int moved = (hold && p->reserved + need > p->hold_mark) || tight;
+    p->stats.retries += (uint64_t)tight;
+    if (moved) need = vmm_move_idle_locked(p, c);   /* (every idle extent that fits goes at once) */
+    while (hold && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
+        size_t before = p->reserved;
+        vmm_unmap_idle_locked(p, p->reserved + need - p->hold_mark);
+        if (p->reserved == before) break;
+        need = pool_vmm_unmapped(v, c->addr, c->size);
+    }
+    size_t room;                                 /* (read once a round: other arenas change it) */
+    while (need > (room = arena_headroom(p)) && vmm_idle_locked(p) > 0) {
+        vmm_unmap_idle_locked(p, need - room);
+        need = pool_vmm_unmapped(v, c->addr, c->size);
+    }
+    if (need > room) return GROW_LIMIT;
+    if (arena_budget_take(p, need) != GROW_OK) {
+        p->stats.retries += (uint64_t)!tight;   /* the card's budget: the same */
+        if (!moved) need = vmm_move_idle_locked(p, c);
+        if (need > 0) vmm_unmap_idle_locked(p, need);
+        need = pool_vmm_unmapped(v, c->addr, c->size);
+        grow_result refused = arena_budget_take(p, need);
+        if (refused != GROW_OK) return refused;
+    }
+    size_t ahead = need > 0 && c->addr >= p->small_end ? pool_map_ahead_locked(p, need) : 0;
+    pool_vmm_change d;
+    vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead, &d);
+    arena_budget_give(p, need + ahead - (d.mapped - d.unmapped));   /* unused ahead, or a failure */
+    vmm_note_locked(p, &d);
+    return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
+}
+
+void region_release(pool_arena *p, pool_region *r) {
+    const vram__backend *be = p->cfg.backend;
+    if (r->kind == REGION_PLAIN) {
+        be->mem_free(p->cfg.dev, r->base);
+        p->num_driver_frees++;
+        p->stats.nplain--;
+        note_reserved_locked(p, r->held, 0);      /* before the budget goes back: see pool_shared */
+        arena_budget_give(p, r->held);
+    } else {
+        pool_vmm_change d;
+        pool_vmm_destroy(&r->vmm, &d);
+        p->num_driver_frees += d.releases;
+        note_reserved_locked(p, d.unmapped, 0);   /* before the budget goes back, as above */
+        arena_budget_give(p, d.unmapped);
+        p->vmm = NULL;
+    }
+    for (pool_chunk *c = r->first; c != NULL;) {
+        pool_chunk *next = c->next;
+        free(c);
+        c = next;
+    }
+    free(r);
+}
+
+/* ---- growth (plain regions) ------------------------------------------------------------------ */
+
+/* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
+ * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */
+grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
+    size_t headroom = arena_headroom(p), need;
+    if (!p->cfg.growth) {
+        if (p->regions != NULL || p->cfg.limit < VRAM_POOL_UNIT) return GROW_OFF;
+        need = p->cfg.limit;             /* re-take the preallocation that a trim gave back */
+    } else {
+        need = vram__round_up(size > VRAM_POOL_FALLBACK_REGION ? size : VRAM_POOL_FALLBACK_REGION,
+                              VRAM_POOL_FALLBACK_REGION);
+        if (need > headroom) need = headroom & ~(VRAM_POOL_UNIT - 1);
+        if (need < size) return GROW_LIMIT;
+    }
+    grow_result refused = arena_budget_take(p, need);
+    if (refused != GROW_OK) return refused;
+    if (region_add_plain_locked(p, need) == VRAM_OK) return GROW_OK;
+    arena_budget_give(p, need);
+    return GROW_DRIVER;
+}
+
+/* ---- giving memory back ---------------------------------------------------------------------- */
+
+/* Releases plain regions with no block in them (their one chunk is free), while more than `keep`
+ * bytes are reserved beyond live blocks. */
+static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
+    if (arena_still(p)) return;
+    for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
+        pool_region *r = *link;
+        if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
+            if (solo_fence_locked(p) != 0) return;
+            *link = r->next;
+            free_bins_remove(&p->bins, r->first);
+            region_release(p, r);
+        } else {
+            link = &r->next;
+        }
+    }
+}
+
+static void pool_trim_locked(pool_arena *p, size_t keep) {
+    pool_flush_caches_locked(p);
+    if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
+    if (p->pending != NULL) pending_reap_locked(p, 0);
+    if (p->deferred != NULL) deferred_reap_locked(p, 0);
+    size_t excess = p->reserved - p->current;
+    if (excess <= keep) return;
+    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep);
+    trim_plain_regions_locked(p, keep);
+}
+
+void arena_trim_settled(pool_arena *p) {
+    pool_lock_take(&p->lock);
+    pool_flush_caches_locked(p);
+    if (p->pending != NULL) pending_reap_locked(p, 1);
+    if (p->deferred != NULL) deferred_reap_locked(p, 1);
+    pool_trim_locked(p, 0);
+    p->idle_low = p->reserved - p->current;
+    pool_lock_give(&p->lock);
+}
+
+void arena_trim(pool_arena *p, size_t keep_bytes) {
+    pool_lock_take(&p->lock);
+    pool_trim_locked(p, keep_bytes);
+    p->idle_low = p->reserved - p->current;
+    pool_lock_give(&p->lock);
+}
+
+void arena_idle_tick(pool_arena *p) {
+    /* One stream (solo): a block freed at once may still be used by work queued on the stream. The
+     * extents given back below have been idle since before the previous tick, so the event that tick
+     * recorded on the stream covers their last frees: wait for it here, without the lock, so that
+     * allocations go on while the stream drains (under the lock they waited for the whole queue once
+     * a period). */
+    const vram__backend *be = p->cfg.backend;
+    if (capture_underway(p)) return;             /* no wait, nothing given back: the next tick */
+    pool_lock_take(&p->lock);
+    void *fence = p->idle_fence;
+    int fenced = !p->idle_fence_failed;
+    p->idle_fence = NULL;
+    p->idle_fence_failed = 0;
+    pool_lock_give(&p->lock);
+    if (fence != NULL) {
+        if (be->event_sync(p->cfg.dev, fence) != VRAM_OK) fenced = 0;
+        be->event_destroy(p->cfg.dev, fence);
+    }
+    pool_lock_take(&p->lock);
+    pool_flush_caches_locked(p);
+    if (p->unrecorded > 0) pending_record_locked(p);
+    if (p->pending != NULL) pending_reap_locked(p, 0);
+    if (p->deferred != NULL) deferred_reap_locked(p, 0);
+    if (p->vmm != NULL && !p->pinned) {          /* extents idle since before the last tick (no capture) */
+        pool_vmm_change d = {0};
+        vmm_recount_locked(p);
+        if (fenced) pool_vmm_unmap_stale(&p->vmm->vmm, &d);   /* else the period goes on: the next tick's
+                                                                 fence is later */
+        vmm_note_locked(p, &d);
+        if (p->solo == SOLO_ON && p->solo_unfenced > 0 &&
+            be->event_record(p->cfg.dev, p->solo_stream, &p->idle_fence) != VRAM_OK) {
+            p->idle_fence = NULL;
+            p->idle_fence_failed = 1;
+        }
+    }
+    size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;
+    if (unused > 0) trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
+    p->idle_low = p->reserved - p->current;
+    pool_lock_give(&p->lock);
+}

@@ -1,0 +1,49 @@
+/*
+ * backing.h: the memory behind an arena's chunks (backing.c): the budgets it draws on, its
+ * regions, the mapping of growth, and giving memory back. What the hand-out path asks on every
+ * call (the headroom) is here as helpers of the header (POOL_HELPER, pool_internal.h). Pool lock held
+ * (the budgets and the headroom are atomics, read at any time).
+ */
+#ifndef VRAM_POOL_BACKING_H
+#define VRAM_POOL_BACKING_H
+
+#include "pool/pool_internal.h"
+
+/* The budgets an arena draws on: its logical device's, shared with its sibling arenas (the
+ * limit), and its card's. GROW_OK, or which one refused (and nothing is taken). */
+grow_result arena_budget_take(pool_arena *p, size_t bytes);
+void        arena_budget_give(pool_arena *p, size_t bytes);
+
+/* What the limit still lets this arena take: the logical device's limit less what all its arenas
+ * hold (with one arena: limit - reserved). */
+POOL_HELPER size_t arena_headroom(const pool_arena *p) {
+    size_t cap = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);
+    size_t held = atomic_load(&p->shared->budget.reserved);
+    return cap > held ? cap - held : 0;
+}
+
+/* What the cap leaves for blocks in a preallocated pool (which holds its whole limit from the
+ * start): only a memory fraction below the limit makes it less than everything. */
+POOL_HELPER size_t arena_headroom_live(const pool_arena *p) {
+    size_t cap = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);
+    return cap >= p->cfg.limit ? SIZE_MAX : cap > p->current ? cap - p->current : 0;
+}
+
+/* Takes a plain region of `bytes` from the driver (cuMemAlloc). The caller took the budget. */
+vram_status region_add_plain_locked(pool_arena *p, size_t bytes);
+/* Reserves the address range growth places blocks in: the small zone's `small` bytes first (none
+ * when 0), then `large` bytes; one free chunk tiles each. */
+vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large);
+/* Gives region r (already out of the arena's list) back to the driver, its chunks' records too. */
+void        region_release(pool_arena *p, pool_region *r);
+
+/* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped and marks it in
+ * use: maps what is missing within the limit and the card budget, moving idle extents under it and
+ * then giving idle ones back first when the limit would be crossed. */
+grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c);
+
+/* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
+ * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */
+grow_result pool_grow_plain_locked(pool_arena *p, size_t size);
+
+#endif /* VRAM_POOL_BACKING_H */

@@ -1,0 +1,103 @@
+/*
+ * oom.c: the out-of-memory report of an arena: what stood in the way of a request (the card
+ * itself, the physical device's limit, a memory fraction, the limit, a private pool's share of it,
+ * or fragmentation), with the figures that show it, and the largest block a request could get.
+ *
+ * Counts each report in num_ooms. The arena's pool lock is held by the callers of the _locked
+ * functions; arena_oom takes it itself (arenas.c reports once every arena was tried).
+ */
+#include <stdio.h>
+
+#include "pool/pool_internal.h"
+
+/* Largest free block within memory held from the driver: in the VMM region, the longest mapped
+ * run inside a free chunk (classes are visited largest first, and the walk stops once no class can
+ * beat the best run found). */
+static int largest_mapped_visit(pool_chunk *c, void *ctx, size_t *floor) {
+    size_t *best = ctx;
+    if (c->size <= *best) return 0;
+    size_t run = c->region->kind == REGION_VMM ? pool_vmm_mapped_run(&c->region->vmm, c->addr, c->size, NULL)
+                                               : c->size;
+    if (run > *best) *best = *floor = run;
+    return 0;
+}
+
+size_t pool_largest_free_locked(const pool_arena *p) {
+    if (p->vmm == NULL) {
+        pool_chunk *largest = free_bins_largest(&p->bins);
+        return largest ? largest->size : 0;
+    }
+    size_t best = 0;
+    free_bins_descending(&p->bins, largest_mapped_visit, &best, 0);
+    free_bins_descending(&p->sbins, largest_mapped_visit, &best, best);
+    return best;
+}
+
+/* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
+ * logical device (summed by arenas.c). */
+static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t rounded, grow_result why,
+                                   const arena_figures *all) {
+    char driver_msg[1024];
+    snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
+    size_t current = all ? all->current : p->current, reserved = all ? all->reserved : p->reserved;
+    size_t largest_free = all ? all->largest_free : pool_largest_free_locked(p);
+    size_t limit = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);   /* (a fraction's) */
+    if (limit > p->cfg.limit) limit = p->cfg.limit;
+    double fraction = atomic_load(&p->shared->fraction);
+    size_t growable = p->cfg.growth && reserved < limit ? limit - reserved : 0;
+    size_t free_bytes = reserved - current;
+    char cause[1536];
+    if (why == GROW_DRIVER) {
+        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
+        char others[160] = "";
+        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
+            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
+            snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes "
+                     "(or other allocators in this one) hold about %zu bytes", card_free, card_total, other);
+        }
+        snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s",
+                 driver_msg, others);
+    } else if (why == GROW_CARD_LIMIT) {
+        snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
+                 p->cfg.budget->cap_source);
+    } else if (limit < p->cfg.limit && rounded > limit - (current < limit ? current : limit)) {
+        snprintf(cause, sizeof cause, "the memory fraction %g of the card (%zu bytes, set by "
+                 "vram_set_memory_fraction: PyTorch's set_per_process_memory_fraction) is reached", fraction, limit);
+    } else if (p->pinned && all != NULL && why == GROW_LIMIT) {
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s): %zu bytes are "
+                 "in use and %zu held free by the device's other pools, which a private pool (a CUDA graph's) "
+                 "cannot use", p->cfg.limit, p->cfg.limit_source, current, free_bytes);
+    } else if (rounded > p->cfg.limit - (current < p->cfg.limit ? current : p->cfg.limit)) {
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s)",
+                 p->cfg.limit, p->cfg.limit_source);
+    } else if (p->cfg.growth && limit == p->cfg.limit && free_bytes < rounded && growable < rounded) {
+        /* neither the free bytes held nor the room to grow would do alone: without the limit growth
+         * would map more, so the limit is what stands in the way (not fragmentation) */
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached for this request (limit from %s): "
+                 "%zu bytes are in use (%.1f%% of it); the %zu bytes free in the pool (largest block %zu) and the "
+                 "%zu bytes it leaves to grow are not one piece large enough", p->cfg.limit, p->cfg.limit_source,
+                 current, limit ? 100.0 * (double)current / (double)limit : 0.0, free_bytes,
+                 largest_free, growable);
+    } else {
+        snprintf(cause, sizeof cause, "fragmentation: %zu bytes are free in the pool%s but no free block "
+                 "is large enough", free_bytes + growable, growable ? " (counting room to grow)" : "");
+    }
+    return vram__fail(VRAM_ERR_OUT_OF_MEMORY,
+                      "out of memory on %s: cannot allocate %zu bytes: %s. requested %zu bytes (rounded %zu), "
+                      "in use %zu, reserved %zu, limit %zu, largest free block %zu, free in pool %zu",
+                      p->cfg.name, size, cause, size, rounded, current, reserved, limit,
+                      largest_free, free_bytes);
+}
+
+vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
+    p->num_ooms++;
+    return pool_oom_report(p, size, rounded, why, NULL);
+}
+
+vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all) {
+    pool_lock_take(&p->lock);
+    p->num_ooms++;
+    vram_status s = pool_oom_report(p, size, rounded, (grow_result)why, all);
+    pool_lock_give(&p->lock);
+    return s;
+}

@@ -1,0 +1,215 @@
+/*
+ * stats.c: PyTorch's allocator statistics of one arena (vram_get_allocator_stats, pool_stats in
+ * pool_internal.h): the figures by kind (all, small, large) of blocks, requested bytes, segments
+ * and memory held, the active and inactive-split figures computed at a query, and the resets of
+ * peaks and of accumulated figures. The hand-out and free paths keep their part through stats.h.
+ *
+ * Invariants: of the [0] (all) figures the paths keep only blocks' peak and requested bytes'
+ * current and peak; the rest is the arena's own counts and the kinds' sums (stats_sync_all_locked),
+ * brought up to date before every query and reset. held and segs follow every driver call
+ * (stats_held_locked). Everything here is under the arena's pool lock.
+ */
+#include "pool/stats.h"
+
+/* A figure set to `v` (what is held changed): what it gained counts as added. */
+void stat_set(pool_stat *st, size_t v) {
+    if (v > st->cur) st->in += v - st->cur;
+    st->cur = v;
+    if (v > st->peak) st->peak = v;
+}
+
+/* The physical memory held, by kind: the small zone's extents are small, every other extent and
+ * plain region large. After every change of it (driver calls only). */
+void stats_held_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    const pool_vmm *v = p->vmm != NULL ? &p->vmm->vmm : NULL;
+    size_t small = v != NULL ? v->zone_bytes[0] : 0, small_n = v != NULL ? v->zone_count[0] : 0;
+    size_t large_n = (v != NULL ? v->zone_count[1] : 0) + st->nplain;
+    stat_set(&st->held[0], p->reserved);
+    stat_set(&st->held[1], small);
+    stat_set(&st->held[2], p->reserved - small);
+    stat_set(&st->segs[0], small_n + large_n);
+    stat_set(&st->segs[1], small_n);
+    stat_set(&st->segs[2], large_n);
+}
+
+/* The figures of all blocks that the hand-out and free paths do not keep (pool_stats): the pool's own
+ * counts and the sums of the two kinds. */
+void stats_sync_all_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    pool_stat *by[] = {st->blocks, st->bytes, st->req};
+    for (int i = 0; i < 3; i++) {
+        by[i][0].in = by[i][1].in + by[i][2].in;
+        by[i][0].cur0 = by[i][1].cur0 + by[i][2].cur0;
+    }
+    st->blocks[0].cur = p->used_count;
+    st->bytes[0].cur = p->current;
+    st->bytes[0].peak = p->peak;
+}
+
+/* Handed out and deferred blocks together, while some are deferred (see pool_stats). */
+VRAM_NOINLINE void stats_active_peaks_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    stats_sync_all_locked(p);
+    for (int k = 0; k < 3; k++) {
+        size_t bytes = st->bytes[k].cur + st->def_bytes[k], blocks = st->blocks[k].cur + st->def_blocks[k];
+        if (bytes > st->active_peak[k]) st->active_peak[k] = bytes;
+        if (blocks > st->active_blocks_peak[k]) st->active_blocks_peak[k] = blocks;
+    }
+}
+
+void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
+    if (grow) {
+        p->reserved += delta;
+        if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
+        if (p->reserved > p->hold_mark) p->hold_mark = p->reserved;
+        size_t all = atomic_fetch_add(&p->shared->reserved, delta) + delta;   /* driver calls only */
+        size_t peak = atomic_load(&p->shared->peak_reserved);
+        while (all > peak && !atomic_compare_exchange_weak(&p->shared->peak_reserved, &peak, all)) {
+        }
+    } else {
+        p->reserved -= delta;
+        atomic_fetch_sub(&p->shared->reserved, delta);
+    }
+    stats_held_locked(p);
+}
+
+
+/* Deferred block c (freed, still used on other streams) starts (add) or stops waiting. */
+void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add) {
+    pool_stats *st = &p->stats;
+    int k = stat_kind(c->size);
+    size_t n = add ? 1 : (size_t)-1, bytes = add ? c->size : (size_t)0 - c->size;
+    st->def_blocks[0] += n;
+    st->def_blocks[k] += n;
+    st->def_bytes[0] += bytes;
+    st->def_bytes[k] += bytes;
+}
+
+static void stats_for_each(pool_stats *st, void (*fn)(pool_stat *)) {
+    for (int k = 0; k < 3; k++) {
+        fn(&st->blocks[k]);
+        fn(&st->bytes[k]);
+        fn(&st->req[k]);
+        fn(&st->segs[k]);
+        fn(&st->held[k]);
+    }
+}
+
+static void stat_reset_peak(pool_stat *st) {
+    st->peak = st->cur;
+}
+
+static void stat_reset_accumulated(pool_stat *st) {
+    st->in = 0;
+    st->cur0 = st->cur;
+}
+
+void arena_reset_peak_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    p->peak = p->current;
+    p->peak_reserved = p->reserved;
+    stats_sync_all_locked(p);
+    stats_for_each(st, stat_reset_peak);
+    for (int k = 0; k < 3; k++) {
+        st->active_peak[k] = st->bytes[k].cur + st->def_bytes[k];
+        st->active_blocks_peak[k] = st->blocks[k].cur + st->def_blocks[k];
+        st->split_peak[k] = st->split_blocks_peak[k] = 0;
+    }
+}
+
+void arena_reset_accumulated_locked(pool_arena *p) {
+    pool_stats *st = &p->stats;
+    stats_sync_all_locked(p);
+    stats_for_each(st, stat_reset_accumulated);
+    st->retries = st->syncs = 0;
+    st->ooms0 = p->num_ooms;
+    st->dev_allocs0 = p->num_driver_allocs + p->num_driver_moves;
+    st->dev_frees0 = p->num_driver_frees + p->num_driver_moves;
+    for (int k = 0; k < 3; k++) {
+        st->act0[k] = st->bytes[k].cur + st->def_bytes[k];
+        st->act0_n[k] = st->blocks[k].cur + st->def_blocks[k];
+    }
+}
+
+/* One figure added to a sum of arenas' figures. */
+static void stat_add_to(vram_stat *out, const pool_stat *st) {
+    out->current += (int64_t)st->cur;
+    out->peak += (int64_t)st->peak;
+    out->allocated += (int64_t)st->in;
+    out->freed += (int64_t)(st->in + st->cur0 - st->cur);
+}
+
+/* Whether free chunk c is split off a block: a block of its zone next to it, memory held under it. */
+static int stats_split_chunk(const pool_arena *p, const pool_region *r, const pool_chunk *c) {
+    int beside = (c->prev != NULL && c->prev->state == CHUNK_USED && c->addr != p->small_end) ||
+                 (c->next != NULL && c->next->state == CHUNK_USED && c->next->addr != p->small_end);
+    return beside && (r->kind == REGION_PLAIN || pool_vmm_mapped_run(&r->vmm, c->addr, c->size, NULL) > 0);
+}
+
+/* By the kind of memory (the small zone's, the rest): the bytes of blocks over it (USED: handed out,
+ * parked or deferred) and how many free chunks (FREE or PENDING) are split off blocks. */
+static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split_n[3]) {
+    for (int k = 0; k < 3; k++) used[k] = split_n[k] = 0;
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
+        for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
+            int k = r->kind == REGION_VMM && c->addr < p->small_end ? 1 : 2;
+            if (c->state == CHUNK_USED) {
+                used[k] += c->size;
+            } else if (stats_split_chunk(p, r, c)) {
+                split_n[k]++;
+            }
+        }
+    }
+    used[0] = used[1] + used[2];
+    split_n[0] = split_n[1] + split_n[2];
+}
+
+void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
+    pool_stats *st = &p->stats;
+    pool_flush_caches_locked(p);                       /* parked blocks are the pool's, not the program's */
+    stats_sync_all_locked(p);
+    vmm_recount_locked(p);
+    size_t idle[3] = {0, 0, 0};
+    if (p->vmm != NULL) pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {   /* a region with no block */
+        if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) idle[2] += r->held;
+    }
+    idle[0] = idle[1] + idle[2];
+    size_t used[3], split_n[3];
+    stats_zones_locked(p, used, split_n);
+    for (int k = 0; k < 3; k++) {
+        stat_add_to(&out->allocation[k], &st->blocks[k]);
+        stat_add_to(&out->allocated_bytes[k], &st->bytes[k]);
+        stat_add_to(&out->requested_bytes[k], &st->req[k]);
+        stat_add_to(&out->segment[k], &st->segs[k]);
+        stat_add_to(&out->reserved_bytes[k], &st->held[k]);
+        /* active: handed out and deferred; blocks come and go as they are handed out and freed */
+        size_t active = st->bytes[k].cur + st->def_bytes[k], active_n = st->blocks[k].cur + st->def_blocks[k];
+        size_t apeak = st->active_peak[k] > st->bytes[k].peak ? st->active_peak[k] : st->bytes[k].peak;
+        size_t apeak_n = st->active_blocks_peak[k] > st->blocks[k].peak ? st->active_blocks_peak[k]
+                                                                        : st->blocks[k].peak;
+        out->active_bytes[k].current += (int64_t)active;
+        out->active_bytes[k].peak += (int64_t)apeak;
+        out->active_bytes[k].allocated += (int64_t)st->bytes[k].in;
+        out->active_bytes[k].freed += (int64_t)(st->bytes[k].in + st->act0[k] - active);
+        out->active[k].current += (int64_t)active_n;
+        out->active[k].peak += (int64_t)apeak_n;
+        out->active[k].allocated += (int64_t)st->blocks[k].in;
+        out->active[k].freed += (int64_t)(st->blocks[k].in + st->act0_n[k] - active_n);
+        size_t held = st->held[k].cur, busy = used[k] + idle[k];
+        size_t split = held > busy ? held - busy : 0;
+        if (split > st->split_peak[k]) st->split_peak[k] = split;
+        if (split_n[k] > st->split_blocks_peak[k]) st->split_blocks_peak[k] = split_n[k];
+        out->inactive_split_bytes[k].current += (int64_t)split;
+        out->inactive_split_bytes[k].peak += (int64_t)st->split_peak[k];
+        out->inactive_split[k].current += (int64_t)split_n[k];
+        out->inactive_split[k].peak += (int64_t)st->split_blocks_peak[k];
+    }
+    out->num_alloc_retries += (int64_t)st->retries;
+    out->num_ooms += (int64_t)(p->num_ooms - st->ooms0);
+    out->num_sync_all_streams += (int64_t)st->syncs;
+    out->num_device_alloc += (int64_t)(p->num_driver_allocs + p->num_driver_moves - st->dev_allocs0);
+    out->num_device_free += (int64_t)(p->num_driver_frees + p->num_driver_moves - st->dev_frees0);
+    out->max_split_size = -1;
+}
