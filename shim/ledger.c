@@ -320,6 +320,37 @@ static void ledger_record_identity(const ledger *l) {
  * by a rebuild, and, when the file was made now or put there by something else, those of every file
  * still held open by a process of this user (ledger_recover_from_procs). 0, -1 with err, or -2 when
  * the bad file vanished while it was being moved aside (ledger_attach_locked tries again). */
+/* Into the file at fd (fresh, rebuilt or replaced): the live slots of the file moved aside (old_fd,
+ * or -1) and those running processes still map or shadow; the number carried over. */
+static int ledger_carry_slots(ledger *l, int fd, int old_fd) {
+    int kept = 0, found = 0;
+    ledger_table *t = calloc(1, sizeof *t);
+    if (!t) return 0;
+    if (pread(fd, t->slots, sizeof t->slots, (off_t)sizeof(ledger_header)) != (ssize_t)sizeof t->slots)
+        memset(t->slots, 0, sizeof t->slots);   /* shrunk meanwhile: whatever comes next rebuilds it */
+    if (old_fd >= 0) kept = ledger_merge_from_fd(t, old_fd);
+    found = ledger_recover_from_procs(l, t);
+    ledger_table_store(t, fd);
+    free(t);
+    return kept + found;
+}
+
+/* Maps the ledger file at fd into l (which then owns fd); 0, or -1 with err. */
+static int ledger_map_fd(ledger *l, int fd, char *err, size_t errlen) {
+    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
+        return -1;
+    }
+    l->fd = fd;
+    l->map = map;
+    l->size = LEDGER_FILE_SIZE;
+    l->hdr = map;
+    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
+    ledger_record_identity(l);
+    return 0;
+}
+
 static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     int fd = ledger_open_file(l->path, err, errlen), old_fd = -1, made = 0;
     if (fd < 0) return -1;
@@ -358,35 +389,15 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     }
     l->dev = st.st_dev;
     l->ino = st.st_ino;
-    int kept = 0, found = 0;
-    if (old_fd >= 0 || made || ledger_replaced(l)) {
-        ledger_table *t = calloc(1, sizeof *t);
-        if (t) {
-            if (pread(fd, t->slots, sizeof t->slots, (off_t)sizeof(ledger_header)) != (ssize_t)sizeof t->slots)
-                memset(t->slots, 0, sizeof t->slots);   /* shrunk meanwhile: whatever comes next rebuilds it */
-            if (old_fd >= 0) kept = ledger_merge_from_fd(t, old_fd);
-            found = ledger_recover_from_procs(l, t);
-            ledger_table_store(t, fd);
-            free(t);
-        }
-    }
+    int carried = 0;
+    if (old_fd >= 0 || made || ledger_replaced(l)) carried = ledger_carry_slots(l, fd, old_fd);
     if (old_fd >= 0) close(old_fd);
     old_fd = -1;
-    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
-        goto fail;
-    }
-    l->fd = fd;
-    l->map = map;
-    l->size = LEDGER_FILE_SIZE;
-    l->hdr = map;
-    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
-    ledger_record_identity(l);
-    l->recovered = kept + found;
+    if (ledger_map_fd(l, fd, err, errlen) != 0) goto fail;
+    l->recovered = carried;
     if (bad)
         snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt, keeping the %d slot(s) "
-                 "of processes still running", l->path, bad, aside, kept + found);
+                 "of processes still running", l->path, bad, aside, carried);
     return 0;
 
 fail:
