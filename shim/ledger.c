@@ -130,9 +130,8 @@ static const char *ledger_bad(int fd, char *why, size_t len) {
     return NULL;
 }
 
-/* Writes a fresh ledger at fd (truncated, zeroed slots, header). */
-static int ledger_init_file(int fd) {
-    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0) return -1;
+/* Writes a fresh ledger at fd (truncated, zeroed slots, header); 0, or -1 with err. */
+static int ledger_init_file(const ledger *l, int fd, char *err, size_t errlen) {
     ledger_header h;
     memset(&h, 0, sizeof h);
     struct timespec ts;
@@ -145,7 +144,11 @@ static int ledger_init_file(int fd) {
     h.file_size = LEDGER_FILE_SIZE;
     h.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     h.checksum = ledger_checksum(&h);
-    if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) return -1;
+    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0 ||
+        pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+        snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -315,11 +318,6 @@ static void ledger_record_identity(const ledger *l) {
     }
 }
 
-/* Under the lock: opens the file at l->path (creating it, or rebuilding a bad one), maps it into l and
- * recovers the slots of running processes that a fault left elsewhere: those of the file moved aside
- * by a rebuild, and, when the file was made now or put there by something else, those of every file
- * still held open by a process of this user (ledger_recover_from_procs). 0, -1 with err, or -2 when
- * the bad file vanished while it was being moved aside (ledger_attach_locked tries again). */
 /* Into the file at fd (fresh, rebuilt or replaced): the live slots of the file moved aside (old_fd,
  * or -1) and those running processes still map or shadow; the number carried over. */
 static int ledger_carry_slots(ledger *l, int fd, int old_fd) {
@@ -351,6 +349,11 @@ static int ledger_map_fd(ledger *l, int fd, char *err, size_t errlen) {
     return 0;
 }
 
+/* Under the lock: opens the file at l->path (creating it, or rebuilding a bad one), maps it into l and
+ * recovers the slots of running processes that a fault left elsewhere: those of the file moved aside
+ * by a rebuild, and, when the file was made now or put there by something else, those of every file
+ * still held open by a process of this user (ledger_recover_from_procs). 0, -1 with err, or -2 when
+ * the bad file vanished while it was being moved aside (ledger_attach_locked tries again). */
 static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     int fd = ledger_open_file(l->path, err, errlen), old_fd = -1, made = 0;
     if (fd < 0) return -1;
@@ -359,10 +362,7 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     const char *bad = NULL;
     if (fstat(fd, &st) == 0 && st.st_size == 0) {
         ledger_clear_identity(l);
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            goto fail;
-        }
+        if (ledger_init_file(l, fd, err, errlen) != 0) goto fail;
         made = 1;
     } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
         /* Never trusted: moved aside (kept for a look), and a fresh one written. */
@@ -376,11 +376,7 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
             close(old_fd);
             return gone ? -2 : -1;
         }
-        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) goto fail;
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            goto fail;
-        }
+        if ((fd = ledger_open_file(l->path, err, errlen)) < 0 || ledger_init_file(l, fd, err, errlen) != 0) goto fail;
         made = 1;
     }
     if (fstat(fd, &st) != 0) {
@@ -389,8 +385,7 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     }
     l->dev = st.st_dev;
     l->ino = st.st_ino;
-    int carried = 0;
-    if (old_fd >= 0 || made || ledger_replaced(l)) carried = ledger_carry_slots(l, fd, old_fd);
+    int carried = old_fd >= 0 || made || ledger_replaced(l) ? ledger_carry_slots(l, fd, old_fd) : 0;
     if (old_fd >= 0) close(old_fd);
     old_fd = -1;
     if (ledger_map_fd(l, fd, err, errlen) != 0) goto fail;
