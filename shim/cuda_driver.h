@@ -1,9 +1,10 @@
 /*
  * cuda_driver.h: the part of the CUDA driver API (cuda.h) that the preload library interposes on,
  * written out by hand so that nothing needs a CUDA toolkit to build. Types, enum values, struct
- * layouts and symbol names are the driver's ABI (CUDA 12 and 13, 64-bit hosts). Shared by
- * shim/preload.c (which defines the interposed functions), tests/shim/fake_cuda.c (a libcuda.so.1
- * double that defines them too) and the test programs (which call them through pointers).
+ * layouts and symbol names are the driver's ABI (CUDA 12 and 13, 64-bit hosts). Shared by the
+ * shim (shim/calls.c and shim/interpose.c define the interposed functions), tests/shim/fake_cuda.c
+ * (a libcuda.so.1 double that defines them too) and the test programs (which call them through
+ * pointers).
  *
  * Names: the exported symbols carry the driver's version suffix (cuMemAlloc_v2); cuGetProcAddress
  * takes the base name ("cuMemAlloc") and a CUDA version and returns the matching version.

@@ -130,9 +130,8 @@ static const char *ledger_bad(int fd, char *why, size_t len) {
     return NULL;
 }
 
-/* Writes a fresh ledger at fd (truncated, zeroed slots, header). */
-static int ledger_init_file(int fd) {
-    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0) return -1;
+/* Writes a fresh ledger at fd (truncated, zeroed slots, header); 0, or -1 with err. */
+static int ledger_init_file(const ledger *l, int fd, char *err, size_t errlen) {
     ledger_header h;
     memset(&h, 0, sizeof h);
     struct timespec ts;
@@ -145,7 +144,11 @@ static int ledger_init_file(int fd) {
     h.file_size = LEDGER_FILE_SIZE;
     h.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
     h.checksum = ledger_checksum(&h);
-    if (pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) return -1;
+    if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0 ||
+        pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
+        snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
+        return -1;
+    }
     return 0;
 }
 
@@ -315,6 +318,37 @@ static void ledger_record_identity(const ledger *l) {
     }
 }
 
+/* Into the file at fd (fresh, rebuilt or replaced): the live slots of the file moved aside (old_fd,
+ * or -1) and those running processes still map or shadow; the number carried over. */
+static int ledger_carry_slots(ledger *l, int fd, int old_fd) {
+    int kept = 0, found = 0;
+    ledger_table *t = calloc(1, sizeof *t);
+    if (!t) return 0;
+    if (pread(fd, t->slots, sizeof t->slots, (off_t)sizeof(ledger_header)) != (ssize_t)sizeof t->slots)
+        memset(t->slots, 0, sizeof t->slots);   /* shrunk meanwhile: whatever comes next rebuilds it */
+    if (old_fd >= 0) kept = ledger_merge_from_fd(t, old_fd);
+    found = ledger_recover_from_procs(l, t);
+    ledger_table_store(t, fd);
+    free(t);
+    return kept + found;
+}
+
+/* Maps the ledger file at fd into l (which then owns fd); 0, or -1 with err. */
+static int ledger_map_fd(ledger *l, int fd, char *err, size_t errlen) {
+    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
+        return -1;
+    }
+    l->fd = fd;
+    l->map = map;
+    l->size = LEDGER_FILE_SIZE;
+    l->hdr = map;
+    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
+    ledger_record_identity(l);
+    return 0;
+}
+
 /* Under the lock: opens the file at l->path (creating it, or rebuilding a bad one), maps it into l and
  * recovers the slots of running processes that a fault left elsewhere: those of the file moved aside
  * by a rebuild, and, when the file was made now or put there by something else, those of every file
@@ -328,10 +362,7 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     const char *bad = NULL;
     if (fstat(fd, &st) == 0 && st.st_size == 0) {
         ledger_clear_identity(l);
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            goto fail;
-        }
+        if (ledger_init_file(l, fd, err, errlen) != 0) goto fail;
         made = 1;
     } else if ((bad = ledger_bad(fd, why, sizeof why)) != NULL) {
         /* Never trusted: moved aside (kept for a look), and a fresh one written. */
@@ -345,11 +376,7 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
             close(old_fd);
             return gone ? -2 : -1;
         }
-        if ((fd = ledger_open_file(l->path, err, errlen)) < 0) goto fail;
-        if (ledger_init_file(fd) != 0) {
-            snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
-            goto fail;
-        }
+        if ((fd = ledger_open_file(l->path, err, errlen)) < 0 || ledger_init_file(l, fd, err, errlen) != 0) goto fail;
         made = 1;
     }
     if (fstat(fd, &st) != 0) {
@@ -358,35 +385,14 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     }
     l->dev = st.st_dev;
     l->ino = st.st_ino;
-    int kept = 0, found = 0;
-    if (old_fd >= 0 || made || ledger_replaced(l)) {
-        ledger_table *t = calloc(1, sizeof *t);
-        if (t) {
-            if (pread(fd, t->slots, sizeof t->slots, (off_t)sizeof(ledger_header)) != (ssize_t)sizeof t->slots)
-                memset(t->slots, 0, sizeof t->slots);   /* shrunk meanwhile: whatever comes next rebuilds it */
-            if (old_fd >= 0) kept = ledger_merge_from_fd(t, old_fd);
-            found = ledger_recover_from_procs(l, t);
-            ledger_table_store(t, fd);
-            free(t);
-        }
-    }
+    int carried = old_fd >= 0 || made || ledger_replaced(l) ? ledger_carry_slots(l, fd, old_fd) : 0;
     if (old_fd >= 0) close(old_fd);
     old_fd = -1;
-    void *map = mmap(NULL, LEDGER_FILE_SIZE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) {
-        snprintf(err, errlen, "cannot map %s: %s", l->path, strerror(errno));
-        goto fail;
-    }
-    l->fd = fd;
-    l->map = map;
-    l->size = LEDGER_FILE_SIZE;
-    l->hdr = map;
-    l->slots = (ledger_slot *)((char *)map + sizeof(ledger_header));
-    ledger_record_identity(l);
-    l->recovered = kept + found;
+    if (ledger_map_fd(l, fd, err, errlen) != 0) goto fail;
+    l->recovered = carried;
     if (bad)
         snprintf(l->rebuilt, sizeof l->rebuilt, "%s was %s; moved aside to %s and rebuilt, keeping the %d slot(s) "
-                 "of processes still running", l->path, bad, aside, kept + found);
+                 "of processes still running", l->path, bad, aside, carried);
     return 0;
 
 fail:

@@ -1,6 +1,6 @@
 /*
  * nvml_types.h: the part of NVML (nvml.h) that the preload library interposes on, written out by
- * hand like cuda_driver.h. Layouts are NVML's ABI (64-bit hosts). Shared by shim/preload.c,
+ * hand like cuda_driver.h. Layouts are NVML's ABI (64-bit hosts). Shared by shim/nvml.c,
  * tests/shim/fake_nvml.c (a libnvidia-ml.so.1 double) and the test programs.
  */
 #ifndef VRAM_SHIM_NVML_TYPES_H

@@ -43,6 +43,7 @@
 #include <vram.h>
 
 #include "cli.h"
+#include "common/visible.h"
 #include "ledger.h"
 #include "run.h"
 
@@ -80,31 +81,6 @@ static int run_usage_error(const char *fmt, ...) {
     return 2;
 }
 
-/* One CUDA_VISIBLE_DEVICES item, [b, e): an index, or a UUID (GPU-..., MIG-...). */
-static int run_valid_device(const char *b, const char *e) {
-    int digits = e > b;
-    for (const char *c = b; c < e; c++) digits = digits && *c >= '0' && *c <= '9';
-    if (digits) return 1;
-    if (e - b <= 4 || (strncmp(b, "GPU-", 4) != 0 && strncmp(b, "MIG-", 4) != 0)) return 0;
-    for (const char *c = b + 4; c < e; c++) {
-        int ok = (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '-' ||
-                 *c == '/';
-        if (!ok) return 0;
-    }
-    return 1;
-}
-
-/* CUDA_VISIBLE_DEVICES items, separated by commas. */
-static int run_valid_devices(const char *v) {
-    for (const char *b = v;; b++) {
-        const char *e = strchr(b, ',');
-        if (e == NULL) e = b + strlen(b);
-        if (!run_valid_device(b, e)) return 0;
-        if (*e == '\0') return 1;
-        b = e;
-    }
-}
-
 /* A size option's value (NULL: missing) into *out, more than 0; 0, or 2 after saying why. */
 static int run_size_arg(const char *name, const char *v, const char *example, size_t *out) {
     if (!v) return run_usage_error("%s needs a SIZE (e.g. %s)", name, example);
@@ -124,7 +100,7 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
         if (strcmp(a, "--log") == 0) { o->log = 1; continue; }
         if ((v = cli_option_value(argc, argv, &i, "--devices", &missing)) || missing) {
             if (!v) return run_usage_error("--devices needs a LIST (e.g. 0,1)");
-            if (!run_valid_devices(v))
+            if (!vram__visible_valid(v))
                 return run_usage_error("--devices: bad LIST '%s' (indices or UUIDs separated by commas)", v);
             o->devices = v;
             continue;

@@ -1,0 +1,174 @@
+/*
+ * env.c: what the shim reads from the environment, and the process state g it fills. Owns g's
+ * definition, the reading of the variables below (once, at the first interposed call or at an NVML
+ * query of a program that has not loaded CUDA, which must not load it: see nvml.c), the line
+ * VRAM_LOG=1 prints when the driver is loaded, and what a fork child resets.
+ *
+ *   VRAM_LIMIT=SIZE        every device; VRAM_LIMIT_<i>=SIZE device <i> as the program numbers it
+ *                          (after CUDA_VISIBLE_DEVICES), winning over VRAM_LIMIT. Sizes as everywhere
+ *                          in vram ("1073741824", "6GiB", "1.5G": vram_parse_size of src/common). A
+ *                          value that is no size fails closed: every allocation is refused, said by
+ *                          name (a limit never silently drops).
+ *   VRAM_GROWTH=BOOL       false (0, no, off; `vram run` without --growth): preallocation (balloon.c);
+ *                          unset or true: memory on demand.
+ *   VRAM_LOG=BOOL          true (1, yes, on; --log): the shim says on stderr why it refused.
+ *                          Booleans as the library reads its own (vram__parse_bool); another value
+ *                          is ignored, said on stderr.
+ *   VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=SIZE   group.c; a group limit without a valid group limits
+ *                          the process alone.
+ *
+ * Invariants: every field set here is written once, under shim_env_once, before any accounted call
+ * reads it (the fast paths read it without a lock). The fork handlers take every lock of the shim
+ * in its order (balloon_mu, ledger_mu, g.mu) so that the child inherits none held.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "shim.h"
+
+shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER,
+                 .balloon_mu = PTHREAD_MUTEX_INITIALIZER, .shadow_fd = -1 };
+
+/* ---- the variables --------------------------------------------------------------------------- */
+
+/* A limit variable that is not a size: nothing is allowed then (a limit never silently drops). */
+static void shim_malformed(const char *name, const char *value) {
+    if (!g.malformed[0]) snprintf(g.malformed, sizeof g.malformed, "%s='%.80s'", name, value);
+    fprintf(stderr, "vram: %s='%s' is not a size (bytes, or a number with K, M, G or T, e.g. 6GiB): every "
+            "allocation is refused\n", name, value);
+}
+
+static void shim_read_limit(const char *name, int dev, int src) {
+    const char *v = getenv(name);
+    size_t bytes = 0;
+    if (!v) return;
+    if (vram_parse_size(v, &bytes) != VRAM_OK) {
+        shim_malformed(name, v);
+        return;
+    }
+    for (int d = (dev < 0 ? 0 : dev); d < (dev < 0 ? SHIM_MAX_DEVICES : dev + 1); d++) {
+        if (src == SHIM_LIMIT_ALL && g.limit_src[d] == SHIM_LIMIT_DEVICE) continue;
+        g.limit[d] = bytes;
+        g.limit_src[d] = bytes ? src : SHIM_LIMIT_NONE;
+    }
+}
+
+/* VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=SIZE (a limit without a group is ignored, said on stderr). */
+static void shim_read_group(void) {
+    const char *name = getenv("VRAM_GROUP"), *lim = getenv("VRAM_GROUP_LIMIT");
+    if (name && *name) {
+        if (ledger_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
+        else fprintf(stderr, "vram: VRAM_GROUP='%s' is not a group name (1-31 of A-Z a-z 0-9 . _ -); ignored\n", name);
+    }
+    if (lim && *lim) {
+        size_t bytes = 0;
+        if (vram_parse_size(lim, &bytes) != VRAM_OK) {
+            shim_malformed("VRAM_GROUP_LIMIT", lim);
+        } else if (!g.group[0]) {
+            /* a group limit with no group to share it: this process alone is held to it */
+            fputs("vram: VRAM_GROUP_LIMIT without a valid VRAM_GROUP: it limits this process alone\n", stderr);
+            g.group_limit = bytes;
+        } else {
+            g.group_limit = bytes;
+        }
+    }
+}
+
+/* A boolean variable into *value; unset or empty leaves it, another value is ignored (said). */
+static void shim_read_bool(const char *name, int *value) {
+    const char *v = getenv(name);
+    if (v && *v && vram__parse_bool(v, value) != 0)
+        fprintf(stderr, "vram: %s='%s' is not a boolean (1/0, true/false, yes/no, on/off); ignored\n", name, v);
+}
+
+/* ---- fork ------------------------------------------------------------------------------------- */
+
+/* fork: the child must not write the parent's slots nor share its ledger lock (flock belongs to the
+ * open file description, which the child inherits): it starts with no slot, no ledger and nothing
+ * counted (memory the parent allocated is the parent's), and registers anew at its first call. */
+static void shim_fork_prepare(void) {
+    pthread_mutex_lock(&g.balloon_mu);
+    pthread_mutex_lock(&g.ledger_mu);
+    pthread_mutex_lock(&g.mu);
+}
+
+static void shim_fork_parent(void) {
+    pthread_mutex_unlock(&g.mu);
+    pthread_mutex_unlock(&g.ledger_mu);
+    pthread_mutex_unlock(&g.balloon_mu);
+}
+
+static void shim_fork_child(void) {
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        g.slot[d] = NULL;
+        g.slot_tried[d] = 0;
+        g.used[d] = 0;
+        g.peak[d] = 0;
+        /* the parent's balloon pieces are the parent's: forgotten, not released */
+        g.balloon_state[d] = 0;
+        g.balloon_bytes[d] = 0;
+        g.balloon_n[d] = 0;
+        g.balloon_short[d] = 0;
+        g.balloon_slack[d] = 0;
+    }
+    if (g.table) memset(g.table, 0, g.cap * sizeof *g.table);
+    g.count = 0;
+    if (g.ledger_state == 1) ledger_close(&g.ledger);
+    g.ledger_state = 0;
+    if (g.shadow_map) munmap(g.shadow_map, SHIM_LEDGER_BYTES);
+    if (g.shadow_fd >= 0) close(g.shadow_fd);   /* the parent's; the child makes its own */
+    g.shadow_map = NULL;
+    g.shadow = NULL;
+    g.shadow_fd = -1;
+    pthread_mutex_unlock(&g.mu);
+    pthread_mutex_unlock(&g.ledger_mu);
+    pthread_mutex_unlock(&g.balloon_mu);
+}
+
+/* ---- once per process ------------------------------------------------------------------------- */
+
+static void shim_env_init(void) {
+    int growth = 1;
+    shim_read_bool("VRAM_LOG", &g.log);
+    shim_read_bool("VRAM_GROWTH", &growth);
+    g.prealloc = !growth;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        char name[32];
+        snprintf(name, sizeof name, "VRAM_LIMIT_%d", d);
+        shim_read_limit(name, d, SHIM_LIMIT_DEVICE);
+    }
+    shim_read_limit("VRAM_LIMIT", -1, SHIM_LIMIT_ALL);
+    shim_read_group();
+    pthread_atfork(shim_fork_prepare, shim_fork_parent, shim_fork_child);
+}
+
+static pthread_once_t shim_env_once = PTHREAD_ONCE_INIT;
+
+void shim_env(void) { pthread_once(&shim_env_once, shim_env_init); }
+
+void shim_env_say(int cuda_loaded) {
+    char all[32] = "none";
+    int per_device = 0;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
+        if (g.limit_src[d] == SHIM_LIMIT_ALL) vram__format_bytes(all, sizeof all, g.limit[d]);
+        per_device += g.limit_src[d] == SHIM_LIMIT_DEVICE;
+    }
+    char grp[96] = "";
+    if (g.group[0]) {
+        char gl[32] = "none";
+        if (g.group_limit) vram__format_bytes(gl, sizeof gl, g.group_limit);
+        snprintf(grp, sizeof grp, ", group %s (group limit %s)", g.group, gl);
+    }
+    fprintf(stderr, "vram: preload active in pid %ld: VRAM_LIMIT %s, %d device limit(s) from "
+            "VRAM_LIMIT_<i>%s, %s%s\n", (long)getpid(), all, per_device, grp,
+            g.prealloc ? "preallocation (the limit is reserved at the first allocation)"
+                       : "memory on demand (growth)",
+            cuda_loaded ? "" : "; libcuda.so.1 could not be loaded");
+}

@@ -1,0 +1,196 @@
+/*
+ * limits.c: accounting and limits. Owns the bytes in use per device (g.used, g.peak), the checks
+ * against VRAM_LIMIT / VRAM_LIMIT_<i> and the group limit, the refusal messages, and the program's
+ * view of its device (shim_view: what cuMemGetInfo and NVML report).
+ *
+ * Per device (the current context's device, cuCtxGetDevice; for cuMemCreate the device named in
+ * its properties), bytes in use = the sum of the sizes of live allocations made through the
+ * interposed calls (calls.c), kept in the table of live allocations (table.c). An allocation is
+ * reserved against the limit before the driver is called (shim_reserve: so concurrent threads
+ * cannot together pass the limit) and settled afterwards (shim_settle). Frees subtract when the
+ * driver's call returned success (shim_forget before the call, shim_freed after; never before: no
+ * one is granted bytes the driver still holds): a stream-ordered free gives its bytes back when it
+ * is enqueued, not when the GPU reaches it, and memory a CUDA memory pool caches beyond live
+ * allocations (its release threshold) is not counted. An allocation that would pass a limit fails
+ * with CUDA_ERROR_OUT_OF_MEMORY, the program's normal error path; with VRAM_LOG=1 one line on
+ * stderr says the vram limit was the cause, with the numbers.
+ *
+ * Invariants: g.used[d] counts every reserved or recorded byte of device d and never wraps below 0;
+ * with a limit, a reservation never takes g.used[d] past it; every change of g.used is published to
+ * the ledger (shim_publish_unsafe) under g.mu. Locks: g.mu around each change, briefly; the group
+ * check holds ledger_mu and the ledger lock around it (group.c); the balloon is changed after g.mu
+ * is released (balloon_mu is taken before g.mu, never inside it).
+ */
+#include <stdio.h>
+
+#include "shim.h"
+
+static void shim_log_refusal(const char *fn, int dev, size_t size, size_t used, size_t limit, int src) {
+    char req[32], in_use[32], lim[32], from[32];
+    vram__format_bytes(req, sizeof req, size);
+    vram__format_bytes(in_use, sizeof in_use, used);
+    vram__format_bytes(lim, sizeof lim, limit);
+    if (src == SHIM_LIMIT_DEVICE) snprintf(from, sizeof from, "VRAM_LIMIT_%d", dev);
+    else snprintf(from, sizeof from, "VRAM_LIMIT");
+    fprintf(stderr,
+            "vram: %s of %s (%zu bytes) on device %d refused: the vram limit would be exceeded "
+            "(in use %s = %zu bytes, limit %s = %zu bytes, from %s); returning "
+            "CUDA_ERROR_OUT_OF_MEMORY\n",
+            fn, req, size, dev, in_use, used, lim, limit, from);
+}
+
+/* Says (VRAM_LOG=1) why a reservation was refused: a malformed limit, the limit, the group limit. */
+static void shim_say_refusal(const char *fn, int dev, size_t size, size_t used, int over, int over_group,
+                             uint64_t total) {
+    if (!g.log) return;
+    if (over && g.malformed[0])
+        fprintf(stderr, "vram: %s of %zu bytes on device %d refused: %s is not a size; returning "
+                "CUDA_ERROR_OUT_OF_MEMORY\n", fn, size, dev, g.malformed);
+    else if (over)
+        shim_log_refusal(fn, dev, size, used, g.limit[dev], g.limit_src[dev]);
+    if (over_group) shim_log_group_refusal(fn, dev, size, total);
+}
+
+/* Reserves `size` bytes on `dev` against its limit and, with a group limit, against the group's
+ * total on that device (group.c: the slow path, one scan of the ledger per allocation, taken only
+ * when a group limit is set). 0 on success, -1 (logged) when a limit would be passed. dev -1 is
+ * not accounted. Without a slot in the ledger (unavailable or full) the group limit still holds,
+ * for this process's own usage (it fails closed, never open). */
+int shim_reserve(const char *fn, int dev, size_t size) {
+    if (dev < 0) return 0;
+    shim_register(dev);
+    shim_balloon_start(dev);
+    shim_note_ledger_lost();
+    uint64_t total = 0;
+    int grouped = shim_group_begin(dev, &total);
+    pthread_mutex_lock(&g.mu);
+    size_t used = g.used[dev], limit = g.limit[dev];
+    if (g.group_limit && !grouped) total = used;
+    int over = (limit && (size > limit || used > limit - size)) || g.malformed[0];
+    int over_group = !over && g.group_limit && (size > g.group_limit || total > g.group_limit - size);
+    if (!over && !over_group) {
+        g.used[dev] = used + size;
+        shim_publish_unsafe(dev);
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (grouped) shim_group_end();
+    shim_say_refusal(fn, dev, size, used, over, over_group, total);
+    if (over || over_group) return -1;
+    shim_balloon_make_room(dev, size);
+    return 0;
+}
+
+void shim_unreserve(int dev, size_t size) {
+    if (dev < 0) return;
+    pthread_mutex_lock(&g.mu);
+    g.used[dev] = g.used[dev] > size ? g.used[dev] - size : 0;
+    shim_publish_unsafe(dev);
+    pthread_mutex_unlock(&g.mu);
+    shim_note_ledger_lost();
+    shim_balloon_refill(dev);
+}
+
+/* Records a successful allocation whose bytes were reserved; -1 when the table cannot hold it
+ * (the reservation is then given back). */
+static int shim_record(int kind, unsigned long long key, size_t size, int dev) {
+    if (dev < 0) return 0;
+    shim_entry e = { .key = key, .size = size, .dev = dev, .kind = kind };
+    pthread_mutex_lock(&g.mu);
+    int rc = shim_insert_unsafe(&e);
+    pthread_mutex_unlock(&g.mu);
+    if (rc != 0) shim_unreserve(dev, size);
+    return rc;
+}
+
+/* Subtracts a freed entry's bytes from use (after the driver freed them). */
+static void shim_uncount(const shim_entry *e) {
+    pthread_mutex_lock(&g.mu);
+    g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
+    shim_publish_unsafe(e->dev);
+    pthread_mutex_unlock(&g.mu);
+    shim_note_ledger_lost();
+}
+
+/* Takes the entry of a pointer or handle being freed out of the table (before the driver call, so
+ * that the address, once freed, can be handed out and recorded again); its bytes stay in use until
+ * the driver freed them (shim_freed), so that no other process or thread is granted them while
+ * the memory is still held. 1 when there was one (copied to *out), 0 for memory not counted. */
+int shim_forget(int kind, unsigned long long key, shim_entry *out) {
+    int found = 0;
+    pthread_mutex_lock(&g.mu);
+    shim_entry *e = shim_find_unsafe(key, kind);
+    if (e) {
+        *out = *e;
+        shim_remove_unsafe(e);
+        found = 1;
+    }
+    pthread_mutex_unlock(&g.mu);
+    return found;
+}
+
+/* After the driver's free of a forgotten entry: r success gives its bytes back; a refusal puts the
+ * entry back in the table (its bytes were never given back; when the table cannot hold it again,
+ * they are: an entry not in the table could never be freed). */
+void shim_freed(CUresult r, const shim_entry *e) {
+    if (r == CUDA_SUCCESS) {
+        shim_uncount(e);
+        shim_balloon_refill(e->dev);
+        return;
+    }
+    pthread_mutex_lock(&g.mu);
+    int rc = shim_insert_unsafe(e);
+    pthread_mutex_unlock(&g.mu);
+    if (rc != 0) shim_uncount(e);
+}
+
+/* The common tail of an allocation (a pointer or, for cuMemCreate, a handle): settles the
+ * reservation after the driver answered; when the shim cannot record it, the memory goes back. */
+CUresult shim_settle(CUresult r, int kind, unsigned long long *value, size_t size, int dev) {
+    if (r != CUDA_SUCCESS) {
+        shim_unreserve(dev, size);
+        return r;
+    }
+    if (shim_record(kind, *value, size, dev) != 0) {
+        if (kind == SHIM_KIND_HANDLE) {
+            pfn_cuMemRelease real_release = SHIM_REAL(cuMemRelease);
+            if (real_release) real_release(*value);
+        } else {
+            pfn_cuMemFree_v2 real_free = SHIM_REAL(cuMemFree_v2);
+            if (real_free) real_free(*value);
+        }
+        *value = 0;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* The program's view of its device `dev` (-1: none), shared by cuMemGetInfo and NVML. *total and
+ * *free_bytes come in as the card's numbers (SIZE_MAX where not known) and are narrowed: with a
+ * limit, total = the limit (the card when smaller) and free = total - in use (0 when in use passes
+ * it, never an unsigned wrap), never more than the card's free plus the balloon (preallocated memory
+ * is free to the program, not to the driver); with a group limit, free is at most `group_free`, what
+ * the group has left on the device (SIZE_MAX: no group limit). Returns the SHIM_VIEW_* that applied. */
+int shim_view(int dev, size_t group_free, size_t *total, size_t *free_bytes) {
+    int applied = 0;
+    size_t limit = 0, used = 0, balloon = 0;
+    if (dev >= 0) {
+        pthread_mutex_lock(&g.mu);
+        limit = g.limit[dev];
+        used = g.used[dev];
+        pthread_mutex_unlock(&g.mu);
+        balloon = shim_balloon_bytes(dev);
+    }
+    if (limit) {
+        size_t t = *total < limit ? *total : limit;
+        size_t f = used >= t ? 0 : t - used;
+        size_t room = *free_bytes > SIZE_MAX - balloon ? SIZE_MAX : *free_bytes + balloon;
+        *total = t;
+        *free_bytes = room < f ? room : f;
+        applied |= SHIM_VIEW_LIMIT;
+    }
+    if (group_free != SIZE_MAX) {
+        if (group_free < *free_bytes) *free_bytes = group_free;
+        applied |= SHIM_VIEW_GROUP;
+    }
+    return applied;
+}
