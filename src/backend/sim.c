@@ -161,12 +161,9 @@ static pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t  sim_stream_done = PTHREAD_COND_INITIALIZER;
 static int             sim_hold_syncs, sim_syncs_waiting;   /* under sim_lock; kept across close */
 
-static struct {
-    _Atomic uint64_t mem_alloc, mem_free, va_reserve, va_free, phys_create, phys_release;
-    _Atomic uint64_t map, unmap, event_record, event_sync, event_query;
-} sim_count;
+static vram__backend_counts sim_count;
 
-#define SIM_COUNT(field) atomic_fetch_add_explicit(&sim_count.field, 1, memory_order_relaxed)
+#define SIM_COUNT(field) vram__backend_count(&sim_count, field)
 
 /* Runs `expr` (a vram_status expression) under the lock and returns its value. */
 #define SIM_LOCKED(expr)                      \
@@ -449,11 +446,7 @@ static void sim_drop_phys(uint64_t key, void *val) {
 }
 
 static void sim_reset_counters(void) {
-    _Atomic uint64_t *c[] = { &sim_count.mem_alloc, &sim_count.mem_free, &sim_count.va_reserve,
-                              &sim_count.va_free, &sim_count.phys_create, &sim_count.phys_release,
-                              &sim_count.map, &sim_count.unmap, &sim_count.event_record,
-                              &sim_count.event_sync, &sim_count.event_query };
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) atomic_store(c[i], 0);
+    vram__backend_counts_reset(&sim_count);
 }
 
 /* Frees everything and forgets the configuration. */
@@ -1148,17 +1141,7 @@ int vram__sim_syncs_waiting(void) {
 
 static void sim_counters(vram__backend_counters *out) {
     if (out == NULL) return;
-    out->mem_alloc = atomic_load(&sim_count.mem_alloc);
-    out->mem_free = atomic_load(&sim_count.mem_free);
-    out->va_reserve = atomic_load(&sim_count.va_reserve);
-    out->va_free = atomic_load(&sim_count.va_free);
-    out->phys_create = atomic_load(&sim_count.phys_create);
-    out->phys_release = atomic_load(&sim_count.phys_release);
-    out->map = atomic_load(&sim_count.map);
-    out->unmap = atomic_load(&sim_count.unmap);
-    out->event_record = atomic_load(&sim_count.event_record);
-    out->event_sync = atomic_load(&sim_count.event_sync);
-    out->event_query = atomic_load(&sim_count.event_query);
+    vram__backend_counts_read(&sim_count, out);
 }
 
 const vram__backend vram__backend_sim = {
