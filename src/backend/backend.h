@@ -2,7 +2,8 @@
  * backend.h: the contract between the pool/runtime and a device memory source.
  *
  * Two implementations: the CUDA driver (backend/cuda.c, libcuda.so.1 loaded with dlopen) and the
- * simulated GPU (backend/sim.c). The layers above never learn which one they talk to.
+ * simulated GPU (backend/sim*.c; its test hooks are in backend/sim_hooks.h, outside this contract).
+ * The layers above never learn which one they talk to.
  *
  * Rules for every function:
  *   - returns VRAM_OK, or a status with this thread's message set through vram__fail(); driver
@@ -123,19 +124,6 @@ typedef struct vram__backend {
 extern const vram__backend vram__backend_cuda;
 extern const vram__backend vram__backend_sim;
 
-/* Simulated backend only, for tests: completes all work queued so far on a simulated stream,
- * so that events recorded on it report done. */
-void vram__sim_stream_complete(void *stream);
-/* Simulated backend only, for tests: the next n event records fail (VRAM_ERR_DRIVER,
- * CUDA_ERROR_LAUNCH_FAILED), as after a kernel fault; 0 stops it. */
-void vram__sim_fail_event_records(int n);
-/* Simulated backend only, for tests: the next `maps` maps fail (CUDA_ERROR_OUT_OF_MEMORY) and the
- * next `unmaps` unmaps (CUDA_ERROR_LAUNCH_FAILED); 0, 0 stops it. */
-void vram__sim_fail_maps(int maps, int unmaps);
-/* Simulated backend only, for tests: with 1, event_sync blocks until vram__sim_stream_complete()
- * reaches the event (as the driver's does); 0 releases every waiter. vram__sim_syncs_waiting(): how
- * many event_sync calls are blocked now. */
-void vram__sim_hold_event_syncs(int on);
-int  vram__sim_syncs_waiting(void);
+/* (the simulated backend's test hooks are in backend/sim_hooks.h, not in this contract) */
 
 #endif /* VRAM_BACKEND_H */
