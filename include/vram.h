@@ -54,21 +54,38 @@ VRAM_API const char *vram_version_string(void);
 
 /* ---- status codes --------------------------------------------------------------------------- */
 
+/* The status table, one line a code: X(NAME, value, default message). The enum, vram_status_name
+ * and the default messages of vram_last_error() come from it (Python asks vram_status_name for the
+ * names); a new code goes at the end, with the next value. */
+#define VRAM_STATUS_MAP(X)                                                                          \
+    X(OK, 0, "success")                                                                             \
+    /* a bad value: NULL where not allowed, malformed size or option */                             \
+    X(ERR_INVALID_ARGUMENT, 1, "invalid argument")                                                  \
+    /* no such physical or logical device */                                                        \
+    X(ERR_UNRECOGNIZED_DEVICE, 2, "unrecognized device")                                            \
+    /* configuration changed after the runtime started */                                           \
+    X(ERR_ALREADY_INITIALIZED, 3, "the runtime is already initialized")                             \
+    /* settings that cannot hold together (limits above the card's memory, ...) */                  \
+    X(ERR_CONFLICT, 4, "conflicting settings")                                                      \
+    X(ERR_OUT_OF_MEMORY, 5, "out of memory")                                                        \
+    /* free of a pointer vram did not hand out, or already freed */                                 \
+    X(ERR_INVALID_POINTER, 6, "invalid pointer")                                                    \
+    /* no usable GPU: no driver, driver init failed, zero devices */                                \
+    X(ERR_NO_DEVICE, 7, "no usable GPU")                                                            \
+    /* any other driver failure; the driver's error name is in the message */                       \
+    X(ERR_DRIVER, 8, "driver failure")                                                              \
+    X(ERR_UNSUPPORTED, 9, "unsupported")                                                            \
+    /* vram_check found a broken invariant (a bug in vram) */                                       \
+    X(ERR_INTERNAL, 10, "internal consistency check failed")
+
 typedef enum vram_status {
-    VRAM_OK = 0,
-    VRAM_ERR_INVALID_ARGUMENT,     /* a bad value: NULL where not allowed, malformed size or option */
-    VRAM_ERR_UNRECOGNIZED_DEVICE,  /* no such physical or logical device */
-    VRAM_ERR_ALREADY_INITIALIZED,  /* configuration changed after the runtime started */
-    VRAM_ERR_CONFLICT,             /* settings that cannot hold together (limits above the card's memory, ...) */
-    VRAM_ERR_OUT_OF_MEMORY,
-    VRAM_ERR_INVALID_POINTER,      /* free of a pointer vram did not hand out, or already freed */
-    VRAM_ERR_NO_DEVICE,            /* no usable GPU: no driver, driver init failed, zero devices */
-    VRAM_ERR_DRIVER,               /* any other driver failure; the driver's error name is in the message */
-    VRAM_ERR_UNSUPPORTED,
-    VRAM_ERR_INTERNAL              /* vram_check found a broken invariant (a bug in vram) */
+#define VRAM_STATUS_ENUM_(name, value, message) VRAM_##name = value,
+    VRAM_STATUS_MAP(VRAM_STATUS_ENUM_)
+#undef VRAM_STATUS_ENUM_
 } vram_status;
 
-VRAM_API const char *vram_status_name(vram_status s);  /* "VRAM_ERR_OUT_OF_MEMORY" */
+VRAM_API const char *vram_status_name(vram_status s);  /* "VRAM_ERR_OUT_OF_MEMORY"; "VRAM_ERR_UNKNOWN"
+                                                          for a value not in the table */
 VRAM_API const char *vram_last_error(void);            /* this thread's message for its last failed call */
 
 /* ---- physical devices ----------------------------------------------------------------------- */

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/sim_hooks.h"
 #include "vram.h"
 
 #define KiB ((size_t)1 << 10)

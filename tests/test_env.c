@@ -1,7 +1,11 @@
 /*
  * test_env.c: the environment variables, good and bad values, and their precedence over the API.
  */
+#include <stdio.h>
+#include <stdlib.h>
+
 #include "harness.h"
+#include "runtime/env.h"
 
 /* vram_init fails with VRAM_ERR_INVALID_ARGUMENT naming `name` (and `value` when given), and
  * leaves the runtime stopped. */
@@ -251,4 +255,39 @@ TEST(env_read_at_start_only) {
     CHECK_OK(vram_malloc(&p, 1 * MiB, 0));
     CHECK_OK(vram_free(p));
     CHECK_SIZE(INFO(0).limit, ==, tf_default_limit(16 * GiB));
+}
+
+/* ---- VRAM_ALLOC_CONF's table ---------------------------------------------------------------- */
+
+/* The text of the source file `path` (relative to the repository), NUL-terminated; the caller frees it. */
+static char *read_source(const char *path) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s/%s", VRAM_SOURCE_DIR, path);
+    FILE *f = fopen(full, "rb");
+    CHECK(f != NULL);
+    if (f == NULL) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *text = calloc((size_t)n + 1, 1);
+    CHECK(text != NULL && fread(text, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    return text;
+}
+
+/* The option table (VRAM_ALLOC_CONF_OPTIONS in src/runtime/env.h) is the parser's; the docs that
+ * describe options to people are written by hand: each must name every key of the table. */
+TEST(env_alloc_conf_options_documented) {
+    char *readme = read_source("README.md"), *header = read_source("include/vram.h");
+    char *cli = read_source("tools/vram.c");
+    if (readme == NULL || header == NULL || cli == NULL) return;
+#define DOCUMENTED(key, kind, type, def, min, max, want)                                          \
+    CHECK_CONTAINS(readme, "`" #key ":");                                                          \
+    CHECK_CONTAINS(header, " " #key ":");                                                          \
+    CHECK_CONTAINS(cli, #key ":");
+    VRAM_ALLOC_CONF_OPTIONS(DOCUMENTED)
+#undef DOCUMENTED
+    free(readme);
+    free(header);
+    free(cli);
 }

@@ -222,6 +222,7 @@
     X(env, env_backend_sim) \
     X(env, env_backend_bogus) \
     X(env, env_read_at_start_only) \
+    X(env, env_alloc_conf_options_documented) \
     /* test_parse.c */ \
     X(parse, parse_size_good) \
     X(parse, parse_size_bad) \

@@ -18,24 +18,6 @@ import os
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _NAMES = ("libvram.so", "libvram.so.0")
 
-# vram_status values, in the order of the C enum.
-STATUS_NAMES = (
-    "VRAM_OK",
-    "VRAM_ERR_INVALID_ARGUMENT",
-    "VRAM_ERR_UNRECOGNIZED_DEVICE",
-    "VRAM_ERR_ALREADY_INITIALIZED",
-    "VRAM_ERR_CONFLICT",
-    "VRAM_ERR_OUT_OF_MEMORY",
-    "VRAM_ERR_INVALID_POINTER",
-    "VRAM_ERR_NO_DEVICE",
-    "VRAM_ERR_DRIVER",
-    "VRAM_ERR_UNSUPPORTED",
-    "VRAM_ERR_INTERNAL",
-)
-OK = 0
-ERR_NO_DEVICE = STATUS_NAMES.index("VRAM_ERR_NO_DEVICE")
-
-
 class PhysicalDeviceStruct(ctypes.Structure):
     """vram_physical_device."""
     _fields_ = [
@@ -169,3 +151,21 @@ def last_error():
 def status_name(status):
     """'VRAM_ERR_OUT_OF_MEMORY' for a vram_status value."""
     return lib.vram_status_name(status).decode("ascii")
+
+
+def _status_names():
+    """vram_status's names by value, asked of the library (VRAM_STATUS_MAP in include/vram.h numbers
+    them 0, 1, 2, ...; vram_status_name answers "VRAM_ERR_UNKNOWN" past the last one)."""
+    names = []
+    while len(names) < 256:
+        name = status_name(len(names))
+        if name == "VRAM_ERR_UNKNOWN":
+            break
+        names.append(name)
+    return tuple(names)
+
+
+# vram_status values, in the order of the C enum.
+STATUS_NAMES = _status_names()
+OK = STATUS_NAMES.index("VRAM_OK")
+ERR_NO_DEVICE = STATUS_NAMES.index("VRAM_ERR_NO_DEVICE")

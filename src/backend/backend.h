@@ -2,7 +2,8 @@
  * backend.h: the contract between the pool/runtime and a device memory source.
  *
  * Two implementations: the CUDA driver (backend/cuda.c, libcuda.so.1 loaded with dlopen) and the
- * simulated GPU (backend/sim.c). The layers above never learn which one they talk to.
+ * simulated GPU (backend/sim*.c; its test hooks are in backend/sim_hooks.h, outside this contract).
+ * The layers above never learn which one they talk to.
  *
  * Rules for every function:
  *   - returns VRAM_OK, or a status with this thread's message set through vram__fail(); driver
@@ -20,6 +21,7 @@
 #ifndef VRAM_BACKEND_H
 #define VRAM_BACKEND_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,14 +32,43 @@ typedef struct vram__device_caps {
     size_t granularity;       /* physical chunk granularity (2 MiB on an H200), a power of two */
 } vram__device_caps;
 
-/* Counters of driver calls, for tests and benchmarks (the sim counts exactly; CUDA counts too). */
+/* Counters of driver calls, for tests and benchmarks (the sim counts exactly; CUDA counts too):
+ * one X(name) a call the backends count, successful calls only. The snapshot the counters() entry
+ * fills, the backends' running counters and their reset and read come from it. */
+#define VRAM_BACKEND_COUNTERS(X)                                                                    \
+    X(mem_alloc) X(mem_free)                                                                        \
+    X(va_reserve) X(va_free)                                                                        \
+    X(phys_create) X(phys_release)                                                                  \
+    X(map) X(unmap)                                                                                 \
+    X(event_record) X(event_sync) X(event_query)
+
 typedef struct vram__backend_counters {
-    uint64_t mem_alloc, mem_free;
-    uint64_t va_reserve, va_free;
-    uint64_t phys_create, phys_release;
-    uint64_t map, unmap;
-    uint64_t event_record, event_sync, event_query;
+#define VRAM_COUNTER_FIELD_(name) uint64_t name;
+    VRAM_BACKEND_COUNTERS(VRAM_COUNTER_FIELD_)
+#undef VRAM_COUNTER_FIELD_
 } vram__backend_counters;
+
+/* A backend's running counters (atomics: any thread counts): vram__backend_count(&c, map) after a
+ * successful call, vram__backend_counts_reset at open(), vram__backend_counts_read for counters(). */
+typedef struct vram__backend_counts {
+#define VRAM_COUNTER_ATOMIC_(name) _Atomic uint64_t name;
+    VRAM_BACKEND_COUNTERS(VRAM_COUNTER_ATOMIC_)
+#undef VRAM_COUNTER_ATOMIC_
+} vram__backend_counts;
+
+#define vram__backend_count(counts, name) atomic_fetch_add_explicit(&(counts)->name, 1, memory_order_relaxed)
+
+static inline void vram__backend_counts_reset(vram__backend_counts *c) {
+#define VRAM_COUNTER_RESET_(name) atomic_store(&c->name, 0);
+    VRAM_BACKEND_COUNTERS(VRAM_COUNTER_RESET_)
+#undef VRAM_COUNTER_RESET_
+}
+
+static inline void vram__backend_counts_read(vram__backend_counts *c, vram__backend_counters *out) {
+#define VRAM_COUNTER_READ_(name) out->name = atomic_load(&c->name);
+    VRAM_BACKEND_COUNTERS(VRAM_COUNTER_READ_)
+#undef VRAM_COUNTER_READ_
+}
 
 typedef struct vram__backend {
     const char *name;   /* "cuda" or "sim" */
@@ -93,19 +124,6 @@ typedef struct vram__backend {
 extern const vram__backend vram__backend_cuda;
 extern const vram__backend vram__backend_sim;
 
-/* Simulated backend only, for tests: completes all work queued so far on a simulated stream,
- * so that events recorded on it report done. */
-void vram__sim_stream_complete(void *stream);
-/* Simulated backend only, for tests: the next n event records fail (VRAM_ERR_DRIVER,
- * CUDA_ERROR_LAUNCH_FAILED), as after a kernel fault; 0 stops it. */
-void vram__sim_fail_event_records(int n);
-/* Simulated backend only, for tests: the next `maps` maps fail (CUDA_ERROR_OUT_OF_MEMORY) and the
- * next `unmaps` unmaps (CUDA_ERROR_LAUNCH_FAILED); 0, 0 stops it. */
-void vram__sim_fail_maps(int maps, int unmaps);
-/* Simulated backend only, for tests: with 1, event_sync blocks until vram__sim_stream_complete()
- * reaches the event (as the driver's does); 0 releases every waiter. vram__sim_syncs_waiting(): how
- * many event_sync calls are blocked now. */
-void vram__sim_hold_event_syncs(int on);
-int  vram__sim_syncs_waiting(void);
+/* (the simulated backend's test hooks are in backend/sim_hooks.h, not in this contract) */
 
 #endif /* VRAM_BACKEND_H */

@@ -146,12 +146,9 @@ static struct {
 
 static pthread_mutex_t cuda_retain_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static struct {
-    _Atomic uint64_t mem_alloc, mem_free, va_reserve, va_free, phys_create, phys_release;
-    _Atomic uint64_t map, unmap, event_record, event_sync, event_query;
-} cuda_count;
+static vram__backend_counts cuda_count;
 
-#define CUDA_COUNT(field) atomic_fetch_add_explicit(&cuda_count.field, 1, memory_order_relaxed)
+#define CUDA_COUNT(field) vram__backend_count(&cuda_count, field)
 
 /* ---- errors --------------------------------------------------------------------------------- */
 
@@ -315,11 +312,7 @@ static vram_status cuda_discover(void) {
 }
 
 static void cuda_reset_counters(void) {
-    _Atomic uint64_t *c[] = { &cuda_count.mem_alloc, &cuda_count.mem_free, &cuda_count.va_reserve,
-                              &cuda_count.va_free, &cuda_count.phys_create, &cuda_count.phys_release,
-                              &cuda_count.map, &cuda_count.unmap, &cuda_count.event_record,
-                              &cuda_count.event_sync, &cuda_count.event_query };
-    for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) atomic_store(c[i], 0);
+    vram__backend_counts_reset(&cuda_count);
 }
 
 static vram_status cuda_open(void) {
@@ -764,17 +757,7 @@ static void cuda_event_destroy(int dev, void *event) {
 }
 
 static void cuda_counters(vram__backend_counters *out) {
-    out->mem_alloc = atomic_load(&cuda_count.mem_alloc);
-    out->mem_free = atomic_load(&cuda_count.mem_free);
-    out->va_reserve = atomic_load(&cuda_count.va_reserve);
-    out->va_free = atomic_load(&cuda_count.va_free);
-    out->phys_create = atomic_load(&cuda_count.phys_create);
-    out->phys_release = atomic_load(&cuda_count.phys_release);
-    out->map = atomic_load(&cuda_count.map);
-    out->unmap = atomic_load(&cuda_count.unmap);
-    out->event_record = atomic_load(&cuda_count.event_record);
-    out->event_sync = atomic_load(&cuda_count.event_sync);
-    out->event_query = atomic_load(&cuda_count.event_query);
+    vram__backend_counts_read(&cuda_count, out);
 }
 
 const vram__backend vram__backend_cuda = {

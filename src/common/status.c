@@ -1,5 +1,5 @@
 /*
- * status.c: the status table (one X-macro gives the enum's names and default messages), the
+ * status.c: the status names and default messages (from VRAM_STATUS_MAP in vram.h), the
  * thread-local last-error message, and the small parsers and formatters every layer uses.
  */
 #include <ctype.h>
@@ -14,22 +14,10 @@
 
 #include "common/common.h"
 
-#define VRAM_STATUS_MAP(X)                                                                  \
-    X(VRAM_OK, "success")                                                                   \
-    X(VRAM_ERR_INVALID_ARGUMENT, "invalid argument")                                       \
-    X(VRAM_ERR_UNRECOGNIZED_DEVICE, "unrecognized device")                                 \
-    X(VRAM_ERR_ALREADY_INITIALIZED, "the runtime is already initialized")                  \
-    X(VRAM_ERR_CONFLICT, "conflicting settings")                                           \
-    X(VRAM_ERR_OUT_OF_MEMORY, "out of memory")                                             \
-    X(VRAM_ERR_INVALID_POINTER, "invalid pointer")                                         \
-    X(VRAM_ERR_NO_DEVICE, "no usable GPU")                                                 \
-    X(VRAM_ERR_DRIVER, "driver failure")                                                   \
-    X(VRAM_ERR_UNSUPPORTED, "unsupported")                                                 \
-    X(VRAM_ERR_INTERNAL, "internal consistency check failed")
-
+/* (the table, VRAM_STATUS_MAP, is in include/vram.h) */
 const char *vram_status_name(vram_status s) {
     switch (s) {
-#define VRAM_NAME_CASE(code, msg) case code: return #code;
+#define VRAM_NAME_CASE(name, value, msg) case VRAM_##name: return "VRAM_" #name;
         VRAM_STATUS_MAP(VRAM_NAME_CASE)
 #undef VRAM_NAME_CASE
     }
@@ -38,7 +26,7 @@ const char *vram_status_name(vram_status s) {
 
 static const char *status_message(vram_status s) {
     switch (s) {
-#define VRAM_MSG_CASE(code, msg) case code: return msg;
+#define VRAM_MSG_CASE(name, value, msg) case VRAM_##name: return msg;
         VRAM_STATUS_MAP(VRAM_MSG_CASE)
 #undef VRAM_MSG_CASE
     }

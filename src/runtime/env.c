@@ -1,5 +1,6 @@
 /*
- * env.c: reads and validates the VRAM_* environment variables (see env.h and README.md).
+ * env.c: reads and validates the VRAM_* environment variables (see env.h and README.md), and parses
+ * allocator option strings by the table VRAM_ALLOC_CONF_OPTIONS (env.h).
  */
 #include <ctype.h>
 #include <errno.h>
@@ -104,72 +105,60 @@ static int parse_whole(const char *value, unsigned long long min, unsigned long 
     return 0;
 }
 
-/* The options that take a whole number: the key, its range, and what a bad value is told. */
-enum { OPT_IDLE_RELEASE, OPT_EXTENT, OPT_HOLD_LARGE, OPT_MAP_AHEAD, OPT_SMALL_POOL, OPT_THREAD_CACHE, OPT_ARENAS,
-       OPT_NUMBERS };
-static const struct conf_number {
+/* One option of VRAM_ALLOC_CONF_OPTIONS (env.h): its key, kind, range and what a bad value is told;
+ * set stores a parsed value in its field, same compares the field of two sets. */
+enum { CONF_BOOL, CONF_WHOLE };
+static const struct conf_option {
     const char        *key;
+    int                kind;
     unsigned long long min, max;
     const char        *want;
-} conf_numbers[OPT_NUMBERS] = {
-    [OPT_IDLE_RELEASE] = {"idle_release_ms", 0, ULLONG_MAX, "use a whole number of milliseconds (0 keeps memory)"},
-    [OPT_EXTENT] = {"extent_mb", 1, 1u << 20, "use a whole number of MiB from 1 (rounded up to the device's "
-                                             "granularity, 2 MiB on an H200)"},
-    [OPT_HOLD_LARGE] = {"hold_large_mb", 0, 1u << 20, "use a whole number of MiB (0: never for a size alone)"},
-    [OPT_MAP_AHEAD] = {"map_ahead_mb", 0, 1u << 20, "use a whole number of MiB (0: map only what blocks need)"},
-    [OPT_SMALL_POOL] = {"small_pool_kb", 0, 1u << 20, "use a whole number of KiB up to 1048576 (0: small requests "
-                                                     "share the large ones' range)"},
-    [OPT_THREAD_CACHE] = {"thread_cache_mb", 0, 1u << 20, "use a whole number of MiB (0: no thread caches)"},
-    [OPT_ARENAS] = {"arenas", 1, VRAM_POOL_MAX_ARENAS, "use a whole number from 1 (every thread in one arena) to "},
+} conf_options[] = {
+#define CONF_OPTION(key, kind, type, def, min, max, want) {#key, CONF_##kind, min, max, want},
+    VRAM_ALLOC_CONF_OPTIONS(CONF_OPTION)
+#undef CONF_OPTION
 };
+enum { CONF_OPTIONS = (int)(sizeof conf_options / sizeof conf_options[0]) };
 
-static void conf_set_number(vram__alloc_conf *c, int opt, unsigned long long n) {
-    switch (opt) {
-    case OPT_IDLE_RELEASE: c->idle_release_ms = n; break;
-    case OPT_EXTENT: c->extent_mb = (size_t)n; break;
-    case OPT_HOLD_LARGE: c->hold_large_mb = (size_t)n; break;
-    case OPT_MAP_AHEAD: c->map_ahead_mb = (size_t)n; break;
-    case OPT_SMALL_POOL: c->small_pool_kb = (size_t)n; break;
-    case OPT_THREAD_CACHE: c->thread_cache_mb = (long long)n; break;
-    case OPT_ARENAS: c->arenas = (int)n; break;
-    }
+static void conf_set(vram__alloc_conf *c, int opt, unsigned long long n) {
+    int i = 0;
+#define CONF_SET(key, kind, type, def, min, max, want) if (opt == i++) { c->key = (type)n; return; }
+    VRAM_ALLOC_CONF_OPTIONS(CONF_SET)
+#undef CONF_SET
 }
+
+/* A true boolean option compares as on or off (auto vmm, -1, counts as on); a number as itself. */
+#define CONF_SAME_BOOL(x, y) (((x) != 0) == ((y) != 0))
+#define CONF_SAME_WHOLE(x, y) ((x) == (y))
 
 /* One key:value pair of an allocator option string. */
 static vram_status conf_apply(const char *key, const char *value, const char *origin, vram__alloc_conf *c) {
-    if (strcmp(key, "vmm") == 0 || strcmp(key, "hold_peak") == 0) {
-        int on = 0;
-        if (vram__parse_bool(value, &on) != 0) return conf_value_error(origin, key, value, "use true or false");
-        if (key[0] == 'v') c->vmm = on; else c->hold_peak = on;
-        return VRAM_OK;
-    }
-    for (int opt = 0; opt < OPT_NUMBERS; opt++) {
-        const struct conf_number *o = &conf_numbers[opt];
+    for (int opt = 0; opt < CONF_OPTIONS; opt++) {
+        const struct conf_option *o = &conf_options[opt];
         unsigned long long n = 0;
         if (strcmp(key, o->key) != 0) continue;
-        if (parse_whole(value, o->min, o->max, &n) != 0) {
-            char want[160];                      /* the arenas' bound is VRAM_POOL_MAX_ARENAS */
-            snprintf(want, sizeof want, opt == OPT_ARENAS ? "%s%llu" : "%s", o->want, o->max);
+        int on = 0;
+        if (o->kind == CONF_BOOL ? vram__parse_bool(value, &on) != 0 : parse_whole(value, o->min, o->max, &n) != 0) {
+            char want[160];
+            snprintf(want, sizeof want, o->want, o->max);
             return conf_value_error(origin, key, value, want);
         }
-        conf_set_number(c, opt, n);
+        conf_set(c, opt, o->kind == CONF_BOOL ? (unsigned long long)on : n);
         return VRAM_OK;
     }
-    char known[256] = "vmm, hold_peak";
-    for (int opt = 0; opt < OPT_NUMBERS; opt++) {
+    char known[256] = "";
+    for (int opt = 0; opt < CONF_OPTIONS; opt++) {
         size_t at = strlen(known);
-        snprintf(known + at, sizeof known - at, ", %s", conf_numbers[opt].key);
+        snprintf(known + at, sizeof known - at, "%s%s", opt ? ", " : "", conf_options[opt].key);
     }
     return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: unknown option '%s' in '%s:%s' (known: %s)", origin, key, key,
                       value, known);
 }
 
 int vram__alloc_conf_equal(const vram__alloc_conf *a, const vram__alloc_conf *b) {
-    return (a->vmm != 0) == (b->vmm != 0) && a->idle_release_ms == b->idle_release_ms &&
-           a->extent_mb == b->extent_mb && (a->hold_peak != 0) == (b->hold_peak != 0) &&
-           a->hold_large_mb == b->hold_large_mb && a->map_ahead_mb == b->map_ahead_mb &&
-           a->thread_cache_mb == b->thread_cache_mb &&
-           a->arenas == b->arenas && a->small_pool_kb == b->small_pool_kb;
+#define CONF_SAME(key, kind, type, def, min, max, want) CONF_SAME_##kind(a->key, b->key) &&
+    return VRAM_ALLOC_CONF_OPTIONS(CONF_SAME) 1;
+#undef CONF_SAME
 }
 
 vram_status vram__alloc_conf_parse(const char *text, const char *origin, const vram__alloc_conf *base,

@@ -6,6 +6,7 @@
 #ifndef VRAM_RUNTIME_ENV_H
 #define VRAM_RUNTIME_ENV_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -20,21 +21,45 @@ typedef struct vram__env_size {
     char   text[96];     /* "VRAM_MEMORY_LIMIT=6GiB", for messages */
 } vram__env_size;
 
-/* Allocator options (vram_set_alloc_conf / VRAM_ALLOC_CONF). */
+/* Allocator options (vram_set_alloc_conf / VRAM_ALLOC_CONF), one line each:
+ *   X(key, kind, type, default, min, max, want)
+ * key names the option and its field in vram__alloc_conf; kind is BOOL (true|false, ...: min and max
+ * unused) or WHOLE (decimal digits alone, in [min, max]); want is what a bad value is told (a printf
+ * format given max). The struct, its defaults, the parser, the equality check and the list of known
+ * keys in the unknown-option message come from it, in this order. What each option means for the
+ * pool: runtime.c's pool configuration; for users: vram_set_alloc_conf in vram.h and README.md. */
+#define VRAM_ALLOC_CONF_OPTIONS(X)                                                                  \
+    /* -1 auto (use it where supported), 0 off, 1 on */                                             \
+    X(vmm, BOOL, int, -1, 0, 1, "use true or false")                                                \
+    /* growth gives idle extents back rather than raise its high-water mark */                     \
+    X(hold_peak, BOOL, int, 0, 0, 1, "use true or false")                                           \
+    /* 0: keep cached memory */                                                                     \
+    X(idle_release_ms, WHOLE, uint64_t, 0, 0, ULLONG_MAX,                                           \
+      "use a whole number of milliseconds (0 keeps memory)")                                       \
+    /* largest physical extent growth maps at once (0: the default) */                             \
+    X(extent_mb, WHOLE, size_t, 0, 1, 1u << 20,                                                     \
+      "use a whole number of MiB from 1 (rounded up to the device's granularity, 2 MiB on an H200)") \
+    /* hold_peak for requests of at least this many MiB only (0: none) */                          \
+    X(hold_large_mb, WHOLE, size_t, 0, 0, 1u << 20, "use a whole number of MiB (0: never for a size alone)") \
+    /* growth maps up to this much beyond a block (reserved / 16 at most) */                       \
+    X(map_ahead_mb, WHOLE, size_t, 64, 0, 1u << 20, "use a whole number of MiB (0: map only what blocks need)") \
+    /* growth by mapping: requests up to this many KiB get a zone of their own */                  \
+    X(small_pool_kb, WHOLE, size_t, 256, 0, 1u << 20,                                               \
+      "use a whole number of KiB up to 1048576 (0: small requests share the large ones' range)")  \
+    /* MiB of freed blocks one thread cache parks; -1: limit / 256, at most 64 MiB */              \
+    X(thread_cache_mb, WHOLE, long long, -1, 0, 1u << 20, "use a whole number of MiB (0: no thread caches)") \
+    /* most arenas a growth pool spreads its threads over */                                       \
+    X(arenas, WHOLE, int, VRAM_POOL_MAX_ARENAS, 1, VRAM_POOL_MAX_ARENAS,                            \
+      "use a whole number from 1 (every thread in one arena) to %llu")
+
 typedef struct vram__alloc_conf {
-    int      vmm;               /* -1 auto (use it where supported), 0 off, 1 on */
-    uint64_t idle_release_ms;   /* 0: keep cached memory */
-    size_t   extent_mb;         /* largest physical extent growth maps at once (0: the default) */
-    int      hold_peak;         /* growth gives idle extents back rather than raise its high-water mark */
-    size_t   hold_large_mb;     /* ... for requests of at least this many MiB only (0: none) */
-    size_t   map_ahead_mb;      /* growth maps up to this much beyond a block (reserved / 16 at most) */
-    long long thread_cache_mb;  /* MiB of freed blocks one thread cache parks; -1: limit / 256, at most 64 MiB */
-    int      arenas;            /* most arenas a growth pool spreads its threads over */
-    size_t   small_pool_kb;     /* growth by mapping: requests up to this many KiB get a zone of their own */
+#define VRAM_ALLOC_CONF_FIELD_(key, kind, type, def, min, max, want) type key;
+    VRAM_ALLOC_CONF_OPTIONS(VRAM_ALLOC_CONF_FIELD_)
+#undef VRAM_ALLOC_CONF_FIELD_
 } vram__alloc_conf;
 
-#define VRAM_ALLOC_CONF_INIT {.vmm = -1, .map_ahead_mb = 64, .thread_cache_mb = -1, \
-                              .arenas = VRAM_POOL_MAX_ARENAS, .small_pool_kb = 256}
+#define VRAM_ALLOC_CONF_DEFAULT_(key, kind, type, def, min, max, want) .key = (def),
+#define VRAM_ALLOC_CONF_INIT {VRAM_ALLOC_CONF_OPTIONS(VRAM_ALLOC_CONF_DEFAULT_)}
 #define VRAM_ALLOC_CONF_DEFAULT ((vram__alloc_conf)VRAM_ALLOC_CONF_INIT)
 
 /* Parses "vmm:false,idle_release_ms:500" on top of `base` (NULL: the defaults): keys the string

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "backend/sim_hooks.h"
 #include "vram.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

@@ -1,0 +1,184 @@
+/*
+ * sim_internal.h: what the files of the simulated GPU backend share: its limits and CUDA error
+ * names, its bookkeeping types, its one state (sim_st, under sim_lock) and the calls one file makes
+ * of another. The model and the rules are in sim.c's header; nothing outside src/backend/sim*.c
+ * includes this (tests use sim_hooks.h, the layers above backend.h).
+ *
+ *   sim.c         open and close, devices, the accounting of a card's bytes, plain memory, the
+ *                 counters and the backend table
+ *   sim_env.c     VRAM_SIM_DEVICES, VRAM_SIM_FAIL_ALLOC_AFTER and CUDA_VISIBLE_DEVICES
+ *   sim_table.c   the hash table of records (allocations, handles, events)
+ *   sim_vmm.c     address reservations, physical handles, map and unmap, sharing (IPC)
+ *   sim_events.c  streams and events
+ *   sim_hooks.c   the test hooks (sim_hooks.h)
+ *
+ * Lock: every sim_* call below that touches sim_st runs under sim_lock (the _locked entry points
+ * and the helpers they call); the backend entry points take it themselves.
+ */
+#ifndef VRAM_BACKEND_SIM_INTERNAL_H
+#define VRAM_BACKEND_SIM_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "backend/backend.h"
+
+#define SIM_MAX_CARDS    64
+#define SIM_GRANULARITY  (2 * VRAM_MIB)
+#define SIM_DEFAULT_CARD (16 * VRAM_GIB)
+#define SIM_DEVICES_HINT "expected e.g. 2x16GiB or 80GiB,24GiB"
+
+#define SIM_EINVAL  "CUDA_ERROR_INVALID_VALUE (invalid argument)"
+#define SIM_EOOM    "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
+#define SIM_EHANDLE "CUDA_ERROR_INVALID_HANDLE (invalid resource handle)"
+#define SIM_EUNKNOWN "CUDA_ERROR_UNKNOWN (unknown error)"
+#define SIM_ELAUNCH "CUDA_ERROR_LAUNCH_FAILED (unspecified launch failure)"
+#define SIM_ENOTSUP "CUDA_ERROR_NOT_SUPPORTED (operation not supported)"
+
+/* ---- bookkeeping types ---------------------------------------------------------------------- */
+
+/* An open-addressing hash table from non-zero 64-bit keys (addresses, handles) to records. */
+typedef struct sim_slot {
+    uint64_t key;   /* 0: empty */
+    void    *val;
+} sim_slot;
+
+typedef struct sim_table {
+    sim_slot *slots;
+    size_t    cap, count;   /* cap: 0 or a power of two */
+} sim_table;
+
+typedef struct sim_mem {        /* a cuMemAlloc block; its address is the key */
+    int    dev;
+    size_t size;
+} sim_mem;
+
+typedef struct sim_phys {       /* a cuMemCreate handle: the record's address */
+    int      dev;
+    size_t   size;
+    uint64_t mapped_va;         /* 0 while unmapped */
+    int      fd;                /* exported or imported: the memfd its bytes live in; else -1 */
+    int      imported;          /* phys_import's: not counted against the card */
+} sim_phys;
+
+typedef struct sim_piece {      /* one mapping inside a reservation */
+    uint64_t  va;
+    size_t    size;
+    sim_phys *phys;
+} sim_piece;
+
+typedef struct sim_resv {       /* a cuMemAddressReserve range; pieces sorted by address */
+    struct sim_resv *next;
+    int              dev;
+    uint64_t         base;
+    size_t           size;
+    sim_piece       *pieces;
+    size_t           npieces, cap;
+} sim_resv;
+
+typedef struct sim_stream {
+    struct sim_stream *next;
+    void              *stream;
+    uint64_t           recorded, completed;
+} sim_stream;
+
+typedef struct sim_event {
+    int         dev;
+    sim_stream *stream;
+    uint64_t    seq;
+} sim_event;
+
+typedef struct sim_config {     /* what open() reads from the environment */
+    int                ncards;
+    size_t             card_size[SIM_MAX_CARDS];
+    int                ndev;
+    int                dev_card[SIM_MAX_CARDS];   /* visible ordinal -> card index */
+    int                fail_set;
+    unsigned long long fail_after;
+} sim_config;
+
+typedef struct sim_device {
+    int    card;
+    size_t capacity, used;
+} sim_device;
+
+typedef struct sim_state {
+    int                open;
+    sim_config         cfg;
+    sim_device         dev[SIM_MAX_CARDS];
+    unsigned long long alloc_ok;   /* successful allocations, for VRAM_SIM_FAIL_ALLOC_AFTER */
+    int                event_failures;   /* event records still to fail (vram__sim_fail_event_records) */
+    int                map_failures, unmap_failures;   /* maps / unmaps still to fail (vram__sim_fail_maps) */
+    sim_table          mems, phys, events;
+    sim_resv          *resvs;
+    sim_stream        *streams;
+} sim_state;
+
+/* The state of the simulated driver, under sim_lock (defined in sim.c). */
+extern sim_state       sim_st;
+extern pthread_mutex_t sim_lock;
+/* vram__sim_hold_event_syncs: event_sync waits on it for the stream to get there (under sim_lock) */
+extern pthread_cond_t  sim_stream_done;
+extern int             sim_hold_syncs, sim_syncs_waiting;   /* under sim_lock; kept across close */
+/* The driver-call counters (atomics, no lock). */
+extern vram__backend_counts sim_count;
+
+#define SIM_COUNT(field) vram__backend_count(&sim_count, field)
+
+/* Runs `expr` (a vram_status expression) under the lock and returns its value. */
+#define SIM_LOCKED(expr)                      \
+    do {                                      \
+        pthread_mutex_lock(&sim_lock);        \
+        vram_status sim_s_ = (expr);          \
+        pthread_mutex_unlock(&sim_lock);      \
+        return sim_s_;                        \
+    } while (0)
+
+
+/* ---- calls between the files (all under sim_lock unless the entry point takes it) ----------- */
+
+/* sim.c: sets "<call> on device <dev>: <error> [<why>]" and returns s. */
+vram_status sim_fail(vram_status s, const char *call, int dev, const char *error, const char *fmt, ...)
+    VRAM_PRINTF(5, 6);
+vram_status sim_host_oom(const char *call, int dev);
+vram_status sim_check_dev(int dev);
+void sim_drop_phys(uint64_t key, void *val);
+vram_status sim_take(const char *call, int dev, size_t size);
+void sim_took(int dev, size_t size);
+
+/* sim_table.c */
+void *sim_tab_get(const sim_table *t, uint64_t key);
+int sim_tab_reserve(sim_table *t);
+void sim_tab_put(sim_table *t, uint64_t key, void *val);
+void sim_tab_del(sim_table *t, uint64_t key);
+void sim_tab_clear(sim_table *t, void (*drop)(uint64_t key, void *val));
+
+/* sim_env.c: what open() reads */
+vram_status sim_parse_devices(const char *text, sim_config *cfg);
+vram_status sim_parse_fail_after(const char *text, sim_config *cfg);
+void sim_uuid(int card, char *buf, size_t len);
+vram_status sim_parse_visible(const char *text, sim_config *cfg);
+
+/* sim_vmm.c: the backend entry points (they take sim_lock) */
+vram_status sim_va_reserve(int dev, size_t size, uint64_t *va);
+vram_status sim_va_free(int dev, uint64_t va, size_t size);
+vram_status sim_phys_create(int dev, size_t size, uint64_t *handle);
+vram_status sim_phys_release(int dev, uint64_t handle);
+vram_status sim_map(int dev, uint64_t va, size_t size, uint64_t handle);
+vram_status sim_unmap(int dev, uint64_t va, size_t size);
+vram_status sim_phys_export(int dev, uint64_t handle, int *fd);
+vram_status sim_phys_import(int dev, int fd, size_t size, uint64_t *handle);
+vram_status sim_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]);
+vram_status sim_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr);
+vram_status sim_ipc_close(int dev, uint64_t dptr);
+
+/* sim_events.c: the backend entry points (they take sim_lock); sim_stream_find under it */
+sim_stream *sim_stream_find(void *stream);
+vram_status sim_event_record(int dev, void *stream, void **event);
+vram_status sim_event_query(int dev, void *event, int *done);
+vram_status sim_event_sync(int dev, void *event);
+void sim_event_destroy(int dev, void *event);
+
+#endif /* VRAM_BACKEND_SIM_INTERNAL_H */
