@@ -46,7 +46,11 @@ cleanup() {
         [[ -f $TMP/$f.pid ]] && kill "$(cat "$TMP/$f.pid")" 2>/dev/null
     done
     for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null; done
-    pkill -9 -f "$APP dlsym hold" 2>/dev/null
+    # a task of this cluster that outlived its job (none should): only processes with this test's
+    # SLURM_CONF in their environment, never another test's processes running the same program
+    for p in $(pgrep -f "$APP dlsym hold" 2>/dev/null); do
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qxF "SLURM_CONF=$SLURM_CONF" && kill -9 "$p"
+    done
     sleep 0.5
     for f in slurmd slurmctld munged; do
         [[ -f $TMP/$f.pid ]] && kill -9 "$(cat "$TMP/$f.pid")" 2>/dev/null
