@@ -20,9 +20,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#define LEDGER_FILE_SIZE (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
-
-static uint64_t ledger_checksum(const ledger_header *h) {
+uint64_t ledger_checksum(const ledger_header *h) {
     ledger_header c = *h;
     c.checksum = 0;
     const unsigned char *p = (const unsigned char *)&c;
@@ -130,20 +128,24 @@ static const char *ledger_bad(int fd, char *why, size_t len) {
     return NULL;
 }
 
+void ledger_header_init(ledger_header *h) {
+    memset(h, 0, sizeof *h);
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    h->magic = LEDGER_MAGIC;
+    h->version = LEDGER_VERSION;
+    h->header_size = sizeof *h;
+    h->slot_size = sizeof(ledger_slot);
+    h->nslots = LEDGER_SLOTS;
+    h->file_size = LEDGER_FILE_SIZE;
+    h->created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    h->checksum = ledger_checksum(h);
+}
+
 /* Writes a fresh ledger at fd (truncated, zeroed slots, header); 0, or -1 with err. */
 static int ledger_init_file(const ledger *l, int fd, char *err, size_t errlen) {
     ledger_header h;
-    memset(&h, 0, sizeof h);
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    h.magic = LEDGER_MAGIC;
-    h.version = LEDGER_VERSION;
-    h.header_size = sizeof h;
-    h.slot_size = sizeof(ledger_slot);
-    h.nslots = LEDGER_SLOTS;
-    h.file_size = LEDGER_FILE_SIZE;
-    h.created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    h.checksum = ledger_checksum(&h);
+    ledger_header_init(&h);
     if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0 ||
         pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
         snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));

@@ -93,6 +93,13 @@ typedef struct ledger {
     char rebuilt[3 * PATH_MAX];/* after ledger_open: why the file found there was rebuilt, or "" */
 } ledger;
 
+#define LEDGER_FILE_SIZE (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
+
+/* The header's FNV-1a 64 checksum (its checksum field taken as 0), and a valid header of a fresh
+ * ledger of this layout (the fuzzer builds its inputs with them). */
+uint64_t ledger_checksum(const ledger_header *h);
+void     ledger_header_init(ledger_header *h);
+
 /* Opens (creating the directory and files, or rebuilding a bad file) and maps the ledger.
  * 0 on success; -1 with the reason in err. */
 int ledger_open(ledger *l, char *err, size_t errlen);

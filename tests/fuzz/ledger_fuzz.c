@@ -29,7 +29,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define FILE_SIZE (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
+#define FILE_SIZE LEDGER_FILE_SIZE
 
 static char dir[PATH_MAX], path[PATH_MAX + 16];
 
@@ -67,15 +67,6 @@ static void setup(void) {
     ledger_close(&l);
 }
 
-static uint64_t fnv(const ledger_header *h) {
-    ledger_header c = *h;
-    c.checksum = 0;
-    const unsigned char *p = (const unsigned char *)&c;
-    uint64_t x = 0xcbf29ce484222325ull;
-    for (size_t i = 0; i < sizeof c; i++) x = (x ^ p[i]) * 0x100000001b3ull;
-    return x;
-}
-
 static void write_file(const uint8_t *data, size_t size) {
     unsigned mode = size ? data[0] % 3 : 0;
     if (size) data++, size--;
@@ -85,14 +76,7 @@ static void write_file(const uint8_t *data, size_t size) {
         if (size && write(fd, data, size) != (ssize_t)size) die("write");
     } else {
         ledger_header h;
-        memset(&h, 0, sizeof h);
-        h.magic = LEDGER_MAGIC;
-        h.version = LEDGER_VERSION;
-        h.header_size = sizeof h;
-        h.slot_size = sizeof(ledger_slot);
-        h.nslots = LEDGER_SLOTS;
-        h.file_size = FILE_SIZE;
-        h.checksum = fnv(&h);
+        ledger_header_init(&h);
         if (ftruncate(fd, (off_t)FILE_SIZE) != 0 || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) die("init");
         off_t at = mode == 1 ? 0 : (off_t)sizeof h;
         if (size > FILE_SIZE - (size_t)at) size = FILE_SIZE - (size_t)at;
@@ -128,7 +112,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct stat st;
     if (fstat(l.fd, &st) != 0 || (size_t)st.st_size != FILE_SIZE) die("the ledger is not whole after opening");
     if (l.hdr->magic != LEDGER_MAGIC || l.hdr->version != LEDGER_VERSION || l.hdr->nslots != LEDGER_SLOTS ||
-        l.hdr->checksum != fnv(l.hdr))
+        l.hdr->checksum != ledger_checksum(l.hdr))
         die("the ledger's header is not valid after opening");
     ledger_lock(&l);
     ledger_reclaim_locked(&l);
