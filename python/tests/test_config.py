@@ -10,66 +10,16 @@ import ctypes
 import os
 import re
 import sys
-import traceback
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 import vram  # noqa: E402
 from vram import config  # noqa: E402
+from isolated import IsolatedTestCase  # noqa: E402  (python/tests/isolated.py)
 
 MIB = 1 << 20
 GIB = 1 << 30
-_SKIP = b"SKIP:"
-
-
-def _run_in_child(test, env):
-    """Runs test() in a forked child with `env` as its vram environment; returns (exit ok, report)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        code, report = 0, b""
-        try:
-            for key in [k for k in os.environ if k.startswith("VRAM_SIM") or k.startswith("VRAM_MEMORY")]:
-                del os.environ[key]
-            os.environ.pop("CUDA_VISIBLE_DEVICES", None)
-            os.environ.update(env)
-            test()
-        except unittest.SkipTest as skip:
-            report = _SKIP + str(skip).encode()
-        except BaseException:  # noqa: B902 - everything goes back to the parent
-            code, report = 1, traceback.format_exc().encode()
-        os.write(write_end, report)
-        os._exit(code)
-    os.close(write_end)
-    chunks = iter(lambda: os.read(read_end, 65536), b"")
-    report = b"".join(chunks)
-    os.close(read_end)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), report
-
-
-class IsolatedTestCase(unittest.TestCase):
-    """Runs each test_* method in its own process with ENV set (on the simulated backend by default)."""
-    ENV = {"VRAM_BACKEND": "sim", "VRAM_SIM_DEVICES": "2x16GiB"}
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        for name in [n for n in vars(cls) if n.startswith("test")]:
-            setattr(cls, name, cls._isolated(getattr(cls, name)))
-
-    @staticmethod
-    def _isolated(method):
-        def test(self):
-            code, report = _run_in_child(lambda: method(self), self.ENV)
-            if report.startswith(_SKIP):
-                self.skipTest(report[len(_SKIP):].decode())
-            if code != 0:
-                how = "killed by signal %d" % -code if code < 0 else "exit %d" % code
-                self.fail("in the child process (%s):\n%s" % (how, report.decode(errors="replace")))
-        test.__name__, test.__doc__ = method.__name__, method.__doc__
-        return test
 
 
 class TemplateTest(IsolatedTestCase):

@@ -36,13 +36,13 @@ import contextlib
 import os
 import re
 import sys
-import traceback
 import unittest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
 
 import vram  # noqa: E402
 from vram import config  # noqa: E402
+from isolated import IsolatedTestCase  # noqa: E402  (python/tests/isolated.py)
 
 MIB = 1 << 20
 LDC = config.LogicalDeviceConfiguration
@@ -130,56 +130,9 @@ NOT_PORTED = {
 
 # ---- each test in its own process ----------------------------------------------------------------
 
-_SKIPPED = b"SKIP:"
-
-
-def _in_child(body, env):
-    """Runs body() in a forked child whose vram environment is `env`; returns (exit code, report)."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(read_end)
-        code, report = 0, b""
-        try:
-            for key in list(os.environ):
-                if key.startswith(("VRAM_SIM", "VRAM_MEMORY")) or key == "CUDA_VISIBLE_DEVICES":
-                    del os.environ[key]
-            os.environ.update(env)
-            body()
-        except unittest.SkipTest as skip:
-            report = _SKIPPED + str(skip).encode()
-        except BaseException:  # noqa: B902 - every failure goes back to the parent
-            code, report = 1, traceback.format_exc().encode()
-        os.write(write_end, report)
-        os._exit(code)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        report = reader.read()
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status), report
-
-
-class _PortTestCase(unittest.TestCase):
+class _PortTestCase(IsolatedTestCase):
     """Each test* method runs in a fresh child process with ENV: two simulated 16 GiB GPUs."""
     ENV = {"VRAM_BACKEND": "sim", "VRAM_SIM_DEVICES": "2x16GiB"}
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        for name, method in list(vars(cls).items()):
-            if name.startswith("test") and callable(method):
-                setattr(cls, name, cls._forked(method))
-
-    @staticmethod
-    def _forked(method):
-        def run(self):
-            code, report = _in_child(lambda: method(self), self.ENV)
-            if report.startswith(_SKIPPED):
-                self.skipTest(report[len(_SKIPPED):].decode())
-            if code != 0:
-                how = "killed by signal %d" % -code if code < 0 else "exit %d" % code
-                self.fail("in the child process (%s):\n%s" % (how, report.decode(errors="replace")))
-        run.__name__, run.__doc__ = method.__name__, method.__doc__
-        return run
 
     @contextlib.contextmanager
     def raises(self, exception, tf_pattern, exact=None):
