@@ -254,10 +254,13 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           regions
  *   idle_release_ms:N       growth mode: memory that stayed unused for a whole period of N ms is
  *                           returned to the driver (by a background thread); 0 (default) keeps it
- *   extent_mb:N             growth: the largest physical piece mapped at once (default: the limit / 256,
- *                           from 2 MiB to 256 MiB; limits of 64 GiB and more: the limit / 128, at most
- *                           1 GiB); smaller pieces can be given back more finely, larger ones cost
- *                           fewer driver calls
+ *   extent_mb:N             growth: the largest physical piece mapped at once (default: one granule,
+ *                           2 MiB, under a limit that was set (VRAM_MEMORY_LIMIT*, a fraction,
+ *                           vram_set_memory_limit, a logical device's size), so that every idle
+ *                           granule can be moved under a block or given back and a program runs
+ *                           close to its limit; without one, the limit / 256 from 2 MiB to 256 MiB,
+ *                           for 64 GiB and more the limit / 128, at most 1 GiB); smaller pieces can
+ *                           be given back more finely, larger ones cost fewer driver calls
  *   map_ahead_mb:N          growth: when growing again within 256 allocations of the last growth,
  *                           map up to N MiB (and at most 1/16 of what is held) beyond the block, for
  *                           fewer driver calls (default 64; 0: only what blocks need)

@@ -9,9 +9,10 @@
 
 #include "harness.h"
 
-/* A growing 1 GiB pool mapping only what blocks need. */
+/* A growing 1 GiB pool mapping only what blocks need, in extents as large as the runs that need
+ * them (up to 4 MiB, limit / 256: a chosen limit would otherwise map one granule per extent). */
 static void growth_1gib(void) {
-    use_sim_growth(1 * GiB, "map_ahead_mb:0,small_pool_kb:0");
+    use_sim_growth(1 * GiB, "map_ahead_mb:0,small_pool_kb:0,extent_mb:4");
 }
 
 TEST(ipc_handle_names_the_extents_under_the_block) {

@@ -289,6 +289,7 @@
     X(release, growth_small_zone_full_spills_into_the_rest) \
     X(release, growth_small_zone_shares_a_one_granule_limit) \
     X(release, pressure_small_blocks_in_freed_large_extent) \
+    X(release, pressure_chosen_limit_moves_every_idle_granule) \
     X(release, pressure_shared_card_budget_and_trim) \
     X(release, replay_tight_limit_vmm_report) \
     X(release, replay_tight_limit_plain_and_prealloc_fail_more) \

@@ -693,6 +693,50 @@ TEST(pressure_small_blocks_in_freed_large_extent) {
     CHECK_ALL();
 }
 
+/* Under a chosen limit every granule can be moved or given back on its own, so a large request
+ * fits wherever the bytes exist. Limit 1 GiB (whose extents were limit / 256 = 4 MiB before). 128
+ * blocks of 4 MiB side by side, freed: 512 MiB mapped, idle. 256 blocks of 2 MiB take the same
+ * place; every other one freed: 256 MiB live, 256 MiB free in 128 holes of one granule each. A
+ * request of 700 MiB fits under the limit (956 MiB live), and only by taking the 128 idle
+ * granules: 512 MiB is all the limit leaves to map. With extents of 4 MiB (extent_mb:4) each
+ * extent holds one live block, nothing is idle, and the request fails although the bytes exist. */
+TEST(pressure_chosen_limit_moves_every_idle_granule) {
+    for (int coarse = 0; coarse <= 1; coarse++) {
+        use_sim("16GiB");
+        CHECK_OK(vram_set_alloc_conf(coarse ? "extent_mb:4,map_ahead_mb:0,small_pool_kb:0"
+                                            : "map_ahead_mb:0,small_pool_kb:0"));
+        start_growth(1 * GiB);
+        void *b[256], *big = NULL;
+        for (int i = 0; i < 128; i++) CHECK_OK(vram_malloc(&b[i], 4 * MiB, 0));
+        for (int i = 0; i < 128; i++) CHECK_OK(vram_free(b[i]));
+        CHECK_U64(sim_counters().phys_create, ==, coarse ? 128 : 256);
+        for (int i = 0; i < 256; i++) {
+            CHECK_OK(vram_malloc(&b[i], 2 * MiB, 0));
+            fill(b[i], 64 * KiB, (unsigned)i);   /* (the start of each: time) */
+        }
+        CHECK_SIZE(INFO(0).reserved, ==, 512 * MiB);
+        for (int i = 0; i < 256; i += 2) CHECK_OK(vram_free(b[i]));
+        vram_status s = vram_malloc(&big, 700 * MiB, 0);
+        if (coarse) {
+            CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+            CHECK_SIZE(INFO(0).reserved, ==, 512 * MiB);
+        } else {
+            CHECK_OK(s);
+            fill((char *)big + 699 * MiB, 1 * MiB, 7);   /* its last granule is mapped */
+            CHECK_SIZE(INFO(0).reserved, <=, 1 * GiB);
+            /* at least 700 - 512 MiB of it came from idle granules moved under it */
+            CHECK_U64(INFO(0).num_driver_moves, >=, (700 - 512) / 2);
+            CHECK(filled((char *)big + 699 * MiB, 1 * MiB, 7));
+            CHECK_OK(vram_free(big));
+        }
+        CHECK_ALL();
+        for (int i = 1; i < 256; i += 2) CHECK(filled(b[i], 64 * KiB, (unsigned)i));
+        for (int i = 1; i < 256; i += 2) CHECK_OK(vram_free(b[i]));
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
+}
+
 /* Two growing logical devices share a card cap: idle memory of one is not given back for the
  * other by itself (the request fails, naming the shared limit); vram_trim on the first makes room. */
 TEST(pressure_shared_card_budget_and_trim) {
@@ -1146,13 +1190,12 @@ TEST(alloc_conf_extent_and_hold_peak_strings) {
     printf("  extent_mb:1 -> %s%s%s\n", vram_status_name(s), s ? ": " : "", s ? vram_last_error() : "");
 }
 
-/* extent_mb:2 maps one granule per extent, so a trim can give back everything around a small
- * live block; with the default (large extents) the freed block's extent stays while any byte of
- * it is in use. */
+/* Extents under a chosen limit are one granule each, so a trim can give back everything around a
+ * small live block; extent_mb:4 (or the default of a pool without a chosen limit, limit / 256) maps
+ * larger extents, and the freed block's extent stays while any byte of it is in use. */
 TEST(alloc_conf_extent_mb_gives_back_finely) {
     use_sim("16GiB");
-    CHECK_OK(vram_set_alloc_conf("extent_mb:2"));
-    start_growth(1 * GiB);
+    start_growth(1 * GiB);                          /* a chosen limit: one granule per extent */
     void *big = NULL, *small = NULL;
     CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
     CHECK_U64(sim_counters().phys_create, ==, 32);     /* one extent per 2 MiB granule */
@@ -1167,7 +1210,7 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
     CHECK_OK(vram_shutdown());
     check_counters_balanced();
 
-    CHECK_OK(vram_set_alloc_conf(NULL));            /* the default: extents of limit / 256 = 4 MiB */
+    CHECK_OK(vram_set_alloc_conf("extent_mb:4"));   /* extents of 4 MiB */
     CHECK_OK(vram_init());
     CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
     CHECK_U64(sim_counters().phys_create, ==, 16);
@@ -1178,6 +1221,23 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
     vram_memory_info info = INFO(0);
     CHECK_SIZE(info.reserved, ==, 4 * MiB);         /* the one extent under the live block */
     CHECK_OK(vram_free(small));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+
+    /* no chosen limit: the default limit (free memory less what is left to the system, 14.5 GiB
+     * on this 16 GiB card) maps extents of limit / 256 rounded up to granules, 58 MiB, so 64 MiB
+     * takes two */
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    CHECK_OK(vram_set_memory_limit(0, 0));
+    CHECK_OK(vram_init());
+    size_t limit = INFO(0).limit;
+    CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
+    size_t extent = (limit / 256 + GRAN - 1) & ~(GRAN - 1);
+    CHECK_SIZE(extent, ==, 58 * MiB);
+    CHECK_U64(sim_counters().phys_create, ==, (64 * MiB + extent - 1) / extent);
+    CHECK_OK(vram_free(big));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
 }
 
 /* hold_peak:true gives idle extents back instead of raising the high-water mark of reserved. */
@@ -1507,8 +1567,9 @@ TEST(idle_release_solo_stream_waits_without_the_lock) {
     vram__sim_hold_event_syncs(0);
     CHECK_INT(pthread_join(t, NULL), ==, 0);
     CHECK(q != NULL);
-    vram_memory_info after = wait_reserved_at_most(0, 4 * MiB, 3000);
-    CHECK_SIZE(after.reserved, ==, 4 * MiB);             /* the idle extents went back */
+    vram_memory_info after = wait_reserved_at_most(0, GRAN, 3000);
+    CHECK_SIZE(after.reserved, ==, GRAN);                /* the idle extents went back (one-granule
+                                                            extents under a chosen limit: q's stays) */
     CHECK_ALL();                                          /* (q's stays mapped: vram_check) */
     vram_plugin_free(q, 1 * MiB, 0, SOLO_STREAM);
     CHECK_OK(vram_shutdown());

@@ -75,7 +75,9 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     p->cfg = *cfg;
     p->shared = shared;
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
-    if (p->cfg.max_extent == 0) {
+    if (p->cfg.max_extent == 0 && p->cfg.limit_chosen) {
+        p->cfg.max_extent = p->cfg.caps.granularity;   /* near a chosen limit: nothing stuck (pool.h) */
+    } else if (p->cfg.max_extent == 0) {
         size_t e = p->cfg.limit / (p->cfg.limit >= POOL_LARGE_LIMIT ? POOL_EXTENT_DIV_LARGE : POOL_EXTENT_DIV);
         p->cfg.max_extent = e < p->cfg.caps.granularity ? p->cfg.caps.granularity
                           : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;

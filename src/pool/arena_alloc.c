@@ -18,6 +18,10 @@
 #include "pool/stats.h"
 #include "pool/stream_order.h"
 
+/* Near a chosen limit, a request of at least this many granules takes mapped memory inside a larger
+ * free chunk before best fit maps or moves granules for it (see pool_alloc_locked). */
+#define POOL_MAPPED_FIRST_GRANULES 8
+
 /* The bins a request of `rounded` bytes is placed from: small requests have a zone of their own,
  * so that short-lived small blocks do not settle in the holes between large ones (the holes a
  * tensor grown by torch.cat, or a layer's next activation, would otherwise fit whole). */
@@ -176,13 +180,17 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
-        if (p->vmm != NULL && pool_would_grow_locked(c, rounded) && arena_headroom(p) / 2 >= rounded) {
+        if (p->vmm != NULL && pool_would_grow_locked(c, rounded) &&
+            (arena_headroom(p) / 2 >= rounded ||
+             (p->cfg.max_extent <= p->cfg.caps.granularity && rounded >= POOL_MAPPED_FIRST_GRANULES * p->cfg.caps.granularity))) {
             /* memory already mapped before new memory: where best fit would map, a free chunk that
              * holds a mapped run long enough serves instead (with hold_large / hold_peak, this is
-             * what lets the steady state stop remapping). Not near the limit: there, cutting
-             * blocks out of large free chunks keeps extents busy that a large request later needs
-             * given back (transformer_varlen at a limit 95% full failed requests), so best fit and
-             * the limit's own fallbacks decide. */
+             * what lets the steady state stop remapping). Near the limit only with one-granule
+             * extents (a chosen limit): with larger ones, cutting blocks out of large free chunks
+             * keeps extents busy that a large request later needs given back (transformer_varlen
+             * at a limit 95% full failed requests), so best fit and the limit's own fallbacks
+             * decide; with one-granule extents a block keeps busy only the granules it covers, and
+             * taking mapped memory spares the moves of idle granules under a new place. */
             pool_chunk *m = pool_find_mapped_locked(p, pool_zone_bins(p, rounded), rounded);
             if (m != NULL) c = m;
         }

@@ -235,6 +235,9 @@ grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     int tight = need > arena_headroom(p);        /* the limit: cached memory must serve (a retry) */
     int moved = (hold && p->reserved + need > p->hold_mark) || tight;
     p->stats.retries += (uint64_t)tight;
+    /* nothing is moved for a request that cannot fit: moving idle extents under it would break up
+     * the mapped runs of free chunks that the limit's fallbacks (a mapped run) still offer */
+    if (tight && need > arena_headroom(p) + vmm_idle_locked(p)) return GROW_LIMIT;
     if (moved) need = vmm_move_idle_locked(p, c);   /* (every idle extent that fits goes at once) */
     while (hold && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
         size_t before = p->reserved;

@@ -40,7 +40,13 @@ typedef struct vram__pool_config {
     size_t               max_extent;     /* growth: largest physical extent mapped at once; larger ones
                                             cost fewer driver calls, smaller ones go back more finely.
                                             0: limit / 256, between one granule and 256 MiB;
-                                            limit / 128, at most 1 GiB, from 64 GiB (pool_internal.h) */
+                                            limit / 128, at most 1 GiB, from 64 GiB (pool_internal.h);
+                                            one granule when limit_chosen */
+    int                  limit_chosen;   /* the limit was set for this pool (an environment variable,
+                                            vram_set_memory_limit, a fraction, a logical device's size),
+                                            not the default of the whole card: a program is expected to
+                                            run close to it, so growth maps granule by granule, and every
+                                            idle granule can be moved under a block or given back */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
     size_t               hold_large;     /* growth: the same for blocks of at least this size only
                                             (0: none) */

@@ -293,20 +293,83 @@ static vram_status extent_move(pool_vmm *v, int32_t e, size_t g, pool_vmm_change
     return VRAM_OK;
 }
 
-/* The smallest (`largest` 0) or largest idle extent of at most `n` granules that no block uses
- * (counts fresh), or -1. */
-static int32_t idle_extent_fitting(const pool_vmm *v, size_t n, int largest) {
-    int32_t best = -1;
-    for (int32_t e = 0; e < v->next_slot; e++) {
-        const pool_extent *x = &v->ext[e];
-        if (x->size == 0 || x->busy != 0 || (x->size >> v->gran_shift) > n) continue;
-        if (best < 0 || (largest ? x->size > v->ext[best].size : x->size < v->ext[best].size)) best = e;
+/* The idle extents a move may take, largest first, each taken once: the largest of at most n
+ * granules (a binary search, then the next one not taken, with path halving), or the smallest of at
+ * most n (from the end). Built once a call: O(E), then O(log E) a move (a scan of every
+ * extent for every move was quadratic with thousands of one-granule extents). */
+typedef struct idle_set {
+    int32_t *ext;     /* extent slots by size, descending */
+    int32_t *next;    /* next[i]: an index >= i not taken yet (or count) */
+    int32_t  count, tail;
+} idle_set;
+
+static int idle_set_build(const pool_vmm *v, idle_set *set) {
+    set->ext = malloc((size_t)(v->next_slot + 1) * sizeof *set->ext);
+    set->next = malloc((size_t)(v->next_slot + 1) * sizeof *set->next);
+    if (set->ext == NULL || set->next == NULL) {
+        free(set->ext);
+        free(set->next);
+        return -1;
     }
-    return best;
+    /* a counting sort by granules, descending: sizes are at most max_extent (a few hundred granules) */
+    size_t most = 0;
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        size_t n = v->ext[e].size >> v->gran_shift;
+        if (v->ext[e].size != 0 && v->ext[e].busy == 0 && n > most) most = n;
+    }
+    int32_t *start = calloc(most + 2, sizeof *start);
+    if (start == NULL) {
+        free(set->ext);
+        free(set->next);
+        return -1;
+    }
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        if (v->ext[e].size != 0 && v->ext[e].busy == 0) start[most - (v->ext[e].size >> v->gran_shift) + 1]++;
+    }
+    for (size_t k = 1; k <= most + 1; k++) start[k] += start[k - 1];
+    set->count = start[most + 1];
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        if (v->ext[e].size != 0 && v->ext[e].busy == 0) set->ext[start[most - (v->ext[e].size >> v->gran_shift)]++] = e;
+    }
+    free(start);
+    for (int32_t i = 0; i <= set->count; i++) set->next[i] = i;
+    set->tail = set->count - 1;
+    return 0;
+}
+
+static int32_t idle_set_find(idle_set *set, int32_t i) {
+    while (set->next[i] != i) {
+        set->next[i] = set->next[set->next[i]];
+        i = set->next[i];
+    }
+    return i;
+}
+
+/* Takes an idle extent of at most n granules: the largest (`largest` 1) or the smallest; -1 if none. */
+static int32_t idle_set_take(const pool_vmm *v, idle_set *set, size_t n, int largest) {
+    size_t most = n << v->gran_shift;
+    int32_t i;
+    if (largest) {
+        int32_t lo = 0, hi = set->count;           /* the first index whose size is <= most */
+        while (lo < hi) {
+            int32_t mid = lo + (hi - lo) / 2;
+            if (v->ext[set->ext[mid]].size > most) lo = mid + 1;
+            else hi = mid;
+        }
+        i = idle_set_find(set, lo);
+    } else {
+        while (set->tail >= 0 && set->next[set->tail] != set->tail) set->tail--;   /* taken ones */
+        i = set->tail >= 0 && v->ext[set->ext[set->tail]].size <= most ? set->tail : set->count;
+    }
+    if (i >= set->count) return -1;
+    set->next[i] = i + 1;
+    return set->ext[i];
 }
 
 void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
+    idle_set set;
+    if (v->idle == 0 || idle_set_build(v, &set) != 0) return;   /* (no host memory: nothing moves) */
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1), ngran = v->va_size >> v->gran_shift;
     for (size_t g = next_with(v, first, last, 0); g <= last && v->idle > 0; g = next_with(v, g, last, 0)) {
         size_t end = next_with(v, g, last, 1);             /* the unmapped run [g, end) of the block */
@@ -314,19 +377,22 @@ void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size, pool_vmm_change
          * before the move) */
         const size_t beyond = end == last + 1 && last + 1 < ngran ? next_with(v, last + 1, ngran - 1, 1) - (last + 1) : 0;
         while (g < end) {
-            int32_t e = idle_extent_fitting(v, end - g, 1);
-            if (e < 0) e = idle_extent_fitting(v, end - g + beyond, 0);
-            if (e < 0) return;
+            int32_t e = idle_set_take(v, &set, end - g, 1);
+            if (e < 0) e = idle_set_take(v, &set, end - g + beyond, 0);
+            if (e < 0) goto done;
             size_t n = v->ext[e].size >> v->gran_shift;
             if (extent_move(v, e, g, chg) != VRAM_OK) {
                 v->stale = 1;
-                return;
+                goto done;
             }
             v->ext[e].busy = v->ext[e].size;   /* under the block now (the next recount says exactly) */
             v->idle -= v->ext[e].size;
             g = g + n < end ? g + n : end;     /* one reaching past the block ends it */
         }
     }
+done:
+    free(set.ext);
+    free(set.next);
 }
 
 void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {

@@ -132,7 +132,10 @@ static vram_status plan_card(int i, const vram__env *env, card_plan *plan) {
     return VRAM_OK;
 }
 
-static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t limit, const char *source) {
+/* Adds logical device rt.nlogical on card `phys` with `limit` bytes; `chosen`: the limit was set (an
+ * environment variable, the API, a logical device's size), not the card's default. */
+static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t limit, int chosen,
+                                       const char *source) {
     if (rt.nlogical == VRAM_MAX_LOGICAL) {
         return vram__fail(VRAM_ERR_CONFLICT, "more than %d logical devices", VRAM_MAX_LOGICAL);
     }
@@ -147,6 +150,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
         .dev = phys,
         .growth = plan->growth,
         .limit = limit,
+        .limit_chosen = chosen,
         .caps = rt.caps[phys],
         .budget = &rt.budgets[phys],
     };
@@ -176,7 +180,7 @@ static vram_status start_card_wlocked(int i, const card_plan *plan) {
     rt.limit_in_force[i] = plan->cap;
     const rt_physical_config *c = &rt.config[i];
     if (c->nconfigs == 0) {
-        return add_logical_wlocked(i, plan, plan->cap ? plan->cap : plan->default_amount,
+        return add_logical_wlocked(i, plan, plan->cap ? plan->cap : plan->default_amount, plan->cap != 0,
                                    plan->cap ? plan->cap_source : plan->default_source);
     }
     for (int k = 0; k < c->nconfigs; k++) {
@@ -187,7 +191,7 @@ static vram_status start_card_wlocked(int i, const card_plan *plan) {
             limit = plan->cap;
             snprintf(source, sizeof source, "%s", plan->cap_source);
         }
-        vram_status s = add_logical_wlocked(i, plan, limit, source);
+        vram_status s = add_logical_wlocked(i, plan, limit, 1, source);
         if (s != VRAM_OK) return s;
     }
     return VRAM_OK;
