@@ -187,6 +187,34 @@ TEST(oom_growth_near_limit_names_the_limit) {
     CHECK_ALL();
 }
 
+/* A request that the bytes in use leave room for fails when the free memory lies in granules
+ * shared with live blocks, and the message says how much. Limit 10 MiB, 2 MiB granules, blocks of
+ * 2.5, 3 and 2.5 MiB side by side over [0, 8 MiB) (four granules mapped); the first freed: 5.5 MiB
+ * in use, the hole [0, 2.5 MiB) holds granule 0 (idle) and half a megabyte of granule 1 (shared
+ * with the second block). A request of 4.5 MiB (= the limit less what is in use) does not fit the
+ * hole; in fresh addresses it needs three granules, 6 MiB, where the idle granule and the 2 MiB the
+ * limit leaves give 4. So 524288 bytes are stuck, and 5.5 + 0.5 + 6 MiB exceed the limit. */
+TEST(oom_names_the_bytes_stuck_in_shared_granules) {
+    use_sim_growth(10 * MiB, "small_pool_kb:0,map_ahead_mb:0");
+    void *a = NULL, *b = NULL, *c = NULL, *p = NULL;
+    CHECK_OK(vram_malloc(&a, 5 * MiB / 2, 0));
+    CHECK_OK(vram_malloc(&b, 3 * MiB, 0));
+    CHECK_OK(vram_malloc(&c, 5 * MiB / 2, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 8 * MiB);
+    CHECK_OK(vram_free(a));
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 9 * MiB / 2, 0));
+    CHECK_ERROR_CONTAINS("524288 of the free bytes lie in granules shared with blocks in use");
+    CHECK_ERROR_CONTAINS("granules of 2097152 bytes");
+    CHECK_ERROR_CONTAINS("together exceed the limit");
+    check_oom_figures();
+    CHECK_OK(vram_malloc(&p, 4 * MiB, 0));     /* two granules: the idle one moved, and the room */
+    CHECK_SIZE(INFO(0).reserved, ==, 10 * MiB);
+    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    CHECK_ALL();
+}
+
 TEST(oom_count_per_device) {
     use_sim("16GiB");
     vram_logical_device_configuration two[2] = {{256}, {256}};

@@ -35,8 +35,29 @@ size_t pool_largest_free_locked(const pool_arena *p) {
 
 /* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
  * logical device (summed by arenas.c). */
+/* With growth by mapping: the free bytes of the arena that lie in granules shared with blocks in
+ * use (mapped, not idle), which neither move under another block nor go back. Recounts the extents. */
+static size_t oom_stuck_locked(pool_arena *p) {
+    if (p->vmm == NULL) return 0;
+    vmm_recount_locked(p);
+    size_t free_bytes = p->reserved - p->current, idle = p->vmm->vmm.idle;
+    return free_bytes > idle ? free_bytes - idle : 0;
+}
+
+/* The sentence that says why free memory did not serve: how much of it is stuck in shared granules. */
+static void oom_stuck_sentence(const pool_arena *p, size_t stuck, size_t current, size_t rounded, size_t limit,
+                               char *out, size_t len) {
+    out[0] = '\0';
+    if (stuck == 0) return;
+    size_t gran = p->cfg.caps.granularity, whole = (rounded + gran - 1) / gran * gran;
+    snprintf(out, len, "; %zu of the free bytes lie in granules shared with blocks in use (memory is mapped "
+             "in granules of %zu bytes, and a granule with a byte in use neither moves nor goes back)%s", stuck,
+             gran, current + stuck + whole > limit
+             ? ", and the bytes in use, those and the request's whole granules together exceed the limit" : "");
+}
+
 static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t rounded, grow_result why,
-                                   const arena_figures *all) {
+                                   const arena_figures *all, size_t stuck) {
     char driver_msg[1024];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     size_t current = all ? all->current : p->current, reserved = all ? all->reserved : p->reserved;
@@ -46,7 +67,8 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     double fraction = atomic_load(&p->shared->fraction);
     size_t growable = p->cfg.growth && reserved < limit ? limit - reserved : 0;
     size_t free_bytes = reserved - current;
-    char cause[1536];
+    char cause[1536], stuck_msg[384];
+    oom_stuck_sentence(p, all ? 0 : stuck, current, rounded, limit, stuck_msg, sizeof stuck_msg);
     if (why == GROW_DRIVER) {
         size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
         char others[160] = "";
@@ -75,12 +97,12 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
          * would map more, so the limit is what stands in the way (not fragmentation) */
         snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached for this request (limit from %s): "
                  "%zu bytes are in use (%.1f%% of it); the %zu bytes free in the pool (largest block %zu) and the "
-                 "%zu bytes it leaves to grow are not one piece large enough", p->cfg.limit, p->cfg.limit_source,
+                 "%zu bytes it leaves to grow are not one piece large enough%s", p->cfg.limit, p->cfg.limit_source,
                  current, limit ? 100.0 * (double)current / (double)limit : 0.0, free_bytes,
-                 largest_free, growable);
+                 largest_free, growable, stuck_msg);
     } else {
         snprintf(cause, sizeof cause, "fragmentation: %zu bytes are free in the pool%s but no free block "
-                 "is large enough", free_bytes + growable, growable ? " (counting room to grow)" : "");
+                 "is large enough%s", free_bytes + growable, growable ? " (counting room to grow)" : "", stuck_msg);
     }
     return vram__fail(VRAM_ERR_OUT_OF_MEMORY,
                       "out of memory on %s: cannot allocate %zu bytes: %s. requested %zu bytes (rounded %zu), "
@@ -91,13 +113,13 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
 
 vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
     p->num_ooms++;
-    return pool_oom_report(p, size, rounded, why, NULL);
+    return pool_oom_report(p, size, rounded, why, NULL, oom_stuck_locked(p));
 }
 
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all) {
     pool_lock_take(&p->lock);
     p->num_ooms++;
-    vram_status s = pool_oom_report(p, size, rounded, (grow_result)why, all);
+    vram_status s = pool_oom_report(p, size, rounded, (grow_result)why, all, all ? 0 : oom_stuck_locked(p));
     pool_lock_give(&p->lock);
     return s;
 }
