@@ -5,7 +5,8 @@
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument); replay: 3 when allocations failed
  * (unless --allow-failures), 130 when interrupted (replay.c). Everything goes through the public
- * API in <vram.h>; the replay itself lives in replay.c, trace reading in trace.c.
+ * API in <vram.h>; the replay itself lives in replay.c (with replay_loop.c and replay_report.c),
+ * trace reading in trace.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
