@@ -33,6 +33,23 @@
  * more). On SIGINT every thread stops after its chunk, the pass is closed as usual and the report
  * printed says where it stopped; the exit status is then 130.
  *
+ * Tail reserved / live (tail_reserved_to_live). Over pass 1's last quarter, from just before event
+ * q = n - n/4 (n the trace's events; q = n when n < 4) to just after the last: the highest reserved
+ * bytes (what the pool holds from the driver, vram_memory_info.reserved: one device-wide total, all
+ * threads' arenas) over the highest live bytes of the trace there (requested bytes not yet freed, as
+ * peak_live_bytes counts them, failed allocations included; x threads, so with threads an upper
+ * bound as peak_live_bytes is). How: pass 1's timed loop is cut in two at q. Every thread stops its
+ * clock at q and waits at a barrier; thread 0 keeps the peaks so far (peak_reserved, peak) and calls
+ * vram_reset_memory_stats (peak_reserved = reserved now); a second barrier; the loops go on timed.
+ * After pass 1, peak_reserved is the tail's highest reserved (read after the cleanup, which only frees
+ * and so never raises it); the final peaks reported are the higher of the kept and the final ones
+ * (exact for peak_reserved; for peak_in_use with threads, a sum of arenas' peaks, possibly lower
+ * than without the reset, never below the exact peak). Cost: two barriers, two memory-info reads and
+ * one reset (every arena's lock once) in pass 1, all outside the timed loops; pass 1's wall_ns adds
+ * its two loops' spans and leaves the pause out; the tail's live bytes are one walk over the trace
+ * before the runtime starts. Null in the JSON ("n/a" in the text) when pass 1 stopped before its end
+ * (Ctrl-C) or nothing was live there.
+ *
  * Exit status: 0 the replay ran and every allocation succeeded; 3 it ran and some failed (0 with
  * --allow-failures, for runs where failures are the measurement); 130 interrupted; 1 errors.
  *
@@ -218,6 +235,7 @@ static int replay_trace(const replay_options *opt, const trace *t) {
         replay_job_release(&job, 0);
         return 1;
     }
+    r.tail_live = job.tail_live * (uint64_t)threads;
     int rc = 1;
     job.progress = isatty(STDERR_FILENO);
     if (ensure_device(t, threads, opt->has_limit ? opt->limit_bytes : 0) == 0 && configure(opt) == 0) {

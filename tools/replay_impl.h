@@ -41,7 +41,7 @@ typedef struct worker {
     uint8_t  *state;             /* SLOT_* by slot */
     /* this pass */
     size_t    allocs, frees, failed, skipped;
-    uint64_t  t0, t1;
+    uint64_t  t[4];              /* start and end of its timed loops: [0], [1]; pass 1's last quarter [2], [3] */
     int       err;               /* a failed free: the replay fails */
     size_t    done;              /* events of this pass replayed (less than the trace's when interrupted) */
     /* this thread's first failed allocation */
@@ -67,12 +67,20 @@ typedef struct replay_job {
     int               interrupted_pass;
     size_t            interrupted_event;    /* thread 0's events done in that pass */
     uint64_t          last_driver_allocs, last_driver_frees, last_driver_moves;
+    /* pass 1's last quarter: events tail_from.. (replay.c's header) */
+    size_t            tail_from;
+    uint64_t          tail_live;            /* the trace's highest live bytes there (one thread's) */
+    int               tail_armed;           /* the peaks were reset before it */
+    int               has_tail;             /* every thread replayed it whole */
+    size_t            tail_reserved;        /* the highest reserved there */
+    size_t            pre_peak_reserved, pre_peak;   /* the peaks before the reset */
 } replay_job;
 
 typedef struct replay_result {
     size_t   ops, allocs, frees, failed_allocs, skipped_frees;
     uint64_t total_ns, wall_ns;
     uint64_t peak_live;          /* the trace's peak x threads */
+    uint64_t tail_live;          /* the trace's highest live in pass 1's last quarter x threads */
     size_t   peak_reserved, peak_in_use, limit_bytes;
     uint64_t driver_allocs, driver_frees, driver_moves;
     int      growth;

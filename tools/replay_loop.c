@@ -87,17 +87,18 @@ static void progress_line(replay_job *job, int pass, size_t done, uint64_t t0) {
     fflush(stderr);
 }
 
-/* The timed loop: the call and array bookkeeping by slot, in chunks (Ctrl-C, progress). */
-static void replay_pass(worker *w, int pass) {
+/* The timed loop over events [begin, end): the call and array bookkeeping by slot, in chunks (Ctrl-C,
+ * progress). Adds to the worker's counts of this pass; segment `seg` (0, or 1 after pass 1's pause)
+ * keeps its start and end times. */
+static void replay_pass(worker *w, int pass, size_t begin, size_t end, int seg) {
     const trace_event *ev = w->job->t->events;
-    const size_t n = w->job->t->num_events;
     void **ptrs = w->ptrs;
     uint8_t *state = w->state;
-    size_t allocs = 0, frees = 0, failed = 0, skipped = 0, done = 0;
+    size_t allocs = 0, frees = 0, failed = 0, skipped = 0, done = begin;
     const int progress = w->job->progress && w->index == 0;
     uint64_t t0 = now_ns();
-    for (size_t from = 0; from < n && !w->err; from = done) {
-        const size_t to = n - from > REPLAY_CHUNK ? from + REPLAY_CHUNK : n;
+    for (size_t from = begin; from < end && !w->err; from = done) {
+        const size_t to = end - from > REPLAY_CHUNK ? from + REPLAY_CHUNK : end;
         for (size_t i = from; i < to; i++) {
             const uint32_t slot = ev[i].slot;
             if (ev[i].kind == TRACE_ALLOC) {
@@ -124,15 +125,15 @@ static void replay_pass(worker *w, int pass) {
         }
         done = to;
         if (interrupted_now()) break;
-        if (progress) progress_line(w->job, pass, done, t0);
+        if (progress) progress_line(w->job, pass, done, seg ? w->t[0] : t0);
     }
     uint64_t t1 = now_ns();
-    w->t0 = t0;
-    w->t1 = t1;
-    w->allocs = allocs;
-    w->frees = frees;
-    w->failed = failed;
-    w->skipped = skipped;
+    w->t[2 * seg] = t0;
+    w->t[2 * seg + 1] = t1;
+    w->allocs += allocs;
+    w->frees += frees;
+    w->failed += failed;
+    w->skipped += skipped;
     w->done = done;
 }
 
@@ -151,23 +152,57 @@ static void free_live(worker *w) {
     }
 }
 
-/* Thread 0, after every thread's cleanup: sums the pass and reads the driver counters. */
+/* Pass 1 only, every thread between its two timed loops (untimed): thread 0 keeps the peaks so far
+ * and resets them, so that peak_reserved from here on is the highest reserved of the last quarter. */
+static void tail_pause(worker *w) {
+    replay_job *job = w->job;
+    pthread_barrier_wait(&job->barrier);   /* every thread is at the last quarter (or stopped) */
+    if (w->index == 0) {
+        vram_memory_info info;
+        vram_status s;
+        if (replay_read_info(&info) != 0) {
+            job->failed = 1;
+        } else if ((s = vram_reset_memory_stats(0)) != VRAM_OK) {
+            replay_report_status("vram_reset_memory_stats", s);
+            job->failed = 1;
+        } else {
+            job->pre_peak_reserved = info.peak_reserved;
+            job->pre_peak = info.peak;
+            job->tail_armed = 1;
+        }
+    }
+    pthread_barrier_wait(&job->barrier);   /* the peaks are reset: the last quarter starts */
+}
+
+/* The pass's wall time: first start to last end of each of its timed loops (two in pass 1). */
+static uint64_t pass_wall(const replay_job *job, int seg) {
+    uint64_t first = UINT64_MAX, last = 0;
+    for (int k = 0; k < job->threads; k++) {
+        const worker *w = &job->workers[k];
+        if (w->t[2 * seg + 1] == 0) continue;   /* no such loop (stopped before it) */
+        if (w->t[2 * seg] < first) first = w->t[2 * seg];
+        if (w->t[2 * seg + 1] > last) last = w->t[2 * seg + 1];
+    }
+    return last > first ? last - first : 0;
+}
+
+/* Thread 0, after every thread's cleanup: sums the pass and reads the driver counters (and, after
+ * pass 1, the tail's peak reserved: the cleanup only frees, which never raises it). */
 static void end_pass(replay_job *job, int pass) {
     pass_stats *ps = &job->pass[pass];
-    uint64_t first = UINT64_MAX, last = 0;
+    int whole = 1;                          /* every thread replayed every event */
     for (int k = 0; k < job->threads; k++) {
         worker *w = &job->workers[k];
         ps->allocs += w->allocs;
         ps->frees += w->frees;
         ps->failed_allocs += w->failed;
         ps->skipped_frees += w->skipped;
-        ps->loop_ns += w->t1 - w->t0;
-        if (w->t0 < first) first = w->t0;
-        if (w->t1 > last) last = w->t1;
+        ps->loop_ns += (w->t[1] - w->t[0]) + (w->t[3] - w->t[2]);
         if (w->err) job->failed = 1;
+        if (w->err || w->done != job->t->num_events) whole = 0;
     }
     ps->ops = ps->allocs + ps->frees;
-    ps->wall_ns = last > first ? last - first : 0;
+    ps->wall_ns = pass_wall(job, 0) + pass_wall(job, 1);
     vram_memory_info info;
     if (replay_read_info(&info) != 0) {
         job->failed = 1;
@@ -178,6 +213,10 @@ static void end_pass(replay_job *job, int pass) {
         job->last_driver_allocs = info.num_driver_allocs;
         job->last_driver_frees = info.num_driver_frees;
         job->last_driver_moves = info.num_driver_moves;
+        if (pass == 0 && job->tail_armed && whole) {
+            job->has_tail = 1;
+            job->tail_reserved = info.peak_reserved;
+        }
     }
     job->passes_run = pass + 1;
     if (interrupted_now() && !job->interrupted) {
@@ -207,6 +246,25 @@ static void gate_open(replay_job *job, int go) {
     pthread_mutex_unlock(&job->gate_lock);
 }
 
+/* One pass of one thread: its timed loop (pass 1: two, around tail_pause), its cleanup. */
+static void worker_pass(worker *w, int p) {
+    replay_job *job = w->job;
+    const size_t n = job->t->num_events, q = job->tail_from;
+    w->allocs = w->frees = w->failed = w->skipped = 0;
+    memset(w->t, 0, sizeof w->t);
+    if (p == 0) {
+        replay_pass(w, p, 0, q, 0);
+        tail_pause(w);
+        if (w->done == q && !w->err && !interrupted_now()) replay_pass(w, p, q, n, 1);
+    } else {
+        replay_pass(w, p, 0, n, 0);
+    }
+    pthread_barrier_wait(&job->barrier);   /* every timed loop is done */
+    free_live(w);
+    pthread_barrier_wait(&job->barrier);   /* every cleanup is done */
+    if (w->index == 0) end_pass(job, p);
+}
+
 static void *worker_main(void *arg) {
     worker *w = arg;
     replay_job *job = w->job;
@@ -214,11 +272,7 @@ static void *worker_main(void *arg) {
     for (int p = 0; p < job->passes; p++) {
         pthread_barrier_wait(&job->barrier);   /* start; publishes thread 0's abort */
         if (job->abort) break;
-        replay_pass(w, p);
-        pthread_barrier_wait(&job->barrier);   /* every timed loop is done */
-        free_live(w);
-        pthread_barrier_wait(&job->barrier);   /* every cleanup is done */
-        if (w->index == 0) end_pass(job, p);
+        worker_pass(w, p);
     }
     return NULL;
 }
@@ -240,9 +294,23 @@ static int run_threads(replay_job *job) {
     return rc == 0 && !job->failed ? 0 : -1;
 }
 
+/* The trace's highest live bytes from just before event `from` to just after the last event. */
+static uint64_t tail_live(const trace *t, size_t from) {
+    uint64_t live = 0, high = 0;
+    for (size_t i = 0; i < t->num_events; i++) {
+        if (i == from) high = live;
+        if (t->events[i].kind == TRACE_ALLOC) live += t->events[i].bytes;
+        else live -= t->events[i].bytes;
+        if (i >= from && live > high) high = live;
+    }
+    return high;
+}
+
 int replay_job_init(replay_job *job, const trace *t, int passes, int threads) {
     memset(job, 0, sizeof *job);
     job->t = t;
+    job->tail_from = t->num_events - t->num_events / 4;   /* the last n / 4 events (rounded down) */
+    job->tail_live = tail_live(t, job->tail_from);
     job->passes = passes;
     job->threads = threads;
     size_t slots = t->num_slots ? t->num_slots : 1;
@@ -305,8 +373,9 @@ int replay_run_runtime(replay_job *job, replay_result *r) {
         rc = run_threads(job);
     }
     if (rc == 0 && (rc = replay_read_info(&info)) == 0) {
-        r->peak_reserved = info.peak_reserved;
-        r->peak_in_use = info.peak;
+        /* the peaks were reset before pass 1's last quarter: the highest of before and after */
+        r->peak_reserved = info.peak_reserved > job->pre_peak_reserved ? info.peak_reserved : job->pre_peak_reserved;
+        r->peak_in_use = info.peak > job->pre_peak ? info.peak : job->pre_peak;
         r->limit_bytes = info.limit;
         r->driver_allocs = info.num_driver_allocs;
         r->driver_frees = info.num_driver_frees;

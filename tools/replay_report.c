@@ -53,6 +53,12 @@ static double ratio(const replay_result *r) {
     return r->peak_live ? (double)r->peak_reserved / (double)r->peak_live : 0.0;
 }
 
+/* The tail's ratio exists when pass 1 replayed its last quarter whole and something was live there. */
+static int has_tail(const replay_job *job, const replay_result *r) { return job->has_tail && r->tail_live; }
+static double tail_ratio(const replay_job *job, const replay_result *r) {
+    return has_tail(job, r) ? (double)job->tail_reserved / (double)r->tail_live : 0.0;
+}
+
 void tool_json_string(FILE *f, const char *s) {
     fputc('"', f);
     for (; *s; s++) {
@@ -67,13 +73,13 @@ void tool_json_string(FILE *f, const char *s) {
 }
 
 /* `, "key": value` with `decimals` digits after the point, or null. */
-static void json_warm(const char *key, int has, int decimals, double v) {
+static void json_number_or_null(const char *key, int has, int decimals, double v) {
     printf(", \"%s\": ", key);
     if (has) printf("%.*f", decimals, v);
     else fputs("null", stdout);
 }
 
-static void json_warm_count(const char *key, int has, uint64_t v) {
+static void json_count_or_null(const char *key, int has, uint64_t v) {
     printf(", \"%s\": ", key);
     if (has) printf("%" PRIu64, v);
     else fputs("null", stdout);
@@ -99,16 +105,19 @@ void replay_print_json(const replay_options *opt, const replay_job *job, const r
     printf(", \"ops\": %zu, \"allocs\": %zu, \"frees\": %zu", r->ops, r->allocs, r->frees);
     printf(", \"peak_live_bytes\": %" PRIu64 ", \"peak_reserved_bytes\": %zu, \"peak_in_use_bytes\": %zu",
            r->peak_live, r->peak_reserved, r->peak_in_use);
-    printf(", \"reserved_to_live\": %.3f, \"ns_per_op\": %.1f", ratio(r), s.ns_per_op);
+    printf(", \"reserved_to_live\": %.3f", ratio(r));
+    json_number_or_null("tail_reserved_to_live", has_tail(job, r), 3, tail_ratio(job, r));
+    json_count_or_null("tail_reserved_bytes", has_tail(job, r), job->tail_reserved);
+    printf(", \"tail_live_bytes\": %" PRIu64 ", \"ns_per_op\": %.1f", r->tail_live, s.ns_per_op);
     printf(", \"mean_ns_per_op\": %.1f, \"cold_ns_per_op\": %.1f", s.ns_per_op, s.cold_ns_per_op);
-    json_warm("warm_ns_per_op", s.has_warm, 1, s.warm_ns_per_op);
+    json_number_or_null("warm_ns_per_op", s.has_warm, 1, s.warm_ns_per_op);
     printf(", \"ops_per_sec\": %.0f, \"cold_ops_per_sec\": %.0f", s.ops_per_sec, s.cold_ops_per_sec);
-    json_warm("warm_ops_per_sec", s.has_warm, 0, s.warm_ops_per_sec);
+    json_number_or_null("warm_ops_per_sec", s.has_warm, 0, s.warm_ops_per_sec);
     printf(", \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64 ", \"driver_moves\": %" PRIu64,
            r->driver_allocs, r->driver_frees, r->driver_moves);
-    json_warm_count("driver_allocs_warm", s.has_warm, s.driver_allocs_warm);
-    json_warm_count("driver_frees_warm", s.has_warm, s.driver_frees_warm);
-    json_warm_count("driver_moves_warm", s.has_warm, s.driver_moves_warm);
+    json_count_or_null("driver_allocs_warm", s.has_warm, s.driver_allocs_warm);
+    json_count_or_null("driver_frees_warm", s.has_warm, s.driver_frees_warm);
+    json_count_or_null("driver_moves_warm", s.has_warm, s.driver_moves_warm);
     printf(", \"failed_allocs\": %zu, \"skipped_frees\": %zu, \"first_error\": ", r->failed_allocs,
            r->skipped_frees);
     if (r->failed_allocs) tool_json_string(stdout, r->first_error);
@@ -160,6 +169,11 @@ void replay_print_text(const replay_options *opt, const replay_job *job, const r
     fprintf(f, "peak reserved:    %.2f GiB (%zu bytes)\n", (double)r->peak_reserved / gib,
             r->peak_reserved);
     fprintf(f, "reserved / live:  %.3f%s\n", ratio(r), job->threads > 1 ? " (approximate with threads)" : "");
+    if (has_tail(job, r))
+        fprintf(f, "tail reserved / live: %.3f (pass 1's last %zu events: %zu reserved, %" PRIu64 " live bytes)\n",
+                tail_ratio(job, r), job->t->num_events - job->tail_from, job->tail_reserved, r->tail_live);
+    else
+        fprintf(f, "tail reserved / live: n/a (pass 1 did not replay its last quarter whole)\n");
     fprintf(f, "ns / op:          %.1f\n", s.ns_per_op);
     fprintf(f, "ns / op cold:     %.1f\n", s.cold_ns_per_op);
     if (s.has_warm) fprintf(f, "ns / op warm:     %.1f\n", s.warm_ns_per_op);

@@ -58,7 +58,9 @@ static const char help_replay_head[] =
     "         [--allow-failures]\n"
     "      Replay an allocation trace (gzip-compressed or plain text; format in traces/README.md)\n"
     "      through vram on logical device 0 and report ops, peak live bytes, peak reserved bytes,\n"
-    "      reserved/live, mean ns per call (cold first pass, warm later passes), ops per second,\n"
+    "      reserved/live, reserved/live over pass 1's last quarter (tail_reserved_to_live: what\n"
+    "      the pool still holds late in the run), mean ns per call (cold first pass, warm later\n"
+    "      passes), ops per second,\n"
     "      driver allocs/frees/moves (physical pieces created, released, moved under a block)\n"
     "      and failed allocations.\n"
     "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";;
