@@ -670,29 +670,10 @@ int usage(const char* msg) {
     return 2;
 }
 
-int run(const std::string& allocator, const std::string& trace_path, int passes, uint64_t limit) {
-    static const char* const known[] = {"cumemalloc", "cumemallocasync", "torch", "torch-expandable", "host"};
-    if (std::find(std::begin(known), std::end(known), allocator) == std::end(known))
-        return usage(("unknown allocator '" + allocator + "'").c_str());
-    // The allocator configuration must be in the environment before PyTorch first reads it.
-    if (allocator == "torch") {
-        unsetenv("PYTORCH_CUDA_ALLOC_CONF");
-        unsetenv("PYTORCH_ALLOC_CONF");
-    } else if (allocator == "torch-expandable") {
-        unsetenv("PYTORCH_ALLOC_CONF");
-        setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
-    }
-
-    Trace t = load_trace(trace_path);
-    std::fprintf(stderr,
-                 "peers: %s: %zu allocs, %zu frees, %zu ids, peak live %" PRIu64 " bytes; %s, %d passes%s\n",
-                 trace_path.c_str(), t.num_allocs, t.num_frees, t.num_slots, t.peak_live_bytes,
-                 allocator.c_str(), passes,
-                 limit ? (", limit " + std::to_string(limit) + " bytes").c_str() : "");
-
-#ifdef PEERS_HOST_ONLY
-    if (allocator != "host") die(allocator + ": this bench/peers was built without CUDA and PyTorch (host only)");
-#else
+#ifndef PEERS_HOST_ONLY
+// The device allocators' replays and reports (run's part that needs CUDA and PyTorch).
+void run_device(const std::string& allocator, const std::string& trace_path, const Trace& t, int passes,
+                uint64_t limit) {
     if (allocator == "cumemalloc") {
         CuMemAlloc a(limit);
         int64_t cold_calls = -1;
@@ -742,14 +723,42 @@ int run(const std::string& allocator, const std::string& trace_path, int passes,
         print_json(allocator, trace_path, t, r, limit, static_cast<int64_t>(a.peak_reserved()), a.driver_calls(),
                    cold_calls, note);
     }
+}
 #endif
-    if (allocator == "host") {
-        HostAlloc a(limit);
-        Result r = replay(a, t, passes, [](HostAlloc&) {});
-        std::string note = "malloc/free on the host: the replay loop's own cost; no device";
-        if (limit) note += "; limit: live bytes counted, live + bytes over the limit fail (a perfect allocator)";
-        print_json(allocator, trace_path, t, r, limit, -1, -1, -1, note);
+
+int run(const std::string& allocator, const std::string& trace_path, int passes, uint64_t limit) {
+    static const char* const known[] = {"cumemalloc", "cumemallocasync", "torch", "torch-expandable", "host"};
+    if (std::find(std::begin(known), std::end(known), allocator) == std::end(known))
+        return usage(("unknown allocator '" + allocator + "'").c_str());
+    // The allocator configuration must be in the environment before PyTorch first reads it.
+    if (allocator == "torch") {
+        unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+        unsetenv("PYTORCH_ALLOC_CONF");
+    } else if (allocator == "torch-expandable") {
+        unsetenv("PYTORCH_ALLOC_CONF");
+        setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
     }
+
+    Trace t = load_trace(trace_path);
+    std::fprintf(stderr,
+                 "peers: %s: %zu allocs, %zu frees, %zu ids, peak live %" PRIu64 " bytes; %s, %d passes%s\n",
+                 trace_path.c_str(), t.num_allocs, t.num_frees, t.num_slots, t.peak_live_bytes,
+                 allocator.c_str(), passes,
+                 limit ? (", limit " + std::to_string(limit) + " bytes").c_str() : "");
+
+    if (allocator != "host") {
+#ifdef PEERS_HOST_ONLY
+        die(allocator + ": this bench/peers was built without CUDA and PyTorch (host only)");
+#else
+        run_device(allocator, trace_path, t, passes, limit);
+        return 0;
+#endif
+    }
+    HostAlloc a(limit);
+    Result r = replay(a, t, passes, [](HostAlloc&) {});
+    std::string note = "malloc/free on the host: the replay loop's own cost; no device";
+    if (limit) note += "; limit: live bytes counted, live + bytes over the limit fail (a perfect allocator)";
+    print_json(allocator, trace_path, t, r, limit, -1, -1, -1, note);
     return 0;
 }
 
