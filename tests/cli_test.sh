@@ -98,6 +98,7 @@ printf 'a 1 2097152 0 1\nf 1 2\n' >"$TMP/two_mib.trace"
 # throughout the tail: tail_reserved_to_live = 16 / 4 = 4.000, while reserved_to_live = 16 / 16 = 1.000.
 printf 'a 1 8388608 0 1\na 2 8388608 0 2\nf 1 3\nf 2 4\na 3 2097152 0 5\nf 3 6\na 4 4194304 0 7\nf 4 8\n' \
     >"$TMP/tail.trace"
+printf 'a 1 100 0 1\nf 1 2\na 2 0 0 3\nf 2 4\n' >"$TMP/zero_tail.trace"   # tail: event 4 (n/4 = 1) and the state before it: 0 bytes live
 printf '# header\na 1 100 0 1\na 2 xyz 0 2\nf 1 3\n' >"$TMP/malformed.trace"
 printf 'a 1 100 0 1\nf 1 2\nf 7 3\n' >"$TMP/unknown_free.trace"
 printf 'a 1 100 0 1\nf 1 2\na 1 100 0 3\n' >"$TMP/twice.trace"
@@ -184,6 +185,10 @@ t_replay_tail() {
     run env VRAM_ALLOC_CONF=map_ahead_mb:0 "$VRAM" replay "$TMP/tail.trace" --growth --passes 2 --json
     one_json_object && [[ $RC -eq 0 && $(json_value peak_in_use_bytes) == 16777216 &&
         $(json_value peak_reserved_bytes) == 16777216 ]] && tail_is 4.000 16777216 4194304 || return 1
+    # nothing live in the tail (a 0-byte allocation there): no ratio
+    run "$VRAM" replay "$TMP/zero_tail.trace" --growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value tail_reserved_to_live) == null && $(json_value tail_live_bytes) == 0 &&
+        $ERR == *"tail reserved / live: n/a (nothing live in pass 1's last quarter)"* ]] || return 1
     # two threads: live is 2 x the trace's (an upper bound, as peak_live_bytes), reserved the card's total
     run env VRAM_ALLOC_CONF=map_ahead_mb:0 "$VRAM" replay "$TMP/tail.trace" --growth --threads 2 --json
     one_json_object && [[ $RC -eq 0 && $(json_value tail_live_bytes) == 8388608 ]] &&
@@ -248,7 +253,13 @@ t_replay_sigint() {
     set -e
     OUT=$(cat "$TMP/out"); ERR=$(cat "$TMP/err")
     one_json_object && [[ $RC -eq 130 && $(json_value interrupted) == true && $ERR == *"interrupted:"*"Ctrl-C in pass"* &&
-        $(json_value peak_live_bytes) == 12941578172 ]] && (( $(json_value ops) > 0 ))
+        $(json_value peak_live_bytes) == 12941578172 ]] && (( $(json_value ops) > 0 )) || return 1
+    # the tail is pass 1's: null when the Ctrl-C came inside pass 1, a number once pass 1 ended
+    if [[ $(json_value interrupted_pass) == 1 ]]; then
+        [[ $(json_value tail_reserved_to_live) == null && $ERR == *"tail reserved / live: n/a (pass 1 stopped"* ]]
+    else
+        is_number "$(json_value tail_reserved_to_live)"
+    fi
 }
 t_replay_progress() {
     if ! command -v script >/dev/null; then RC=-; OUT=; ERR="no script(1) to give the replay a terminal"; return 1; fi

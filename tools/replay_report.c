@@ -173,7 +173,8 @@ void replay_print_text(const replay_options *opt, const replay_job *job, const r
         fprintf(f, "tail reserved / live: %.3f (pass 1's last %zu events: %zu reserved, %" PRIu64 " live bytes)\n",
                 tail_ratio(job, r), job->t->num_events - job->tail_from, job->tail_reserved, r->tail_live);
     else
-        fprintf(f, "tail reserved / live: n/a (pass 1 did not replay its last quarter whole)\n");
+        fprintf(f, "tail reserved / live: n/a (%s)\n", job->has_tail ? "nothing live in pass 1's last quarter"
+                                                                    : "pass 1 stopped before its end");
     fprintf(f, "ns / op:          %.1f\n", s.ns_per_op);
     fprintf(f, "ns / op cold:     %.1f\n", s.cold_ns_per_op);
     if (s.has_warm) fprintf(f, "ns / op warm:     %.1f\n", s.warm_ns_per_op);
