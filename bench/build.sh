@@ -6,8 +6,10 @@
 # TIMEOUT from BENCH_TIMEOUT, PY, CXX, CUDA_HOME, JOBS, TRACES from BENCH_TRACES, PEER_ALLOCATORS from
 # BENCH_PEERS), makes BUILD and OUT_DIR/logs, defines say, FAIL and write_meta (below), and sets:
 #   GPU_NAME GPU_DRIVER GPU_MEM CUDA_DRIVER   card 0 as nvidia-smi names it ("?" without one)
-#   VRAM                                      the vram CLI, "" when it did not build
-#   PEERS                                     bench/peers, "" when it did not build or there is no PyTorch
+#   VRAM                                      the vram CLI (BENCH_VRAM when set: not built), "" when it
+#                                             did not build
+#   PEERS                                     bench/peers ("host" alone where there is no PyTorch), "" when
+#                                             it did not build
 #   TORCH_VERSION                             PyTorch's version, "not installed" without it
 #   COMMIT                                    the commit of this tree (VRAM_COMMIT overrides), "unknown"
 # shellcheck shell=bash
@@ -31,7 +33,8 @@ say() { printf '== %s\n' "$*" >&2; }
 # bench_command SCRIPT: the command that reproduces this run, with the BENCH_* settings it was given
 bench_command() {
     local cmd="bash $1" v
-    for v in BENCH_FRACTION BENCH_PASSES BENCH_REPEAT BENCH_CPU BENCH_POLICIES BENCH_CONFS BENCH_PEERS BENCH_TRACES; do
+    for v in BENCH_FRACTION BENCH_PASSES BENCH_REPEAT BENCH_CPU BENCH_POLICIES BENCH_CONFS BENCH_PEERS BENCH_TRACES \
+             BENCH_BISECT BENCH_BISECT_LO BENCH_BISECT_HI BENCH_BISECT_STEP BENCH_JOBS BENCH_EXCLUSIVE; do
         if [ -n "${!v:-}" ]; then cmd="$v=\"${!v}\" $cmd"; fi
     done
     echo "$cmd"
@@ -56,9 +59,12 @@ echo "gpu: ${GPU_NAME} (driver ${GPU_DRIVER}, ${GPU_MEM}, CUDA ${CUDA_DRIVER:-?}
 echo "compiler: $($CXX --version 2>&1 | head -n1); cmake: $(cmake --version 2>&1 | head -n1)" >&2
 
 # ---- vram, Release -----------------------------------------------------------------------------
-say "building vram (Release)"
 VRAM=$BUILD/vram/vram
-if ! { cmake -S . -B "$BUILD/vram" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >"$OUT_DIR/logs/build-vram.log" 2>&1 &&
+if [ -n "${BENCH_VRAM:-}" ]; then                 # a vram CLI built elsewhere (CI's check of limit.sh)
+    say "vram: $BENCH_VRAM (BENCH_VRAM, not built here)"
+    VRAM=$BENCH_VRAM
+elif say "building vram (Release)" &&
+     ! { cmake -S . -B "$BUILD/vram" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >"$OUT_DIR/logs/build-vram.log" 2>&1 &&
        cmake --build "$BUILD/vram" -j "$JOBS" --target vram >>"$OUT_DIR/logs/build-vram.log" 2>&1; }; then
     tail -n 30 "$OUT_DIR/logs/build-vram.log" >&2
     say "vram did not build: its rows will say so"
@@ -86,10 +92,15 @@ if [ -n "$TORCH_DIR" ]; then
         say "bench/peers did not build: its rows will say so"
         PEERS=""
     fi
-else
+else                        # host alone (-DPEERS_HOST_ONLY); the other allocators' rows say why they failed
     cat "$OUT_DIR/logs/torch.err" >&2
-    say "no PyTorch for $PY: bench/peers rows will say so"
-    PEERS=""
+    say "no PyTorch for $PY: bench/peers built for host alone"
+    if ! "$CXX" -std=c++17 -O2 -DNDEBUG -Wall -DPEERS_HOST_ONLY bench/peers.cpp -o "$PEERS" \
+            >"$OUT_DIR/logs/build-peers.log" 2>&1; then
+        tail -n 40 "$OUT_DIR/logs/build-peers.log" >&2
+        say "bench/peers did not build: its rows will say so"
+        PEERS=""
+    fi
 fi
 
 # ---- the commit measured -----------------------------------------------------------------------

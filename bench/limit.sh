@@ -21,6 +21,27 @@
 #                         the host, no GPU needed;
 #                         "none": vram alone)
 #   BENCH_TIMEOUT=S       limit for one replay process in seconds (default 600)
+#   BENCH_VRAM=PATH       this vram CLI instead of building one (CI's check uses the build's)
+#
+# Bisection mode, BENCH_BISECT=1: instead of one limit, finds per trace and allocator (vram growth and
+# each of BENCH_PEERS) the largest fraction F = peak live / limit in [LO, HI] under which all
+# BENCH_PASSES passes complete with no failed allocation, i.e. the smallest limit ceil(peak live / F).
+# F runs over the grid LO, LO + STEP, ..., HI (bench/table.py bisect-grid): HI is probed first (it
+# completes: HI is the answer), then the grid is bisected, LO last and only when nothing completed
+# (it fails: "> 1/LO"); one process per probe, as above, at most 2 + ceil(log2((HI - LO) / STEP))
+# probes (8 with the defaults). The bisection assumes a larger limit never fails where a smaller one
+# completed. Writes limit-bisect.jsonl (meta, per trace a {"limit": ...} line with peak live, then
+# every probe's line with bisect_fraction and bisect_limit_bytes) and limit-bisect.md: one table,
+# per trace and allocator the smallest limit as limit / peak live, and the smallest allocator.
+#   BENCH_BISECT_LO=F     lowest fraction (default 0.90; decimals only here)
+#   BENCH_BISECT_HI=F     highest fraction (default 1.0)
+#   BENCH_BISECT_STEP=D   the grid's step, the precision of F (default 0.0025)
+#   BENCH_JOBS=N          bisections run at once (default 1), each (trace, allocator) its own; probes
+#                         share the card, so allocators whose limit counts the whole card's memory
+#                         run after the others, one at a time, when N > 1:
+#   BENCH_EXCLUSIVE="..." those allocators (default "cumemalloc": it counts cuMemGetInfo's used bytes)
+#
+#   BENCH_BISECT=1 BENCH_JOBS=8 bash bench/limit.sh
 #   PYTHON, CXX, CUDA_HOME   python3, g++, /usr/local/cuda
 #
 # Peak live (the most bytes the trace has live at once) comes from `vram replay TRACE --passes 1 --json`
@@ -31,56 +52,148 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 FRACTION=${BENCH_FRACTION:-0.95}
 PASSES=${BENCH_PASSES:-2}
+BISECT=${BENCH_BISECT:-0}
+LO=${BENCH_BISECT_LO:-0.90}
+HI=${BENCH_BISECT_HI:-1.0}
+STEP=${BENCH_BISECT_STEP:-0.0025}
+NJOBS=${BENCH_JOBS:-1}
+read -r -a EXCLUSIVE <<<"${BENCH_EXCLUSIVE-cumemalloc}"
+case $NJOBS in ''|*[!0-9]*|0) echo "bench/limit.sh: BENCH_JOBS is a number above 0, not '$NJOBS'" >&2; exit 2 ;; esac
 
 # The machine, vram and bench/peers built, the commit, the folders: shared with bench/run.sh.
 # shellcheck source=bench/build.sh
 source bench/build.sh
 mkdir -p "$OUT_DIR/logs/limit"
-RESULTS=$OUT_DIR/limit.jsonl
-TABLE=$OUT_DIR/limit.md
+if [ "$BISECT" = 1 ]; then
+    RESULTS=$OUT_DIR/limit-bisect.jsonl
+    TABLE=$OUT_DIR/limit-bisect.md
+    write_meta bench/limit.sh "passes=$PASSES" "bisect=$LO..$HI step $STEP" "jobs=$NJOBS" >"$RESULTS"
+else
+    RESULTS=$OUT_DIR/limit.jsonl
+    TABLE=$OUT_DIR/limit.md
+    write_meta bench/limit.sh "passes=$PASSES" "fraction=$FRACTION" >"$RESULTS"
+fi
 
-# ---- replays under the limit -------------------------------------------------------------------
-write_meta bench/limit.sh "passes=$PASSES" "fraction=$FRACTION" >"$RESULTS"
-
-# run_row KEY TRACE COMMAND...: runs one replay in its own process, appends its JSON line.
-run_row() {
-    local key=$1 trace=$2; shift 2
-    local log
-    log="$OUT_DIR/logs/limit/$(basename "$trace" .trace.gz).${key// /_}"
-    local rc=0
-    say "$key: $trace: $*"
-    timeout "$TIMEOUT" "$@" >"$log.out" 2>"$log.err" || rc=$?
-    "$PY" bench/table.py tag --allocator "$key" --trace "$trace" --rc "$rc" --stderr "$log.err" \
-        <"$log.out" | tee -a "$RESULTS" >&2
+# row_command KEY TRACE LIMIT: sets CMD to the replay of TRACE through allocator KEY under LIMIT bytes.
+row_command() {
+    local key=$1 trace=$2 limit=$3
+    if [ "$key" = "vram growth" ]; then
+        if [ -z "$VRAM" ]; then CMD=("${FAIL[@]}" "vram did not build"); return; fi
+        CMD=("$VRAM" replay "$trace" --policy growth --limit "$limit" --passes "$PASSES" --json --allow-failures)
+    elif [ -z "$PEERS" ]; then
+        CMD=("${FAIL[@]}" "bench/peers did not build")
+    else                             # (bench/peers sets torch-expandable's PYTORCH_CUDA_ALLOC_CONF itself)
+        CMD=("$PEERS" "$key" "$trace" --limit "$limit" --passes "$PASSES")
+    fi
 }
 
-for trace in "${TRACES[@]}"; do
-    name=$(basename "$trace" .trace.gz)
-    peak_json="$OUT_DIR/logs/limit/$name.peak.json"
-    : >"$peak_json"
+# run_row KEY TRACE LIMIT OUTPUT LOG [TAG OPTIONS...]: runs one replay in its own process (its stdout
+# and stderr in logs/limit/TRACE.KEY.LOG.out and .err), appends its JSON line to OUTPUT.
+run_row() {
+    local key=$1 trace=$2 limit=$3 output=$4 log=$5; shift 5
+    local rc=0 CMD
+    log="$OUT_DIR/logs/limit/$(basename "$trace" .trace.gz).${key// /_}.$log"
+    row_command "$key" "$trace" "$limit"
+    say "$key: $trace: ${CMD[*]}"
+    timeout "$TIMEOUT" "${CMD[@]}" >"$log.out" 2>"$log.err" || rc=$?
+    "$PY" bench/table.py tag --allocator "$key" --trace "$trace" --rc "$rc" --stderr "$log.err" "$@" \
+        <"$log.out" >>"$output"
+}
+
+# peak_json TRACE: the file of `vram replay TRACE --passes 1 --json` on the simulated backend (empty
+# when vram did not build), for table.py's peak live.
+peak_json() {
+    local name
+    name=$(basename "$1" .trace.gz)
+    local file="$OUT_DIR/logs/limit/$name.peak.json"
+    : >"$file"
     if [ -n "$VRAM" ]; then
         env -u VRAM_SIM_DEVICES -u CUDA_VISIBLE_DEVICES VRAM_BACKEND=sim \
-            "$VRAM" replay "$trace" --passes 1 --json >"$peak_json" 2>"$OUT_DIR/logs/limit/$name.peak.err" || true
+            "$VRAM" replay "$1" --passes 1 --json >"$file" 2>"$OUT_DIR/logs/limit/$name.peak.err" || true
     fi
+    echo "$file"
+}
+
+# probe KEY TRACE GRID_LINE OUTPUT: one probe of a bisection ("FRACTION LIMIT"); prints ok, fail or error.
+probe() {
+    local f l
+    read -r f l <<<"$3"
+    run_row "$1" "$2" "$l" "$4" "f$f" --fraction "$f" --limit "$l"
+    tail -n 1 "$4" | "$PY" bench/table.py probe
+}
+
+# bisect_pair KEY TRACE GRID OUTPUT: the bisection of one allocator on one trace over GRID's lines
+# (table.py bisect-grid); every probe's line goes to OUTPUT.
+bisect_pair() {
+    local key=$1 trace=$2 output=$4 grid lo=0 hi mid lo_ok=0 out
+    mapfile -t grid <"$3"
+    hi=$((${#grid[@]} - 1))
+    out=$(probe "$key" "$trace" "${grid[hi]}" "$output")
+    if [ "$out" != fail ]; then                      # completes at HI, or cannot run at all
+        say "$key: $trace: $out at ${grid[hi]%% *}"
+        return
+    fi
+    while ((hi - lo > 1)); do
+        mid=$(((lo + hi) / 2))
+        out=$(probe "$key" "$trace" "${grid[mid]}" "$output")
+        if [ "$out" = ok ]; then lo=$mid lo_ok=1; else hi=$mid; fi
+    done
+    if ((!lo_ok)) && [ "$(probe "$key" "$trace" "${grid[0]}" "$output")" = ok ]; then lo_ok=1; fi
+    if ((lo_ok)); then
+        say "$key: $trace: completes at ${grid[lo]%% *}, fails at ${grid[hi]%% *}"
+    else
+        say "$key: $trace: fails at ${grid[0]%% *}"
+    fi
+}
+
+is_exclusive() { local a; for a in "${EXCLUSIVE[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
+
+# ---- bisection (BENCH_BISECT=1) ----------------------------------------------------------------
+if [ "$BISECT" = 1 ]; then
+    pairs=()                                          # "TRACE<TAB>KEY<TAB>GRID FILE", in table order
+    for trace in "${TRACES[@]}"; do
+        name=$(basename "$trace" .trace.gz)
+        grid="$OUT_DIR/logs/limit/$name.grid"
+        if ! "$PY" bench/table.py bisect-grid --trace "$trace" --lo "$LO" --hi "$HI" --step "$STEP" \
+                --vram-json "$(peak_json "$trace")" --append "$RESULTS" >"$grid"; then
+            say "$trace: no peak live or a bad grid, skipped"
+            continue
+        fi
+        for key in "vram growth" "${PEER_ALLOCATORS[@]}"; do pairs+=("$trace"$'\t'"$key"$'\t'"$grid"); done
+    done
+    say "${#pairs[@]} bisections over [$LO, $HI] to $STEP, $NJOBS at once"
+    later=()
+    for i in "${!pairs[@]}"; do
+        IFS=$'\t' read -r trace key grid <<<"${pairs[i]}"
+        if ((NJOBS == 1)); then bisect_pair "$key" "$trace" "$grid" "$OUT_DIR/logs/limit/pair.$i.jsonl"; continue; fi
+        if is_exclusive "$key"; then later+=("$i"); continue; fi
+        bisect_pair "$key" "$trace" "$grid" "$OUT_DIR/logs/limit/pair.$i.jsonl" &
+        while (($(jobs -rp | wc -l) >= NJOBS)); do wait -n || true; done
+    done
+    wait
+    for i in "${later[@]}"; do                        # alone on the card, one after the other
+        IFS=$'\t' read -r trace key grid <<<"${pairs[i]}"
+        bisect_pair "$key" "$trace" "$grid" "$OUT_DIR/logs/limit/pair.$i.jsonl"
+    done
+    for i in "${!pairs[@]}"; do cat "$OUT_DIR/logs/limit/pair.$i.jsonl" >>"$RESULTS"; rm -f "$OUT_DIR/logs/limit/pair.$i.jsonl"; done
+    "$PY" bench/table.py bisect "$RESULTS" >"$TABLE"
+    say "results: $RESULTS; table: $TABLE"
+    echo
+    cat "$TABLE"
+    exit 0
+fi
+
+# ---- replays under one limit -------------------------------------------------------------------
+for trace in "${TRACES[@]}"; do
     if ! LIMIT=$("$PY" bench/table.py limit-for --trace "$trace" --fraction "$FRACTION" \
-                     --vram-json "$peak_json" --append "$RESULTS"); then
+                     --vram-json "$(peak_json "$trace")" --append "$RESULTS"); then
         say "$trace: no peak live, skipped"
         continue
     fi
     say "$trace: limit $LIMIT bytes (peak live / $FRACTION)"
-
-    if [ -z "$VRAM" ]; then
-        run_row "vram growth" "$trace" "${FAIL[@]}" "vram did not build"
-    else
-        run_row "vram growth" "$trace" "$VRAM" replay "$trace" --policy growth --limit "$LIMIT" --passes "$PASSES" --json \
-            --allow-failures
-    fi
-    for alloc in "${PEER_ALLOCATORS[@]}"; do
-        if [ -z "$PEERS" ]; then
-            run_row "$alloc" "$trace" "${FAIL[@]}" "bench/peers did not build"
-        else                         # (bench/peers sets torch-expandable's PYTORCH_CUDA_ALLOC_CONF itself)
-            run_row "$alloc" "$trace" "$PEERS" "$alloc" "$trace" --limit "$LIMIT" --passes "$PASSES"
-        fi
+    for key in "vram growth" "${PEER_ALLOCATORS[@]}"; do
+        run_row "$key" "$trace" "$LIMIT" "$RESULTS" "f$FRACTION"
+        tail -n 1 "$RESULTS" >&2
     done
 done
 

@@ -68,10 +68,13 @@
 //   host             a counting limit on live bytes: live + bytes > limit fails. A perfect
 //                    allocator, usable without a GPU (a check of this program and of bench/limit.sh).
 
+#ifndef PEERS_HOST_ONLY  // -DPEERS_HOST_ONLY: host alone, built without CUDA or PyTorch (bench/build.sh
+                         // does so where there is no PyTorch); the other allocators then exit 1
 #include <cuda.h>
 
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -225,6 +228,14 @@ void note_error(const std::string& msg) {
     if (g_first_error.empty()) g_first_error = msg;
 }
 
+// The first line of an exception's message.
+std::string first_line(const char* s) {
+    std::string m(s ? s : "");
+    size_t nl = m.find('\n');
+    return nl == std::string::npos ? m : m.substr(0, nl);
+}
+
+#ifndef PEERS_HOST_ONLY
 std::string cu_error(CUresult r) {
     const char* name = nullptr;
     const char* text = nullptr;
@@ -408,12 +419,6 @@ int count_expandable_segments(const Snap& snap, int* total) {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
 
-std::string first_line(const char* s) {
-    std::string m(s ? s : "");
-    size_t nl = m.find('\n');
-    return nl == std::string::npos ? m : m.substr(0, nl);
-}
-
 // The bytes PyTorch allows for a memory fraction: DeviceCachingAllocator::setMemoryFraction's
 // static_cast<size_t>(fraction * static_cast<double>(device_total)).
 uint64_t torch_allowed(double fraction, uint64_t total) {
@@ -498,6 +503,8 @@ struct TorchAlloc {
         return std::to_string(total) + " segments, " + std::to_string(expandable) + " expandable";
     }
 };
+
+#endif  // PEERS_HOST_ONLY
 
 struct HostAlloc {
     uint64_t limit = 0;  // --limit on live bytes, 0: none
@@ -663,26 +670,10 @@ int usage(const char* msg) {
     return 2;
 }
 
-int run(const std::string& allocator, const std::string& trace_path, int passes, uint64_t limit) {
-    static const char* const known[] = {"cumemalloc", "cumemallocasync", "torch", "torch-expandable", "host"};
-    if (std::find(std::begin(known), std::end(known), allocator) == std::end(known))
-        return usage(("unknown allocator '" + allocator + "'").c_str());
-    // The allocator configuration must be in the environment before PyTorch first reads it.
-    if (allocator == "torch") {
-        unsetenv("PYTORCH_CUDA_ALLOC_CONF");
-        unsetenv("PYTORCH_ALLOC_CONF");
-    } else if (allocator == "torch-expandable") {
-        unsetenv("PYTORCH_ALLOC_CONF");
-        setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
-    }
-
-    Trace t = load_trace(trace_path);
-    std::fprintf(stderr,
-                 "peers: %s: %zu allocs, %zu frees, %zu ids, peak live %" PRIu64 " bytes; %s, %d passes%s\n",
-                 trace_path.c_str(), t.num_allocs, t.num_frees, t.num_slots, t.peak_live_bytes,
-                 allocator.c_str(), passes,
-                 limit ? (", limit " + std::to_string(limit) + " bytes").c_str() : "");
-
+#ifndef PEERS_HOST_ONLY
+// The device allocators' replays and reports (run's part that needs CUDA and PyTorch).
+void run_device(const std::string& allocator, const std::string& trace_path, const Trace& t, int passes,
+                uint64_t limit) {
     if (allocator == "cumemalloc") {
         CuMemAlloc a(limit);
         int64_t cold_calls = -1;
@@ -731,13 +722,43 @@ int run(const std::string& allocator, const std::string& trace_path, int passes,
         if (limit) note += "; limit: " + a.limit_note;
         print_json(allocator, trace_path, t, r, limit, static_cast<int64_t>(a.peak_reserved()), a.driver_calls(),
                    cold_calls, note);
-    } else if (allocator == "host") {
-        HostAlloc a(limit);
-        Result r = replay(a, t, passes, [](HostAlloc&) {});
-        std::string note = "malloc/free on the host: the replay loop's own cost; no device";
-        if (limit) note += "; limit: live bytes counted, live + bytes over the limit fail (a perfect allocator)";
-        print_json(allocator, trace_path, t, r, limit, -1, -1, -1, note);
     }
+}
+#endif
+
+int run(const std::string& allocator, const std::string& trace_path, int passes, uint64_t limit) {
+    static const char* const known[] = {"cumemalloc", "cumemallocasync", "torch", "torch-expandable", "host"};
+    if (std::find(std::begin(known), std::end(known), allocator) == std::end(known))
+        return usage(("unknown allocator '" + allocator + "'").c_str());
+    // The allocator configuration must be in the environment before PyTorch first reads it.
+    if (allocator == "torch") {
+        unsetenv("PYTORCH_CUDA_ALLOC_CONF");
+        unsetenv("PYTORCH_ALLOC_CONF");
+    } else if (allocator == "torch-expandable") {
+        unsetenv("PYTORCH_ALLOC_CONF");
+        setenv("PYTORCH_CUDA_ALLOC_CONF", "expandable_segments:True", 1);
+    }
+
+    Trace t = load_trace(trace_path);
+    std::fprintf(stderr,
+                 "peers: %s: %zu allocs, %zu frees, %zu ids, peak live %" PRIu64 " bytes; %s, %d passes%s\n",
+                 trace_path.c_str(), t.num_allocs, t.num_frees, t.num_slots, t.peak_live_bytes,
+                 allocator.c_str(), passes,
+                 limit ? (", limit " + std::to_string(limit) + " bytes").c_str() : "");
+
+    if (allocator != "host") {
+#ifdef PEERS_HOST_ONLY
+        die(allocator + ": this bench/peers was built without CUDA and PyTorch (host only)");
+#else
+        run_device(allocator, trace_path, t, passes, limit);
+        return 0;
+#endif
+    }
+    HostAlloc a(limit);
+    Result r = replay(a, t, passes, [](HostAlloc&) {});
+    std::string note = "malloc/free on the host: the replay loop's own cost; no device";
+    if (limit) note += "; limit: live bytes counted, live + bytes over the limit fail (a perfect allocator)";
+    print_json(allocator, trace_path, t, r, limit, -1, -1, -1, note);
     return 0;
 }
 

@@ -19,6 +19,17 @@
   table.py limit LIMIT.jsonl
       prints the table of bench/limit.sh: per trace and allocator, the failed allocations (of how
       many), reserved/live and the first error, under the trace's limit.
+  table.py bisect-grid --trace PATH --lo LO --hi HI --step STEP [--vram-json FILE] [--append FILE]
+      prints the fractions bench/limit.sh's bisection may probe, one "FRACTION LIMIT" line each: LO,
+      LO + STEP, ... and HI last (decimals, exact), each with its limit ceil(peak live / FRACTION);
+      peak live as limit-for finds it. With --append, adds {"limit": {"trace", "peak_live_bytes",
+      "trace_allocs", "bisect": {"lo", "hi", "step"}, "source"}} to FILE.
+  table.py probe < one tagged JSON line
+      prints ok (the replay ran and no allocation failed), fail (it ran and some failed) or error
+      (it did not run: the line has "error").
+  table.py bisect RESULTS.jsonl
+      prints the table of bench/limit.sh's bisection (BENCH_BISECT=1): per trace, per allocator, the
+      smallest limit at which every pass completed, as limit / peak live, and the smallest allocator.
   table.py self-test
       checks the logic above on made-up rows (CI runs it).
 
@@ -28,6 +39,7 @@ from bench/peers (driver_calls; null where the
 allocator does not let them be observed).
 """
 import argparse
+import decimal
 import fractions
 import json
 import math
@@ -80,6 +92,10 @@ def cmd_tag(args):
     obj["trace"] = args.trace
     if args.run is not None:
         obj["run"] = args.run
+    if args.fraction is not None:                # a bisection's probe (bench/limit.sh, BENCH_BISECT=1)
+        obj["bisect_fraction"] = args.fraction
+    if args.limit is not None:
+        obj["bisect_limit_bytes"] = args.limit
     print(json.dumps(obj))
 
 
@@ -305,7 +321,8 @@ def limit_for(peak, fraction):
     return math.ceil(fractions.Fraction(peak) / f)
 
 
-def cmd_limit_for(args):
+def find_peak(args, what):
+    """(peak live, allocations of one pass, where they came from) for limit-for and bisect-grid."""
     peak = allocs = None
     source = "the trace"
     if args.vram_json and os.path.exists(args.vram_json):
@@ -320,9 +337,14 @@ def cmd_limit_for(args):
         try:
             peak_t, allocs_t = trace_peak_live(args.trace)
         except (OSError, ValueError, EOFError) as e:
-            sys.exit("table.py limit-for: %s" % e)
+            sys.exit("table.py %s: %s" % (what, e))
         peak = peak_t if peak is None else peak
         allocs = allocs_t if allocs is None else allocs
+    return peak, allocs, source
+
+
+def cmd_limit_for(args):
+    peak, allocs, source = find_peak(args, "limit-for")
     try:
         limit = limit_for(peak, args.fraction)
     except (ValueError, ZeroDivisionError) as e:
@@ -421,6 +443,118 @@ def cmd_limit(args):
     print("\n".join(out))
 
 
+# ---- bench/limit.sh's bisection (BENCH_BISECT=1) --------------------------------------------------
+
+def bisect_grid(lo, hi, step):
+    """The fractions a bisection may probe: lo, lo + step, ... below hi, then hi (decimal strings, exact)."""
+    try:
+        a, b, d = decimal.Decimal(lo), decimal.Decimal(hi), decimal.Decimal(step)
+    except decimal.InvalidOperation:
+        raise ValueError("LO, HI and STEP are decimals (0.90, 1.0, 0.0025), not %s, %s, %s" % (lo, hi, step))
+    if not (0 < a < b <= 1 and d > 0):
+        raise ValueError("0 < LO < HI <= 1 and STEP > 0, not LO %s, HI %s, STEP %s" % (lo, hi, step))
+    k = int(((b - a) / d).to_integral_value(rounding=decimal.ROUND_CEILING))
+    if k > 100000:
+        raise ValueError("(HI - LO) / STEP is %d steps; at most 100000" % k)
+    grid = [a + i * d for i in range(k)] + [b]
+    return ["{:f}".format(x) for x in grid]
+
+
+def cmd_bisect_grid(args):
+    peak, allocs, source = find_peak(args, "bisect-grid")
+    try:
+        grid = bisect_grid(args.lo, args.hi, args.step)
+    except ValueError as e:
+        sys.exit("table.py bisect-grid: %s" % e)
+    if args.append:
+        with open(args.append, "a") as f:
+            f.write(json.dumps({"limit": {"trace": args.trace, "peak_live_bytes": peak, "trace_allocs": allocs,
+                                          "bisect": {"lo": args.lo, "hi": args.hi, "step": args.step},
+                                          "source": source}}) + "\n")
+    for x in grid:
+        print(x, limit_for(peak, x))
+
+
+def probe_outcome(r):
+    """ok: the replay ran and every allocation succeeded; fail: it ran and some failed; error: it did not run."""
+    if r is None or "error" in r or not isinstance(r.get("failed_allocs"), int):
+        return "error"
+    return "ok" if r["failed_allocs"] == 0 else "fail"
+
+
+def cmd_probe(args):
+    print(probe_outcome(last_json_object(sys.stdin.read())))
+
+
+def bisect_cell(probes, rec):
+    """(cell, ratio or None) of one allocator on one trace: the smallest limit it completed under, as
+    limit / peak live, from its probes (the largest fraction that completed)."""
+    ran = [r for r in probes if probe_outcome(r) != "error"]
+    if not ran:
+        err = next((r.get("error") for r in probes if r.get("error")), "no probe")
+        return "did not run (%s)" % shorten(err, 60), None
+    frac = lambda r: fractions.Fraction(r["bisect_fraction"])
+    ok = [r for r in ran if probe_outcome(r) == "ok"]
+    b = rec.get("bisect", {}) if rec else {}
+    if not ok:
+        lo = min(frac(r) for r in ran)
+        return "> %.4f (fails at %s)" % (1 / lo, b.get("lo", "%.4f" % float(lo))), None
+    best = max(ok, key=frac)
+    peak = rec["peak_live_bytes"] if rec else best.get("peak_live_bytes")
+    limit = best.get("bisect_limit_bytes") or limit_for(peak, best["bisect_fraction"])
+    ratio = limit / peak
+    above = [frac(r) for r in ran if probe_outcome(r) == "fail" and frac(r) > frac(best)]
+    if not above:
+        return "%.4f (completes at %s)" % (ratio, best["bisect_fraction"]), ratio
+    return "%.4f" % ratio, ratio
+
+
+def cmd_bisect(args):
+    meta, rows = load_results(args.results)
+    limits = {trace_name(r["limit"].get("trace")): r["limit"] for r in rows if "limit" in r}
+    probes = [r for r in rows if "limit" not in r and "bisect_fraction" in r]
+    traces = list(limits)
+    allocs = []
+    for r in probes:
+        if trace_name(r.get("trace")) not in traces:
+            traces.append(trace_name(r.get("trace")))
+        if r.get("allocator") not in allocs:
+            allocs.append(r.get("allocator"))
+    allocs.sort(key=lambda a: ORDER.index(a) if a in ORDER else len(ORDER))
+    b = next((l["bisect"] for l in limits.values() if l.get("bisect")), {})
+    out = []
+    if meta:
+        out += meta_lines(meta, "per trace and allocator, the largest fraction F = peak live / limit in [%s, %s] "
+                                "(to %s) under which %s passes complete with no failed allocation, found by "
+                                "bisection, each probe in its own process" % (
+                                    b.get("lo", "?"), b.get("hi", "?"), b.get("step", "?"), meta.get("passes", "?")))
+    backends = sorted({r["backend"] for r in probes if r.get("backend") not in (None, "cuda")})
+    labels = [LABEL.get(a, a or "?") for a in allocs]
+    out += ["| trace | peak live | " + " | ".join(labels) + " | smallest |",
+            "|---|---|" + "---|" * len(allocs) + "---|"]
+    for name in traces:
+        rec = limits.get(name)
+        cells, ratios = [], {}
+        for a in allocs:
+            group = [r for r in probes if trace_name(r.get("trace")) == name and r.get("allocator") == a]
+            cell, ratio = bisect_cell(group, rec) if group else ("–", None)
+            cells.append(cell)
+            if ratio is not None:
+                ratios[a] = ratio
+        best = min(ratios.values()) if ratios else None
+        smallest = ", ".join(LABEL.get(a, a) for a in allocs if a in ratios and ratios[a] == best) or "–"
+        peak = fmt_int(rec["peak_live_bytes"]) if rec else "?"
+        out.append("| %s | %s | %s | %s |" % (name, peak, " | ".join(cells), smallest))
+    out.append("")
+    out.append("Each cell: the smallest limit under which the allocator completed every pass, as limit / peak live "
+               "(limit = ceil(peak live / F) bytes, F the largest fraction of the bisection's grid that completed; "
+               "the next fraction up failed, unless the cell says it completes at the top). \"> X (fails at LO)\": "
+               "it failed even at the lowest fraction, so its smallest limit is above X = 1 / LO. The bisection "
+               "assumes that a larger limit never fails where a smaller one completed.%s" % (
+                   " Backends other than the GPU: %s." % ", ".join(backends) if backends else ""))
+    print("\n".join(out))
+
+
 def cmd_self_test(args):
     """The tables' logic on made-up rows (no GPU): paired ratios, the limit and its table."""
     import contextlib
@@ -501,6 +635,47 @@ def cmd_self_test(args):
           "peer limit row (allocations from the trace x passes, the peak above the limit, | escaped)"); n += 1
     check("did not run |  | exit status 1: no GPU |" in t, "a row that did not run"); n += 1
     check("on 1 of 1 traces" in t and "on 0 of 1 traces" in t, "summary line"); n += 1
+
+    g = bisect_grid("0.90", "1.0", "0.0025")
+    check(len(g) == 41 and g[0] == "0.9000" and g[1] == "0.9025" and g[-2] == "0.9975" and g[-1] == "1.0",
+          "the bisection's grid: " + repr(g[:2] + g[-2:])); n += 1
+    check(bisect_grid("0.5", "0.6", "0.03") == ["0.50", "0.53", "0.56", "0.59", "0.6"], "a grid whose step does "
+          "not divide HI - LO ends at HI"); n += 1
+    for lo, hi, step in (("1.0", "0.9", "0.01"), ("0.9", "1.5", "0.01"), ("0.9", "1.0", "0"), ("19/20", "1", "0.01")):
+        try:
+            bisect_grid(lo, hi, step)
+            check(False, "grid %s %s %s refused" % (lo, hi, step))
+        except ValueError:
+            n += 1
+    check([probe_outcome(x) for x in ({"failed_allocs": 0}, {"failed_allocs": 2}, {"error": "exit status 1"},
+                                       {"failed_allocs": 0, "error": "exit status 124"}, None)] ==
+          ["ok", "fail", "error", "error", "error"], "probe outcomes"); n += 1
+
+    def probe_row(alloc, f, failed, **kw):
+        r = {"allocator": alloc, "trace": "traces/t.trace.gz", "bisect_fraction": f,
+             "bisect_limit_bytes": limit_for(1000, f), "failed_allocs": failed}
+        r.update(kw)
+        return r
+    bis = [{"meta": {"date": "2026-12-02", "gpu": "Fake", "passes": "2"}},
+           {"limit": {"trace": "traces/t.trace.gz", "peak_live_bytes": 1000, "trace_allocs": 5,
+                      "bisect": {"lo": "0.90", "hi": "1.0", "step": "0.0025"}, "source": "the trace"}},
+           probe_row("vram growth", "1.0", 1), probe_row("vram growth", "0.95", 0), probe_row("vram growth", "0.9750", 0),
+           probe_row("vram growth", "0.9875", 1), probe_row("vram growth", "0.9800", 0),
+           probe_row("host", "1.0", 0),
+           probe_row("torch", "1.0", 4), probe_row("torch", "0.95", 3), probe_row("torch", "0.90", 1),
+           {"allocator": "cumemalloc", "trace": "traces/t.trace.gz", "bisect_fraction": "1.0",
+            "error": "exit status 1: no GPU"}]
+    t = printed(cmd_bisect, bis)
+    check("| trace | peak live | vram, growth (VMM) | cuMemAlloc / cuMemFree per call | PyTorch caching allocator "
+          "(native) | host malloc / free (loop floor) | smallest |" in t, "bisect table heading: " + t); n += 1
+    # vram: 0.98 completed, 0.9875 failed: ceil(1000 / 0.98) = 1021; host completes at 1.0: 1000 / 1000
+    check("| t | 1,000 | 1.0210 | did not run (exit status 1: no GPU) | > 1.1111 (fails at 0.90) | "
+          "1.0000 (completes at 1.0) | host malloc / free (loop floor) |" in t, "bisect table row: " + t); n += 1
+    bis[6]["failed_allocs"] = 0                      # host fails: vram is then the smallest
+    bis[7]["failed_allocs"] = 1
+    t = printed(cmd_bisect, bis + [probe_row("host", "0.9800", 0), probe_row("host", "0.99", 1)])
+    check("| 1.0210 | did not run (exit status 1: no GPU) | > 1.1111 (fails at 0.90) | 1.0210 | vram, growth (VMM), "
+          "host malloc / free (loop floor) |" in t, "a tie for the smallest: " + t); n += 1
     print("self-test: ok (%d checks)" % n)
 
 
@@ -513,6 +688,8 @@ def main():
     t.add_argument("--rc", type=int, default=0)
     t.add_argument("--stderr")
     t.add_argument("--run", type=int)
+    t.add_argument("--fraction")
+    t.add_argument("--limit", type=int)
     m = sub.add_parser("meta")
     m.add_argument("pairs", nargs="*")
     tb = sub.add_parser("table")
@@ -524,10 +701,21 @@ def main():
     lf.add_argument("--append")
     lt = sub.add_parser("limit")
     lt.add_argument("results")
+    bg = sub.add_parser("bisect-grid")
+    bg.add_argument("--trace", required=True)
+    bg.add_argument("--lo", required=True)
+    bg.add_argument("--hi", required=True)
+    bg.add_argument("--step", required=True)
+    bg.add_argument("--vram-json")
+    bg.add_argument("--append")
+    sub.add_parser("probe")
+    bt = sub.add_parser("bisect")
+    bt.add_argument("results")
     sub.add_parser("self-test")
     args = p.parse_args()
     {"tag": cmd_tag, "meta": cmd_meta, "table": cmd_table, "limit-for": cmd_limit_for,
-     "limit": cmd_limit, "self-test": cmd_self_test}[args.cmd](args)
+     "limit": cmd_limit, "bisect-grid": cmd_bisect_grid, "probe": cmd_probe, "bisect": cmd_bisect,
+     "self-test": cmd_self_test}[args.cmd](args)
 
 
 if __name__ == "__main__":

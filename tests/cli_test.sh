@@ -91,6 +91,14 @@ SMALL_PEAK=5500
 gzip -c "$TMP/small.trace" >"$TMP/small.trace.gz"
 
 printf 'a 1 2097152 0 1\nf 1 2\n' >"$TMP/two_mib.trace"
+# tail.trace: n = 8 events, so the tail is pass 1's last n/4 = 2 (events 7 and 8) and the state before them.
+# live (MiB) after each event: 8, 16, 8, 0, 2, 0 | 4, 0: peak live 16 MiB, tail live max(0, 4, 0) = 4 MiB.
+# Growth (map-ahead off) maps 16 MiB for events 1-2 (multiples of the sim's 2 MiB granule: no rounding) and,
+# with no limit near, keeps it idle after the frees; events 5 and 7 fit in it. Reserved is 16 MiB
+# throughout the tail: tail_reserved_to_live = 16 / 4 = 4.000, while reserved_to_live = 16 / 16 = 1.000.
+printf 'a 1 8388608 0 1\na 2 8388608 0 2\nf 1 3\nf 2 4\na 3 2097152 0 5\nf 3 6\na 4 4194304 0 7\nf 4 8\n' \
+    >"$TMP/tail.trace"
+printf 'a 1 100 0 1\nf 1 2\na 2 0 0 3\nf 2 4\n' >"$TMP/zero_tail.trace"   # tail: event 4 (n/4 = 1) and the state before it: 0 bytes live
 printf '# header\na 1 100 0 1\na 2 xyz 0 2\nf 1 3\n' >"$TMP/malformed.trace"
 printf 'a 1 100 0 1\nf 1 2\nf 7 3\n' >"$TMP/unknown_free.trace"
 printf 'a 1 100 0 1\nf 1 2\na 1 100 0 3\n' >"$TMP/twice.trace"
@@ -162,6 +170,30 @@ t_replay_limit() {
     run "$VRAM" replay "$TMP/two_mib.trace" --limit 1MiB --json --allow-failures
     one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 1 ]]
 }
+# tail_is RATIO RESERVED LIVE: $OUT's tail figures are these (and the tail line is in the text, $ERR).
+tail_is() {
+    [[ $(json_value tail_reserved_to_live) == "$1" && $(json_value tail_reserved_bytes) == "$2" &&
+       $(json_value tail_live_bytes) == "$3" && $ERR == *"tail reserved / live: $1 (pass 1's last 2 events: $2 reserved, $3 live bytes)"* ]]
+}
+t_replay_tail() {
+    run env VRAM_ALLOC_CONF=map_ahead_mb:0 "$VRAM" replay "$TMP/tail.trace" --growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value reserved_to_live) == 1.000 ]] &&
+        tail_is 4.000 16777216 4194304 || return 1
+    ! tail_is 1.000 16777216 16777216 || return 1        # the check can fail: the whole run's ratio is not the tail's
+    ! tail_is 4.000 16777216 4194305 || return 1
+    # two passes: the tail is pass 1's; the peaks reported span the reset before it (16 MiB in use in events 1-4)
+    run env VRAM_ALLOC_CONF=map_ahead_mb:0 "$VRAM" replay "$TMP/tail.trace" --growth --passes 2 --json
+    one_json_object && [[ $RC -eq 0 && $(json_value peak_in_use_bytes) == 16777216 &&
+        $(json_value peak_reserved_bytes) == 16777216 ]] && tail_is 4.000 16777216 4194304 || return 1
+    # nothing live in the tail (a 0-byte allocation there): no ratio
+    run "$VRAM" replay "$TMP/zero_tail.trace" --growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value tail_reserved_to_live) == null && $(json_value tail_live_bytes) == 0 &&
+        $ERR == *"tail reserved / live: n/a (nothing live in pass 1's last quarter)"* ]] || return 1
+    # two threads: live is 2 x the trace's (an upper bound, as peak_live_bytes), reserved the card's total
+    run env VRAM_ALLOC_CONF=map_ahead_mb:0 "$VRAM" replay "$TMP/tail.trace" --growth --threads 2 --json
+    one_json_object && [[ $RC -eq 0 && $(json_value tail_live_bytes) == 8388608 ]] &&
+        is_number "$(json_value tail_reserved_to_live)"
+}
 t_replay_malformed() {
     run "$VRAM" replay "$TMP/malformed.trace" --json
     [[ $RC -eq 1 && $ERR == *"malformed.trace:3:"* && -z $OUT ]]
@@ -174,6 +206,7 @@ check "replay of the same trace gzip-compressed, with --growth" t_replay_small_g
 check "replay reports the allocator options in force (the policy's, the environment's)" t_replay_conf_in_force
 check "replay without --json prints the text report" t_replay_text
 check "replay --limit 1MiB with a 2 MiB alloc: failed_allocs 1, exit 3 (0 with --allow-failures)" t_replay_limit
+check "replay --json: tail_reserved_to_live over pass 1's last quarter, as computed by hand" t_replay_tail
 check "replay of a malformed line exits 1 naming the line" t_replay_malformed
 check "replay of a free of an unknown id exits 1" t_replay_unknown_free
 check "replay of an id allocated twice exits 1" t_replay_twice
@@ -220,7 +253,13 @@ t_replay_sigint() {
     set -e
     OUT=$(cat "$TMP/out"); ERR=$(cat "$TMP/err")
     one_json_object && [[ $RC -eq 130 && $(json_value interrupted) == true && $ERR == *"interrupted:"*"Ctrl-C in pass"* &&
-        $(json_value peak_live_bytes) == 12941578172 ]] && (( $(json_value ops) > 0 ))
+        $(json_value peak_live_bytes) == 12941578172 ]] && (( $(json_value ops) > 0 )) || return 1
+    # the tail is pass 1's: null when the Ctrl-C came inside pass 1, a number once pass 1 ended
+    if [[ $(json_value interrupted_pass) == 1 ]]; then
+        [[ $(json_value tail_reserved_to_live) == null && $ERR == *"tail reserved / live: n/a (pass 1 stopped"* ]]
+    else
+        is_number "$(json_value tail_reserved_to_live)"
+    fi
 }
 t_replay_progress() {
     if ! command -v script >/dev/null; then RC=-; OUT=; ERR="no script(1) to give the replay a terminal"; return 1; fi

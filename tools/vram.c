@@ -5,7 +5,8 @@
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument); replay: 3 when allocations failed
  * (unless --allow-failures), 130 when interrupted (replay.c). Everything goes through the public
- * API in <vram.h>; the replay itself lives in replay.c, trace reading in trace.c.
+ * API in <vram.h>; the replay itself lives in replay.c (with replay_loop.c and replay_report.c),
+ * trace reading in trace.c.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -57,7 +58,9 @@ static const char help_replay_head[] =
     "         [--allow-failures]\n"
     "      Replay an allocation trace (gzip-compressed or plain text; format in traces/README.md)\n"
     "      through vram on logical device 0 and report ops, peak live bytes, peak reserved bytes,\n"
-    "      reserved/live, mean ns per call (cold first pass, warm later passes), ops per second,\n"
+    "      reserved/live, reserved/live over pass 1's last quarter (tail_reserved_to_live: what\n"
+    "      the pool still holds late in the run), mean ns per call (cold first pass, warm later\n"
+    "      passes), ops per second,\n"
     "      driver allocs/frees/moves (physical pieces created, released, moved under a block)\n"
     "      and failed allocations.\n"
     "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";;
