@@ -91,6 +91,12 @@
     X(growth, growth_fraction_limit_is_reachable) \
     X(growth, prealloc_fraction_limit_is_reachable) \
     X(growth, growth_odd_limit_in_one_block) \
+    /* test_plan.c */ \
+    X(plan, plan_repeating_step) \
+    X(plan, plan_step_that_changes_once) \
+    X(plan, plan_step_that_never_repeats) \
+    X(plan, plan_two_streams) \
+    X(plan, plan_place_never_overlaps_blocks_alive_together) \
     /* test_oom.c */ \
     X(oom, oom_limit_from_api_is_named) \
     X(oom, oom_limit_from_api_with_growth_is_named) \

@@ -1,0 +1,270 @@
+/*
+ * plan.c: the repeating step of an allocation stream and its offline placement (see plan.h).
+ *
+ * Invariants: requests are numbered from 0 in the order fed; the history ring holds the last
+ * PLAN_HISTORY of them (request n at n % PLAN_HISTORY); `live` is the bytes of the requests fed and
+ * not freed; `candidate` is 0 or a period P with key[n - k] == key[n - k - P] for the last `run`
+ * requests n - k. No lock: the owner serializes its calls.
+ */
+#include "pool/plan.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define PLAN_CHAIN_WALK 64     /* older occurrences of a 4-gram looked at for a longer period */
+
+static uint64_t mix(uint64_t x) {          /* a 64-bit finalizer (splitmix64's) */
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+static plan_request *at(const plan_detector *d, uint64_t n) {
+    return &d->req[n % PLAN_HISTORY];
+}
+
+static int same_key(const plan_detector *d, uint64_t a, uint64_t b) {
+    const plan_request *x = at(d, a), *y = at(d, b);
+    return x->size == y->size && x->stream == y->stream;
+}
+
+int plan_detector_init(plan_detector *d) {
+    memset(d, 0, sizeof *d);
+    d->req = malloc(PLAN_HISTORY * sizeof *d->req);
+    d->live_before = malloc(PLAN_HISTORY * sizeof *d->live_before);
+    d->gram_prev = malloc(PLAN_HISTORY * sizeof *d->gram_prev);
+    if (d->req == NULL || d->live_before == NULL || d->gram_prev == NULL) {
+        plan_detector_free(d);
+        d->off = 1;
+        return -1;
+    }
+    return 0;
+}
+
+void plan_detector_free(plan_detector *d) {
+    free(d->req);
+    free(d->live_before);
+    free(d->gram_prev);
+    d->req = NULL;
+    d->live_before = NULL;
+    d->gram_prev = NULL;
+}
+
+void plan_free(pool_plan *plan) {
+    free(plan->size);
+    free(plan->stream);
+    free(plan->offset);
+    memset(plan, 0, sizeof *plan);
+}
+
+/* ---- placement ------------------------------------------------------------------------------ */
+
+typedef struct place_ctx {
+    const size_t   *size;
+    const uint64_t *born, *dies;
+} place_ctx;
+
+static const place_ctx *sort_ctx;          /* (qsort has no context argument; callers serialize) */
+
+static int larger_first(const void *a, const void *b) {
+    size_t x = *(const size_t *)a, y = *(const size_t *)b;
+    if (sort_ctx->size[x] != sort_ctx->size[y]) return sort_ctx->size[x] < sort_ctx->size[y] ? 1 : -1;
+    return (sort_ctx->born[x] > sort_ctx->born[y]) - (sort_ctx->born[x] < sort_ctx->born[y]);
+}
+
+size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t *off) {
+    size_t *order = malloc((n ? n : 1) * sizeof *order), *placed = malloc((n ? n : 1) * sizeof *placed);
+    if (order == NULL || placed == NULL) {
+        free(order);
+        free(placed);
+        return SIZE_MAX;
+    }
+    place_ctx ctx = {size, born, dies};
+    for (size_t i = 0; i < n; i++) order[i] = i;
+    sort_ctx = &ctx;
+    qsort(order, n, sizeof *order, larger_first);
+    size_t nplaced = 0, top = 0;                     /* placed: by offset */
+    for (size_t i = 0; i < n; i++) {
+        size_t b = order[i];
+        uint64_t o = 0;
+        for (size_t k = 0; k < nplaced; k++) {       /* the lowest gap among blocks alive with b */
+            size_t p = placed[k];
+            if (born[p] >= dies[b] || born[b] >= dies[p]) continue;
+            if (off[p] >= o + size[b]) break;
+            if (off[p] + size[p] > o) o = off[p] + size[p];
+        }
+        off[b] = o;
+        size_t lo = 0, hi = nplaced;                 /* where b goes by offset */
+        while (lo < hi) {
+            size_t mid = lo + (hi - lo) / 2;
+            if (off[placed[mid]] < o) lo = mid + 1;
+            else hi = mid;
+        }
+        memmove(&placed[lo + 1], &placed[lo], (nplaced - lo) * sizeof *placed);
+        placed[lo] = b;
+        nplaced++;
+        if (o + size[b] > top) top = o + size[b];
+    }
+    free(order);
+    free(placed);
+    return top;
+}
+
+/* The most bytes of the n blocks alive at once: a sweep over births and deaths in time (a death
+ * before a birth at the same time: the placement lets such blocks share bytes). */
+typedef struct sweep_point {
+    uint64_t t;        /* time << 1 | 1 for a birth, | 0 for a death */
+    size_t   bytes;
+} sweep_point;
+
+static int by_time(const void *a, const void *b) {
+    uint64_t x = ((const sweep_point *)a)->t, y = ((const sweep_point *)b)->t;
+    return (x > y) - (x < y);
+}
+
+static size_t live_peak(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies) {
+    sweep_point *pt = malloc((2 * n + 1) * sizeof *pt);
+    if (pt == NULL) return 0;
+    for (size_t i = 0; i < n; i++) {
+        pt[2 * i] = (sweep_point){born[i] << 1 | 1, size[i]};
+        pt[2 * i + 1] = (sweep_point){dies[i] << 1, size[i]};
+    }
+    qsort(pt, 2 * n, sizeof *pt, by_time);
+    size_t live = 0, peak = 0;
+    for (size_t i = 0; i < 2 * n; i++) {
+        if (pt[i].t & 1) live += pt[i].bytes;
+        else live -= pt[i].bytes;
+        if (live > peak) peak = live;
+    }
+    free(pt);
+    return peak;
+}
+
+/* ---- the plan of one step ------------------------------------------------------------------- */
+
+/* Makes the plan of the step [s, s + P) (requests; all in the history), whose blocks freed before
+ * the request s + P are planned. 0, or -1 without host memory (*plan untouched). */
+static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *plan) {
+    pool_plan p = {.period = P, .start_request = s};
+    uint64_t t0 = at(d, s)->born, end = at(d, s + P)->born;   /* the step's events [t0, end) */
+    size_t *bsize = malloc(P * sizeof *bsize);
+    uint64_t *born = malloc(P * sizeof *born), *dies = malloc(P * sizeof *dies), *boff = malloc(P * sizeof *boff);
+    uint32_t *which = malloc(P * sizeof *which);
+    p.size = malloc(P * sizeof *p.size);
+    p.stream = malloc(P * sizeof *p.stream);
+    p.offset = malloc(P * sizeof *p.offset);
+    int ok = bsize && born && dies && boff && which && p.size && p.stream && p.offset;
+    size_t n = 0;
+    for (uint32_t i = 0; ok && i < P; i++) {
+        const plan_request *r = at(d, s + i);
+        p.size[i] = r->size;
+        p.stream[i] = r->stream;
+        p.offset[i] = PLAN_UNPLANNED;
+        if (r->dies == UINT64_MAX || r->dies >= end) continue;   /* outlives the step: best fit's */
+        bsize[n] = r->size;
+        born[n] = r->born - t0;
+        dies[n] = r->dies - t0;
+        which[n++] = i;
+    }
+    size_t top = ok ? plan_place(n, bsize, born, dies, boff) : SIZE_MAX;
+    ok = ok && top != SIZE_MAX;
+    if (ok) {
+        for (size_t k = 0; k < n; k++) p.offset[which[k]] = boff[k];
+        p.planned = (uint32_t)n;
+        p.top = top;
+        p.live_peak = live_peak(n, bsize, born, dies);
+    }
+    free(bsize);
+    free(born);
+    free(dies);
+    free(boff);
+    free(which);
+    if (!ok) {
+        plan_free(&p);
+        return -1;
+    }
+    *plan = p;
+    return 0;
+}
+
+/* The step's start in the last whole period [n - 2P + 1, n - P]: the request before which the
+ * fewest bytes were live (the first such). */
+static uint64_t step_start(const plan_detector *d, uint64_t n, uint32_t P) {
+    uint64_t best = n + 1 - 2 * (uint64_t)P;
+    for (uint64_t s = best + 1; s <= n - P; s++) {
+        if (d->live_before[s % PLAN_HISTORY] < d->live_before[best % PLAN_HISTORY]) best = s;
+    }
+    return best;
+}
+
+/* ---- detection ------------------------------------------------------------------------------ */
+
+/* A period for request n longer than d->floor: the older occurrences of its 4-gram, nearest first,
+ * whose last four keys match; 0 when none. */
+static uint32_t find_candidate(const plan_detector *d, uint64_t n) {
+    uint64_t m = n;
+    for (int walk = 0; walk < PLAN_CHAIN_WALK; walk++) {
+        uint32_t back = d->gram_prev[m % PLAN_HISTORY];
+        if (back == 0 || back > m || n - (m - back) > PLAN_MAX_STEP || n - (m - back) + 4 > PLAN_HISTORY / 2) {
+            return 0;
+        }
+        m -= back;
+        uint64_t P = n - m;
+        if (P <= d->floor) continue;
+        int match = 1;
+        for (uint64_t k = 0; k < 4 && match; k++) match = same_key(d, n - k, m - k);
+        if (match) return (uint32_t)P;
+    }
+    return 0;
+}
+
+/* Notes request n's 4-gram (the last four keys) for later candidates. */
+static void note_gram(plan_detector *d, uint64_t n, uint64_t key) {
+    d->keys[n % 4] = key;
+    d->gram_prev[n % PLAN_HISTORY] = 0;
+    if (n < 3) return;
+    uint64_t g = mix(d->keys[(n - 3) % 4] ^ mix(d->keys[(n - 2) % 4] ^ mix(d->keys[(n - 1) % 4] ^ mix(key))));
+    uint64_t *slot = &d->gram[g >> (64 - PLAN_GRAM_BITS)];
+    if (*slot != 0 && n - (*slot - 1) < PLAN_HISTORY / 2) d->gram_prev[n % PLAN_HISTORY] = (uint32_t)(n - (*slot - 1));
+    *slot = n + 1;
+}
+
+int plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t *id, pool_plan *plan) {
+    uint64_t n = d->requests++;
+    *id = n;
+    if (d->off) return 0;
+    if (d->floor != 0 && n >= d->floor_until) d->floor = 0;   /* the period may come back */
+    plan_request *r = at(d, n);
+    *r = (plan_request){size, stream, d->events++, UINT64_MAX};
+    d->live_before[n % PLAN_HISTORY] = d->live;
+    d->live += size;
+    note_gram(d, n, mix((uint64_t)size ^ mix((uint64_t)stream)));
+    if (d->candidate != 0) {
+        if (same_key(d, n, n - d->candidate)) {
+            d->run++;
+        } else {                                       /* broken: longer periods only from now */
+            if (d->run >= d->candidate) {
+                d->floor = d->candidate;
+                d->floor_until = n + 2 * (uint64_t)d->candidate;
+            }
+            d->candidate = d->run = d->fired = 0;
+        }
+    }
+    if (d->candidate == 0 && (d->candidate = find_candidate(d, n)) != 0) d->run = 4;
+    if (d->candidate == 0 || d->run < d->candidate || d->fired == d->candidate) return 0;
+    uint64_t s = step_start(d, n, d->candidate);
+    if (make_plan(d, s, d->candidate, plan) != 0) return -1;
+    plan->start_request = s + 2 * (uint64_t)d->candidate;   /* the next step in phase with s */
+    d->fired = d->candidate;
+    d->floor = 0;
+    return 1;
+}
+
+void plan_note_free(plan_detector *d, uint64_t id, size_t size) {
+    d->live -= size;
+    if (d->off) return;
+    if (id + PLAN_HISTORY > d->requests) at(d, id)->dies = d->events;
+    d->events++;
+}
