@@ -1,10 +1,10 @@
 /*
- * cuda_api.h: the small part of the CUDA driver API (cuda.h) that backend/cuda.c uses, written out
+ * cuda_api.h: the small part of the CUDA driver API (cuda.h) that backend/cuda.c and cuda_load.c use, written out
  * by hand so that libvram builds without a CUDA toolkit (the types the preload library needs too
  * are in common/cuda_abi.h). Enum values and struct layouts are the driver's ABI (checked against
  * cuda.h of CUDA 13.0) for 64-bit hosts; functions are reached through the pointer types below,
  * resolved with dlsym from libcuda.so.1 at run time.
- * Private to backend/cuda.c.
+ * Private to backend/cuda*.c.
  */
 #ifndef VRAM_CUDA_API_H
 #define VRAM_CUDA_API_H
