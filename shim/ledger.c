@@ -1,9 +1,9 @@
 /*
  * ledger.c: the per-machine ledger (see ledger.h for the file, its layout, its faults and its
  * rules): the directory and the file, checking a header and building one, opening, following and
- * rebuilding the file under the lock, the lock, process liveness (/proc/<pid>/stat), and claiming,
- * finding, releasing and summing slots. Carrying the live slots over into a file made anew is
- * ledger_recover.c's. Compiled into libvram_preload.so, `vram` (top, run) and the Slurm plugin.
+ * rebuilding the file under the lock, the lock, and claiming, finding, releasing and summing slots.
+ * What is learnt through /proc (a process's start time, whether a slot is alive, carrying the live
+ * slots over into a file made anew) is ledger_proc.c's, which calls nothing here. Compiled into libvram_preload.so, `vram` (top, run) and the Slurm plugin.
  * Invariants and locks: ledger.h's (slots claimed and released under ledger.lock's flock, their
  * counters stored by the owner alone without it).
  */
@@ -12,7 +12,7 @@
 #endif
 
 #include "ledger.h"
-#include "ledger_recover.h"
+#include "ledger_proc.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -157,16 +157,6 @@ static int ledger_init_file(const ledger *l, int fd, char *err, size_t errlen) {
         return -1;
     }
     return 0;
-}
-
-/* The live slot of (pid, start_time, device) among `slots`, or NULL. */
-ledger_slot *ledger_slot_find(ledger_slot *slots, int pid, uint64_t start_time, int device) {
-    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
-        ledger_slot *s = &slots[i];
-        if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time && s->device == device)
-            return s;
-    }
-    return NULL;
 }
 
 /* The lock file records which file (device, inode) the ledger was when last opened whole, so that a
@@ -331,42 +321,6 @@ void ledger_lock(ledger *l) {
 }
 
 void ledger_unlock(ledger *l) { flock(l->lock_fd, LOCK_UN); }
-
-int ledger_start_time(int pid, uint64_t *out) {
-    char path[64], buf[1024];
-    snprintf(path, sizeof path, "/proc/%d/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    ssize_t n = read(fd, buf, sizeof buf - 1);
-    close(fd);
-    if (n <= 0) return -1;
-    buf[n] = '\0';
-    char *p = strrchr(buf, ')');   /* the command may hold spaces and parentheses */
-    if (!p) return -1;
-    p++;
-    /* fields 3.. follow; field 22 is the 20th of them */
-    for (int field = 3; field < 22; field++) {
-        while (*p == ' ') p++;
-        while (*p && *p != ' ') p++;
-        if (!*p) return -1;
-    }
-    while (*p == ' ') p++;
-    char *end = NULL;
-    unsigned long long v = strtoull(p, &end, 10);
-    if (end == p) return -1;
-    *out = v;
-    return 0;
-}
-
-int ledger_slot_alive(const ledger_slot *s) {
-    uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
-    if (state != LEDGER_SLOT_LIVE) return 0;
-    int pid = s->pid;
-    uint64_t st = 0;
-    if (pid <= 0) return 0;
-    if (ledger_start_time(pid, &st) != 0) return 0;   /* gone */
-    return st == s->start_time;                      /* else the pid was reused */
-}
 
 static void ledger_free_slot(ledger_slot *s) {
     __atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);

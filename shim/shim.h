@@ -18,8 +18,9 @@
  *   group.c      the ledger glue (a slot per device, the shadow, a truncated or replaced file) and
  *                group limits
  *   nvml.c       nvmlDeviceGetMemoryInfo / _v2: the program's view of its cards through NVML
- *   ledger.c, ledger_recover.c  the ledger file itself (ledger.h), shared with `vram top` and the
- *                Slurm plugin; ledger_recover.c carries live slots over into a file made anew
+ *   ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with `vram top` and the
+ *                Slurm plugin; ledger_proc.c: slot liveness and carrying live slots over into a
+ *                file made anew, through /proc
  *
  * Locks, in the order they are taken: balloon_mu, then ledger_mu (never together with balloon_mu),
  * the ledger's flock, then g.mu (the counters and the table; held briefly, never across a driver

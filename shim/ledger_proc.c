@@ -1,23 +1,26 @@
 /*
- * ledger_recover.c: carrying the live slots over into a ledger file made anew (deleted, truncated,
- * rebuilt) or found replaced (ledger.h, "Faults to the file"): from the file moved aside, from the
- * files running processes of this user still hold open (found through /proc/<pid>/fd) and from each
- * member's shadow of its own slots (ledger_shadow_create, a sealed memfd). Used by ledger.c's
- * attach; compiled wherever ledger.c is.
+ * ledger_proc.c: what the ledger learns through /proc. Whether a slot is alive (its pid runs with
+ * the start time recorded, /proc/<pid>/stat field 22), finding a live slot, and carrying the live
+ * slots over into a ledger file made anew (deleted, truncated, rebuilt) or found replaced (ledger.h,
+ * "Faults to the file"): from the file moved aside, from the files running processes of this user
+ * still hold open (found through /proc/<pid>/fd) and from each member's shadow of its own slots
+ * (ledger_shadow_create, a sealed memfd). A leaf under ledger.c (it calls nothing there); compiled
+ * wherever ledger.c is.
  *
  * Invariants: the new file is read and written only through its descriptor (pread / pwrite), never
  * through a mapping, until the recovery is done, so a truncation by another process meanwhile cannot
  * fault; a slot is written with its state last; a slot found in two copies keeps the larger usage
  * (counting too much is safe, too little is not); only slots alive on their own (their pid runs with
  * the start time recorded) are carried.
- * Lock: called with the ledger lock (ledger.lock's flock) held, by ledger_attach_once.
+ * Lock: ledger_carry_slots runs with the ledger lock (ledger.lock's flock) held, by ledger.c's
+ * attach; liveness needs none.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 
 #include "ledger.h"
-#include "ledger_recover.h"
+#include "ledger_proc.h"
 
 #include <ctype.h>
 #include <dirent.h>
@@ -28,6 +31,52 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+int ledger_start_time(int pid, uint64_t *out) {
+    char path[64], buf[1024];
+    snprintf(path, sizeof path, "/proc/%d/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t n = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (n <= 0) return -1;
+    buf[n] = '\0';
+    char *p = strrchr(buf, ')');   /* the command may hold spaces and parentheses */
+    if (!p) return -1;
+    p++;
+    /* fields 3.. follow; field 22 is the 20th of them */
+    for (int field = 3; field < 22; field++) {
+        while (*p == ' ') p++;
+        while (*p && *p != ' ') p++;
+        if (!*p) return -1;
+    }
+    while (*p == ' ') p++;
+    char *end = NULL;
+    unsigned long long v = strtoull(p, &end, 10);
+    if (end == p) return -1;
+    *out = v;
+    return 0;
+}
+
+int ledger_slot_alive(const ledger_slot *s) {
+    uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
+    if (state != LEDGER_SLOT_LIVE) return 0;
+    int pid = s->pid;
+    uint64_t st = 0;
+    if (pid <= 0) return 0;
+    if (ledger_start_time(pid, &st) != 0) return 0;   /* gone */
+    return st == s->start_time;                      /* else the pid was reused */
+}
+
+/* The live slot of (pid, start_time, device) among `slots`, or NULL. */
+ledger_slot *ledger_slot_find(ledger_slot *slots, int pid, uint64_t start_time, int device) {
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &slots[i];
+        if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time && s->device == device)
+            return s;
+    }
+    return NULL;
+}
 
 /* A private copy of a ledger file's slots, merged into before the file is mapped: the recovery reads
  * and writes the new file only through its descriptor (pread / pwrite), so that a truncation by another

@@ -1,9 +1,9 @@
 /*
- * ledger_recover.h: what ledger.c and ledger_recover.c share (the ledger's own files; nothing else
- * includes this). Both run under the ledger lock where they touch a file's slots.
+ * ledger_proc.h: what ledger.c calls of ledger_proc.c beyond ledger.h (the ledger's own files;
+ * nothing else includes this). Both touch a file's slots under the ledger lock only.
  */
-#ifndef VRAM_SHIM_LEDGER_RECOVER_H
-#define VRAM_SHIM_LEDGER_RECOVER_H
+#ifndef VRAM_SHIM_LEDGER_PROC_H
+#define VRAM_SHIM_LEDGER_PROC_H
 
 #include <stdint.h>
 
@@ -16,4 +16,4 @@ ledger_slot *ledger_slot_find(ledger_slot *slots, int pid, uint64_t start_time, 
  * or -1) and those running processes still map or shadow; the number carried over. */
 int ledger_carry_slots(ledger *l, int fd, int old_fd);
 
-#endif /* VRAM_SHIM_LEDGER_RECOVER_H */
+#endif /* VRAM_SHIM_LEDGER_PROC_H */
