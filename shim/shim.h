@@ -96,16 +96,13 @@ typedef struct shim_nvml_hook {
 
 extern const shim_nvml_hook shim_nvml_hooks[SHIM_NUM_NVML_HOOKS];
 
-/* cuMemGetAllocationGranularity (CUDA 10.2); option 0 = CU_MEM_ALLOC_GRANULARITY_MINIMUM. */
-typedef CUresult (*shim_pfn_granularity)(size_t *granularity, const CUmemAllocationProp *prop, int option);
-
 typedef struct shim_real {
     void *lib;                              /* libcuda.so.1, or NULL when it cannot be loaded */
     void *fn[SHIM_NUM_HOOKS];               /* the driver's own versions, by SHIM_HOOK_* */
     pfn_cuCtxGetDevice cuCtxGetDevice;
-    shim_pfn_granularity cuMemGetAllocationGranularity;   /* NULL on drivers without it */
-    cuda_pfn_cuGetErrorName cuGetErrorName;               /* for messages; may be NULL */
-    cuda_pfn_cuGetErrorString cuGetErrorString;
+    pfn_cuMemGetAllocationGranularity cuMemGetAllocationGranularity;   /* CUDA 10.2; NULL on drivers without it */
+    pfn_cuGetErrorName cuGetErrorName;                    /* for messages; may be NULL */
+    pfn_cuGetErrorString cuGetErrorString;
 } shim_real;
 
 /* ---- the process state (defined in env.c) ----------------------------------------------------- */

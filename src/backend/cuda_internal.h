@@ -22,53 +22,62 @@
 #include <stdatomic.h>
 
 #include "backend/backend.h"
-#include "backend/cuda_api.h"
+#include "common/cuda_abi.h"
 
 #define CUDA_DEFAULT_GRANULARITY (2 * VRAM_MIB)
 #define CUDA_SIM_HINT "To run without a GPU set VRAM_BACKEND=sim."
 
 /* ---- the driver's functions ----------------------------------------------------------------- */
 
+typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
+
+/* X(field, type, symbol, older symbol or NULL, need): the driver functions the backend resolves
+ * (cuda_load.c) into cuda_api's `field`, of type pfn_<type> (common/cuda_abi.h's table); `symbol` is
+ * the name cuda.h maps the call to, the older one has the same ABI. CUDA_OPTIONAL functions may be
+ * missing (IPC, names of errors); without every CUDA_VMM one there is no virtual memory management. */
+#define CUDA_BACKEND_FUNCTIONS(X) \
+    X(Init, cuInit, "cuInit", NULL, CUDA_ESSENTIAL) \
+    X(DriverGetVersion, cuDriverGetVersion, "cuDriverGetVersion", NULL, CUDA_OPTIONAL) \
+    X(GetErrorName, cuGetErrorName, "cuGetErrorName", NULL, CUDA_OPTIONAL) \
+    X(GetErrorString, cuGetErrorString, "cuGetErrorString", NULL, CUDA_OPTIONAL) \
+    X(DeviceGetCount, cuDeviceGetCount, "cuDeviceGetCount", NULL, CUDA_ESSENTIAL) \
+    X(DeviceGet, cuDeviceGet, "cuDeviceGet", NULL, CUDA_ESSENTIAL) \
+    X(DeviceGetName, cuDeviceGetName, "cuDeviceGetName", NULL, CUDA_ESSENTIAL) \
+    X(DeviceGetUuid, cuDeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid", CUDA_OPTIONAL) \
+    X(DeviceGetPCIBusId, cuDeviceGetPCIBusId, "cuDeviceGetPCIBusId", NULL, CUDA_ESSENTIAL) \
+    X(DeviceTotalMem, cuDeviceTotalMem_v2, "cuDeviceTotalMem_v2", NULL, CUDA_ESSENTIAL) \
+    X(DeviceGetAttribute, cuDeviceGetAttribute, "cuDeviceGetAttribute", NULL, CUDA_ESSENTIAL) \
+    X(PrimaryCtxRetain, cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL, CUDA_ESSENTIAL) \
+    X(PrimaryCtxRelease, cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease", CUDA_ESSENTIAL) \
+    X(CtxPushCurrent, cuCtxPushCurrent_v2, "cuCtxPushCurrent_v2", NULL, CUDA_ESSENTIAL) \
+    X(CtxPopCurrent, cuCtxPopCurrent_v2, "cuCtxPopCurrent_v2", NULL, CUDA_ESSENTIAL) \
+    X(MemGetInfo, cuMemGetInfo_v2, "cuMemGetInfo_v2", NULL, CUDA_ESSENTIAL) \
+    X(MemAlloc, cuMemAlloc_v2, "cuMemAlloc_v2", NULL, CUDA_ESSENTIAL) \
+    X(MemFree, cuMemFree_v2, "cuMemFree_v2", NULL, CUDA_ESSENTIAL) \
+    X(EventCreate, cuEventCreate, "cuEventCreate", NULL, CUDA_ESSENTIAL) \
+    X(EventRecord, cuEventRecord, "cuEventRecord", NULL, CUDA_ESSENTIAL) \
+    X(EventQuery, cuEventQuery, "cuEventQuery", NULL, CUDA_ESSENTIAL) \
+    X(EventSynchronize, cuEventSynchronize, "cuEventSynchronize", NULL, CUDA_ESSENTIAL) \
+    X(EventDestroy, cuEventDestroy_v2, "cuEventDestroy_v2", "cuEventDestroy", CUDA_ESSENTIAL) \
+    X(MemAddressReserve, cuMemAddressReserve, "cuMemAddressReserve", NULL, CUDA_VMM) \
+    X(MemAddressFree, cuMemAddressFree, "cuMemAddressFree", NULL, CUDA_VMM) \
+    X(MemCreate, cuMemCreate, "cuMemCreate", NULL, CUDA_VMM) \
+    X(MemRelease, cuMemRelease, "cuMemRelease", NULL, CUDA_VMM) \
+    X(MemMap, cuMemMap, "cuMemMap", NULL, CUDA_VMM) \
+    X(MemUnmap, cuMemUnmap, "cuMemUnmap", NULL, CUDA_VMM) \
+    X(MemSetAccess, cuMemSetAccess, "cuMemSetAccess", NULL, CUDA_VMM) \
+    X(MemGetAllocationGranularity, cuMemGetAllocationGranularity, "cuMemGetAllocationGranularity", NULL, CUDA_VMM) \
+    X(MemExportToShareableHandle, cuMemExportToShareableHandle, "cuMemExportToShareableHandle", NULL, CUDA_OPTIONAL) \
+    X(MemImportFromShareableHandle, cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", NULL, CUDA_OPTIONAL) \
+    X(IpcGetMemHandle, cuIpcGetMemHandle, "cuIpcGetMemHandle", NULL, CUDA_OPTIONAL) \
+    X(IpcOpenMemHandle, cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", CUDA_OPTIONAL) \
+    X(IpcCloseMemHandle, cuIpcCloseMemHandle, "cuIpcCloseMemHandle", NULL, CUDA_OPTIONAL)
+
+#define CUDA_API_FIELD(field, type, symbol, alt, need) pfn_##type field;
 typedef struct cuda_api {
-    cuda_pfn_cuInit Init;
-    cuda_pfn_cuDriverGetVersion DriverGetVersion;
-    cuda_pfn_cuGetErrorName GetErrorName;
-    cuda_pfn_cuGetErrorString GetErrorString;
-    cuda_pfn_cuDeviceGetCount DeviceGetCount;
-    cuda_pfn_cuDeviceGet DeviceGet;
-    cuda_pfn_cuDeviceGetName DeviceGetName;
-    cuda_pfn_cuDeviceGetUuid DeviceGetUuid;
-    cuda_pfn_cuDeviceGetPCIBusId DeviceGetPCIBusId;
-    cuda_pfn_cuDeviceTotalMem_v2 DeviceTotalMem;
-    cuda_pfn_cuDeviceGetAttribute DeviceGetAttribute;
-    cuda_pfn_cuDevicePrimaryCtxRetain PrimaryCtxRetain;
-    cuda_pfn_cuDevicePrimaryCtxRelease PrimaryCtxRelease;
-    cuda_pfn_cuCtxPushCurrent_v2 CtxPushCurrent;
-    cuda_pfn_cuCtxPopCurrent_v2 CtxPopCurrent;
-    cuda_pfn_cuMemGetInfo_v2 MemGetInfo;
-    cuda_pfn_cuMemAlloc_v2 MemAlloc;
-    cuda_pfn_cuMemFree_v2 MemFree;
-    cuda_pfn_cuEventCreate EventCreate;
-    cuda_pfn_cuEventRecord EventRecord;
-    cuda_pfn_cuEventQuery EventQuery;
-    cuda_pfn_cuEventSynchronize EventSynchronize;
-    cuda_pfn_cuEventDestroy_v2 EventDestroy;
-    /* optional: virtual memory management (CUDA 10.2 and later) */
-    cuda_pfn_cuMemAddressReserve MemAddressReserve;
-    cuda_pfn_cuMemAddressFree MemAddressFree;
-    cuda_pfn_cuMemCreate MemCreate;
-    cuda_pfn_cuMemRelease MemRelease;
-    cuda_pfn_cuMemMap MemMap;
-    cuda_pfn_cuMemUnmap MemUnmap;
-    cuda_pfn_cuMemSetAccess MemSetAccess;
-    cuda_pfn_cuMemGetAllocationGranularity MemGetAllocationGranularity;
-    /* optional: IPC */
-    cuda_pfn_cuMemExportToShareableHandle MemExportToShareableHandle;
-    cuda_pfn_cuMemImportFromShareableHandle MemImportFromShareableHandle;
-    cuda_pfn_cuIpcGetMemHandle IpcGetMemHandle;
-    cuda_pfn_cuIpcOpenMemHandle_v2 IpcOpenMemHandle;
-    cuda_pfn_cuIpcCloseMemHandle IpcCloseMemHandle;
+    CUDA_BACKEND_FUNCTIONS(CUDA_API_FIELD)
 } cuda_api;
+#undef CUDA_API_FIELD
 
 /* ---- state ---------------------------------------------------------------------------------- */
 

@@ -25,8 +25,6 @@
 
 /* ---- the driver's functions ----------------------------------------------------------------- */
 
-typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
-
 typedef struct cuda_sym {
     const char *name;   /* the name cuda.h maps the call to */
     const char *alt;    /* an older name with the same ABI, or NULL */
@@ -34,46 +32,10 @@ typedef struct cuda_sym {
     cuda_need   need;
 } cuda_sym;
 
-#define CUDA_SYM(field, name, alt, need) { name, alt, offsetof(cuda_api, field), need }
+#define CUDA_SYM(field, type, name, alt, need) { name, alt, offsetof(cuda_api, field), need },
 
 static const cuda_sym cuda_syms[] = {
-    CUDA_SYM(Init, "cuInit", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DriverGetVersion, "cuDriverGetVersion", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(GetErrorName, "cuGetErrorName", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(GetErrorString, "cuGetErrorString", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(DeviceGetCount, "cuDeviceGetCount", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGet, "cuDeviceGet", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGetName, "cuDeviceGetName", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid", CUDA_OPTIONAL),
-    CUDA_SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceTotalMem, "cuDeviceTotalMem_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGetAttribute, "cuDeviceGetAttribute", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease",
-             CUDA_ESSENTIAL),
-    CUDA_SYM(CtxPushCurrent, "cuCtxPushCurrent_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(CtxPopCurrent, "cuCtxPopCurrent_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(MemGetInfo, "cuMemGetInfo_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(MemAlloc, "cuMemAlloc_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(MemFree, "cuMemFree_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventCreate, "cuEventCreate", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventRecord, "cuEventRecord", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventQuery, "cuEventQuery", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventSynchronize, "cuEventSynchronize", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy", CUDA_ESSENTIAL),
-    CUDA_SYM(MemAddressReserve, "cuMemAddressReserve", NULL, CUDA_VMM),
-    CUDA_SYM(MemAddressFree, "cuMemAddressFree", NULL, CUDA_VMM),
-    CUDA_SYM(MemCreate, "cuMemCreate", NULL, CUDA_VMM),
-    CUDA_SYM(MemRelease, "cuMemRelease", NULL, CUDA_VMM),
-    CUDA_SYM(MemMap, "cuMemMap", NULL, CUDA_VMM),
-    CUDA_SYM(MemUnmap, "cuMemUnmap", NULL, CUDA_VMM),
-    CUDA_SYM(MemSetAccess, "cuMemSetAccess", NULL, CUDA_VMM),
-    CUDA_SYM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", NULL, CUDA_VMM),
-    CUDA_SYM(MemExportToShareableHandle, "cuMemExportToShareableHandle", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(IpcGetMemHandle, "cuIpcGetMemHandle", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", CUDA_OPTIONAL),
-    CUDA_SYM(IpcCloseMemHandle, "cuIpcCloseMemHandle", NULL, CUDA_OPTIONAL),
+    CUDA_BACKEND_FUNCTIONS(CUDA_SYM)
 };
 
 cuda_state cuda_st;
