@@ -2,12 +2,14 @@
  * api_memory.c: the public functions of vram.h on a started runtime's memory: allocation and free
  * (plain, stream-ordered, PyTorch's owned-stream and release frees, record_stream), the logical
  * device of a card, private pools and captures, sharing with other processes (IPC), statistics,
- * the memory fraction, trim and check. Each checks its arguments, enters the runtime (its read
- * side, one thread-local record a call), finds the logical device's pool and hands over.
+ * the memory fraction, trim and check; and the layout of vram_memory_info for bindings (which
+ * needs no runtime). Each checks its arguments, enters the runtime (its read side, one
+ * thread-local record a call), finds the logical device's pool and hands over.
  *
  * Invariant: a call that entered the runtime leaves it on every path (vram__rt_leave).
  * Locks: the runtime's read side only; the pool takes its own (docs/DESIGN.md, "Locks, in order").
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -307,6 +309,20 @@ vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
     vram__pool_info(pool, info);
     vram__rt_leave(me);
     return VRAM_OK;
+}
+
+int vram_memory_info_field(int i, const char **name, const char **type, size_t *offset, size_t *size) {
+    static const struct { const char *name, *type; size_t offset, size; } fields[] = {
+#define VRAM_FIELD_ROW_(t, n) { #n, #t, offsetof(vram_memory_info, n), sizeof(t) },
+        VRAM_MEMORY_INFO_FIELDS(VRAM_FIELD_ROW_)
+#undef VRAM_FIELD_ROW_
+    };
+    if (i < 0 || (size_t)i >= sizeof fields / sizeof fields[0]) return 0;
+    if (name != NULL) *name = fields[i].name;
+    if (type != NULL) *type = fields[i].type;
+    if (offset != NULL) *offset = fields[i].offset;
+    if (size != NULL) *size = fields[i].size;
+    return 1;
 }
 
 vram_status vram_reset_memory_stats(int logical_device) {
