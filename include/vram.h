@@ -281,6 +281,10 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           use the first arena
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
+/* Option i (from 0) of vram_set_alloc_conf, in the order of the library's table: its key ("vmm") and
+ * the form of its value ("true|false", or "N" for a whole number); each output may be NULL. 1 for an
+ * option, 0 for an i that is none (below 0, or past the last). `vram --help` lists them from this. */
+VRAM_API int vram_alloc_conf_option(int i, const char **key, const char **value);
 
 /* ---- framework plug-ins ---------------------------------------------------------------------- */
 
