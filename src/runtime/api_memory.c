@@ -84,11 +84,11 @@ static vram_status free_on(void *ptr, vram__free_kind how, void *stream) {
         return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): the runtime is not started, so this pointer "
                           "was not allocated by vram", vram__pool_free_name(how), ptr);
     }
+    vram__free_req req = {how, stream, 0};
     for (int k = 0; k < rt.nlogical; k++) {
-        int owned = 0;
         if (rt.nlogical > 1 && !vram__pool_may_own(rt.logical[k].pool, ptr)) continue;   /* another's */
-        vram_status s = vram__pool_free(rt.logical[k].pool, &me->pool, ptr, how, stream, &owned);
-        if (s == VRAM_OK || owned) {
+        vram_status s = vram__pool_free(rt.logical[k].pool, &me->pool, ptr, &req);
+        if (s == VRAM_OK || req.owned) {
             vram__rt_leave(me);
             return s;
         }
