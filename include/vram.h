@@ -284,6 +284,10 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           use the first arena
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
+/* Option i (from 0) of vram_set_alloc_conf, in the order of the library's table: its key ("vmm") and
+ * the form of its value ("true|false", or "N" for a whole number); each output may be NULL. 1 for an
+ * option, 0 for an i that is none (below 0, or past the last). `vram --help` lists them from this. */
+VRAM_API int vram_alloc_conf_option(int i, const char **key, const char **value);
 
 /* ---- framework plug-ins ---------------------------------------------------------------------- */
 
@@ -308,23 +312,44 @@ VRAM_API void  vram_plugin_release(void *ptr);
 
 /* ---- statistics ----------------------------------------------------------------------------- */
 
+/* The fields of vram_memory_info, in order, one line a field: X(type, name). The struct comes from
+ * it, and so does vram_memory_info_field, which bindings ask for the layout (Python builds its ctypes
+ * structure from it); a new field goes at the end. */
+#define VRAM_MEMORY_INFO_FIELDS(X)                                                                  \
+    /* bytes held by live allocations (TensorFlow's 'current') */                                   \
+    X(size_t, current)                                                                              \
+    /* high-water mark of current since start or the last reset ('peak'); exact with one thread;    \
+       with several, the sum of the arenas' peaks, counting blocks kept in thread caches: never     \
+       below the exact peak, possibly above it (arenas, thread_cache_mb) */                         \
+    X(size_t, peak)                                                                                 \
+    /* bytes the runtime holds from the driver for this logical device */                           \
+    X(size_t, reserved)                                                                             \
+    X(size_t, peak_reserved)                                                                        \
+    /* the hard cap in force */                                                                     \
+    X(size_t, limit)                                                                                \
+    X(size_t, largest_free_block)                                                                   \
+    X(uint64_t, num_allocs)                                                                         \
+    X(uint64_t, num_frees)                                                                          \
+    X(uint64_t, num_ooms)                                                                           \
+    /* physical memory created and released */                                                     \
+    X(uint64_t, num_driver_allocs)                                                                  \
+    X(uint64_t, num_driver_frees)                                                                   \
+    /* growth: idle physical pieces mapped again under a new block instead of released and created  \
+       anew (an unmap and a map each) */                                                            \
+    X(uint64_t, num_driver_moves)
+
 typedef struct vram_memory_info {
-    size_t   current;            /* bytes held by live allocations (TensorFlow's 'current') */
-    size_t   peak;               /* high-water mark of current since start or the last reset ('peak');
-                                    exact with one thread; with several, the sum of the arenas'
-                                    peaks, counting blocks kept in thread caches: never below the
-                                    exact peak, possibly above it (arenas, thread_cache_mb) */
-    size_t   reserved;           /* bytes the runtime holds from the driver for this logical device */
-    size_t   peak_reserved;
-    size_t   limit;              /* the hard cap in force */
-    size_t   largest_free_block;
-    uint64_t num_allocs, num_frees, num_ooms;
-    uint64_t num_driver_allocs, num_driver_frees;   /* physical memory created and released */
-    uint64_t num_driver_moves;   /* growth: idle physical pieces mapped again under a new block instead
-                                    of released and created anew (an unmap and a map each) */
+#define VRAM_MEMORY_INFO_FIELD_(type, name) type name;
+    VRAM_MEMORY_INFO_FIELDS(VRAM_MEMORY_INFO_FIELD_)
+#undef VRAM_MEMORY_INFO_FIELD_
 } vram_memory_info;
 
 VRAM_API vram_status vram_get_memory_info(int logical_device, vram_memory_info *info);  /* starts the runtime */
+/* Field i (from 0) of vram_memory_info, in VRAM_MEMORY_INFO_FIELDS' order: its name ("current"),
+ * C type ("size_t" or "uint64_t"), offset and size in bytes; each output may be NULL. 1 for a
+ * field, 0 for an i that is none (below 0, or past the last field). Needs no runtime. */
+VRAM_API int vram_memory_info_field(int i, const char **name, const char **type, size_t *offset,
+                                    size_t *size);
 VRAM_API vram_status vram_reset_memory_stats(int logical_device);  /* peak = current, peak_reserved = reserved;
                                                                      every peak of vram_allocator_stats too */
 

@@ -135,7 +135,7 @@ void shim_balloon_start(int dev) {
             CUmemAllocationProp prop = shim_balloon_prop(dev);
             size_t gran = 0;
             if (!g.real.cuMemGetAllocationGranularity ||
-                g.real.cuMemGetAllocationGranularity(&gran, &prop, 0) != CUDA_SUCCESS || gran == 0)
+                g.real.cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || gran == 0)
                 gran = SHIM_BALLOON_GRAN_DEFAULT;
             g.balloon_gran[dev] = gran;
             g.balloon_piece[dev] = (SHIM_BALLOON_PIECE + gran - 1) / gran * gran;

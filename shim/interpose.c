@@ -83,9 +83,9 @@ static void shim_cuda_init(void) {
         for (int i = 0; i < SHIM_NUM_HOOKS; i++) g.real.fn[i] = real_dlsym(g.real.lib, shim_hooks[i].symbol);
         g.real.cuCtxGetDevice = (pfn_cuCtxGetDevice)real_dlsym(g.real.lib, "cuCtxGetDevice");
         g.real.cuMemGetAllocationGranularity =
-            (shim_pfn_granularity)real_dlsym(g.real.lib, "cuMemGetAllocationGranularity");
-        g.real.cuGetErrorName = (cuda_pfn_cuGetErrorName)real_dlsym(g.real.lib, "cuGetErrorName");
-        g.real.cuGetErrorString = (cuda_pfn_cuGetErrorString)real_dlsym(g.real.lib, "cuGetErrorString");
+            (pfn_cuMemGetAllocationGranularity)real_dlsym(g.real.lib, "cuMemGetAllocationGranularity");
+        g.real.cuGetErrorName = (pfn_cuGetErrorName)real_dlsym(g.real.lib, "cuGetErrorName");
+        g.real.cuGetErrorString = (pfn_cuGetErrorString)real_dlsym(g.real.lib, "cuGetErrorString");
     }
     if (g.log) shim_env_say(g.real.lib != NULL);
 }
@@ -106,20 +106,18 @@ int shim_current_device(void) {
 
 /* cuDeviceGetUuid_v2 / cuDeviceGetUuid of the real driver; "unknown-<ordinal>" when there is none. */
 void shim_device_uuid(int dev, char *out, size_t len) {
-    typedef struct { unsigned char b[16]; } shim_uuid;
-    typedef CUresult (*pfn_uuid)(shim_uuid *uuid, CUdevice dev);
     shim_dlsym_fn real_dlsym = shim_real_dlsym();
-    pfn_uuid get = NULL;
+    pfn_cuDeviceGetUuid get = NULL;
     pfn_cuDeviceGet device_get = NULL;
     if (g.real.lib && real_dlsym) {
-        get = (pfn_uuid)real_dlsym(g.real.lib, "cuDeviceGetUuid_v2");
-        if (!get) get = (pfn_uuid)real_dlsym(g.real.lib, "cuDeviceGetUuid");
+        get = (pfn_cuDeviceGetUuid)real_dlsym(g.real.lib, "cuDeviceGetUuid_v2");
+        if (!get) get = (pfn_cuDeviceGetUuid)real_dlsym(g.real.lib, "cuDeviceGetUuid");
         device_get = (pfn_cuDeviceGet)real_dlsym(g.real.lib, "cuDeviceGet");
     }
     CUdevice d = dev;
-    shim_uuid u;
+    CUuuid u;
     if (get && (!device_get || device_get(&d, dev) == CUDA_SUCCESS) && get(&u, d) == CUDA_SUCCESS) {
-        const unsigned char *b = u.b;
+        const unsigned char *b = (const unsigned char *)u.bytes;
         snprintf(out, len, "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
                  b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
     } else {

@@ -21,10 +21,10 @@
  * moved aside. When the file is made anew (it was deleted, truncated to nothing or rebuilt) or was
  * replaced behind vram's back, running processes that still map the old file, or keep a shadow of
  * their slots (ledger_shadow_create: what survives a truncation), are found through their open
- * descriptors (/proc/<pid>/fd of this user's processes) and those live slots are copied in, so the
- * budget of a group still counts members that make no call meanwhile. A member follows the file at
- * the path itself the next time it takes the lock for its group (ledger_follow_locked), finds its
- * copied slot or claims one, and publishes its usage there.
+ * descriptors (/proc/<pid>/fd of this user's processes) and those live slots are copied in
+ * (ledger_proc.c), so the budget of a group still counts members that make no call meanwhile. A
+ * member follows the file at the path itself the next time it takes the lock for its group
+ * (ledger_follow_locked), finds its copied slot or claims one, and publishes its usage there.
  *
  * Slots: claimed and released under the lock; their counters (in_use, peak) are written by the
  * owning process alone with relaxed atomic stores, without the lock, and read with atomic loads.

@@ -88,8 +88,7 @@ static int shim_nvml_cuda_uuids(void) {
     shim_cuda_load();
     shim_dlsym_fn real_dlsym = shim_real_dlsym();
     if (!g.real.lib || !real_dlsym) return -1;
-    typedef CUresult (*pfn_count)(int *count);
-    pfn_count get_count = (pfn_count)real_dlsym(g.real.lib, "cuDeviceGetCount");
+    pfn_cuDeviceGetCount get_count = (pfn_cuDeviceGetCount)real_dlsym(g.real.lib, "cuDeviceGetCount");
     int n = 0;
     if (!get_count || get_count(&n) != CUDA_SUCCESS) return -1;   /* not initialised: try again later */
     if (n < 0) n = 0;

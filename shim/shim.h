@@ -18,6 +18,9 @@
  *   group.c      the ledger glue (a slot per device, the shadow, a truncated or replaced file) and
  *                group limits
  *   nvml.c       nvmlDeviceGetMemoryInfo / _v2: the program's view of its cards through NVML
+ *   ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with `vram top` and the
+ *                Slurm plugin; ledger_proc.c: slot liveness and carrying live slots over into a
+ *                file made anew, through /proc
  *
  * Locks, in the order they are taken: balloon_mu, then ledger_mu (never together with balloon_mu),
  * the ledger's flock, then g.mu (the counters and the table; held briefly, never across a driver
@@ -93,16 +96,13 @@ typedef struct shim_nvml_hook {
 
 extern const shim_nvml_hook shim_nvml_hooks[SHIM_NUM_NVML_HOOKS];
 
-/* cuMemGetAllocationGranularity (CUDA 10.2); option 0 = CU_MEM_ALLOC_GRANULARITY_MINIMUM. */
-typedef CUresult (*shim_pfn_granularity)(size_t *granularity, const CUmemAllocationProp *prop, int option);
-
 typedef struct shim_real {
     void *lib;                              /* libcuda.so.1, or NULL when it cannot be loaded */
     void *fn[SHIM_NUM_HOOKS];               /* the driver's own versions, by SHIM_HOOK_* */
     pfn_cuCtxGetDevice cuCtxGetDevice;
-    shim_pfn_granularity cuMemGetAllocationGranularity;   /* NULL on drivers without it */
-    cuda_pfn_cuGetErrorName cuGetErrorName;               /* for messages; may be NULL */
-    cuda_pfn_cuGetErrorString cuGetErrorString;
+    pfn_cuMemGetAllocationGranularity cuMemGetAllocationGranularity;   /* CUDA 10.2; NULL on drivers without it */
+    pfn_cuGetErrorName cuGetErrorName;                    /* for messages; may be NULL */
+    pfn_cuGetErrorString cuGetErrorString;
 } shim_real;
 
 /* ---- the process state (defined in env.c) ----------------------------------------------------- */

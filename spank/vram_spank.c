@@ -45,6 +45,7 @@
 #include <slurm/spank.h>
 
 #include "common/common.h"
+#include "common/cuda_abi.h"   /* the driver functions' types (pfn_cuInit, ...) */
 #include "ledger.h"
 #include "vram.h"
 
@@ -191,16 +192,16 @@ static int gpu_memory(spank_t sp, size_t *total, int cap) {
         slurm_error("vram: --vram-fraction needs the CUDA driver: %s", dlerror());
         return -1;
     }
-    int (*init)(unsigned) = (int (*)(unsigned))dlsym(lib, "cuInit");
-    int (*count)(int *) = (int (*)(int *))dlsym(lib, "cuDeviceGetCount");
-    int (*get)(int *, int) = (int (*)(int *, int))dlsym(lib, "cuDeviceGet");
-    int (*mem)(size_t *, int) = (int (*)(size_t *, int))dlsym(lib, "cuDeviceTotalMem_v2");
+    pfn_cuInit init = (pfn_cuInit)dlsym(lib, "cuInit");
+    pfn_cuDeviceGetCount count = (pfn_cuDeviceGetCount)dlsym(lib, "cuDeviceGetCount");
+    pfn_cuDeviceGet get = (pfn_cuDeviceGet)dlsym(lib, "cuDeviceGet");
+    pfn_cuDeviceTotalMem_v2 mem = (pfn_cuDeviceTotalMem_v2)dlsym(lib, "cuDeviceTotalMem_v2");
     int n = 0, rc = -1;
-    if (init && count && get && mem && init(0) == 0 && count(&n) == 0) {
+    if (init && count && get && mem && init(0) == CUDA_SUCCESS && count(&n) == CUDA_SUCCESS) {
         rc = n < cap ? n : cap;
         for (int i = 0; i < rc; i++) {
-            int dev = 0;
-            if (get(&dev, i) != 0 || mem(&total[i], dev) != 0) rc = -1;
+            CUdevice dev = 0;
+            if (get(&dev, i) != CUDA_SUCCESS || mem(&total[i], dev) != CUDA_SUCCESS) rc = -1;
             if (rc < 0) break;
         }
     }

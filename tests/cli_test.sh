@@ -108,6 +108,18 @@ t_help() {
     run "$VRAM" --help
     [[ $RC -eq 0 && $OUT == *replay* && $OUT == *VRAM_MEMORY_LIMIT_* && $OUT == *CUDA_VISIBLE_DEVICES* ]]
 }
+# every allocator option the library knows (its unknown-option message lists them) is in the help
+t_help_alloc_conf() {
+    run env VRAM_BACKEND=sim VRAM_ALLOC_CONF=bogus:1 "$VRAM" replay "$TMP/small.trace"
+    local known=${ERR##*"(known: "} k
+    known=${known%%")"*}
+    [[ $RC -eq 1 && $known == vmm,* ]] || return 1
+    run "$VRAM" --help
+    local section=${OUT#*"VRAM_ALLOC_CONF=OPTS"}
+    section=${section%%"VRAM_MEMBARRIER"*}
+    [[ $RC -eq 0 && $section != "$OUT" ]] || return 1
+    for k in ${known//,/ }; do [[ $section == *" $k:"* ]] || return 1; done
+}
 t_version() {
     run "$VRAM" --version
     [[ $RC -eq 0 && $OUT =~ [0-9]+\.[0-9]+\.[0-9]+ ]]
@@ -117,6 +129,7 @@ t_unknown_option() { run "$VRAM" replay "$TMP/small.trace" --bogus; [[ $RC -eq 2
 t_missing_trace() { run "$VRAM" replay; [[ $RC -eq 2 ]]; }
 t_limit_zero() { run "$VRAM" replay "$TMP/small.trace" --limit 0; [[ $RC -eq 2 && $ERR == *"more than 0"* ]]; }
 check "vram --help exits 0 and documents replay and the environment" t_help
+check "vram --help names every allocator option the library knows" t_help_alloc_conf
 check "vram --version prints the version" t_version
 check "unknown command exits 2" t_unknown_command
 check "unknown option exits 2" t_unknown_option

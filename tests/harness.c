@@ -117,22 +117,11 @@ vram_memory_info harness_info(const char *file, int line, int dev) {
 
 void harness_check_info_eq(const char *file, int line, const vram_memory_info *a,
                            const vram_memory_info *b) {
-#define INFO_FIELD_EQ(field, fmt)                                                            \
-    if (a->field != b->field)                                                                \
-        harness_fail(file, line, "memory info changed: %s was " fmt ", is now " fmt, #field, \
-                     a->field, b->field);
-    INFO_FIELD_EQ(current, "%zu")
-    INFO_FIELD_EQ(peak, "%zu")
-    INFO_FIELD_EQ(reserved, "%zu")
-    INFO_FIELD_EQ(peak_reserved, "%zu")
-    INFO_FIELD_EQ(limit, "%zu")
-    INFO_FIELD_EQ(largest_free_block, "%zu")
-    INFO_FIELD_EQ(num_allocs, "%" PRIu64)
-    INFO_FIELD_EQ(num_frees, "%" PRIu64)
-    INFO_FIELD_EQ(num_ooms, "%" PRIu64)
-    INFO_FIELD_EQ(num_driver_allocs, "%" PRIu64)
-    INFO_FIELD_EQ(num_driver_frees, "%" PRIu64)
-    INFO_FIELD_EQ(num_driver_moves, "%" PRIu64)
+#define INFO_FIELD_EQ(type, field)                                                             \
+    if (a->field != b->field)                                                                  \
+        harness_fail(file, line, "memory info changed: %s was %llu, is now %llu", #field,      \
+                     (unsigned long long)a->field, (unsigned long long)b->field);
+    VRAM_MEMORY_INFO_FIELDS(INFO_FIELD_EQ)
 #undef INFO_FIELD_EQ
 }
 

@@ -143,6 +143,7 @@
     X(stats, stats_check_every_device) \
     X(stats, stats_check_before_start) \
     X(stats, stats_driver_calls_counted) \
+    X(stats, stats_memory_info_fields_reported) \
     /* test_lifecycle.c */ \
     X(lifecycle, shutdown_with_live_blocks_is_conflict) \
     X(lifecycle, shutdown_with_live_block_on_other_device_is_conflict) \

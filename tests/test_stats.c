@@ -167,3 +167,36 @@ TEST(stats_driver_calls_counted) {
     CHECK_OK(vram_free(p));
     CHECK_ALL();
 }
+
+/* vram_memory_info_field reports the struct as the compiler lays it out: every field once, in
+ * order, tiling the struct, with its C type; nothing below 0 or past the last field. */
+TEST(stats_memory_info_fields_reported) {
+    const char *name = NULL, *type = NULL;
+    size_t offset = 0, size = 0, end = 0;
+    int n = 0;
+    for (; vram_memory_info_field(n, &name, &type, &offset, &size); n++) {
+        CHECK_SIZE(offset, ==, end);
+        CHECK(strcmp(type, "size_t") == 0 || strcmp(type, "uint64_t") == 0);
+        CHECK_SIZE(size, ==, strcmp(type, "size_t") == 0 ? sizeof(size_t) : sizeof(uint64_t));
+        end = offset + size;
+    }
+    CHECK_INT(n, ==, 12);
+    CHECK_SIZE(end, ==, sizeof(vram_memory_info));
+    CHECK_INT(vram_memory_info_field(-1, &name, NULL, NULL, NULL), ==, 0);
+    CHECK_INT(vram_memory_info_field(n, &name, NULL, NULL, NULL), ==, 0);
+    static const struct { const char *name; size_t offset; } known[] = {
+        { "current", offsetof(vram_memory_info, current) },
+        { "limit", offsetof(vram_memory_info, limit) },
+        { "num_driver_moves", offsetof(vram_memory_info, num_driver_moves) },
+    };
+    for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
+        int found = 0;
+        for (int i = 0; vram_memory_info_field(i, &name, NULL, &offset, NULL); i++) {
+            if (strcmp(name, known[k].name) != 0) continue;
+            found++;
+            CHECK_SIZE(offset, ==, known[k].offset);
+        }
+        CHECK_INT(found, ==, 1);
+    }
+    CHECK_INT(vram_is_initialized(), ==, 0);   /* asks nothing of the runtime */
+}

@@ -166,10 +166,10 @@ static const char help_general[] =
     "  VRAM_MEMORY_LIMIT=SIZE           cap every card at SIZE\n"
     "  VRAM_MEMORY_LIMIT_<i>=SIZE       cap physical card <i> (wins over VRAM_MEMORY_LIMIT and the API)\n"
     "  VRAM_MEMORY_FRACTION=F           cap every card at F x its memory (the smaller cap wins)\n"
-    "  VRAM_ALLOC_CONF=OPTS             allocator options (overrides the program's): vmm:true|false,\n"
-    "                                   idle_release_ms:N, extent_mb:N, map_ahead_mb:N,\n"
-    "                                   hold_peak:true|false, hold_large_mb:N, small_pool_kb:N,\n"
-    "                                   thread_cache_mb:N, arenas:N\n"
+    "  VRAM_ALLOC_CONF=OPTS             allocator options (overrides the program's):";
+
+/* printed between help_general and help_general_tail: the allocator options' keys, from the library */
+static const char help_general_tail[] =
     "  VRAM_MEMBARRIER=0                every call fences its entry into the runtime itself instead of\n"
     "                                   configuration calls fencing all threads with membarrier\n"
     "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
@@ -184,6 +184,20 @@ static const char help_general[] =
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status; vram replay:\n"
     "3 when allocations failed, 130 when interrupted).\n";;
+
+/* " key:value," for each allocator option (vram_alloc_conf_option), wrapped at 100 columns under
+ * the description's column, after help_general's last line. */
+static void print_alloc_conf_help(FILE *f) {
+    const char *key = NULL, *value = NULL;
+    int col = (int)strlen(strrchr(help_general, '\n') + 1);
+    for (int i = 0; vram_alloc_conf_option(i, &key, &value); i++) {
+        int last = !vram_alloc_conf_option(i + 1, NULL, NULL);
+        int len = 1 + (int)(strlen(key) + 1 + strlen(value)) + !last;
+        if (col + len > 100) col = fprintf(f, "\n%34s", "") - 1;
+        col += fprintf(f, " %s:%s%s", key, value, last ? "" : ",");
+    }
+    fputs("\n", f);
+}
 
 static void print_replay_help(FILE *f, int indent) {
     fputs(help_replay_head + (indent ? 0 : 2), f);
@@ -223,6 +237,8 @@ static void print_usage(FILE *f) {
     fputs(help_top, f);
     fputs("\n", f);
     fputs(help_general, f);
+    print_alloc_conf_help(f);
+    fputs(help_general_tail, f);
 }
 
 __attribute__((format(printf, 1, 2)))

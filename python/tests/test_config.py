@@ -299,20 +299,43 @@ class RuntimeTest(IsolatedTestCase):
         self.assertEqual(config.get_memory_info_full(0)['reserved'], cached)
 
     def test_memory_info_struct_matches_the_header(self):
-        """ctypes' copy of vram_memory_info has include/vram.h's fields, in order and of its types (a
-        missing field lets vram_get_memory_info write past the Python buffer)."""
+        """ctypes' vram_memory_info has include/vram.h's fields (VRAM_MEMORY_INFO_FIELDS), in order and of
+        their types, where the library lays them out (a missing field lets vram_get_memory_info write past
+        the Python buffer)."""
         header = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "include", "vram.h")
         with open(header) as f:
             text = f.read()
-        body = re.search(r"typedef struct vram_memory_info \{(.*?)\} vram_memory_info;", text, re.S).group(1)
-        body = re.sub(r"/\*.*?\*/", "", body, flags=re.S)
-        fields = []
-        for ctype, names in re.findall(r"(size_t|uint64_t)\s+([^;]+);", body):
-            for name in names.split(","):
-                fields.append((name.strip(), ctypes.c_size_t if ctype == "size_t" else ctypes.c_uint64))
-        self.assertEqual(len(fields), body.count(",") + body.count(";"))   # every field is one of the two types
-        self.assertGreaterEqual(len(fields), 12)
-        self.assertEqual(vram._lib.MemoryInfoStruct._fields_, fields)
+        table = re.search(r"#define VRAM_MEMORY_INFO_FIELDS\(X\)(.*?)\n\n", text, re.S).group(1)
+        table = re.sub(r"/\*.*?\*/", "", table, flags=re.S)
+        in_header = re.findall(r"X\((\w+), (\w+)\)", table)
+        self.assertEqual(len(in_header), table.count("X("))
+        self.assertGreaterEqual(len(in_header), 12)
+        reported = vram._lib.memory_info_fields()
+        self.assertEqual([(name, ctype) for name, ctype, _, _ in reported], [(n, t) for t, n in in_header])
+        types = {"size_t": ctypes.c_size_t, "uint64_t": ctypes.c_uint64}
+        self.assertEqual(vram._lib.MemoryInfoStruct._fields_, [(n, types[t]) for t, n in in_header])
+        for name, _, offset, size in reported:
+            field = getattr(vram._lib.MemoryInfoStruct, name)
+            self.assertEqual((field.offset, field.size), (offset, size), name)
+        self.assertEqual(ctypes.sizeof(vram._lib.MemoryInfoStruct), reported[-1][2] + reported[-1][3])
+
+    def test_memory_info_layout_disagreement_is_refused(self):
+        """The check that builds the ctypes structure fails when ctypes would lay a field out elsewhere
+        than the library reports, or the library reports a type Python does not know."""
+        reported = vram._lib.memory_info_fields()
+        for bad, says in (
+                ([(n, t, o + 8 * (i == 3), s) for i, (n, t, o, s) in enumerate(reported)], "peak_reserved"),
+                ([(n, "uint32_t" if i == 0 else t, o, s) for i, (n, t, o, s) in enumerate(reported)], "uint32_t"),
+                ([(n, t, o, s) for i, (n, t, o, s) in enumerate(reported) if i != 1], "reserved")):
+            class Probe(ctypes.Structure):
+                pass
+            with self.assertRaises(ImportError) as cm:
+                vram._lib.set_fields(Probe, bad)
+            self.assertIn(says, str(cm.exception))
+        class Good(ctypes.Structure):
+            pass
+        vram._lib.set_fields(Good, reported)
+        self.assertEqual(ctypes.sizeof(Good), ctypes.sizeof(vram._lib.MemoryInfoStruct))
 
     def test_memory_info_full_keys(self):
         info = config.get_memory_info_full(0)

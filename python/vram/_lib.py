@@ -8,8 +8,9 @@ The library is looked for, in order:
 3. the build tree of a source checkout: ``build/libvram.so`` at the repository root;
 4. ``ctypes.util.find_library("vram")`` (the system's library path).
 
-Every structure mirrors its C declaration in include/vram.h field by field, and every function
-used has its argtypes and restype declared, so no call goes through ctypes' int defaults.
+Every structure mirrors its C declaration in include/vram.h field by field (vram_memory_info's
+fields are asked of the library, which reports their names, types, offsets and sizes), and every
+function used has its argtypes and restype declared, so no call goes through ctypes' int defaults.
 """
 import ctypes
 import ctypes.util
@@ -48,21 +49,8 @@ class LogicalDeviceStruct(ctypes.Structure):
 
 
 class MemoryInfoStruct(ctypes.Structure):
-    """vram_memory_info."""
-    _fields_ = [
-        ("current", ctypes.c_size_t),
-        ("peak", ctypes.c_size_t),
-        ("reserved", ctypes.c_size_t),
-        ("peak_reserved", ctypes.c_size_t),
-        ("limit", ctypes.c_size_t),
-        ("largest_free_block", ctypes.c_size_t),
-        ("num_allocs", ctypes.c_uint64),
-        ("num_frees", ctypes.c_uint64),
-        ("num_ooms", ctypes.c_uint64),
-        ("num_driver_allocs", ctypes.c_uint64),
-        ("num_driver_frees", ctypes.c_uint64),
-        ("num_driver_moves", ctypes.c_uint64),
-    ]
+    """vram_memory_info; its fields are the library's own (VRAM_MEMORY_INFO_FIELDS in include/vram.h),
+    set below from what vram_memory_info_field reports."""
 
 
 _int_p = ctypes.POINTER(ctypes.c_int)
@@ -93,6 +81,8 @@ _SIGNATURES = {
     "vram_free": (ctypes.c_int, [ctypes.c_void_p]),
     "vram_trim": (ctypes.c_int, [ctypes.c_int, ctypes.c_size_t]),
     "vram_get_memory_info": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(MemoryInfoStruct)]),
+    "vram_memory_info_field": (ctypes.c_int, [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p),
+                                              ctypes.POINTER(ctypes.c_char_p), _size_p, _size_p]),
     "vram_reset_memory_stats": (ctypes.c_int, [ctypes.c_int]),
     "vram_parse_size": (ctypes.c_int, [ctypes.c_char_p, _size_p]),
 }
@@ -169,3 +159,37 @@ def _status_names():
 STATUS_NAMES = _status_names()
 OK = STATUS_NAMES.index("VRAM_OK")
 ERR_NO_DEVICE = STATUS_NAMES.index("VRAM_ERR_NO_DEVICE")
+
+
+_C_TYPES = {"size_t": ctypes.c_size_t, "uint64_t": ctypes.c_uint64}
+
+
+def memory_info_fields():
+    """vram_memory_info's fields as the library reports them: (name, C type, offset, size) each, in
+    order (vram_memory_info_field answers 0 past the last one)."""
+    name, ctype = ctypes.c_char_p(), ctypes.c_char_p()
+    offset, size = ctypes.c_size_t(), ctypes.c_size_t()
+    fields = []
+    while lib.vram_memory_info_field(len(fields), ctypes.byref(name), ctypes.byref(ctype), ctypes.byref(offset),
+                                     ctypes.byref(size)):
+        fields.append((name.value.decode("ascii"), ctype.value.decode("ascii"), offset.value, size.value))
+    return fields
+
+
+def set_fields(struct, reported):
+    """Gives the ctypes Structure class `struct` the fields `reported` ((name, C type, offset, size) each,
+    as memory_info_fields returns them) and checks that ctypes lays them out where the library does;
+    ImportError, naming the first disagreement, otherwise (a type it does not know included)."""
+    unknown = [(name, ctype) for name, ctype, _, _ in reported if ctype not in _C_TYPES]
+    if unknown:
+        raise ImportError("vram: libvram reports a field of a type the Python package does not know: %s %s"
+                          % (unknown[0][1], unknown[0][0]))
+    struct._fields_ = [(name, _C_TYPES[ctype]) for name, ctype, _, _ in reported]
+    for name, ctype, offset, size in reported:
+        field = getattr(struct, name)
+        if (field.offset, field.size) != (offset, size):
+            raise ImportError("vram: %s.%s lies at offset %d, %d bytes, in ctypes but at offset %d, %d bytes, "
+                              "in libvram (%s)" % (struct.__name__, name, field.offset, field.size, offset, size, path))
+
+
+set_fields(MemoryInfoStruct, memory_info_fields())

@@ -1,7 +1,7 @@
 /*
  * backend.h: the contract between the pool/runtime and a device memory source.
  *
- * Two implementations: the CUDA driver (backend/cuda.c, libcuda.so.1 loaded with dlopen) and the
+ * Two implementations: the CUDA driver (backend/cuda.c, on libcuda.so.1 loaded with dlopen by backend/cuda_load.c) and the
  * simulated GPU (backend/sim*.c; its test hooks are in backend/sim_hooks.h, outside this contract).
  * The layers above never learn which one they talk to.
  *

@@ -1,315 +1,31 @@
 /*
- * cuda.c: the CUDA driver backend. libcuda.so.1 is loaded with dlopen at open() (no CUDA toolkit
- * is needed to build), its functions are resolved with dlsym (the versioned names the driver's
- * cuda.h maps to), and every call that needs a context runs with the device's primary context
- * pushed on the calling thread and popped afterwards, so that memory works with kernels launched by
- * the CUDA runtime and the caller's own current context is left as it was. Primary contexts are
- * retained lazily, on a device's first such call, and released in close().
+ * cuda.c: the CUDA driver backend's calls, the contract of backend.h on the real driver (loaded and
+ * resolved by cuda_load.c, through cuda_internal.h). Every call that needs a context runs with the
+ * device's primary context pushed on the calling thread and popped afterwards (cuda_enter /
+ * cuda_leave), so that memory works with kernels launched by the CUDA runtime.
  *
  * Driver failures become VRAM_ERR_OUT_OF_MEMORY (CUDA_ERROR_OUT_OF_MEMORY) or VRAM_ERR_DRIVER, with
  * the call, the driver's error name and its description in the message. The virtual memory
  * management functions (cuMemCreate, ...) are optional: without them, or on a device without VMM,
  * caps.vmm_supported is 0 and va_*, phys_*, map and unmap return VRAM_ERR_UNSUPPORTED.
+ *
+ * Invariants: a device keeps at most CUDA_EVENT_SPARES destroyed events, all created in its primary
+ * context, for reuse; they are destroyed at close. Lock: a device's ev_lock guards its spare events
+ * and is held only around taking or putting one. The counters are relaxed atomics.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "backend/backend.h"
-#include "backend/cuda_api.h"
-
-#define CUDA_DEFAULT_GRANULARITY (2 * VRAM_MIB)
-#define CUDA_SIM_HINT "To run without a GPU set VRAM_BACKEND=sim."
-
-/* ---- the driver's functions ----------------------------------------------------------------- */
-
-typedef struct cuda_api {
-    cuda_pfn_cuInit Init;
-    cuda_pfn_cuDriverGetVersion DriverGetVersion;
-    cuda_pfn_cuGetErrorName GetErrorName;
-    cuda_pfn_cuGetErrorString GetErrorString;
-    cuda_pfn_cuDeviceGetCount DeviceGetCount;
-    cuda_pfn_cuDeviceGet DeviceGet;
-    cuda_pfn_cuDeviceGetName DeviceGetName;
-    cuda_pfn_cuDeviceGetUuid DeviceGetUuid;
-    cuda_pfn_cuDeviceGetPCIBusId DeviceGetPCIBusId;
-    cuda_pfn_cuDeviceTotalMem_v2 DeviceTotalMem;
-    cuda_pfn_cuDeviceGetAttribute DeviceGetAttribute;
-    cuda_pfn_cuDevicePrimaryCtxRetain PrimaryCtxRetain;
-    cuda_pfn_cuDevicePrimaryCtxRelease PrimaryCtxRelease;
-    cuda_pfn_cuCtxPushCurrent_v2 CtxPushCurrent;
-    cuda_pfn_cuCtxPopCurrent_v2 CtxPopCurrent;
-    cuda_pfn_cuMemGetInfo_v2 MemGetInfo;
-    cuda_pfn_cuMemAlloc_v2 MemAlloc;
-    cuda_pfn_cuMemFree_v2 MemFree;
-    cuda_pfn_cuEventCreate EventCreate;
-    cuda_pfn_cuEventRecord EventRecord;
-    cuda_pfn_cuEventQuery EventQuery;
-    cuda_pfn_cuEventSynchronize EventSynchronize;
-    cuda_pfn_cuEventDestroy_v2 EventDestroy;
-    /* optional: virtual memory management (CUDA 10.2 and later) */
-    cuda_pfn_cuMemAddressReserve MemAddressReserve;
-    cuda_pfn_cuMemAddressFree MemAddressFree;
-    cuda_pfn_cuMemCreate MemCreate;
-    cuda_pfn_cuMemRelease MemRelease;
-    cuda_pfn_cuMemMap MemMap;
-    cuda_pfn_cuMemUnmap MemUnmap;
-    cuda_pfn_cuMemSetAccess MemSetAccess;
-    cuda_pfn_cuMemGetAllocationGranularity MemGetAllocationGranularity;
-    /* optional: IPC */
-    cuda_pfn_cuMemExportToShareableHandle MemExportToShareableHandle;
-    cuda_pfn_cuMemImportFromShareableHandle MemImportFromShareableHandle;
-    cuda_pfn_cuIpcGetMemHandle IpcGetMemHandle;
-    cuda_pfn_cuIpcOpenMemHandle_v2 IpcOpenMemHandle;
-    cuda_pfn_cuIpcCloseMemHandle IpcCloseMemHandle;
-} cuda_api;
-
-typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
-
-typedef struct cuda_sym {
-    const char *name;   /* the name cuda.h maps the call to */
-    const char *alt;    /* an older name with the same ABI, or NULL */
-    size_t      offset; /* of the pointer in cuda_api */
-    cuda_need   need;
-} cuda_sym;
-
-#define CUDA_SYM(field, name, alt, need) { name, alt, offsetof(cuda_api, field), need }
-
-static const cuda_sym cuda_syms[] = {
-    CUDA_SYM(Init, "cuInit", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DriverGetVersion, "cuDriverGetVersion", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(GetErrorName, "cuGetErrorName", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(GetErrorString, "cuGetErrorString", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(DeviceGetCount, "cuDeviceGetCount", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGet, "cuDeviceGet", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGetName, "cuDeviceGetName", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGetUuid, "cuDeviceGetUuid_v2", "cuDeviceGetUuid", CUDA_OPTIONAL),
-    CUDA_SYM(DeviceGetPCIBusId, "cuDeviceGetPCIBusId", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceTotalMem, "cuDeviceTotalMem_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(DeviceGetAttribute, "cuDeviceGetAttribute", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(PrimaryCtxRetain, "cuDevicePrimaryCtxRetain", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(PrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", "cuDevicePrimaryCtxRelease",
-             CUDA_ESSENTIAL),
-    CUDA_SYM(CtxPushCurrent, "cuCtxPushCurrent_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(CtxPopCurrent, "cuCtxPopCurrent_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(MemGetInfo, "cuMemGetInfo_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(MemAlloc, "cuMemAlloc_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(MemFree, "cuMemFree_v2", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventCreate, "cuEventCreate", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventRecord, "cuEventRecord", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventQuery, "cuEventQuery", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventSynchronize, "cuEventSynchronize", NULL, CUDA_ESSENTIAL),
-    CUDA_SYM(EventDestroy, "cuEventDestroy_v2", "cuEventDestroy", CUDA_ESSENTIAL),
-    CUDA_SYM(MemAddressReserve, "cuMemAddressReserve", NULL, CUDA_VMM),
-    CUDA_SYM(MemAddressFree, "cuMemAddressFree", NULL, CUDA_VMM),
-    CUDA_SYM(MemCreate, "cuMemCreate", NULL, CUDA_VMM),
-    CUDA_SYM(MemRelease, "cuMemRelease", NULL, CUDA_VMM),
-    CUDA_SYM(MemMap, "cuMemMap", NULL, CUDA_VMM),
-    CUDA_SYM(MemUnmap, "cuMemUnmap", NULL, CUDA_VMM),
-    CUDA_SYM(MemSetAccess, "cuMemSetAccess", NULL, CUDA_VMM),
-    CUDA_SYM(MemGetAllocationGranularity, "cuMemGetAllocationGranularity", NULL, CUDA_VMM),
-    CUDA_SYM(MemExportToShareableHandle, "cuMemExportToShareableHandle", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(MemImportFromShareableHandle, "cuMemImportFromShareableHandle", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(IpcGetMemHandle, "cuIpcGetMemHandle", NULL, CUDA_OPTIONAL),
-    CUDA_SYM(IpcOpenMemHandle, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", CUDA_OPTIONAL),
-    CUDA_SYM(IpcCloseMemHandle, "cuIpcCloseMemHandle", NULL, CUDA_OPTIONAL),
-};
-
-/* ---- state ---------------------------------------------------------------------------------- */
-
-/* Events the pool is done with are kept (up to this many per device) and recorded again, instead
- * of cuEventDestroy + cuEventCreate for every stream-ordered free. */
-#define CUDA_EVENT_SPARES 256
-
-typedef struct cuda_device {
-    CUdevice            handle;
-    int                 vmm;          /* VMM usable on this device */
-    size_t              granularity;
-    atomic_int          shareable;    /* physical memory is created exportable (1 until refused) */
-    _Atomic(CUcontext)  ctx;          /* retained primary context, NULL until first needed */
-    pthread_mutex_t     ev_lock;      /* guards the spare events */
-    int                 ev_spares;
-    CUevent             ev_spare[CUDA_EVENT_SPARES];   /* destroyed events kept for reuse */
-} cuda_device;
-
-/* Written only by open/close (the runtime serialises those with everything else). */
-static struct {
-    void        *lib;
-    cuda_api     api;
-    int          vmm_api;   /* every VMM symbol was found */
-    int          count;
-    cuda_device *devs;
-} cuda_st;
-
-static pthread_mutex_t cuda_retain_lock = PTHREAD_MUTEX_INITIALIZER;
+#include "backend/cuda_internal.h"
 
 static vram__backend_counts cuda_count;
 
 #define CUDA_COUNT(field) vram__backend_count(&cuda_count, field)
 
-/* ---- errors --------------------------------------------------------------------------------- */
-
-/* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
-static void cuda_error_text(CUresult r, char *buf, size_t len) {
-    cuda_abi_error_text(r, cuda_st.api.GetErrorName, cuda_st.api.GetErrorString, buf, len);
-}
-
-static vram_status cuda_status(CUresult r) {
-    return r == CUDA_ERROR_OUT_OF_MEMORY ? VRAM_ERR_OUT_OF_MEMORY : VRAM_ERR_DRIVER;
-}
-
-/* Sets "<what>: <NAME> (<description>)" and returns the mapped status. */
-static vram_status cuda_fail(CUresult r, const char *fmt, ...) VRAM_PRINTF(2, 3);
-static vram_status cuda_fail(CUresult r, const char *fmt, ...) {
-    char what[512], err[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof what, fmt, ap);
-    va_end(ap);
-    cuda_error_text(r, err, sizeof err);
-    return vram__fail(cuda_status(r), "%s: %s", what, err);
-}
-
-#define CUDA_TRY(call, ...)                                            \
-    do {                                                               \
-        CUresult cuda_r_ = (call);                                     \
-        if (cuda_r_ != CUDA_SUCCESS) return cuda_fail(cuda_r_, __VA_ARGS__); \
-    } while (0)
-
-/* ' CUDA_VISIBLE_DEVICES="..." may hide every device.' when it is set, else "". */
-static void cuda_visible_hint(char *buf, size_t len) {
-    const char *v = getenv("CUDA_VISIBLE_DEVICES");
-    if (v == NULL) snprintf(buf, len, "%s", "");
-    else snprintf(buf, len, " CUDA_VISIBLE_DEVICES=\"%.64s\" is set and may hide every device.", v);
-}
-
-/* The file the driver library was loaded from, or `fallback`. */
-static const char *cuda_lib_path(const char *fallback) {
-    Dl_info info;
-    void *sym = dlsym(cuda_st.lib, "cuInit");
-    if (sym != NULL && dladdr(sym, &info) != 0 && info.dli_fname != NULL) return info.dli_fname;
-    return fallback;
-}
-
-/* ---- loading -------------------------------------------------------------------------------- */
-
-static void cuda_unload(void) {
-    free(cuda_st.devs);
-    if (cuda_st.lib != NULL) dlclose(cuda_st.lib);
-    memset(&cuda_st, 0, sizeof cuda_st);
-}
-
-/* RTLD_NODELETE: the driver keeps threads and process-wide state that must outlive dlclose;
- * a later open() finds the same library again. */
-static vram_status cuda_dlopen(void) {
-    const int flags = RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE;
-    char first[512];
-    cuda_st.lib = dlopen("libcuda.so.1", flags);
-    if (cuda_st.lib != NULL) return VRAM_OK;
-    const char *e = dlerror();
-    snprintf(first, sizeof first, "%s", e ? e : "unknown dlopen error");
-    cuda_st.lib = dlopen("libcuda.so", flags);
-    if (cuda_st.lib != NULL) return VRAM_OK;
-    return vram__fail(VRAM_ERR_NO_DEVICE,
-                      "no NVIDIA driver: libcuda.so.1 not found (%s). Is this a machine with an "
-                      "NVIDIA GPU and driver? In a container, start it with GPU access "
-                      "(docker --gpus all). " CUDA_SIM_HINT, first);
-}
-
-static void *cuda_dlsym(const cuda_sym *s) {
-    void *p = dlsym(cuda_st.lib, s->name);
-    if (p == NULL && s->alt != NULL) p = dlsym(cuda_st.lib, s->alt);
-    return p;
-}
-
-static vram_status cuda_missing(const char *name) {
-    int v = 0;
-    if (cuda_st.api.DriverGetVersion == NULL || cuda_st.api.DriverGetVersion(&v) != CUDA_SUCCESS)
-        v = 0;
-    return vram__fail(VRAM_ERR_NO_DEVICE,
-                      "the NVIDIA driver library %s (CUDA %d.%d) has no %s: the driver is too old "
-                      "for vram; update the NVIDIA driver. " CUDA_SIM_HINT,
-                      cuda_lib_path("libcuda.so.1"), v / 1000, (v % 1000) / 10, name);
-}
-
-static vram_status cuda_resolve(void) {
-    const char *missing = NULL;
-    cuda_st.vmm_api = 1;
-    for (size_t i = 0; i < sizeof cuda_syms / sizeof cuda_syms[0]; i++) {
-        const cuda_sym *s = &cuda_syms[i];
-        void *p = cuda_dlsym(s);
-        memcpy((char *)&cuda_st.api + s->offset, &p, sizeof p);
-        if (p != NULL) continue;
-        if (s->need == CUDA_VMM) cuda_st.vmm_api = 0;
-        if (s->need == CUDA_ESSENTIAL && missing == NULL) missing = s->name;
-    }
-    return missing != NULL ? cuda_missing(missing) : VRAM_OK;
-}
-
-static vram_status cuda_init_failed(CUresult r) {
-    char err[256], hint[160], stub[512] = "";
-    cuda_error_text(r, err, sizeof err);
-    cuda_visible_hint(hint, sizeof hint);
-    if (r == CUDA_ERROR_STUB_LIBRARY)
-        snprintf(stub, sizeof stub, " %s is the CUDA toolkit's stub library, not the NVIDIA "
-                 "driver: take its directory out of LD_LIBRARY_PATH and run on a machine with an "
-                 "NVIDIA GPU and driver.", cuda_lib_path("libcuda.so"));
-    return vram__fail(VRAM_ERR_NO_DEVICE, "cuInit failed: %s.%s%s " CUDA_SIM_HINT, err, stub, hint);
-}
-
-static vram_status cuda_init_driver(void) {
-    CUresult r = cuda_st.api.Init(0);
-    if (r != CUDA_SUCCESS) return cuda_init_failed(r);
-    int n = 0;
-    CUDA_TRY(cuda_st.api.DeviceGetCount(&n), "cuDeviceGetCount");
-    if (n > 0) {
-        cuda_st.count = n;
-        return VRAM_OK;
-    }
-    char hint[160];
-    cuda_visible_hint(hint, sizeof hint);
-    return vram__fail(VRAM_ERR_NO_DEVICE, "the NVIDIA driver reports no CUDA device.%s " CUDA_SIM_HINT,
-                      hint);
-}
-
-/* VMM support and the minimum granularity of a pinned allocation on the device. */
-static void cuda_probe_vmm(cuda_device *d) {
-    int attr = 0;
-    size_t g = 0;
-    CUmemAllocationProp prop;
-    d->vmm = 0;
-    d->granularity = CUDA_DEFAULT_GRANULARITY;
-    atomic_store(&d->shareable, 1);
-    if (!cuda_st.vmm_api) return;
-    if (cuda_st.api.DeviceGetAttribute(&attr, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
-                                       d->handle) != CUDA_SUCCESS || !attr)
-        return;
-    memset(&prop, 0, sizeof prop);
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = d->handle;
-    if (cuda_st.api.MemGetAllocationGranularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) !=
-            CUDA_SUCCESS || g == 0 || (g & (g - 1)) != 0)
-        return;
-    d->vmm = 1;
-    d->granularity = g;
-}
-
-static vram_status cuda_discover(void) {
-    cuda_st.devs = calloc((size_t)cuda_st.count, sizeof *cuda_st.devs);
-    if (cuda_st.devs == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "out of host memory");
-    for (int i = 0; i < cuda_st.count; i++) pthread_mutex_init(&cuda_st.devs[i].ev_lock, NULL);
-    for (int i = 0; i < cuda_st.count; i++) {
-        cuda_device *d = &cuda_st.devs[i];
-        CUDA_TRY(cuda_st.api.DeviceGet(&d->handle, i), "cuDeviceGet(%d)", i);
-        atomic_init(&d->ctx, NULL);
-        cuda_probe_vmm(d);
-    }
-    return VRAM_OK;
-}
+/* ---- open and close ------------------------------------------------------------------------- */
 
 static void cuda_reset_counters(void) {
     vram__backend_counts_reset(&cuda_count);
@@ -317,12 +33,8 @@ static void cuda_reset_counters(void) {
 
 static vram_status cuda_open(void) {
     if (cuda_st.lib != NULL) return VRAM_OK;
-    vram_status s = cuda_dlopen();
-    if (s == VRAM_OK) s = cuda_resolve();
-    if (s == VRAM_OK) s = cuda_init_driver();
-    if (s == VRAM_OK) s = cuda_discover();
-    if (s != VRAM_OK) cuda_unload();
-    else cuda_reset_counters();
+    vram_status s = cuda_load();
+    if (s == VRAM_OK) cuda_reset_counters();
     return s;
 }
 
@@ -341,62 +53,7 @@ static void cuda_close(void) {
     cuda_unload();
 }
 
-/* ---- devices and contexts ------------------------------------------------------------------- */
-
-static vram_status cuda_device_at(int dev, cuda_device **out) {
-    if (cuda_st.devs == NULL) return vram__fail(VRAM_ERR_INTERNAL, "the CUDA backend is not open");
-    if (dev < 0 || dev >= cuda_st.count)
-        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "CUDA device %d out of range [0, %d)", dev,
-                          cuda_st.count);
-    *out = &cuda_st.devs[dev];
-    return VRAM_OK;
-}
-
-/* The device's primary context, retained on first use. */
-static vram_status cuda_context(int dev, cuda_device *d, CUcontext *out) {
-    CUcontext c = atomic_load_explicit(&d->ctx, memory_order_acquire);
-    CUresult r = CUDA_SUCCESS;
-    if (c == NULL) {
-        pthread_mutex_lock(&cuda_retain_lock);
-        c = atomic_load_explicit(&d->ctx, memory_order_acquire);
-        if (c == NULL) r = cuda_st.api.PrimaryCtxRetain(&c, d->handle);
-        if (r == CUDA_SUCCESS) atomic_store_explicit(&d->ctx, c, memory_order_release);
-        pthread_mutex_unlock(&cuda_retain_lock);
-    }
-    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuDevicePrimaryCtxRetain on device %d", dev);
-    *out = c;
-    return VRAM_OK;
-}
-
-/* Makes the device's primary context current on this thread until cuda_leave(). */
-static vram_status cuda_enter(int dev) {
-    cuda_device *d = NULL;
-    CUcontext c = NULL;
-    vram_status s = cuda_device_at(dev, &d);
-    if (s == VRAM_OK) s = cuda_context(dev, d, &c);
-    if (s != VRAM_OK) return s;
-    CUDA_TRY(cuda_st.api.CtxPushCurrent(c), "cuCtxPushCurrent on device %d", dev);
-    return VRAM_OK;
-}
-
-static void cuda_leave(void) {
-    CUcontext c = NULL;
-    cuda_st.api.CtxPopCurrent(&c);
-}
-
-/* As cuda_enter, for the virtual memory management calls. */
-static vram_status cuda_enter_vmm(int dev, cuda_device **out) {
-    cuda_device *d = NULL;
-    vram_status s = cuda_device_at(dev, &d);
-    if (s != VRAM_OK) return s;
-    if (!d->vmm)
-        return vram__fail(VRAM_ERR_UNSUPPORTED,
-                          "virtual memory management (cuMemCreate/cuMemMap) is not supported on "
-                          "CUDA device %d%s", dev,
-                          cuda_st.vmm_api ? "" : ": the NVIDIA driver is too old to have it");
-    *out = d;
-    return cuda_enter(dev);
-}
+/* ---- devices -------------------------------------------------------------------------------- */
 
 static vram_status cuda_device_count(int *count) {
     if (cuda_st.devs == NULL) return vram__fail(VRAM_ERR_INTERNAL, "the CUDA backend is not open");

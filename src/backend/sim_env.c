@@ -1,7 +1,8 @@
 /*
  * sim_env.c: the simulated backend's environment, read by open(): VRAM_SIM_DEVICES (the cards),
  * VRAM_SIM_FAIL_ALLOC_AFTER and CUDA_VISIBLE_DEVICES (which cards, renumbered), and the UUID of a
- * card. Pure parsers into a sim_config: no state, no lock.
+ * card. CUDA_VISIBLE_DEVICES is split and its entries classified by common/visible.c, as the shim and
+ * `vram run --devices` read it. Pure parsers into a sim_config: no state, no lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "backend/sim_internal.h"
+#include "common/visible.h"
 
 /* ---- the environment ------------------------------------------------------------------------ */
 
@@ -133,13 +135,21 @@ static int sim_uuid_card(const char *b, size_t len, int ncards) {
     return found;
 }
 
-/* The card one CUDA_VISIBLE_DEVICES entry [b, e) names, or -1 (which ends the list). */
-static int sim_visible_entry(const char *b, const char *e, int ncards) {
-    unsigned long long n;
+/* The card one CUDA_VISIBLE_DEVICES entry names (split and classified by common/visible.c, then
+ * trimmed of blanks), or -1 (which ends the list): an index of 1 to 18 digits below ncards, or an
+ * upper-case "GPU-" UUID or prefix of one that names exactly one card. */
+static int sim_visible_card(vram_visible_entry *v, int ncards) {
+    const char *b = v->text, *e = v->text + v->len;
     sim_trim(&b, &e);
-    if (sim_digits(b, e, &n) == 0) return n < (unsigned long long)ncards ? (int)n : -1;
-    if (e - b < 4 || strncmp(b, "GPU-", 4) != 0) return -1;
-    return sim_uuid_card(b, (size_t)(e - b), ncards);
+    if (b != v->text || e != v->text + v->len) {
+        v->text = b;
+        v->len = (size_t)(e - b);
+        vram__visible_classify(v);
+    }
+    if (v->kind == VRAM_VISIBLE_INDEX)
+        return v->len <= 18 && v->index < (unsigned long long)ncards ? (int)v->index : -1;
+    if (v->kind != VRAM_VISIBLE_GPU || strncmp(v->text, "GPU-", 4) != 0) return -1;
+    return sim_uuid_card(v->text, v->len, ncards);
 }
 
 static int sim_listed(const sim_config *cfg, int card) {
@@ -153,12 +163,11 @@ static int sim_listed(const sim_config *cfg, int card) {
 vram_status sim_parse_visible(const char *text, sim_config *cfg) {
     cfg->ndev = 0;
     for (int i = 0; text == NULL && i < cfg->ncards; i++) cfg->dev_card[cfg->ndev++] = i;
-    for (const char *p = text; p != NULL;) {
-        const char *e = p + strcspn(p, ",");
-        int card = sim_visible_entry(p, e, cfg->ncards);
+    vram_visible_entry v;
+    for (const char *p = text; vram__visible_next(&p, &v);) {
+        int card = sim_visible_card(&v, cfg->ncards);
         if (card < 0 || sim_listed(cfg, card)) break;
         cfg->dev_card[cfg->ndev++] = card;
-        p = *e == '\0' ? NULL : e + 1;
     }
     if (cfg->ndev > 0) return VRAM_OK;
     const char *devices = getenv("VRAM_SIM_DEVICES");

@@ -115,6 +115,31 @@ int vram__parse_bool(const char *text, int *value) {
     return -1;
 }
 
+/* The unit at *end (none; B; K, M, G or T, each with an optional i and an optional B after it): its
+ * power of two, with *end moved past it; -1 for an unknown unit. */
+static int size_unit(const char **end) {
+    const char *e = *end;
+    int shift = 0;
+    switch (toupper((unsigned char)*e)) {
+    case '\0': break;
+    case 'B': if (e[1] == '\0') { e++; } break;
+    case 'K': shift = 10; e++; break;
+    case 'M': shift = 20; e++; break;
+    case 'G': shift = 30; e++; break;
+    case 'T': shift = 40; e++; break;
+    default: return -1;
+    }
+    if (shift != 0) {
+        if (*e == 'i' || *e == 'I') {
+            e++;
+            if (*e != 'B' && *e != 'b') return -1;
+        }
+        if (*e == 'B' || *e == 'b') e++;
+    }
+    *end = e;
+    return shift;
+}
+
 /* "512", "4K", "4KB", "4KiB", "1.5G", "2 TiB"; units are powers of 1024. */
 vram_status vram_parse_size(const char *text, size_t *bytes) {
     if (text == NULL || bytes == NULL) {
@@ -138,25 +163,8 @@ vram_status vram_parse_size(const char *text, size_t *bytes) {
     int whole = dots == 0;
     double number = vram__strtod_c(p, NULL);
     while (isspace((unsigned char)*end)) end++;
-    int shift = 0;
-    switch (toupper((unsigned char)*end)) {
-    case '\0': break;
-    case 'B': if (end[1] == '\0') { end++; } break;
-    case 'K': shift = 10; end++; break;
-    case 'M': shift = 20; end++; break;
-    case 'G': shift = 30; end++; break;
-    case 'T': shift = 40; end++; break;
-    default: return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': unknown unit", text);
-    }
-    if (shift != 0) {
-        if (*end == 'i' || *end == 'I') {
-            end++;
-            if (*end != 'B' && *end != 'b') {
-                return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': unknown unit", text);
-            }
-        }
-        if (*end == 'B' || *end == 'b') end++;
-    }
+    int shift = size_unit(&end);
+    if (shift < 0) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': unknown unit", text);
     while (isspace((unsigned char)*end)) end++;
     if (*end != '\0') {
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "malformed size '%s': unexpected '%s'", text, end);

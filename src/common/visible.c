@@ -11,7 +11,7 @@ static int visible_uuid_char(char c) {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '-' || c == '/';
 }
 
-static void visible_classify(vram_visible_entry *e) {
+void vram__visible_classify(vram_visible_entry *e) {
     const char *b = e->text, *end = e->text + e->len;
     int digits = e->len > 0;
     unsigned long long n = 0;
@@ -44,7 +44,7 @@ int vram__visible_next(const char **cursor, vram_visible_entry *e) {
     size_t len = strcspn(p, ",");
     e->text = p;
     e->len = len;
-    visible_classify(e);
+    vram__visible_classify(e);
     *cursor = p[len] == ',' ? p + len + 1 : NULL;
     return 1;
 }

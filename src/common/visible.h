@@ -3,8 +3,9 @@
  * commas and each entry classified (an index, a "GPU-" UUID or prefix of one, a "MIG-" instance,
  * something else). What an entry then names (which card, whether the list ends there) is the
  * caller's: `vram run --devices` checks that every entry is well formed (vram__visible_valid), the
- * preload shim maps entries to NVML's cards before CUDA is loaded (shim/nvml.c). Shared by the
- * library's CLI and the shim (compiled into both, hidden); no state, no locks.
+ * preload shim maps entries to NVML's cards before CUDA is loaded (shim/nvml.c), the simulated
+ * backend picks its cards by them (backend/sim_env.c). Shared by the library (its simulated
+ * backend and CLI) and the shim (compiled into both, hidden); no state, no locks.
  */
 #ifndef VRAM_COMMON_VISIBLE_H
 #define VRAM_COMMON_VISIBLE_H
@@ -30,6 +31,10 @@ typedef struct vram_visible_entry {
  * 1 with *e filled and *cursor moved past it, 0 at the end. "a,,b" has an empty middle entry and
  * "a," an empty last one; "" is one empty entry. */
 int vram__visible_next(const char **cursor, vram_visible_entry *e);
+
+/* Classifies the entry [e->text, e->text + e->len) again (kind, index, well_formed), for a caller
+ * that changed its span (the simulated backend trims blanks off it). */
+void vram__visible_classify(vram_visible_entry *e);
 
 /* 1 when every entry of `list` is well formed (none empty), else 0. */
 int vram__visible_valid(const char *list);

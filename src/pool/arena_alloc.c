@@ -164,9 +164,9 @@ static int alloc_wait_helps_locked(pool_arena *p) {
 /* The retry ladder of a request under the lock: the bins (and the caller's pending frees), then
  * waiting for pending frees, flushing the thread caches, a mapped run before new memory, growth,
  * the limit's fallbacks, waiting for frees and uses in flight, and last the out-of-memory report
- * (or, with quiet_why, its cause for arenas.c to report once every arena was tried). */
+ * (or, with quiet, its cause for arenas.c to report once every arena was tried). */
 static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream,
-                                     void **ptr, int *quiet_why) {
+                                     void **ptr, grow_result *quiet) {
     for (;;) {
         pool_chunk *c = pool_find_locked(p, rounded, async, stream);
         if (c == NULL && p->pending != NULL) {
@@ -204,7 +204,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             s = alloc_at_limit_locked(p, size, rounded, stream, ptr, &why);
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && alloc_wait_helps_locked(p)) continue;
-        if (s == VRAM_ERR_OUT_OF_MEMORY && quiet_why != NULL) *quiet_why = (int)why;
+        if (s == VRAM_ERR_OUT_OF_MEMORY && quiet != NULL) *quiet = why;
         else if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
         if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
         return s;
@@ -212,10 +212,10 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
 }
 
 vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
-                        int *quiet_why) {
+                        grow_result *quiet) {
     if (size > p->cfg.limit || size > SIZE_MAX - VRAM_POOL_UNIT) {
-        if (quiet_why != NULL) {
-            *quiet_why = (int)GROW_LIMIT;
+        if (quiet != NULL) {
+            *quiet = GROW_LIMIT;
             return VRAM_ERR_OUT_OF_MEMORY;
         }
         pool_lock_take(&p->lock);
@@ -233,13 +233,13 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
     }
     pool_lock_take(&p->lock);
     if (!p->cfg.growth && rounded > arena_headroom_live(p)) {   /* a fraction below the preallocation */
-        vram_status s = quiet_why != NULL ? VRAM_ERR_OUT_OF_MEMORY : pool_oom_locked(p, size, rounded, GROW_LIMIT);
-        if (quiet_why != NULL) *quiet_why = (int)GROW_LIMIT;
+        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : pool_oom_locked(p, size, rounded, GROW_LIMIT);
+        if (quiet != NULL) *quiet = GROW_LIMIT;
         pool_lock_give(&p->lock);
         return s;
     }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
-    vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet_why);
+    vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet);
     pool_lock_give(&p->lock);
     return s;
 }
@@ -305,10 +305,11 @@ static vram_status free_event_locked(pool_arena *p, void *stream, pool_event **e
  * once they are recorded, so that a failure leaves everything as it was. vram_free_async records an
  * event of its own here, except during a capture: then it is recorded after it, as owned-stream
  * frees' are. */
-vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
-                       int *owned) {
+vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    *owned = 1;
+    vram__free_kind how = req->how;
+    void *stream = req->stream;
+    req->owned = 1;
     /* the fast path: parked. Only once parking is on: a free that merely asks whether the block is
      * this arena's (runtime's free_on tries each pool) must not turn it on */
     if (how == VRAM_POOL_FREE_NOW && tc_parking(p) && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;
@@ -319,7 +320,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
     }
     pool_lock_take(&p->lock);
     pool_chunk *c = own_event ? live_get(p, addr) : live_take_unused(p, addr);
-    if (c == NULL) return free_unknown_unlock(p, ptr, how, owned);
+    if (c == NULL) return free_unknown_unlock(p, ptr, how, &req->owned);
     vram__free_kind asked = how;
     if (how == VRAM_POOL_FREE_ALLOC_STREAM) {     /* the stream it was handed out on */
         how = VRAM_POOL_FREE_OWNED_STREAM;

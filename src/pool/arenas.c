@@ -200,7 +200,7 @@ vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, 
  * error then has the figures of all arenas. */
 static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *me, size_t size, int async,
                                void *stream, void **ptr, int others) {
-    int why = 0;
+    grow_result why = GROW_OK;
     vram_status s = arena_alloc(a, me, size, async, stream, ptr, &why);
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     /* The limit is shared: the other arenas give back their idle memory, once their stream-ordered
@@ -212,7 +212,7 @@ static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *
     s = arena_alloc(a, me, size, async, stream, ptr, &why);
     for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others; i++) {
         pool_arena *b = atomic_load(&p->arena[i]);
-        int other_why = 0;
+        grow_result other_why = GROW_OK;
         if (b != NULL && b != a) s = arena_alloc(b, me, size, 0, NULL, ptr, &other_why);
     }
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
@@ -228,35 +228,25 @@ int vram__pool_may_own(vram__pool *p, const void *ptr) {
            addr < atomic_load_explicit(&p->shared.span_hi, memory_order_relaxed);
 }
 
-vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
-                            int *owned) {
-    uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
-        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, how, stream, owned);
-    for (int i = 0; i < POOL_ARENAS; i++) {            /* the owner, by its reserved range */
-        pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
-        if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return arena_free(a, me, ptr, how, stream, owned);
-    }
-    int np = atomic_load_explicit(&p->nprivate, memory_order_acquire);
-    for (int i = 0; i < np; i++) {                     /* a private pool's */
-        pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
-        if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i])
-            return arena_free(a, me, ptr, how, stream, owned);
-    }
-    vram_status s = VRAM_ERR_INVALID_POINTER;          /* plain regions: ask each arena */
+/* The arena whose memory holds addr, each asked under its lock (a block of a plain region); NULL
+ * when none. Out of line: only frees in plain regions of a pool of several arenas come here. */
+static VRAM_NOINLINE pool_arena *owner_by_memory(vram__pool *p, uint64_t addr) {
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
-        s = arena_free(a, me, ptr, how, stream, owned);
-        if (s == VRAM_OK || *owned) return s;
+        arena_lock(a);
+        int owns = pool_owns_locked(a, addr);
+        arena_unlock(a);
+        if (owns) return a;
     }
-    return s;
+    return NULL;
 }
 
-/* The arena whose reserved range holds addr (growth by mapping), or NULL (a plain region's block:
- * each arena must be asked). vram__pool_free has these loops of its own: one search shared through
- * a function cost the free path 2-7 instructions a call (bench/instructions.sh). */
-static pool_arena *arena_by_range(vram__pool *p, uint64_t addr) {
+/* The one owner lookup of a pointer, for frees, record_stream and IPC: the arena or private pool
+ * whose reserved range holds addr (growth by mapping), else the one whose memory holds it
+ * (owner_by_memory); NULL when none does. The free path calls it only when the pool has several
+ * arenas. */
+static inline __attribute__((always_inline)) pool_arena *pool_owner(vram__pool *p, uint64_t addr) {
     for (int i = 0; i < POOL_ARENAS; i++) {
         pool_arena *a = atomic_load_explicit(&p->arena[i], memory_order_acquire);
         if (a != NULL && addr >= p->lo[i] && addr < p->hi[i]) return a;
@@ -266,34 +256,32 @@ static pool_arena *arena_by_range(vram__pool *p, uint64_t addr) {
         pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
         if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i]) return a;
     }
-    return NULL;
+    return owner_by_memory(p, addr);
+}
+
+/* A pointer in no arena's memory: *owned 0 (the caller, which asks every pool, says so). */
+static vram_status not_owned(const char *call, void *ptr, int *owned) {
+    *owned = 0;
+    return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): not in the memory of this logical device", call, ptr);
+}
+
+vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, vram__free_req *req) {
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
+        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, req);
+    pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
+    return a != NULL ? arena_free(a, me, ptr, req) : not_owned(vram__pool_free_name(req->how), ptr, &req->owned);
 }
 
 vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int *owned) {
-    pool_arena *owner = arena_by_range(p, (uint64_t)(uintptr_t)ptr);
-    if (owner != NULL) return arena_record_stream(owner, ptr, stream, owned);
-    vram_status s = VRAM_ERR_INVALID_POINTER;
-    for (int i = 0; i < ALL_ARENAS; i++) {
-        pool_arena *a = any_arena(p, i);
-        if (a == NULL) continue;
-        s = arena_record_stream(a, ptr, stream, owned);
-        if (s == VRAM_OK || *owned) return s;
-    }
-    return s;
+    pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
+    return a != NULL ? arena_record_stream(a, ptr, stream, owned) : not_owned("vram_record_stream", ptr, owned);
 }
 
 vram_status vram__pool_ipc_export(vram__pool *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
                                   size_t *offset, int *owned) {
-    pool_arena *owner = arena_by_range(p, (uint64_t)(uintptr_t)ptr);
-    if (owner != NULL) return arena_ipc_export(owner, ptr, out, capacity, length, offset, owned);
-    vram_status s = VRAM_ERR_INVALID_POINTER;
-    for (int i = 0; i < ALL_ARENAS; i++) {
-        pool_arena *a = any_arena(p, i);
-        if (a == NULL) continue;
-        s = arena_ipc_export(a, ptr, out, capacity, length, offset, owned);
-        if (s == VRAM_OK || *owned) return s;
-    }
-    return s;
+    pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
+    return a != NULL ? arena_ipc_export(a, ptr, out, capacity, length, offset, owned)
+                     : not_owned("vram_ipc_export", ptr, owned);
 }
 
 /* Every arena locked (in order, with the set of arenas frozen), so that the figures add up to one

@@ -116,10 +116,10 @@ vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_res
     return pool_oom_report(p, size, rounded, why, NULL, oom_stuck_locked(p));
 }
 
-vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all) {
+vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
     pool_lock_take(&p->lock);
     p->num_ooms++;
-    vram_status s = pool_oom_report(p, size, rounded, (grow_result)why, all, all ? 0 : oom_stuck_locked(p));
+    vram_status s = pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
     pool_lock_give(&p->lock);
     return s;
 }

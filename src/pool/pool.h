@@ -104,19 +104,27 @@ typedef enum vram__free_kind {
  * for vram_malloc, the caller's stream when async. See stream_order.c for the stream rules. */
 vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t size, int async, void *stream,
                              void **ptr);
-/* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes). *owned
- * tells whether ptr lies inside memory this pool holds (live or not), so that a caller looking for
- * the owner of a pointer needs one call per pool. */
-vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
-                            int *owned);
+/* A free as the pool is asked it (vram__pool_free, arena_free): how it is ordered and on which
+ * stream; and, set by the pool, whether ptr lies inside memory the pool holds (live or not), so
+ * that a caller looking for the owner of a pointer needs one call per pool (the pool's answer is
+ * final when owned is set). */
+typedef struct vram__free_req {
+    vram__free_kind how;
+    void           *stream;
+    int             owned;    /* out */
+} vram__free_req;
+
+/* VRAM_ERR_INVALID_POINTER when ptr is not a live block of this pool (nothing changes); req->owned
+ * as above. */
+vram_status vram__pool_free(vram__pool *pool, vram__pool_thread *me, void *ptr, vram__free_req *req);
 /* 0 when ptr lies outside every address the pool ever held (a quick test, no lock): with several
  * logical devices, a free asks only the pools that may own its block. */
 int         vram__pool_may_own(vram__pool *pool, const void *ptr);
 /* The live block at ptr is also used on `stream`: its free waits for that stream (stream_order.c, "blocks
  * used on other streams"). VRAM_ERR_INVALID_POINTER when it is no live block of this pool; *owned as
- * vram__pool_free's. */
+ * vram__free_req's owned. */
 vram_status vram__pool_record_stream(vram__pool *pool, void *ptr, void *stream, int *owned);
-/* The live block at ptr shared with another process (vram_ipc_export); *owned as vram__pool_free's. */
+/* The live block at ptr shared with another process (vram_ipc_export); *owned as vram__free_req's. */
 vram_status vram__pool_ipc_export(vram__pool *pool, void *ptr, unsigned char *out, size_t capacity, size_t *length,
                                   size_t *offset, int *owned);
 /* The public call behind a free of that kind, for messages. */

@@ -224,15 +224,19 @@ typedef struct arena_figures {      /* every arena of a logical device together 
 
 vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out);
 vram_status arena_destroy(pool_arena *p);
-/* With `quiet_why` non-NULL an out-of-memory failure is not reported (no message, not counted):
- * *quiet_why says why, for arena_oom to report once every arena was tried. */
+/* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, or
+ * no growth at all. */
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
+
+/* With `quiet` non-NULL an out-of-memory failure is not reported (no message, not counted): *quiet
+ * says why, for arena_oom to report once every arena was tried. */
 vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
-                        int *quiet_why);
-vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_kind how, void *stream,
-                       int *owned);
+                        grow_result *quiet);
+/* A free (req: how, on which stream; req->owned set as vram__pool_free's). */
+vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req);
 /* The live block at ptr is also used on `stream` (vram_record_stream); *owned as arena_free's. */
 vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
-vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, int why, const arena_figures *all);
+vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
 void        arena_info_locked(pool_arena *p, vram_memory_info *info);
 void        arena_lock(pool_arena *p);
 void        arena_unlock(pool_arena *p);
@@ -276,9 +280,6 @@ void        pool_flush_caches_locked(pool_arena *p);
 void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date
                                                     (backing.c) */
 
-/* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, or
- * no growth at all. */
-typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
 
 /* arena.c: whether addr lies in memory of one of the arena's regions (pool lock held). */
 int         pool_owns_locked(const pool_arena *p, uint64_t addr);

@@ -1,6 +1,7 @@
 /*
  * env.c: reads and validates the VRAM_* environment variables (see env.h and README.md), and parses
- * allocator option strings by the table VRAM_ALLOC_CONF_OPTIONS (env.h).
+ * allocator option strings by the table VRAM_ALLOC_CONF_OPTIONS (env.h), whose keys and value forms
+ * it also gives out (vram_alloc_conf_option, public). No state of its own, no locks.
  */
 #include <ctype.h>
 #include <errno.h>
@@ -119,6 +120,13 @@ static const struct conf_option {
 #undef CONF_OPTION
 };
 enum { CONF_OPTIONS = (int)(sizeof conf_options / sizeof conf_options[0]) };
+
+int vram_alloc_conf_option(int i, const char **key, const char **value) {
+    if (i < 0 || i >= CONF_OPTIONS) return 0;
+    if (key != NULL) *key = conf_options[i].key;
+    if (value != NULL) *value = conf_options[i].kind == CONF_BOOL ? "true|false" : "N";
+    return 1;
+}
 
 static void conf_set(vram__alloc_conf *c, int opt, unsigned long long n) {
     int i = 0;

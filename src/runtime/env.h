@@ -25,9 +25,11 @@ typedef struct vram__env_size {
  *   X(key, kind, type, default, min, max, want)
  * key names the option and its field in vram__alloc_conf; kind is BOOL (true|false, ...: min and max
  * unused) or WHOLE (decimal digits alone, in [min, max]); want is what a bad value is told (a printf
- * format given max). The struct, its defaults, the parser, the equality check and the list of known
- * keys in the unknown-option message come from it, in this order. What each option means for the
- * pool: runtime.c's pool configuration; for users: vram_set_alloc_conf in vram.h and README.md. */
+ * format given max). The struct, its defaults, the parser, the equality check, the list of known
+ * keys in the unknown-option message and vram_alloc_conf_option (from which `vram --help` lists the
+ * keys) come from it, in this order. What each option means for the pool: runtime.c's pool
+ * configuration; for users: vram_set_alloc_conf in vram.h and README.md (checked to name every key
+ * by the test env_alloc_conf_options_documented). */
 #define VRAM_ALLOC_CONF_OPTIONS(X)                                                                  \
     /* -1 auto (use it where supported), 0 off, 1 on */                                             \
     X(vmm, BOOL, int, -1, 0, 1, "use true or false")                                                \
