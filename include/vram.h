@@ -282,6 +282,11 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           range, the limit shared), 1..8 (default 8; 1: every thread in one).
  *                           Stream-ordered requests (vram_malloc_async, vram_plugin_alloc) always
  *                           use the first arena
+ *   plan:true|false         growth with virtual memory management: the first arena finds the step
+ *                           a training loop repeats from the requests themselves and places each
+ *                           block living within a step from an offline plan of the step, in a range
+ *                           as large as the step's live peak, giving back what the plan does not
+ *                           need; any difference from the plan ends it (default false)
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 /* Option i (from 0) of vram_set_alloc_conf, in the order of the library's table: its key ("vmm") and
@@ -336,7 +341,14 @@ VRAM_API void  vram_plugin_release(void *ptr);
     X(uint64_t, num_driver_frees)                                                                   \
     /* growth: idle physical pieces mapped again under a new block instead of released and created  \
        anew (an unmap and a map each) */                                                            \
-    X(uint64_t, num_driver_moves)
+    X(uint64_t, num_driver_moves)                                                                   \
+    /* the repeating step's plan (allocator option plan:true): the bytes of its range while one is  \
+       in force (0: none), the steps begun under a plan, the plans ended by a difference, and the   \
+       bytes given back when plans came into force (what best fit held that the plans did not need) */ \
+    X(size_t, plan_bytes)                                                                           \
+    X(uint64_t, plan_steps)                                                                         \
+    X(uint64_t, plan_ends)                                                                          \
+    X(size_t, plan_given_back)
 
 typedef struct vram_memory_info {
 #define VRAM_MEMORY_INFO_FIELD_(type, name) type name;

@@ -403,3 +403,35 @@ int main(int argc, char **argv) {
     printf("%zu passed, %zu failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
+
+/* ---- block contents and the simulated driver's counters ---- */
+
+/* The pattern byte at offset `off` of a block written with `tag`. */
+static unsigned char fill_pattern(size_t off, unsigned tag) {
+    return (unsigned char)(tag * 31u + off / 4096 + off % 4096);
+}
+
+/* Writes one byte per 4 KiB page (and the last byte) of a block. */
+void fill(void *p, size_t n, unsigned tag) {
+    unsigned char *b = p;
+    for (size_t off = 0; off < n; off += 4096) b[off] = fill_pattern(off, tag);
+    b[n - 1] = fill_pattern(n - 1, tag);
+}
+
+/* 1 when the pattern of fill() is still there. */
+int filled(const void *p, size_t n, unsigned tag) {
+    const unsigned char *b = p;
+    for (size_t off = 0; off < n; off += 4096) {
+        if (b[off] != fill_pattern(off, tag)) return 0;
+    }
+    return b[n - 1] == fill_pattern(n - 1, tag);
+}
+
+/* Balanced driver calls: everything taken was given back (after a shutdown). */
+void check_counters_balanced(void) {
+    vram__backend_counters c = sim_counters();
+    CHECK_U64(c.mem_alloc, ==, c.mem_free);
+    CHECK_U64(c.phys_create, ==, c.phys_release);
+    CHECK_U64(c.map, ==, c.unmap);
+    CHECK_U64(c.va_reserve, ==, c.va_free);
+}

@@ -151,4 +151,11 @@ static inline size_t tf_default_limit(size_t free_bytes) {
 /* Growth starts with (nearly) nothing reserved. */
 #define NEAR_ZERO (64 * MiB)
 
+/* Writes one byte per 4 KiB page (and the last byte) of a block, a pattern of `tag`; filled says
+ * whether it is still there (the simulated card's memory is host memory). */
+void fill(void *p, size_t n, unsigned tag);
+int  filled(const void *p, size_t n, unsigned tag);
+/* Balanced driver calls on the simulated card: everything taken was given back (after a shutdown). */
+void check_counters_balanced(void);
+
 #endif /* VRAM_TEST_HARNESS_H */

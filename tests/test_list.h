@@ -97,6 +97,10 @@
     X(plan, plan_step_that_never_repeats) \
     X(plan, plan_two_streams) \
     X(plan, plan_place_never_overlaps_blocks_alive_together) \
+    X(plan, plan_in_force_places_the_step_and_gives_back) \
+    X(plan, plan_ends_when_a_free_comes_late) \
+    X(plan, plan_random_steps_keep_every_block) \
+    X(plan, plan_on_one_stream_as_pytorch_allocates) \
     /* test_oom.c */ \
     X(oom, oom_limit_from_api_is_named) \
     X(oom, oom_limit_from_api_with_growth_is_named) \

@@ -112,6 +112,17 @@ TEST(plan_repeating_step) {
     CHECK_U64(p->offset[2], ==, 8192);
     CHECK_SIZE(p->top, ==, 12288);
     CHECK_SIZE(p->live_peak, ==, 12288);
+    /* what following it checks: x is freed after 2 of the step's requests, y and z after 3; one
+     * planned block (x) is freed before request 2 (z); z's place starts where y ends */
+    CHECK_U64(p->free_slot[0], ==, 2);
+    CHECK_U64(p->free_slot[1], ==, 3);
+    CHECK_U64(p->free_slot[2], ==, 3);
+    CHECK_U64(p->expect[0], ==, 0);
+    CHECK_U64(p->expect[1], ==, 0);
+    CHECK_U64(p->expect[2], ==, 1);
+    CHECK_INT(p->below[0], ==, -1);
+    CHECK_INT(p->below[1], ==, -1);
+    CHECK_INT(p->below[2], ==, 1);
     feed_done(&f);
 }
 
@@ -218,4 +229,197 @@ TEST(plan_place_never_overlaps_blocks_alive_together) {
             CHECK(!(together && overlap));
         }
     }
+}
+
+/* ---- the plan in force, in an arena ------------------------------------------------------------ */
+
+#define PMiB ((size_t)1 << 20)
+
+/* One step of the allocator tests: a and b (16 MiB each), a freed, c (32 MiB), b and c freed.
+ * Best fit: W (8 MiB, kept) at [0, 8); a [8, 24), b [24, 40); c fits no hole, [40, 72); then
+ * everything above W is free again, and each step lands the same: 72 MiB held for a live peak of
+ * 56 (W, b, c). The plan (events 0 a, 1 b, 2 free a, 3 c, 4 free b, 5 free c): c largest at 0
+ * over [3, 5); a over [0, 2) does not live with c: 0; b over [1, 4) lives with both: 32. Its top
+ * is 48 MiB, the step's live peak; with W the pool holds 56 MiB once the memory best fit used is
+ * given back. Requests: W = 0, step k = 3k-2 .. 3k; the plan is made at request 7 (plan_repeating_
+ * step) and followed from request 10, the fourth step. */
+static void alloc_step(void **a, void **b, void **c, int check) {
+    CHECK_OK(vram_malloc(a, 16 * PMiB, 0));
+    CHECK_OK(vram_malloc(b, 16 * PMiB, 0));
+    fill(*b, 64 * KiB, 0xb);
+    CHECK_OK(vram_free(*a));
+    CHECK_OK(vram_malloc(c, 32 * PMiB, 0));
+    fill(*c, 64 * KiB, 0xc);
+    if (check) CHECK(filled(*b, 64 * KiB, 0xb));   /* c is not over b */
+    CHECK_OK(vram_free(*b));
+    CHECK_OK(vram_free(*c));
+}
+
+TEST(plan_in_force_places_the_step_and_gives_back) {
+    for (int plan = 0; plan <= 1; plan++) {
+        use_sim_growth(1 * GiB, plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0" : "map_ahead_mb:0,small_pool_kb:0");
+        void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+        CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+        for (int step = 1; step <= 3; step++) alloc_step(&a, &b, &c, 1);
+        CHECK_SIZE(INFO(0).reserved, ==, 72 * PMiB);              /* best fit's, both ways */
+        for (int step = 4; step <= 6; step++) alloc_step(&a, &b, &c, 1);
+        CHECK_ALL();
+        vram__backend_counters c6 = sim_counters();
+        void *a7 = NULL, *b7 = NULL, *c7 = NULL;
+        alloc_step(&a7, &b7, &c7, 1);
+        for (int step = 8; step <= 10; step++) alloc_step(&a, &b, &c, 1);
+        vram__backend_counters c10 = sim_counters();
+        CHECK_ALL();
+        if (plan) {
+            CHECK_SIZE(INFO(0).reserved, ==, 56 * PMiB);          /* W + the plan's 48 MiB */
+            CHECK((char *)b7 - (char *)c7 == (ptrdiff_t)(32 * PMiB));   /* the planned offsets */
+            CHECK(a7 == c7);
+            CHECK(a == a7 && b == b7 && c == c7);                 /* every step at the same places */
+            CHECK_U64(c10.map, ==, c6.map);                       /* no driver call once in force */
+            CHECK_U64(c10.phys_create, ==, c6.phys_create);
+            vram_memory_info info = INFO(0);
+            CHECK_SIZE(info.plan_bytes, ==, 48 * PMiB);           /* in force, and what it gave back: */
+            CHECK_U64(info.plan_steps, ==, 7);                    /* steps 4 to 10 */
+            CHECK_U64(info.plan_ends, ==, 0);
+            CHECK_SIZE(info.plan_given_back, ==, (72 - 56) * PMiB);   /* 72 MiB held, 56 after */
+        } else {
+            CHECK_SIZE(INFO(0).reserved, ==, 72 * PMiB);
+            CHECK_U64(INFO(0).plan_steps, ==, 0);
+        }
+        CHECK_OK(vram_free(w));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
+}
+
+/* The plan in force, then a step whose a is freed only after c was requested: before c the plan
+ * expects a's free (expect[2] = 1), so the plan ends there and best fit places c, not over a
+ * (a's bytes are checked after c is filled). Best fit serves on; vram_check holds throughout and
+ * the later steps still run (the zone went back to the large zone). */
+TEST(plan_ends_when_a_free_comes_late) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 5; step++) alloc_step(&a, &b, &c, 1);
+    CHECK_SIZE(INFO(0).reserved, ==, 56 * PMiB);                  /* the plan in force */
+    CHECK_SIZE(INFO(0).plan_bytes, ==, 48 * PMiB);
+    CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));
+    fill(a, 16 * PMiB, 0xa);
+    CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
+    CHECK_OK(vram_malloc(&c, 32 * PMiB, 0));                     /* a still live: not its place */
+    fill(c, 32 * PMiB, 0xc);
+    CHECK(filled(a, 16 * PMiB, 0xa));
+    CHECK((char *)c >= (char *)a + 16 * PMiB || (char *)c + 32 * PMiB <= (char *)a);
+    CHECK_SIZE(INFO(0).plan_bytes, ==, 0);                        /* ended, */
+    CHECK_U64(INFO(0).plan_ends, ==, 1);                          /* by the late free */
+    CHECK_ALL();
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    CHECK_ALL();
+    for (int step = 1; step <= 4; step++) alloc_step(&a, &b, &c, 1);
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* A random step (40 requests of 256 bytes to 8 MiB, each freed a random number of requests later
+ * within the step, one in eight kept for the next step's same place in it), repeated 40 times
+ * under plan:true, with one step in five changed at random: a size, a free moved later, an extra
+ * request. Every block carries its own bytes (checked at its free and after every step) and
+ * vram_check holds after every step: whatever the plan did, and wherever it ended, no two live
+ * blocks share a byte. */
+TEST(plan_random_steps_keep_every_block) {
+    use_sim_growth(2 * GiB, "plan:true,map_ahead_mb:0");
+    test_rng rng = rng_make(harness_seed());
+    enum { N = 40, STEPS = 40 };
+    size_t size[N];
+    int dies[N], keep[N];
+    for (int i = 0; i < N; i++) {
+        size[i] = rng_size_log(&rng, 256, 8 * PMiB);
+        dies[i] = i + 1 + (int)rng_below(&rng, (uint64_t)(N - i));   /* freed before request dies[i] */
+        keep[i] = rng_below(&rng, 8) == 0;                             /* (or N: at the step's end) */
+    }
+    void *kept[N] = {0};
+    for (int step = 0; step < STEPS; step++) {
+        int changed = step > 8 && rng_below(&rng, 5) == 0;
+        int what = changed ? (int)rng_below(&rng, 3) : -1, which = (int)rng_below(&rng, N);
+        void *p[N] = {0};
+        size_t got[N];                             /* what each block of this step asked for */
+        for (int i = 0; i <= N; i++) {
+            for (int j = 0; j < i; j++) {          /* the frees due before request i */
+                int due = (what == 1 && j == which) ? N : dies[j];
+                if (due == i && p[j] != NULL && !keep[j]) {
+                    CHECK(filled(p[j], got[j] < 64 * KiB ? got[j] : 64 * KiB, (unsigned)(step * N + j)));
+                    CHECK_OK(vram_free(p[j]));
+                    p[j] = NULL;
+                }
+            }
+            if (i == N) break;
+            if (keep[i] && kept[i] != NULL) {      /* last step's block of this place goes now */
+                CHECK(filled(kept[i], size[i] < 64 * KiB ? size[i] : 64 * KiB, 0xee + (unsigned)i));
+                CHECK_OK(vram_free(kept[i]));
+                kept[i] = NULL;
+            }
+            size_t sz = what == 0 && i == which && !keep[i] ? size[i] + 4096 : size[i];
+            got[i] = sz;
+            CHECK_OK(vram_malloc(&p[i], sz, 0));
+            fill(p[i], sz < 64 * KiB ? sz : 64 * KiB, keep[i] ? 0xee + (unsigned)i : (unsigned)(step * N + i));
+            if (keep[i]) {
+                kept[i] = p[i];
+                p[i] = NULL;
+            }
+            if (what == 2 && i == which) {         /* an extra request, freed at once */
+                void *x = NULL;
+                CHECK_OK(vram_malloc(&x, 1 * PMiB, 0));
+                CHECK_OK(vram_free(x));
+            }
+        }
+        for (int j = 0; j < N; j++) {              /* frees moved to the step's end */
+            if (p[j] != NULL) {
+                CHECK(filled(p[j], got[j] < 64 * KiB ? got[j] : 64 * KiB, (unsigned)(step * N + j)));
+                CHECK_OK(vram_free(p[j]));
+            }
+        }
+        for (int j = 0; j < N; j++) {
+            if (kept[j] != NULL) CHECK(filled(kept[j], size[j] < 64 * KiB ? size[j] : 64 * KiB, 0xee + (unsigned)j));
+        }
+        CHECK_ALL();
+    }
+    CHECK_U64(INFO(0).plan_steps, >, 0);            /* a plan was in force for some steps */
+    for (int j = 0; j < N; j++) if (kept[j] != NULL) CHECK_OK(vram_free(kept[j]));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* PyTorch's way: every request and free on one stream through the plugin entry points (the arena
+ * goes solo: an owned-stream free on that stream is free at once). The step of
+ * plan_in_force_places_the_step_and_gives_back, on stream 0x7: the plan comes into force as there
+ * (steps 4 to 10) and the pool holds W + 48 MiB. */
+TEST(plan_on_one_stream_as_pytorch_allocates) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *s = (void *)(uintptr_t)0x7;
+    void *w = vram_plugin_alloc(8 * PMiB, 0, s);
+    CHECK(w != NULL);
+    for (int step = 1; step <= 10; step++) {
+        void *a = vram_plugin_alloc(16 * PMiB, 0, s), *b = vram_plugin_alloc(16 * PMiB, 0, s);
+        CHECK(a != NULL && b != NULL);
+        vram_plugin_free(a, 16 * PMiB, 0, s);
+        void *c = vram_plugin_alloc(32 * PMiB, 0, s);
+        CHECK(c != NULL);
+        vram_plugin_free(b, 16 * PMiB, 0, s);
+        vram_plugin_free(c, 32 * PMiB, 0, s);
+        CHECK_ALL();
+    }
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_steps, ==, 7);
+    CHECK_SIZE(info.plan_bytes, ==, 48 * PMiB);
+    CHECK_SIZE(info.reserved, ==, 56 * PMiB);
+    vram_plugin_free(w, 8 * PMiB, 0, s);
+    vram__sim_stream_complete(s);
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
 }

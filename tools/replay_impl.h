@@ -83,6 +83,8 @@ typedef struct replay_result {
     uint64_t tail_live;          /* the trace's highest live in pass 1's last quarter x threads */
     size_t   peak_reserved, peak_in_use, limit_bytes;
     uint64_t driver_allocs, driver_frees, driver_moves;
+    uint64_t plan_steps, plan_ends;        /* the repeating step's plan (plan:true): steps under one, ends */
+    size_t   plan_given_back;              /* bytes given back when plans came into force */
     int      growth;
     char     backend[32];
     char     first_error[2100];

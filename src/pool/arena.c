@@ -55,6 +55,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "pool/plan_arena.h"
 #include "pool/backing.h"
 #include "pool/split_merge.h"
 #include "pool/stream_order.h"
@@ -148,6 +149,7 @@ vram_status arena_destroy(pool_arena *p) {
     chunk_free_spares(p);
     for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
     tc_destroy(p);
+    plan_arena_destroy(p);
     pool_lock_give(&p->lock);
     free(p);
     return VRAM_OK;
@@ -189,6 +191,7 @@ void arena_info_locked(pool_arena *p, vram_memory_info *info) {
         .num_driver_frees = p->num_driver_frees,
         .num_driver_moves = p->num_driver_moves,
     };
+    plan_arena_info_locked(p, info);
 }
 
 size_t arena_live_bytes(pool_arena *p) {

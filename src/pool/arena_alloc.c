@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "pool/backing.h"
+#include "pool/plan_arena.h"
 #include "pool/split_merge.h"
 #include "pool/stats.h"
 #include "pool/stream_order.h"
@@ -75,8 +76,8 @@ static pool_chunk *pool_find_mapped_locked(pool_arena *p, free_bins *bins, size_
 /* Hands out `rounded` bytes of chunk c to a request on `stream` (NULL: a plain one). A free chunk of
  * the VMM region gets its memory mapped first; when that fails (*why says how) the chunk goes back
  * and nothing changed. */
-static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
-                                    void **ptr, grow_result *why) {
+vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
+                              void **ptr, grow_result *why) {
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
         chunk_split_locked(p, c, rounded);
@@ -104,6 +105,7 @@ static vram_status pool_take_locked(pool_arena *p, pool_chunk *c, size_t size, s
     c->state = CHUNK_USED;
     c->req = size;
     note_used_locked(p, c, 1);
+    p->last_taken = c;
     *ptr = (void *)(uintptr_t)c->addr;
     return VRAM_OK;
 }
@@ -130,9 +132,9 @@ static vram_status alloc_at_limit_locked(pool_arena *p, size_t size, size_t roun
                                          grow_result *why) {
     pool_chunk *m = pool_find_mapped_locked(p, &p->bins, rounded);   /* either zone now */
     if (m == NULL && p->small_end != 0) m = pool_find_mapped_locked(p, &p->sbins, rounded);
-    if (m != NULL) return pool_take_locked(p, m, size, rounded, stream, ptr, why);
+    if (m != NULL) return arena_take_locked(p, m, size, rounded, stream, ptr, why);
     if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
-        return pool_take_locked(p, p->regions->first, size, rounded, stream, ptr, why);
+        return arena_take_locked(p, p->regions->first, size, rounded, stream, ptr, why);
     }
     return VRAM_ERR_OUT_OF_MEMORY;
 }
@@ -199,7 +201,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             why = pool_grow_plain_locked(p, rounded);
             if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
         }
-        vram_status s = c ? pool_take_locked(p, c, size, rounded, stream, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
+        vram_status s = c ? arena_take_locked(p, c, size, rounded, stream, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
         if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
             s = alloc_at_limit_locked(p, size, rounded, stream, ptr, &why);
         }
@@ -239,7 +241,13 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
         return s;
     }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
-    vram_status s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet);
+    vram_status s = VRAM_OK;
+    if (p->planner != NULL && plan_alloc_locked(p, size, rounded, stream, ptr, &s)) {
+        pool_lock_give(&p->lock);
+        return s;
+    }
+    s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet);
+    if (p->planner != NULL && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
     pool_lock_give(&p->lock);
     return s;
 }
@@ -267,7 +275,7 @@ vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stre
         if (p->solo != SOLO_OFF) solo_note_request_locked(p, 1, stream);
         void *ptr = NULL;
         grow_result why = GROW_OK;
-        s = pool_take_locked(p, c, size, rounded, stream, &ptr, &why);
+        s = arena_take_locked(p, c, size, rounded, stream, &ptr, &why);
         if (s == VRAM_ERR_OUT_OF_MEMORY && why != GROW_OK) s = pool_oom_locked(p, size, rounded, why);
     }
     pool_lock_give(&p->lock);
@@ -328,6 +336,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
     }
     if (c->uses != NULL) {                        /* used on other streams too: wait for them */
         if (how != VRAM_POOL_FREE_OWNED_STREAM || uses_beyond(c->uses, stream)) {
+            if (p->planner != NULL) plan_free_locked(p, c, 0);
             return free_deferred_unlock(p, c, how, stream, asked);
         }
         free(c->uses);                            /* used on its owned-stream free's stream alone: */
@@ -351,6 +360,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         live_take(p, addr);
     }
+    if (p->planner != NULL) plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW);
     if (how == VRAM_POOL_FREE_NOW) {
         pool_release_used_locked(p, c);
         pool_lock_give(&p->lock);

@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/plan_arena.h"
 #include "pool/pool_internal.h"
 
 #define POOL_ARENAS VRAM_POOL_MAX_ARENAS
@@ -103,6 +104,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
         return s;
     }
     arena_range(a, &p->lo[0], &p->hi[0]);
+    if (cfg->plan && a->vmm != NULL) plan_arena_enable(a);
     atomic_store(&p->arena[0], a);
     *out = p;
     return VRAM_OK;
@@ -321,6 +323,10 @@ void vram__pool_info(vram__pool *p, vram_memory_info *info) {
         info->num_driver_allocs += one.num_driver_allocs;
         info->num_driver_frees += one.num_driver_frees;
         info->num_driver_moves += one.num_driver_moves;
+        info->plan_bytes += one.plan_bytes;
+        info->plan_steps += one.plan_steps;
+        info->plan_ends += one.plan_ends;
+        info->plan_given_back += one.plan_given_back;
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);

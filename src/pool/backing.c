@@ -188,6 +188,20 @@ static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
     return released;
 }
 
+size_t vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi) {
+    if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
+    vmm_recount_locked(p);
+    pool_vmm *v = &p->vmm->vmm;
+    pool_vmm_change d;
+    pool_vmm_move_idle(v, lo, (size_t)(hi - lo), &d);      /* (a move puts its extent under a block */
+    vmm_note_locked(p, &d);                                 /*  to be: counted busy until a recount) */
+    v->stale = 1;
+    vmm_recount_locked(p);
+    size_t released = pool_vmm_unmap_idle_outside(v, (size_t)(lo - v->base), (size_t)(hi - v->base), &d);
+    vmm_note_locked(p, &d);
+    return released;
+}
+
 /* How much to map beyond a block that needs `need` new bytes: reserved / 16, at most map_ahead,
  * within the limit and the card's budget (taken here; the caller gives back what was not mapped).
  * Fewer, larger mappings make growth cheaper; the price is at most that much idle memory. Only

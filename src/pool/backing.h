@@ -42,6 +42,11 @@ void        region_release(pool_arena *p, pool_region *r);
  * then giving idle ones back first when the limit would be crossed. */
 grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c);
 
+/* Moves idle extents of the VMM region under the unmapped granules of [lo, hi) (the plan's zone) and
+ * gives back the idle ones left outside it: what a plan in force no longer needs. Not in a pinned
+ * arena or during a capture; waits for a solo stream first. Returns the bytes given back. */
+size_t      vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi);
+
 /* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
  * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */
 grow_result pool_grow_plain_locked(pool_arena *p, size_t size);

@@ -43,18 +43,26 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define PLAN_MAX_STEP  (1u << 15)           /* the longest step planned, in requests */
+#define PLAN_MAX_STEP  (1u << 15)           /* the longest step found, in requests */
+#define PLAN_MAX_PLACED 4096u               /* the most blocks of a step placed (placing is O(n^2)) */
 #define PLAN_HISTORY   (4u * PLAN_MAX_STEP)  /* requests kept: two whole steps and room to find them */
 #define PLAN_GRAM_BITS 14
 #define PLAN_UNPLANNED UINT64_MAX
 
 /* One step's plan: request i of the step (0..period-1) is expected with size[i] on stream[i] and
- * placed at offset[i] (PLAN_UNPLANNED: best fit's). */
+ * placed at offset[i] (PLAN_UNPLANNED: best fit's). What following it checks, per request i:
+ * free_slot[i], the requests of the step made before its block is freed (1..period; 0: unplanned);
+ * expect[i], how many planned blocks are freed before request i; below[i], the planned block alive
+ * when i is requested that ends highest at or below offset[i] (-1: none), so that the free chunk
+ * holding i's place starts where that block ends (or where the plan's range starts). */
 typedef struct pool_plan {
     uint32_t   period;
     size_t    *size;
     uintptr_t *stream;
     uint64_t  *offset;
+    uint32_t  *free_slot;
+    uint32_t  *expect;
+    int32_t   *below;
     uint32_t   planned;        /* requests with an offset */
     size_t     top;            /* the range the plan places in: the highest end of a planned block */
     size_t     live_peak;      /* the most bytes of planned blocks alive at once (top >= live_peak) */
@@ -85,6 +93,8 @@ typedef struct plan_detector {
     uint64_t      floor_until;
     uint32_t      fired;        /* the period whose plan was made (0: none since the last break) */
     int           off;          /* 1: too little host memory; the detector sees nothing more */
+    size_t        min_live;     /* the owner's bar: a step whose planned blocks peak below it is not
+                                   placed (no plan made, the period still counts as found) */
 } plan_detector;
 
 /* Starts a detector (host memory for its history; -1 when there is none). */

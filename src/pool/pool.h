@@ -48,6 +48,8 @@ typedef struct vram__pool_config {
                                             run close to it, so growth maps granule by granule, and every
                                             idle granule can be moved under a block or given back */
     int                  hold_peak;      /* growth: give idle extents back rather than raise the peak */
+    int                  plan;           /* growth by mapping: the first arena finds the repeating step
+                                            and places it from its plan (plan_arena.h); 0: off */
     size_t               hold_large;     /* growth: the same for blocks of at least this size only
                                             (0: none) */
     size_t               map_ahead;      /* growth: most bytes mapped beyond a block when growing */

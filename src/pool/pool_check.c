@@ -27,9 +27,16 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
     if (c->addr < p->small_end && c->addr + c->size > p->small_end && r == p->vmm) {
         return "a chunk crosses the end of the small zone";
     }
+    if (r == p->vmm && p->plan_hi != 0 && c->addr < p->plan_hi && c->addr + c->size > p->plan_lo &&
+        (c->addr < p->plan_lo || c->addr + c->size > p->plan_hi)) {
+        return "a chunk crosses an edge of the plan's zone";
+    }
+    if (r == p->vmm && p->plan_hi != 0 && c->addr == p->plan_lo && c != p->plan_first) {
+        return "the plan's zone does not start with plan_first";
+    }
     switch (c->state) {
     case CHUNK_FREE:
-        if (c->next != NULL && c->next->state == CHUNK_FREE && c->next->addr != p->small_end) {
+        if (c->next != NULL && c->next->state == CHUNK_FREE && !pool_zone_edge(p, c->next->addr)) {
             return "two free neighbours were not merged";
         }
         t->free_count++;
@@ -110,19 +117,21 @@ static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
     return NULL;
 }
 
-/* Every free chunk of the small zone is in its bins, every other one in the rest's. */
+/* Every free chunk of the small zone is in its bins, of the plan's zone in its own, every other one
+ * in the rest's. */
 static const char *check_zones_locked(pool_arena *p) {
-    size_t small = 0, small_bytes = 0;
+    size_t n[2] = {0, 0}, bytes[2] = {0, 0};
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
-            if (c->state != CHUNK_FREE || pool_bins_of(p, c) != &p->sbins) continue;
-            small++;
-            small_bytes += c->size;
+            if (c->state != CHUNK_FREE) continue;
+            int k = pool_bins_of(p, c) == &p->sbins ? 0 : pool_bins_of(p, c) == &p->pbins ? 1 : -1;
+            if (k < 0) continue;
+            n[k]++;
+            bytes[k] += c->size;
         }
     }
-    if (small != p->sbins.count || small_bytes != p->sbins.bytes) {
-        return "the small zone's free chunks and its bins disagree";
-    }
+    if (n[0] != p->sbins.count || bytes[0] != p->sbins.bytes) return "the small zone's free chunks and its bins disagree";
+    if (n[1] != p->pbins.count || bytes[1] != p->pbins.bytes) return "the plan's zone's free chunks and its bins disagree";
     return NULL;
 }
 
@@ -174,9 +183,11 @@ vram_status arena_check(pool_arena *p) {
     if (why == NULL && last != p->deferred_tail) why = "the deferred list's last block is not its tail";
     if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL && free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);
     if (why != NULL) {
-    } else if (t.free_count != p->bins.count + p->sbins.count || t.free_bytes != p->bins.bytes + p->sbins.bytes) {
+    } else if (t.free_count != p->bins.count + p->sbins.count + p->pbins.count ||
+               t.free_bytes != p->bins.bytes + p->sbins.bytes + p->pbins.bytes) {
         why = "free chunks and the free bins disagree";
     } else if (t.used_count != p->used_count || t.used_count != mapped + parked) {
         why = "live chunks, the pointer table and the live count disagree";

@@ -158,6 +158,11 @@ struct pool_arena {
     free_bins         sbins;         /* free chunks of the small zone [vmm->base, small_end) */
     uint64_t          small_end;     /* growth by mapping with cfg.small_max: where the small zone
                                       * ends and the large one begins (0: no small zone) */
+    uint64_t          plan_lo, plan_hi;   /* the plan's zone [plan_lo, plan_hi) inside the large one, whose
+                                      * free chunks are in pbins and merge with nothing outside (0: none) */
+    pool_chunk       *plan_first;    /* the chunk that starts the plan's zone */
+    struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
+    pool_chunk       *last_taken;    /* the chunk the last hand-out gave (arena_take_locked) */
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
@@ -189,6 +194,7 @@ struct pool_arena {
                                       * (no idle piece given back or moved: a CUDA graph captured its
                                       * addresses, freed blocks included) */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
+    free_bins         pbins;         /* free chunks of the plan's zone */
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
 
@@ -234,6 +240,11 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
                         grow_result *quiet);
 /* A free (req: how, on which stream; req->owned set as vram__pool_free's). */
 vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req);
+/* Hands out `rounded` bytes of chunk c (FREE or PENDING, indexed) to a request on `stream`: maps
+ * what is missing under it, puts it in the pointer table, counts it (p->last_taken = the block).
+ * On failure (*why says how) nothing changed. Pool lock held. */
+vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
+                              void **ptr, grow_result *why);
 /* The live block at ptr is also used on `stream` (vram_record_stream); *owned as arena_free's. */
 vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
@@ -288,9 +299,16 @@ int         pool_owns_locked(const pool_arena *p, uint64_t addr);
 vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why);
 size_t      pool_largest_free_locked(const pool_arena *p);
 
-/* The free bins that index chunk c: the small zone's or the rest's. */
+/* The free bins that index chunk c: the small zone's, the plan's zone's or the rest's. */
 static inline free_bins *pool_bins_of(pool_arena *p, const pool_chunk *c) {
+    if (c->addr >= p->plan_lo && c->addr < p->plan_hi && c->region == p->vmm) return &p->pbins;
     return c->addr < p->small_end && c->region == p->vmm ? &p->sbins : &p->bins;
+}
+
+/* Whether addr is where one zone of the VMM region ends and the next begins (the small zone's end,
+ * the plan's zone's ends): chunks never span it and free ones never merge across it. */
+static inline int pool_zone_edge(const pool_arena *p, uint64_t addr) {
+    return addr == p->small_end || addr == p->plan_lo || addr == p->plan_hi;
 }
 
 /* the pointer table's shards */

@@ -4,8 +4,8 @@
  * and the merge of a chunk that becomes free with its free address neighbours.
  *
  * Invariants kept: the chunks tile their region in address order; no two FREE chunks are
- * neighbours except across the end of the small zone (the zones never merge); every FREE chunk is
- * in its zone's free bins. Everything here is under the arena's pool lock.
+ * neighbours except across a zone's edge (the small zone's end, the plan's zone's ends: the zones
+ * never merge); every FREE chunk is in its zone's free bins; plan_first starts the plan's zone. Everything here is under the arena's pool lock.
  */
 #include "pool/split_merge.h"
 #include "pool/stats.h"
@@ -28,8 +28,8 @@ void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
     free_bins *bins = pool_bins_of(p, c);          /* the zones never merge: same bins throughout */
-    int join_next = next != NULL && next->state == CHUNK_FREE && next->addr != p->small_end;
-    int join_prev = prev != NULL && prev->state == CHUNK_FREE && c->addr != p->small_end;
+    int join_next = next != NULL && next->state == CHUNK_FREE && !pool_zone_edge(p, next->addr);
+    int join_prev = prev != NULL && prev->state == CHUNK_FREE && !pool_zone_edge(p, c->addr);
     if (join_prev) {
         size_t size = prev->size + c->size;
         if (join_next) {
@@ -42,6 +42,7 @@ void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     } else if (join_next) {
         size_t size = next->size + c->size;
         next->addr = c->addr;
+        if (c == p->plan_first) p->plan_first = next;   /* next's record starts the zone now */
         chunk_unlink_locked(p, c);
         free_bins_resize(bins, next, size);
     } else {

@@ -68,6 +68,7 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
     b->next = c;
     if (c->prev) c->prev->next = b; else c->region->first = b;
     c->prev = b;
+    if (c == p->plan_first) p->plan_first = b;      /* b starts the plan's zone now */
     c->addr += size;
     free_bins_resize(bins, c, c->size - size);
     return b;

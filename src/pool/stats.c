@@ -142,8 +142,8 @@ static void stat_add_to(vram_stat *out, const pool_stat *st) {
 
 /* Whether free chunk c is split off a block: a block of its zone next to it, memory held under it. */
 static int stats_split_chunk(const pool_arena *p, const pool_region *r, const pool_chunk *c) {
-    int beside = (c->prev != NULL && c->prev->state == CHUNK_USED && c->addr != p->small_end) ||
-                 (c->next != NULL && c->next->state == CHUNK_USED && c->next->addr != p->small_end);
+    int beside = (c->prev != NULL && c->prev->state == CHUNK_USED && !pool_zone_edge(p, c->addr)) ||
+                 (c->next != NULL && c->next->state == CHUNK_USED && !pool_zone_edge(p, c->next->addr));
     return beside && (r->kind == REGION_PLAIN || pool_vmm_mapped_run(&r->vmm, c->addr, c->size, NULL) > 0);
 }
 

@@ -104,10 +104,10 @@ void pending_reap_locked(pool_arena *p, int wait) {
 
 /* Whether the PENDING chunk n may take in its unlinked neighbour c, just freed without an event on
  * the same stream: both become free for that stream at once and get one event when recorded.
- * `edge` is the address between them: never the end of the small zone. */
+ * `edge` is the address between them: never a zone's edge. */
 static int pending_joins(const pool_arena *p, const pool_chunk *n, const pool_chunk *c, uint64_t edge) {
     return n != NULL && n->state == CHUNK_PENDING && n->event == NULL && c->event == NULL &&
-           n->stream == c->stream && edge != p->small_end;
+           n->stream == c->stream && !pool_zone_edge(p, edge);
 }
 
 /* c (PENDING, not linked yet) merged with its pending neighbours of the same stream, so that the

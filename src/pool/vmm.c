@@ -508,6 +508,18 @@ size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg) {
     return released;
 }
 
+size_t pool_vmm_unmap_idle_outside(pool_vmm *v, size_t lo, size_t hi, pool_vmm_change *chg) {
+    size_t released = 0;
+    *chg = (pool_vmm_change){0};
+    for (int32_t e = 0; e < v->next_slot && v->idle > 0; e++) {
+        const pool_extent *x = &v->ext[e];
+        if (x->size == 0 || x->busy != 0 || (x->offset < hi && x->offset + x->size > lo)) continue;
+        released += x->size;
+        extent_unmap(v, e, chg);
+    }
+    return released;
+}
+
 void pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     size_t words = (v->va_size / v->gran + 63) / 64;

@@ -98,6 +98,9 @@ void        pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size);
 void        pool_vmm_busy_begin(pool_vmm *v);
 void        pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size);
 void        pool_vmm_busy_end(pool_vmm *v);
+/* Gives back every idle extent (counts fresh) that lies outside [lo, hi) (offsets in the range);
+ * returns the bytes given back. */
+size_t      pool_vmm_unmap_idle_outside(pool_vmm *v, size_t lo, size_t hi, pool_vmm_change *chg);
 /* The longest mapped run inside [addr, addr+size); its start in *at when `at` is not NULL. */
 size_t      pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at);
 /* The first mapped run [*start, *start + return) that ends after `from` (an address of the range),

@@ -157,6 +157,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     cfg.caps.vmm_supported = rt.caps[phys].vmm_supported && rt.alloc_conf_in_force.vmm != 0;
     cfg.max_extent = rt.alloc_conf_in_force.extent_mb * VRAM_MIB;   /* 0: the pool's default */
     cfg.hold_peak = rt.alloc_conf_in_force.hold_peak;
+    cfg.plan = rt.alloc_conf_in_force.plan;
     cfg.hold_large = rt.alloc_conf_in_force.hold_large_mb * VRAM_MIB;
     cfg.small_max = rt.alloc_conf_in_force.small_pool_kb * 1024;
     cfg.map_ahead = rt.alloc_conf_in_force.map_ahead_mb * VRAM_MIB;

@@ -54,7 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_set_memory_growth(0, flags & 1);
     vram_set_memory_growth(1, (flags >> 1) & 1);
     if (flags & 4) vram_set_memory_limit(0, (size_t)(take(&r) + 1) << 20);
-    static const char *confs[] = {"", "arenas:1", "small_pool_kb:0", "map_ahead_mb:0,extent_mb:2", "hold_peak:true",
+    static const char *confs[] = {"", "arenas:1,plan:true", "small_pool_kb:0", "map_ahead_mb:0,extent_mb:2", "hold_peak:true",
                                   "hold_large_mb:4,extent_mb:4", "thread_cache_mb:0", "vmm:false"};
     vram_set_alloc_conf(confs[(flags >> 3) & 7]);
     while (r.p < r.end) {

@@ -1,0 +1,203 @@
+/*
+ * plan_arena.c: an arena following the plan of its repeating step (see plan_arena.h).
+ *
+ * Invariants: while armed or active, plan_lo < plan_hi bound the plan's zone, plan_hi - plan_lo is
+ * the plan's top rounded up to granules, and chunk[k] is the live block of planned request k of
+ * the current step or NULL; a block the plan placed has plan_k = 1 + k until its free. While the
+ * plan is followed, every planned block of the step that the plan says is freed before request k
+ * was freed exactly there (frees_done == expect[k]), so the blocks alive in the zone are the plan's
+ * and every planned place is free when its request comes. Pool lock held throughout.
+ */
+#include "pool/plan_arena.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "pool/backing.h"
+#include "pool/split_merge.h"
+#include "pool/stream_order.h"
+
+/* A plan is put in force only when its blocks are at least this share of the most bytes in use
+ * seen: a step's repeated layers repeat too (a short period, small blocks), and following such a
+ * plan would move memory into a zone for little. */
+#define PLAN_MIN_SHARE 4   /* 1/4 */
+
+void plan_arena_enable(pool_arena *p) {
+    pool_planner *pl = calloc(1, sizeof *pl);
+    if (pl == NULL) return;
+    if (plan_detector_init(&pl->det) != 0) {
+        free(pl);
+        return;
+    }
+    p->planner = pl;
+}
+
+void plan_arena_destroy(pool_arena *p) {
+    pool_planner *pl = p->planner;
+    if (pl == NULL) return;
+    plan_detector_free(&pl->det);
+    plan_free(&pl->plan);
+    free(pl->chunk);
+    free(pl);
+    p->planner = NULL;
+}
+
+/* Gives the plan's zone back to the large zone: its free chunks go to the large zone's bins (the
+ * first and the last merged with their free neighbours outside), its blocks become best fit's. One
+ * walk over the zone's chunks. */
+static void plan_zone_dissolve_locked(pool_arena *p) {
+    pool_chunk *first = p->plan_first, *last = NULL;
+    uint64_t hi = p->plan_hi;
+    if (hi == 0) return;
+    for (pool_chunk *c = first; c != NULL && c->addr < hi; c = c->next) {
+        if (c->state == CHUNK_FREE) free_bins_remove(&p->pbins, c);
+        c->plan_k = 0;
+        last = c;
+    }
+    p->plan_lo = p->plan_hi = 0;
+    p->plan_first = NULL;
+    for (pool_chunk *c = first, *next; c != NULL; c = next) {
+        next = c == last ? NULL : c->next;
+        if (c->state != CHUNK_FREE) continue;
+        if (c == first || c == last) chunk_make_free_locked(p, c, 0);   /* (may merge outside) */
+        else free_bins_insert(&p->bins, c);
+    }
+}
+
+/* The plan is followed no more: best fit serves from now on, in all memory, the zone's too. */
+static void plan_end_locked(pool_arena *p) {
+    pool_planner *pl = p->planner;
+    if (pl->active) pl->ends++;
+    pl->active = pl->armed = 0;
+    plan_zone_dissolve_locked(p);
+}
+
+/* Carves the plan's zone of `bytes` (granules) from the top of the VMM region's free end, away from
+ * the memory best fit holds at the bottom (the zone's memory comes from moves, when the plan
+ * starts); 0, or -1 when the end is not free or too small. */
+static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
+    size_t gran = p->cfg.caps.granularity;
+    pool_chunk *c = p->vmm != NULL ? p->vmm->last : NULL;
+    if (c == NULL || c->state != CHUNK_FREE || c->addr < p->small_end || c->size < bytes + 2 * gran) return -1;
+    uint64_t lo = (c->addr + c->size - bytes - gran) & ~(uint64_t)(gran - 1);
+    if (lo < c->addr) return -1;
+    pool_chunk *z = chunk_cut_at_locked(p, c, lo);                   /* [lo, ...) */
+    if (z == NULL) return -1;
+    if (chunk_cut_at_locked(p, z, lo + bytes) == NULL) return -1;    /* [lo, lo + bytes) */
+    free_bins_remove(pool_bins_of(p, z), z);
+    p->plan_lo = lo;
+    p->plan_hi = lo + bytes;
+    p->plan_first = z;
+    free_bins_insert(&p->pbins, z);
+    return 0;
+}
+
+/* A plan the detector made: armed for its first request, or dropped. */
+static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
+    pool_planner *pl = p->planner;
+    int worth = plan->planned > 0 && plan->live_peak >= pl->live_high / PLAN_MIN_SHARE;
+    pool_chunk **chunk = worth && p->plan_hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
+    size_t bytes = vram__round_up(plan->top, p->cfg.caps.granularity);
+    if (chunk == NULL || plan_zone_carve_locked(p, bytes) != 0) {
+        free(chunk);
+        plan_free(plan);
+        return;
+    }
+    plan_free(&pl->plan);
+    free(pl->chunk);
+    pl->plan = *plan;
+    pl->chunk = chunk;
+    pl->armed = 1;
+    pl->given_back = 0;
+}
+
+void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
+    pool_planner *pl = p->planner;
+    if (pl->active || pl->det.off || tc_parking(p)) return;
+    if (p->current > pl->live_high) pl->live_high = p->current;
+    pl->det.min_live = pl->live_high / PLAN_MIN_SHARE;
+    uint64_t id = 0;
+    pool_plan plan;
+    int made = plan_note_request(&pl->det, rounded, (uintptr_t)stream, &id, &plan);
+    c->plan_id = id + 1;
+    if (made == 1 && !pl->armed) plan_arm_locked(p, &plan);
+    else if (made == 1) plan_free(&plan);
+}
+
+/* The request that starts a step: the previous step's planned blocks are all freed; the first
+ * step gives back the idle memory outside the zone first. */
+static void plan_step_begins_locked(pool_arena *p) {
+    pool_planner *pl = p->planner;
+    pl->frees_done = 0;
+    pl->steps++;
+    if (!pl->given_back) {
+        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi);
+        pl->given_back = 1;
+    }
+}
+
+int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, vram_status *s) {
+    pool_planner *pl = p->planner;
+    if (pl->armed && pl->det.requests == pl->plan.start_request) {
+        pl->armed = 0;
+        pl->active = 1;
+        pl->pos = 0;
+        pl->frees_done = pl->plan.planned;   /* (nothing of an earlier step to wait for) */
+        pl->plans++;
+    }
+    if (!pl->active) return 0;
+    const pool_plan *plan = &pl->plan;
+    uint32_t k = pl->pos;
+    uint32_t freed_before = k == 0 ? plan->planned : plan->expect[k];
+    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || pl->frees_done != freed_before ||
+        tc_parking(p) || arena_still(p)) {
+        plan_end_locked(p);
+        return 0;
+    }
+    if (k == 0) plan_step_begins_locked(p);
+    pl->pos = k + 1 == plan->period ? 0 : k + 1;
+    if (plan->offset[k] == PLAN_UNPLANNED) return 0;
+    uint64_t at = p->plan_lo + plan->offset[k];
+    int32_t q = plan->below[k];
+    pool_chunk *c = q < 0 ? p->plan_first : pl->chunk[q] != NULL ? pl->chunk[q]->next : NULL;
+    if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
+        (c = chunk_cut_at_locked(p, c, at)) == NULL) {
+        plan_end_locked(p);
+        return 0;
+    }
+    grow_result why = GROW_OK;
+    if (arena_take_locked(p, c, size, rounded, stream, ptr, &why) != VRAM_OK) {
+        plan_end_locked(p);              /* (the limit: best fit and its fallbacks try, and report) */
+        return 0;
+    }
+    p->last_taken->plan_k = k + 1;
+    pl->chunk[k] = p->last_taken;
+    *s = VRAM_OK;
+    return 1;
+}
+
+void plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
+    pool_planner *pl = p->planner;
+    if (c->plan_k != 0) {
+        uint32_t k = c->plan_k - 1;
+        c->plan_k = 0;
+        if (pl->active) {
+            uint32_t slot = pl->pos == 0 ? pl->plan.period : pl->pos;
+            pl->chunk[k] = NULL;
+            if (!at_once || slot != pl->plan.free_slot[k]) plan_end_locked(p);
+            else pl->frees_done++;
+        }
+    } else if (c->plan_id != 0 && !pl->active) {
+        plan_note_free(&pl->det, c->plan_id - 1, c->size);
+    }
+    c->plan_id = 0;
+}
+
+void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
+    const pool_planner *pl = p->planner;
+    if (pl == NULL) return;
+    info->plan_bytes = pl->active ? (size_t)(p->plan_hi - p->plan_lo) : 0;
+    info->plan_steps = pl->steps;
+    info->plan_ends = pl->ends;
+    info->plan_given_back = pl->given_back_bytes;
+}

@@ -1,0 +1,59 @@
+/*
+ * plan_arena.h: an arena following the plan of its repeating step (plan_arena.c; the plan itself:
+ * plan.h).
+ *
+ * The arena's detector is fed every request best fit serves and every free. Once it confirms a
+ * step whose planned blocks are a large part of what the arena holds, the arena carves the plan's
+ * zone out of the VMM region's free address space: `top` bytes between two zone edges, whose free
+ * chunks are indexed apart (pbins), so that best fit never places there. From the plan's first
+ * request on, each request of a step is compared with the plan's next one (size, stream, the frees
+ * that should have come before it). A planned one is cut at its offset from the free chunk that
+ * starts where its planned neighbour below ends (a pointer, not a search) and handed out as any
+ * block (the pointer table, the statistics, the mapping under it); an unplanned one (a block that
+ * outlives its step) goes to best fit. At the first planned step's start the idle memory outside
+ * the zone is given back to the driver: the plan no longer needs it.
+ *
+ * The plan ends the moment the program differs from it: another size or stream, a free that comes
+ * at another point of the step or is stream-ordered or deferred, a second thread (thread caches), a
+ * place that is not free. The zone goes back to the large zone at once (its blocks are best fit's
+ * from then on, its free memory too), and the detector looks again.
+ *
+ * Everything under the arena's lock. Only the first arena of a logical device plans, and only with
+ * growth by mapping and the allocator option plan:true (off by default).
+ */
+#ifndef VRAM_POOL_PLAN_ARENA_H
+#define VRAM_POOL_PLAN_ARENA_H
+
+#include "pool/plan.h"
+#include "pool/pool_internal.h"
+
+typedef struct pool_planner {
+    plan_detector det;
+    pool_plan     plan;          /* the plan made last (valid while armed or active) */
+    int           armed;         /* a plan waits for its first request (det.requests == plan.start_request) */
+    int           active;        /* the plan is followed */
+    int           given_back;    /* the idle memory outside the zone went back at the first step */
+    uint32_t      pos;           /* the index in the step of the next request */
+    uint32_t      frees_done;    /* planned blocks of this step freed (each where the plan said) */
+    pool_chunk  **chunk;         /* [period]: the live block of planned request k in this step, or NULL */
+    size_t        live_high;     /* the most bytes in use the detector saw */
+    uint64_t      plans, steps, ends;   /* plans put in force, steps begun under one, plans ended early */
+    size_t        given_back_bytes;     /* given back when plans came into force */
+} pool_planner;
+
+/* Gives arena p a planner (nothing when there is no host memory for one: p plans nothing). */
+void plan_arena_enable(pool_arena *p);
+void plan_arena_destroy(pool_arena *p);
+
+/* Before best fit (pool lock held): 1 when the plan served the request (*s, *ptr set); 0 when best
+ * fit must (the request was unplanned, or the plan just ended). */
+int  plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, vram_status *s);
+/* After best fit served request c (pool lock held): the detector's note; may put a plan in force. */
+void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream);
+/* Block c is being freed (pool lock held), `at_once`: straight to the free bins (not stream-ordered
+ * nor deferred). */
+void plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
+/* The plan's figures of vram_memory_info (pool lock held): zeros without a planner. */
+void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info);
+
+#endif /* VRAM_POOL_PLAN_ARENA_H */
