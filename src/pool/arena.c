@@ -75,6 +75,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     memset(p, 0, sizeof *p);
     p->cfg = *cfg;
     p->shared = shared;
+    p->plan_lo = UINT64_MAX;                          /* no plan's zone */
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
     if (p->cfg.max_extent == 0 && p->cfg.limit_chosen) {
         p->cfg.max_extent = p->cfg.caps.granularity;   /* near a chosen limit: nothing stuck (pool.h) */

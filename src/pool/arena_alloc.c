@@ -242,12 +242,12 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
     }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     vram_status s = VRAM_OK;
-    if (p->planner != NULL && plan_alloc_locked(p, size, rounded, stream, ptr, &s)) {
-        pool_lock_give(&p->lock);
+    if (__builtin_expect(p->planner != NULL, 0) && plan_alloc_locked(p, size, rounded, stream, ptr, &s)) {
+        pool_lock_give(&p->lock);                             /* served by the plan (plan_arena.h) */
         return s;
     }
     s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet);
-    if (p->planner != NULL && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
+    if (__builtin_expect(p->planner != NULL, 0) && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
     pool_lock_give(&p->lock);
     return s;
 }
@@ -360,7 +360,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         live_take(p, addr);
     }
-    if (p->planner != NULL) plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW);
+    if (__builtin_expect(p->planner != NULL, 0)) plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW);
     if (how == VRAM_POOL_FREE_NOW) {
         pool_release_used_locked(p, c);
         pool_lock_give(&p->lock);

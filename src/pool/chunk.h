@@ -33,11 +33,11 @@ typedef struct pool_chunk {
     struct pool_chunk   *pend_prev, *pend_next; /* PENDING list */
     struct pool_chunk   *cache_next;         /* USED, parked in a thread cache: the next of its bin */
     int                  cached;             /* 1 while parked in a thread cache (under its lock) */
+    uint32_t             plan_k;             /* USED: 1 + its request's index in the step when the plan placed
+                                              * it (plan_arena.c), 0: best fit did */
     struct pool_uses    *uses;               /* USED: the other streams it is used on (vram_record_stream),
                                               * NULL for none; after its free, their events (stream_order.c) */
     uint64_t             plan_id;            /* USED: 1 + its request's number in the plan detector, 0: none */
-    uint32_t             plan_k;             /* USED: 1 + its request's index in the step when the plan placed
-                                              * it (plan_arena.c), 0: best fit did */
 } pool_chunk;
 
 #endif /* VRAM_POOL_CHUNK_H */

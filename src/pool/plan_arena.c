@@ -54,7 +54,8 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
         c->plan_k = 0;
         last = c;
     }
-    p->plan_lo = p->plan_hi = 0;
+    p->plan_lo = UINT64_MAX;
+    p->plan_hi = 0;
     p->plan_first = NULL;
     for (pool_chunk *c = first, *next; c != NULL; c = next) {
         next = c == last ? NULL : c->next;
@@ -72,18 +73,17 @@ static void plan_end_locked(pool_arena *p) {
     plan_zone_dissolve_locked(p);
 }
 
-/* Carves the plan's zone of `bytes` (granules) from the top of the VMM region's free end, away from
- * the memory best fit holds at the bottom (the zone's memory comes from moves, when the plan
- * starts); 0, or -1 when the end is not free or too small. */
+/* Carves the plan's zone of `bytes` (granules) at the very end of the VMM region (its last chunk
+ * free), away from the memory best fit holds at the bottom (the zone's memory comes from moves, when
+ * the plan starts); 0, or -1 when the end is not free or too small. */
 static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
     size_t gran = p->cfg.caps.granularity;
     pool_chunk *c = p->vmm != NULL ? p->vmm->last : NULL;
-    if (c == NULL || c->state != CHUNK_FREE || c->addr < p->small_end || c->size < bytes + 2 * gran) return -1;
-    uint64_t lo = (c->addr + c->size - bytes - gran) & ~(uint64_t)(gran - 1);
-    if (lo < c->addr) return -1;
-    pool_chunk *z = chunk_cut_at_locked(p, c, lo);                   /* [lo, ...) */
+    if (c == NULL || c->state != CHUNK_FREE || c->addr < p->small_end || c->size < bytes + gran) return -1;
+    uint64_t lo = c->addr + c->size - bytes;                         /* (the range's end is a granule's) */
+    if (lo % gran != 0 || lo < c->addr + gran) return -1;
+    pool_chunk *z = chunk_cut_at_locked(p, c, lo);                   /* [lo, the region's end) */
     if (z == NULL) return -1;
-    if (chunk_cut_at_locked(p, z, lo + bytes) == NULL) return -1;    /* [lo, lo + bytes) */
     free_bins_remove(pool_bins_of(p, z), z);
     p->plan_lo = lo;
     p->plan_hi = lo + bytes;

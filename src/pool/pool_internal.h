@@ -158,8 +158,9 @@ struct pool_arena {
     free_bins         sbins;         /* free chunks of the small zone [vmm->base, small_end) */
     uint64_t          small_end;     /* growth by mapping with cfg.small_max: where the small zone
                                       * ends and the large one begins (0: no small zone) */
-    uint64_t          plan_lo, plan_hi;   /* the plan's zone [plan_lo, plan_hi) inside the large one, whose
-                                      * free chunks are in pbins and merge with nothing outside (0: none) */
+    uint64_t          plan_lo, plan_hi;   /* the plan's zone [plan_lo, plan_hi): the end of the large zone,
+                                      * whose free chunks are in pbins and do not merge across plan_lo
+                                      * (UINT64_MAX and 0: none) */
     pool_chunk       *plan_first;    /* the chunk that starts the plan's zone */
     struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
     pool_chunk       *last_taken;    /* the chunk the last hand-out gave (arena_take_locked) */
@@ -301,14 +302,15 @@ size_t      pool_largest_free_locked(const pool_arena *p);
 
 /* The free bins that index chunk c: the small zone's, the plan's zone's or the rest's. */
 static inline free_bins *pool_bins_of(pool_arena *p, const pool_chunk *c) {
-    if (c->addr >= p->plan_lo && c->addr < p->plan_hi && c->region == p->vmm) return &p->pbins;
-    return c->addr < p->small_end && c->region == p->vmm ? &p->sbins : &p->bins;
+    if (c->addr < p->small_end) return c->region == p->vmm ? &p->sbins : &p->bins;
+    return __builtin_expect(c->addr >= p->plan_lo, 0) && c->region == p->vmm ? &p->pbins : &p->bins;
 }
 
 /* Whether addr is where one zone of the VMM region ends and the next begins (the small zone's end,
- * the plan's zone's ends): chunks never span it and free ones never merge across it. */
+ * the plan's zone's start; the plan's zone reaches the region's end): chunks never span it and free
+ * ones never merge across it. */
 static inline int pool_zone_edge(const pool_arena *p, uint64_t addr) {
-    return addr == p->small_end || addr == p->plan_lo || addr == p->plan_hi;
+    return addr == p->small_end || addr == p->plan_lo;   /* (the plan's zone ends the region) */
 }
 
 /* the pointer table's shards */
