@@ -56,8 +56,6 @@ void plan_free(pool_plan *plan) {
     free(plan->size);
     free(plan->stream);
     free(plan->offset);
-    free(plan->free_slot);
-    free(plan->expect);
     free(plan->below);
     memset(plan, 0, sizeof *plan);
 }
@@ -147,26 +145,10 @@ static size_t live_peak(size_t n, const size_t *size, const uint64_t *born, cons
 
 /* ---- the plan of one step ------------------------------------------------------------------- */
 
-/* What following the plan checks (plan.h): the free slots, the frees expected before each request,
- * the planned block below each one. `born` / `dies` of the n planned blocks (which[] their requests,
- * in request order), `rborn` the events of the step's P requests. */
-static void plan_checks(pool_plan *p, size_t n, const uint32_t *which, const uint64_t *born, const uint64_t *dies,
-                        const uint64_t *rborn) {
-    uint32_t P = p->period;
-    memset(p->free_slot, 0, P * sizeof *p->free_slot);
-    memset(p->expect, 0, P * sizeof *p->expect);
-    for (size_t k = 0; k < n; k++) {           /* requests born before the free: a binary search */
-        uint32_t lo = 0, hi = P;
-        while (lo < hi) {
-            uint32_t mid = lo + (hi - lo) / 2;
-            if (rborn[mid] < dies[k]) lo = mid + 1;
-            else hi = mid;
-        }
-        p->free_slot[which[k]] = lo;
-        if (lo < P) p->expect[lo]++;
-    }
-    for (uint32_t i = 1; i < P; i++) p->expect[i] += p->expect[i - 1];   /* freed before request i */
-    for (uint32_t i = 0; i < P; i++) p->below[i] = -1;
+/* The planned block below each request (plan.h): alive when it is requested, ending highest at or
+ * below its offset. `born` / `dies` of the n planned blocks, which[] their requests. O(n^2). */
+static void plan_below(pool_plan *p, size_t n, const uint32_t *which, const uint64_t *born, const uint64_t *dies) {
+    for (uint32_t i = 0; i < p->period; i++) p->below[i] = -1;
     for (size_t k = 0; k < n; k++) {
         uint64_t at = p->offset[which[k]], best_end = 0;
         for (size_t j = 0; j < n; j++) {
@@ -188,22 +170,17 @@ static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *
     size_t *bsize = malloc(P * sizeof *bsize);
     uint64_t *born = malloc(P * sizeof *born), *dies = malloc(P * sizeof *dies), *boff = malloc(P * sizeof *boff);
     uint32_t *which = malloc(P * sizeof *which);
-    uint64_t *rborn = malloc(P * sizeof *rborn);
     p.size = malloc(P * sizeof *p.size);
     p.stream = malloc(P * sizeof *p.stream);
     p.offset = malloc(P * sizeof *p.offset);
-    p.free_slot = malloc(P * sizeof *p.free_slot);
-    p.expect = malloc(P * sizeof *p.expect);
     p.below = malloc(P * sizeof *p.below);
-    int ok = bsize && born && dies && boff && which && rborn && p.size && p.stream && p.offset && p.free_slot &&
-             p.expect && p.below;
+    int ok = bsize && born && dies && boff && which && p.size && p.stream && p.offset && p.below;
     size_t n = 0;
     for (uint32_t i = 0; ok && i < P; i++) {
         const plan_request *r = at(d, s + i);
         p.size[i] = r->size;
         p.stream[i] = r->stream;
         p.offset[i] = PLAN_UNPLANNED;
-        rborn[i] = r->born - t0;
         if (r->dies == UINT64_MAX || r->dies >= end) continue;   /* outlives the step: best fit's */
         bsize[n] = r->size;
         born[n] = r->born - t0;
@@ -218,14 +195,13 @@ static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *
         for (size_t k = 0; k < n; k++) p.offset[which[k]] = boff[k];
         p.planned = (uint32_t)n;
         p.top = top;
-        plan_checks(&p, n, which, born, dies, rborn);
+        plan_below(&p, n, which, born, dies);
     }
     free(bsize);
     free(born);
     free(dies);
     free(boff);
     free(which);
-    free(rborn);
     if (!ok) {
         plan_free(&p);
         return -1;

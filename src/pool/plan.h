@@ -50,18 +50,14 @@
 #define PLAN_UNPLANNED UINT64_MAX
 
 /* One step's plan: request i of the step (0..period-1) is expected with size[i] on stream[i] and
- * placed at offset[i] (PLAN_UNPLANNED: best fit's). What following it checks, per request i:
- * free_slot[i], the requests of the step made before its block is freed (1..period; 0: unplanned);
- * expect[i], how many planned blocks are freed before request i; below[i], the planned block alive
- * when i is requested that ends highest at or below offset[i] (-1: none), so that the free chunk
- * holding i's place starts where that block ends (or where the plan's range starts). */
+ * placed at offset[i] (PLAN_UNPLANNED: best fit's); below[i] is the planned block alive when i is
+ * requested that ends highest at or below offset[i] (-1: none), so that the free chunk holding i's
+ * place starts where that block ends (or where the plan's range starts). */
 typedef struct pool_plan {
     uint32_t   period;
     size_t    *size;
     uintptr_t *stream;
     uint64_t  *offset;
-    uint32_t  *free_slot;
-    uint32_t  *expect;
     int32_t   *below;
     uint32_t   planned;        /* requests with an offset */
     size_t     top;            /* the range the plan places in: the highest end of a planned block */

@@ -3,10 +3,11 @@
  *
  * Invariants: while armed or active, plan_lo < plan_hi bound the plan's zone, plan_hi - plan_lo is
  * the plan's top rounded up to granules, and chunk[k] is the live block of planned request k of
- * the current step or NULL; a block the plan placed has plan_k = 1 + k until its free. While the
- * plan is followed, every planned block of the step that the plan says is freed before request k
- * was freed exactly there (frees_done == expect[k]), so the blocks alive in the zone are the plan's
- * and every planned place is free when its request comes. Pool lock held throughout.
+ * this step or NULL; a block the plan
+ * placed has plan_k = 1 + k until its free. A planned request is placed only in a FREE chunk that
+ * covers its whole place (the chunk after its planned neighbour below, which must be alive): so
+ * whatever the program frees early or late, no two live blocks overlap; a free that comes late
+ * leaves the place taken, and the plan ends there. Pool lock held throughout.
  */
 #include "pool/plan_arena.h"
 
@@ -124,11 +125,9 @@ void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *strea
     else if (made == 1) plan_free(&plan);
 }
 
-/* The request that starts a step: the previous step's planned blocks are all freed; the first
- * step gives back the idle memory outside the zone first. */
+/* The request that starts a step; the first step gives back the idle memory outside the zone first. */
 static void plan_step_begins_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
-    pl->frees_done = 0;
     pl->steps++;
     if (!pl->given_back) {
         pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi);
@@ -142,15 +141,12 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
         pl->armed = 0;
         pl->active = 1;
         pl->pos = 0;
-        pl->frees_done = pl->plan.planned;   /* (nothing of an earlier step to wait for) */
         pl->plans++;
     }
     if (!pl->active) return 0;
     const pool_plan *plan = &pl->plan;
     uint32_t k = pl->pos;
-    uint32_t freed_before = k == 0 ? plan->planned : plan->expect[k];
-    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || pl->frees_done != freed_before ||
-        tc_parking(p) || arena_still(p)) {
+    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {
         plan_end_locked(p);
         return 0;
     }
@@ -182,10 +178,8 @@ void plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
         uint32_t k = c->plan_k - 1;
         c->plan_k = 0;
         if (pl->active) {
-            uint32_t slot = pl->pos == 0 ? pl->plan.period : pl->pos;
             pl->chunk[k] = NULL;
-            if (!at_once || slot != pl->plan.free_slot[k]) plan_end_locked(p);
-            else pl->frees_done++;
+            if (!at_once) plan_end_locked(p);   /* stream-ordered or deferred: not the plan's */
         }
     } else if (c->plan_id != 0 && !pl->active) {
         plan_note_free(&pl->det, c->plan_id - 1, c->size);

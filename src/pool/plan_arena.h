@@ -4,18 +4,18 @@
  *
  * The arena's detector is fed every request best fit serves and every free. Once it confirms a
  * step whose planned blocks are a large part of what the arena holds, the arena carves the plan's
- * zone out of the VMM region's free address space: `top` bytes between two zone edges, whose free
- * chunks are indexed apart (pbins), so that best fit never places there. From the plan's first
- * request on, each request of a step is compared with the plan's next one (size, stream, the frees
- * that should have come before it). A planned one is cut at its offset from the free chunk that
- * starts where its planned neighbour below ends (a pointer, not a search) and handed out as any
+ * zone at the end of the VMM region: `top` bytes behind a zone edge, whose free chunks are indexed
+ * apart (pbins), so that best fit never places there. From the plan's first request on, each
+ * request of a step is compared with the plan's next one (size, stream). A planned one is cut at
+ * its offset from the free chunk that starts where its planned neighbour below ends (a pointer and
+ * a check that the chunk is free over the whole place, not a search) and handed out as any
  * block (the pointer table, the statistics, the mapping under it); an unplanned one (a block that
  * outlives its step) goes to best fit. At the first planned step's start the idle memory outside
  * the zone is given back to the driver: the plan no longer needs it.
  *
- * The plan ends the moment the program differs from it: another size or stream, a free that comes
- * at another point of the step or is stream-ordered or deferred, a second thread (thread caches), a
- * place that is not free. The zone goes back to the large zone at once (its blocks are best fit's
+ * The plan ends the moment the program differs from it: another size or stream, a stream-ordered
+ * or deferred free of a planned block, a second thread (thread caches), a place that is not free
+ * (a block freed later than the plan said). A block freed earlier only frees its place earlier. The zone goes back to the large zone at once (its blocks are best fit's
  * from then on, its free memory too), and the detector looks again.
  *
  * Everything under the arena's lock. Only the first arena of a logical device plans, and only with
@@ -34,7 +34,6 @@ typedef struct pool_planner {
     int           active;        /* the plan is followed */
     int           given_back;    /* the idle memory outside the zone went back at the first step */
     uint32_t      pos;           /* the index in the step of the next request */
-    uint32_t      frees_done;    /* planned blocks of this step freed (each where the plan said) */
     pool_chunk  **chunk;         /* [period]: the live block of planned request k in this step, or NULL */
     size_t        live_high;     /* the most bytes in use the detector saw */
     uint64_t      plans, steps, ends;   /* plans put in force, steps begun under one, plans ended early */
