@@ -44,7 +44,9 @@ import fractions
 import json
 import math
 import os
+import re
 import sys
+import tempfile
 
 ORDER = [
     "vram prealloc", "vram growth", "vram growth-hold", "vram growth-keep", "vram growth-lean", "vram growth-plain",
@@ -509,8 +511,32 @@ def bisect_cell(probes, rec):
     return "%.4f" % ratio, ratio
 
 
+LOG_LINE = re.compile(r"^== (?P<alloc>.+?): (?P<trace>\S+): (?:completes at (?P<ok>[0-9.]+)(?:, fails at (?P<fail>[0-9.]+))?"
+                      r"|fails at (?P<lo>[0-9.]+))\s*$")
+
+
+def log_probes(path):
+    """Probe rows from bench/limit.sh's log lines "== ALLOC: TRACE: completes at F, fails at G" (or
+    "completes at F", "fails at LO"): for a bisection whose results file lacks its rows (stopped before
+    writing them)."""
+    rows = []
+    with open(path) as f:
+        for line in f:
+            m = LOG_LINE.match(line.strip())
+            if not m:
+                continue
+            base = {"allocator": m["alloc"], "trace": m["trace"]}
+            for frac, failed in ((m["ok"], 0), (m["fail"], 1), (m["lo"], 1)):
+                if frac is not None:
+                    rows.append(dict(base, bisect_fraction=frac, failed_allocs=failed))
+    return rows
+
+
 def cmd_bisect(args):
     meta, rows = load_results(args.results)
+    if getattr(args, "log", None):
+        have = {(trace_name(r.get("trace")), r.get("allocator")) for r in rows if "bisect_fraction" in r}
+        rows += [r for r in log_probes(args.log) if (trace_name(r["trace"]), r["allocator"]) not in have]
     limits = {trace_name(r["limit"].get("trace")): r["limit"] for r in rows if "limit" in r}
     probes = [r for r in rows if "limit" not in r and "bisect_fraction" in r]
     traces = list(limits)
@@ -676,6 +702,15 @@ def cmd_self_test(args):
     t = printed(cmd_bisect, bis + [probe_row("host", "0.9800", 0), probe_row("host", "0.99", 1)])
     check("| 1.0210 | did not run (exit status 1: no GPU) | > 1.1111 (fails at 0.90) | 1.0210 | vram, growth (VMM), "
           "host malloc / free (loop floor) |" in t, "a tie for the smallest: " + t); n += 1
+    with tempfile.NamedTemporaryFile("w", suffix=".log", delete=False) as lf:
+        lf.write("== vram growth: traces/t.trace.gz: completes at 0.9800, fails at 0.9825\n"
+                 "== torch: traces/t.trace.gz: fails at 0.9000\nother line\n")
+    got = log_probes(lf.name)
+    os.unlink(lf.name)
+    check(got == [{"allocator": "vram growth", "trace": "traces/t.trace.gz", "bisect_fraction": "0.9800", "failed_allocs": 0},
+                  {"allocator": "vram growth", "trace": "traces/t.trace.gz", "bisect_fraction": "0.9825", "failed_allocs": 1},
+                  {"allocator": "torch", "trace": "traces/t.trace.gz", "bisect_fraction": "0.9000", "failed_allocs": 1}],
+          "probes from a log: %r" % got); n += 1
     print("self-test: ok (%d checks)" % n)
 
 
@@ -711,6 +746,7 @@ def main():
     sub.add_parser("probe")
     bt = sub.add_parser("bisect")
     bt.add_argument("results")
+    bt.add_argument("--log", help="bench/limit.sh's log: its 'completes at / fails at' lines for probes the results lack")
     sub.add_parser("self-test")
     args = p.parse_args()
     {"tag": cmd_tag, "meta": cmd_meta, "table": cmd_table, "limit-for": cmd_limit_for,

@@ -96,8 +96,8 @@ static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
 /* A plan the detector made: armed for its first request, or dropped. */
 static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     pool_planner *pl = p->planner;
-    int worth = plan->planned > 0 && plan->live_peak >= pl->live_high / PLAN_MIN_SHARE;
-    pool_chunk **chunk = worth && p->plan_hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
+    /* (the detector placed nothing unless the step's blocks reached det.min_live) */
+    pool_chunk **chunk = plan->planned > 0 && p->plan_hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
     size_t bytes = vram__round_up(plan->top, p->cfg.caps.granularity);
     if (chunk == NULL || plan_zone_carve_locked(p, bytes) != 0) {
         free(chunk);
@@ -115,8 +115,10 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
     pool_planner *pl = p->planner;
     if (pl->active || pl->det.off || tc_parking(p)) return;
-    if (p->current > pl->live_high) pl->live_high = p->current;
-    pl->det.min_live = pl->live_high / PLAN_MIN_SHARE;
+    if (p->current > pl->live_high) {
+        pl->live_high = p->current;
+        pl->det.min_live = pl->live_high / PLAN_MIN_SHARE;
+    }
     uint64_t id = 0;
     pool_plan plan;
     int made = plan_note_request(&pl->det, rounded, (uintptr_t)stream, &id, &plan);
@@ -141,7 +143,6 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
         pl->armed = 0;
         pl->active = 1;
         pl->pos = 0;
-        pl->plans++;
     }
     if (!pl->active) return 0;
     const pool_plan *plan = &pl->plan;

@@ -36,7 +36,7 @@ typedef struct pool_planner {
     uint32_t      pos;           /* the index in the step of the next request */
     pool_chunk  **chunk;         /* [period]: the live block of planned request k in this step, or NULL */
     size_t        live_high;     /* the most bytes in use the detector saw */
-    uint64_t      plans, steps, ends;   /* plans put in force, steps begun under one, plans ended early */
+    uint64_t      steps, ends;   /* steps begun under a plan, plans ended early */
     size_t        given_back_bytes;     /* given back when plans came into force */
 } pool_planner;
 
