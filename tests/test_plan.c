@@ -195,13 +195,54 @@ TEST(plan_two_streams) {
     feed_done(&f);
 }
 
+/* A block that lives into the next step (a gradient freed early in the step after): W (1 MiB,
+ * kept), g (4 KiB), then steps "a x 8192; f g; a y 4096; f x; a g 4096; f y": each step's g is
+ * freed after the next step's x is requested. Requests: W = 0, g0 = 1, step k (from 1) = 3k-1 ..
+ * 3k+1 (x, y, g). Keys 1M, 4096, 8192, 4096, 4096, 8192, ...: the 4-gram ending at 7 (g1 x2 y2
+ * g2: 4096 8192 4096 4096) was seen ending at 4, so the period 3 is confirmed at request 7. Live
+ * before requests 2, 3, 4: W + g0, W + x1, W + y1; the fewest first, before 2: the step [2, 5) is
+ * x1, y1, g1. Its events: 2 a x1, 3 f g0, 4 a y1, 5 f x1, 6 a g1, 7 f y1, then 8 a x2 (the step's
+ * end, a cycle of 6 events), 9 f g1. Relative to event 2: x [0, 3), y [2, 5); g1 is freed at 9,
+ * in the next step before its own request comes again: planned on the cycle, [4, 7), that is
+ * [4, 6) and again [0, 1) of the next step. Without the cycle g would be unplanned. Largest first:
+ * x at 0; y lives with x over [2, 3): 8192; g meets x over [0, 1) and y over [4, 5): 12288. Each
+ * pair of the three meets, though no point has all three: top 16384 above the live peak of
+ * 12288 (x and y at 2, x and g at 0). Settle: the step before's g is freed at 1, so the first
+ * request after it is y (born 2), request 1 of the step. Below: y's place starts where x ends
+ * (x alive at 2), g's where y ends (y alive at 4); x has nothing below. The next step in phase
+ * with request 2 after request 7 starts at 8. */
+TEST(plan_block_living_into_the_next_step) {
+    feed f;
+    feed_init(&f);
+    feed_script(&f, "a W 1048576; a g 4096;");
+    for (int i = 0; i < 5; i++) feed_script(&f, "a x 8192; f g; a y 4096; f x; a g 4096; f y;");
+    CHECK_INT(f.nplans, ==, 1);
+    pool_plan *p = &f.plans[0];
+    CHECK_U64(f.fired_at[0], ==, 7);
+    CHECK_U64(p->period, ==, 3);
+    CHECK_U64(p->start_request, ==, 8);
+    CHECK_U64(p->planned, ==, 3);
+    CHECK_U64(p->offset[0], ==, 0);
+    CHECK_U64(p->offset[1], ==, 8192);
+    CHECK_U64(p->offset[2], ==, 12288);
+    CHECK_INT(p->wraps[0], ==, 0);
+    CHECK_INT(p->wraps[2], ==, 1);
+    CHECK_SIZE(p->top, ==, 16384);
+    CHECK_SIZE(p->live_peak, ==, 12288);
+    CHECK_U64(p->settle, ==, 1);
+    CHECK_INT(p->below[0], ==, -1);
+    CHECK_INT(p->below[1], ==, 0);
+    CHECK_INT(p->below[2], ==, 1);
+    feed_done(&f);
+}
+
 /* The placement itself: random blocks and lifetimes; no two blocks alive at once overlap, and the
  * top is at least the live peak. A hand case: a (100, [0, 10)), b (60, [0, 5)), c (60, [5, 10)):
  * a at 0, b at 100, c (alive with a, not with b) at 100: top 160. */
 TEST(plan_place_never_overlaps_blocks_alive_together) {
     size_t size3[3] = {100, 60, 60};
     uint64_t born3[3] = {0, 0, 5}, dies3[3] = {10, 5, 10}, off3[3];
-    CHECK_SIZE(plan_place(3, size3, born3, dies3, off3), ==, 160);
+    CHECK_SIZE(plan_place(3, size3, born3, dies3, 0, off3), ==, 160);
     CHECK_U64(off3[0], ==, 0);
     CHECK_U64(off3[1], ==, 100);
     CHECK_U64(off3[2], ==, 100);
@@ -214,13 +255,19 @@ TEST(plan_place_never_overlaps_blocks_alive_together) {
         born[i] = rng_below(&rng, 1000);
         dies[i] = born[i] + 1 + rng_below(&rng, 200);
     }
-    size_t top = plan_place(N, size, born, dies, off);
-    for (int i = 0; i < N; i++) {
-        CHECK(off[i] + size[i] <= top);
-        for (int j = i + 1; j < N; j++) {
-            int together = born[i] < dies[j] && born[j] < dies[i];
-            int overlap = off[i] < off[j] + size[j] && off[j] < off[i] + size[i];
-            CHECK(!(together && overlap));
+    for (uint64_t cycle = 0; cycle <= 1000; cycle += 1000) {   /* (then some live into the next cycle) */
+        size_t top = plan_place(N, size, born, dies, cycle, off);
+        for (int i = 0; i < N; i++) {
+            CHECK(off[i] + size[i] <= top);
+            for (int j = i + 1; j < N; j++) {
+                int together = born[i] < dies[j] && born[j] < dies[i];
+                if (cycle != 0) {   /* alive over [born, dies) and, past the cycle, [0, dies - cycle) */
+                    together = together || (dies[i] > cycle && born[j] < dies[i] - cycle) ||
+                               (dies[j] > cycle && born[i] < dies[j] - cycle);
+                }
+                int overlap = off[i] < off[j] + size[j] && off[j] < off[i] + size[i];
+                CHECK(!(together && overlap));
+            }
         }
     }
 }
@@ -285,6 +332,86 @@ TEST(plan_in_force_places_the_step_and_gives_back) {
         CHECK_OK(vram_shutdown());
         check_counters_balanced();
     }
+}
+
+/* A step whose gradient g (8 MiB) lives into the next one: a (16 MiB), the last step's g freed, b
+ * (16), a freed, c (32), g, b and c freed. Events: 0 a, 1 free g', 2 b, 3 free a, 4 c, 5 g, 6 free
+ * b, 7 free c; a cycle of 8. The step starts at a (before it only W and g' are live: 16 MiB,
+ * against 24 before b or c). Lifetimes: a [0, 3), b [2, 6), c [4, 7), g [5, 9) on the cycle (g'
+ * alive over [0, 1)). Largest first: c at 0; a not with c: 0; b with a and c: 32; g meets a over
+ * [0, 1), c and b over [5, 6): 48. Top 56 MiB, the live peak (b, c, g over [5, 6)). The g of the
+ * step before the first one followed is placed at its place already (the plan waits for its first
+ * step then, or found outside the zone by the first step), so once in force every block, g too,
+ * lands at its planned place every step, and the pool holds W (6 MiB) + 56. A plan without the cycle leaves g to best fit (a zone of 48 MiB). */
+static void alloc_step_g(void **a, void **g, int check) {
+    void *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(a, 16 * PMiB, 0));
+    if (*g != NULL) {
+        if (check) CHECK(filled(*g, 64 * KiB, 0x9));
+        CHECK_OK(vram_free(*g));
+    }
+    CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
+    fill(b, 64 * KiB, 0xb);
+    CHECK_OK(vram_free(*a));
+    CHECK_OK(vram_malloc(&c, 32 * PMiB, 0));
+    fill(c, 64 * KiB, 0xc);
+    CHECK_OK(vram_malloc(g, 8 * PMiB, 0));
+    fill(*g, 64 * KiB, 0x9);
+    if (check) CHECK(filled(b, 64 * KiB, 0xb) && filled(c, 64 * KiB, 0xc));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+}
+
+TEST(plan_places_a_block_living_into_the_next_step) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *g = NULL, *a0 = NULL, *g0 = NULL;
+    CHECK_OK(vram_malloc(&w, 6 * PMiB, 0));   /* (not g's size: W would look like a g) */
+    for (int step = 1; step <= 6; step++) alloc_step_g(&a, &g, 1);
+    CHECK_U64(INFO(0).plan_steps, >, 0);
+    CHECK_U64(INFO(0).plan_ends, ==, 0);
+    CHECK_SIZE(INFO(0).plan_bytes, ==, 56 * PMiB);
+    for (int step = 7; step <= 12; step++) {
+        alloc_step_g(&a, &g, 1);
+        if (step == 7) {
+            a0 = a;
+            g0 = g;
+        }
+        CHECK((char *)g - (char *)a == (ptrdiff_t)(48 * PMiB));   /* g at its planned offset */
+        CHECK(a == a0 && g == g0);
+        CHECK_SIZE(INFO(0).reserved, ==, (6 + 56) * PMiB);
+        CHECK_ALL();
+    }
+    CHECK_U64(INFO(0).plan_ends, ==, 0);
+    CHECK_OK(vram_free(g));
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* After a plan ends, what the program does next is served from the memory the pool holds before
+ * any more is mapped: the plan of plan_in_force_places_the_step_and_gives_back in force (W + 48
+ * MiB held: the zone's 48 at the top of the range, best fit's memory given back; 72 MiB was the
+ * most held, before the plan), then the program changes: one 64 MiB block. It fits no free chunk
+ * but the one below the zone, unmapped; mapping it all would hold 8 + 48 + 64 = 120 MiB. The pool
+ * moves the zone's idle extents under it and maps the 16 MiB left: W + 64 = 72 MiB, its mark. */
+TEST(plan_ended_serves_from_the_memory_held) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 6; step++) alloc_step(&a, &b, &c, 1);
+    CHECK_SIZE(INFO(0).reserved, ==, 56 * PMiB);
+    CHECK_SIZE(INFO(0).plan_bytes, ==, 48 * PMiB);
+    CHECK_OK(vram_malloc(&d, 64 * PMiB, 0));                     /* not the plan's a: it ends */
+    fill(d, 64 * PMiB, 0xd);
+    CHECK_U64(INFO(0).plan_ends, ==, 1);
+    CHECK_SIZE(INFO(0).reserved, ==, 72 * PMiB);
+    CHECK(filled(d, 64 * PMiB, 0xd));
+    CHECK_ALL();
+    CHECK_OK(vram_free(d));
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
 }
 
 /* The plan in force, then a step whose a is freed only after c was requested: c's planned place

@@ -244,8 +244,11 @@ grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
      * pool holds; the price is driver calls whenever the holes are needed again. For large blocks
      * alone (hold_large_mb, e.g. 256: logits, activations of a whole layer; off by default) the
      * steady state of a training loop stops remapping once the mark has settled. The limit, and the
-     * card's budget shared with other logical devices, move idle extents too before giving any back. */
-    int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large);
+     * card's budget shared with other logical devices, move idle extents too before giving any back.
+     * An arena that plans holds too while a plan waits for its first step (the blocks placed in its
+     * zone take the idle memory best fit leaves) and after one ended (the zone's memory serves best
+     * fit before any more is mapped). */
+    int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large) || p->plan_hold;
     int tight = need > arena_headroom(p);        /* the limit: cached memory must serve (a retry) */
     int moved = (hold && p->reserved + need > p->hold_mark) || tight;
     p->stats.retries += (uint64_t)tight;

@@ -57,6 +57,8 @@ void plan_free(pool_plan *plan) {
     free(plan->stream);
     free(plan->offset);
     free(plan->below);
+    free(plan->below_first);
+    free(plan->wraps);
     memset(plan, 0, sizeof *plan);
 }
 
@@ -75,7 +77,14 @@ static int larger_first(const void *a, const void *b) {
     return (sort_ctx->born[x] > sort_ctx->born[y]) - (sort_ctx->born[x] < sort_ctx->born[y]);
 }
 
-size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t *off) {
+/* Whether [bx, dx) and [by, dy) meet on a cycle of `cycle` events (0: no cycle): a block alive past
+ * the cycle's end (d > cycle) is alive again from the cycle's start, in the next repetition. */
+static int alive_together(uint64_t bx, uint64_t dx, uint64_t by, uint64_t dy, uint64_t cycle) {
+    if (bx < dy && by < dx) return 1;
+    return cycle != 0 && ((bx < dy + cycle && by + cycle < dx) || (bx + cycle < dy && by < dx + cycle));
+}
+
+size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle, uint64_t *off) {
     size_t *order = malloc((n ? n : 1) * sizeof *order), *placed = malloc((n ? n : 1) * sizeof *placed);
     if (order == NULL || placed == NULL) {
         free(order);
@@ -92,7 +101,7 @@ size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint
         uint64_t o = 0;
         for (size_t k = 0; k < nplaced; k++) {       /* the lowest gap among blocks alive with b */
             size_t p = placed[k];
-            if (born[p] >= dies[b] || born[b] >= dies[p]) continue;
+            if (!alive_together(born[p], dies[p], born[b], dies[b], cycle)) continue;
             if (off[p] >= o + size[b]) break;
             if (off[p] + size[p] > o) o = off[p] + size[p];
         }
@@ -125,16 +134,22 @@ static int by_time(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static size_t live_peak(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies) {
-    sweep_point *pt = malloc((2 * n + 1) * sizeof *pt);
+static size_t live_peak(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle) {
+    sweep_point *pt = malloc((4 * n + 1) * sizeof *pt);
     if (pt == NULL) return 0;
+    size_t m = 0;
     for (size_t i = 0; i < n; i++) {
-        pt[2 * i] = (sweep_point){born[i] << 1 | 1, size[i]};
-        pt[2 * i + 1] = (sweep_point){dies[i] << 1, size[i]};
+        int wraps = dies[i] > cycle;               /* alive again from the cycle's start: [0, dies - cycle) */
+        pt[m++] = (sweep_point){born[i] << 1 | 1, size[i]};
+        pt[m++] = (sweep_point){(wraps ? cycle : dies[i]) << 1, size[i]};
+        if (wraps) {
+            pt[m++] = (sweep_point){0 << 1 | 1, size[i]};
+            pt[m++] = (sweep_point){(dies[i] - cycle) << 1, size[i]};
+        }
     }
-    qsort(pt, 2 * n, sizeof *pt, by_time);
+    qsort(pt, m, sizeof *pt, by_time);
     size_t live = 0, peak = 0;
-    for (size_t i = 0; i < 2 * n; i++) {
+    for (size_t i = 0; i < m; i++) {
         if (pt[i].t & 1) live += pt[i].bytes;
         else live -= pt[i].bytes;
         if (live > peak) peak = live;
@@ -146,61 +161,115 @@ static size_t live_peak(size_t n, const size_t *size, const uint64_t *born, cons
 /* ---- the plan of one step ------------------------------------------------------------------- */
 
 /* The planned block below each request (plan.h): alive when it is requested, ending highest at or
- * below its offset. `born` / `dies` of the n planned blocks, which[] their requests. O(n^2). */
-static void plan_below(pool_plan *p, size_t n, const uint32_t *which, const uint64_t *born, const uint64_t *dies) {
-    for (uint32_t i = 0; i < p->period; i++) p->below[i] = -1;
+ * below its offset; `first`: blocks of the step itself only (in the first step followed, the blocks
+ * of the step before lie outside the plan's range). born / dies of the n planned blocks (dies >
+ * cycle: alive into the next step until dies - cycle), which[] their requests. O(n^2). */
+static void plan_below(const pool_plan *p, int32_t *below, int first, size_t n, const uint32_t *which,
+                       const uint64_t *born, const uint64_t *dies, uint64_t cycle) {
+    for (uint32_t i = 0; i < p->period; i++) below[i] = -1;
     for (size_t k = 0; k < n; k++) {
-        uint64_t at = p->offset[which[k]], best_end = 0;
+        uint64_t at = p->offset[which[k]], best_end = 0, t = born[k];
         for (size_t j = 0; j < n; j++) {
             uint64_t end = p->offset[which[j]] + p->size[which[j]];
-            if (j == k || born[j] >= born[k] || dies[j] <= born[k] || end > at) continue;
-            if (p->below[which[k]] < 0 || end > best_end) {
-                p->below[which[k]] = (int32_t)which[j];
+            int now = born[j] < t && t < dies[j];                             /* this step's */
+            int before = !first && dies[j] > cycle && t < dies[j] - cycle;    /* the step before's */
+            if (j == k || !(now || before) || end > at) continue;
+            if (below[which[k]] < 0 || end > best_end) {
+                below[which[k]] = (int32_t)which[j];
                 best_end = end;
             }
         }
     }
 }
 
+/* The life of request s + i's block in the step of `cycle` events from request s's: [*b, *e), or
+ * with *e > cycle into the next step, until *e - cycle: when it was freed in the next step, or
+ * else when the same request's block of the step before was freed in this one (before request
+ * s + i either way). 0 when it lives longer than a step, or its death is not known: best fit's
+ * then (weights, optimizer state, a cache). */
+static int block_life(const plan_detector *d, uint64_t s, uint32_t P, uint32_t i, uint64_t *b, uint64_t *e) {
+    const plan_request *r = at(d, s + i), *prev = at(d, s + i - P);
+    uint64_t t0 = at(d, s)->born, end = at(d, s + P)->born;
+    *b = r->born - t0;
+    if (r->dies != UINT64_MAX && r->dies < end) {
+        *e = r->dies - t0;
+        return 1;
+    }
+    if (r->dies != UINT64_MAX) {           /* freed in the next step already: before its own request? */
+        if (r->dies - end >= *b) return 0;
+        *e = (end - t0) + (r->dies - end);
+        return 1;
+    }
+    if (s + i < P || !same_key(d, s + i, s + i - P) || prev->dies == UINT64_MAX || prev->dies < t0 ||
+        prev->dies >= r->born) {
+        return 0;
+    }
+    *e = (end - t0) + (prev->dies - t0);
+    return 1;
+}
+
+/* Places the n planned blocks of plan p (their requests which[], lives born / dies): offsets,
+ * top, the blocks below, the request after which no block of the step before is alive. 0, or -1
+ * without host memory. */
+static int place_step(pool_plan *p, size_t n, const uint32_t *which, const size_t *bsize, const uint64_t *born,
+                      const uint64_t *dies, uint64_t cycle) {
+    uint64_t *boff = malloc((n ? n : 1) * sizeof *boff);
+    size_t top = boff != NULL ? plan_place(n, bsize, born, dies, cycle, boff) : SIZE_MAX;
+    if (top == SIZE_MAX) {
+        free(boff);
+        return -1;
+    }
+    uint64_t last_wrap = 0;                /* the last death of a block of the step before */
+    for (size_t k = 0; k < n; k++) {
+        p->offset[which[k]] = boff[k];
+        p->wraps[which[k]] = dies[k] > cycle;
+        if (dies[k] > cycle && dies[k] - cycle > last_wrap) last_wrap = dies[k] - cycle;
+    }
+    free(boff);
+    p->planned = (uint32_t)n;
+    p->top = top;
+    p->settle = 0;
+    if (last_wrap > 0) {
+        p->settle = p->period;
+        for (size_t k = 0; k < n; k++) {
+            if (born[k] > last_wrap && which[k] < p->settle) p->settle = which[k];
+        }
+    }
+    plan_below(p, p->below, 0, n, which, born, dies, cycle);
+    plan_below(p, p->below_first, 1, n, which, born, dies, cycle);
+    return 0;
+}
+
 /* Makes the plan of the step [s, s + P) (requests; all in the history), whose blocks freed before
- * the request s + P are planned. 0, or -1 without host memory (*plan untouched). */
+ * the next step's end are planned. 0, or -1 without host memory (*plan untouched). */
 static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *plan) {
     pool_plan p = {.period = P, .start_request = s};
-    uint64_t t0 = at(d, s)->born, end = at(d, s + P)->born;   /* the step's events [t0, end) */
+    uint64_t cycle = at(d, s + P)->born - at(d, s)->born;      /* the step's events */
     size_t *bsize = malloc(P * sizeof *bsize);
-    uint64_t *born = malloc(P * sizeof *born), *dies = malloc(P * sizeof *dies), *boff = malloc(P * sizeof *boff);
+    uint64_t *born = malloc(P * sizeof *born), *dies = malloc(P * sizeof *dies);
     uint32_t *which = malloc(P * sizeof *which);
     p.size = malloc(P * sizeof *p.size);
     p.stream = malloc(P * sizeof *p.stream);
     p.offset = malloc(P * sizeof *p.offset);
     p.below = malloc(P * sizeof *p.below);
-    int ok = bsize && born && dies && boff && which && p.size && p.stream && p.offset && p.below;
+    p.below_first = malloc(P * sizeof *p.below_first);
+    p.wraps = calloc(P, sizeof *p.wraps);
+    int ok = bsize && born && dies && which && p.size && p.stream && p.offset && p.below && p.below_first && p.wraps;
     size_t n = 0;
     for (uint32_t i = 0; ok && i < P; i++) {
-        const plan_request *r = at(d, s + i);
-        p.size[i] = r->size;
-        p.stream[i] = r->stream;
+        p.size[i] = at(d, s + i)->size;
+        p.stream[i] = at(d, s + i)->stream;
         p.offset[i] = PLAN_UNPLANNED;
-        if (r->dies == UINT64_MAX || r->dies >= end) continue;   /* outlives the step: best fit's */
-        bsize[n] = r->size;
-        born[n] = r->born - t0;
-        dies[n] = r->dies - t0;
+        if (!block_life(d, s, P, i, &born[n], &dies[n])) continue;
+        bsize[n] = p.size[i];
         which[n++] = i;
     }
-    p.live_peak = ok ? live_peak(n, bsize, born, dies) : 0;
+    p.live_peak = ok ? live_peak(n, bsize, born, dies, cycle) : 0;
     int worth = ok && n > 0 && n <= PLAN_MAX_PLACED && p.live_peak >= d->min_live;   /* placing is O(n^2) */
-    size_t top = worth ? plan_place(n, bsize, born, dies, boff) : SIZE_MAX;
-    ok = ok && (!worth || top != SIZE_MAX);
-    if (worth && ok) {
-        for (size_t k = 0; k < n; k++) p.offset[which[k]] = boff[k];
-        p.planned = (uint32_t)n;
-        p.top = top;
-        plan_below(&p, n, which, born, dies);
-    }
+    if (worth) ok = place_step(&p, n, which, bsize, born, dies, cycle) == 0;
     free(bsize);
     free(born);
     free(dies);
-    free(boff);
     free(which);
     if (!ok) {
         plan_free(&p);

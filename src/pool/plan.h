@@ -26,8 +26,13 @@
  *     remain), so that few of the step's own blocks cross it.
  *   - The plan is made from that last whole step: a block born in it and freed before the step's
  *     end is planned; its lifetime is [its request's event, its free's event) relative to the
- *     step's first event. Blocks are placed largest first, each at the lowest offset where no
- *     planned block alive at the same time lies (greedy by size). `top` is the highest end.
+ *     step's first event. A block freed in the next step, before its own request comes again, is
+ *     planned too, on the step's cycle: the same request's block of the step before died at a known
+ *     point of this step, so the block is alive from its request to the step's end and from the
+ *     next step's start to that point (a step that starts while the last one's gradients or
+ *     outputs are alive). Blocks are placed largest first, each at the lowest offset where no
+ *     planned block alive at the same time (on the cycle) lies (greedy by size). `top` is the
+ *     highest end.
  *
  * What the plan promises is checked when it is followed (the allocator's part): a request that
  * differs from the plan's next one (size or stream), or whose planned place is still taken, ends it.
@@ -59,9 +64,13 @@ typedef struct pool_plan {
     uintptr_t *stream;
     uint64_t  *offset;
     int32_t   *below;
+    int32_t   *below_first;    /* below, counting only blocks of the step itself (its first step) */
+    uint8_t   *wraps;          /* 1: request i's block lives into the next step (planned on the cycle) */
     uint32_t   planned;        /* requests with an offset */
     size_t     top;            /* the range the plan places in: the highest end of a planned block */
     size_t     live_peak;      /* the most bytes of planned blocks alive at once (top >= live_peak) */
+    uint32_t   settle;         /* the first request of a step after which no planned block of the
+                                  step before is alive (0: none lives into the next step) */
     uint64_t   start_request;  /* the request (counted from the first one fed) a step starts at:
                                   requests start_request + k * period are the first of a step */
 } pool_plan;
@@ -106,9 +115,12 @@ int  plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t
 void plan_note_free(plan_detector *d, uint64_t id, size_t size);
 
 /* Places `n` blocks (size[i], alive over [born[i], dies[i])) largest first, each at the lowest
- * offset where no block alive at the same time lies: offsets into off[]; returns the top. Needs
+ * offset where no block alive at the same time lies; with `cycle` > 0 the times repeat every cycle
+ * events, and a block with dies[i] > cycle is alive again over [0, dies[i] - cycle) (cycle 0: no
+ * repetition). Offsets into off[]; returns the top. Needs
  * n pointers of scratch memory; returns SIZE_MAX when there is none. */
-size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t *off);
+size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle,
+                  uint64_t *off);
 
 void plan_free(pool_plan *plan);
 

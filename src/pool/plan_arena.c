@@ -71,6 +71,7 @@ static void plan_end_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
     if (pl->active) pl->ends++;
     pl->active = pl->armed = 0;
+    p->plan_hold = 1;
     plan_zone_dissolve_locked(p);
 }
 
@@ -108,8 +109,8 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     free(pl->chunk);
     pl->plan = *plan;
     pl->chunk = chunk;
-    pl->armed = 1;
-    pl->given_back = 0;
+    pl->armed = p->plan_hold = 1;
+    pl->given_back = pl->settle_due = 0;
 }
 
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
@@ -127,23 +128,70 @@ void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *strea
     else if (made == 1) plan_free(&plan);
 }
 
-/* The request that starts a step; the first step gives back the idle memory outside the zone first. */
+/* The request that starts a step. The first step under a plan gathers the idle memory into the
+ * zone and gives back what is idle outside it; again at the plan's settle request, once the blocks
+ * of the step before that live into this one and lie outside the zone (best fit placed them before
+ * the plan was made) are freed. */
 static void plan_step_begins_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
     pl->steps++;
-    if (!pl->given_back) {
+    pl->first = !pl->given_back;
+    if (pl->first) {
         pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi);
         pl->given_back = 1;
+        pl->settle_due = pl->plan.settle > 0;
     }
+}
+
+/* The zone's chunk holding address `at`, walking up from chunk c (in the zone, at or below `at`). */
+static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
+    while (c != NULL && c->addr < p->plan_hi && c->addr + c->size <= at) c = c->next;
+    return c != NULL && c->addr <= at && c->addr < p->plan_hi ? c : NULL;
+}
+
+/* Hands out planned request k's block at its place in the zone from chunk c (free, holding the
+ * place): 1, or 0 when c does not hold it or the limit refuses (the plan ends then). */
+static int plan_take_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t size, size_t rounded, void *stream,
+                            void **ptr) {
+    pool_planner *pl = p->planner;
+    uint64_t at = p->plan_lo + pl->plan.offset[k];
+    grow_result why = GROW_OK;
+    if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
+        (c = chunk_cut_at_locked(p, c, at)) == NULL ||
+        arena_take_locked(p, c, size, rounded, stream, ptr, &why) != VRAM_OK) {   /* (the limit: best */
+        plan_end_locked(p);                                                         /*  fit tries, reports) */
+        return 0;
+    }
+    p->last_taken->plan_k = k + 1;
+    pl->chunk[k] = p->last_taken;
+    return 1;
+}
+
+/* A request while a plan waits for its first step (the step before it): one that lives into the
+ * first step is placed in the zone already, so that the first step finds it where the plan says. */
+static int plan_before_first_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr) {
+    pool_planner *pl = p->planner;
+    const pool_plan *plan = &pl->plan;
+    uint32_t k = (uint32_t)(pl->det.requests + plan->period - plan->start_request);   /* (in [1, period)) */
+    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {
+        plan_end_locked(p);
+        return 0;
+    }
+    if (k >= plan->period || !plan->wraps[k]) return 0;
+    uint64_t at = p->plan_lo + plan->offset[k];
+    if (!plan_take_locked(p, zone_chunk_at(p, p->plan_first, at), k, size, rounded, stream, ptr)) return 0;
+    plan_noted_locked(p, p->last_taken, rounded, stream);   /* (the detector counts it as any) */
+    return 1;
 }
 
 int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, vram_status *s) {
     pool_planner *pl = p->planner;
     if (pl->armed && pl->det.requests == pl->plan.start_request) {
-        pl->armed = 0;
+        pl->armed = p->plan_hold = 0;
         pl->active = 1;
         pl->pos = 0;
     }
+    if (pl->armed) return (*s = VRAM_OK, plan_before_first_locked(p, size, rounded, stream, ptr));
     if (!pl->active) return 0;
     const pool_plan *plan = &pl->plan;
     uint32_t k = pl->pos;
@@ -151,24 +199,19 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
         plan_end_locked(p);
         return 0;
     }
+    if (pl->settle_due && k == plan->settle % plan->period) {
+        pl->settle_due = 0;
+        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi);
+    }
     if (k == 0) plan_step_begins_locked(p);
     pl->pos = k + 1 == plan->period ? 0 : k + 1;
     if (plan->offset[k] == PLAN_UNPLANNED) return 0;
-    uint64_t at = p->plan_lo + plan->offset[k];
-    int32_t q = plan->below[k];
+    /* the free chunk holding the place starts where the planned block below it ends; in the first
+     * step, blocks of the step before may lie there or not: a walk up from the last one known */
+    int32_t q = pl->first ? plan->below_first[k] : plan->below[k];
     pool_chunk *c = q < 0 ? p->plan_first : pl->chunk[q] != NULL ? pl->chunk[q]->next : NULL;
-    if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
-        (c = chunk_cut_at_locked(p, c, at)) == NULL) {
-        plan_end_locked(p);
-        return 0;
-    }
-    grow_result why = GROW_OK;
-    if (arena_take_locked(p, c, size, rounded, stream, ptr, &why) != VRAM_OK) {
-        plan_end_locked(p);              /* (the limit: best fit and its fallbacks try, and report) */
-        return 0;
-    }
-    p->last_taken->plan_k = k + 1;
-    pl->chunk[k] = p->last_taken;
+    if (pl->first) c = zone_chunk_at(p, c != NULL ? c : p->plan_first, p->plan_lo + plan->offset[k]);
+    if (!plan_take_locked(p, c, k, size, rounded, stream, ptr)) return 0;
     *s = VRAM_OK;
     return 1;
 }
@@ -178,13 +221,10 @@ void plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     if (c->plan_k != 0) {
         uint32_t k = c->plan_k - 1;
         c->plan_k = 0;
-        if (pl->active) {
-            pl->chunk[k] = NULL;
-            if (!at_once) plan_end_locked(p);   /* stream-ordered or deferred: not the plan's */
-        }
-    } else if (c->plan_id != 0 && !pl->active) {
-        plan_note_free(&pl->det, c->plan_id - 1, c->size);
-    }
+        if (pl->chunk != NULL && pl->chunk[k] == c) pl->chunk[k] = NULL;
+        if ((pl->active || pl->armed) && !at_once) plan_end_locked(p);   /* stream-ordered or deferred: */
+    }                                                                     /* not the plan's */
+    if (c->plan_id != 0 && !pl->active) plan_note_free(&pl->det, c->plan_id - 1, c->size);
     c->plan_id = 0;
 }
 

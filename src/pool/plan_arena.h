@@ -33,8 +33,11 @@ typedef struct pool_planner {
     int           armed;         /* a plan waits for its first request (det.requests == plan.start_request) */
     int           active;        /* the plan is followed */
     int           given_back;    /* the idle memory outside the zone went back at the first step */
+    int           first;         /* this step is the plan's first (some blocks of the step before it
+                                    that live into it are best fit's) */
+    int           settle_due;    /* the idle memory goes back again at the plan's settle request */
     uint32_t      pos;           /* the index in the step of the next request */
-    pool_chunk  **chunk;         /* [period]: the live block of planned request k in this step, or NULL */
+    pool_chunk  **chunk;         /* [period]: the live block of planned request k (its latest), or NULL */
     size_t        live_high;     /* the most bytes in use the detector saw */
     uint64_t      steps, ends;   /* steps begun under a plan, plans ended early */
     size_t        given_back_bytes;     /* given back when plans came into force */
