@@ -77,8 +77,10 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     p->shared = shared;
     p->plan_lo = UINT64_MAX;                          /* no plan's zone */
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
-    if (p->cfg.max_extent == 0 && p->cfg.limit_chosen) {
-        p->cfg.max_extent = p->cfg.caps.granularity;   /* near a chosen limit: nothing stuck (pool.h) */
+    if (p->cfg.max_extent == 0 && (p->cfg.limit_chosen || p->cfg.plan)) {
+        /* near a chosen limit, or for a plan's zone (its memory moves in from where best fit freed
+         * it, granule by granule): nothing stuck in an extent shared with a live block (pool.h) */
+        p->cfg.max_extent = p->cfg.caps.granularity;
     } else if (p->cfg.max_extent == 0) {
         size_t e = p->cfg.limit / (p->cfg.limit >= POOL_LARGE_LIMIT ? POOL_EXTENT_DIV_LARGE : POOL_EXTENT_DIV);
         p->cfg.max_extent = e < p->cfg.caps.granularity ? p->cfg.caps.granularity

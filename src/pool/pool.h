@@ -41,7 +41,7 @@ typedef struct vram__pool_config {
                                             cost fewer driver calls, smaller ones go back more finely.
                                             0: limit / 256, between one granule and 256 MiB;
                                             limit / 128, at most 1 GiB, from 64 GiB (pool_internal.h);
-                                            one granule when limit_chosen */
+                                            one granule when limit_chosen or plan */
     int                  limit_chosen;   /* the limit was set for this pool (an environment variable,
                                             vram_set_memory_limit, a fraction, a logical device's size),
                                             not the default of the whole card: a program is expected to
