@@ -2,10 +2,11 @@
  * plan_arena.c: an arena following the plan of its repeating step (see plan_arena.h).
  *
  * Invariants: while armed or active, plan_lo < plan_hi bound the plan's zone, plan_hi - plan_lo is
- * the plan's top rounded up to granules, and chunk[k] is the live block of planned request k of
- * this step or NULL; a block the plan
- * placed has plan_k = 1 + k until its free. A planned request is placed only in a FREE chunk that
- * covers its whole place (the chunk after its planned neighbour below, which must be alive): so
+ * the plan's top rounded up to granules, and chunk[k] is the latest live block the plan placed for
+ * request k (this step's, or the step before's while it lives into this one) or NULL; a block the
+ * plan placed has plan_k = 1 + k until its free. A planned request is placed only in a FREE chunk
+ * that covers its whole place (the chunk after its planned neighbour below, which must be alive; in
+ * the first step, the zone's chunk found at the place): so
  * whatever the program frees early or late, no two live blocks overlap; a free that comes late
  * leaves the place taken, and the plan ends there. Pool lock held throughout.
  */

@@ -10,8 +10,14 @@
  * its offset from the free chunk that starts where its planned neighbour below ends (a pointer and
  * a check that the chunk is free over the whole place, not a search) and handed out as any
  * block (the pointer table, the statistics, the mapping under it); an unplanned one (a block that
- * outlives its step) goes to best fit. At the first planned step's start the idle memory outside
- * the zone is given back to the driver: the plan no longer needs it.
+ * outlives its step) goes to best fit. While the plan waits for its first step, a request whose block
+ * lives into the next step is placed in the zone already; in the first step the blocks of the step
+ * before may lie outside the zone, so a planned request's chunk is found by a walk up from its
+ * neighbour. At the first planned step's start the idle memory outside the zone is given back to
+ * the driver (the plan no longer needs it), and again at the plan's settle request, once the step
+ * before's blocks living into the first step are freed. While a plan waits and after one ended,
+ * growth holds to the arena's high-water mark (plan_hold: idle extents move under a block before
+ * more is mapped), so a changed program is served from the zone's memory.
  *
  * The plan ends the moment the program differs from it: another size or stream, a stream-ordered
  * or deferred free of a planned block, a second thread (thread caches), a place that is not free
@@ -19,7 +25,7 @@
  * from then on, its free memory too), and the detector looks again.
  *
  * Everything under the arena's lock. Only the first arena of a logical device plans, and only with
- * growth by mapping and the allocator option plan:true (off by default).
+ * growth by mapping and the allocator option plan:true (off by default; it maps granule by granule).
  */
 #ifndef VRAM_POOL_PLAN_ARENA_H
 #define VRAM_POOL_PLAN_ARENA_H
