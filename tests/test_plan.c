@@ -340,9 +340,10 @@ TEST(plan_in_force_places_the_step_and_gives_back) {
  * against 24 before b or c). Lifetimes: a [0, 3), b [2, 6), c [4, 7), g [5, 9) on the cycle (g'
  * alive over [0, 1)). Largest first: c at 0; a not with c: 0; b with a and c: 32; g meets a over
  * [0, 1), c and b over [5, 6): 48. Top 56 MiB, the live peak (b, c, g over [5, 6)). The g of the
- * step before the first one followed is placed at its place already (the plan waits for its first
- * step then, or found outside the zone by the first step), so once in force every block, g too,
- * lands at its planned place every step, and the pool holds W (6 MiB) + 56. A plan without the cycle leaves g to best fit (a zone of 48 MiB). */
+ * step before the first one followed is placed at its place already when the plan waits for its
+ * first step, or else found outside the zone by the first step; once in force every block, g too,
+ * lands at its planned place every step, and the pool holds W (6 MiB) + 56. A plan without the
+ * cycle leaves g to best fit (a zone of 48 MiB). */
 static void alloc_step_g(void **a, void **g, int check) {
     void *b = NULL, *c = NULL;
     CHECK_OK(vram_malloc(a, 16 * PMiB, 0));

@@ -84,7 +84,8 @@ static int alive_together(uint64_t bx, uint64_t dx, uint64_t by, uint64_t dy, ui
     return cycle != 0 && ((bx < dy + cycle && by + cycle < dx) || (bx + cycle < dy && by < dx + cycle));
 }
 
-size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle, uint64_t *off) {
+size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle,
+                  uint64_t *off) {
     size_t *order = malloc((n ? n : 1) * sizeof *order), *placed = malloc((n ? n : 1) * sizeof *placed);
     if (order == NULL || placed == NULL) {
         free(order);

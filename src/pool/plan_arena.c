@@ -173,14 +173,15 @@ static int plan_take_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t siz
 static int plan_before_first_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr) {
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
-    uint32_t k = (uint32_t)(pl->det.requests + plan->period - plan->start_request);   /* (in [1, period)) */
-    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {
+    uint64_t k = pl->det.requests + plan->period - plan->start_request;   /* (in [1, period)) */
+    if (k >= plan->period || plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) ||
+        arena_still(p)) {
         plan_end_locked(p);
         return 0;
     }
-    if (k >= plan->period || !plan->wraps[k]) return 0;
+    if (!plan->wraps[k]) return 0;
     uint64_t at = p->plan_lo + plan->offset[k];
-    if (!plan_take_locked(p, zone_chunk_at(p, p->plan_first, at), k, size, rounded, stream, ptr)) return 0;
+    if (!plan_take_locked(p, zone_chunk_at(p, p->plan_first, at), (uint32_t)k, size, rounded, stream, ptr)) return 0;
     plan_noted_locked(p, p->last_taken, rounded, stream);   /* (the detector counts it as any) */
     return 1;
 }

@@ -21,8 +21,9 @@
  *
  * The plan ends the moment the program differs from it: another size or stream, a stream-ordered
  * or deferred free of a planned block, a second thread (thread caches), a place that is not free
- * (a block freed later than the plan said). A block freed earlier only frees its place earlier. The zone goes back to the large zone at once (its blocks are best fit's
- * from then on, its free memory too), and the detector looks again.
+ * (a block freed later than the plan said). A block freed earlier only frees its place earlier.
+ * The zone goes back to the large zone at once (its blocks are best fit's from then on, its free
+ * memory too), and the detector looks again.
  *
  * Everything under the arena's lock. Only the first arena of a logical device plans, and only with
  * growth by mapping and the allocator option plan:true (off by default; it maps granule by granule).
