@@ -35,7 +35,6 @@
 #include <fcntl.h>
 #include <inttypes.h>
 #include <limits.h>
-#include <spawn.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,7 +47,6 @@
 #include "report_html.h"
 #include "trace.h"
 
-extern char **environ;
 
 #define TIMELINE_POINTS       3000
 #define MAX_SNAPSHOTS         120
@@ -143,15 +141,20 @@ static int load_snapshot(const char *path, trace *t) {
     }
     int fds[2];
     if (pipe2(fds, O_CLOEXEC) != 0) { perror("vram report: pipe"); return -1; }
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDOUT_FILENO);
+    /* fork and exec, not posix_spawnp: glibc's spawn runs the child on a stack of its own in the
+     * parent's memory (CLONE_VM), which AddressSanitizer now and then takes for an overflow */
     char *argv[] = { "python3", script, (char *)path, "-o", "-", NULL };
-    pid_t pid;
-    int e = posix_spawnp(&pid, "python3", &fa, NULL, argv, environ);
-    posix_spawn_file_actions_destroy(&fa);
+    pid_t pid = fork();
+    if (pid == 0) {                        /* (the child: only async-signal-safe calls) */
+        if (dup2(fds[1], STDOUT_FILENO) < 0) _exit(127);
+        execvp("python3", argv);
+        static const char msg[] = "vram report: cannot run python3\n";
+        if (write(STDERR_FILENO, msg, sizeof msg - 1) < 0) _exit(127);
+        _exit(127);
+    }
+    int e = errno;
     close(fds[1]);
-    if (e != 0) {
+    if (pid < 0) {
         close(fds[0]);
         fprintf(stderr, "vram report: cannot run python3 %s: %s\n", script, strerror(e));
         return -1;
