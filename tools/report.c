@@ -47,7 +47,6 @@
 #include "report_html.h"
 #include "trace.h"
 
-
 #define TIMELINE_POINTS       3000
 #define MAX_SNAPSHOTS         120
 #define MIN_SNAPSHOTS         8
