@@ -258,7 +258,8 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           2 MiB, under a limit that was set (VRAM_MEMORY_LIMIT*, a fraction,
  *                           vram_set_memory_limit, a logical device's size), so that every idle
  *                           granule can be moved under a block or given back and a program runs
- *                           close to its limit; without one, the limit / 256 from 2 MiB to 256 MiB,
+ *                           close to its limit, and with plan:true; without either, the limit / 256
+ *                           from 2 MiB to 256 MiB,
  *                           for 64 GiB and more the limit / 128, at most 1 GiB); smaller pieces can
  *                           be given back more finely, larger ones cost fewer driver calls
  *   map_ahead_mb:N          growth: when growing again within 256 allocations of the last growth,
@@ -284,9 +285,11 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           use the first arena
  *   plan:true|false         growth with virtual memory management: the first arena finds the step
  *                           a training loop repeats from the requests themselves and places each
- *                           block living within a step from an offline plan of the step, in a range
- *                           as large as the step's live peak, giving back what the plan does not
- *                           need; any difference from the plan ends it (default false)
+ *                           block living within a step (or into the next one until its free there)
+ *                           from an offline plan of the step, in a range as large as the step's live
+ *                           peak, giving back what the plan does not need; memory is mapped granule
+ *                           by granule; any difference from the plan ends it, and best fit serves
+ *                           from the memory held before it maps more (default false)
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 /* Option i (from 0) of vram_set_alloc_conf, in the order of the library's table: its key ("vmm") and

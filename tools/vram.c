@@ -63,7 +63,7 @@ static const char help_replay_head[] =
     "      passes), ops per second,\n"
     "      driver allocs/frees/moves (physical pieces created, released, moved under a block)\n"
     "      and failed allocations.\n"
-    "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";;
+    "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";
 
 static const char help_replay_tail[] =
     "      --growth      same as --policy growth\n"

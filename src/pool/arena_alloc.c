@@ -19,8 +19,9 @@
 #include "pool/stats.h"
 #include "pool/stream_order.h"
 
-/* Near a chosen limit, a request of at least this many granules takes mapped memory inside a larger
- * free chunk before best fit maps or moves granules for it (see pool_alloc_locked). */
+/* With one-granule extents (a chosen limit, plan:true), a request of at least this many granules
+ * takes mapped memory inside a larger free chunk before best fit maps or moves granules for it,
+ * near the limit too (see pool_alloc_locked). */
 #define POOL_MAPPED_FIRST_GRANULES 8
 
 /* The bins a request of `rounded` bytes is placed from: small requests have a zone of their own,
@@ -188,7 +189,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             /* memory already mapped before new memory: where best fit would map, a free chunk that
              * holds a mapped run long enough serves instead (with hold_large / hold_peak, this is
              * what lets the steady state stop remapping). Near the limit only with one-granule
-             * extents (a chosen limit): with larger ones, cutting blocks out of large free chunks
+             * extents (a chosen limit, plan:true): with larger ones, cutting blocks out of large free chunks
              * keeps extents busy that a large request later needs given back (transformer_varlen
              * at a limit 95% full failed requests), so best fit and the limit's own fallbacks
              * decide; with one-granule extents a block keeps busy only the granules it covers, and

@@ -33,8 +33,6 @@ size_t pool_largest_free_locked(const pool_arena *p) {
     return best;
 }
 
-/* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
- * logical device (summed by arenas.c). */
 /* With growth by mapping: the free bytes of the arena that lie in granules shared with blocks in
  * use (mapped, not idle), which neither move under another block nor go back. Recounts the extents. */
 static size_t oom_stuck_locked(pool_arena *p) {
@@ -56,6 +54,8 @@ static void oom_stuck_sentence(const pool_arena *p, size_t stuck, size_t current
              ? ", and the bytes in use, those and the request's whole granules together exceed the limit" : "");
 }
 
+/* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
+ * logical device (summed by arenas.c). */
 static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t rounded, grow_result why,
                                    const arena_figures *all, size_t stuck) {
     char driver_msg[1024];

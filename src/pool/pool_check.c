@@ -130,8 +130,12 @@ static const char *check_zones_locked(pool_arena *p) {
             bytes[k] += c->size;
         }
     }
-    if (n[0] != p->sbins.count || bytes[0] != p->sbins.bytes) return "the small zone's free chunks and its bins disagree";
-    if (n[1] != p->pbins.count || bytes[1] != p->pbins.bytes) return "the plan's zone's free chunks and its bins disagree";
+    if (n[0] != p->sbins.count || bytes[0] != p->sbins.bytes) {
+        return "the small zone's free chunks and its bins disagree";
+    }
+    if (n[1] != p->pbins.count || bytes[1] != p->pbins.bytes) {
+        return "the plan's zone's free chunks and its bins disagree";
+    }
     return NULL;
 }
 
