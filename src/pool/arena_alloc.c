@@ -184,8 +184,8 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             c = pool_find_locked(p, rounded, async, stream);
         }
         if (p->vmm != NULL && pool_would_grow_locked(c, rounded) &&
-            (arena_headroom(p) / 2 >= rounded ||
-             (p->cfg.max_extent <= p->cfg.caps.granularity && rounded >= POOL_MAPPED_FIRST_GRANULES * p->cfg.caps.granularity))) {
+            (arena_headroom(p) / 2 >= rounded || (p->cfg.max_extent <= p->cfg.caps.granularity &&
+                                                   rounded >= POOL_MAPPED_FIRST_GRANULES * p->cfg.caps.granularity))) {
             /* memory already mapped before new memory: where best fit would map, a free chunk that
              * holds a mapped run long enough serves instead (with hold_large / hold_peak, this is
              * what lets the steady state stop remapping). Near the limit only with one-granule

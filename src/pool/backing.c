@@ -188,13 +188,20 @@ static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
     return released;
 }
 
-size_t vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi) {
+size_t vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi, const vmm_range *skip, size_t nskip) {
     if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
     pool_vmm *v = &p->vmm->vmm;
     pool_vmm_change d;
-    pool_vmm_move_idle(v, lo, (size_t)(hi - lo), &d);      /* (a move puts its extent under a block */
-    vmm_note_locked(p, &d);                                 /*  to be: counted busy until a recount) */
+    uint64_t from = lo;
+    for (size_t i = 0; i <= nskip; i++) {                  /* the gaps between the ranges skipped */
+        uint64_t to = i < nskip ? skip[i].lo : hi;
+        if (to > from) {
+            pool_vmm_move_idle(v, from, (size_t)(to - from), &d);   /* (a move puts its extent under a */
+            vmm_note_locked(p, &d);                                 /*  block to be: busy until a recount) */
+        }
+        if (i < nskip && skip[i].hi > from) from = skip[i].hi;
+    }
     v->stale = 1;
     vmm_recount_locked(p);
     size_t released = pool_vmm_unmap_idle_outside(v, (size_t)(lo - v->base), (size_t)(hi - v->base), &d);

@@ -42,10 +42,16 @@ void        region_release(pool_arena *p, pool_region *r);
  * then giving idle ones back first when the limit would be crossed. */
 grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c);
 
-/* Moves idle extents of the VMM region under the unmapped granules of [lo, hi) (the plan's zone) and
- * gives back the idle ones left outside it: what a plan in force no longer needs. Not in a pinned
- * arena or during a capture; waits for a solo stream first. Returns the bytes given back. */
-size_t      vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi);
+/* An address range [lo, hi). */
+typedef struct vmm_range {
+    uint64_t lo, hi;
+} vmm_range;
+
+/* Moves idle extents of the VMM region under the unmapped granules of [lo, hi) (the plan's zone),
+ * but for the `nskip` ranges of skip[] (inside it, by address, apart), and gives back the idle ones
+ * left outside [lo, hi): what a plan in force no longer needs. Not in a pinned arena or during a
+ * capture; waits for a solo stream first. Returns the bytes given back. */
+size_t      vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi, const vmm_range *skip, size_t nskip);
 
 /* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
  * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */

@@ -129,18 +129,43 @@ void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *strea
     else if (made == 1) plan_free(&plan);
 }
 
+static int by_address(const void *a, const void *b) {
+    uint64_t x = ((const vmm_range *)a)->lo, y = ((const vmm_range *)b)->lo;
+    return (x > y) - (x < y);
+}
+
+/* The places of the blocks that live into the next step, by address (they are alive together at a
+ * step's start: apart), their count in *n; NULL when there are none or no host memory. */
+static vmm_range *wrap_places(const pool_arena *p, size_t *n) {
+    const pool_plan *plan = &p->planner->plan;
+    vmm_range *r = malloc(plan->period * sizeof *r);
+    *n = 0;
+    for (uint32_t k = 0; r != NULL && k < plan->period; k++) {
+        uint64_t at = p->plan_lo + plan->offset[k];
+        if (plan->wraps[k]) r[(*n)++] = (vmm_range){at, at + plan->size[k]};
+    }
+    if (r != NULL) qsort(r, *n, sizeof *r, by_address);
+    return r;
+}
+
 /* The request that starts a step. The first step under a plan gathers the idle memory into the
- * zone and gives back what is idle outside it; again at the plan's settle request, once the blocks
- * of the step before that live into this one and lie outside the zone (best fit placed them before
- * the plan was made) are freed. */
+ * zone and gives back what is idle outside it; the places of the blocks that live into the next
+ * step are left out, since blocks of the step before that best fit placed (before the plan was
+ * made) still hold their bytes outside the zone, and in force until the plan's settle request,
+ * when they are freed, growth holds (idle memory moves under a block before more is mapped). Then
+ * the zone's unmapped rest gets the idle memory, and what is idle outside goes back. */
 static void plan_step_begins_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
     pl->steps++;
     pl->first = !pl->given_back;
     if (pl->first) {
-        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi);
+        size_t n = 0;
+        vmm_range *skip = wrap_places(p, &n);
+        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, skip, n);
+        free(skip);
         pl->given_back = 1;
         pl->settle_due = pl->plan.settle > 0;
+        p->plan_hold = pl->settle_due;   /* until then, the idle memory in the zone serves first */
     }
 }
 
@@ -202,8 +227,8 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
         return 0;
     }
     if (pl->settle_due && k == plan->settle % plan->period) {
-        pl->settle_due = 0;
-        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi);
+        pl->settle_due = p->plan_hold = 0;
+        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, NULL, 0);
     }
     if (k == 0) plan_step_begins_locked(p);
     pl->pos = k + 1 == plan->period ? 0 : k + 1;

@@ -13,9 +13,11 @@
  * outlives its step) goes to best fit. While the plan waits for its first step, a request whose block
  * lives into the next step is placed in the zone already; in the first step the blocks of the step
  * before may lie outside the zone, so a planned request's chunk is found by a walk up from its
- * neighbour. At the first planned step's start the idle memory outside the zone is given back to
- * the driver (the plan no longer needs it), and again at the plan's settle request, once the step
- * before's blocks living into the first step are freed. While a plan waits and after one ended,
+ * neighbour. At the first planned step's start the idle memory moves into the zone (but for the
+ * places of blocks living into the next step, whose step-before blocks may still hold their bytes
+ * outside it) and what is idle outside is given back to the driver (the plan no longer needs it);
+ * growth holds until the plan's settle request, where, the step before's blocks living into the
+ * first step being freed, the zone's rest is filled and the idle memory outside given back again. While a plan waits and after one ended,
  * growth holds to the arena's high-water mark (plan_hold: idle extents move under a block before
  * more is mapped), so a changed program is served from the zone's memory.
  *

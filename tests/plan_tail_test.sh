@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# plan_tail_test.sh: the repeating step's plan on the four fixed-shape traces of traces/, replayed on
+# the simulated card with growth and no limit: with VRAM_ALLOC_CONF=plan:true, what the pool holds
+# over pass 1's last quarter is at most 1.005 x the live bytes there (tail_reserved_to_live), the plan
+# was in force and never ended, and the whole trace's peak reserved / peak live is no higher than
+# with plan:false; over 3 passes (the plan ends where pass 2 starts) the whole-trace figure stays
+# what one pass gives.
+#
+#   tests/plan_tail_test.sh PATH/TO/vram
+#
+# Exit 1 when a check failed.
+set -euo pipefail
+if [[ $# -ne 1 ]]; then
+    echo "usage: $0 VRAM_BINARY" >&2
+    exit 2
+fi
+VRAM=$1
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+PASSED=0
+FAILED=0
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run(), check()
+
+unset VRAM_BACKEND VRAM_SIM_DEVICES VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION CUDA_VISIBLE_DEVICES
+
+# field FILE KEY: a number of the replay's JSON
+field() { ${PYTHON:-python3} -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v)' "$1" "$2"; }
+# le A B: A <= B (decimals)
+le() { ${PYTHON:-python3} -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$1" "$2"; }
+
+for t in gpt2_train resnet50_train train_gpt2 train_resnet50; do
+    for conf in false true; do
+        VRAM_ALLOC_CONF=plan:$conf "$VRAM" replay "$SRC/traces/$t.trace.gz" --growth --json \
+            >"$TMP/$t-$conf.json" 2>/dev/null
+    done
+    VRAM_ALLOC_CONF=plan:true "$VRAM" replay "$SRC/traces/$t.trace.gz" --growth --passes 3 \
+        --json >"$TMP/$t-3.json" 2>/dev/null
+    tail=$(field "$TMP/$t-true.json" tail_reserved_to_live)
+    whole=$(field "$TMP/$t-true.json" reserved_to_live)
+    whole_off=$(field "$TMP/$t-false.json" reserved_to_live)
+    whole_3=$(field "$TMP/$t-3.json" reserved_to_live)
+    steps=$(field "$TMP/$t-true.json" plan_steps)
+    ends=$(field "$TMP/$t-true.json" plan_ends)
+    RC=0 OUT="tail $tail, whole $whole (plan:false $whole_off, 3 passes $whole_3), steps $steps, ends $ends" ERR=
+    check "$t: tail_reserved_to_live $tail <= 1.005 with the plan" 'le "$tail" 1.005'
+    check "$t: the plan in force ($steps steps), never ended ($ends)" '[[ $steps -ge 1 && $ends -eq 0 ]]'
+    check "$t: whole trace $whole <= $whole_off (plan:false)" 'le "$whole" "$whole_off"'
+    check "$t: 3 passes $whole_3 <= one pass $whole" 'le "$whole_3" "$whole"'
+done
+check "the comparison rejects what it should" '! le 1.0051 1.005 && le 1.005 1.005'
+
+echo "$PASSED passed, $FAILED failed"
+[[ $FAILED -eq 0 ]]
