@@ -2,7 +2,8 @@
 # bench/plan_replay.sh: the repeating step's plan on every trace: vram replay --growth with
 # VRAM_ALLOC_CONF=plan:false and plan:true, one pass and three, and prints one line per run:
 # trace, plan, passes, peak reserved / peak live over the whole replay, tail_reserved_to_live (the
-# first pass's last quarter), steps placed by a plan, plans ended, driver moves.
+# first pass's last quarter), steps placed by a plan, plans ended, driver moves, and the first
+# pass's ns per call (cold: what mapping and moving memory cost).
 #
 #   bash bench/plan_replay.sh [VRAM_BINARY]      (default build/vram)
 #
@@ -14,7 +15,7 @@ vram=${1:-build/vram}
 [ -x "$vram" ] || { echo "bench/plan_replay.sh: $vram is not built" >&2; exit 2; }
 limit=(); [ -n "${LIMIT:-}" ] && limit=(--limit "$LIMIT")
 echo "# $(date -u +%Y-%m-%d) $(uname -n) limit=${LIMIT:-none} conf=${CONF:-}"
-printf '%-20s %-5s %6s %8s %8s %6s %5s %7s\n' trace plan passes peak tail steps ends moves
+printf '%-20s %-5s %6s %8s %8s %6s %5s %7s %9s\n' trace plan passes peak tail steps ends moves cold_ns
 for t in ${TRACES:-traces/*.trace.gz}; do
     for plan in false true; do
         for passes in 1 3; do
@@ -23,8 +24,8 @@ for t in ${TRACES:-traces/*.trace.gz}; do
                 python3 -c '
 import json, sys
 d = json.load(sys.stdin)
-print("%-20s %-5s %6d %8.4f %8s %6s %5s %7s" % (sys.argv[1], sys.argv[2], d["passes"], d["reserved_to_live"],
-      d["tail_reserved_to_live"], d["plan_steps"], d["plan_ends"], d["driver_moves"]))' "$(basename "$t" .trace.gz)" "$plan"
+print("%-20s %-5s %6d %8.4f %8s %6s %5s %7s %9s" % (sys.argv[1], sys.argv[2], d["passes"], d["reserved_to_live"],
+      d["tail_reserved_to_live"], d["plan_steps"], d["plan_ends"], d["driver_moves"], d["cold_ns_per_op"]))' "$(basename "$t" .trace.gz)" "$plan"
         done
     done
 done

@@ -1196,18 +1196,20 @@ TEST(alloc_conf_extent_mb_gives_back_finely) {
 
     /* no chosen limit: the default limit (free memory less what is left to the system, 14.5 GiB
      * on this 16 GiB card) maps extents of limit / 256 rounded up to granules, 58 MiB, so 64 MiB
-     * takes two */
-    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
-    CHECK_OK(vram_set_memory_limit(0, 0));
-    CHECK_OK(vram_init());
-    size_t limit = INFO(0).limit;
-    CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
-    size_t extent = (limit / 256 + GRAN - 1) & ~(GRAN - 1);
-    CHECK_SIZE(extent, ==, 58 * MiB);
-    CHECK_U64(sim_counters().phys_create, ==, (64 * MiB + extent - 1) / extent);
-    CHECK_OK(vram_free(big));
-    CHECK_OK(vram_shutdown());
-    check_counters_balanced();
+     * takes two; with plan:true one granule each again */
+    for (int plan = 0; plan <= 1; plan++) {
+        CHECK_OK(vram_set_alloc_conf(plan ? "map_ahead_mb:0,plan:true" : "map_ahead_mb:0"));
+        CHECK_OK(vram_set_memory_limit(0, 0));
+        CHECK_OK(vram_init());
+        size_t limit = INFO(0).limit;
+        CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
+        size_t extent = plan ? GRAN : (limit / 256 + GRAN - 1) & ~(GRAN - 1);
+        if (!plan) CHECK_SIZE(extent, ==, 58 * MiB);
+        CHECK_U64(sim_counters().phys_create, ==, (64 * MiB + extent - 1) / extent);
+        CHECK_OK(vram_free(big));
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
 }
 
 /* hold_peak:true gives idle extents back instead of raising the high-water mark of reserved. */
