@@ -148,12 +148,12 @@ static vmm_range *wrap_places(const pool_arena *p, size_t *n) {
     return r;
 }
 
-/* The request that starts a step. The first step under a plan gathers the idle memory into the
- * zone and gives back what is idle outside it; the places of the blocks that live into the next
- * step are left out, since blocks of the step before that best fit placed (before the plan was
- * made) still hold their bytes outside the zone, and in force until the plan's settle request,
- * when they are freed, growth holds (idle memory moves under a block before more is mapped). Then
- * the zone's unmapped rest gets the idle memory, and what is idle outside goes back. */
+/* The request that starts a step. At the first step under a plan, the idle memory moves into the
+ * zone and what is idle outside goes back, but for the places of the blocks that live into the
+ * next step: the step before's blocks there may be best fit's (placed before the plan was made),
+ * holding their bytes outside the zone. Until the settle request, where those are freed, growth
+ * holds (idle memory moves under a block before more is mapped); there the zone's unmapped rest
+ * gets the idle memory and what is idle outside goes back (plan_alloc_locked). */
 static void plan_step_begins_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
     pl->steps++;

@@ -17,9 +17,10 @@
  * places of blocks living into the next step, whose step-before blocks may still hold their bytes
  * outside it) and what is idle outside is given back to the driver (the plan no longer needs it);
  * growth holds until the plan's settle request, where, the step before's blocks living into the
- * first step being freed, the zone's rest is filled and the idle memory outside given back again. While a plan waits and after one ended,
- * growth holds to the arena's high-water mark (plan_hold: idle extents move under a block before
- * more is mapped), so a changed program is served from the zone's memory.
+ * first step being freed, the zone's rest is filled and the idle memory outside given back again.
+ * While a plan waits and after one ended, growth holds to the arena's high-water mark (plan_hold:
+ * idle extents move under a block before more is mapped), so a changed program is served from the
+ * zone's memory.
  *
  * The plan ends the moment the program differs from it: another size or stream, a stream-ordered
  * or deferred free of a planned block, a second thread (thread caches), a place that is not free

@@ -163,7 +163,8 @@ struct pool_arena {
                                       * (UINT64_MAX and 0: none) */
     pool_chunk       *plan_first;    /* the chunk that starts the plan's zone */
     int               plan_hold;     /* growth holds to hold_mark as with hold_peak: a plan waits for
-                                      * its first step, or one ended (0 while a plan is followed) */
+                                      * its first step, its first step runs until the settle request,
+                                      * or one ended (0 while a plan is followed after that) */
     struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
     pool_chunk       *last_taken;    /* the chunk the last hand-out gave (arena_take_locked) */
     pool_chunk       *pending;       /* PENDING chunks, newest first */
