@@ -120,6 +120,34 @@ TEST(plan_repeating_step) {
     feed_done(&f);
 }
 
+/* The steps of plan_repeating_step with the owner's bar (min_live) at 16385 bytes: a step requests
+ * 4096 + 8192 + 4096 = 16384 bytes in all, so its planned blocks (live peak 12288) cannot reach the
+ * bar, and the detector sees that from the sizes alone: the period still counts as found (once, at
+ * request 7, the next step at 10), but nothing is placed and nothing allocated for the plan. At
+ * 16384 the sum reaches the bar and the plan is made (its live peak 12288 is still below it: the
+ * period's requests, no places). */
+TEST(plan_step_below_the_bar) {
+    feed f;
+    feed_init(&f);
+    f.d.min_live = 16385;
+    feed_script(&f, "a W 1048576;" STEP STEP STEP STEP STEP STEP);
+    CHECK_INT(f.nplans, ==, 1);
+    CHECK_U64(f.fired_at[0], ==, 7);
+    CHECK_U64(f.plans[0].period, ==, 3);
+    CHECK_U64(f.plans[0].start_request, ==, 10);
+    CHECK_U64(f.plans[0].planned, ==, 0);
+    CHECK(f.plans[0].size == NULL && f.plans[0].offset == NULL);
+    feed_done(&f);
+    feed_init(&f);
+    f.d.min_live = 16384;
+    feed_script(&f, "a W 1048576;" STEP STEP STEP STEP STEP STEP);
+    CHECK_INT(f.nplans, ==, 1);
+    CHECK_U64(f.plans[0].planned, ==, 0);
+    CHECK(f.plans[0].size != NULL && f.plans[0].size[1] == 8192);
+    CHECK_SIZE(f.plans[0].live_peak, ==, 12288);
+    feed_done(&f);
+}
+
 /* The same steps, but the fifth step's y is 16 KiB: requests 13-15 are x5, y5 (16384), z5, and step
  * k is 3k-2 .. 3k. The first plan is made at request 7 as above. At request 14 the period breaks
  * (16384 against y4's 8192): for the next 2 x 3 requests only longer periods count. At request 18

@@ -21,6 +21,10 @@ static uint64_t mix(uint64_t x) {          /* a 64-bit finalizer (splitmix64's) 
     return x ^ (x >> 31);
 }
 
+static uint64_t rotl(uint64_t x, int k) {
+    return x << k | x >> (64 - k);
+}
+
 static plan_request *at(const plan_detector *d, uint64_t n) {
     return &d->req[n % PLAN_HISTORY];
 }
@@ -245,6 +249,12 @@ static int place_step(pool_plan *p, size_t n, const uint32_t *which, const size_
  * the next step's end are planned. 0, or -1 without host memory (*plan untouched). */
 static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *plan) {
     pool_plan p = {.period = P, .start_request = s};
+    uint64_t bytes = 0;                    /* all the step's requests: at least its planned blocks' peak */
+    for (uint32_t i = 0; d->min_live > 0 && i < P && bytes < d->min_live; i++) bytes += at(d, s + i)->size;
+    if (d->min_live > 0 && bytes < d->min_live) {   /* below the owner's bar: nothing to place, nor to */
+        *plan = p;                                  /* allocate (a step's layers repeat too, often) */
+        return 0;
+    }
     uint64_t cycle = at(d, s + P)->born - at(d, s)->born;      /* the step's events */
     size_t *bsize = malloc(P * sizeof *bsize);
     uint64_t *born = malloc(P * sizeof *born), *dies = malloc(P * sizeof *dies);
@@ -256,16 +266,18 @@ static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *
     p.below_first = malloc(P * sizeof *p.below_first);
     p.wraps = calloc(P, sizeof *p.wraps);
     int ok = bsize && born && dies && which && p.size && p.stream && p.offset && p.below && p.below_first && p.wraps;
-    size_t n = 0;
+    size_t n = 0, planned_bytes = 0;
     for (uint32_t i = 0; ok && i < P; i++) {
         p.size[i] = at(d, s + i)->size;
         p.stream[i] = at(d, s + i)->stream;
         p.offset[i] = PLAN_UNPLANNED;
         if (!block_life(d, s, P, i, &born[n], &dies[n])) continue;
         bsize[n] = p.size[i];
+        planned_bytes += bsize[n];
         which[n++] = i;
     }
-    p.live_peak = ok ? live_peak(n, bsize, born, dies, cycle) : 0;
+    /* (a sort: not when the blocks' bytes together are below the bar, or too many to place) */
+    if (ok && n <= PLAN_MAX_PLACED && planned_bytes >= d->min_live) p.live_peak = live_peak(n, bsize, born, dies, cycle);
     int worth = ok && n > 0 && n <= PLAN_MAX_PLACED && p.live_peak >= d->min_live;   /* placing is O(n^2) */
     if (worth) ok = place_step(&p, n, which, bsize, born, dies, cycle) == 0;
     free(bsize);
@@ -316,7 +328,9 @@ static void note_gram(plan_detector *d, uint64_t n, uint64_t key) {
     d->keys[n % 4] = key;
     d->gram_prev[n % PLAN_HISTORY] = 0;
     if (n < 3) return;
-    uint64_t g = mix(d->keys[(n - 3) % 4] ^ mix(d->keys[(n - 2) % 4] ^ mix(d->keys[(n - 1) % 4] ^ mix(key))));
+    /* one finalizer over the four keys, each turned by its place (the bucket only narrows the search:
+     * a candidate's keys are compared themselves) */
+    uint64_t g = mix(rotl(d->keys[(n - 3) % 4], 48) ^ rotl(d->keys[(n - 2) % 4], 32) ^ rotl(d->keys[(n - 1) % 4], 16) ^ key);
     uint64_t *slot = &d->gram[g >> (64 - PLAN_GRAM_BITS)];
     if (*slot != 0 && n - (*slot - 1) < PLAN_HISTORY / 2) d->gram_prev[n % PLAN_HISTORY] = (uint32_t)(n - (*slot - 1));
     *slot = n + 1;
@@ -331,7 +345,7 @@ int plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t 
     *r = (plan_request){size, stream, d->events++, UINT64_MAX};
     d->live_before[n % PLAN_HISTORY] = d->live;
     d->live += size;
-    note_gram(d, n, mix((uint64_t)size ^ mix((uint64_t)stream)));
+    note_gram(d, n, (uint64_t)size * 0x9e3779b97f4a7c15ull ^ (uint64_t)stream);
     if (d->candidate != 0) {
         if (same_key(d, n, n - d->candidate)) {
             d->run++;

@@ -38,8 +38,10 @@
  * differs from the plan's next one (size or stream), or whose planned place is still taken, ends it.
  *
  * Costs: a request or a free costs O(1) (array writes, one hash probe); confirming a period makes
- * the plan once, O(B^2) in the step's B planned blocks (gpt2_train: 1,500 a step, about a
- * millisecond). Memory: the history of the last PLAN_HISTORY requests (24 bytes each). No lock:
+ * the plan once, O(B^2) in the step's B planned blocks (gpt2_train: 1,500 a step, a few
+ * milliseconds), but a period whose requests, or whose planned blocks, have fewer bytes together
+ * than the owner's bar costs O(P) and no sort (a step's repeated layers, a generation's tokens:
+ * found often, never placed). bench/plan_detect.c times it per call. Memory: the history of the last PLAN_HISTORY requests (24 bytes each). No lock:
  * the owner calls it under its own lock.
  */
 #ifndef VRAM_POOL_PLAN_H
@@ -68,7 +70,9 @@ typedef struct pool_plan {
     uint8_t   *wraps;          /* 1: request i's block lives into the next step (planned on the cycle) */
     uint32_t   planned;        /* requests with an offset */
     size_t     top;            /* the range the plan places in: the highest end of a planned block */
-    size_t     live_peak;      /* the most bytes of planned blocks alive at once (top >= live_peak) */
+    size_t     live_peak;      /* the most bytes of planned blocks alive at once (top >= live_peak); 0
+                                  when not worked out: more than PLAN_MAX_PLACED blocks, or their bytes
+                                  together below the owner's bar (min_live) */
     uint32_t   settle;         /* the first request of a step after which no planned block of the
                                   step before is alive (0: none lives into the next step) */
     uint64_t   start_request;  /* the request (counted from the first one fed) a step starts at:
