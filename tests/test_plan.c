@@ -326,7 +326,8 @@ static void alloc_step(void **a, void **b, void **c, int check) {
 
 TEST(plan_in_force_places_the_step_and_gives_back) {
     for (int plan = 0; plan <= 1; plan++) {
-        use_sim_growth(1 * GiB, plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0" : "map_ahead_mb:0,small_pool_kb:0");
+        use_sim_growth(1 * GiB, plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"
+                                     : "plan:false,map_ahead_mb:0,small_pool_kb:0");
         void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
         CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
         for (int step = 1; step <= 3; step++) alloc_step(&a, &b, &c, 1);

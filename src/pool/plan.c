@@ -277,7 +277,9 @@ static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *
         which[n++] = i;
     }
     /* (a sort: not when the blocks' bytes together are below the bar, or too many to place) */
-    if (ok && n <= PLAN_MAX_PLACED && planned_bytes >= d->min_live) p.live_peak = live_peak(n, bsize, born, dies, cycle);
+    if (ok && n <= PLAN_MAX_PLACED && planned_bytes >= d->min_live) {
+        p.live_peak = live_peak(n, bsize, born, dies, cycle);
+    }
     int worth = ok && n > 0 && n <= PLAN_MAX_PLACED && p.live_peak >= d->min_live;   /* placing is O(n^2) */
     if (worth) ok = place_step(&p, n, which, bsize, born, dies, cycle) == 0;
     free(bsize);
@@ -330,7 +332,8 @@ static void note_gram(plan_detector *d, uint64_t n, uint64_t key) {
     if (n < 3) return;
     /* one finalizer over the four keys, each turned by its place (the bucket only narrows the search:
      * a candidate's keys are compared themselves) */
-    uint64_t g = mix(rotl(d->keys[(n - 3) % 4], 48) ^ rotl(d->keys[(n - 2) % 4], 32) ^ rotl(d->keys[(n - 1) % 4], 16) ^ key);
+    uint64_t g = mix(rotl(d->keys[(n - 3) % 4], 48) ^ rotl(d->keys[(n - 2) % 4], 32) ^
+                     rotl(d->keys[(n - 1) % 4], 16) ^ key);
     uint64_t *slot = &d->gram[g >> (64 - PLAN_GRAM_BITS)];
     if (*slot != 0 && n - (*slot - 1) < PLAN_HISTORY / 2) d->gram_prev[n % PLAN_HISTORY] = (uint32_t)(n - (*slot - 1));
     *slot = n + 1;

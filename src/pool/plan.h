@@ -41,7 +41,8 @@
  * the plan once, O(B^2) in the step's B planned blocks (gpt2_train: 1,500 a step, a few
  * milliseconds), but a period whose requests, or whose planned blocks, have fewer bytes together
  * than the owner's bar costs O(P) and no sort (a step's repeated layers, a generation's tokens:
- * found often, never placed). bench/plan_detect.c times it per call. Memory: the history of the last PLAN_HISTORY requests (24 bytes each). No lock:
+ * found often, never placed). bench/plan_detect.c times it per call. Memory: the history of the
+ * last PLAN_HISTORY requests (24 bytes each). No lock:
  * the owner calls it under its own lock.
  */
 #ifndef VRAM_POOL_PLAN_H
