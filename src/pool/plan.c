@@ -166,25 +166,82 @@ static size_t live_peak(size_t n, const size_t *size, const uint64_t *born, cons
 /* ---- the plan of one step ------------------------------------------------------------------- */
 
 /* The planned block below each request (plan.h): alive when it is requested, ending highest at or
- * below its offset; `first`: blocks of the step itself only (in the first step followed, the blocks
- * of the step before lie outside the plan's range). born / dies of the n planned blocks (dies >
- * cycle: alive into the next step until dies - cycle), which[] their requests. O(n^2). */
-static void plan_below(const pool_plan *p, int32_t *below, int first, size_t n, const uint32_t *which,
-                       const uint64_t *born, const uint64_t *dies, uint64_t cycle) {
-    for (uint32_t i = 0; i < p->period; i++) below[i] = -1;
-    for (size_t k = 0; k < n; k++) {
-        uint64_t at = p->offset[which[k]], best_end = 0, t = born[k];
-        for (size_t j = 0; j < n; j++) {
-            uint64_t end = p->offset[which[j]] + p->size[which[j]];
-            int now = born[j] < t && t < dies[j];                             /* this step's */
-            int before = !first && dies[j] > cycle && t < dies[j] - cycle;    /* the step before's */
-            if (j == k || !(now || before) || end > at) continue;
-            if (below[which[k]] < 0 || end > best_end) {
-                below[which[k]] = (int32_t)which[j];
-                best_end = end;
-            }
+ * below its offset (of those ending equally high, the first of the n); `first`: blocks of the step
+ * itself only (in the first step followed, the blocks of the step before lie outside the plan's
+ * range). born / dies of the n planned blocks (dies > cycle: alive into the next step until dies -
+ * cycle), which[] their requests. A sweep over the step's events in time: the blocks alive are kept
+ * by where they end, and each request asks for the highest end at or below its offset; O(n log n)
+ * and a move of the alive set per change (its size). 0, or -1 without host memory. */
+typedef struct below_item {
+    uint64_t end;       /* where block j ends in the plan's range */
+    uint32_t j;
+} below_item;
+
+static int by_end_then_later(const below_item *a, uint64_t end, uint32_t j) {   /* a before (end, j)? */
+    return a->end < end || (a->end == end && a->j > j);
+}
+
+/* The first of the m items not before (end, j), by end and then by j from the last. */
+static size_t below_seek(const below_item *set, size_t m, uint64_t end, uint32_t j) {
+    size_t lo = 0, hi = m;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (by_end_then_later(&set[mid], end, j)) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo;
+}
+
+static int by_u64(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+enum { BELOW_GONE, BELOW_BEFORE, BELOW_ASK, BELOW_BORN };   /* at one time, in this order */
+
+static int plan_below(const pool_plan *p, int32_t *below, int first, size_t n, const uint32_t *which,
+                      const uint64_t *born, const uint64_t *dies, uint64_t cycle) {
+    uint64_t *ev = malloc((4 * n + 1) * sizeof *ev);     /* time << 34 | kind << 32 | block */
+    below_item *set = malloc((2 * n + 1) * sizeof *set);
+    if (ev == NULL || set == NULL) {
+        free(ev);
+        free(set);
+        return -1;
+    }
+    size_t m = 0, alive = 0;
+    for (uint32_t j = 0; j < (uint32_t)n; j++) {
+        ev[m++] = born[j] << 34 | (uint64_t)BELOW_ASK << 32 | j;
+        ev[m++] = born[j] << 34 | (uint64_t)BELOW_BORN << 32 | j;
+        if (dies[j] <= cycle) ev[m++] = dies[j] << 34 | (uint64_t)BELOW_GONE << 32 | j;   /* this step's */
+        if (!first && dies[j] > cycle) {            /* the step before's block: alive from the start */
+            ev[m++] = (uint64_t)BELOW_BEFORE << 32 | j;
+            ev[m++] = (dies[j] - cycle) << 34 | (uint64_t)BELOW_GONE << 32 | j;
         }
     }
+    qsort(ev, m, sizeof *ev, by_u64);
+    for (uint32_t i = 0; i < p->period; i++) below[i] = -1;
+    for (size_t e = 0; e < m; e++) {
+        uint32_t j = (uint32_t)ev[e], kind = (uint32_t)(ev[e] >> 32) & 3;
+        uint64_t end = p->offset[which[j]] + p->size[which[j]];
+        size_t at = below_seek(set, alive, end, j);
+        if (kind == BELOW_BORN || kind == BELOW_BEFORE) {
+            memmove(&set[at + 1], &set[at], (alive - at) * sizeof *set);
+            set[at] = (below_item){end, j};
+            alive++;
+        } else if (kind == BELOW_GONE) {             /* (a block alive twice is there twice) */
+            if (at < alive && set[at].j == j && set[at].end == end) {
+                memmove(&set[at], &set[at + 1], (alive - at - 1) * sizeof *set);
+                alive--;
+            }
+        } else {                                     /* the highest end at or below j's offset */
+            size_t k = below_seek(set, alive, p->offset[which[j]] + 1, UINT32_MAX);
+            while (k > 0 && set[k - 1].j == j) k--;
+            if (k > 0) below[which[j]] = (int32_t)which[set[k - 1].j];
+        }
+    }
+    free(ev);
+    free(set);
+    return 0;
 }
 
 /* The life of request s + i's block in the step of `cycle` events from request s's: [*b, *e), or
@@ -240,9 +297,8 @@ static int place_step(pool_plan *p, size_t n, const uint32_t *which, const size_
             if (born[k] > last_wrap && which[k] < p->settle) p->settle = which[k];
         }
     }
-    plan_below(p, p->below, 0, n, which, born, dies, cycle);
-    plan_below(p, p->below_first, 1, n, which, born, dies, cycle);
-    return 0;
+    if (plan_below(p, p->below, 0, n, which, born, dies, cycle) != 0) return -1;
+    return plan_below(p, p->below_first, 1, n, which, born, dies, cycle);
 }
 
 /* Makes the plan of the step [s, s + P) (requests; all in the history), whose blocks freed before
