@@ -96,6 +96,7 @@
     X(plan, plan_step_below_the_bar) \
     X(plan, plan_step_that_changes_once) \
     X(plan, plan_step_that_never_repeats) \
+    X(plan, plan_history_is_resident_from_the_start) \
     X(plan, plan_two_streams) \
     X(plan, plan_block_living_into_the_next_step) \
     X(plan, plan_place_never_overlaps_blocks_alive_together) \
