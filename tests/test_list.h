@@ -93,6 +93,7 @@
     X(growth, growth_odd_limit_in_one_block) \
     /* test_plan.c */ \
     X(plan, plan_repeating_step) \
+    X(plan, plan_found_across_2_32_requests) \
     X(plan, plan_step_below_the_bar) \
     X(plan, plan_step_that_changes_once) \
     X(plan, plan_step_that_never_repeats) \

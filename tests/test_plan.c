@@ -122,6 +122,27 @@ TEST(plan_repeating_step) {
     feed_done(&f);
 }
 
+/* The steps of plan_repeating_step with the requests numbered from 2^32 - 5 on: the 4-gram buckets
+ * keep a request's low 32 bits, which wrap to 0 at W's sixth request after it (x2 is 2^32 - 1), and
+ * the same plan comes, at the same places: made at request base + 7, the next step at base + 10. */
+TEST(plan_found_across_2_32_requests) {
+    feed f;
+    feed_init(&f);
+    uint64_t base = (1ull << 32) - 5;
+    f.d.requests = base;
+    feed_script(&f, "a W 1048576;" STEP STEP STEP STEP STEP STEP);
+    CHECK_INT(f.nplans, ==, 1);
+    pool_plan *p = &f.plans[0];
+    CHECK_U64(f.fired_at[0], ==, base + 7);
+    CHECK_U64(p->period, ==, 3);
+    CHECK_U64(p->start_request, ==, base + 10);
+    CHECK_U64(p->offset[0], ==, 8192);
+    CHECK_U64(p->offset[1], ==, 0);
+    CHECK_U64(p->offset[2], ==, 8192);
+    CHECK_SIZE(p->top, ==, 12288);
+    feed_done(&f);
+}
+
 /* The steps of plan_repeating_step with the owner's bar (min_live) at 16385 bytes: a step requests
  * 4096 + 8192 + 4096 = 16384 bytes in all, so its planned blocks (live peak 12288) cannot reach the
  * bar, and the detector sees that from the sizes alone: the period still counts as found (once, at

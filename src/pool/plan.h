@@ -55,7 +55,7 @@
 #define PLAN_MAX_STEP  (1u << 15)           /* the longest step found, in requests */
 #define PLAN_MAX_PLACED 4096u               /* the most blocks of a step placed (placing is O(n^2)) */
 #define PLAN_HISTORY   (4u * PLAN_MAX_STEP)  /* requests kept: two whole steps and room to find them */
-#define PLAN_GRAM_BITS 14
+#define PLAN_GRAM_BITS 12   /* 16 KiB of buckets: in the first-level cache beside the pool's own */
 #define PLAN_UNPLANNED UINT64_MAX
 
 /* One step's plan: request i of the step (0..period-1) is expected with size[i] on stream[i] and
@@ -95,7 +95,8 @@ typedef struct plan_detector {
     uint64_t      live;         /* bytes live now */
     uint32_t     *gram_prev;    /* [PLAN_HISTORY]: the distance back to the request that ended the
                                    same 4-gram before (0: none known) */
-    uint64_t      gram[1u << PLAN_GRAM_BITS];   /* 4-gram hash -> 1 + the last request ending it */
+    uint32_t      gram[1u << PLAN_GRAM_BITS];   /* 4-gram hash -> the low 32 bits of 1 + the last
+                                                   request ending it */
     uint64_t      keys[4];      /* the last four requests' keys (size and stream, mixed) */
     uint32_t      candidate;    /* the period being checked (0: none) */
     uint32_t      run;          /* requests in a row equal to the one `candidate` before */
