@@ -106,10 +106,7 @@ int main(int argc, char **argv) {
     double ns[MAX_ROUNDS];
     unsigned found = 0, placed = 0;
     for (int r = 0; r < rounds; r++) {
-        if (plan_detector_init(d) != 0) return 1;
-        memset(d->req, 0, PLAN_HISTORY * sizeof *d->req);   /* its pages touched before the clock starts, */
-        memset(d->live_before, 0, PLAN_HISTORY * sizeof *d->live_before);   /* as in a process that */
-        memset(d->gram_prev, 0, PLAN_HISTORY * sizeof *d->gram_prev);       /* has run a while */
+        if (plan_detector_init(d) != 0) return 1;   /* (its history's pages written: before the clock) */
         memset(num, 0, (max_id + 1) * sizeof *num);
         size_t live_high = 0;
         found = placed = 0;
