@@ -255,13 +255,13 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *   idle_release_ms:N       growth mode: memory that stayed unused for a whole period of N ms is
  *                           returned to the driver (by a background thread); 0 (default) keeps it
  *   extent_mb:N             growth: the largest physical piece mapped at once (default: one granule,
- *                           2 MiB, under a limit that was set (VRAM_MEMORY_LIMIT*, a fraction,
- *                           vram_set_memory_limit, a logical device's size), so that every idle
- *                           granule can be moved under a block or given back and a program runs
- *                           close to its limit, and with plan:true; without either, the limit / 256
- *                           from 2 MiB to 256 MiB,
- *                           for 64 GiB and more the limit / 128, at most 1 GiB); smaller pieces can
- *                           be given back more finely, larger ones cost fewer driver calls
+ *                           2 MiB, with plan:true (the default) or under a limit that was set
+ *                           (VRAM_MEMORY_LIMIT*, a fraction, vram_set_memory_limit, a logical
+ *                           device's size), so that every idle granule can be moved under a block or
+ *                           into the plan's range, or given back, and a program runs close to its
+ *                           limit; with plan:false and no limit, the limit / 256 from 2 MiB to
+ *                           256 MiB, for 64 GiB and more the limit / 128, at most 1 GiB); smaller
+ *                           pieces can be given back more finely, larger ones cost fewer driver calls
  *   map_ahead_mb:N          growth: when growing again within 256 allocations of the last growth,
  *                           map up to N MiB (and at most 1/16 of what is held) beyond the block, for
  *                           fewer driver calls (default 64; 0: only what blocks need)
@@ -289,7 +289,8 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           from an offline plan of the step, in a range as large as the step's live
  *                           peak, giving back what the plan does not need; memory is mapped granule
  *                           by granule; any difference from the plan ends it, and best fit serves
- *                           from the memory held before it maps more (default false)
+ *                           from the memory held before it maps more (default true; false maps
+ *                           larger pieces: fewer driver calls the first time memory is mapped)
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 /* Option i (from 0) of vram_set_alloc_conf, in the order of the library's table: its key ("vmm") and
@@ -345,7 +346,7 @@ VRAM_API void  vram_plugin_release(void *ptr);
     /* growth: idle physical pieces mapped again under a new block instead of released and created  \
        anew (an unmap and a map each) */                                                            \
     X(uint64_t, num_driver_moves)                                                                   \
-    /* the repeating step's plan (allocator option plan:true): the bytes of its range while one is  \
+    /* the repeating step's plan (allocator option plan, on by default): the bytes of its range while one is \
        in force (0: none), the steps begun under a plan, the plans ended by a difference, and the   \
        bytes given back when plans came into force (what best fit held that the plans did not need) */ \
     X(size_t, plan_bytes)                                                                           \

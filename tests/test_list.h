@@ -102,6 +102,7 @@
     X(plan, plan_block_living_into_the_next_step) \
     X(plan, plan_place_never_overlaps_blocks_alive_together) \
     X(plan, plan_in_force_places_the_step_and_gives_back) \
+    X(plan, plan_on_by_default) \
     X(plan, plan_ends_when_a_free_comes_late) \
     X(plan, plan_places_a_block_living_into_the_next_step) \
     X(plan, plan_ended_serves_from_the_memory_held) \

@@ -409,6 +409,27 @@ TEST(plan_in_force_places_the_step_and_gives_back) {
     }
 }
 
+/* The same steps with no plan key in the options: the plan is on by default, in force from the
+ * fourth step, and the pool holds W + the plan's 48 MiB; VRAM_ALLOC_CONF=plan:false leaves best
+ * fit's 72 MiB. */
+TEST(plan_on_by_default) {
+    for (int off = 0; off <= 1; off++) {
+        if (off) setenv("VRAM_ALLOC_CONF", "plan:false", 1);
+        use_sim_growth(1 * GiB, "map_ahead_mb:0,small_pool_kb:0");
+        void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+        CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+        for (int step = 1; step <= 10; step++) alloc_step(&a, &b, &c, 1);
+        vram_memory_info info = INFO(0);
+        CHECK_SIZE(info.reserved, ==, off ? 72 * PMiB : 56 * PMiB);
+        CHECK_U64(info.plan_steps, ==, off ? 0 : 7);
+        CHECK_OK(vram_free(w));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+        unsetenv("VRAM_ALLOC_CONF");
+    }
+}
+
 /* A step whose gradient g (8 MiB) lives into the next one: a (16 MiB), the last step's g freed, b
  * (16), a freed, c (32), g, b and c freed. Events: 0 a, 1 free g', 2 b, 3 free a, 4 c, 5 g, 6 free
  * b, 7 free c; a cycle of 8. The step starts at a (before it only W and g' are live: 16 MiB,

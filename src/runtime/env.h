@@ -53,8 +53,8 @@ typedef struct vram__env_size {
     /* most arenas a growth pool spreads its threads over */                                       \
     X(arenas, WHOLE, int, VRAM_POOL_MAX_ARENAS, 1, VRAM_POOL_MAX_ARENAS,                            \
       "use a whole number from 1 (every thread in one arena) to %llu")                             \
-    /* growth by mapping: find the repeating step and place it from its plan (off by default) */    \
-    X(plan, BOOL, int, 0, 0, 1, "use true or false")
+    /* growth by mapping: find the repeating step and place it from its plan (on by default) */     \
+    X(plan, BOOL, int, 1, 0, 1, "use true or false")
 
 typedef struct vram__alloc_conf {
 #define VRAM_ALLOC_CONF_FIELD_(key, kind, type, def, min, max, want) type key;
