@@ -346,9 +346,10 @@ VRAM_API void  vram_plugin_release(void *ptr);
     /* growth: idle physical pieces mapped again under a new block instead of released and created  \
        anew (an unmap and a map each) */                                                            \
     X(uint64_t, num_driver_moves)                                                                   \
-    /* the repeating step's plan (allocator option plan, on by default): the bytes of its range while one is \
-       in force (0: none), the steps begun under a plan, the plans ended by a difference, and the   \
-       bytes given back when plans came into force (what best fit held that the plans did not need) */ \
+    /* the repeating step's plan (allocator option plan, on by default): the bytes of its range     \
+       while one is in force (0: none), the steps begun under a plan, the plans ended by a          \
+       difference, and the bytes given back when plans came into force (what best fit held that     \
+       the plans did not need) */                                                                   \
     X(size_t, plan_bytes)                                                                           \
     X(uint64_t, plan_steps)                                                                         \
     X(uint64_t, plan_ends)                                                                          \

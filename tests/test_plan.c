@@ -122,9 +122,10 @@ TEST(plan_repeating_step) {
     feed_done(&f);
 }
 
-/* The steps of plan_repeating_step with the requests numbered from 2^32 - 5 on: the 4-gram buckets
- * keep a request's low 32 bits, which wrap to 0 at W's sixth request after it (x2 is 2^32 - 1), and
- * the same plan comes, at the same places: made at request base + 7, the next step at base + 10. */
+/* The steps of plan_repeating_step with the requests numbered from base = 2^32 - 5 on: the 4-gram
+ * buckets keep the low 32 bits of 1 + a request's number, which for x2 (request 2^32 - 1, the fourth
+ * after W) is 0, as an empty bucket's. The same plan comes, at the same places: made at request
+ * base + 7, the next step at base + 10. */
 TEST(plan_found_across_2_32_requests) {
     feed f;
     feed_init(&f);
@@ -218,7 +219,7 @@ TEST(plan_step_that_never_repeats) {
 }
 
 /* The detector's history is resident once it starts: a request is an array write, not a page fault
- * (one every 170 requests over the first PLAN_HISTORY, microseconds each on a virtual machine).
+ * (one every 128 requests over the first PLAN_HISTORY, microseconds each on a virtual machine).
  * mincore() says which pages of the history are in memory. */
 static size_t pages_resident(const void *p, size_t n) {
     size_t page = (size_t)sysconf(_SC_PAGESIZE);
