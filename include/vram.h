@@ -223,7 +223,10 @@ VRAM_API vram_status vram_private_malloc_at(void *ptr, size_t size, int logical_
  * unmaps it with vram_ipc_close. Growth's memory travels as file descriptors that the receiver takes
  * from the exporter with pidfd_getfd (Linux 5.6, the same user), so the exporter must still run
  * when it opens; a plain region goes through the driver's IPC. The exporter must keep the block
- * until the receivers closed it (freed memory goes to other blocks). */
+ * until the receivers closed it (freed memory goes to other blocks). The exporter keeps a file
+ * descriptor per physical piece it shared (one per 2 MiB with the plan or a chosen limit): an export
+ * raises the soft RLIMIT_NOFILE up to the hard one when it needs room, and VRAM_ERR_CONFLICT names the
+ * descriptors when the hard limit is too low. */
 VRAM_API vram_status vram_ipc_export(void *ptr, void *handle, size_t capacity, size_t *length, size_t *offset);
 VRAM_API vram_status vram_ipc_open(int physical_device, const void *handle, size_t length, void **ptr);
 VRAM_API vram_status vram_ipc_close(void *ptr);

@@ -3,7 +3,9 @@
  * simulated card, whose device memory is host memory: what one process writes into a block the
  * other reads, through real processes (fork) and pidfd_getfd.
  */
+#include <dirent.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,6 +84,51 @@ TEST(ipc_open_in_another_process) {
     CHECK(((unsigned char *)a)[100] == 0x77);         /* what the other process wrote */
     CHECK_OK(vram_free(a));
     CHECK_ALL();
+}
+
+static size_t fds_open(void) {
+    DIR *d = opendir("/proc/self/fd");
+    size_t n = 0;
+    for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    if (d != NULL) closedir(d);
+    return n - 1;
+}
+
+/* An exporter keeps a file descriptor per piece (one-granule extents, the default with the plan: a
+ * 64 MiB block is 32 pieces). In a child (its limits are its own): with the soft RLIMIT_NOFILE 8 above
+ * what is open, the export raises it (to open + 32 + 64 at least) and succeeds, where it ran out of
+ * descriptors before; with the hard limit 8 above what is open, a second block's export is refused,
+ * naming the descriptors, and opens none. */
+TEST(ipc_export_makes_room_for_its_descriptors) {
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        use_sim_growth(1 * GiB, "map_ahead_mb:0,small_pool_kb:0");
+        void *a = NULL, *b = NULL;
+        unsigned char handle[2048];
+        size_t length = 0, offset = 0;
+        if (vram_malloc(&a, 64 * MiB, 0) != VRAM_OK || vram_malloc(&b, 64 * MiB, 0) != VRAM_OK) _exit(2);
+        struct rlimit rl;
+        getrlimit(RLIMIT_NOFILE, &rl);
+        size_t open = fds_open();
+        rl.rlim_cur = open + 8;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(3);
+        if (vram_ipc_export(a, handle, sizeof handle, &length, &offset) != VRAM_OK) _exit(4);
+        if (length != 32 + 32 * 24) _exit(5);
+        getrlimit(RLIMIT_NOFILE, &rl);
+        if (rl.rlim_cur < open + 32 + 64 || fds_open() < open + 32) _exit(6);   /* (the simulated driver */
+                                                                                /* keeps one more a piece) */
+        rl.rlim_cur = rl.rlim_max = fds_open() + 8;
+        if (setrlimit(RLIMIT_NOFILE, &rl) != 0) _exit(7);
+        size_t before = fds_open();
+        if (vram_ipc_export(b, handle, sizeof handle, &length, &offset) != VRAM_ERR_CONFLICT) _exit(8);
+        if (strstr(vram_last_error(), "needs 32 more file descriptors") == NULL) _exit(9);
+        if (fds_open() != before) _exit(10);
+        _exit(vram_free(a) == VRAM_OK && vram_free(b) == VRAM_OK ? 0 : 11);
+    }
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    CHECK_INT(WIFEXITED(status) ? WEXITSTATUS(status) : -1, ==, 0);
 }
 
 TEST(ipc_refusals) {

@@ -376,6 +376,7 @@
     X(ipc, ipc_handle_names_the_extents_under_the_block) \
     X(ipc, ipc_open_in_this_process_shares_the_bytes) \
     X(ipc, ipc_open_in_another_process) \
+    X(ipc, ipc_export_makes_room_for_its_descriptors) \
     X(ipc, ipc_refusals) \
     X(ipc, ipc_plain_memory_on_the_simulated_card) \
     /* test_faults.c */ \

@@ -7,15 +7,21 @@
  * physical handle of this process and mapped at its offset in a range reserved here, whole or not
  * at all. A plain region's handle goes to the driver's IPC (cuIpcOpenMemHandle).
  *
+ * The exporter keeps a file descriptor per piece it shared (one per 2 MiB under one-granule extents,
+ * the default): vram__ipc_fd_room raises the soft RLIMIT_NOFILE, as far as the hard one allows, before
+ * an export would run out of descriptors, or refuses it saying so.
+ *
  * Owns the list of open imports; one mutex guards it (opening and closing are rare). The memory
  * stays valid in this process until vram_ipc_close, whatever the exporter does meanwhile with its
  * block (the driver keeps imported physical memory alive), which is why PyTorch's exporter keeps
  * its block until the receivers are done.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -42,6 +48,40 @@ typedef struct ipc_import {
 
 static pthread_mutex_t ipc_lock = PTHREAD_MUTEX_INITIALIZER;
 static ipc_import     *ipc_open_list;
+
+#define IPC_FD_SPARE 64   /* descriptors left free beyond an export's, for the program's own */
+
+/* The descriptors this process has open (the kernel hands out the lowest free number, so an export
+ * runs out when this count reaches the soft limit), or SIZE_MAX when /proc cannot say. */
+static size_t open_fds(void) {
+    DIR *d = opendir("/proc/self/fd");
+    if (d == NULL) return SIZE_MAX;
+    size_t n = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+    closedir(d);
+    return n > 0 ? n - 1 : 0;   /* (less the directory's own) */
+}
+
+vram_status vram__ipc_fd_room(size_t need) {
+    struct rlimit rl;
+    size_t open = need > 0 && getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? open_fds()
+                                                                                                 : SIZE_MAX;
+    if (open == SIZE_MAX || open + need + IPC_FD_SPARE <= rl.rlim_cur) return VRAM_OK;   /* (or the driver says) */
+    rlim_t want = (rlim_t)(open + need + IPC_FD_SPARE), more = 2 * rl.rlim_cur > want ? 2 * rl.rlim_cur : want;
+    if (rl.rlim_max != RLIM_INFINITY && want > rl.rlim_max) {
+        return vram__fail(VRAM_ERR_CONFLICT, "vram_ipc_export: the block needs %zu more file descriptors (one per "
+                          "physical piece under it) and this process has %zu open under a hard limit of %llu "
+                          "(RLIMIT_NOFILE): raise it (ulimit -Hn), or map larger pieces (VRAM_ALLOC_CONF=plan:false "
+                          "without a limit, or extent_mb:N)", need, open, (unsigned long long)rl.rlim_max);
+    }
+    rl.rlim_cur = rl.rlim_max != RLIM_INFINITY && more > rl.rlim_max ? rl.rlim_max : more;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+        return vram__fail(VRAM_ERR_CONFLICT, "vram_ipc_export: the block needs %zu more file descriptors and "
+                          "setrlimit(RLIMIT_NOFILE, %llu) failed: %s", need, (unsigned long long)rl.rlim_cur,
+                          strerror(errno));
+    }
+    return VRAM_OK;
+}
 
 /* Descriptor `fd` of process `pid` as one of this process (the caller closes it), or -1 with errno. */
 static int ipc_take_fd(int pidfd, int pid, int fd) {

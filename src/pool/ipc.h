@@ -39,5 +39,10 @@ typedef struct ipc_piece {
  * unmaps it again; every failure says why and leaves nothing mapped. */
 vram_status vram__ipc_open(const vram__backend *be, int dev, const void *handle, size_t length, void **ptr);
 vram_status vram__ipc_close(const vram__backend *be, void *ptr);
+/* ipc.c: room for `need` more file descriptors in this process (an exporter's new pieces): the soft
+ * RLIMIT_NOFILE raised (to twice itself at least, at most the hard limit) when open descriptors, the
+ * new ones and a spare of 64 would pass it; VRAM_ERR_CONFLICT saying so when the hard limit is too
+ * low. Unknown counts (no /proc) pass: the driver's refusal then says why. */
+vram_status vram__ipc_fd_room(size_t need);
 
 #endif /* VRAM_POOL_IPC_H */

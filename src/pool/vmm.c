@@ -439,8 +439,16 @@ size_t pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start) {
 
 vram_status pool_vmm_export(pool_vmm *v, uint64_t addr, size_t size, ipc_piece *out, size_t capacity, size_t *n,
                             uint64_t *span_lo, size_t *span) {
-    size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1), k = 0;
+    size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1), k = 0, need = 0;
     uint64_t lo = 0, hi = 0;
+    for (size_t at = g; at <= last;) {   /* the pieces not yet exported: a descriptor each, kept */
+        int32_t e = v->gran_ext[at];
+        if (e < 0) break;
+        need += v->ext[e].fd < 0;
+        at = (v->ext[e].offset + v->ext[e].size) >> v->gran_shift;
+    }
+    vram_status room = vram__ipc_fd_room(need);
+    if (room != VRAM_OK) return room;
     while (g <= last) {
         int32_t e = v->gran_ext[g];
         if (e < 0) return vram__fail(VRAM_ERR_INTERNAL, "vram_ipc_export: a block over unmapped memory");
