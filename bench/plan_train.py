@@ -10,17 +10,17 @@ around the step), the step's peak allocated bytes (torch.cuda.max_memory_allocat
 reset_peak_memory_stats at the step's start), what vram holds from the driver at the step's end
 (torch.cuda.memory_reserved, vram's figure under vram.torch), and vram's plan figures
 (vram.config.get_memory_info_full: plan_bytes, plan_steps, plan_ends, plan_given_back; zeros under
-PyTorch's allocators). At the end,
-what another process sees used on the card (nvidia-smi, run as a child process). One JSON line on
-stdout.
+PyTorch's allocators). At the end, what another process sees used on the card (nvidia-smi, run as a
+child process) and the first five steps' time together (what mapping and a plan's first step cost,
+once). One JSON line on stdout.
 
     VRAM_LIBRARY=build/libvram.so PYTHONPATH=python python3 bench/plan_train.py --plan true \
         --steps 30 --limit 40GiB
     PYTHONPATH=python python3 bench/plan_train.py --allocator torch-expandable
 
 --limit sets VRAM_MEMORY_LIMIT (vram only; a limit you choose maps memory granule by granule: see
-README, extent_mb). The figures of the docs are printed by this command; bench/README.md gives the date and
-the machine.
+README, extent_mb). The figures of the docs are printed by this command; bench/README.md gives the
+date and the machine.
 """
 import argparse
 import json
@@ -99,8 +99,9 @@ def main():
         pass
     tail = rows[a.steps // 2:]
     peak_step = max(r["peak_allocated"] for r in tail)
-    res = {"allocator": a.allocator, "plan": a.plan if vram_mode else None, "limit": a.limit, "steps": a.steps, "layers": a.layers, "d": a.d, "batch": a.batch,
-           "seq": a.seq, "torch": torch.__version__, "vram_torch_mode": vram_mode,
+    res = {"allocator": a.allocator, "plan": a.plan if vram_mode else None, "limit": a.limit, "steps": a.steps,
+           "layers": a.layers, "d": a.d, "batch": a.batch, "seq": a.seq, "torch": torch.__version__,
+           "vram_torch_mode": vram_mode, "first_five_steps_ms": round(sum(r["ms"] for r in rows[:5]), 3),
            "step_ms_median_second_half": statistics.median(r["ms"] for r in tail),
            "peak_allocated_second_half": peak_step,
            "reserved_end": rows[-1]["reserved"],
