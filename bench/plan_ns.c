@@ -145,9 +145,11 @@ int main(int argc, char **argv) {
     }
     double off = sorted[0][rounds / 2], on = sorted[1][rounds / 2];
     printf("{\"requests_per_step\": %d, \"steps\": %d, \"rounds\": %d, \"plan_false_ns_per_call\": %.2f, "
-           "\"plan_true_ns_per_call\": %.2f, \"ratio\": %.3f, \"plan_steps\": %llu, \"plan_ends\": %llu, "
+           "\"plan_true_ns_per_call\": %.2f, \"ratio\": %.3f, \"plan_steps\": %llu, \"plan_slot_steps\": %llu, "
+           "\"plan_ends\": %llu, "
            "\"plan_bytes\": %zu, \"rounds_false\": [", REQ, steps, rounds, off, on, on / off,
-           (unsigned long long)info.plan_steps, (unsigned long long)info.plan_ends, info.plan_bytes);
+           (unsigned long long)info.plan_steps, (unsigned long long)info.plan_slot_steps,
+           (unsigned long long)info.plan_ends, info.plan_bytes);
     for (int r = 0; r < rounds; r++) printf("%s%.2f", r ? ", " : "", ns[0][r]);
     printf("], \"rounds_true\": [");
     for (int r = 0; r < rounds; r++) printf("%s%.2f", r ? ", " : "", ns[1][r]);

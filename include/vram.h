@@ -356,7 +356,11 @@ VRAM_API void  vram_plugin_release(void *ptr);
     X(size_t, plan_bytes)                                                                           \
     X(uint64_t, plan_steps)                                                                         \
     X(uint64_t, plan_ends)                                                                          \
-    X(size_t, plan_given_back)
+    X(size_t, plan_given_back)                                                                      \
+    /* of plan_steps, those whose planned requests were served by a lookup (each its own record at  \
+       its place; the others: placed in the plan's range by its free chunks, as in a plan's first   \
+       step or after a block was freed later than the plan said) */                                 \
+    X(uint64_t, plan_slot_steps)
 
 typedef struct vram_memory_info {
 #define VRAM_MEMORY_INFO_FIELD_(type, name) type name;

@@ -104,6 +104,11 @@
     X(plan, plan_in_force_places_the_step_and_gives_back) \
     X(plan, plan_on_by_default) \
     X(plan, plan_ends_when_a_free_comes_late) \
+    X(plan, plan_slots_serve_the_settled_step) \
+    X(plan, plan_slots_left_for_a_late_free_the_plan_goes_on) \
+    X(plan, plan_slots_trim_gives_back_the_zone) \
+    X(plan, plan_slots_end_when_a_second_thread_allocates) \
+    X(plan, plan_slots_block_used_on_another_stream) \
     X(plan, plan_places_a_block_living_into_the_next_step) \
     X(plan, plan_ended_serves_from_the_memory_held) \
     X(plan, plan_random_steps_keep_every_block) \

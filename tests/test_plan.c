@@ -6,6 +6,7 @@
  * STREAM, default 0), "f NAME" frees it; requests are numbered from 0 in order. The script runner
  * feeds the detector and keeps every plan it makes.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -523,6 +524,7 @@ TEST(plan_ends_when_a_free_comes_late) {
     for (int step = 1; step <= 5; step++) alloc_step(&a, &b, &c, 1);
     CHECK_SIZE(INFO(0).reserved, ==, 56 * PMiB);                  /* the plan in force */
     CHECK_SIZE(INFO(0).plan_bytes, ==, 48 * PMiB);
+    CHECK_U64(INFO(0).plan_slot_steps, ==, 1);                    /* step 5: c's slot is a's place */
     CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));
     fill(a, 16 * PMiB, 0xa);
     CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
@@ -538,6 +540,187 @@ TEST(plan_ends_when_a_free_comes_late) {
     CHECK_OK(vram_free(c));
     CHECK_ALL();
     for (int step = 1; step <= 4; step++) alloc_step(&a, &b, &c, 1);
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* Slot mode (plan_slots.c) on alloc_step's plan: the plan's first step (4) places by the zone's
+ * chunks, each step from the fifth by a lookup, at the same places (a and c at the zone's start, b
+ * 32 MiB above it). In step 8, with a and b live, the segments show them as two blocks of 16 MiB
+ * (not the zone as one block), and vram_check holds: both rebuild the zone's chunks, so step 8
+ * ends by them; step 9 is a lookup again. The pool holds W + 48 MiB throughout. */
+TEST(plan_slots_serve_the_settled_step) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 4; step++) alloc_step(&a, &b, &c, 1);
+    void *a4 = a, *b4 = b;
+    CHECK_U64(INFO(0).plan_steps, ==, 1);
+    CHECK_U64(INFO(0).plan_slot_steps, ==, 0);
+    for (int step = 5; step <= 7; step++) {
+        alloc_step(&a, &b, &c, 1);
+        CHECK(a == a4 && b == b4 && c == a4);
+        CHECK_U64(INFO(0).plan_slot_steps, ==, (uint64_t)step - 4);
+    }
+    CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));                      /* step 8 */
+    CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
+    fill(b, 64 * KiB, 0xb);
+    vram_segment_info segs[8];
+    vram_block_info blocks[16];
+    size_t nsegs = 0, nblocks = 0, live = 0;
+    CHECK_OK(vram_get_segments(0, segs, 8, &nsegs, blocks, 16, &nblocks));
+    CHECK_SIZE(nblocks, <=, 16);
+    for (size_t i = 0; i < nblocks && i < 16; i++) {
+        if (!blocks[i].allocated) continue;
+        live++;
+        uint64_t at = blocks[i].address;
+        CHECK(at == (uint64_t)(uintptr_t)w || at == (uint64_t)(uintptr_t)a || at == (uint64_t)(uintptr_t)b);
+        CHECK_SIZE(blocks[i].size, ==, at == (uint64_t)(uintptr_t)w ? 8 * PMiB : 16 * PMiB);
+    }
+    CHECK_SIZE(live, ==, 3);
+    CHECK_ALL();
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_malloc(&c, 32 * PMiB, 0));
+    CHECK(c == a4 && filled(b, 64 * KiB, 0xb));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    CHECK_U64(INFO(0).plan_slot_steps, ==, 4);                    /* step 8 began in slot mode */
+    alloc_step(&a, &b, &c, 1);                                    /* step 9 */
+    CHECK(a == a4 && b == b4);
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_slot_steps, ==, 5);
+    CHECK_U64(info.plan_steps, ==, 6);
+    CHECK_U64(info.plan_ends, ==, 0);
+    CHECK_SIZE(info.reserved, ==, 56 * PMiB);
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* alloc_step_g's plan in slot mode, then a step whose g' (the step before's gradient, due free at
+ * b's request) is freed after b's request, before a's free: slot mode is left at b (a free later
+ * than planned), but g''s place (48 MiB up) is not needed before g, so the zone's chunks place b,
+ * c and g as planned and the plan goes on; the next step is a lookup again. */
+TEST(plan_slots_left_for_a_late_free_the_plan_goes_on) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *g = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&w, 6 * PMiB, 0));
+    for (int step = 1; step <= 8; step++) alloc_step_g(&a, &g, 1);
+    void *a8 = a, *g8 = g;
+    uint64_t slots = INFO(0).plan_slot_steps;
+    CHECK_U64(slots, >, 0);
+    CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));
+    CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));                      /* g' still live: late */
+    fill(b, 64 * KiB, 0xb);
+    CHECK(filled(g, 64 * KiB, 0x9));
+    CHECK_OK(vram_free(g));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_malloc(&c, 32 * PMiB, 0));
+    CHECK_OK(vram_malloc(&g, 8 * PMiB, 0));
+    fill(g, 64 * KiB, 0x9);
+    CHECK(a == a8 && c == a8 && g == g8 && (char *)b - (char *)a == (ptrdiff_t)(32 * PMiB));
+    CHECK(filled(b, 64 * KiB, 0xb));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    CHECK_U64(INFO(0).plan_slot_steps, ==, slots + 1);            /* (it began in slot mode) */
+    for (int step = 1; step <= 2; step++) alloc_step_g(&a, &g, 1);
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_slot_steps, ==, slots + 3);
+    CHECK_U64(info.plan_ends, ==, 0);
+    CHECK(a == a8 && g == g8);
+    CHECK_SIZE(info.reserved, ==, (6 + 56) * PMiB);
+    CHECK_OK(vram_free(g));
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* vram_trim in slot mode gives the zone's free memory back (the zone is one record in use while in
+ * slot mode: trimming leaves it first): W alone is held. The next step maps its blocks again by
+ * the zone's chunks, the one after is a lookup. */
+TEST(plan_slots_trim_gives_back_the_zone) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 6; step++) alloc_step(&a, &b, &c, 1);
+    CHECK_U64(INFO(0).plan_slot_steps, ==, 2);
+    CHECK_SIZE(INFO(0).reserved, ==, 56 * PMiB);
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 8 * PMiB);
+    CHECK_ALL();
+    alloc_step(&a, &b, &c, 1);
+    CHECK_SIZE(INFO(0).reserved, ==, 56 * PMiB);
+    alloc_step(&a, &b, &c, 1);
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_slot_steps, ==, 3);
+    CHECK_U64(info.plan_ends, ==, 0);
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+static void *malloc_free_64k(void *arg) {
+    (void)arg;
+    void *p = NULL;
+    if (vram_malloc(&p, 64 * KiB, 0) == VRAM_OK) vram_free(p);
+    return NULL;
+}
+
+/* Slot mode, then a second thread allocates (thread caches park from then on): its request is
+ * not the plan's, so the plan ends there and the zone's chunks are rebuilt with the slots live
+ * (a, b). A free goes to the pool, not a cache: a slot is never parked (tc_park refuses it), and
+ * vram_trim finds every block where it is; every block keeps its bytes and the pool stays sound. */
+TEST(plan_slots_end_when_a_second_thread_allocates) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0,thread_cache_mb:256,arenas:1");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 6; step++) alloc_step(&a, &b, &c, 1);
+    CHECK_U64(INFO(0).plan_slot_steps, ==, 2);
+    CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));
+    CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
+    fill(b, 64 * KiB, 0xb);
+    pthread_t t;
+    CHECK_INT(pthread_create(&t, NULL, malloc_free_64k, NULL), ==, 0);   /* caches park from now on */
+    CHECK_INT(pthread_join(t, NULL), ==, 0);
+    CHECK_U64(INFO(0).plan_ends, ==, 1);
+    CHECK_ALL();
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    CHECK_OK(vram_malloc(&c, 32 * PMiB, 0));
+    fill(c, 64 * KiB, 0xc);
+    CHECK(filled(b, 64 * KiB, 0xb));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* A slot used on another stream (vram_record_stream) and freed: its free waits for that stream,
+ * which no plan foresees: the plan ends, the block is deferred as any, and it is free once the
+ * stream has passed. */
+TEST(plan_slots_block_used_on_another_stream) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL, *s = (void *)(uintptr_t)0x2;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 6; step++) alloc_step(&a, &b, &c, 1);
+    CHECK_U64(INFO(0).plan_slot_steps, ==, 2);
+    CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));
+    CHECK_OK(vram_record_stream(a, s));
+    CHECK_OK(vram_free(a));
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_ends, ==, 1);
+    CHECK_SIZE(info.current, ==, 8 * PMiB);
+    CHECK_ALL();
+    vram__sim_stream_complete(s);
+    for (int step = 1; step <= 2; step++) alloc_step(&a, &b, &c, 1);
     CHECK_ALL();
     CHECK_OK(vram_free(w));
     CHECK_OK(vram_shutdown());

@@ -180,7 +180,7 @@ TEST(stats_memory_info_fields_reported) {
         CHECK_SIZE(size, ==, strcmp(type, "size_t") == 0 ? sizeof(size_t) : sizeof(uint64_t));
         end = offset + size;
     }
-    CHECK_INT(n, ==, 16);
+    CHECK_INT(n, ==, 17);
     CHECK_SIZE(end, ==, sizeof(vram_memory_info));
     CHECK_INT(vram_memory_info_field(-1, &name, NULL, NULL, NULL), ==, 0);
     CHECK_INT(vram_memory_info_field(n, &name, NULL, NULL, NULL), ==, 0);

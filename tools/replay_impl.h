@@ -84,6 +84,7 @@ typedef struct replay_result {
     size_t   peak_reserved, peak_in_use, limit_bytes;
     uint64_t driver_allocs, driver_frees, driver_moves;
     uint64_t plan_steps, plan_ends;        /* the repeating step's plan (plan:true): steps under one, ends */
+    uint64_t plan_slot_steps;              /* of plan_steps, those served by a lookup (slot mode) */
     size_t   plan_given_back;              /* bytes given back when plans came into force */
     int      growth;
     char     backend[32];

@@ -115,8 +115,8 @@ void replay_print_json(const replay_options *opt, const replay_job *job, const r
     json_number_or_null("warm_ops_per_sec", s.has_warm, 0, s.warm_ops_per_sec);
     printf(", \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64 ", \"driver_moves\": %" PRIu64,
            r->driver_allocs, r->driver_frees, r->driver_moves);
-    printf(", \"plan_steps\": %" PRIu64 ", \"plan_ends\": %" PRIu64 ", \"plan_given_back_bytes\": %zu", r->plan_steps,
-           r->plan_ends, r->plan_given_back);
+    printf(", \"plan_steps\": %" PRIu64 ", \"plan_slot_steps\": %" PRIu64 ", \"plan_ends\": %" PRIu64
+           ", \"plan_given_back_bytes\": %zu", r->plan_steps, r->plan_slot_steps, r->plan_ends, r->plan_given_back);
     json_count_or_null("driver_allocs_warm", s.has_warm, s.driver_allocs_warm);
     json_count_or_null("driver_frees_warm", s.has_warm, s.driver_frees_warm);
     json_count_or_null("driver_moves_warm", s.has_warm, s.driver_moves_warm);
@@ -188,9 +188,9 @@ void replay_print_text(const replay_options *opt, const replay_job *job, const r
         fprintf(f, "driver warm:      %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " moves (passes 2..%d)\n",
                 s.driver_allocs_warm, s.driver_frees_warm, s.driver_moves_warm, job->passes);
     if (r->plan_steps > 0 || r->plan_ends > 0)
-        fprintf(f, "plan:             %" PRIu64 " steps placed from the repeating step's plan, %" PRIu64
-                   " plans ended by a difference, %zu bytes given back when plans came into force\n",
-                r->plan_steps, r->plan_ends, r->plan_given_back);
+        fprintf(f, "plan:             %" PRIu64 " steps placed from the repeating step's plan (%" PRIu64
+                   " by a lookup), %" PRIu64 " plans ended by a difference, %zu bytes given back when plans came"
+                   " into force\n", r->plan_steps, r->plan_slot_steps, r->plan_ends, r->plan_given_back);
     fprintf(f, "failed allocs:    %zu\n", r->failed_allocs);
     if (r->failed_allocs) fprintf(f, "first failure:    %s\n", r->first_error);
     if (job->interrupted)

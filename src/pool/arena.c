@@ -122,6 +122,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
 vram_status arena_destroy(pool_arena *p) {
     if (p == NULL) return VRAM_OK;
     pool_lock_take(&p->lock);
+    plan_slots_leave_locked(p);              /* every record in the region's list */
     pool_flush_caches_locked(p);
     if (p->used_count > 0) {
         size_t n = p->used_count, bytes = p->current;
@@ -234,6 +235,7 @@ void arena_set_pinned(pool_arena *p, int pinned) {
 size_t arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
     size_t n = 0;
     pool_lock_take(&p->lock);
+    plan_slots_leave_locked(p);
     pool_flush_caches_locked(p);
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {

@@ -361,7 +361,10 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         live_take(p, addr);
     }
-    if (__builtin_expect(p->planner != NULL, 0)) plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW);
+    if (__builtin_expect(p->planner != NULL, 0) && plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {
+        pool_lock_give(&p->lock);                 /* a slot of the plan's zone (plan_slots.c) */
+        return VRAM_OK;
+    }
     if (how == VRAM_POOL_FREE_NOW) {
         pool_release_used_locked(p, c);
         pool_lock_give(&p->lock);

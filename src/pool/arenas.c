@@ -327,6 +327,7 @@ void vram__pool_info(vram__pool *p, vram_memory_info *info) {
         info->plan_steps += one.plan_steps;
         info->plan_ends += one.plan_ends;
         info->plan_given_back += one.plan_given_back;
+        info->plan_slot_steps += one.plan_slot_steps;
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 
 #include "pool/backing.h"
+#include "pool/plan_arena.h"
 #include "pool/split_merge.h"
 #include "pool/stats.h"
 #include "pool/stream_order.h"
@@ -357,6 +358,7 @@ static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
 }
 
 static void pool_trim_locked(pool_arena *p, size_t keep) {
+    plan_slots_leave_locked(p);                  /* the plan's zone: its free chunks are idle too */
     pool_flush_caches_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
@@ -403,6 +405,7 @@ void arena_idle_tick(pool_arena *p) {
         be->event_destroy(p->cfg.dev, fence);
     }
     pool_lock_take(&p->lock);
+    plan_slots_idle_locked(p);                   /* a plan no longer stepping: its zone's memory too */
     pool_flush_caches_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);

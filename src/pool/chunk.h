@@ -25,6 +25,8 @@ typedef struct pool_chunk {
     struct pool_region  *region;
     struct pool_chunk   *left, *right;       /* FREE: the links of its size class's list (free_bins.c) */
     uint8_t              bin_fl, bin_sl;     /* FREE: that class, noted when indexed */
+    uint8_t              slot;               /* USED: handed out as a slot of the plan's zone (plan_slots.c),
+                                              * never parked; set at its hand-out, cleared at its free */
     int                  state;
     void                *stream;             /* PENDING: the stream the free was ordered on; USED: the
                                               * stream of the stream-ordered request that got it (NULL

@@ -8,7 +8,7 @@
  */
 #include <stdio.h>
 
-#include "pool/pool_internal.h"
+#include "pool/plan_arena.h"
 
 /* Largest free block within memory held from the driver: in the VMM region, the longest mapped
  * run inside a free chunk (classes are visited largest first, and the walk stops once no class can
@@ -112,12 +112,14 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
 }
 
 vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
+    plan_slots_leave_locked(p);              /* the report walks the chunks */
     p->num_ooms++;
     return pool_oom_report(p, size, rounded, why, NULL, oom_stuck_locked(p));
 }
 
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
     pool_lock_take(&p->lock);
+    plan_slots_leave_locked(p);
     p->num_ooms++;
     vram_status s = pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
     pool_lock_give(&p->lock);

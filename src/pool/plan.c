@@ -77,6 +77,8 @@ void plan_free(pool_plan *plan) {
     free(plan->below);
     free(plan->below_first);
     free(plan->wraps);
+    free(plan->due_first);
+    free(plan->due_k);
     memset(plan, 0, sizeof *plan);
 }
 
@@ -315,6 +317,40 @@ static int place_step(pool_plan *p, size_t n, const uint32_t *which, const size_
     return plan_below(p, p->below_first, 1, n, which, born, dies, cycle);
 }
 
+/* The due lists of plan p (plan.h) for its n planned blocks (requests which[], deaths dies[] in the
+ * step of `cycle` events from request s's, past the cycle: in the next step): each block is due at
+ * the first request born after its free, found by a binary search over the step's requests (their
+ * events rise), request 0 of the next step when the free comes after the step's last request. A
+ * counting sort by request. 0, or -1 without host memory. */
+static int plan_due(const plan_detector *d, uint64_t s, pool_plan *p, size_t n, const uint32_t *which,
+                    const uint64_t *dies, uint64_t cycle) {
+    uint32_t P = p->period, *due = malloc((n ? n : 1) * sizeof *due);
+    p->due_first = calloc((size_t)P + 1, sizeof *p->due_first);
+    p->due_k = malloc((n ? n : 1) * sizeof *p->due_k);
+    if (due == NULL || p->due_first == NULL || p->due_k == NULL) {
+        free(due);
+        return -1;
+    }
+    uint64_t t0 = at(d, s)->born;
+    for (size_t b = 0; b < n; b++) {
+        uint64_t t = dies[b] > cycle ? dies[b] - cycle : dies[b];
+        uint32_t lo = 0, hi = P;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (at(d, s + mid)->born - t0 < t) lo = mid + 1;
+            else hi = mid;
+        }
+        due[b] = lo == P ? 0 : lo;
+        p->due_first[due[b] + 1]++;
+    }
+    for (uint32_t j = 0; j < P; j++) p->due_first[j + 1] += p->due_first[j];
+    for (size_t b = 0; b < n; b++) p->due_k[p->due_first[due[b]]++] = which[b];   /* (each start moves */
+    for (uint32_t j = P; j > 0; j--) p->due_first[j] = p->due_first[j - 1];       /*  to the next's) */
+    p->due_first[0] = 0;
+    free(due);
+    return 0;
+}
+
 /* Makes the plan of the step [s, s + P) (requests; all in the history), whose blocks freed before
  * the next step's end are planned. 0, or -1 without host memory (*plan untouched). */
 static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *plan) {
@@ -351,7 +387,8 @@ static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *
         p.live_peak = live_peak(n, bsize, born, dies, cycle);
     }
     int worth = ok && n > 0 && n <= PLAN_MAX_PLACED && p.live_peak >= d->min_live;   /* placing is O(n^2) */
-    if (worth) ok = place_step(&p, n, which, bsize, born, dies, cycle) == 0;
+    if (worth) ok = place_step(&p, n, which, bsize, born, dies, cycle) == 0 &&
+                    plan_due(d, s, &p, n, which, dies, cycle) == 0;
     free(bsize);
     free(born);
     free(dies);

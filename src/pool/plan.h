@@ -70,6 +70,11 @@ typedef struct pool_plan {
     int32_t   *below;
     int32_t   *below_first;    /* below, counting only blocks of the step itself (its first step) */
     uint8_t   *wraps;          /* 1: request i's block lives into the next step (planned on the cycle) */
+    uint32_t  *due_first;      /* [period + 1]: due_k[due_first[j] .. due_first[j + 1]) are the planned
+                                  requests whose blocks the plan has freed by request j (the first request
+                                  after their free: in the step, or in the next one for a block living
+                                  into it or freed after the step's last request); each once */
+    uint32_t  *due_k;          /* [planned] */
     uint32_t   planned;        /* requests with an offset */
     size_t     top;            /* the range the plan places in: the highest end of a planned block */
     size_t     live_peak;      /* the most bytes of planned blocks alive at once (top >= live_peak); 0

@@ -17,6 +17,7 @@
 
 #include "pool/backing.h"
 #include "pool/split_merge.h"
+#include "pool/stats.h"
 #include "pool/stream_order.h"
 
 /* A plan is put in force only when its blocks are at least this share of the most bytes in use
@@ -40,6 +41,8 @@ void plan_arena_destroy(pool_arena *p) {
     plan_detector_free(&pl->det);
     plan_free(&pl->plan);
     free(pl->chunk);
+    free(pl->slot);
+    free(pl->sorted);
     free(pl);
     p->planner = NULL;
 }
@@ -70,6 +73,7 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
 /* The plan is followed no more: best fit serves from now on, in all memory, the zone's too. */
 static void plan_end_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
+    plan_slots_leave_locked(p);
     if (pl->active) pl->ends++;
     pl->active = pl->armed = 0;
     p->plan_hold = 1;
@@ -108,6 +112,10 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     }
     plan_free(&pl->plan);
     free(pl->chunk);
+    free(pl->slot);
+    free(pl->sorted);
+    pl->slot = pl->sorted = NULL;
+    pl->slot_misses = 0;
     pl->plan = *plan;
     pl->chunk = chunk;
     pl->armed = p->plan_hold = 1;
@@ -166,6 +174,8 @@ static void plan_step_begins_locked(pool_arena *p) {
         pl->given_back = 1;
         pl->settle_due = pl->plan.settle > 0;
         p->plan_hold = pl->settle_due;   /* until then, the idle memory in the zone serves first */
+    } else if (!pl->settle_due && (pl->slots_on || plan_slots_enter_locked(p))) {
+        pl->slot_steps++;
     }
 }
 
@@ -232,6 +242,19 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
     }
     if (k == 0) plan_step_begins_locked(p);
     pl->pos = k + 1 == plan->period ? 0 : k + 1;
+    if (pl->slots_on) {                        /* a lookup (plan_slots.c) */
+        if (!plan_slots_due_ok(p, k)) {
+            pl->slot_misses++;
+            plan_slots_leave_locked(p);        /* a block freed late: the zone's chunks decide */
+        } else if (plan->offset[k] == PLAN_UNPLANNED) {
+            return 0;
+        } else if (plan_slot_take_locked(p, k, size, stream, ptr)) {
+            *s = VRAM_OK;
+            return 1;
+        } else {
+            plan_slots_leave_locked(p);
+        }
+    }
     if (plan->offset[k] == PLAN_UNPLANNED) return 0;
     /* the free chunk holding the place starts where the planned block below it ends; in the first
      * step, blocks of the step before may lie there or not: a walk up from the last one known */
@@ -243,8 +266,20 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
     return 1;
 }
 
-void plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
+int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     pool_planner *pl = p->planner;
+    if (c->slot) {                             /* a slot's (or one that was, before slot mode ended) */
+        uint32_t k = c->plan_k - 1;
+        int mine = pl->slots_on && c->plan_k != 0 && k < pl->plan.period && pl->slot[k] == c;
+        c->slot = 0;
+        if (mine && at_once) {
+            note_used_locked(p, c, 0);
+            c->state = CHUNK_FREE;
+            pl->chunk[k] = NULL;
+            return 1;
+        }
+        if (mine) plan_slots_leave_locked(p);  /* c is the zone's chunk again; the plan ends below */
+    }
     if (c->plan_k != 0) {
         uint32_t k = c->plan_k - 1;
         c->plan_k = 0;
@@ -253,6 +288,7 @@ void plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     }                                                                     /* not the plan's */
     if (c->plan_id != 0 && !pl->active) plan_note_free(&pl->det, c->plan_id - 1, c->size);
     c->plan_id = 0;
+    return 0;
 }
 
 void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
@@ -262,4 +298,5 @@ void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
     info->plan_steps = pl->steps;
     info->plan_ends = pl->ends;
     info->plan_given_back = pl->given_back_bytes;
+    info->plan_slot_steps = pl->slot_steps;
 }

@@ -50,6 +50,15 @@ typedef struct pool_planner {
     pool_chunk  **chunk;         /* [period]: the live block of planned request k (its latest), or NULL */
     size_t        live_high;     /* the most bytes in use the detector saw */
     uint64_t      steps, ends;   /* steps begun under a plan, plans ended early */
+    /* slot mode (plan_slots.c) */
+    int           slots_on;      /* the zone stands in the region's list as one record, `zone` */
+    uint32_t      slot_misses;   /* times slot mode was left for a block freed later than planned */
+    uint64_t      slot_steps;    /* steps begun in slot mode */
+    uint64_t      slot_steps_seen;   /* slot_steps at the last idle tick */
+    pool_chunk   *zone;
+    pool_chunk  **slot;          /* [period]: planned request k's record (NULL: unplanned); slot mode */
+    pool_chunk  **sorted;        /* [planned]: scratch for leaving slot mode */
+    pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */
     size_t        given_back_bytes;     /* given back when plans came into force */
 } pool_planner;
 
@@ -63,8 +72,23 @@ int  plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream,
 /* After best fit served request c (pool lock held): the detector's note; may put a plan in force. */
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream);
 /* Block c is being freed (pool lock held), `at_once`: straight to the free bins (not stream-ordered
- * nor deferred). */
-void plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
+ * nor deferred). 1 when that is done (a slot's free, at once), 0 when the caller frees c. */
+int  plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
+/* Slot mode (plan_slots.c), pool lock held. Enter: at a step's start, when the zone is mapped whole
+ * and holds no live block but those of the step before that live into this one: 1 when it did.
+ * Leave: the zone's chunks as before (its live blocks, the free chunks between them); nothing
+ * without a planner or out of slot mode. Every walk of an arena's chunks (snapshot, statistics,
+ * check, the out-of-memory report, the live blocks, destruction) leaves first. */
+int  plan_slots_enter_locked(pool_arena *p);
+void plan_slots_leave_locked(pool_arena *p);
+/* Slot mode: request k of the step (planned) gets its slot: 1, or 0 when the slot is taken or the
+ * pointer table has no room (leave, and the zone's chunks decide). */
+int  plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr);
+/* Slot mode: the blocks the plan has freed by request k are free: 1, or 0 (one was freed late). */
+int  plan_slots_due_ok(const pool_arena *p, uint32_t k);
+/* The idle tick: slot mode is left when no step began since the last tick (the program stopped
+ * stepping), so that the zone's idle memory can go back as any. */
+void plan_slots_idle_locked(pool_arena *p);
 /* The plan's figures of vram_memory_info (pool lock held): zeros without a planner. */
 void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info);
 

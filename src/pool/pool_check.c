@@ -7,7 +7,7 @@
  */
 #include <stdio.h>
 
-#include "pool/pool_internal.h"
+#include "pool/plan_arena.h"
 
 typedef struct check_tally {
     size_t used_bytes, used_count, free_count, free_bytes, pending_count, held, parked_count, unrecorded;
@@ -167,6 +167,7 @@ vram_status arena_check(pool_arena *p) {
     check_tally t = {0};
     const char *why = NULL;
     pool_lock_take(&p->lock);
+    plan_slots_leave_locked(p);              /* the zone's chunks, checked as any (plan_slots.c) */
     for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock);
     for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock);
     size_t parked = 0, mapped = 0;

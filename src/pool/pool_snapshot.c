@@ -6,7 +6,7 @@
  * Under the arena lock (arenas.c takes every arena's at once); reads the chunks, the pointer-table
  * state a chunk carries and the VMM region's granule bitmap, changes nothing.
  */
-#include "pool/pool_internal.h"
+#include "pool/plan_arena.h"
 
 typedef struct snap_out {
     vram_segment_info *segs;
@@ -58,6 +58,7 @@ static void snap_segment(snap_out *o, const pool_arena *p, int private_pool, int
 void arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
                            size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
     snap_out o = {segs, seg_cap, *nsegs, blocks, block_cap, *nblocks};
+    plan_slots_leave_locked(p);                        /* the zone's blocks as chunks (plan_slots.c) */
     pool_flush_caches_locked(p);                       /* parked blocks are free for the program */
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         const pool_chunk *c = r->first;

@@ -9,6 +9,7 @@
  * brought up to date before every query and reset. held and segs follow every driver call
  * (stats_held_locked). Everything here is under the arena's pool lock.
  */
+#include "pool/plan_arena.h"
 #include "pool/stats.h"
 
 /* A figure set to `v` (what is held changed): what it gained counts as added. */
@@ -167,6 +168,7 @@ static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split
 
 void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
     pool_stats *st = &p->stats;
+    plan_slots_leave_locked(p);                        /* the zone's blocks as chunks (plan_slots.c) */
     pool_flush_caches_locked(p);                       /* parked blocks are the pool's, not the program's */
     stats_sync_all_locked(p);
     vmm_recount_locked(p);
