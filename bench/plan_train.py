@@ -9,7 +9,7 @@ fixed batch and sequence length, bf16 autocast, AdamW. For every step: its time 
 around the step), the step's peak allocated bytes (torch.cuda.max_memory_allocated after
 reset_peak_memory_stats at the step's start), what vram holds from the driver at the step's end
 (torch.cuda.memory_reserved, vram's figure under vram.torch), and vram's plan figures
-(vram.config.get_memory_info_full: plan_bytes, plan_steps, plan_ends, plan_given_back; zeros under
+(vram.config.get_memory_info_full: plan_bytes, plan_steps, plan_slot_steps, plan_ends, plan_given_back; zeros under
 PyTorch's allocators). At the end, what another process sees used on the card (nvidia-smi, run as a
 child process) and the first five steps' time together (what mapping and a plan's first step cost,
 once). One JSON line on stdout.
@@ -31,7 +31,7 @@ import sys
 import time
 
 PYTORCH_CONF = {"torch": "", "torch-expandable": "expandable_segments:True", "cuda-async": "backend:cudaMallocAsync"}
-PLAN_KEYS = ("plan_bytes", "plan_steps", "plan_ends", "plan_given_back")
+PLAN_KEYS = ("plan_bytes", "plan_steps", "plan_ends", "plan_given_back", "plan_slot_steps")
 
 
 def main():
@@ -88,7 +88,8 @@ def main():
         rows.append({"step": step + 1, "ms": round(ms, 3), "peak_allocated": torch.cuda.max_memory_allocated(),
                      "reserved": torch.cuda.memory_reserved(), "allocated": torch.cuda.memory_allocated(),
                      "plan_bytes": info["plan_bytes"], "plan_steps": info["plan_steps"],
-                     "plan_ends": info["plan_ends"], "plan_given_back": info["plan_given_back"]})
+                     "plan_ends": info["plan_ends"], "plan_given_back": info["plan_given_back"],
+                     "plan_slot_steps": info["plan_slot_steps"]})
         print(json.dumps(rows[-1]), file=sys.stderr)
     used = None
     try:
@@ -107,7 +108,8 @@ def main():
            "reserved_end": rows[-1]["reserved"],
            "reserved_max_second_half": max(r["reserved"] for r in tail),
            "held_to_step_peak": round(max(r["reserved"] for r in tail) / peak_step, 4),
-           "plan_steps": rows[-1]["plan_steps"], "plan_ends": rows[-1]["plan_ends"],
+           "plan_steps": rows[-1]["plan_steps"], "plan_slot_steps": rows[-1]["plan_slot_steps"],
+           "plan_ends": rows[-1]["plan_ends"],
            "plan_bytes": rows[-1]["plan_bytes"], "plan_given_back": rows[-1]["plan_given_back"],
            "nvidia_smi_used_end": used, "rows": rows}
     print(json.dumps(res))

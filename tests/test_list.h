@@ -109,6 +109,7 @@
     X(plan, plan_slots_trim_gives_back_the_zone) \
     X(plan, plan_slots_end_when_a_second_thread_allocates) \
     X(plan, plan_slots_block_used_on_another_stream) \
+    X(plan, plan_slots_block_shared_by_ipc) \
     X(plan, plan_places_a_block_living_into_the_next_step) \
     X(plan, plan_ended_serves_from_the_memory_held) \
     X(plan, plan_random_steps_keep_every_block) \
@@ -188,6 +189,7 @@
     X(threads, threads_tight_limit_growth_arenas) \
     X(threads, threads_init_use_shutdown_race) \
     X(threads, threads_arena_lock_excludes_and_wakes_sleepers) \
+    X(threads, threads_arena_lock_bias_forms_is_revoked_and_excludes) \
     /* test_perthread.c */ \
     X(perthread, tcache_parks_per_thread_and_keeps_the_figures_exact) \
     X(perthread, tcache_single_thread_parks_nothing) \

@@ -727,6 +727,41 @@ TEST(plan_slots_block_used_on_another_stream) {
     check_counters_balanced();
 }
 
+/* A slot shared with vram_ipc_export / vram_ipc_open (here, in this process): the handle names
+ * the extents under its place in the zone, the other mapping sees its bytes, and after the close
+ * and the free the plan goes on in slot mode. */
+TEST(plan_slots_block_shared_by_ipc) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL, *there = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 6; step++) alloc_step(&a, &b, &c, 1);
+    void *b6 = b;
+    CHECK_U64(INFO(0).plan_slot_steps, ==, 2);
+    CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));
+    CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
+    CHECK(b == b6);                                               /* its slot */
+    fill(b, 16 * PMiB, 0xb);
+    unsigned char handle[512];
+    size_t length = 0, offset = 0;
+    CHECK_OK(vram_ipc_export(b, handle, sizeof handle, &length, &offset));
+    CHECK_OK(vram_ipc_open(0, handle, length, &there));
+    CHECK((unsigned char *)there + offset != (unsigned char *)b);
+    CHECK(filled((unsigned char *)there + offset, 16 * PMiB, 0xb));
+    CHECK_OK(vram_ipc_close(there));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_malloc(&c, 32 * PMiB, 0));
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(c));
+    alloc_step(&a, &b, &c, 1);
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_slot_steps, ==, 4);
+    CHECK_U64(info.plan_ends, ==, 0);
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
 /* A random step (40 requests of 256 bytes to 8 MiB, each freed a random number of requests later
  * within the step, one in eight kept for the next step's same place in it), repeated 40 times
  * under plan:true, with one step in five changed at random: a size, a free moved later, an extra

@@ -3,10 +3,12 @@
  * devices, with and without growth, mixed with statistics and checks.
  */
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
 #include "harness.h"
+#include "common/membarrier.h"
 #include "pool/lock.h"
 
 enum { THREADS = 8, OPS = 5000, SLOTS = 64 };
@@ -261,4 +263,82 @@ TEST(threads_arena_lock_excludes_and_wakes_sleepers) {
     CHECK_U64(t.count, ==, (uint64_t)THREADS * LOCK_ROUNDS);
     CHECK_U64(t.saw_sleepers, >, 0);
     CHECK_INT(atomic_load(&t.lock.state), ==, 0);
+}
+
+/* The bias (lock.h): one thread taking the lock by pool_lock_take_by 64 times in a row gets it
+ * biased to itself (then takes it without touching `state`); a take by another thread revokes it
+ * (the owner out, the next bias needs twice as many takes in a row); sections stay exclusive while
+ * the owner takes it by its bias and others by state, at once. Needs membarrier: where the kernel
+ * has none, no bias forms and the lock is the plain one. */
+typedef struct bias_test {
+    pool_lock  lock;
+    atomic_int inside, stop;
+    uint64_t   count;          /* under the lock only */
+    uint64_t   by_bias;        /* the owner's sections taken by the bias */
+    uint64_t   owned;          /* the owner's sections */
+    atomic_int others;         /* the other thread's */
+} bias_test;
+
+static void bias_section(bias_test *t) {
+    CHECK_INT(atomic_fetch_add(&t->inside, 1), ==, 0);
+    t->count++;
+    atomic_fetch_sub(&t->inside, 1);
+}
+
+static void *bias_owner(void *arg) {
+    bias_test *t = arg;
+    for (int i = 0; i < 20 * LOCK_ROUNDS || atomic_load(&t->others) < 4; i++) {   /* (revoked 4 times) */
+        pool_lock_take_by(&t->lock, t);
+        bias_section(t);
+        t->by_bias += (uint64_t)t->lock.by_bias;
+        t->owned++;
+        pool_lock_give(&t->lock);
+    }
+    atomic_store(&t->stop, 1);
+    return NULL;
+}
+
+static void *bias_other(void *arg) {
+    bias_test *t = arg;
+    while (!atomic_load(&t->stop)) {
+        for (int i = 0; i < 200 && !atomic_load(&t->stop); i++) sched_yield();   /* the owner re-biases */
+        pool_lock_take(&t->lock);
+        bias_section(t);
+        pool_lock_give(&t->lock);
+        atomic_fetch_add(&t->others, 1);
+    }
+    return NULL;
+}
+
+TEST(threads_arena_lock_bias_forms_is_revoked_and_excludes) {
+    int ready = vram__membarrier_register();
+    bias_test t = {.count = 0};
+    pool_lock_init(&t.lock);
+    atomic_init(&t.inside, 0);
+    atomic_init(&t.stop, 0);
+    atomic_init(&t.others, 0);
+    for (int i = 0; i < 64; i++) {
+        pool_lock_take_by(&t.lock, &t);
+        CHECK_INT(t.lock.by_bias, ==, 0);                    /* by state, 64 in a row */
+        pool_lock_give(&t.lock);
+    }
+    CHECK_PTR(atomic_load(&t.lock.owner), ==, ready ? (const void *)&t : NULL);
+    pool_lock_take_by(&t.lock, &t);
+    CHECK_INT(t.lock.by_bias, ==, ready);
+    CHECK_INT(atomic_load(&t.lock.state), ==, 0);            /* not touched by the bias */
+    pool_lock_give(&t.lock);
+    pool_lock_take(&t.lock);                                  /* another taker: revoked */
+    CHECK_PTR(atomic_load(&t.lock.owner), ==, NULL);
+    CHECK_INT(atomic_load(&t.lock.owner_in), ==, 0);
+    pool_lock_give(&t.lock);
+    CHECK_U64(t.lock.need, ==, ready ? 128 : 64);
+    pthread_t a, b;
+    CHECK_INT(pthread_create(&a, NULL, bias_owner, &t), ==, 0);
+    CHECK_INT(pthread_create(&b, NULL, bias_other, &t), ==, 0);
+    pthread_join(a, NULL);
+    pthread_join(b, NULL);
+    CHECK_U64(t.count, ==, t.owned + (uint64_t)atomic_load(&t.others));
+    if (ready) CHECK_U64(t.by_bias, >, 0);
+    CHECK_INT(atomic_load(&t.lock.state), ==, 0);
+    CHECK_INT(atomic_load(&t.lock.owner_in), ==, 0);
 }

@@ -234,7 +234,7 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
         *ptr = (void *)(uintptr_t)c->addr;
         return VRAM_OK;
     }
-    pool_lock_take(&p->lock);
+    pool_lock_take_by(&p->lock, me);                              /* (its bias, lock.h) */
     if (!p->cfg.growth && rounded > arena_headroom_live(p)) {   /* a fraction below the preallocation */
         vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : pool_oom_locked(p, size, rounded, GROW_LIMIT);
         if (quiet != NULL) *quiet = GROW_LIMIT;
@@ -327,7 +327,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         own_event = 0;
         how = VRAM_POOL_FREE_OWNED_STREAM;
     }
-    pool_lock_take(&p->lock);
+    pool_lock_take_by(&p->lock, me);
     pool_chunk *c = own_event ? live_get(p, addr) : live_take_unused(p, addr);
     if (c == NULL) return free_unknown_unlock(p, ptr, how, &req->owned);
     vram__free_kind asked = how;

@@ -22,6 +22,10 @@
  * idle extents move under a block before more is mapped), so a changed program is served from the
  * zone's memory.
  *
+ * From the plan's second step on, plan_slots.c serves it in slot mode (each planned request a lookup
+ * of its own record; see there), leaving it for the zone's chunks whenever a block is freed later
+ * than planned and before anything walks the arena's chunks.
+ *
  * The plan ends the moment the program differs from it: another size or stream, a stream-ordered
  * or deferred free of a planned block, a second thread (thread caches), a place that is not free
  * (a block freed later than the plan said). A block freed earlier only frees its place earlier.

@@ -88,6 +88,33 @@ static pool_chunk *pop(pool_chunk **list) {
     return c;
 }
 
+/* The zone's chunks [first, last] give way to record z: their free chunks' records go to the
+ * reserve, the live ones become slots (out of the list). */
+static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool_chunk *z) {
+    pool_planner *pl = p->planner;
+    z->addr = p->plan_lo;
+    z->size = (size_t)(p->plan_hi - p->plan_lo);
+    z->region = p->vmm;
+    z->state = CHUNK_USED;
+    z->prev = first->prev;
+    z->next = last->next;
+    for (pool_chunk *c = first, *next;; c = next) {
+        int end = c == last;
+        next = c->next;
+        if (c->state == CHUNK_FREE) {
+            free_bins_remove(&p->pbins, c);
+            c->next = pl->reserve;
+            pl->reserve = c;
+        } else {
+            c->prev = c->next = NULL;     /* a live slot now: chunk[k] (tc_multi is 0: no thread */
+            c->slot = 1;                  /* parks without the pool lock; when one does, it sees this) */
+        }
+        if (end) break;
+    }
+    if (z->prev != NULL) z->prev->next = z; else p->vmm->first = z;
+    if (z->next != NULL) z->next->prev = z; else p->vmm->last = z;
+}
+
 int plan_slots_enter_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
@@ -112,28 +139,8 @@ int plan_slots_enter_locked(pool_arena *p) {
     size_t more = plan->planned + 1 > nfree ? plan->planned + 1 - nfree : 0;
     pool_chunk *got = records(p, 1 + (plan->planned - nlive) + more);
     if (got == NULL) return 0;
-    pool_chunk *first = p->plan_first, *z = pop(&got);
-    z->addr = p->plan_lo;
-    z->size = (size_t)(p->plan_hi - p->plan_lo);
-    z->region = p->vmm;
-    z->state = CHUNK_USED;
-    z->prev = first->prev;
-    z->next = last->next;
-    for (pool_chunk *c = first, *next;; c = next) {
-        int end = c == last;
-        next = c->next;
-        if (c->state == CHUNK_FREE) {
-            free_bins_remove(&p->pbins, c);
-            c->next = pl->reserve;
-            pl->reserve = c;
-        } else {
-            c->prev = c->next = NULL;     /* a live slot now: chunk[k] (tc_multi is 0: no thread */
-            c->slot = 1;                  /* parks without the pool lock; when one does, it sees this) */
-        }
-        if (end) break;
-    }
-    if (z->prev != NULL) z->prev->next = z; else p->vmm->first = z;
-    if (z->next != NULL) z->next->prev = z; else p->vmm->last = z;
+    pool_chunk *z = pop(&got);
+    zone_to_one(p, p->plan_first, last, z);
     for (uint32_t k = 0; k < plan->period; k++) {
         pool_chunk *c = plan->offset[k] == PLAN_UNPLANNED ? NULL : pl->chunk[k];
         if (plan->offset[k] != PLAN_UNPLANNED && c == NULL) {

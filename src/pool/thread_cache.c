@@ -131,8 +131,8 @@ int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     pool_spin_lock(&sh->lock);
     pool_chunk *c = ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
     tc_bin *b = c ? bin_of(tc, c->size) : NULL;
-    int park = c != NULL && c->uses == NULL && !c->slot && c->size <= p->tc_max_block && c->size <= p->tc_cap - cached &&
-               (b->head == NULL || b->size == c->size);
+    int park = c != NULL && c->uses == NULL && !c->slot &&   /* (a slot of the plan's zone: plan_slots.c) */
+               c->size <= p->tc_max_block && c->size <= p->tc_cap - cached && (b->head == NULL || b->size == c->size);
     if (park) ptr_map_take(&sh->map, addr);
     pool_spin_unlock(&sh->lock);
     if (park) {

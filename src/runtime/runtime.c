@@ -18,11 +18,8 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
-#if defined(__linux__)
-#include <linux/membarrier.h>
-#include <sys/syscall.h>
-#endif
 
+#include "common/membarrier.h"
 #include "runtime/runtime.h"
 
 rt_state vram__rt = {
@@ -471,17 +468,8 @@ void vram__rt_leave(vram__thread *me) {
 
 /* Registers the process for expedited private membarrier: 1 when the writers may use it. */
 static int asym_register(void) {
-#if defined(__linux__) && defined(SYS_membarrier)
     if (!vram__env_membarrier()) return 0;                   /* readers fence on every call */
-    long cmds = syscall(SYS_membarrier, MEMBARRIER_CMD_QUERY, 0);
-    if (cmds < 0 || !(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED) ||
-        !(cmds & MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)) {
-        return 0;
-    }
-    return syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) == 0;
-#else
-    return 0;
-#endif
+    return vram__membarrier_register();
 }
 
 static atomic_int rt_asym_tried;          /* 1 once the first writer decided rt_asym */
@@ -497,18 +485,7 @@ void vram__rt_write_lock(void) {
         atomic_store(&rt_asym_tried, 1);
     }
     atomic_store(&rt_writer, 1);
-#if defined(__linux__) && defined(SYS_membarrier)
-    /* the readers' fence between their slot's store and their load of rt_writer (above). The
-     * registration holds for the process and its forks; should the call still be refused, register
-     * again and retry, and failing that stop: readers could be missed. */
-    if (atomic_load(&rt_asym) && syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0 &&
-        (syscall(SYS_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0) != 0 ||
-         syscall(SYS_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0) != 0)) {
-        fprintf(stderr, "vram: membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) failed after it was registered; "
-                        "set VRAM_MEMBARRIER=0 to run without it\n");
-        abort();
-    }
-#endif
+    if (atomic_load(&rt_asym)) vram__membarrier_fence();   /* the readers' fence (above) */
     for (int i = 0; i < RT_SLOTS; i++) {
         while (atomic_load(&rt_slots[i].active)) sched_yield();
     }
