@@ -170,8 +170,9 @@ int pool_owns_locked(const pool_arena *p, uint64_t addr) {
 }
 
 
-void arena_lock(pool_arena *p) {
-    pool_lock_take(&p->lock);
+void arena_lock(pool_arena *p, const void *self) {
+    if (self != NULL) pool_lock_take_by(&p->lock, self);   /* (its bias stays: lock.h) */
+    else pool_lock_take(&p->lock);
 }
 
 void arena_unlock(pool_arena *p) {

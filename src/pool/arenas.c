@@ -219,7 +219,7 @@ static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *
     }
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     vram_memory_info info;                             /* every arena's figures, of one moment */
-    vram__pool_info(p, &info);
+    vram__pool_info(p, me, &info);
     arena_figures all = {info.current, info.reserved, info.largest_free_block};
     return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
 }
@@ -236,7 +236,7 @@ static VRAM_NOINLINE pool_arena *owner_by_memory(vram__pool *p, uint64_t addr) {
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
-        arena_lock(a);
+        arena_lock(a, NULL);
         int owns = pool_owns_locked(a, addr);
         arena_unlock(a);
         if (owns) return a;
@@ -288,11 +288,13 @@ vram_status vram__pool_ipc_export(vram__pool *p, void *ptr, unsigned char *out, 
 
 /* Every arena locked (in order, with the set of arenas frozen), so that the figures add up to one
  * moment; none of the pool's paths holds two arena locks otherwise. */
-static void lock_all(vram__pool *p) {
+/* Every arena's lock, as thread `me` (NULL: one of the pool's own threads), so that a thread
+ * querying its own arena keeps the lock's bias (lock.h). */
+static void lock_all(vram__pool *p, const vram__pool_thread *me) {
     pthread_mutex_lock(&p->grow_lock);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_lock(a);
+        if (a != NULL) arena_lock(a, me);
     }
 }
 
@@ -304,9 +306,9 @@ static void unlock_all(vram__pool *p) {
     pthread_mutex_unlock(&p->grow_lock);
 }
 
-void vram__pool_info(vram__pool *p, vram_memory_info *info) {
+void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_info *info) {
     *info = (vram_memory_info){0};
-    lock_all(p);
+    lock_all(p, me);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
@@ -333,8 +335,8 @@ void vram__pool_info(vram__pool *p, vram_memory_info *info) {
     unlock_all(p);
 }
 
-void vram__pool_reset_peak(vram__pool *p) {
-    lock_all(p);
+void vram__pool_reset_peak(vram__pool *p, const vram__pool_thread *me) {
+    lock_all(p, me);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_reset_peak_locked(a);
@@ -355,9 +357,9 @@ double vram__pool_fraction(vram__pool *p) {
     return f >= 0 ? f : 1.0;
 }
 
-void vram__pool_allocator_stats(vram__pool *p, vram_allocator_stats *stats) {
+void vram__pool_allocator_stats(vram__pool *p, const vram__pool_thread *me, vram_allocator_stats *stats) {
     *stats = (vram_allocator_stats){0};
-    lock_all(p);
+    lock_all(p, me);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_allocator_stats_locked(a, stats);
@@ -366,7 +368,7 @@ void vram__pool_allocator_stats(vram__pool *p, vram_allocator_stats *stats) {
 }
 
 void vram__pool_reset_accumulated(vram__pool *p) {
-    lock_all(p);
+    lock_all(p, NULL);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a != NULL) arena_reset_accumulated_locked(a);
@@ -477,7 +479,7 @@ vram_status vram__pool_private_alloc_at(vram__pool *p, int id, void *ptr, size_t
 void vram__pool_segments(vram__pool *p, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
                          vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
     *nsegs = *nblocks = 0;
-    lock_all(p);
+    lock_all(p, NULL);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         int slot = i < POOL_ARENAS ? -1 : i - POOL_ARENAS;

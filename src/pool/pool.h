@@ -148,14 +148,15 @@ vram_status vram__pool_private_alloc_at(vram__pool *pool, int id, void *ptr, siz
 void        vram__pool_segments(vram__pool *pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
                                 vram_block_info *blocks, size_t block_cap, size_t *nblocks);
 
-void        vram__pool_info(vram__pool *pool, vram_memory_info *info);
-void        vram__pool_reset_peak(vram__pool *pool);
+/* me: the calling thread's record (the arena lock's bias stays its own: pool/lock.h) */
+void        vram__pool_info(vram__pool *pool, const vram__pool_thread *me, vram_memory_info *info);
+void        vram__pool_reset_peak(vram__pool *pool, const vram__pool_thread *me);
 /* From now on the pool holds at most min(its limit, cap) bytes: PyTorch's memory fraction, `fraction`
  * of the card (for messages and vram__pool_fraction). Idle memory beyond goes back now. */
 void        vram__pool_set_fraction(vram__pool *pool, size_t cap, double fraction);
 double      vram__pool_fraction(vram__pool *pool);   /* 1 until set */
 /* PyTorch's figures of every arena (vram_get_allocator_stats) and their accumulated counts' reset. */
-void        vram__pool_allocator_stats(vram__pool *pool, vram_allocator_stats *stats);
+void        vram__pool_allocator_stats(vram__pool *pool, const vram__pool_thread *me, vram_allocator_stats *stats);
 void        vram__pool_reset_accumulated(vram__pool *pool);
 size_t      vram__pool_live_bytes(vram__pool *pool);
 /* Gives cached memory back to the driver until at most keep_bytes are reserved beyond live blocks

@@ -253,7 +253,7 @@ vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t 
 vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
 vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
 void        arena_info_locked(pool_arena *p, vram_memory_info *info);
-void        arena_lock(pool_arena *p);
+void        arena_lock(pool_arena *p, const void *self);   /* self: the calling thread's record, or NULL */
 void        arena_unlock(pool_arena *p);
 void        arena_reset_peak_locked(pool_arena *p);
 void        arena_reset_accumulated_locked(pool_arena *p);

@@ -306,7 +306,7 @@ vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
     vram__pool *pool = NULL;
     vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
-    vram__pool_info(pool, info);
+    vram__pool_info(pool, &me->pool, info);
     vram__rt_leave(me);
     return VRAM_OK;
 }
@@ -330,7 +330,7 @@ vram_status vram_reset_memory_stats(int logical_device) {
     vram__pool *pool = NULL;
     vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
-    vram__pool_reset_peak(pool);
+    vram__pool_reset_peak(pool, &me->pool);
     vram__rt_leave(me);
     return VRAM_OK;
 }
@@ -341,7 +341,7 @@ vram_status vram_get_allocator_stats(int logical_device, vram_allocator_stats *s
     vram__pool *pool = NULL;
     vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
-    vram__pool_allocator_stats(pool, stats);
+    vram__pool_allocator_stats(pool, &me->pool, stats);
     vram__rt_leave(me);
     return VRAM_OK;
 }
