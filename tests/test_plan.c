@@ -767,7 +767,9 @@ TEST(plan_slots_block_shared_by_ipc) {
  * under plan:true, with one step in five changed at random: a size, a free moved later, an extra
  * request. Every block carries its own bytes (checked at its free and after every step) and
  * vram_check holds after every step: whatever the plan did, and wherever it ended, no two live
- * blocks share a byte. */
+ * blocks share a byte. The steps after a plan's first are served in slot mode (a check after each
+ * step rebuilds the zone's chunks, the next step enters again), and a free moved later is caught
+ * by the due lists there. */
 TEST(plan_random_steps_keep_every_block) {
     use_sim_growth(2 * GiB, "plan:true,map_ahead_mb:0");
     test_rng rng = rng_make(harness_seed());
@@ -826,6 +828,7 @@ TEST(plan_random_steps_keep_every_block) {
         CHECK_ALL();
     }
     CHECK_U64(INFO(0).plan_steps, >, 0);            /* a plan was in force for some steps */
+    CHECK_U64(INFO(0).plan_slot_steps, >, 0);       /* and served by slots in some (7-22 of 40) */
     for (int j = 0; j < N; j++) if (kept[j] != NULL) CHECK_OK(vram_free(kept[j]));
     CHECK_ALL();
     CHECK_OK(vram_shutdown());
