@@ -267,7 +267,8 @@ TEST(threads_arena_lock_excludes_and_wakes_sleepers) {
 
 /* The bias (lock.h): one thread taking the lock by pool_lock_take_by 64 times in a row gets it
  * biased to itself (then takes it without touching `state`); a take by another thread revokes it
- * (the owner out, the next bias needs twice as many takes in a row); sections stay exclusive while
+ * (the owner out, the next bias needs twice as many takes in a row, unless the bias served 64 x as
+ * many takes: then 64 again); sections stay exclusive while
  * the owner takes it by its bias and others by state, at once. Needs membarrier: where the kernel
  * has none, no bias forms and the lock is the plain one. */
 typedef struct bias_test {
@@ -331,7 +332,15 @@ TEST(threads_arena_lock_bias_forms_is_revoked_and_excludes) {
     CHECK_PTR(atomic_load(&t.lock.owner), ==, NULL);
     CHECK_INT(atomic_load(&t.lock.owner_in), ==, 0);
     pool_lock_give(&t.lock);
-    CHECK_U64(t.lock.need, ==, ready ? 128 : 64);
+    CHECK_U64(t.lock.need, ==, ready ? 128 : 64);            /* revoked after 1 take by the bias */
+    for (int i = 0; ready && i < 128 + 128 * 64; i++) {     /* biased again, then 64 x 128 takes by it */
+        pool_lock_take_by(&t.lock, &t);
+        CHECK_INT(t.lock.by_bias, ==, i >= 128);
+        pool_lock_give(&t.lock);
+    }
+    pool_lock_take(&t.lock);
+    pool_lock_give(&t.lock);
+    CHECK_U64(t.lock.need, ==, 64);                          /* it paid for its revocation */
     pthread_t a, b;
     CHECK_INT(pthread_create(&a, NULL, bias_owner, &t), ==, 0);
     CHECK_INT(pthread_create(&b, NULL, bias_other, &t), ==, 0);

@@ -13,7 +13,8 @@
 #include "pool/spin.h"
 
 #define LOCK_SPINS 100
-#define LOCK_NEED_MAX (1u << 24)   /* takes in a row that bias a lock revoked often */
+#define LOCK_NEED     64           /* takes in a row that bias a lock (lock.h) */
+#define LOCK_NEED_MAX (1u << 24)   /* ... one whose bias was revoked often */
 #ifdef VRAM_NO_LOCK_BIAS             /* (a build without the bias, to measure it: bench/README.md) */
 #define LOCK_BIAS 0
 #else
@@ -52,7 +53,8 @@ void pool_lock_unbias(pool_lock *l) {
         else sched_yield();
     }
     atomic_store_explicit(&l->owner, NULL, memory_order_relaxed);
-    if (l->need < LOCK_NEED_MAX) l->need *= 2;
+    if (l->bias_uses >= (uint64_t)l->need * 64) l->need = LOCK_NEED;   /* it paid for its revocation */
+    else if (l->need < LOCK_NEED_MAX) l->need *= 2;
 }
 
 void pool_lock_take_slow(pool_lock *l, const void *self) {
@@ -68,6 +70,7 @@ void pool_lock_take_slow(pool_lock *l, const void *self) {
         l->streak = 0;
     }
     if (++l->streak >= l->need && owner == NULL && LOCK_BIAS && vram__membarrier_ready()) {   /* biased to self from */
+        l->bias_uses = 0;
         atomic_store_explicit(&l->revoked, 0, memory_order_relaxed);            /* its next take on */
         atomic_store_explicit(&l->owner, self, memory_order_relaxed);
     }

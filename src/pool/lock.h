@@ -13,8 +13,10 @@
  * read-modify-write: it marks itself inside (owner_in), and goes in unless the bias was revoked. A
  * thread that takes the lock by `state` while it is biased to another revokes the bias: it marks
  * it revoked, runs membarrier (the owner's fence between its mark and its look at `revoked`, as the
- * runtime's readers do), waits until the owner is out, and the lock is a plain one again until its
- * owner has taken it alone twice as many times as before (a bias revoked often stops forming).
+ * runtime's readers do), waits until the owner is out, and the lock is a plain one again until a
+ * thread has taken it alone `need` times in a row: 64, twice as many after a bias that was revoked
+ * before it served 64 x need takes (a lock shared often stops being biased; one whose bias a rare
+ * query or tick revokes gets it back as soon as at first).
  * Only with membarrier registered (vram__membarrier_ready) and by pool_lock_take_by, which the
  * allocation and free paths use with the calling thread's record; every other taker goes by state.
  * by_bias is written inside biased sections only, so whoever holds the lock reads it at the give.
@@ -32,10 +34,12 @@ typedef struct pool_lock {
     atomic_int            owner_in;   /* 1 while the owner is in (or about to be); written by it alone */
     atomic_int            revoked;    /* 1 from a revocation until the owner takes the bias again */
     int                   by_bias;    /* the holder took it by the bias */
+    uint64_t              bias_uses;  /* the owner's takes by the bias since it was given (written by it) */
     /* under the lock held by state */
     const void           *streak_by;  /* the thread of the last takes by state in a row (NULL: none) */
     uint32_t              streak;     /* how many */
-    uint32_t              need;       /* takes in a row that bias the lock to their thread */
+    uint32_t              need;       /* takes in a row that bias the lock to their thread: 64, doubled at a
+                                         revocation that came before 64 x need takes by the bias */
 } pool_lock;
 
 void pool_lock_wait(pool_lock *l);   /* lock.c: the held case */
@@ -49,9 +53,10 @@ static inline void pool_lock_init(pool_lock *l) {
     atomic_init(&l->owner_in, 0);
     atomic_init(&l->revoked, 0);
     l->by_bias = 0;
+    l->bias_uses = 0;
     l->streak_by = NULL;
     l->streak = 0;
-    l->need = 64;
+    l->need = 64;                    /* (LOCK_NEED, lock.c) */
 }
 
 static inline void pool_lock_take(pool_lock *l) {
@@ -71,6 +76,7 @@ static inline void pool_lock_take_by(pool_lock *l, const void *self) {
         atomic_signal_fence(memory_order_seq_cst);       /* a revoker's membarrier is the fence */
         if (!atomic_load_explicit(&l->revoked, memory_order_acquire)) {
             l->by_bias = 1;
+            l->bias_uses++;
             return;
         }
         atomic_store_explicit(&l->owner_in, 0, memory_order_release);
