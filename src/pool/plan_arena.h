@@ -82,7 +82,7 @@ int  plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
  * and holds no live block but those of the step before that live into this one: 1 when it did.
  * Leave: the zone's chunks as before (its live blocks, the free chunks between them); nothing
  * without a planner or out of slot mode. Every walk of an arena's chunks (snapshot, statistics,
- * check, the out-of-memory report, the live blocks, destruction) leaves first. */
+ * check, the out-of-memory report, trim, the live blocks, destruction) leaves first. */
 int  plan_slots_enter_locked(pool_arena *p);
 void plan_slots_leave_locked(pool_arena *p);
 /* Slot mode: request k of the step (planned) gets its slot: 1, or 0 when the slot is taken or the
