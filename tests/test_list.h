@@ -190,6 +190,7 @@
     X(threads, threads_init_use_shutdown_race) \
     X(threads, threads_arena_lock_excludes_and_wakes_sleepers) \
     X(threads, threads_arena_lock_bias_forms_is_revoked_and_excludes) \
+    X(threads, threads_arena_lock_revoker_waits_for_the_owner) \
     /* test_perthread.c */ \
     X(perthread, tcache_parks_per_thread_and_keeps_the_figures_exact) \
     X(perthread, tcache_single_thread_parks_nothing) \

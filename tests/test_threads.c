@@ -351,3 +351,42 @@ TEST(threads_arena_lock_bias_forms_is_revoked_and_excludes) {
     CHECK_INT(atomic_load(&t.lock.state), ==, 0);
     CHECK_INT(atomic_load(&t.lock.owner_in), ==, 0);
 }
+
+/* A revoker that finds the owner inside sleeps until it leaves: the owner holds the lock by its
+ * bias for 50 ms, another thread takes it by state meanwhile and gets it only once the owner gave it
+ * back (the owner's section saw no one else; the other's came after it). */
+static void *take_by_state(void *arg) {
+    bias_test *t = arg;
+    pool_lock_take(&t->lock);
+    CHECK_INT(atomic_fetch_add(&t->inside, 1), ==, 0);
+    atomic_store(&t->stop, 2);                 /* after the owner's section (it set 1 at its end) */
+    atomic_fetch_sub(&t->inside, 1);
+    pool_lock_give(&t->lock);
+    return NULL;
+}
+
+TEST(threads_arena_lock_revoker_waits_for_the_owner) {
+    if (!vram__membarrier_register()) return;  /* no bias without membarrier */
+    bias_test t = {.count = 0};
+    pool_lock_init(&t.lock);
+    atomic_init(&t.inside, 0);
+    atomic_init(&t.stop, 0);
+    for (int i = 0; i < 64; i++) {
+        pool_lock_take_by(&t.lock, &t);
+        pool_lock_give(&t.lock);
+    }
+    pool_lock_take_by(&t.lock, &t);
+    CHECK_INT(t.lock.by_bias, ==, 1);
+    CHECK_INT(atomic_fetch_add(&t.inside, 1), ==, 0);
+    pthread_t b;
+    CHECK_INT(pthread_create(&b, NULL, take_by_state, &t), ==, 0);
+    usleep(50000);                             /* the other is revoking, asleep on owner_in */
+    CHECK_INT(atomic_load(&t.stop), ==, 0);
+    atomic_store(&t.stop, 1);
+    atomic_fetch_sub(&t.inside, 1);
+    pool_lock_give(&t.lock);
+    pthread_join(b, NULL);
+    CHECK_INT(atomic_load(&t.stop), ==, 2);
+    CHECK_PTR(atomic_load(&t.lock.owner), ==, NULL);
+    CHECK_INT(atomic_load(&t.lock.state), ==, 0);
+}

@@ -5,7 +5,7 @@
 #include "pool/lock.h"
 
 #include <linux/futex.h>
-#include <sched.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -49,12 +49,20 @@ void pool_lock_unbias(pool_lock *l) {
     atomic_store(&l->revoked, 1);
     vram__membarrier_fence();
     for (int i = 0; atomic_load_explicit(&l->owner_in, memory_order_acquire); i++) {
-        if (i < LOCK_SPINS) pool_spin_pause();
-        else sched_yield();
+        if (i < LOCK_SPINS) {
+            pool_spin_pause();
+        } else {   /* (a section that maps memory lasts tens of microseconds; the owner wakes this) */
+            struct timespec ms = {0, 1000000};
+            syscall(SYS_futex, &l->owner_in, FUTEX_WAIT_PRIVATE, 1, &ms, NULL, 0);
+        }
     }
     atomic_store_explicit(&l->owner, NULL, memory_order_relaxed);
     if (l->bias_uses >= (uint64_t)l->need * 64) l->need = LOCK_NEED;   /* it paid for its revocation */
     else if (l->need < LOCK_NEED_MAX) l->need *= 2;
+}
+
+void pool_lock_wake_revoker(pool_lock *l) {
+    syscall(SYS_futex, &l->owner_in, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 void pool_lock_take_slow(pool_lock *l, const void *self) {

@@ -20,6 +20,8 @@
  * Only with membarrier registered (vram__membarrier_ready) and by pool_lock_take_by, which the
  * allocation and free paths use with the calling thread's record; every other taker goes by state.
  * by_bias is written inside biased sections only, so whoever holds the lock reads it at the give.
+ * A revoker that finds the owner inside sleeps on owner_in (a futex, 1 ms at most a wait) and the
+ * owner, leaving, wakes it when it sees the revocation.
  */
 #ifndef VRAM_POOL_LOCK_H
 #define VRAM_POOL_LOCK_H
@@ -45,6 +47,7 @@ typedef struct pool_lock {
 void pool_lock_wait(pool_lock *l);   /* lock.c: the held case */
 void pool_lock_wake(pool_lock *l);
 void pool_lock_unbias(pool_lock *l);                       /* held by state, biased to another */
+void pool_lock_wake_revoker(pool_lock *l);                 /* the owner left while a revoker waits */
 void pool_lock_take_slow(pool_lock *l, const void *self);  /* by state; may bias it to self */
 
 static inline void pool_lock_init(pool_lock *l) {
@@ -80,6 +83,7 @@ static inline void pool_lock_take_by(pool_lock *l, const void *self) {
             return;
         }
         atomic_store_explicit(&l->owner_in, 0, memory_order_release);
+        pool_lock_wake_revoker(l);
     }
     pool_lock_take_slow(l, self);
 }
@@ -88,6 +92,8 @@ static inline void pool_lock_give(pool_lock *l) {
     if (l->by_bias) {
         l->by_bias = 0;
         atomic_store_explicit(&l->owner_in, 0, memory_order_release);
+        /* a revoker that found the owner inside ran membarrier before: this load sees its mark */
+        if (__builtin_expect(atomic_load_explicit(&l->revoked, memory_order_relaxed), 0)) pool_lock_wake_revoker(l);
         return;
     }
     if (atomic_exchange_explicit(&l->state, 0, memory_order_release) == 2) pool_lock_wake(l);
