@@ -155,6 +155,9 @@ static inline size_t tf_default_limit(size_t free_bytes) {
  * whether it is still there (the simulated card's memory is host memory). */
 void fill(void *p, size_t n, unsigned tag);
 int  filled(const void *p, size_t n, unsigned tag);
+/* A thread body (pthread_create): one vram_malloc of 64 KiB on logical device 0 and its free; run on a
+ * second thread, it makes an arena's thread caches park from then on. */
+void *malloc_free_once(void *arg);
 /* Balanced driver calls on the simulated card: everything taken was given back (after a shutdown). */
 void check_counters_balanced(void);
 

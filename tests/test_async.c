@@ -410,13 +410,6 @@ TEST(async_record_stream_errors_lose_nothing) {
     CHECK_ALL();
 }
 
-static void *malloc_free_once(void *arg) {
-    (void)arg;
-    void *p = NULL;
-    if (vram_malloc(&p, 64 * KiB, 0) == VRAM_OK) vram_free(p);
-    return NULL;
-}
-
 /* With a second thread on the arena its thread caches park freed blocks for the next request of
  * their size; a block used on another stream is not parked (it would come back at once). */
 TEST(async_record_stream_block_is_not_parked) {

@@ -664,13 +664,6 @@ TEST(plan_slots_trim_gives_back_the_zone) {
     check_counters_balanced();
 }
 
-static void *malloc_free_64k(void *arg) {
-    (void)arg;
-    void *p = NULL;
-    if (vram_malloc(&p, 64 * KiB, 0) == VRAM_OK) vram_free(p);
-    return NULL;
-}
-
 /* Slot mode, then a second thread allocates (thread caches park from then on): its request is
  * not the plan's, so the plan ends there and the zone's chunks are rebuilt with the slots live
  * (a, b). A free goes to the pool, not a cache: a slot is never parked (tc_park refuses it), and
@@ -685,7 +678,7 @@ TEST(plan_slots_end_when_a_second_thread_allocates) {
     CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
     fill(b, 64 * KiB, 0xb);
     pthread_t t;
-    CHECK_INT(pthread_create(&t, NULL, malloc_free_64k, NULL), ==, 0);   /* caches park from now on */
+    CHECK_INT(pthread_create(&t, NULL, malloc_free_once, NULL), ==, 0);   /* caches park from now on */
     CHECK_INT(pthread_join(t, NULL), ==, 0);
     CHECK_U64(INFO(0).plan_ends, ==, 1);
     CHECK_ALL();

@@ -13,8 +13,7 @@
 #include "pool/spin.h"
 
 #define LOCK_SPINS 100
-#define LOCK_NEED     64           /* takes in a row that bias a lock (lock.h) */
-#define LOCK_NEED_MAX (1u << 24)   /* ... one whose bias was revoked often */
+#define LOCK_NEED_MAX (1u << 24)   /* takes in a row that bias a lock whose bias was revoked often */
 #ifdef VRAM_NO_LOCK_BIAS             /* (a build without the bias, to measure it: bench/README.md) */
 #define LOCK_BIAS 0
 #else
@@ -57,7 +56,7 @@ void pool_lock_unbias(pool_lock *l) {
         }
     }
     atomic_store_explicit(&l->owner, NULL, memory_order_relaxed);
-    if (l->bias_uses >= (uint64_t)l->need * 64) l->need = LOCK_NEED;   /* it paid for its revocation */
+    if (l->bias_uses >= (uint64_t)l->need * 64) l->need = POOL_LOCK_NEED;   /* it paid for its revocation */
     else if (l->need < LOCK_NEED_MAX) l->need *= 2;
 }
 

@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define POOL_LOCK_NEED 64   /* takes in a row by one thread that bias a lock to it */
+
 typedef struct pool_lock {
     atomic_int            state;
     _Atomic(const void *) owner;      /* the thread the lock is biased to (NULL: none) */
@@ -59,7 +61,7 @@ static inline void pool_lock_init(pool_lock *l) {
     l->bias_uses = 0;
     l->streak_by = NULL;
     l->streak = 0;
-    l->need = 64;                    /* (LOCK_NEED, lock.c) */
+    l->need = POOL_LOCK_NEED;
 }
 
 static inline void pool_lock_take(pool_lock *l) {

@@ -174,7 +174,7 @@ static void plan_step_begins_locked(pool_arena *p) {
         pl->given_back = 1;
         pl->settle_due = pl->plan.settle > 0;
         p->plan_hold = pl->settle_due;   /* until then, the idle memory in the zone serves first */
-    } else if (!pl->settle_due && (pl->slots_on || plan_slots_enter_locked(p))) {
+    } else if (!pl->settle_due && (pl->zone != NULL || plan_slots_enter_locked(p))) {
         pl->slot_steps++;
     }
 }
@@ -242,7 +242,7 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
     }
     if (k == 0) plan_step_begins_locked(p);
     pl->pos = k + 1 == plan->period ? 0 : k + 1;
-    if (pl->slots_on) {                        /* a lookup (plan_slots.c) */
+    if (pl->zone != NULL) {                    /* slot mode: a lookup (plan_slots.c) */
         if (!plan_slots_due_ok(p, k)) {
             pl->slot_misses++;
             plan_slots_leave_locked(p);        /* a block freed late: the zone's chunks decide */
@@ -270,7 +270,7 @@ int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     pool_planner *pl = p->planner;
     if (c->slot) {                             /* a slot's (or one that was, before slot mode ended) */
         uint32_t k = c->plan_k - 1;
-        int mine = pl->slots_on && c->plan_k != 0 && k < pl->plan.period && pl->slot[k] == c;
+        int mine = pl->zone != NULL && c->plan_k != 0 && k < pl->plan.period && pl->slot[k] == c;
         c->slot = 0;
         if (mine && at_once) {
             note_used_locked(p, c, 0);

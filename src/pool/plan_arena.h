@@ -55,11 +55,11 @@ typedef struct pool_planner {
     size_t        live_high;     /* the most bytes in use the detector saw */
     uint64_t      steps, ends;   /* steps begun under a plan, plans ended early */
     /* slot mode (plan_slots.c) */
-    int           slots_on;      /* the zone stands in the region's list as one record, `zone` */
     uint32_t      slot_misses;   /* times slot mode was left for a block freed later than planned */
     uint64_t      slot_steps;    /* steps begun in slot mode */
     uint64_t      slot_steps_seen;   /* slot_steps at the last idle tick */
-    pool_chunk   *zone;
+    pool_chunk   *zone;          /* in slot mode (else NULL): the record standing for the zone in the
+                                    region's list */
     pool_chunk  **slot;          /* [period]: planned request k's record (NULL: unplanned); slot mode */
     pool_chunk  **sorted;        /* [planned]: scratch for leaving slot mode */
     pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */

@@ -120,7 +120,8 @@ int plan_slots_enter_locked(pool_arena *p) {
     const pool_plan *plan = &pl->plan;
     size_t nfree, nlive;
     pool_chunk *last;
-    if (pl->slots_on || pl->slot_misses >= PLAN_SLOT_MISSES || tc_parking(p) || !zone_ready(p, &nfree, &nlive, &last)) {
+    if (pl->zone != NULL || pl->slot_misses >= PLAN_SLOT_MISSES || tc_parking(p) ||
+        !zone_ready(p, &nfree, &nlive, &last)) {
         return 0;
     }
     if (pl->slot == NULL) {
@@ -160,7 +161,6 @@ int plan_slots_enter_locked(pool_arena *p) {
         pl->reserve = c;
     }
     pl->zone = p->plan_first = z;
-    pl->slots_on = 1;
     pool_vmm_mark(&p->vmm->vmm);
     return 1;
 }
@@ -179,7 +179,7 @@ static void link_after(pool_region *r, pool_chunk **tail, pool_chunk *c) {
 
 void plan_slots_leave_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
-    if (pl == NULL || !pl->slots_on) return;
+    if (pl == NULL || pl->zone == NULL) return;
     const pool_plan *plan = &pl->plan;
     size_t n = 0;
     for (uint32_t k = 0; k < plan->period; k++) {
@@ -217,7 +217,6 @@ void plan_slots_leave_locked(pool_arena *p) {
     while (pl->reserve != NULL) chunk_recycle_locked(p, pop(&pl->reserve));
     p->plan_first = head;
     pl->zone = NULL;
-    pl->slots_on = 0;
     pool_vmm_mark(&r->vmm);
 }
 
@@ -248,6 +247,6 @@ int plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, 
 void plan_slots_idle_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
     if (pl == NULL) return;
-    if (pl->slots_on && pl->slot_steps == pl->slot_steps_seen) plan_slots_leave_locked(p);
+    if (pl->zone != NULL && pl->slot_steps == pl->slot_steps_seen) plan_slots_leave_locked(p);
     pl->slot_steps_seen = pl->slot_steps;
 }
