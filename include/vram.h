@@ -360,7 +360,11 @@ VRAM_API void  vram_plugin_release(void *ptr);
     /* of plan_steps, those whose planned requests were served by a lookup (each its own record at  \
        its place; the others: placed in the plan's range by its free chunks, as in a plan's first   \
        step or after a block was freed later than the plan said) */                                 \
-    X(uint64_t, plan_slot_steps)
+    X(uint64_t, plan_slot_steps)                                                                    \
+    /* plans not followed because, under a limit that was set, their range did not fit beside the   \
+       memory the blocks from before their step hold (best fit goes on packing the step into the    \
+       holes between those blocks; the detector stops) */                                           \
+    X(uint64_t, plan_refused)
 
 typedef struct vram_memory_info {
 #define VRAM_MEMORY_INFO_FIELD_(type, name) type name;

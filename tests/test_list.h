@@ -103,6 +103,7 @@
     X(plan, plan_place_never_overlaps_blocks_alive_together) \
     X(plan, plan_in_force_places_the_step_and_gives_back) \
     X(plan, plan_on_by_default) \
+    X(plan, plan_dropped_when_its_zone_does_not_fit_the_limit) \
     X(plan, plan_ends_when_a_free_comes_late) \
     X(plan, plan_slots_serve_the_settled_step) \
     X(plan, plan_slots_left_for_a_late_free_the_plan_goes_on) \

@@ -432,6 +432,44 @@ TEST(plan_on_by_default) {
     }
 }
 
+/* Under a limit that was set, a plan whose zone does not fit beside the memory the blocks from
+ * before its step hold is not followed. Long-lived x0 and x2 (1 MiB each) sit in the first halves of
+ * two 2 MiB granules (x1, x3 freed): 4 MiB mapped for 2 MiB live. A step: a (1 MiB - 32 KiB), b
+ * (- 64 KiB), free a, c (- 128 KiB), free b, free c (sizes apart, so the step is the only period).
+ * Best fit puts a and b in the holes beside x0 and x2, and c in a's: the pool never maps more than
+ * its 4 MiB. The plan places b at 0 and a and c at 1 MiB: a zone of one granule that the holes cannot
+ * hold, so 6 MiB under the plan. With a limit of 5 MiB the plan is refused (before: it came into force
+ * and its first place, refused by the limit, ended it); with 1 GiB it is followed from step 4. */
+TEST(plan_dropped_when_its_zone_does_not_fit_the_limit) {
+    for (int roomy = 0; roomy <= 1; roomy++) {
+        use_sim_growth(roomy ? 1 * GiB : 5 * PMiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+        void *x[4];
+        for (int i = 0; i < 4; i++) CHECK_OK(vram_malloc(&x[i], 1 * PMiB, 0));
+        for (int i = 1; i < 4; i += 2) CHECK_OK(vram_free(x[i]));
+        for (int step = 1; step <= 12; step++) {
+            void *a = NULL, *b = NULL, *c = NULL;
+            CHECK_OK(vram_malloc(&a, 1 * PMiB - 32 * KiB, 0));
+            CHECK_OK(vram_malloc(&b, 1 * PMiB - 64 * KiB, 0));
+            fill(b, 64 * KiB, 0xb);
+            CHECK_OK(vram_free(a));
+            CHECK_OK(vram_malloc(&c, 1 * PMiB - 128 * KiB, 0));
+            CHECK(filled(b, 64 * KiB, 0xb));
+            CHECK_OK(vram_free(b));
+            CHECK_OK(vram_free(c));
+        }
+        vram_memory_info info = INFO(0);
+        CHECK_U64(info.plan_steps, ==, (roomy ? 9 : 0));     /* steps 4 to 12, or none */
+        CHECK_U64(info.plan_ends, ==, 0);
+        CHECK_U64(info.plan_refused, ==, (roomy ? 0 : 1));
+        CHECK_SIZE(info.plan_bytes, ==, (roomy ? 2 * PMiB : 0));
+        CHECK_SIZE(info.peak_reserved, ==, (roomy ? 6 * PMiB : 4 * PMiB));
+        for (int i = 0; i < 4; i += 2) CHECK_OK(vram_free(x[i]));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
+}
+
 /* A step whose gradient g (8 MiB) lives into the next one: a (16 MiB), the last step's g freed, b
  * (16), a freed, c (32), g, b and c freed. Events: 0 a, 1 free g', 2 b, 3 free a, 4 c, 5 g, 6 free
  * b, 7 free c; a cycle of 8. The step starts at a (before it only W and g' are live: 16 MiB,

@@ -85,6 +85,7 @@ typedef struct replay_result {
     uint64_t driver_allocs, driver_frees, driver_moves;
     uint64_t plan_steps, plan_ends;        /* the repeating step's plan (plan:true): steps under one, ends */
     uint64_t plan_slot_steps;              /* of plan_steps, those served by a lookup (slot mode) */
+    uint64_t plan_refused;                 /* plans not followed: their range did not fit the limit */
     size_t   plan_given_back;              /* bytes given back when plans came into force */
     int      growth;
     char     backend[32];

@@ -383,6 +383,7 @@ int replay_run_runtime(replay_job *job, replay_result *r) {
         r->plan_steps = info.plan_steps;
         r->plan_ends = info.plan_ends;
         r->plan_slot_steps = info.plan_slot_steps;
+        r->plan_refused = info.plan_refused;
         r->plan_given_back = info.plan_given_back;
     }
     for (int p = 0; p < job->passes_run; p++) {

@@ -116,7 +116,8 @@ void replay_print_json(const replay_options *opt, const replay_job *job, const r
     printf(", \"driver_allocs\": %" PRIu64 ", \"driver_frees\": %" PRIu64 ", \"driver_moves\": %" PRIu64,
            r->driver_allocs, r->driver_frees, r->driver_moves);
     printf(", \"plan_steps\": %" PRIu64 ", \"plan_slot_steps\": %" PRIu64 ", \"plan_ends\": %" PRIu64
-           ", \"plan_given_back_bytes\": %zu", r->plan_steps, r->plan_slot_steps, r->plan_ends, r->plan_given_back);
+           ", \"plan_given_back_bytes\": %zu, \"plan_refused\": %" PRIu64, r->plan_steps, r->plan_slot_steps,
+           r->plan_ends, r->plan_given_back, r->plan_refused);
     json_count_or_null("driver_allocs_warm", s.has_warm, s.driver_allocs_warm);
     json_count_or_null("driver_frees_warm", s.has_warm, s.driver_frees_warm);
     json_count_or_null("driver_moves_warm", s.has_warm, s.driver_moves_warm);
@@ -191,6 +192,9 @@ void replay_print_text(const replay_options *opt, const replay_job *job, const r
         fprintf(f, "plan:             %" PRIu64 " steps placed from the repeating step's plan (%" PRIu64
                    " by a lookup), %" PRIu64 " plans ended by a difference, %zu bytes given back when plans came"
                    " into force\n", r->plan_steps, r->plan_slot_steps, r->plan_ends, r->plan_given_back);
+    if (r->plan_refused > 0)
+        fprintf(f, "plan refused:     %" PRIu64 " (the plan's range did not fit beside the blocks from before its step"
+                   " under the limit: best fit placed the steps)\n", r->plan_refused);
     fprintf(f, "failed allocs:    %zu\n", r->failed_allocs);
     if (r->failed_allocs) fprintf(f, "first failure:    %s\n", r->first_error);
     if (job->interrupted)

@@ -330,6 +330,7 @@ void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_inf
         info->plan_ends += one.plan_ends;
         info->plan_given_back += one.plan_given_back;
         info->plan_slot_steps += one.plan_slot_steps;
+        info->plan_refused += one.plan_refused;
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);

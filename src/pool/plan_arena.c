@@ -99,12 +99,52 @@ static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
     return 0;
 }
 
-/* A plan the detector made: armed for its first request, or dropped. */
+/* Whether block c (in use) holds memory outside the zone of `plan` at the plan's first step: one
+ * from before the step before (or one the detector did not see), one the plan does not see freed
+ * (unplanned: it outlives the step), one of the step before's that should have been freed, or one of
+ * the current step's that lives into the first step (best fit placed it before the plan was made; its
+ * place in the zone is mapped only once it is freed, but the granules it shares there are mapped for
+ * its neighbours). The step before's that live into the next step are freed in the current step. */
+static int held_at_first_step(const pool_chunk *c, const pool_plan *plan) {
+    uint64_t id = c->plan_id - 1, cur = plan->start_request - plan->period, prev = cur - plan->period;
+    if (c->plan_id == 0 || id < prev || plan->start_request < 2 * (uint64_t)plan->period) return 1;
+    if (id >= cur) return plan->offset[id - cur] == PLAN_UNPLANNED || plan->wraps[id - cur];
+    return plan->offset[id - prev] == PLAN_UNPLANNED || !plan->wraps[id - prev];
+}
+
+/* The bytes of memory that the blocks hold outside the zone of `plan` at its first step (held_at_first_step): the
+ * granules under them in the VMM region, each once, and the plain regions whole. */
+static size_t held_outside_plan_locked(const pool_arena *p, const pool_plan *plan) {
+    size_t gran = p->cfg.caps.granularity, held = 0, last = SIZE_MAX;
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
+        if (r->kind != REGION_VMM) held += r->held;
+    }
+    for (const pool_chunk *c = p->vmm != NULL ? p->vmm->first : NULL; c != NULL; c = c->next) {
+        if (c->state != CHUNK_USED || c->cached || !held_at_first_step(c, plan)) continue;
+        size_t g = (size_t)((c->addr - p->vmm->base) / gran);
+        size_t end = (size_t)((c->addr + c->size - 1 - p->vmm->base) / gran);
+        held += (end - g + 1 - (g == last)) * gran;
+        last = end;
+    }
+    return held;
+}
+
+/* A plan the detector made: armed for its first request, or dropped. Under a limit that was set, a
+ * plan whose zone does not fit beside the memory held by the blocks from before its step (with a
+ * granule to spare) is dropped and the detector stops: best fit packs the step into the holes
+ * between those blocks, which the zone cannot use (resnet50_train at peak live / 0.995). */
 static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     pool_planner *pl = p->planner;
+    size_t gran = p->cfg.caps.granularity, bytes = vram__round_up(plan->top, gran);
+    if (p->cfg.limit_chosen && plan->planned > 0 &&
+        bytes + gran + held_outside_plan_locked(p, plan) > p->cfg.limit) {
+        pl->det.off = 1;
+        pl->refused++;
+        plan_free(plan);
+        return;
+    }
     /* (the detector placed nothing unless the step's blocks reached det.min_live) */
     pool_chunk **chunk = plan->planned > 0 && p->plan_hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
-    size_t bytes = vram__round_up(plan->top, p->cfg.caps.granularity);
     if (chunk == NULL || plan_zone_carve_locked(p, bytes) != 0) {
         free(chunk);
         plan_free(plan);
@@ -299,4 +339,5 @@ void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
     info->plan_ends = pl->ends;
     info->plan_given_back = pl->given_back_bytes;
     info->plan_slot_steps = pl->slot_steps;
+    info->plan_refused = pl->refused;
 }

@@ -54,6 +54,7 @@ typedef struct pool_planner {
     pool_chunk  **chunk;         /* [period]: the live block of planned request k (its latest), or NULL */
     size_t        live_high;     /* the most bytes in use the detector saw */
     uint64_t      steps, ends;   /* steps begun under a plan, plans ended early */
+    uint64_t      refused;       /* plans dropped for a limit they did not fit under (plan_arm_locked) */
     /* slot mode (plan_slots.c) */
     uint32_t      slot_misses;   /* times slot mode was left for a block freed later than planned */
     uint64_t      slot_steps;    /* steps begun in slot mode */
