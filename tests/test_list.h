@@ -126,6 +126,7 @@
     X(oom, oom_fragmentation_is_named) \
     X(oom, oom_growth_near_limit_names_the_limit) \
     X(oom, oom_names_the_bytes_stuck_in_shared_granules) \
+    X(oom, oom_names_the_granules_the_bytes_in_use_need) \
     X(oom, oom_count_per_device) \
     X(oom, oom_request_larger_than_card) \
     /* test_alloc.c */ \

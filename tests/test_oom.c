@@ -215,6 +215,26 @@ TEST(oom_names_the_bytes_stuck_in_shared_granules) {
     CHECK_ALL();
 }
 
+/* A request that the limit leaves room for in bytes but not in granules: no placement could serve
+ * it, and the message says so rather than blame fragmentation. Limit 5 MiB + 1 KiB, 2 MiB granules:
+ * a block of 3 MiB (two granules mapped), then 2 MiB: 5 MiB in use would need three granules, 6 MiB,
+ * 1 MiB - 1 KiB above the limit. Once the first block is freed the same request fits. */
+TEST(oom_names_the_granules_the_bytes_in_use_need) {
+    use_sim_growth(5 * MiB + 1 * KiB, "small_pool_kb:0,map_ahead_mb:0");
+    void *a = NULL, *p = NULL;
+    CHECK_OK(vram_malloc(&a, 3 * MiB, 0));
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 2 * MiB, 0));
+    CHECK_ERROR_CONTAINS("the 3145728 bytes in use and the request need 3 granules of 2097152 bytes (6291456 bytes) "
+                         "even with no gap between blocks, 1047552 bytes more than the limit");
+    CHECK_ERROR_CONTAINS("vram_set_memory_limit");
+    CHECK(strstr(vram_last_error(), "fragmentation") == NULL);
+    check_oom_figures();
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_malloc(&p, 2 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+}
+
 TEST(oom_count_per_device) {
     use_sim("16GiB");
     vram_logical_device_configuration two[2] = {{256}, {256}};

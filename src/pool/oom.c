@@ -66,7 +66,7 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     if (limit > p->cfg.limit) limit = p->cfg.limit;
     double fraction = atomic_load(&p->shared->fraction);
     size_t growable = p->cfg.growth && reserved < limit ? limit - reserved : 0;
-    size_t free_bytes = reserved - current;
+    size_t free_bytes = reserved - current, gran = p->cfg.caps.granularity;
     char cause[1536], stuck_msg[384];
     oom_stuck_sentence(p, all ? 0 : stuck, current, rounded, limit, stuck_msg, sizeof stuck_msg);
     if (why == GROW_DRIVER) {
@@ -92,6 +92,14 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     } else if (rounded > p->cfg.limit - (current < p->cfg.limit ? current : p->cfg.limit)) {
         snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s)",
                  p->cfg.limit, p->cfg.limit_source);
+    } else if (p->vmm != NULL && limit == p->cfg.limit && vram__round_up(current + rounded, gran) > limit) {
+        /* no placement could have served it: what the blocks in use and the request need in whole
+         * granules is above the limit (the rounding of the last granule is unavoidable) */
+        size_t need = vram__round_up(current + rounded, gran);
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s): the %zu bytes in "
+                 "use and the request need %zu granules of %zu bytes (%zu bytes) even with no gap between blocks, "
+                 "%zu bytes more than the limit", p->cfg.limit, p->cfg.limit_source, current, need / gran, gran,
+                 need, need - limit);
     } else if (p->cfg.growth && limit == p->cfg.limit && free_bytes < rounded && growable < rounded) {
         /* neither the free bytes held nor the room to grow would do alone: without the limit growth
          * would map more, so the limit is what stands in the way (not fragmentation) */
