@@ -29,3 +29,6 @@ check() {
 
 # has TEXT NEEDLE: whether TEXT contains NEEDLE.
 has() { grep -qF -- "$2" <<<"$1"; }
+
+# field FILE KEY: a top-level value of the JSON object in FILE (a replay's --json)
+field() { ${PYTHON:-python3} -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v)' "$1" "$2"; }

@@ -22,13 +22,11 @@ trap 'rm -rf "$TMP"' EXIT
 PASSED=0
 FAILED=0
 # shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run(), check()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run(), check(), field()
 
 unset VRAM_BACKEND VRAM_SIM_DEVICES VRAM_ALLOC_CONF VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION \
       CUDA_VISIBLE_DEVICES
 
-# field FILE KEY: a number of the replay's JSON
-field() { ${PYTHON:-python3} -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v)' "$1" "$2"; }
 
 for t in bert_varlen gpt2_train resnet50_train train_bert_varlen train_gpt2 train_resnet50; do
     "$VRAM" replay "$SRC/traces/$t.trace.gz" --passes 1 --json >"$TMP/$t-peak.json" 2>/dev/null

@@ -21,12 +21,10 @@ trap 'rm -rf "$TMP"' EXIT
 PASSED=0
 FAILED=0
 # shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run(), check()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run(), check(), field()
 
 unset VRAM_BACKEND VRAM_SIM_DEVICES VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION CUDA_VISIBLE_DEVICES
 
-# field FILE KEY: a number of the replay's JSON
-field() { ${PYTHON:-python3} -c 'import json, sys; v = json.load(open(sys.argv[1]))[sys.argv[2]]; print(v)' "$1" "$2"; }
 # le A B: A <= B (decimals)
 le() { ${PYTHON:-python3} -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$1" "$2"; }
 
