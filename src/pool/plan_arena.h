@@ -4,7 +4,8 @@
  *
  * The arena's detector is fed every request best fit serves and every free. Once it confirms a
  * step whose planned blocks are a large part of what the arena holds, the arena carves the plan's
- * zone at the end of the VMM region: `top` bytes behind a zone edge, whose free chunks are indexed
+ * zone at the end of the VMM region (under a limit that was set, only when the zone fits it beside
+ * the memory held outside the zone at the first step; else the plan is refused and detection stops): `top` bytes behind a zone edge, whose free chunks are indexed
  * apart (pbins), so that best fit never places there. From the plan's first request on, each
  * request of a step is compared with the plan's next one (size, stream). A planned one is cut at
  * its offset from the free chunk that starts where its planned neighbour below ends (a pointer and
