@@ -106,8 +106,9 @@ static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
  * place in the zone is mapped only once it is freed, but the granules it shares there are mapped for
  * its neighbours). The step before's that live into the next step are freed in the current step. */
 static int held_at_first_step(const pool_chunk *c, const pool_plan *plan) {
+    if (c->plan_id == 0 || plan->start_request < 2 * (uint64_t)plan->period) return 1;
     uint64_t id = c->plan_id - 1, cur = plan->start_request - plan->period, prev = cur - plan->period;
-    if (c->plan_id == 0 || id < prev || plan->start_request < 2 * (uint64_t)plan->period) return 1;
+    if (id < prev) return 1;
     if (id >= cur) return plan->offset[id - cur] == PLAN_UNPLANNED || plan->wraps[id - cur];
     return plan->offset[id - prev] == PLAN_UNPLANNED || !plan->wraps[id - prev];
 }
