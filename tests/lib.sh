@@ -1,4 +1,21 @@
-# tests/lib.sh: what the shell tests share; sourced after they set TMP (a scratch directory).
+# tests/lib.sh: what the shell tests share; sourced after they set TMP (a scratch directory), or
+# before start_test, which sets it.
+
+# start_test ARGS...: the start of a test whose one argument is the vram binary: VRAM (its absolute
+# path), SRC (the source tree), TMP (a scratch directory, removed at exit), PASSED and FAILED (0); a
+# usage line and exit 2 for any other arguments.
+start_test() {
+    if [[ $# -ne 1 ]]; then
+        echo "usage: $0 VRAM_BINARY" >&2
+        exit 2
+    fi
+    VRAM=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
+    SRC=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+    TMP=$(mktemp -d)
+    trap 'rm -rf "$TMP"' EXIT
+    PASSED=0
+    FAILED=0
+}
 
 # run CMD...: runs CMD, keeping its exit status in RC and its stdout/stderr in OUT/ERR.
 run() {

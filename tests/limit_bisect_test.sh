@@ -12,18 +12,9 @@
 # (2 to 8 for vram on the default grid). The cell check is shown to reject wrong cells. Exit 1 when a
 # check failed.
 set -euo pipefail
-if [[ $# -ne 1 ]]; then
-    echo "usage: $0 VRAM_BINARY" >&2
-    exit 2
-fi
-VRAM=$(cd "$(dirname "$1")" && pwd)/$(basename "$1")
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-PASSED=0
-FAILED=0
 # shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run(), check()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # start_test(), run(), check(), field()
+start_test "$@"                                  # VRAM, SRC, TMP, PASSED, FAILED
 
 unset VRAM_BACKEND VRAM_SIM_DEVICES VRAM_ALLOC_CONF VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT CUDA_VISIBLE_DEVICES
 run env BENCH_BISECT=1 BENCH_VRAM="$VRAM" BENCH_PEERS=host BENCH_TRACES=traces/resnet50_train.trace.gz \

@@ -10,18 +10,9 @@
 #
 # Exit 1 when a check failed.
 set -euo pipefail
-if [[ $# -ne 1 ]]; then
-    echo "usage: $0 VRAM_BINARY" >&2
-    exit 2
-fi
-VRAM=$1
-SRC=$(cd "$(dirname "$0")/.." && pwd)
-TMP=$(mktemp -d)
-trap 'rm -rf "$TMP"' EXIT
-PASSED=0
-FAILED=0
 # shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run(), check(), field()
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # start_test(), run(), check(), field()
+start_test "$@"                                  # VRAM, SRC, TMP, PASSED, FAILED
 
 unset VRAM_BACKEND VRAM_SIM_DEVICES VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION CUDA_VISIBLE_DEVICES
 
