@@ -23,13 +23,17 @@ The trace (traces/README.md) gets:
 Blocks live before the history starts (freed in it without an alloc, or allocated in the segments
 and never touched by it) are allocated at the start, with the frames the segments give them.
 
-The snapshot pickle is trusted input (pickle runs code): convert only snapshots you made.
-Exit status 0, 1 on an unreadable or malformed snapshot (one line on stderr), 2 on usage errors.
+A snapshot is untrusted data: it is read with an unpickler that builds plain data only (dicts, lists,
+tuples, sets, strings, bytes, numbers, booleans and None; a real snapshot holds nothing else) and
+refuses, before anything is run, every pickle that names a callable or a class (GLOBAL, STACK_GLOBAL,
+INST, OBJ, an extension code) or a persistent id, naming what it asked for.
+Exit status 0, 1 on an unreadable, unsafe or malformed snapshot (one line on stderr), 2 on usage errors.
 """
 
 import argparse
 import gzip
 import pickle
+import reprlib
 import sys
 
 FREE_EVENTS = ("free_completed", "free_requested")
@@ -51,18 +55,61 @@ def _frames_text(frames):
     return "\t".join(s.replace("\t", " ").replace("\n", " ") for s in out)
 
 
+# ---- reading: plain data only ------------------------------------------------------------------
+
+class _PlainUnpickler(pickle.Unpickler):
+    """An unpickler that builds plain data only. Dicts, lists, tuples, sets, strings, bytes, numbers,
+    booleans and None have opcodes of their own; everything else (a class, a function) reaches the
+    unpickler through find_class (GLOBAL, STACK_GLOBAL, INST, OBJ, EXT1/2/4) or persistent_load, which
+    refuse it before anything is called."""
+
+    def find_class(self, module, name):
+        raise SnapshotError("refused: the pickle asks for %s.%s, and a snapshot is plain data (dicts, lists, "
+                            "strings, numbers); nothing in it is run" % (_cut(module), _cut(name)))
+
+    def persistent_load(self, pid):
+        raise SnapshotError("refused: the pickle asks for a persistent object %s, and a snapshot is plain "
+                            "data (dicts, lists, strings, numbers)" % _shown(pid))
+
+
 def load(path):
     try:
         with open(path, "rb") as f:
-            data = pickle.load(f)
+            data = _PlainUnpickler(f).load()
     except OSError as e:
         raise SnapshotError("%s: cannot read: %s" % (path, e.strerror or e)) from None
+    except SnapshotError as e:
+        raise SnapshotError("%s: %s" % (path, e)) from None
     except Exception as e:  # noqa: BLE001 - unpickling errors of every kind: one sentence
+        if isinstance(e, ValueError) and "extension code" in str(e):
+            raise SnapshotError("%s: refused: the pickle asks for an object by extension code, and a snapshot "
+                                "is plain data (dicts, lists, strings, numbers)" % path) from None
         raise SnapshotError("%s: not a snapshot pickle (%s: %s)" % (path, type(e).__name__, e)) from None
     if not isinstance(data, dict) or "device_traces" not in data or "segments" not in data:
         raise SnapshotError("%s: not a PyTorch memory snapshot (no 'segments' and 'device_traces'); "
                             "write one with torch.cuda.memory._dump_snapshot()" % path)
     return data
+
+
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxstring, _REPR.maxother = 2, 40, 40
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 4
+
+
+def _shown(value):
+    """A short, one-line picture of a value from the snapshot, for messages."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        return "a %d-bit number" % value.bit_length()
+    try:
+        return _REPR.repr(value)
+    except Exception:  # noqa: BLE001 - (a huge number inside a list, say): the type is enough
+        return "a %s" % type(value).__name__
+
+
+def _cut(s, most=80):
+    """s cut to `most` characters, for messages (main escapes what is not printable)."""
+    s = str(s)
+    return s if len(s) <= most else s[:most] + "..."
 
 
 def _pick_device(data, device):
