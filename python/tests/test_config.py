@@ -121,6 +121,36 @@ class NoneUntilSetTest(IsolatedTestCase):
         self.assertIsNone(config.get_memory_limit(gpu))
 
 
+class RoundsToNothingTest(IsolatedTestCase):
+    """A memory limit that rounds to nothing is refused by name and leaves the limit in force: None
+    and the int 0 (vram_set_memory_limit's 0) are the only ways to remove it (issue 34)."""
+
+    def test_zero_byte_limit_refused(self):
+        gpu = config.list_physical_devices()[0]
+        config.set_memory_limit(gpu, '1GiB')
+        for limit in ('0.4', '0', '0K', '0.0001K', ' 0.9 ', '0GiB', '.5'):
+            with self.assertRaises(ValueError) as caught:
+                config.set_memory_limit(gpu, limit)
+            self.assertIn(repr(limit), str(caught.exception))
+            self.assertIn("None", str(caught.exception))              # says how to remove a limit
+            self.assertEqual(caught.exception.status, "VRAM_ERR_INVALID_ARGUMENT")
+            self.assertEqual(config.get_memory_limit(gpu), GIB, limit)   # the limit stays
+        with self.assertRaisesRegex(ValueError, "'0.4'"):
+            config.set_memory_limit('GPU:1', '0.4')
+        self.assertIsNone(config.get_memory_limit('GPU:1'))            # (nothing set there either)
+
+    def test_explicit_removal(self):
+        gpu = config.list_physical_devices()[0]
+        for remove in (None, 0):
+            config.set_memory_limit(gpu, '1.5K')                       # 1536 bytes: not nothing
+            self.assertEqual(config.get_memory_limit(gpu), 1536)
+            config.set_memory_limit(gpu, remove)
+            self.assertIsNone(config.get_memory_limit(gpu))
+        for wrong in (0.0, 0.4, False):                                # no number rounds: a float is refused
+            with self.assertRaises(TypeError):
+                config.set_memory_limit(gpu, wrong)
+
+
 class ExceptionsTest(IsolatedTestCase):
     """TensorFlow's exceptions and messages."""
 
