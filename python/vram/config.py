@@ -23,8 +23,9 @@ Differences from TensorFlow, all following from vram managing GPU memory only:
 
 A physical GPU may be given as a PhysicalDevice, its name ('/physical_device:GPU:0'), 'GPU:0' or its
 index (get_device_details takes a PhysicalDevice only, as TensorFlow's); a logical GPU as a device
-string with TensorFlow's rules ('GPU:0', '/device:GPU:0', '/job:localhost/replica:0/task:0/device:GPU:0'),
-a LogicalDevice or its index.
+string with TensorFlow's rules ('GPU:0', '/device:GPU:0', '/job:localhost/replica:0/task:0/device:GPU:0';
+numbers in ASCII digits, nothing after the last: 'GPU:0\n' and 'GPU:\u0660' do not parse), a LogicalDevice
+or its index.
 A memory limit never turns into no limit by rounding: set_memory_limit refuses a size string of 0 bytes
 ('0.4'); only None (or the int 0) removes a limit.
 vram's additions: set_memory_limit / get_memory_limit (a hard cap per card), trim,
