@@ -9,6 +9,13 @@ under --limit with vram's message), a PyTorch snapshot pickle built here with th
 torch.cuda.memory._dump_snapshot()'s format (converted, the recording allocator's reserved bytes and
 frames kept), the size of the report of traces/gpt2_train.trace.gz, and that the page fetches nothing;
 and tools/record_trace.py where PyTorch cannot be imported (a sentence, not a traceback).
+
+SnapshotSafety: a snapshot pickle is untrusted data. A pickle that asks for code (os.system, eval, by
+GLOBAL, STACK_GLOBAL, INST, OBJ, an extension code or a persistent id, protocols 0 to 5) runs nothing
+and gets one line naming what it asked for; a snapshot of the wrong shape (an entry that is no dict,
+'segments' or 'device_traces' of the wrong type, a size that is inf, nan, negative, a bool or beyond
+64 bits, ...) gets one line naming the field, exit 1, no traceback; a real snapshot's plain types
+(tuples, bools, floats, None) in every protocol still convert.
 """
 
 import gzip
@@ -16,6 +23,7 @@ import json
 import os
 import pickle
 import re
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -220,6 +228,222 @@ class Report(unittest.TestCase):
         r = report([os.path.join(ROOT, "traces", "gpt2_train.trace.gz")])
         self.assertEqual(r.returncode, 2)
         self.assertIn("-o", r.stderr)
+
+
+def convert(snapshot_path, *extra):
+    return subprocess.run([sys.executable, CONVERTER, snapshot_path, "-o", "-"] + list(extra), capture_output=True,
+                          text=True, timeout=60)
+
+
+class _Call:
+    """Pickles as a call of fn(arg) (what a crafted snapshot uses to run code)."""
+
+    def __init__(self, fn, arg):
+        self.fn, self.arg = fn, arg
+
+    def __reduce__(self):
+        return self.fn, (self.arg,)
+
+
+def pickle_global_name(fn, protocol):
+    """module.name as the pickle of `fn` spells it (protocols 0-2 write Python 2's module names)."""
+    module = fn.__module__
+    if protocol < 3 and module == "builtins":
+        module = "__builtin__"
+    return "%s.%s" % (module, fn.__name__)
+
+
+class SnapshotSafety(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.dir = self.tmp.name
+        self.marker = os.path.join(self.dir, "MARKER")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def write(self, name, data):
+        path = os.path.join(self.dir, name)
+        with open(path, "wb") as f:
+            f.write(data)
+        return path
+
+    def assert_one_line_refusal(self, r, *needles):
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertEqual(len(r.stderr.splitlines()), 1, r.stderr)
+        self.assertTrue(r.stderr.startswith("snapshot_to_trace: "), r.stderr)
+        for needle in needles:
+            self.assertIn(needle, r.stderr)
+        self.assertEqual(r.stdout, "")
+
+    def test_code_in_a_pickle_is_never_run(self):
+        """os.system and eval by __reduce__ (GLOBAL in protocols 0-3, STACK_GLOBAL in 4-5), alone and
+        inside an otherwise good snapshot: nothing runs, one line names the refused global."""
+        touch = "touch " + shlex.quote(self.marker)
+        calls = [(os.system, touch), (eval, "open(%r, 'w').close()" % self.marker)]
+        for protocol in range(6):
+            for fn, arg in calls:
+                snap = make_snapshot()
+                snap["device_traces"][0][1]["frames"].append(_Call(fn, arg))
+                for what, obj in (("alone", _Call(fn, arg)), ("inside", snap)):
+                    with self.subTest(protocol=protocol, fn=fn.__name__, where=what):
+                        if os.path.exists(self.marker):
+                            os.unlink(self.marker)
+                        path = self.write("evil.pickle", pickle.dumps(obj, protocol=protocol))
+                        r = convert(path)
+                        self.assertFalse(os.path.exists(self.marker), "the pickle ran its code")
+                        self.assert_one_line_refusal(r, pickle_global_name(fn, protocol), "plain data")
+
+    def test_code_by_hand_made_opcodes_is_never_run(self):
+        """The other ways a pickle names a callable: GLOBAL + REDUCE, INST, OBJ, STACK_GLOBAL written by
+        hand, an extension code and a persistent id."""
+        touch = ("touch " + self.marker).encode()
+        cases = [
+            (b"cos\nsystem\n(S'" + touch + b"'\ntR.", "os.system"),                      # GLOBAL, REDUCE
+            (b"(S'" + touch + b"'\nios\nsystem\n.", "os.system"),                        # INST
+            (b"(cos\nsystem\nS'" + touch + b"'\no.", "os.system"),                       # OBJ
+            (b"\x80\x04\x8c\x02os\x8c\x06system\x93\x8c" + bytes([len(touch)]) + touch + b"\x85R.",
+             "os.system"),                                                                # STACK_GLOBAL
+            (b"\x80\x04\x8c\x08builtins\x8c\x04exec\x93\x8c\x1cimport os; os.system('true')\x85R.",
+             "builtins.exec"),
+            (b"\x80\x02\x82\x01.", "extension code"),                                    # EXT1
+            (b"P1\n.", "persistent"),                                                    # PERSID
+        ]
+        for data, needle in cases:
+            with self.subTest(data=data):
+                if os.path.exists(self.marker):
+                    os.unlink(self.marker)
+                r = convert(self.write("evil.pickle", data))
+                self.assertFalse(os.path.exists(self.marker), "the pickle ran its code")
+                self.assert_one_line_refusal(r, needle)
+
+    def test_vram_report_runs_no_code(self):
+        """Through `vram report` itself: nothing runs, no page, the converter's line, no traceback."""
+        path = self.write("evil.pickle", pickle.dumps(_Call(os.system, "touch " + shlex.quote(self.marker))))
+        r = report([path, "-o", os.path.join(self.dir, "r.html")])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertFalse(os.path.exists(self.marker), "the pickle ran its code")
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "r.html")))
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertIn("snapshot_to_trace: %s: " % path, r.stderr)
+        self.assertIn("posix.system", r.stderr)
+
+    def test_real_snapshot_types_in_every_protocol(self):
+        """What torch.cuda.memory._snapshot() holds beyond dicts, lists, strings and ints (the tuple
+        segment_pool_id, the bool is_expandable, float and None settings, extra string fields) in
+        every pickle protocol: converted, to the same trace as the plain snapshot."""
+        want = convert(self.write("plain.pickle", pickle.dumps(make_snapshot())))
+        self.assertEqual(want.returncode, 0, want.stderr)
+        snap = make_snapshot()
+        for s in snap["segments"]:
+            s.update(segment_pool_id=(0, 0), is_expandable=False, requested_size=0)
+        for e in snap["device_traces"][0]:
+            e.update(compile_context="N/A", user_metadata="")
+        snap["device_traces"].append([])
+        snap["allocator_settings"] = {"PYTORCH_CUDA_ALLOC_CONF": None, "max_split_size": -1,
+                                      "garbage_collection_threshold": 0.0, "expandable_segments": False,
+                                      "roundup_power2_divisions": [1, 0, 0, 0]}
+        for protocol in range(6):
+            with self.subTest(protocol=protocol):
+                r = convert(self.write("s.pickle", pickle.dumps(snap, protocol=protocol)))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout, want.stdout.replace("plain.pickle", "s.pickle"))
+
+    def test_bad_shapes(self):
+        """Each gets one line naming the field at fault, exit 1, no traceback."""
+        def entry(i):
+            return lambda s: s["device_traces"][0][i]
+
+        def setter(get, key, value):
+            def mutate(s):
+                get(s)[key] = value
+                return s
+            return mutate
+
+        def put(key, value):
+            return setter(lambda s: s, key, value)
+
+        size_field = "device_traces[0][1]['size']"
+        cases = [
+            ("snapshot is a list", lambda s: [s], "not a PyTorch memory snapshot"),
+            ("segments is a dict", put("segments", {"a": 1}), "'segments' is {'a': 1}, not a list"),
+            ("segments is None", put("segments", None), "'segments' is None, not a list"),
+            ("device_traces is a dict", put("device_traces", {0: []}), "'device_traces' is {0: []}, not a list"),
+            ("device_traces is a string", put("device_traces", "abc"), "'device_traces' is 'abc', not a list"),
+            ("a device's trace is an int", setter(lambda s: s["device_traces"], 0, 7),
+             "device_traces[0] is 7, not a list"),
+            ("an entry is an int", setter(lambda s: s["device_traces"][0], 2, 5), "device_traces[0][2] is 5, not a dict"),
+            ("an entry is a string", setter(lambda s: s["device_traces"][0], 0, "alloc"),
+             "device_traces[0][0] is 'alloc', not a dict"),
+            ("a segment is a list", setter(lambda s: s["segments"], 1, [1]), "segments[1] is [1], not a dict"),
+            ("blocks is an int", setter(lambda s: s["segments"][1], "blocks", 3), "segments[1]['blocks'] is 3, not a list"),
+            ("a block is a string", setter(lambda s: s["segments"][1]["blocks"], 0, "b"),
+             "segments[1]['blocks'][0] is 'b', not a dict"),
+            ("size inf", setter(entry(1), "size", float("inf")), size_field + " is inf, not a whole number"),
+            ("size nan", setter(entry(1), "size", float("nan")), size_field + " is nan, not a whole number"),
+            ("size -1", setter(entry(1), "size", -1), size_field + " is -1, not a whole number"),
+            ("size True", setter(entry(1), "size", True), size_field + " is True, not a whole number"),
+            ("size 2**64", setter(entry(1), "size", 2 ** 64), size_field + " is 18446744073709551616, not a whole"),
+            ("size 10**5000", setter(entry(1), "size", 10 ** 5000), size_field + " is a 16610-bit number, not a whole"),
+            ("size 1.5", setter(entry(1), "size", 1.5), size_field + " is 1.5, not a whole number"),
+            ("size a string", setter(entry(1), "size", "12"), size_field + " is '12', not a whole number"),
+            ("a freed size inf", setter(entry(4), "size", float("inf")), "device_traces[0][4]['size'] is inf"),
+            ("a segment's size inf", setter(entry(0), "size", float("inf")), "device_traces[0][0]['size'] is inf"),
+            ("total_size inf", setter(lambda s: s["segments"][0], "total_size", float("inf")),
+             "segments[0]['total_size'] is inf"),
+            ("requested_size -5", setter(lambda s: s["segments"][1]["blocks"][0], "requested_size", -5),
+             "segments[1]['blocks'][0]['requested_size'] is -5"),
+            ("addr a list", setter(entry(1), "addr", [1]), "device_traces[0][1]['addr'] is [1], not a whole number"),
+            ("addr missing", lambda s: entry(1)(s).pop("addr") and s, "device_traces[0][1] has no 'addr'"),
+            ("block address None", setter(lambda s: s["segments"][1]["blocks"][0], "address", None),
+             "segments[1]['blocks'][0]['address'] is None"),
+            ("stream 2**64", setter(entry(1), "stream", 2 ** 64), "device_traces[0][1]['stream'] is 18446744073709551616"),
+            ("time_us inf", setter(entry(2), "time_us", float("inf")), "device_traces[0][2]['time_us'] is inf"),
+            ("time_us 2**63", setter(entry(2), "time_us", 2 ** 63), "device_traces[0][2]['time_us'] is 9223372036854775808"),
+            ("device a string", setter(lambda s: s["segments"][0], "device", "cuda:0"),
+             "segments[0]['device'] is 'cuda:0', not a whole number"),
+            ("frames an int", setter(entry(1), "frames", 5), "device_traces[0][1]['frames'] is 5, not a list"),
+            ("a frame a string", setter(entry(1), "frames", ["x"]), "device_traces[0][1]['frames'][0] is 'x', not a dict"),
+            ("a frame's line huge", setter(entry(1), "frames", [frame("a.py", 10 ** 5000, "f")]),
+             "device_traces[0][1]['frames'][0]['line'] is a 16610-bit number"),
+            ("reserved beyond 64 bits", lambda s: [seg.update(total_size=2 ** 63) for seg in s["segments"]] and s,
+             "reserved bytes"),
+        ]
+        for name, mutate, needle in cases:
+            with self.subTest(name):
+                path = self.write("bad.pickle", pickle.dumps(mutate(make_snapshot())))
+                self.assert_one_line_refusal(convert(path), needle)
+
+    def test_bad_device_and_output(self):
+        """--device beyond the snapshot, negative or not ASCII digits; an output that cannot be written."""
+        path = self.write("s.pickle", pickle.dumps(make_snapshot()))
+        self.assert_one_line_refusal(convert(path, "--device", "1"), "no device 1")
+        for text in ("-1", "\u0660", "\uff10", "0\n", "+0"):       # (a usage error: exit 2)
+            with self.subTest(device=text):
+                r = convert(path, "--device", text)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertNotIn("Traceback", r.stderr)
+                self.assertIn("not a device index", r.stderr)
+        r = subprocess.run([sys.executable, CONVERTER, path, "-o", os.path.join(self.dir, "no", "such", "t.trace")],
+                           capture_output=True, text=True, timeout=60)
+        self.assert_one_line_refusal(r, "cannot write")
+
+    def test_odd_names_stay_on_one_line(self):
+        """A snapshot file name and frame strings with newlines, tabs and NULs: the trace keeps one
+        event a line and the messages one line."""
+        odd = os.path.join(self.dir, "a b\nc.pickle")
+        snap = make_snapshot()
+        snap["device_traces"][0][1]["frames"] = [frame("/x\n/y\r.py", 1, "f\tg\x00h")]
+        with open(odd, "wb") as f:
+            pickle.dump(snap, f)
+        r = convert(odd)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("# frames 1 /x /y .py:1:f g h\n", r.stdout)
+        self.assertIn("source=a_b_c.pickle ", r.stdout)
+        with open(odd, "wb") as f:
+            f.write(b"junk")
+        self.assert_one_line_refusal(convert(odd), "not a snapshot pickle")
 
 
 if __name__ == "__main__":

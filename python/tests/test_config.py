@@ -121,6 +121,83 @@ class NoneUntilSetTest(IsolatedTestCase):
         self.assertIsNone(config.get_memory_limit(gpu))
 
 
+class RoundsToNothingTest(IsolatedTestCase):
+    """A memory limit that rounds to nothing is refused by name and leaves the limit in force: None
+    and the int 0 (vram_set_memory_limit's 0) are the only ways to remove it (issue 34)."""
+
+    def test_zero_byte_limit_refused(self):
+        gpu = config.list_physical_devices()[0]
+        config.set_memory_limit(gpu, '1GiB')
+        for limit in ('0.4', '0', '0K', '0.0001K', ' 0.9 ', '0GiB', '.5'):
+            with self.assertRaises(ValueError) as caught:
+                config.set_memory_limit(gpu, limit)
+            self.assertIn(repr(limit), str(caught.exception))
+            self.assertIn("None", str(caught.exception))              # says how to remove a limit
+            self.assertEqual(caught.exception.status, "VRAM_ERR_INVALID_ARGUMENT")
+            self.assertEqual(config.get_memory_limit(gpu), GIB, limit)   # the limit stays
+        with self.assertRaisesRegex(ValueError, "'0.4'"):
+            config.set_memory_limit('GPU:1', '0.4')
+        self.assertIsNone(config.get_memory_limit('GPU:1'))            # (nothing set there either)
+
+    def test_explicit_removal(self):
+        gpu = config.list_physical_devices()[0]
+        for remove in (None, 0):
+            config.set_memory_limit(gpu, '1.5K')                       # 1536 bytes: not nothing
+            self.assertEqual(config.get_memory_limit(gpu), 1536)
+            config.set_memory_limit(gpu, remove)
+            self.assertIsNone(config.get_memory_limit(gpu))
+        for wrong in (0.0, 0.4, False):                                # no number rounds: a float is refused
+            with self.assertRaises(TypeError):
+                config.set_memory_limit(gpu, wrong)
+
+
+class StrictDeviceStringTest(IsolatedTestCase):
+    """A device string's numbers are ASCII digits and nothing follows them: 'GPU:0\n', 'GPU:٠' and
+    'GPU:０' are refused with TensorFlow's parse message (one line), by every call that takes a logical
+    device string; the physical-device calls refuse them as unrecognized (issue 34)."""
+    BAD = ('GPU:0\n', 'GPU:\u0660', 'GPU:\uff10', 'GPU:\u0967', '/device:GPU:\u0660', '/device:GPU:0\n',
+           '/gpu:\u0660', '/job:localhost/replica:\u0660/task:0/device:GPU:0',
+           '/job:localhost/replica:0/task:\uff10/device:GPU:0', 'GPU:0\r', '\u0660')
+
+    @staticmethod
+    def parse_failure(shown):
+        return ("Failed parsing device name: '%s'. Note a valid device string should at least contain a device "
+                "type and a device index, like \"GPU:0\"." % shown)
+
+    def test_logical_calls(self):
+        ptr = vram.malloc(4096, device='GPU:0')
+        for name in self.BAD:
+            shown = name.replace('\n', '\\n').replace('\r', '\\r')
+            calls = [lambda: config.experimental.get_memory_info(name),
+                     lambda: config.get_memory_info_full(name),
+                     lambda: config.experimental.reset_memory_stats(name),
+                     lambda: config.experimental.get_memory_usage(name),
+                     lambda: config.trim(name),
+                     lambda: vram.malloc(4096, device=name),
+                     lambda: config.experimental.get_memory_info(config.LogicalDevice(name, 'GPU'))]
+            for call in calls:
+                with self.assertRaises(ValueError, msg=repr(name)) as caught:
+                    call()
+                self.assertEqual(str(caught.exception), self.parse_failure(shown))
+                self.assertEqual(caught.exception.status, "VRAM_ERR_UNRECOGNIZED_DEVICE")
+        self.assertEqual(config.get_memory_info_full('GPU:0')['num_allocs'], 1)   # nothing else was allocated
+        self.assertEqual(config.experimental.get_memory_info('GPU:0')['peak'], 4096)   # nor reset
+        vram.free(ptr)
+        for good in ('GPU:0', '/device:GPU:1', '/job:localhost/replica:0/task:0/device:GPU:1', '/gpu:0'):
+            config.experimental.get_memory_info(good)
+
+    def test_physical_calls(self):
+        for name in ('GPU:0\n', 'GPU:\u0660', 'GPU:\uff10', '/physical_device:GPU:0\n', '/physical_device:GPU:\u0660'):
+            for call in (lambda: config.experimental.set_memory_growth(name, True),
+                         lambda: config.set_memory_limit(name, '1GiB'),
+                         lambda: config.set_visible_devices([name])):
+                with self.assertRaises(ValueError) as caught:
+                    call()
+                self.assertEqual(str(caught.exception), "Unrecognized device: %r" % name)
+        self.assertIsNone(config.experimental.get_memory_growth(0))
+        self.assertIsNone(config.get_memory_limit(0))
+
+
 class ExceptionsTest(IsolatedTestCase):
     """TensorFlow's exceptions and messages."""
 

@@ -12,9 +12,14 @@ lib = _lib.lib
 
 SIZE_MAX = 2 ** (8 * ctypes.sizeof(ctypes.c_size_t)) - 1
 INT_MAX = 2 ** 31 - 1
-_FULL_NAME_PART = re.compile(r"/(?:job:([A-Za-z0-9_-]+)|replica:(\d+)|task:(\d+)|device:([A-Za-z_][A-Za-z0-9_]*):(\d+|\*)|"
-                             r"(cpu|gpu):(\d+|\*))")
-_LOCAL_NAME = re.compile(r"^([A-Za-z_][A-Za-z0-9_]*):(\d+)$")
+# A device string's numbers are ASCII digits only, as TensorFlow's parser takes them: not \d, which takes
+# every script's digits ('GPU:\u0660'), and every pattern is matched whole (fullmatch; '$' matches before a
+# trailing newline, so 'GPU:0\n' would pass).
+_INDEX = r"[0-9]+"
+_TYPE = r"[A-Za-z_][A-Za-z0-9_]*"
+_FULL_NAME_PART = re.compile(r"/(?:job:([A-Za-z0-9_-]+)|replica:(%s)|task:(%s)|device:(%s):(%s|\*)|(cpu|gpu):(%s|\*))"
+                             % (_INDEX, _INDEX, _TYPE, _INDEX, _INDEX))
+_LOCAL_NAME = re.compile(r"(%s):(%s)" % (_TYPE, _INDEX))
 _JOB = ("localhost", 0, 0)   # a logical device's job, replica and task, as TensorFlow names local devices
 
 
@@ -93,12 +98,12 @@ def parse_device_name(text):
     """TensorFlow's device string ('GPU:0', '/device:GPU:0', '/job:localhost/replica:0/task:0/device:GPU:1',
     '/gpu:0') as (job, replica, task, type, index), None for a part not given; None when it does not parse."""
     if not text.startswith("/"):
-        match = _LOCAL_NAME.match(text)
+        match = _LOCAL_NAME.fullmatch(text)
         return (None, None, None, match.group(1), int(match.group(2))) if match else None
     job = replica = task = kind = index = None
     at = 0
     while at < len(text):
-        match = _FULL_NAME_PART.match(text, at)
+        match = _FULL_NAME_PART.match(text, at)   # (the next part starts with "/" where this one ends)
         if match is None:
             return None
         g = match.groups()
@@ -114,6 +119,11 @@ def parse_device_name(text):
             index = None if number == "*" else int(number)
         at = match.end()
     return job, replica, task, kind, index
+
+
+def one_line(text):
+    """text with each character that is not printable escaped ('GPU:0\\n'), for a one-line message."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def logical_names():
@@ -132,7 +142,8 @@ def logical_index(device):
     parsed = parse_device_name(name)
     if parsed is None:
         raise status_error("VRAM_ERR_UNRECOGNIZED_DEVICE", "Failed parsing device name: '%s'. Note a valid device "
-                           "string should at least contain a device type and a device index, like \"GPU:0\"." % name)
+                           "string should at least contain a device type and a device index, like \"GPU:0\"."
+                           % one_line(name))
     matched = []
     for i, local in enumerate(logical_names()):
         full = "/job:%s/replica:%d/task:%d%s" % (_JOB + (local,))

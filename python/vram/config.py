@@ -23,8 +23,11 @@ Differences from TensorFlow, all following from vram managing GPU memory only:
 
 A physical GPU may be given as a PhysicalDevice, its name ('/physical_device:GPU:0'), 'GPU:0' or its
 index (get_device_details takes a PhysicalDevice only, as TensorFlow's); a logical GPU as a device
-string with TensorFlow's rules ('GPU:0', '/device:GPU:0', '/job:localhost/replica:0/task:0/device:GPU:0'),
-a LogicalDevice or its index.
+string with TensorFlow's rules ('GPU:0', '/device:GPU:0', '/job:localhost/replica:0/task:0/device:GPU:0';
+numbers in ASCII digits, nothing after the last: 'GPU:0\n' and 'GPU:\u0660' do not parse), a LogicalDevice
+or its index.
+A memory limit never turns into no limit by rounding: set_memory_limit refuses a size string of 0 bytes
+('0.4'); only None (or the int 0) removes a limit.
 vram's additions: set_memory_limit / get_memory_limit (a hard cap per card), trim,
 get_memory_info_full (every statistic) and get_device_details.
 """
@@ -166,8 +169,16 @@ def get_memory_growth(device):
 
 
 def set_memory_limit(device, limit):
-    """A hard cap on what vram holds from the card: bytes or a size string ('6GiB'); None or 0 removes it."""
-    limit_bytes = 0 if limit is None else _core.to_bytes(limit, "limit")
+    """A hard cap on what vram holds from the card: bytes or a size string ('6GiB'); None, or the int 0
+    (vram_set_memory_limit's 0), removes it. A size string of 0 bytes ('0', or '0.4' rounded down) is
+    refused with ValueError and the limit in force stays: a limit never turns into none by rounding."""
+    if limit is None or (type(limit) is int and limit == 0):
+        limit_bytes = 0
+    else:
+        limit_bytes = _core.to_bytes(limit, "limit")
+        if limit_bytes == 0:
+            raise status_error("VRAM_ERR_INVALID_ARGUMENT", "memory limit %r is 0 bytes: a limit must be larger "
+                               "than zero (None removes the limit)" % (limit,))
     check(lib.vram_set_memory_limit(_physical_index(device), limit_bytes))
 
 
