@@ -7,19 +7,21 @@
  *   VRAM_LIMIT=SIZE        every device; VRAM_LIMIT_<i>=SIZE device <i> as the program numbers it
  *                          (after CUDA_VISIBLE_DEVICES), winning over VRAM_LIMIT. Sizes as everywhere
  *                          in vram ("1073741824", "6GiB", "1.5G": vram_parse_size of src/common). A
- *                          value that is no size fails closed: every allocation is refused, said by
- *                          name (a limit never silently drops).
+ *                          value that is no size, or is 0 bytes (one that rounds to nothing, "0.4"
+ *                          or "0.5B", included), fails closed: every allocation is refused, said by
+ *                          name (a limit never silently drops; unset is no limit, as in the library).
  *   VRAM_GROWTH=BOOL       false (0, no, off; `vram run` without --growth): preallocation (balloon.c);
  *                          unset or true: memory on demand.
  *   VRAM_LOG=BOOL          true (1, yes, on; --log): the shim says on stderr why it refused.
  *                          Booleans as the library reads its own (vram__parse_bool); another value
  *                          is ignored, said on stderr.
  *   VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=SIZE   group.c; a group limit without a valid group limits
- *                          the process alone.
+ *                          the process alone; VRAM_GROUP_LIMIT fails closed as VRAM_LIMIT does.
  *
  * Invariants: every field set here is written once, under shim_env_once, before any accounted call
  * reads it (the fast paths read it without a lock). The fork handlers take every lock of the shim
- * in its order (balloon_mu, ledger_mu, g.mu) so that the child inherits none held.
+ * in its order (balloon_mu, ledger_mu, g.mu; held.c registers its own for held_mu, which comes
+ * first) so that the child inherits none held.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -38,25 +40,36 @@ shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INI
 
 /* ---- the variables --------------------------------------------------------------------------- */
 
-/* A limit variable that is not a size: nothing is allowed then (a limit never silently drops). */
-static void shim_malformed(const char *name, const char *value) {
+/* A limit variable that is not a size, or one of 0 bytes (a size that rounds to nothing, "0.4" or
+ * "0.5B", included): nothing is allowed then (a limit never silently drops; as in the library,
+ * leaving the variable unset is how to have no limit). */
+static void shim_malformed(const char *name, const char *value, int zero) {
     if (!g.malformed[0]) snprintf(g.malformed, sizeof g.malformed, "%s='%.80s'", name, value);
-    fprintf(stderr, "vram: %s='%s' is not a size (bytes, or a number with K, M, G or T, e.g. 6GiB): every "
-            "allocation is refused\n", name, value);
+    if (zero)
+        fprintf(stderr, "vram: %s='%s' is 0 bytes: a limit must be larger than zero (unset the variable for no "
+                "limit): every allocation is refused\n", name, value);
+    else
+        fprintf(stderr, "vram: %s='%s' is not a size (bytes, or a number with K, M, G or T, e.g. 6GiB): every "
+                "allocation is refused\n", name, value);
+}
+
+/* The size of limit variable `name`; 0 (said, every allocation refused) when it is none or 0 bytes. */
+static size_t shim_limit_value(const char *name, const char *v) {
+    size_t bytes = 0;
+    if (vram_parse_size(v, &bytes) != VRAM_OK) shim_malformed(name, v, 0);
+    else if (bytes == 0) shim_malformed(name, v, 1);
+    return bytes;
 }
 
 static void shim_read_limit(const char *name, int dev, int src) {
     const char *v = getenv(name);
-    size_t bytes = 0;
     if (!v) return;
-    if (vram_parse_size(v, &bytes) != VRAM_OK) {
-        shim_malformed(name, v);
-        return;
-    }
+    size_t bytes = shim_limit_value(name, v);
+    if (bytes == 0) return;
     for (int d = (dev < 0 ? 0 : dev); d < (dev < 0 ? SHIM_MAX_DEVICES : dev + 1); d++) {
         if (src == SHIM_LIMIT_ALL && g.limit_src[d] == SHIM_LIMIT_DEVICE) continue;
         g.limit[d] = bytes;
-        g.limit_src[d] = bytes ? src : SHIM_LIMIT_NONE;
+        g.limit_src[d] = src;
     }
 }
 
@@ -68,9 +81,9 @@ static void shim_read_group(void) {
         else fprintf(stderr, "vram: VRAM_GROUP='%s' is not a group name (1-31 of A-Z a-z 0-9 . _ -); ignored\n", name);
     }
     if (lim && *lim) {
-        size_t bytes = 0;
-        if (vram_parse_size(lim, &bytes) != VRAM_OK) {
-            shim_malformed("VRAM_GROUP_LIMIT", lim);
+        size_t bytes = shim_limit_value("VRAM_GROUP_LIMIT", lim);
+        if (bytes == 0) {
+            /* refused: every allocation fails (g.malformed) */
         } else if (!g.group[0]) {
             /* a group limit with no group to share it: this process alone is held to it */
             fputs("vram: VRAM_GROUP_LIMIT without a valid VRAM_GROUP: it limits this process alone\n", stderr);
@@ -120,6 +133,7 @@ static void shim_fork_child(void) {
     }
     if (g.table) memset(g.table, 0, g.cap * sizeof *g.table);
     g.count = 0;
+    g.npins = 0;
     if (g.ledger_state == 1) ledger_close(&g.ledger);
     g.ledger_state = 0;
     if (g.shadow_map) munmap(g.shadow_map, SHIM_LEDGER_BYTES);

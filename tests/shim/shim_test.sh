@@ -206,6 +206,17 @@ check "a limit above the card reports the card" '[[ $RC == 0 ]] && has "$OUT" "t
 run "$VRAM" run --growth -- env VRAM_LIMIT=12x "$APP" dlsym fill alloc 256
 check "a malformed VRAM_LIMIT fails closed: every allocation refused, said by name" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=0 bytes=0 err=2" && has "$ERR" "VRAM_LIMIT='"'"'12x'"'"' is not a size"'
+for zero in 0.4 0.5B 0 0K; do
+    run env LD_PRELOAD="$PRELOAD" VRAM_LIMIT=$zero "$APP" dlsym fill alloc 256
+    check "VRAM_LIMIT=$zero rounds to nothing: every allocation refused, said by name (never no limit)" \
+        '[[ $RC == 0 ]] && has "$OUT" "chunks=0 bytes=0 err=2" && has "$ERR" "VRAM_LIMIT='"'"'$zero'"'"' is 0 bytes"'
+    run env LD_PRELOAD="$PRELOAD" VRAM_LIMIT_0=$zero "$APP" dlsym fill alloc 256
+    check "VRAM_LIMIT_0=$zero: the same" \
+        '[[ $RC == 0 ]] && has "$OUT" "chunks=0 bytes=0 err=2" && has "$ERR" "VRAM_LIMIT_0='"'"'$zero'"'"' is 0 bytes"'
+    run env LD_PRELOAD="$PRELOAD" VRAM_GROUP=g0 VRAM_GROUP_LIMIT=$zero "$APP" dlsym fill alloc 256
+    check "VRAM_GROUP_LIMIT=$zero: the same" \
+        '[[ $RC == 0 ]] && has "$OUT" "chunks=0 bytes=0 err=2" && has "$ERR" "VRAM_GROUP_LIMIT='"'"'$zero'"'"' is 0 bytes"'
+done
 run env LD_PRELOAD="$PRELOAD" VRAM_LIMIT=1G "$APP" dlsym fill alloc 256
 check "LD_PRELOAD alone: VRAM_LIMIT takes a size as everywhere in vram (1G)" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 bytes=$GiB err=2"'
