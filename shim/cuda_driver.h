@@ -1,10 +1,12 @@
 /*
- * cuda_driver.h: the CUDA driver functions the preload library interposes on, declared with the
- * types of common/cuda_abi.h's one table of driver functions (VRAM_CUDA_FUNCTIONS: cuda_fn_<symbol>
- * the function's type, pfn_<symbol> a pointer to it), which this header brings in with the
- * driver's handles, results and structs. Shared by the shim (shim/calls.c and shim/interpose.c
- * define the interposed functions), tests/shim/fake_cuda.c (a libcuda.so.1 double that defines
- * them too) and the test programs (which call them through the pfn_ pointers).
+ * cuda_driver.h: the types of the CUDA driver functions the preload library interposes on, from
+ * common/cuda_abi.h's one table of driver functions (VRAM_CUDA_FUNCTIONS: cuda_fn_<symbol> the
+ * function's type, pfn_<symbol> a pointer to it), which this header brings in with the driver's
+ * handles, results and structs, plus the names that table does not spell: the per-thread-stream
+ * (_ptsz) variants and the older versions of a function with the same parameters. Shared by the
+ * shim (shim.h declares every interposed function from its coverage table, SHIM_HOOKS),
+ * tests/shim/fake_cuda.c (a libcuda.so.1 double that defines them too) and the test programs
+ * (which call them through the pfn_ pointers).
  *
  * Names: the exported symbols carry the driver's version suffix (cuMemAlloc_v2); cuGetProcAddress
  * takes the base name ("cuMemAlloc") and a CUDA version and returns the matching version.
@@ -20,23 +22,24 @@
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #endif
 
-/* ---- the interposed functions (exported by libvram_preload.so and by the fake driver) ------- */
+/* X(alias, same_as): a symbol whose parameters are those of another table entry. */
+#define SHIM_DRIVER_ALIASES(X)                                       \
+    X(cuMemAllocAsync_ptsz, cuMemAllocAsync)                         \
+    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync)         \
+    X(cuMemFreeAsync_ptsz, cuMemFreeAsync)                           \
+    X(cuMemMapArrayAsync_ptsz, cuMemMapArrayAsync)                   \
+    X(cuGraphInstantiate_v2, cuGraphInstantiate)                     \
+    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams) \
+    X(cuGraphUpload_ptsz, cuGraphUpload)                             \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch)                             \
+    X(cuCtxDestroy, cuCtxDestroy_v2)                                 \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2)           \
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease)
 
-SHIM_EXPORT cuda_fn_cuMemAlloc_v2 cuMemAlloc_v2;
-SHIM_EXPORT cuda_fn_cuMemAllocPitch_v2 cuMemAllocPitch_v2;
-SHIM_EXPORT cuda_fn_cuMemAllocManaged cuMemAllocManaged;
-SHIM_EXPORT cuda_fn_cuMemFree_v2 cuMemFree_v2;
-SHIM_EXPORT cuda_fn_cuMemGetInfo_v2 cuMemGetInfo_v2;
-SHIM_EXPORT cuda_fn_cuDeviceTotalMem_v2 cuDeviceTotalMem_v2;
-SHIM_EXPORT cuda_fn_cuMemCreate cuMemCreate;
-SHIM_EXPORT cuda_fn_cuMemRelease cuMemRelease;
-SHIM_EXPORT cuda_fn_cuMemAllocAsync cuMemAllocAsync;
-SHIM_EXPORT cuda_fn_cuMemAllocAsync cuMemAllocAsync_ptsz;
-SHIM_EXPORT cuda_fn_cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync;
-SHIM_EXPORT cuda_fn_cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz;
-SHIM_EXPORT cuda_fn_cuMemFreeAsync cuMemFreeAsync;
-SHIM_EXPORT cuda_fn_cuMemFreeAsync cuMemFreeAsync_ptsz;
-SHIM_EXPORT cuda_fn_cuGetProcAddress cuGetProcAddress;
-SHIM_EXPORT cuda_fn_cuGetProcAddress_v2 cuGetProcAddress_v2;
+#define SHIM_DRIVER_ALIAS_TYPES(alias, same_as) \
+    typedef cuda_fn_##same_as cuda_fn_##alias;  \
+    typedef pfn_##same_as pfn_##alias;
+SHIM_DRIVER_ALIASES(SHIM_DRIVER_ALIAS_TYPES)
+#undef SHIM_DRIVER_ALIAS_TYPES
 
 #endif /* VRAM_SHIM_CUDA_DRIVER_H */

@@ -43,7 +43,7 @@ typedef struct shim_hook {
 } shim_hook;
 
 static const shim_hook shim_hooks[SHIM_NUM_HOOKS] = {
-#define X(sym, base, ver, ptsz) { #sym, base, ver, ptsz, (void *)sym },
+#define X(sym, base, ver, ptsz, role) { #sym, base, ver, ptsz, (void *)sym },
     SHIM_HOOKS(X)
 #undef X
 };
@@ -81,11 +81,9 @@ static void shim_cuda_init(void) {
     g.real.lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
     if (g.real.lib && real_dlsym) {
         for (int i = 0; i < SHIM_NUM_HOOKS; i++) g.real.fn[i] = real_dlsym(g.real.lib, shim_hooks[i].symbol);
-        g.real.cuCtxGetDevice = (pfn_cuCtxGetDevice)real_dlsym(g.real.lib, "cuCtxGetDevice");
-        g.real.cuMemGetAllocationGranularity =
-            (pfn_cuMemGetAllocationGranularity)real_dlsym(g.real.lib, "cuMemGetAllocationGranularity");
-        g.real.cuGetErrorName = (pfn_cuGetErrorName)real_dlsym(g.real.lib, "cuGetErrorName");
-        g.real.cuGetErrorString = (pfn_cuGetErrorString)real_dlsym(g.real.lib, "cuGetErrorString");
+#define X(sym) g.real.sym = (pfn_##sym)real_dlsym(g.real.lib, #sym);
+        SHIM_DRIVER_EXTRAS(X)
+#undef X
     }
     if (g.log) shim_env_say(g.real.lib != NULL);
 }
@@ -128,15 +126,21 @@ void shim_device_uuid(int dev, char *out, size_t len) {
 /* ---- entry points handed out by cuGetProcAddress and dlsym ----------------------------------------- */
 
 /* This library's version of what the driver returned for `symbol`, or NULL to keep the driver's.
- * The driver's pointer is matched against its exported versions first; when it is none of them the
- * version and per-thread-stream flag decide. */
+ * The driver's pointer is matched against the exported versions of every interposed symbol first
+ * (its identity says its parameters, whatever name it was asked for by); when it is none of them
+ * (a driver may hand out internal entry points) the newest version of `symbol` at most cuda_version
+ * is taken, with the per-thread-stream flag its _ptsz variant where there is one. Where a base name
+ * came to mean another function (cuGraphInstantiate from CUDA 12.0, whose parameters may be those
+ * of cuGraphInstantiateWithFlags), an unknown pointer is kept: launches still count (graphs.c). */
 static void *shim_proc_replacement(const char *symbol, void *driver_fn, int cuda_version, cuuint64_t flags) {
     int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+    for (int i = 0; i < SHIM_NUM_HOOKS; i++)
+        if (driver_fn == shim_real_fn(i) || driver_fn == shim_hooks[i].wrapper) return shim_hooks[i].wrapper;
+    if (strcmp(symbol, "cuGraphInstantiate") == 0 && cuda_version >= 12000) return NULL;
     int best = -1;
     for (int i = 0; i < SHIM_NUM_HOOKS; i++) {
         const shim_hook *h = &shim_hooks[i];
         if (strcmp(h->base, symbol) != 0) continue;
-        if (driver_fn == shim_real_fn(i) || driver_fn == h->wrapper) return h->wrapper;
         if ((h->ptsz && !ptsz) || h->min_version > cuda_version) continue;
         /* the newest version; with the per-thread flag its _ptsz variant where there is one */
         if (best < 0 || h->min_version > shim_hooks[best].min_version ||

@@ -1,26 +1,27 @@
 /*
  * limits.c: accounting and limits. Owns the bytes in use per device (g.used, g.peak), the checks
- * against VRAM_LIMIT / VRAM_LIMIT_<i> and the group limit, the refusal messages, and the program's
- * view of its device (shim_view: what cuMemGetInfo and NVML report).
+ * against VRAM_LIMIT / VRAM_LIMIT_<i> and the group limit, the refusal messages, the records of
+ * pointers and arrays, and the program's view of its device (shim_view: what cuMemGetInfo and NVML
+ * report).
  *
- * Per device (the current context's device, cuCtxGetDevice; for cuMemCreate the device named in
- * its properties), bytes in use = the sum of the sizes of live allocations made through the
- * interposed calls (calls.c), kept in the table of live allocations (table.c). An allocation is
- * reserved against the limit before the driver is called (shim_reserve: so concurrent threads
- * cannot together pass the limit) and settled afterwards (shim_settle). Frees subtract when the
- * driver's call returned success (shim_forget before the call, shim_freed after; never before: no
- * one is granted bytes the driver still holds): a stream-ordered free gives its bytes back when it
- * is enqueued, not when the GPU reaches it, and memory a CUDA memory pool caches beyond live
- * allocations (its release threshold) is not counted. An allocation that would pass a limit fails
- * with CUDA_ERROR_OUT_OF_MEMORY, the program's normal error path; with VRAM_LOG=1 one line on
- * stderr says the vram limit was the cause, with the numbers.
+ * Per device, bytes in use = what the driver holds for the program through the interposed calls:
+ * the sizes of its live pointers, arrays and cuMemCreate allocations (table.c; allocs.c keeps the
+ * allocations), plus the memory its pools, graphs and context limits hold (held.c, through
+ * shim_adjust). Memory is reserved against the limit before the driver is called (shim_reserve: so
+ * that concurrent threads cannot together pass the limit) and settled afterwards (shim_settle).
+ * Frees subtract when the driver's call returned success (shim_forget before the call, shim_freed
+ * after; never before: no one is granted bytes the driver still holds). An allocation that would
+ * pass a limit fails with CUDA_ERROR_OUT_OF_MEMORY, the program's normal error path; with
+ * VRAM_LOG=1 one line on stderr says the vram limit was the cause, with the numbers.
  *
  * Invariants: g.used[d] counts every reserved or recorded byte of device d and never wraps below 0;
- * with a limit, a reservation never takes g.used[d] past it; every change of g.used is published to
- * the ledger (shim_publish_unsafe) under g.mu. Locks: g.mu around each change, briefly; the group
- * check holds ledger_mu and the ledger lock around it (group.c); the balloon is changed after g.mu
- * is released (balloon_mu is taken before g.mu, never inside it).
+ * with a limit, a reservation never takes g.used[d] past it (shim_adjust may: the driver already
+ * holds what it reports); every change of g.used is published to the ledger (shim_publish_unsafe)
+ * under g.mu. Locks: g.mu around each change, briefly; the group check holds ledger_mu and the
+ * ledger lock around it (group.c); the balloon is changed after g.mu is released (balloon_mu is
+ * taken before g.mu, never inside it).
  */
+#include <stdint.h>
 #include <stdio.h>
 
 #include "shim.h"
@@ -53,10 +54,10 @@ static void shim_say_refusal(const char *fn, int dev, size_t size, size_t used, 
 
 /* Reserves `size` bytes on `dev` against its limit and, with a group limit, against the group's
  * total on that device (group.c: the slow path, one scan of the ledger per allocation, taken only
- * when a group limit is set). 0 on success, -1 (logged) when a limit would be passed. dev -1 is
- * not accounted. Without a slot in the ledger (unavailable or full) the group limit still holds,
- * for this process's own usage (it fails closed, never open). */
-int shim_reserve(const char *fn, int dev, size_t size) {
+ * when a group limit is set). 0 on success, -1 (logged when `say`) when a limit would be passed.
+ * dev -1 is not accounted. Without a slot in the ledger (unavailable or full) the group limit still
+ * holds, for this process's own usage (it fails closed, never open). */
+int shim_reserve(const char *fn, int dev, size_t size, int say) {
     if (dev < 0) return 0;
     shim_register(dev);
     shim_balloon_start(dev);
@@ -74,7 +75,7 @@ int shim_reserve(const char *fn, int dev, size_t size) {
     }
     pthread_mutex_unlock(&g.mu);
     if (grouped) shim_group_end();
-    shim_say_refusal(fn, dev, size, used, over, over_group, total);
+    if (say) shim_say_refusal(fn, dev, size, used, over, over_group, total);
     if (over || over_group) return -1;
     shim_balloon_make_room(dev, size);
     return 0;
@@ -102,13 +103,37 @@ static int shim_record(int kind, unsigned long long key, size_t size, int dev) {
     return rc;
 }
 
-/* Subtracts a freed entry's bytes from use (after the driver freed them). */
-static void shim_uncount(const shim_entry *e) {
+/* Subtracts bytes the driver freed from dev's use, then refills the balloon. */
+void shim_uncount(int dev, size_t size) {
+    if (dev < 0) return;
     pthread_mutex_lock(&g.mu);
-    g.used[e->dev] = g.used[e->dev] > e->size ? g.used[e->dev] - e->size : 0;
-    shim_publish_unsafe(e->dev);
+    g.used[dev] = g.used[dev] > size ? g.used[dev] - size : 0;
+    shim_publish_unsafe(dev);
     pthread_mutex_unlock(&g.mu);
     shim_note_ledger_lost();
+    shim_balloon_refill(dev);
+}
+
+void shim_adjust(int dev, long long delta) {
+    if (dev < 0 || delta == 0) return;
+    if (delta < 0) {
+        shim_uncount(dev, (size_t)-delta);
+        return;
+    }
+    shim_register(dev);
+    pthread_mutex_lock(&g.mu);
+    g.used[dev] = (size_t)delta > SIZE_MAX - g.used[dev] ? SIZE_MAX : g.used[dev] + (size_t)delta;
+    shim_publish_unsafe(dev);
+    pthread_mutex_unlock(&g.mu);
+    shim_note_ledger_lost();
+}
+
+int shim_over_limit(int dev) {
+    if (dev < 0) return 0;
+    pthread_mutex_lock(&g.mu);
+    int over = g.limit[dev] && g.used[dev] > g.limit[dev];
+    pthread_mutex_unlock(&g.mu);
+    return over;
 }
 
 /* Takes the entry of a pointer or handle being freed out of the table (before the driver call, so
@@ -133,31 +158,39 @@ int shim_forget(int kind, unsigned long long key, shim_entry *out) {
  * they are: an entry not in the table could never be freed). */
 void shim_freed(CUresult r, const shim_entry *e) {
     if (r == CUDA_SUCCESS) {
-        shim_uncount(e);
-        shim_balloon_refill(e->dev);
+        shim_uncount(e->dev, e->size);
         return;
     }
     pthread_mutex_lock(&g.mu);
     int rc = shim_insert_unsafe(e);
     pthread_mutex_unlock(&g.mu);
-    if (rc != 0) shim_uncount(e);
+    if (rc != 0) shim_uncount(e->dev, e->size);
 }
 
-/* The common tail of an allocation (a pointer or, for cuMemCreate, a handle): settles the
- * reservation after the driver answered; when the shim cannot record it, the memory goes back. */
+/* The memory of a record that cannot be kept goes back to the driver, with the kind's own call. */
+static void shim_give_back(int kind, unsigned long long value) {
+    if (kind == SHIM_KIND_ARRAY) {
+        pfn_cuArrayDestroy destroy = SHIM_REAL(cuArrayDestroy);
+        if (destroy) destroy((CUarray)(uintptr_t)value);
+    } else if (kind == SHIM_KIND_MIPMAP) {
+        pfn_cuMipmappedArrayDestroy destroy = SHIM_REAL(cuMipmappedArrayDestroy);
+        if (destroy) destroy((CUmipmappedArray)(uintptr_t)value);
+    } else {
+        pfn_cuMemFree_v2 real_free = SHIM_REAL(cuMemFree_v2);
+        if (real_free) real_free(value);
+    }
+}
+
+/* The common tail of an allocation: settles the reservation after the driver answered; when the shim
+ * cannot record it, the memory goes back. `value` is where the driver wrote the key (NULL when dev is
+ * -1: nothing is recorded then). */
 CUresult shim_settle(CUresult r, int kind, unsigned long long *value, size_t size, int dev) {
     if (r != CUDA_SUCCESS) {
         shim_unreserve(dev, size);
         return r;
     }
-    if (shim_record(kind, *value, size, dev) != 0) {
-        if (kind == SHIM_KIND_HANDLE) {
-            pfn_cuMemRelease real_release = SHIM_REAL(cuMemRelease);
-            if (real_release) real_release(*value);
-        } else {
-            pfn_cuMemFree_v2 real_free = SHIM_REAL(cuMemFree_v2);
-            if (real_free) real_free(*value);
-        }
+    if (dev >= 0 && shim_record(kind, *value, size, dev) != 0) {
+        shim_give_back(kind, *value);
         *value = 0;
         return CUDA_ERROR_OUT_OF_MEMORY;
     }

@@ -233,6 +233,7 @@ static int shim_nvml_view(nvmlDevice_t device, unsigned long long *total, unsign
     if (dev < 0) return 0;
     size_t t = *total > SIZE_MAX ? SIZE_MAX : (size_t)*total;
     size_t f = *free_bytes > SIZE_MAX ? SIZE_MAX : (size_t)*free_bytes;
+    shim_held_refresh(dev);   /* pools and graph memory re-read (only once CUDA follows some) */
     int applied = shim_view(dev, shim_group_free_uuid(uuid), &t, &f);
     *total = t;
     *free_bytes = f;

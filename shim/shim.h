@@ -4,31 +4,36 @@
  * libvram, not a layer on it: it shares src/common (sizes, formatting, CUDA_VISIBLE_DEVICES, compiled
  * in hidden) and the ledger format (ledger.h) with `vram top`, nothing else.
  *
- * The files, one concern each (their headers say what they own, their invariants and locks):
+ * The files, one concern each (their headers say what they own, their invariants and locks), calls
+ * running one way, from the interposed calls down:
  *   interpose.c  how calls reach the shim: the table of exported (interposed) names, the real dlsym,
  *                loading the driver, cuGetProcAddress and dlsym handing out this library's versions
- *   env.c        the environment (VRAM_LIMIT, VRAM_LIMIT_<i>, VRAM_GROWTH, VRAM_LOG, VRAM_GROUP,
- *                VRAM_GROUP_LIMIT), read once; the process state g and what a fork child resets
- *   table.c      the table of live allocations (pointer or VMM handle -> size, device)
+ *   calls.c, vmm.c, arrays.c, pools.c, graphs.c, ctxlimit.c
+ *                the interposed driver calls, one family a file (the coverage table below says which
+ *                counts what); nvml.c: nvmlDeviceGetMemoryInfo / _v2, the program's view through NVML
+ *   allocs.c     cuMemCreate allocations and everything that keeps one alive (handles, mappings,
+ *                tiles of sparse arrays, multicast bindings)
+ *   held.c       memory the driver holds beyond allocations, read from the driver (pools, graph
+ *                memory), and shim_take, the reservation every accounted call makes
  *   limits.c     accounting and limits: reserving against the limits, settling after the driver
  *                answered, giving bytes back at frees, the refusal messages, the program's view
- *   calls.c      the interposed driver calls (the cuMemAlloc family, cuMemCreate/Release, the
- *                stream-ordered calls, cuMemGetInfo, cuDeviceTotalMem)
+ *   table.c      the table of live memory (pointers, arrays, handles, allocations, mappings, ...)
  *   balloon.c    preallocation (VRAM_GROWTH=0): the balloon of cuMemCreate pieces
  *   group.c      the ledger glue (a slot per device, the shadow, a truncated or replaced file) and
  *                group limits
- *   nvml.c       nvmlDeviceGetMemoryInfo / _v2: the program's view of its cards through NVML
+ *   env.c        the environment (VRAM_LIMIT, VRAM_LIMIT_<i>, VRAM_GROWTH, VRAM_LOG, VRAM_GROUP,
+ *                VRAM_GROUP_LIMIT), read once; the process state g and what a fork child resets
  *   ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with `vram top` and the
  *                Slurm plugin; ledger_proc.c: slot liveness and carrying live slots over into a
  *                file made anew, through /proc
  *
- * Locks, in the order they are taken: balloon_mu, then ledger_mu (never together with balloon_mu),
- * the ledger's flock, then g.mu (the counters and the table; held briefly, never across a driver
- * call). Everything set from the environment is set once, under shim_env's pthread_once, before
- * any accounted call reads it.
+ * Locks, in the order they are taken: held.c's held_mu (never while holding another), balloon_mu,
+ * then ledger_mu (never together with balloon_mu), the ledger's flock, then g.mu (the counters and the
+ * table; held briefly, never across a driver call). Everything set from the environment is set once,
+ * under shim_env's pthread_once, before any accounted call reads it.
  *
- * Not covered yet: the legacy v1 entry points (32-bit sizes, CUDA < 3.2), dlvsym lookups of driver
- * symbols, NVML calls other than nvmlDeviceGetMemoryInfo / _v2.
+ * What is not covered: SHIM_UNCOVERED below, with the reasons; also dlvsym lookups of driver symbols,
+ * and NVML calls other than nvmlDeviceGetMemoryInfo / _v2.
  */
 #ifndef VRAM_SHIM_SHIM_H
 #define VRAM_SHIM_SHIM_H
@@ -46,36 +51,185 @@
 #define SHIM_MAX_DEVICES 64
 #define SHIM_LEDGER_BYTES (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
 
-/* ---- the interposed names (interpose.c) ------------------------------------------------------ */
+/* ---- the coverage table: every way a program makes the driver hold device memory ------------- */
 
-typedef void *(*shim_dlsym_fn)(void *handle, const char *symbol);
-
-/* Every exported (interposed) driver symbol, with its base name for cuGetProcAddress, the CUDA
- * version from which cuGetProcAddress returns it and whether it is the per-thread-stream variant. */
+/*
+ * SHIM_HOOKS lists every driver symbol libvram_preload.so exports (interposes), with the base name
+ * cuGetProcAddress takes, the CUDA version from which cuGetProcAddress returns that symbol, whether
+ * it is the per-thread-stream (_ptsz) variant, and its role:
+ *   TAKES  makes the driver hold device memory: counted from the call, refused past the limit
+ *          (CUDA_ERROR_OUT_OF_MEMORY, the driver not called or its memory given back at once);
+ *   HOLDS  keeps memory held after the call that took it: counted until the driver frees it;
+ *   GIVES  gives memory back: the count falls when the driver really freed it;
+ *   VIEW   what the program sees of its card (the limit as the total);
+ *   ROUTE  how the program finds the others (cuGetProcAddress).
+ * tests/shim/app_cover.c must define a scenario cover_<symbol> for every entry of role TAKES, HOLDS
+ * and GIVES (its build fails otherwise), which tests/shim/shim_test.sh runs through dlsym and through
+ * cuGetProcAddress, with and without a limit; tests/shim/coverage_test.sh checks this table and
+ * SHIM_UNCOVERED against tests/shim/driver_symbols.txt, every symbol libcuda.so.1 of CUDA 13.0
+ * exports, each classed hook, uncovered or none (holds no device memory of its own: copies, sets,
+ * queries, streams, events, launches of kernels without memory nodes, ...).
+ *
+ * How each family is counted (the files' headers say more):
+ *   calls.c      cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged (on the current
+ *                device, although managed memory may migrate) and cuMemFree, in their _v2 and CUDA < 3.2
+ *                (32-bit) forms: by pointer, from the allocation until the free;
+ *   vmm.c        cuMemCreate: by allocation, from the create until the driver frees it: the last of
+ *                its handle (cuMemRelease, and each cuMemRetainAllocationHandle's), its mappings
+ *                (cuMemMap until cuMemUnmap), its tiles in sparse arrays (cuMemMapArrayAsync, held
+ *                until the array is destroyed) and its multicast bindings (cuMulticastBindMem /
+ *                BindAddr, until cuMulticastUnbind or the multicast object's release) has gone, in
+ *                whatever order the program calls them;
+ *   arrays.c     cuArrayCreate, cuArray3DCreate (_v2 and 32-bit), cuMipmappedArrayCreate: the
+ *                texels' bytes (width x height x depth or layers x the format's bytes per texel,
+ *                every level of a mipmapped array), until cuArrayDestroy / cuMipmappedArrayDestroy;
+ *                sparse and deferred-mapping arrays hold nothing of their own (their tiles are
+ *                cuMemCreate memory);
+ *   pools.c      the stream-ordered calls: by the memory the pool holds (its reserved memory, the
+ *                cache kept under its release threshold included), re-read from the driver; a
+ *                refusal first gives the pools' unused memory back (cuMemPoolTrimTo);
+ *   graphs.c     graph memory nodes: the device's graph memory (reserved by the driver for graphs),
+ *                checked before a launch or upload that may need more and re-read after it;
+ *   ctxlimit.c   cuCtxSetLimit: the device memory a larger malloc heap, printf FIFO or stack size
+ *                reserves, until the context is destroyed or reset.
+ */
 #define SHIM_HOOKS(X)                                                              \
-    X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0)                                        \
-    X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0)                              \
-    X(cuMemAllocManaged, "cuMemAllocManaged", 0, 0)                                \
-    X(cuMemFree_v2, "cuMemFree", 3020, 0)                                          \
-    X(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0)                                    \
-    X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0)                            \
-    X(cuMemCreate, "cuMemCreate", 0, 0)                                            \
-    X(cuMemRelease, "cuMemRelease", 0, 0)                                          \
-    X(cuMemAllocAsync, "cuMemAllocAsync", 0, 0)                                    \
-    X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 0, 1)                               \
-    X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 0, 0)                    \
-    X(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 0, 1)               \
-    X(cuMemFreeAsync, "cuMemFreeAsync", 0, 0)                                      \
-    X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 0, 1)                                 \
-    X(cuGetProcAddress, "cuGetProcAddress", 0, 0)                                  \
-    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0)
+    /* plain allocations (calls.c) */                                              \
+    X(cuMemAlloc_v2, "cuMemAlloc", 3020, 0, TAKES)                                 \
+    X(cuMemAlloc, "cuMemAlloc", 2000, 0, TAKES)                                    \
+    X(cuMemAllocPitch_v2, "cuMemAllocPitch", 3020, 0, TAKES)                       \
+    X(cuMemAllocPitch, "cuMemAllocPitch", 2000, 0, TAKES)                          \
+    X(cuMemAllocManaged, "cuMemAllocManaged", 6000, 0, TAKES)                      \
+    X(cuMemFree_v2, "cuMemFree", 3020, 0, GIVES)                                   \
+    X(cuMemFree, "cuMemFree", 2000, 0, GIVES)                                      \
+    X(cuMemGetInfo_v2, "cuMemGetInfo", 3020, 0, VIEW)                              \
+    X(cuMemGetInfo, "cuMemGetInfo", 2000, 0, VIEW)                                 \
+    X(cuDeviceTotalMem_v2, "cuDeviceTotalMem", 3020, 0, VIEW)                      \
+    X(cuDeviceTotalMem, "cuDeviceTotalMem", 2000, 0, VIEW)                         \
+    /* virtual memory management (vmm.c) */                                        \
+    X(cuMemCreate, "cuMemCreate", 10020, 0, TAKES)                                 \
+    X(cuMemRelease, "cuMemRelease", 10020, 0, GIVES)                               \
+    X(cuMemMap, "cuMemMap", 10020, 0, HOLDS)                                       \
+    X(cuMemUnmap, "cuMemUnmap", 10020, 0, GIVES)                                   \
+    X(cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", 11000, 0, HOLDS) \
+    X(cuMemMapArrayAsync, "cuMemMapArrayAsync", 11010, 0, HOLDS)                   \
+    X(cuMemMapArrayAsync_ptsz, "cuMemMapArrayAsync", 11010, 1, HOLDS)              \
+    X(cuMulticastCreate, "cuMulticastCreate", 12010, 0, HOLDS)                     \
+    X(cuMulticastBindMem, "cuMulticastBindMem", 12010, 0, HOLDS)                   \
+    X(cuMulticastBindAddr, "cuMulticastBindAddr", 12010, 0, HOLDS)                 \
+    X(cuMulticastUnbind, "cuMulticastUnbind", 12010, 0, GIVES)                     \
+    /* CUDA arrays (arrays.c) */                                                   \
+    X(cuArrayCreate_v2, "cuArrayCreate", 3020, 0, TAKES)                           \
+    X(cuArrayCreate, "cuArrayCreate", 2000, 0, TAKES)                              \
+    X(cuArray3DCreate_v2, "cuArray3DCreate", 3020, 0, TAKES)                       \
+    X(cuArray3DCreate, "cuArray3DCreate", 2000, 0, TAKES)                          \
+    X(cuMipmappedArrayCreate, "cuMipmappedArrayCreate", 5000, 0, TAKES)            \
+    X(cuArrayDestroy, "cuArrayDestroy", 2000, 0, GIVES)                            \
+    X(cuMipmappedArrayDestroy, "cuMipmappedArrayDestroy", 5000, 0, GIVES)          \
+    /* stream-ordered allocation and memory pools (pools.c) */                     \
+    X(cuMemAllocAsync, "cuMemAllocAsync", 11020, 0, TAKES)                         \
+    X(cuMemAllocAsync_ptsz, "cuMemAllocAsync", 11020, 1, TAKES)                    \
+    X(cuMemAllocFromPoolAsync, "cuMemAllocFromPoolAsync", 11020, 0, TAKES)         \
+    X(cuMemAllocFromPoolAsync_ptsz, "cuMemAllocFromPoolAsync", 11020, 1, TAKES)    \
+    X(cuMemFreeAsync, "cuMemFreeAsync", 11020, 0, GIVES)                           \
+    X(cuMemFreeAsync_ptsz, "cuMemFreeAsync", 11020, 1, GIVES)                      \
+    X(cuMemPoolCreate, "cuMemPoolCreate", 11020, 0, HOLDS)                         \
+    X(cuMemPoolSetAttribute, "cuMemPoolSetAttribute", 11020, 0, HOLDS)             \
+    X(cuMemPoolTrimTo, "cuMemPoolTrimTo", 11020, 0, GIVES)                         \
+    X(cuMemPoolDestroy, "cuMemPoolDestroy", 11020, 0, GIVES)                       \
+    /* graph memory nodes (graphs.c) */                                            \
+    X(cuGraphInstantiate, "cuGraphInstantiate", 10000, 0, TAKES)                   \
+    X(cuGraphInstantiate_v2, "cuGraphInstantiate", 11000, 0, TAKES)                \
+    X(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", 11040, 0, TAKES) \
+    X(cuGraphInstantiateWithParams, "cuGraphInstantiateWithParams", 12000, 0, TAKES) \
+    X(cuGraphInstantiateWithParams_ptsz, "cuGraphInstantiateWithParams", 12000, 1, TAKES) \
+    X(cuGraphUpload, "cuGraphUpload", 11010, 0, TAKES)                             \
+    X(cuGraphUpload_ptsz, "cuGraphUpload", 11010, 1, TAKES)                        \
+    X(cuGraphLaunch, "cuGraphLaunch", 10000, 0, TAKES)                             \
+    X(cuGraphLaunch_ptsz, "cuGraphLaunch", 10000, 1, TAKES)                        \
+    X(cuGraphExecDestroy, "cuGraphExecDestroy", 10000, 0, GIVES)                   \
+    X(cuDeviceGraphMemTrim, "cuDeviceGraphMemTrim", 11040, 0, GIVES)               \
+    /* context limits that reserve device memory (ctxlimit.c) */                   \
+    X(cuCtxSetLimit, "cuCtxSetLimit", 3010, 0, TAKES)                              \
+    X(cuCtxDestroy_v2, "cuCtxDestroy", 4000, 0, GIVES)                             \
+    X(cuCtxDestroy, "cuCtxDestroy", 2000, 0, GIVES)                                \
+    X(cuDevicePrimaryCtxReset_v2, "cuDevicePrimaryCtxReset", 11000, 0, GIVES)      \
+    X(cuDevicePrimaryCtxReset, "cuDevicePrimaryCtxReset", 7000, 0, GIVES)          \
+    X(cuDevicePrimaryCtxRelease_v2, "cuDevicePrimaryCtxRelease", 11000, 0, GIVES)  \
+    X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, 0, GIVES)      \
+    /* how the program finds the others (interpose.c) */                           \
+    X(cuGetProcAddress, "cuGetProcAddress", 0, 0, ROUTE)                           \
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, ROUTE)
+
+/*
+ * SHIM_UNCOVERED: the entry points through which the driver can hold device memory that vram does not
+ * count, and why. The README lists them (tests/shim/coverage_test.sh checks that it names each).
+ */
+#define SHIM_UNCOVERED(X)                                                                                 \
+    X(cuMemAllocHost, "page-locked host memory, not device memory")                                   \
+    X(cuMemAllocHost_v2, "page-locked host memory, not device memory")                                \
+    X(cuMemHostAlloc, "page-locked host memory, not device memory")                                   \
+    X(cuMemHostRegister, "page-locked host memory, not device memory")                                \
+    X(cuMemHostRegister_v2, "page-locked host memory, not device memory")                             \
+    X(cuIpcOpenMemHandle, "memory of another process, counted by that process")                       \
+    X(cuIpcOpenMemHandle_v2, "memory of another process, counted by that process")                    \
+    X(cuMemPoolImportPointer, "memory of another process, counted by that process")                   \
+    X(cuMemPoolImportFromShareableHandle, "a pool of another process, counted by that process")       \
+    X(cuMemImportFromShareableHandle, "memory of another process, counted by that process while it "   \
+      "holds it (an imported handle kept after the exporter released it is not counted)")              \
+    X(cuMemExportToShareableHandle, "an exported descriptor that outlives the handle's release is "    \
+      "not counted")                                                                                    \
+    X(cuImportExternalMemory, "memory of another API (Vulkan, Direct3D, NvSci), allocated there")     \
+    X(cuExternalMemoryGetMappedBuffer, "memory of another API, allocated there")                      \
+    X(cuExternalMemoryGetMappedMipmappedArray, "memory of another API, allocated there")              \
+    X(cuGraphicsMapResources, "OpenGL, Vulkan or EGL memory, allocated by that API")                  \
+    X(cuGraphicsMapResources_ptsz, "OpenGL, Vulkan or EGL memory, allocated by that API")             \
+    X(cuModuleLoad, "a module's code and its __device__ and __managed__ variables: sized by the "     \
+      "compiled image, not asked for at run time")                                                      \
+    X(cuModuleLoadData, "a module's code and static variables (as cuModuleLoad)")                     \
+    X(cuModuleLoadDataEx, "a module's code and static variables (as cuModuleLoad)")                   \
+    X(cuModuleLoadFatBinary, "a module's code and static variables (as cuModuleLoad)")                \
+    X(cuLibraryLoadData, "a library's code and static variables (as cuModuleLoad)")                   \
+    X(cuLibraryLoadFromFile, "a library's code and static variables (as cuModuleLoad)")               \
+    X(cuCtxCreate, "the context itself (a few hundred MiB on current cards): a fixed cost the driver " \
+      "does not report per call")                                                                       \
+    X(cuCtxCreate_v2, "the context itself (as cuCtxCreate)")                                          \
+    X(cuCtxCreate_v3, "the context itself (as cuCtxCreate)")                                          \
+    X(cuCtxCreate_v4, "the context itself (as cuCtxCreate)")                                          \
+    X(cuDevicePrimaryCtxRetain, "the primary context itself (as cuCtxCreate)")                        \
+    X(cuGreenCtxCreate, "a green context's own memory (as cuCtxCreate)")                              \
+    X(cuLaunchKernel, "the local memory a launch grows to fit its kernel's per-thread local memory "  \
+      "(sized by the compiled kernel; kept by the context)")                                            \
+    X(cuLaunchKernel_ptsz, "local memory grown at launch (as cuLaunchKernel)")                        \
+    X(cuLaunchKernelEx, "local memory grown at launch (as cuLaunchKernel)")                           \
+    X(cuLaunchKernelEx_ptsz, "local memory grown at launch (as cuLaunchKernel)")                      \
+    X(cuLaunchCooperativeKernel, "local memory grown at launch (as cuLaunchKernel)")                  \
+    X(cuLaunchCooperativeKernel_ptsz, "local memory grown at launch (as cuLaunchKernel)")             \
+    X(cuLaunchCooperativeKernelMultiDevice, "local memory grown at launch (as cuLaunchKernel)")       \
+    X(cuLaunch, "local memory grown at launch (as cuLaunchKernel)")                                   \
+    X(cuLaunchGrid, "local memory grown at launch (as cuLaunchKernel)")                               \
+    X(cuLaunchGridAsync, "local memory grown at launch (as cuLaunchKernel)")                          \
+    X(cuMemPrefetchAsync, "moves managed memory to another device: it stays counted on the device "   \
+      "that allocated it")                                                                              \
+    X(cuMemPrefetchAsync_ptsz, "moves managed memory (as cuMemPrefetchAsync)")                        \
+    X(cuMemPrefetchAsync_v2, "moves managed memory (as cuMemPrefetchAsync)")                          \
+    X(cuMemPrefetchAsync_v2_ptsz, "moves managed memory (as cuMemPrefetchAsync)")                     \
+    X(cuMemPrefetchBatchAsync, "moves managed memory (as cuMemPrefetchAsync)")                        \
+    X(cuMemPrefetchBatchAsync_ptsz, "moves managed memory (as cuMemPrefetchAsync)")                   \
+    X(cuCheckpointProcessRestore, "restores memory the process held before its checkpoint, counted "  \
+      "then and not given back by the checkpoint")
+
+/* The roles as numbers (for the tables compiled from SHIM_HOOKS). */
+enum { SHIM_ROLE_TAKES = 1, SHIM_ROLE_HOLDS, SHIM_ROLE_GIVES, SHIM_ROLE_VIEW, SHIM_ROLE_ROUTE };
 
 enum {
-#define X(sym, base, ver, ptsz) SHIM_HOOK_##sym,
+#define X(sym, base, ver, ptsz, role) SHIM_HOOK_##sym,
     SHIM_HOOKS(X)
 #undef X
     SHIM_NUM_HOOKS
 };
+
+typedef void *(*shim_dlsym_fn)(void *handle, const char *symbol);
 
 /* The exported NVML symbols (their wrappers in nvml.c). */
 #define SHIM_NVML_HOOKS(X)            \
@@ -96,24 +250,60 @@ typedef struct shim_nvml_hook {
 
 extern const shim_nvml_hook shim_nvml_hooks[SHIM_NUM_NVML_HOOKS];
 
+/* The driver's functions the shim calls besides the interposed ones (resolved once, may be NULL). */
+#define SHIM_DRIVER_EXTRAS(X)                                                       \
+    X(cuCtxGetDevice) X(cuCtxGetCurrent) X(cuMemGetAllocationGranularity)           \
+    X(cuGetErrorName) X(cuGetErrorString) X(cuDeviceGetAttribute) X(cuDeviceGetCount) \
+    X(cuCtxGetLimit) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)       \
+    X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool) X(cuDeviceGetDefaultMemPool)      \
+    X(cuDeviceGetGraphMemAttribute) X(cuGraphGetNodes) X(cuGraphNodeGetType)         \
+    X(cuGraphMemAllocNodeGetParams) X(cuGraphChildGraphNodeGetGraph)
+
 typedef struct shim_real {
     void *lib;                              /* libcuda.so.1, or NULL when it cannot be loaded */
     void *fn[SHIM_NUM_HOOKS];               /* the driver's own versions, by SHIM_HOOK_* */
-    pfn_cuCtxGetDevice cuCtxGetDevice;
-    pfn_cuMemGetAllocationGranularity cuMemGetAllocationGranularity;   /* CUDA 10.2; NULL on drivers without it */
-    pfn_cuGetErrorName cuGetErrorName;                    /* for messages; may be NULL */
-    pfn_cuGetErrorString cuGetErrorString;
+#define X(sym) pfn_##sym sym;
+    SHIM_DRIVER_EXTRAS(X)
+#undef X
 } shim_real;
+
+/* The interposed functions, declared from the table (their types: cuda_driver.h). */
+#define X(sym, base, ver, ptsz, role) SHIM_EXPORT cuda_fn_##sym sym;
+SHIM_HOOKS(X)
+#undef X
 
 /* ---- the process state (defined in env.c) ----------------------------------------------------- */
 
-enum { SHIM_KIND_PTR = 1, SHIM_KIND_HANDLE = 2 };
+/* What a record of the table of live memory (table.c) is, by kind. */
+enum {
+    SHIM_KIND_PTR = 1,   /* key: a device pointer of the cuMemAlloc family (and of a stream-ordered call
+                          * whose pool cannot be read); size, dev */
+    SHIM_KIND_ARRAY,     /* key: a CUarray; size, dev */
+    SHIM_KIND_MIPMAP,    /* key: a CUmipmappedArray; size, dev */
+    SHIM_KIND_HANDLE,    /* key: a cuMemCreate handle the program holds; ref: its allocation's id */
+    SHIM_KIND_ALLOC,     /* key: an allocation's id; size, dev; refs (handles: the create's and each
+                          * retain's), maps (mappings), pins (tiles of sparse arrays, multicast bindings) */
+    SHIM_KIND_MAP,       /* key: the address of a mapping (cuMemMap); size; ref: the allocation's id */
+    SHIM_KIND_PIN,       /* key: a pin's id; ref: the allocation's id; owner: the array, mipmapped array or
+                          * multicast handle holding it; at, size: the multicast range it is bound to */
+    SHIM_KIND_MCAST,     /* key: a multicast handle (cuMulticastCreate), until its cuMemRelease */
+    SHIM_KIND_CTXLIM,    /* key: context << 3 | CUlimit; size: the bytes counted; ref: the context; dev;
+                          * at: the limit's value before the program first set it; owner: 1 when the
+                          * context is dev's primary context */
+    SHIM_KIND_GRAPH,     /* key: a graph exec with memory nodes; owner: the mask of its devices */
+    SHIM_KIND_GRAPHDEV   /* key: exec | (dev + 1) << 56; size: what its memory nodes take on dev; at: the
+                          * graph-memory generation (held.c) it was mapped in, 0 when not mapped */
+};
 
 typedef struct shim_entry {
-    unsigned long long key;   /* device pointer or VMM handle */
+    unsigned long long key;
+    unsigned long long ref;
+    unsigned long long owner;
+    unsigned long long at;
     size_t size;
     int dev;
     int kind;                 /* 0: empty slot */
+    unsigned int refs, maps, pins, pad;
 } shim_entry;
 
 enum { SHIM_LIMIT_NONE = 0, SHIM_LIMIT_ALL = 1, SHIM_LIMIT_DEVICE = 2 };
@@ -126,6 +316,8 @@ typedef struct shim_state {
     int log;                                 /* VRAM_LOG=1; set once */
     shim_entry *table;                       /* open addressing, linear probing (table.c) */
     size_t cap, count;                       /* cap is a power of two */
+    size_t npins;                            /* records of kind SHIM_KIND_PIN (scans skipped at 0) */
+    unsigned long long next_id;              /* the last allocation or pin id given */
     shim_real real;
     /* the ledger (ledger.h): this process's slot per device, registered at the first accounted call */
     pthread_mutex_t ledger_mu;               /* guards the fields below; taken before g.mu, never after */
@@ -194,17 +386,80 @@ void shim_device_uuid(int dev, char *out, size_t len);
 shim_entry *shim_find_unsafe(unsigned long long key, int kind);
 int shim_insert_unsafe(const shim_entry *e);
 void shim_remove_unsafe(shim_entry *e);
+/* The first record of `kind` for which match(e, arg) holds, or NULL (a scan of the whole table). */
+shim_entry *shim_scan_unsafe(int kind, int (*match)(const shim_entry *e, const void *arg), const void *arg);
 
 /* ---- limits.c --------------------------------------------------------------------------------- */
 
-int shim_reserve(const char *fn, int dev, size_t size);
+/* Reserves `size` bytes on `dev` against its limits; 0, or -1 when refused (said when `say`). */
+int shim_reserve(const char *fn, int dev, size_t size, int say);
 void shim_unreserve(int dev, size_t size);
+/* Gives the bytes of memory the driver freed back (and refills the balloon). */
+void shim_uncount(int dev, size_t size);
+/* Moves dev's use by `delta` bytes: what the driver holds for the program changed (held.c). */
+void shim_adjust(int dev, long long delta);
+/* Whether dev's use is above its limit. */
+int shim_over_limit(int dev);
 int shim_forget(int kind, unsigned long long key, shim_entry *out);
 void shim_freed(CUresult r, const shim_entry *e);
+/* Records a pointer, array or mipmapped array whose bytes were reserved (kinds PTR, ARRAY,
+ * MIPMAP); when the driver failed or the table cannot hold it, the reservation goes back (and the
+ * memory, freed with the kind's own call, with CUDA_ERROR_OUT_OF_MEMORY). */
 CUresult shim_settle(CUresult r, int kind, unsigned long long *value, size_t size, int dev);
 
 enum { SHIM_VIEW_LIMIT = 1, SHIM_VIEW_GROUP = 2 };
 int shim_view(int dev, size_t group_free, size_t *total, size_t *free_bytes);
+
+/* ---- allocs.c: cuMemCreate allocations and what holds them ------------------------------------ */
+
+int shim_allocs_created(unsigned long long handle, size_t size, int dev);
+int shim_allocs_release_begin(unsigned long long handle, shim_entry *saved);
+void shim_allocs_release_end(CUresult r, const shim_entry *saved);
+void shim_allocs_mapped(unsigned long long ptr, size_t size, unsigned long long handle);
+typedef struct shim_unmapping {
+    shim_entry *maps;         /* the mappings taken out, n of them (local, or malloc'd when more) */
+    size_t n;
+    shim_entry local[4];
+} shim_unmapping;
+void shim_allocs_unmap_begin(unsigned long long ptr, size_t size, shim_unmapping *u);
+void shim_allocs_unmap_end(CUresult r, shim_unmapping *u);
+void shim_allocs_retained(unsigned long long handle, unsigned long long addr);
+void shim_allocs_multicast(unsigned long long mc);
+/* Pins the allocation of `handle` (or, when handle is 0, the one mapped at `addr`) to `owner`. */
+void shim_allocs_pin(unsigned long long owner, unsigned long long handle, unsigned long long addr,
+                     unsigned long long at, size_t size);
+/* Drops the pins of `owner` (all of them, or those bound within [at, at + size) on dev when size). */
+void shim_allocs_unpin(unsigned long long owner, int dev, unsigned long long at, size_t size);
+
+/* ---- held.c: memory the driver holds for the program beyond its allocations ------------------- */
+
+/* Reserves like shim_reserve, after re-reading what the driver holds for dev; when refused, first
+ * gives the unused memory of dev's pools and graphs back and tries once more. */
+int shim_take(const char *fn, int dev, size_t size);
+/* Re-reads the memory dev's pools and graphs hold (nothing to do while dev has none). */
+void shim_held_refresh(int dev);
+void shim_held_refresh_all(void);
+/* After the driver answered a call that reserved `reserved` bytes on dev for memory a pool or graph
+ * holds: dev re-read and the reservation given back in one change (no moment counts both). */
+void shim_held_settle(int dev, size_t reserved);
+/* Notes a pool (its device, -1 when not a device's): 1 when its memory can be read from the driver
+ * (then it is counted by the pool), 0 when its allocations are to be counted one by one. */
+int shim_held_pool(CUmemoryPool pool, int dev);
+/* The device of a pool noted before, or -1. */
+int shim_held_pool_device(CUmemoryPool pool);
+/* cuMemPoolDestroy and cuMemPoolTrimTo, called through these so that no re-read meets the pool
+ * half destroyed; the pool's figures follow. */
+CUresult shim_held_pool_destroy(CUmemoryPool pool, pfn_cuMemPoolDestroy real);
+CUresult shim_held_pool_trim(CUmemoryPool pool, size_t keep, pfn_cuMemPoolTrimTo real);
+/* Follows dev's graph memory from now on (graphs.c, at the first graph with memory nodes). */
+void shim_held_graph_on(int dev);
+/* The generation of dev's graph memory: it changes whenever graph memory was trimmed (a trim gives
+ * back the memory of graphs not running, which their next launch maps anew). */
+unsigned long long shim_held_graph_generation(int dev);
+/* The program trimmed dev's graph memory (cuDeviceGraphMemTrim): a new generation, re-read. */
+void shim_held_graph_trimmed(int dev);
+/* The device's allocation granularity (2 MiB when the driver does not say). */
+size_t shim_granularity(int dev);
 
 /* ---- balloon.c -------------------------------------------------------------------------------- */
 

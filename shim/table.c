@@ -1,11 +1,12 @@
 /*
- * table.c: the table of live allocations the shim counted: a device pointer or VMM handle (key and
- * kind) -> its size and device, for frees to know what they give back.
+ * table.c: the table of live memory the shim counted: records found by key and kind (shim.h's
+ * SHIM_KIND_*: a device pointer, an array, a VMM handle, an allocation, a mapping, a pin, ...) with
+ * their sizes and devices, for frees to know what they give back.
  *
  * Why a table of its own: the library's maps live inside its layers (the pool's, the sim's), which
  * the shim does not link; what the shim needs is one small map under one mutex, looked up at every
  * free. Open addressing with linear probing and backward-shift deletion (no tombstones), keys mixed
- * by a multiplicative hash: a lookup is one or two cache lines, an entry 24 bytes.
+ * by a multiplicative hash: a lookup is one or two cache lines, an entry 64 bytes.
  *
  * Invariants: cap is 0 or a power of two, count * 2 <= cap (it doubles before passing half full);
  * an entry of kind 0 is empty. Every function here is called with g.mu held.
@@ -67,4 +68,10 @@ void shim_remove_unsafe(shim_entry *e) {
         g.table[i].kind = 0;
         hole = i;
     }
+}
+
+shim_entry *shim_scan_unsafe(int kind, int (*match)(const shim_entry *e, const void *arg), const void *arg) {
+    for (size_t i = 0; i < g.cap; i++)
+        if (g.table[i].kind == kind && match(&g.table[i], arg)) return &g.table[i];
+    return NULL;
 }

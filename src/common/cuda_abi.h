@@ -24,6 +24,12 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef struct CUmemPoolHandle_st *CUmemoryPool;
+typedef struct CUarray_st *CUarray;
+typedef struct CUmipmappedArray_st *CUmipmappedArray;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphNode_st *CUgraphNode;
+typedef struct CUgraphExec_st *CUgraphExec;
+typedef unsigned int CUdeviceptr_v1;                   /* the 32-bit address of the CUDA < 3.2 entry points */
 
 typedef struct CUuuid_st {
     char bytes[16];
@@ -59,7 +65,10 @@ typedef enum CUmemAllocationHandleType_enum {
 
 typedef enum CUmemLocationType_enum {
     CU_MEM_LOCATION_TYPE_INVALID = 0x0,
-    CU_MEM_LOCATION_TYPE_DEVICE = 0x1
+    CU_MEM_LOCATION_TYPE_DEVICE = 0x1,
+    CU_MEM_LOCATION_TYPE_HOST = 0x2,
+    CU_MEM_LOCATION_TYPE_HOST_NUMA = 0x3,
+    CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT = 0x4
 } CUmemLocationType;
 
 typedef enum CUmemAllocationType_enum {
@@ -88,6 +97,8 @@ typedef struct CUmemAllocationProp_st {
 /* ---- device attributes, events, virtual memory management ---------------------------------- */
 
 typedef enum CUdevice_attribute_enum {
+    CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT = 16,
+    CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR = 39,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75,
     CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76,
     CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED = 102
@@ -121,6 +132,166 @@ typedef struct CUipcMemHandle_st {
     char reserved[CU_IPC_HANDLE_SIZE];
 } CUipcMemHandle;
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+
+/* ---- CUDA arrays (cuArrayCreate, cuArray3DCreate, cuMipmappedArrayCreate, cuMemMapArrayAsync) ---- */
+
+typedef enum CUarray_format_enum {
+    CU_AD_FORMAT_UNSIGNED_INT8 = 0x01,
+    CU_AD_FORMAT_UNSIGNED_INT16 = 0x02,
+    CU_AD_FORMAT_UNSIGNED_INT32 = 0x03,
+    CU_AD_FORMAT_SIGNED_INT8 = 0x08,
+    CU_AD_FORMAT_SIGNED_INT16 = 0x09,
+    CU_AD_FORMAT_SIGNED_INT32 = 0x0a,
+    CU_AD_FORMAT_HALF = 0x10,
+    CU_AD_FORMAT_FLOAT = 0x20,
+    CU_AD_FORMAT_MAX = 0x7FFFFFFF              /* many more (packed, block-compressed, YUV): their codes */
+} CUarray_format;                              /* are numbers the preload library's size table knows */
+
+typedef struct CUDA_ARRAY_DESCRIPTOR_st {
+    size_t Width;
+    size_t Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
+    size_t Width;
+    size_t Height;
+    size_t Depth;
+    CUarray_format Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR;
+
+/* the CUDA < 3.2 descriptors of cuArrayCreate / cuArray3DCreate (no _v2): 32-bit extents */
+typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
+    unsigned int Width;
+    unsigned int Height;
+    CUarray_format Format;
+    unsigned int NumChannels;
+} CUDA_ARRAY_DESCRIPTOR_v1;
+
+typedef struct CUDA_ARRAY3D_DESCRIPTOR_v1_st {
+    unsigned int Width;
+    unsigned int Height;
+    unsigned int Depth;
+    CUarray_format Format;
+    unsigned int NumChannels;
+    unsigned int Flags;
+} CUDA_ARRAY3D_DESCRIPTOR_v1;
+
+#define CUDA_ARRAY3D_LAYERED 0x01
+#define CUDA_ARRAY3D_CUBEMAP 0x04
+#define CUDA_ARRAY3D_SPARSE 0x40
+#define CUDA_ARRAY3D_DEFERRED_MAPPING 0x80
+
+typedef enum CUresourcetype_enum {
+    CU_RESOURCE_TYPE_ARRAY = 0x00,
+    CU_RESOURCE_TYPE_MIPMAPPED_ARRAY = 0x01
+} CUresourcetype;
+
+typedef enum CUmemOperationType_enum { CU_MEM_OPERATION_TYPE_MAP = 1, CU_MEM_OPERATION_TYPE_UNMAP = 2 } CUmemOperationType;
+typedef enum CUmemHandleType_enum { CU_MEM_HANDLE_TYPE_GENERIC = 0 } CUmemHandleType;
+
+typedef struct CUarrayMapInfo_st {
+    CUresourcetype resourceType;
+    union {
+        CUmipmappedArray mipmap;
+        CUarray array;
+    } resource;
+    int subresourceType;                   /* CUarraySparseSubresourceType */
+    union {
+        struct {
+            unsigned int level, layer, offsetX, offsetY, offsetZ, extentWidth, extentHeight, extentDepth;
+        } sparseLevel;
+        struct {
+            unsigned int layer;
+            unsigned long long offset;
+            unsigned long long size;
+        } miptail;
+    } subresource;
+    CUmemOperationType memOperationType;
+    CUmemHandleType memHandleType;
+    union {
+        CUmemGenericAllocationHandle memHandle;
+    } memHandle;
+    unsigned long long offset;
+    unsigned int deviceBitMask;
+    unsigned int flags;
+    unsigned int reserved[2];
+} CUarrayMapInfo;
+
+/* ---- memory pools (stream-ordered allocation) ------------------------------------------------ */
+
+typedef enum CUmemPool_attribute_enum {
+    CU_MEMPOOL_ATTR_REUSE_FOLLOW_EVENT_DEPENDENCIES = 1,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC,
+    CU_MEMPOOL_ATTR_REUSE_ALLOW_INTERNAL_DEPENDENCIES,
+    CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,      /* cuuint64_t: reserved bytes kept at a synchronization */
+    CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,   /* cuuint64_t: the physical memory the pool holds */
+    CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH,
+    CU_MEMPOOL_ATTR_USED_MEM_CURRENT,       /* cuuint64_t: of which live allocations use */
+    CU_MEMPOOL_ATTR_USED_MEM_HIGH
+} CUmemPool_attribute;
+
+typedef struct CUmemPoolProps_st {
+    CUmemAllocationType allocType;
+    CUmemAllocationHandleType handleTypes;
+    CUmemLocation location;
+    void *win32SecurityAttributes;
+    size_t maxSize;
+    unsigned short usage;
+    unsigned char reserved[54];
+} CUmemPoolProps;
+
+/* ---- graphs and their memory nodes ---------------------------------------------------------- */
+
+typedef enum CUgraphNodeType_enum {
+    CU_GRAPH_NODE_TYPE_GRAPH = 4,           /* a child graph */
+    CU_GRAPH_NODE_TYPE_MEM_ALLOC = 10,
+    CU_GRAPH_NODE_TYPE_MEM_FREE = 11
+} CUgraphNodeType;
+
+typedef struct CUDA_MEM_ALLOC_NODE_PARAMS_st {
+    CUmemPoolProps poolProps;               /* location: where the allocation resides */
+    const CUmemAccessDesc *accessDescs;
+    size_t accessDescCount;
+    size_t bytesize;
+    CUdeviceptr dptr;                       /* out */
+} CUDA_MEM_ALLOC_NODE_PARAMS;
+
+typedef enum CUgraphMem_attribute_enum {
+    CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT,
+    CU_GRAPH_MEM_ATTR_USED_MEM_HIGH,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT,
+    CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH
+} CUgraphMem_attribute;
+
+#define CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD 2
+
+typedef struct CUDA_GRAPH_INSTANTIATE_PARAMS_st {
+    cuuint64_t flags;
+    CUstream hUploadStream;
+    CUgraphNode hErrNode_out;
+    int result_out;                         /* CUgraphInstantiateResult */
+} CUDA_GRAPH_INSTANTIATE_PARAMS;
+
+/* ---- context limits and multicast objects ---------------------------------------------------- */
+
+typedef enum CUlimit_enum {
+    CU_LIMIT_STACK_SIZE = 0x00,             /* bytes per thread, for every thread the device can hold */
+    CU_LIMIT_PRINTF_FIFO_SIZE = 0x01,
+    CU_LIMIT_MALLOC_HEAP_SIZE = 0x02,
+    CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH = 0x03,
+    CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT = 0x04
+} CUlimit;
+
+typedef struct CUmulticastObjectProp_st {
+    unsigned int numDevices;
+    size_t size;
+    unsigned long long handleTypes;
+    unsigned long long flags;
+} CUmulticastObjectProp;
 
 /* ---- cuGetProcAddress: its flags and (for _v2) the symbol status it reports ----------------- */
 
@@ -200,7 +371,74 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuEventRecord, CUresult, (CUevent event, CUstream stream)) \
     X(cuEventQuery, CUresult, (CUevent event)) \
     X(cuEventSynchronize, CUresult, (CUevent event)) \
-    X(cuEventDestroy_v2, CUresult, (CUevent event))
+    X(cuEventDestroy_v2, CUresult, (CUevent event)) \
+    X(cuStreamSynchronize, CUresult, (CUstream stream)) \
+    /* the CUDA < 3.2 entry points (32-bit sizes and addresses; the driver still exports them) */ \
+    X(cuMemAlloc, CUresult, (CUdeviceptr_v1 *dptr, unsigned int bytesize)) \
+    X(cuMemAllocPitch, CUresult, (CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width_bytes, \
+                                  unsigned int height, unsigned int element_size_bytes)) \
+    X(cuMemFree, CUresult, (CUdeviceptr_v1 dptr)) \
+    X(cuMemGetInfo, CUresult, (unsigned int *free_bytes, unsigned int *total_bytes)) \
+    X(cuDeviceTotalMem, CUresult, (unsigned int *bytes, CUdevice dev)) \
+    X(cuArrayCreate, CUresult, (CUarray *array, const CUDA_ARRAY_DESCRIPTOR_v1 *desc)) \
+    X(cuArray3DCreate, CUresult, (CUarray *array, const CUDA_ARRAY3D_DESCRIPTOR_v1 *desc)) \
+    /* CUDA arrays */ \
+    X(cuArrayCreate_v2, CUresult, (CUarray *array, const CUDA_ARRAY_DESCRIPTOR *desc)) \
+    X(cuArray3DCreate_v2, CUresult, (CUarray *array, const CUDA_ARRAY3D_DESCRIPTOR *desc)) \
+    X(cuMipmappedArrayCreate, CUresult, (CUmipmappedArray *array, const CUDA_ARRAY3D_DESCRIPTOR *desc, \
+                                         unsigned int levels)) \
+    X(cuArrayDestroy, CUresult, (CUarray array)) \
+    X(cuMipmappedArrayDestroy, CUresult, (CUmipmappedArray array)) \
+    X(cuMemMapArrayAsync, CUresult, (CUarrayMapInfo *infos, unsigned int count, CUstream stream)) \
+    /* what keeps a cuMemCreate allocation alive besides its handle */ \
+    X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle *handle, void *addr)) \
+    X(cuMulticastCreate, CUresult, (CUmemGenericAllocationHandle *mc, const CUmulticastObjectProp *prop)) \
+    X(cuMulticastBindMem, CUresult, (CUmemGenericAllocationHandle mc, size_t mc_offset, \
+                                     CUmemGenericAllocationHandle mem, size_t mem_offset, size_t size, \
+                                     unsigned long long flags)) \
+    X(cuMulticastBindAddr, CUresult, (CUmemGenericAllocationHandle mc, size_t mc_offset, CUdeviceptr ptr, \
+                                      size_t size, unsigned long long flags)) \
+    X(cuMulticastUnbind, CUresult, (CUmemGenericAllocationHandle mc, CUdevice dev, size_t mc_offset, size_t size)) \
+    /* memory pools */ \
+    X(cuMemPoolCreate, CUresult, (CUmemoryPool *pool, const CUmemPoolProps *props)) \
+    X(cuMemPoolDestroy, CUresult, (CUmemoryPool pool)) \
+    X(cuMemPoolTrimTo, CUresult, (CUmemoryPool pool, size_t keep)) \
+    X(cuMemPoolGetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *value)) \
+    X(cuMemPoolSetAttribute, CUresult, (CUmemoryPool pool, CUmemPool_attribute attr, void *value)) \
+    X(cuDeviceGetMemPool, CUresult, (CUmemoryPool *pool, CUdevice dev)) \
+    X(cuDeviceGetDefaultMemPool, CUresult, (CUmemoryPool *pool, CUdevice dev)) \
+    X(cuDeviceSetMemPool, CUresult, (CUdevice dev, CUmemoryPool pool)) \
+    /* graphs and their memory */ \
+    X(cuGraphCreate, CUresult, (CUgraph *graph, unsigned int flags)) \
+    X(cuGraphDestroy, CUresult, (CUgraph graph)) \
+    X(cuGraphAddMemAllocNode, CUresult, (CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, \
+                                         CUDA_MEM_ALLOC_NODE_PARAMS *params)) \
+    X(cuGraphAddMemFreeNode, CUresult, (CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, \
+                                        CUdeviceptr dptr)) \
+    X(cuGraphAddChildGraphNode, CUresult, (CUgraphNode *node, CUgraph graph, const CUgraphNode *deps, size_t ndeps, \
+                                           CUgraph child)) \
+    X(cuGraphGetNodes, CUresult, (CUgraph graph, CUgraphNode *nodes, size_t *count)) \
+    X(cuGraphNodeGetType, CUresult, (CUgraphNode node, CUgraphNodeType *type)) \
+    X(cuGraphMemAllocNodeGetParams, CUresult, (CUgraphNode node, CUDA_MEM_ALLOC_NODE_PARAMS *params)) \
+    X(cuGraphChildGraphNodeGetGraph, CUresult, (CUgraphNode node, CUgraph *child)) \
+    X(cuGraphInstantiate, CUresult, (CUgraphExec *exec, CUgraph graph, CUgraphNode *error_node, char *log, \
+                                     size_t log_size)) \
+    X(cuGraphInstantiateWithFlags, CUresult, (CUgraphExec *exec, CUgraph graph, unsigned long long flags)) \
+    X(cuGraphInstantiateWithParams, CUresult, (CUgraphExec *exec, CUgraph graph, \
+                                               CUDA_GRAPH_INSTANTIATE_PARAMS *params)) \
+    X(cuGraphUpload, CUresult, (CUgraphExec exec, CUstream stream)) \
+    X(cuGraphLaunch, CUresult, (CUgraphExec exec, CUstream stream)) \
+    X(cuGraphExecDestroy, CUresult, (CUgraphExec exec)) \
+    X(cuDeviceGraphMemTrim, CUresult, (CUdevice dev)) \
+    X(cuDeviceGetGraphMemAttribute, CUresult, (CUdevice dev, CUgraphMem_attribute attr, void *value)) \
+    /* context limits that reserve device memory */ \
+    X(cuCtxGetCurrent, CUresult, (CUcontext *ctx)) \
+    X(cuCtxCreate_v2, CUresult, (CUcontext *ctx, unsigned int flags, CUdevice dev)) \
+    X(cuCtxSetLimit, CUresult, (CUlimit limit, size_t value)) \
+    X(cuCtxGetLimit, CUresult, (size_t *value, CUlimit limit)) \
+    X(cuCtxDestroy_v2, CUresult, (CUcontext ctx)) \
+    X(cuDevicePrimaryCtxReset_v2, CUresult, (CUdevice dev)) \
+    X(cuDevicePrimaryCtxGetState, CUresult, (CUdevice dev, unsigned int *flags, int *active))
 
 /* cuda_fn_<symbol>: the function's type (a declaration `cuda_fn_cuMemAlloc_v2 cuMemAlloc_v2;`
  * declares the function itself); pfn_<symbol>: a pointer to it, for what is resolved at run time. */
@@ -249,5 +487,14 @@ _Static_assert(sizeof(CUmemAllocationProp) == 32, "CUmemAllocationProp layout");
 _Static_assert(offsetof(CUmemAllocationProp, allocFlags) == 24, "CUmemAllocationProp layout");
 _Static_assert(sizeof(CUmemAccessDesc) == 12, "CUmemAccessDesc layout");
 _Static_assert(sizeof(CUuuid) == 16, "CUuuid layout");
+_Static_assert(sizeof(CUDA_ARRAY_DESCRIPTOR) == 24, "CUDA_ARRAY_DESCRIPTOR layout");
+_Static_assert(sizeof(CUDA_ARRAY3D_DESCRIPTOR) == 40, "CUDA_ARRAY3D_DESCRIPTOR layout");
+_Static_assert(sizeof(CUarrayMapInfo) == 96, "CUarrayMapInfo layout");
+_Static_assert(offsetof(CUarrayMapInfo, memHandle) == 64, "CUarrayMapInfo layout");
+_Static_assert(sizeof(CUmemPoolProps) == 88, "CUmemPoolProps layout");
+_Static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120, "CUDA_MEM_ALLOC_NODE_PARAMS layout");
+_Static_assert(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104, "CUDA_MEM_ALLOC_NODE_PARAMS layout");
+_Static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32, "CUDA_GRAPH_INSTANTIATE_PARAMS layout");
+_Static_assert(sizeof(CUmulticastObjectProp) == 32, "CUmulticastObjectProp layout");
 
 #endif /* VRAM_CUDA_ABI_H */

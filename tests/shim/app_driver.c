@@ -14,7 +14,9 @@
  *             proc_ptsz as proc_v2, with the per-thread default stream flag
  *   SCENARIO  info [DEV]                  total=, free=, devtotal=
  *             fill KIND MIB [DEV]         chunks=N bytes=B err=E, refill=E, free_after= total=
- *                                         KIND: alloc pitch managed create async pool
+ *                                         KIND: alloc pitch managed create async pool (pool:
+ *                                         cuMemAllocFromPoolAsync from the device's default pool,
+ *                                         cuDeviceGetDefaultMemPool)
  *             threads                     threads_bytes=B, free_after= total=
  *             mixed                       allocate by dlsym, free by cuGetProcAddress, free again:
  *                                         alloc= free= double_free= free_after= total=
@@ -70,6 +72,7 @@ typedef struct driver {
     pfn_cuMemAllocAsync alloc_async;
     pfn_cuMemAllocFromPoolAsync alloc_pool;
     pfn_cuMemFreeAsync free_async;
+    pfn_cuDeviceGetDefaultMemPool default_pool;
 } driver;
 
 static void *lib;
@@ -97,6 +100,7 @@ static void resolve_by_dlsym(driver *d) {
     d->alloc_async = (pfn_cuMemAllocAsync)need_dlsym("cuMemAllocAsync");
     d->alloc_pool = (pfn_cuMemAllocFromPoolAsync)need_dlsym("cuMemAllocFromPoolAsync");
     d->free_async = (pfn_cuMemFreeAsync)need_dlsym("cuMemFreeAsync");
+    d->default_pool = (pfn_cuDeviceGetDefaultMemPool)need_dlsym("cuDeviceGetDefaultMemPool");
 }
 
 static pfn_cuGetProcAddress gpa1;
@@ -137,6 +141,7 @@ static void resolve_by_proc(driver *d, const char *path) {
     d->alloc_async = (pfn_cuMemAllocAsync)need_proc("cuMemAllocAsync");
     d->alloc_pool = (pfn_cuMemAllocFromPoolAsync)need_proc("cuMemAllocFromPoolAsync");
     d->free_async = (pfn_cuMemFreeAsync)need_proc("cuMemFreeAsync");
+    d->default_pool = (pfn_cuDeviceGetDefaultMemPool)need_proc("cuDeviceGetDefaultMemPool");
 }
 
 static void use_device(const driver *d, int ordinal) {
@@ -180,7 +185,12 @@ static CUresult take(const driver *d, int kind, size_t bytes, int dev, chunk *c)
         break;
     }
     case K_ASYNC: r = d->alloc_async(&p, bytes, NULL); break;
-    default: r = d->alloc_pool(&p, bytes, (CUmemoryPool)(void *)d, NULL); break;
+    default: {
+        CUmemoryPool pool = NULL;
+        r = d->default_pool(&pool, dev);
+        if (r == CUDA_SUCCESS) r = d->alloc_pool(&p, bytes, pool, NULL);
+        break;
+    }
     }
     c->key = p;
     return r;

@@ -12,6 +12,9 @@ CUresult cuInit(unsigned int flags);
 CUresult cuDeviceGet(CUdevice *dev, int ordinal);
 CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);
 CUresult cuCtxSetCurrent(CUcontext ctx);
+cuda_fn_cuMemAlloc_v2 cuMemAlloc_v2;
+cuda_fn_cuMemFree_v2 cuMemFree_v2;
+cuda_fn_cuMemGetInfo_v2 cuMemGetInfo_v2;
 int next_lib_rtld_next_ok(void);
 
 int main(void) {

@@ -1,19 +1,56 @@
 /*
- * fake_cuda.c: a libcuda.so.1 double for the preload library's tests. It implements the handful of
- * driver calls the preload library interposes on (plus cuInit, cuDeviceGet, cuDeviceGetCount, the
- * primary context, cuCtxGetDevice, cuDeviceGetUuid and cuMemGetAllocationGranularity: 2 MiB) over
- * simulated memory (cuMemCreate handles and cuMemAlloc pointers share each device's 16 GiB): FAKE_CUDA_DEVICES devices (default 2)
- * of 16 GiB each. Allocations hand out addresses from a counter (nothing is backed by host memory)
- * and are kept in a list, so frees of unknown pointers fail as the real driver's do. The current
- * context is per thread, as in CUDA. cuGetProcAddress (v1 and _v2) returns this library's exported
- * functions, or with FAKE_CUDA_PROC=internal the same functions at other addresses (as a driver may
- * hand out internal entry points that no exported symbol names). FAKE_CUDA_VMM=off makes cuMemCreate
- * fail with CUDA_ERROR_NOT_SUPPORTED. FAKE_CUDA_SHARED=FILE makes the devices one machine's cards
- * that all processes naming FILE share: each process's bytes per device are kept in FILE (a slot
- * per pid, under flock; slots of dead processes count nothing, as the driver frees a process's
- * memory when it ends), and each allocation and cuMemGetInfo go by the sum. After the slots the file
- * keeps, per device, the highest sum any allocation reached (FAKE_SHARE_PEAK_AT: 8-byte counters),
- * which tests/shim/fault_test.py reads to check that a group never held more than its limit.
+ * fake_cuda.c: a libcuda.so.1 double for the preload library's tests, and its core. The fake models,
+ * after the CUDA 13 driver's documented semantics, every way a program makes the driver hold device
+ * memory, over simulated cards: FAKE_CUDA_DEVICES devices (default 2) of 16 GiB each, nothing backed
+ * by host memory. Per device it keeps held[dev], the bytes the driver holds:
+ *
+ *   plain allocations  cuMemAlloc_v2, cuMemAllocPitch_v2, cuMemAllocManaged and the CUDA < 3.2 entry
+ *                      points (cuMemAlloc, cuMemAllocPitch: 32-bit addresses below 4 GiB), freed by
+ *                      cuMemFree_v2 / cuMemFree / cuMemFreeAsync                       (fake_mem.c)
+ *   memory pools       each device's default pool and cuMemPoolCreate's: what they reserve (blocks
+ *                      of cuMemAllocAsync / cuMemAllocFromPoolAsync in 2 MiB granules, kept up to the
+ *                      release threshold after a free, cuMemPoolTrimTo)                (fake_mem.c)
+ *   VMM                cuMemCreate allocations, alive while a handle reference, a mapping
+ *                      (cuMemAddressReserve + cuMemMap), a tile of a sparse array (cuMemMapArrayAsync)
+ *                      or a multicast binding (cuMulticastBindMem / BindAddr) holds them (fake_vmm.c)
+ *   arrays             cuArrayCreate(_v2), cuArray3DCreate(_v2), cuMipmappedArrayCreate: the texels
+ *                      of every level, rounded up to 512 bytes; sparse ones hold nothing (fake_vmm.c)
+ *   graph memory       what graphs with memory nodes reserve per device (uploaded or launched
+ *                      executable graphs), kept cached after cuGraphExecDestroy until
+ *                      cuDeviceGraphMemTrim                                           (fake_graph.c)
+ *   context limits     cuCtxSetLimit of the malloc heap, the printf FIFO and the stack (the stack for
+ *                      every thread of the device's 132 SMs x 2048 threads) above their defaults, per
+ *                      context, given back when the context ends                       (this file)
+ *
+ * Every allocating call fails with CUDA_ERROR_OUT_OF_MEMORY, changing nothing, when held + growth
+ * would pass the card; fake_cuda_held(dev) (fake_cuda.h) tells a test what this process holds.
+ * Device pointers, handles and VA ranges come from counters (no value is reused while in use), and
+ * frees of unknown pointers or handles fail as the real driver's do. The current context is per
+ * thread, as in CUDA: a primary context is the device ordinal + 1 disguised as a pointer, with a
+ * reference count (retain, release, reset); cuCtxCreate makes distinct ones. cuGetProcAddress (v1
+ * and _v2, fake_procs.c) returns this library's exported functions by base name, CUDA version and
+ * per-thread-stream flag, or with FAKE_CUDA_PROC=internal the same functions at other addresses (as
+ * a driver may hand out internal entry points that no exported symbol names). FAKE_CUDA_VMM=off
+ * makes cuMemCreate, cuMemAddressReserve and cuMulticastCreate fail with CUDA_ERROR_NOT_SUPPORTED
+ * and the device attribute say so. FAKE_CUDA_SHARED=FILE makes the devices one machine's cards that
+ * all processes naming FILE share: each process's held bytes per device are kept in FILE (a slot per
+ * pid, under flock; slots of dead processes count nothing, as the driver frees a process's memory
+ * when it ends), and each allocation and cuMemGetInfo go by the sum. After the slots the file keeps,
+ * per device, the highest sum any allocation reached (FAKE_SHARE_PEAK_AT: 8-byte counters), which
+ * tests/shim/fault_test.py reads to check that a group never held more than its limit.
+ *
+ * Not modelled: the memory a context itself takes; the allocations and arrays a destroyed or reset
+ * context would take with it (only its limits' memory goes back); graph nodes other than memory and
+ * child graph nodes; mapping a multicast object. Memory on the host (cuMemCreate, pools) holds
+ * nothing of a card.
+ *
+ * This file: the lock, held[] and its sharing, the devices and their attributes, contexts and their
+ * limits, the list of device pointers, the address and handle counters, fake_cuda_held.
+ * fake_internal.h says how the files call each other. Invariants: held[dev] is the sum of the
+ * figures above (each file adds and subtracts its own through fake_hold_unsafe /
+ * fake_unhold_unsafe) and never passes 16 GiB; with FAKE_CUDA_SHARED the process's slot always
+ * equals held[]. Locks: fake_mu guards every bit of state of every file (fake_lock, which also takes
+ * the shared file's flock); the thread's current context is thread-local and needs no lock.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,36 +67,12 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "cuda_driver.h"
-
-#define FAKE_MAX_DEVICES 8
-#define FAKE_TOTAL (16ull << 30)
-
-SHIM_EXPORT CUresult cuInit(unsigned int flags);
-SHIM_EXPORT CUresult cuDeviceGetCount(int *count);
-SHIM_EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal);
-SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev);
-SHIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx);
-SHIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev);
-
-typedef struct fake_uuid { unsigned char bytes[16]; } fake_uuid;
-SHIM_EXPORT CUresult cuDeviceGetUuid(fake_uuid *uuid, CUdevice dev);
-SHIM_EXPORT CUresult cuDeviceGetUuid_v2(fake_uuid *uuid, CUdevice dev);
-
-typedef struct fake_alloc {
-    unsigned long long key;
-    size_t size;
-    int dev;
-    int handle;   /* a cuMemCreate handle rather than a pointer */
-} fake_alloc;
+#include "fake_internal.h"
 
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
-static fake_alloc *fake_list;
-static size_t fake_count, fake_cap;
-static size_t fake_used[FAKE_MAX_DEVICES];
-static unsigned long long fake_next_addr = 0x7f0000000000ull, fake_next_handle = 1;
+static size_t fake_used[FAKE_MAX_DEVICES];   /* held[dev] of this process */
 static int fake_initialized;
-static _Thread_local int fake_current = -1;   /* this thread's context: its device, or -1 */
+static _Thread_local uintptr_t fake_ctx_current;   /* this thread's context, or 0 */
 
 /* ---- FAKE_CUDA_SHARED: the cards' usage shared between processes ---------------------------- */
 
@@ -109,7 +122,7 @@ static void fake_share_open_unsafe(void) {
     if (me < 0) { munmap(m, len); close(fd); }
 }
 
-/* Bytes in use on dev: this process's alone, or every live process's (caller holds fake_mu and,
+/* Bytes held on dev: this process's alone, or every live process's (caller holds fake_mu and,
  * when shared, the flock). */
 static size_t fake_used_unsafe(int dev) {
     if (!fake_share) return fake_used[dev];
@@ -120,21 +133,125 @@ static size_t fake_used_unsafe(int dev) {
     return sum;
 }
 
-static void fake_lock(void) {
+void fake_lock(void) {
     pthread_mutex_lock(&fake_mu);
     fake_share_open_unsafe();
     if (fake_share) flock(fake_share_fd, LOCK_EX);
 }
 
-static void fake_unlock(void) {
+void fake_unlock(void) {
     if (fake_share) flock(fake_share_fd, LOCK_UN);
     pthread_mutex_unlock(&fake_mu);
 }
 
-static void fake_add_unsafe(int dev, size_t size, int sign) {
-    if (sign > 0) fake_used[dev] += size;
-    else fake_used[dev] -= size;
-    if (fake_share) fake_share[fake_share_me].used[dev] = fake_used[dev];
+/* ---- held[dev] ----------------------------------------------------------------------------------- */
+
+static void fake_publish_unsafe(int dev) {
+    if (!fake_share) return;
+    fake_share[fake_share_me].used[dev] = fake_used[dev];
+    unsigned long long *peak = (unsigned long long *)((char *)fake_share + FAKE_SHARE_PEAK_AT);
+    size_t sum = fake_used_unsafe(dev);
+    if (sum > peak[dev]) peak[dev] = sum;
+}
+
+static int fake_fits_unsafe(int dev, size_t bytes) {
+    size_t in_use = fake_used_unsafe(dev);
+    return in_use <= FAKE_TOTAL && bytes <= FAKE_TOTAL - in_use;
+}
+
+size_t fake_room_unsafe(int dev) {
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES) return 0;
+    size_t in_use = fake_used_unsafe(dev);
+    return in_use >= FAKE_TOTAL ? 0 : FAKE_TOTAL - in_use;
+}
+
+CUresult fake_hold_unsafe(int dev, size_t bytes) {
+    if (dev == FAKE_HOST || bytes == 0) return CUDA_SUCCESS;
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES) return CUDA_ERROR_INVALID_DEVICE;
+    if (!fake_fits_unsafe(dev, bytes)) return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_used[dev] += bytes;
+    fake_publish_unsafe(dev);
+    return CUDA_SUCCESS;
+}
+
+CUresult fake_hold_each_unsafe(const size_t bytes[FAKE_MAX_DEVICES]) {
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+        if (bytes[d] && !fake_fits_unsafe(d, bytes[d])) return CUDA_ERROR_OUT_OF_MEMORY;
+    for (int d = 0; d < FAKE_MAX_DEVICES; d++)
+        if (bytes[d]) fake_hold_unsafe(d, bytes[d]);
+    return CUDA_SUCCESS;
+}
+
+void fake_unhold_unsafe(int dev, size_t bytes) {
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES || bytes == 0) return;
+    fake_used[dev] = bytes > fake_used[dev] ? 0 : fake_used[dev] - bytes;
+    fake_publish_unsafe(dev);
+}
+
+SHIM_EXPORT size_t fake_cuda_held(int dev) {
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES) return 0;
+    pthread_mutex_lock(&fake_mu);
+    size_t held = fake_used[dev];
+    pthread_mutex_unlock(&fake_mu);
+    return held;
+}
+
+/* ---- growable arrays, counters, the list of device pointers ------------------------------------ */
+
+int fake_reserve(void **items, size_t *cap, size_t count, size_t more, size_t elem) {
+    if (count + more <= *cap) return 0;
+    size_t n = *cap ? *cap : 16;
+    while (n < count + more) n *= 2;
+    void *p = realloc(*items, n * elem);
+    if (!p) return -1;
+    *items = p;
+    *cap = n;
+    return 0;
+}
+
+uintptr_t fake_opaque_unsafe(int kind) {
+    static unsigned long long next = 1;
+    return (uintptr_t)(0xfa4e000000000000ull | (unsigned long long)kind << 40 | next++);
+}
+
+/* 0x7f0000000000 and up: plain allocations 1 MiB apart (as the fake always gave them), pool blocks,
+ * graph allocations and reserved VA ranges alike. */
+static unsigned long long fake_next_addr = 0x7f0000000000ull;
+
+unsigned long long fake_address_unsafe(size_t size, size_t align, unsigned long long hint) {
+    const unsigned long long end = 1ull << 56;   /* the simulated address space ends here */
+    size_t step = fake_round_up(size, 1u << 20);
+    unsigned long long from = hint && hint % align == 0 && hint >= fake_next_addr ? hint : fake_next_addr;
+    unsigned long long at = (from + align - 1) & ~(unsigned long long)(align - 1);
+    if (at >= end || step > end - at) return 0;
+    fake_next_addr = at + step;
+    return at;
+}
+
+static fake_block *fake_blocks;
+static size_t fake_nblocks, fake_blocks_cap;
+
+int fake_blocks_reserve_unsafe(size_t more) {
+    return fake_reserve((void **)&fake_blocks, &fake_blocks_cap, fake_nblocks, more, sizeof *fake_blocks);
+}
+
+void fake_block_add_unsafe(const fake_block *b) { fake_blocks[fake_nblocks++] = *b; }
+
+fake_block *fake_block_find_unsafe(unsigned long long key) {
+    for (size_t i = fake_nblocks; i-- > 0;)
+        if (fake_blocks[i].key == key) return &fake_blocks[i];
+    return NULL;
+}
+
+void fake_block_remove_unsafe(fake_block *b) { *b = fake_blocks[--fake_nblocks]; }
+
+/* ---- devices ------------------------------------------------------------------------------------ */
+
+int fake_is_initialized(void) { return __atomic_load_n(&fake_initialized, __ATOMIC_ACQUIRE); }
+
+int fake_vmm_off(void) {
+    const char *vmm = getenv("FAKE_CUDA_VMM");
+    return vmm && strcmp(vmm, "off") == 0;
 }
 
 /* CUDA_VISIBLE_DEVICES as a list of card indices ("1,0"): the card of ordinal i in phys[i]; the
@@ -155,7 +272,7 @@ static int fake_visible(int phys[FAKE_MAX_DEVICES]) {
     return n;
 }
 
-static int fake_device_count(void) {
+int fake_device_count(void) {
     const char *v = getenv("FAKE_CUDA_DEVICES");
     int n = v ? atoi(v) : 2;
     n = n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
@@ -168,359 +285,378 @@ static int fake_device_count(void) {
     return n;
 }
 
-SHIM_EXPORT CUresult cuInit(unsigned int flags) {
-    (void)flags;
-    fake_initialized = 1;
+static CUresult fake_check_device(CUdevice dev) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
     return CUDA_SUCCESS;
 }
 
-SHIM_EXPORT CUresult cuDeviceGetCount(int *count) {
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+CUresult impl_cuInit(unsigned int flags) {
+    if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    __atomic_store_n(&fake_initialized, 1, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+CUresult impl_cuDeviceGetCount(int *count) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!count) return CUDA_ERROR_INVALID_VALUE;
     *count = fake_device_count();
     return CUDA_SUCCESS;
 }
 
-SHIM_EXPORT CUresult cuDeviceGet(CUdevice *dev, int ordinal) {
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+CUresult impl_cuDeviceGet(CUdevice *dev, int ordinal) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!dev) return CUDA_ERROR_INVALID_VALUE;
     if (ordinal < 0 || ordinal >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
     *dev = ordinal;
     return CUDA_SUCCESS;
 }
 
-/* A context is the device ordinal + 1, disguised as a pointer. */
-SHIM_EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
-    *ctx = (CUcontext)(uintptr_t)(dev + 1);
-    return CUDA_SUCCESS;
-}
-
-SHIM_EXPORT CUresult cuCtxSetCurrent(CUcontext ctx) {
-    fake_current = ctx ? (int)(uintptr_t)ctx - 1 : -1;
-    return CUDA_SUCCESS;
-}
-
-SHIM_EXPORT CUresult cuCtxGetDevice(CUdevice *dev) {
-    if (!dev) return CUDA_ERROR_INVALID_VALUE;
-    if (fake_current < 0) return CUDA_ERROR_INVALID_CONTEXT;
-    *dev = fake_current;
-    return CUDA_SUCCESS;
-}
-
 /* Device d's UUID: fa4ec0da-0000-4000-8000-0000000000<d>, printed GPU-fa4ec0da-0000-4000-8000-0000000000dd
  * (FAKE_CUDA_UUID_BASE=N adds N to the last byte, for a second "machine" of distinct cards); d is the
  * card's index, ordinal <d> of CUDA_VISIBLE_DEVICES when it is set. */
-SHIM_EXPORT CUresult cuDeviceGetUuid_v2(fake_uuid *uuid, CUdevice dev) {
+CUresult impl_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
     static const unsigned char base[16] = { 0xfa, 0x4e, 0xc0, 0xda, 0, 0, 0x40, 0, 0x80, 0, 0, 0, 0, 0, 0, 0 };
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!uuid) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
     const char *add = getenv("FAKE_CUDA_UUID_BASE");
     int phys[FAKE_MAX_DEVICES], card = fake_visible(phys) >= 0 ? phys[dev] : dev;
     memcpy(uuid->bytes, base, 16);
-    uuid->bytes[15] = (unsigned char)(card + (add ? atoi(add) : 0));
+    uuid->bytes[15] = (char)(unsigned char)(card + (add ? atoi(add) : 0));
     return CUDA_SUCCESS;
 }
 
-SHIM_EXPORT CUresult cuDeviceGetUuid(fake_uuid *uuid, CUdevice dev) { return cuDeviceGetUuid_v2(uuid, dev); }
+CUresult impl_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return impl_cuDeviceGetUuid_v2(uuid, dev); }
 
-/* ---- simulated memory -------------------------------------------------------------------------- */
+/* The attributes the preload library asks about: an H100's (compute capability 9.0). */
+CUresult impl_cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = FAKE_SMS; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *value = FAKE_THREADS_PER_SM; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = !fake_vmm_off(); break;
+    default: return CUDA_ERROR_INVALID_VALUE;   /* an attribute the fake does not model */
+    }
+    return CUDA_SUCCESS;
+}
 
-static CUresult fake_take(int dev, size_t size, int handle, unsigned long long *key) {
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    if (dev < 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (!key || size == 0) return CUDA_ERROR_INVALID_VALUE;
+/* ---- contexts and their limits ------------------------------------------------------------------ */
+
+#define FAKE_LIMITS 5   /* CU_LIMIT_STACK_SIZE .. CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT */
+
+static const size_t fake_limit_default[FAKE_LIMITS] = {
+    [CU_LIMIT_STACK_SIZE] = 1024,
+    [CU_LIMIT_PRINTF_FIFO_SIZE] = 1u << 20,
+    [CU_LIMIT_MALLOC_HEAP_SIZE] = 8u << 20,
+    [CU_LIMIT_DEV_RUNTIME_SYNC_DEPTH] = 2,
+    [CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT] = 2048,
+};
+
+typedef struct fake_ctx {
+    uintptr_t id;
+    int dev;
+    int alive;              /* a created context: not destroyed; a primary one: retained (refs > 0) */
+    unsigned refs, stale;   /* primary: retains, and retains a reset ended (each may still be released) */
+    size_t limit[FAKE_LIMITS];
+    size_t held;            /* the bytes its limits hold on dev (in held[dev]) */
+} fake_ctx;
+
+static fake_ctx fake_primary[FAKE_MAX_DEVICES];   /* id dev + 1 */
+static fake_ctx *fake_ctxs;                       /* created ones, destroyed ones kept (alive 0) */
+static size_t fake_nctxs, fake_ctxs_cap;
+
+static int fake_is_primary_id(uintptr_t id) { return id >= 1 && id <= FAKE_MAX_DEVICES; }
+
+/* The bytes a context's limits hold: what the heap, the printf FIFO and every thread's stack take
+ * beyond their defaults. */
+static size_t fake_limits_bytes(const size_t *limit) {
+    size_t b = 0;
+    if (limit[CU_LIMIT_STACK_SIZE] > fake_limit_default[CU_LIMIT_STACK_SIZE])
+        b = fake_mul_sat(limit[CU_LIMIT_STACK_SIZE] - fake_limit_default[CU_LIMIT_STACK_SIZE],
+                         (size_t)FAKE_SMS * FAKE_THREADS_PER_SM);
+    for (int l = CU_LIMIT_PRINTF_FIFO_SIZE; l <= CU_LIMIT_MALLOC_HEAP_SIZE; l++)
+        if (limit[l] > fake_limit_default[l]) b = fake_add_sat(b, limit[l] - fake_limit_default[l]);
+    return b;
+}
+
+static void fake_ctx_start(fake_ctx *c, uintptr_t id, int dev) {
+    c->id = id;
+    c->dev = dev;
+    c->alive = 1;
+    c->held = 0;
+    memcpy(c->limit, fake_limit_default, sizeof c->limit);
+}
+
+/* A context ends: what its limits hold goes back, the limits return to their defaults. */
+static void fake_ctx_end_unsafe(fake_ctx *c) {
+    fake_unhold_unsafe(c->dev, c->held);
+    c->held = 0;
+    c->alive = 0;
+    memcpy(c->limit, fake_limit_default, sizeof c->limit);
+}
+
+static fake_ctx *fake_primary_unsafe(int dev) {
+    fake_ctx *c = &fake_primary[dev];
+    if (!c->id) {
+        fake_ctx_start(c, (uintptr_t)dev + 1, dev);
+        c->alive = 0;
+    }
+    return c;
+}
+
+static fake_ctx *fake_ctx_find_unsafe(uintptr_t id) {
+    if (fake_is_primary_id(id)) return (int)id - 1 < fake_device_count() ? fake_primary_unsafe((int)id - 1) : NULL;
+    for (size_t i = 0; i < fake_nctxs; i++)
+        if (fake_ctxs[i].id == id) return &fake_ctxs[i];
+    return NULL;
+}
+
+CUresult fake_current_device(int *dev) {
+    uintptr_t id = fake_ctx_current;
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!id) return CUDA_ERROR_INVALID_CONTEXT;
+    if (fake_is_primary_id(id)) {   /* a primary context's handle is always usable for memory */
+        *dev = (int)id - 1;
+        return CUDA_SUCCESS;
+    }
     CUresult r = CUDA_SUCCESS;
     fake_lock();
-    size_t in_use = fake_used_unsafe(dev);
-    if (in_use > FAKE_TOTAL || size > FAKE_TOTAL - in_use) r = CUDA_ERROR_OUT_OF_MEMORY;
-    else if (fake_count == fake_cap) {
-        size_t cap = fake_cap ? fake_cap * 2 : 256;
-        fake_alloc *l = realloc(fake_list, cap * sizeof *l);
-        if (!l) r = CUDA_ERROR_OUT_OF_MEMORY;
-        else { fake_list = l; fake_cap = cap; }
+    fake_ctx *c = fake_ctx_find_unsafe(id);
+    if (!c) r = CUDA_ERROR_INVALID_CONTEXT;
+    else if (!c->alive) r = FAKE_ERROR_CONTEXT_IS_DESTROYED;
+    else *dev = c->dev;
+    fake_unlock();
+    return r;
+}
+
+CUresult impl_cuDevicePrimaryCtxRetain(CUcontext *ctx, CUdevice dev) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    fake_lock();
+    fake_ctx *c = fake_primary_unsafe(dev);
+    if (c->refs++ == 0) fake_ctx_start(c, c->id, dev);
+    *ctx = (CUcontext)c->id;
+    fake_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* The last release ends the primary context; a release of a retain that a reset already ended
+ * succeeds (the driver documents it as safe); one more is CUDA_ERROR_INVALID_CONTEXT. */
+static CUresult fake_primary_release(CUdevice dev) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    fake_lock();
+    fake_ctx *c = fake_primary_unsafe(dev);
+    if (c->refs > 0) {
+        if (--c->refs == 0) fake_ctx_end_unsafe(c);
+    } else if (c->stale > 0) {
+        c->stale--;
+    } else {
+        r = CUDA_ERROR_INVALID_CONTEXT;
     }
+    fake_unlock();
+    return r;
+}
+
+CUresult impl_cuDevicePrimaryCtxRelease(CUdevice dev) { return fake_primary_release(dev); }
+CUresult impl_cuDevicePrimaryCtxRelease_v2(CUdevice dev) { return fake_primary_release(dev); }
+
+/* Reset ends the primary context (its retains are not released: each may still be). */
+static CUresult fake_primary_reset(CUdevice dev) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    fake_lock();
+    fake_ctx *c = fake_primary_unsafe(dev);
+    c->stale += c->refs;
+    c->refs = 0;
+    fake_ctx_end_unsafe(c);
+    fake_unlock();
+    return CUDA_SUCCESS;
+}
+
+CUresult impl_cuDevicePrimaryCtxReset(CUdevice dev) { return fake_primary_reset(dev); }
+CUresult impl_cuDevicePrimaryCtxReset_v2(CUdevice dev) { return fake_primary_reset(dev); }
+
+CUresult impl_cuDevicePrimaryCtxGetState(CUdevice dev, unsigned int *flags, int *active) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (!flags || !active) return CUDA_ERROR_INVALID_VALUE;
+    fake_lock();
+    *flags = 0;
+    *active = fake_primary_unsafe(dev)->refs > 0;
+    fake_unlock();
+    return CUDA_SUCCESS;
+}
+
+/* A new context on dev, current to the calling thread from now on. */
+static CUresult fake_ctx_create(CUcontext *ctx, CUdevice dev) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    fake_lock();
+    if (fake_reserve((void **)&fake_ctxs, &fake_ctxs_cap, fake_nctxs, 1, sizeof *fake_ctxs) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        fake_ctx *c = &fake_ctxs[fake_nctxs++];
+        memset(c, 0, sizeof *c);
+        fake_ctx_start(c, fake_opaque_unsafe(FAKE_OBJ_CONTEXT), dev);
+        *ctx = (CUcontext)c->id;
+        fake_ctx_current = c->id;
+    }
+    fake_unlock();
+    return r;
+}
+
+CUresult impl_cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev) {
+    (void)flags;
+    return fake_ctx_create(ctx, dev);
+}
+
+/* CUDA 11.4 and 12.5 versions: their execution-affinity and creation parameters change nothing here. */
+CUresult impl_cuCtxCreate_v3(CUcontext *ctx, void *affinity_params, int num_params, unsigned int flags, CUdevice dev) {
+    (void)flags;
+    if (num_params < 0 || (num_params > 0 && !affinity_params)) return CUDA_ERROR_INVALID_VALUE;
+    return fake_ctx_create(ctx, dev);
+}
+
+CUresult impl_cuCtxCreate_v4(CUcontext *ctx, void *create_params, unsigned int flags, CUdevice dev) {
+    (void)create_params;
+    (void)flags;
+    return fake_ctx_create(ctx, dev);
+}
+
+/* Destroys a created context (a primary one is released or reset, not destroyed); a thread that
+ * still has it current gets FAKE_ERROR_CONTEXT_IS_DESTROYED; the calling thread has none after. */
+static CUresult fake_ctx_destroy(CUcontext ctx) {
+    uintptr_t id = (uintptr_t)ctx;
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
+    if (fake_is_primary_id(id)) return CUDA_ERROR_INVALID_CONTEXT;
+    CUresult r = CUDA_SUCCESS;
+    fake_lock();
+    fake_ctx *c = fake_ctx_find_unsafe(id);
+    if (!c || !c->alive) r = CUDA_ERROR_INVALID_CONTEXT;
+    else fake_ctx_end_unsafe(c);
+    fake_unlock();
+    if (r == CUDA_SUCCESS && fake_ctx_current == id) fake_ctx_current = 0;
+    return r;
+}
+
+CUresult impl_cuCtxDestroy(CUcontext ctx) { return fake_ctx_destroy(ctx); }
+CUresult impl_cuCtxDestroy_v2(CUcontext ctx) { return fake_ctx_destroy(ctx); }
+
+CUresult impl_cuCtxSetCurrent(CUcontext ctx) {
+    uintptr_t id = (uintptr_t)ctx;
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (id && !fake_is_primary_id(id)) {
+        fake_lock();
+        fake_ctx *c = fake_ctx_find_unsafe(id);
+        int ok = c && c->alive;
+        fake_unlock();
+        if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
+    } else if (id && (int)id - 1 >= fake_device_count()) {
+        return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    fake_ctx_current = id;
+    return CUDA_SUCCESS;
+}
+
+CUresult impl_cuCtxGetCurrent(CUcontext *ctx) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!ctx) return CUDA_ERROR_INVALID_VALUE;
+    *ctx = (CUcontext)fake_ctx_current;
+    return CUDA_SUCCESS;
+}
+
+CUresult impl_cuCtxGetDevice(CUdevice *dev) {
+    if (!dev) return CUDA_ERROR_INVALID_VALUE;
+    int d = -1;
+    CUresult r = fake_current_device(&d);
+    if (r == CUDA_SUCCESS) *dev = d;
+    return r;
+}
+
+/* The calling thread's context, for its limits: it must be alive (a primary one retained). */
+static CUresult fake_limit_ctx_unsafe(fake_ctx **out) {
+    uintptr_t id = fake_ctx_current;
+    if (!id) return CUDA_ERROR_INVALID_CONTEXT;
+    fake_ctx *c = fake_ctx_find_unsafe(id);
+    if (!c) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!c->alive) return fake_is_primary_id(id) ? CUDA_ERROR_INVALID_CONTEXT : FAKE_ERROR_CONTEXT_IS_DESTROYED;
+    *out = c;
+    return CUDA_SUCCESS;
+}
+
+/* Limits of a compute capability 9.0 device: the stack, the printf FIFO, the malloc heap and the
+ * pending launch count; the sync depth (below 9.0 only) and the rest are not supported. */
+static int fake_limit_known(CUlimit limit) {
+    return limit == CU_LIMIT_STACK_SIZE || limit == CU_LIMIT_PRINTF_FIFO_SIZE || limit == CU_LIMIT_MALLOC_HEAP_SIZE ||
+           limit == CU_LIMIT_DEV_RUNTIME_PENDING_LAUNCH_COUNT;
+}
+
+CUresult impl_cuCtxSetLimit(CUlimit limit, size_t value) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!fake_limit_known(limit)) return FAKE_ERROR_UNSUPPORTED_LIMIT;
+    fake_lock();
+    fake_ctx *c = NULL;
+    CUresult r = fake_limit_ctx_unsafe(&c);
     if (r == CUDA_SUCCESS) {
-        *key = handle ? fake_next_handle++ : fake_next_addr;
-        if (!handle) fake_next_addr += (size + 0xfffffull) & ~0xfffffull;   /* 1 MiB apart */
-        fake_list[fake_count++] = (fake_alloc){ *key, size, dev, handle };
-        fake_add_unsafe(dev, size, 1);
-        if (fake_share) {
-            unsigned long long *peak = (unsigned long long *)((char *)fake_share + FAKE_SHARE_PEAK_AT);
-            size_t sum = fake_used_unsafe(dev);
-            if (sum > peak[dev]) peak[dev] = sum;
+        size_t want[FAKE_LIMITS];
+        memcpy(want, c->limit, sizeof want);
+        want[limit] = value;
+        size_t bytes = fake_limits_bytes(want);
+        if (bytes > c->held) r = fake_hold_unsafe(c->dev, bytes - c->held);
+        else fake_unhold_unsafe(c->dev, c->held - bytes);
+        if (r == CUDA_SUCCESS) {
+            c->limit[limit] = value;
+            c->held = bytes;
         }
     }
     fake_unlock();
     return r;
 }
 
-static CUresult fake_give(unsigned long long key, int handle) {
-    CUresult r = handle ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+CUresult impl_cuCtxGetLimit(size_t *value, CUlimit limit) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!value) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_limit_known(limit)) return FAKE_ERROR_UNSUPPORTED_LIMIT;
     fake_lock();
-    for (size_t i = 0; i < fake_count; i++) {
-        if (fake_list[i].key != key || fake_list[i].handle != handle) continue;
-        fake_add_unsafe(fake_list[i].dev, fake_list[i].size, -1);
-        fake_list[i] = fake_list[--fake_count];
-        r = CUDA_SUCCESS;
-        break;
-    }
+    fake_ctx *c = NULL;
+    CUresult r = fake_limit_ctx_unsafe(&c);
+    if (r == CUDA_SUCCESS) *value = c->limit[limit];
     fake_unlock();
     return r;
 }
 
-static CUresult impl_cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    return fake_take(fake_current, bytesize, 0, dptr);
-}
+/* ---- the exported functions ---------------------------------------------------------------------- */
 
-static CUresult impl_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
-                                        size_t height, unsigned int element_size_bytes) {
-    (void)element_size_bytes;
-    if (!pitch || width_bytes == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
-    size_t p = (width_bytes + 511) & ~(size_t)511;
-    if (p > FAKE_TOTAL / height) return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = fake_take(fake_current, p * height, 0, dptr);
-    if (r == CUDA_SUCCESS) *pitch = p;
-    return r;
-}
-
-static CUresult impl_cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-    (void)flags;
-    return fake_take(fake_current, bytesize, 0, dptr);
-}
-
-static CUresult impl_cuMemFree_v2(CUdeviceptr dptr) { return fake_give(dptr, 0); }
-
-static CUresult impl_cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    if (fake_current < 0) return CUDA_ERROR_INVALID_CONTEXT;
-    if (!free_bytes || !total_bytes) return CUDA_ERROR_INVALID_VALUE;
-    fake_lock();
-    size_t in_use = fake_used_unsafe(fake_current);
-    *free_bytes = in_use >= FAKE_TOTAL ? 0 : FAKE_TOTAL - in_use;
-    *total_bytes = FAKE_TOTAL;
-    fake_unlock();
-    return CUDA_SUCCESS;
-}
-
-static CUresult impl_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!bytes) return CUDA_ERROR_INVALID_VALUE;
-    if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = FAKE_TOTAL;
-    return CUDA_SUCCESS;
-}
-
-static CUresult impl_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                                 const CUmemAllocationProp *prop, unsigned long long flags) {
-    (void)flags;
-    if (!prop || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.id < 0 || prop->location.id >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
-    if (size % (2u << 20)) return CUDA_ERROR_INVALID_VALUE;   /* whole 2 MiB granules */
-    const char *vmm = getenv("FAKE_CUDA_VMM");                  /* "off": a driver without VMM support */
-    if (vmm && strcmp(vmm, "off") == 0) return CUDA_ERROR_NOT_SUPPORTED;
-    return fake_take(prop->location.id, size, 1, handle);
-}
-
-static CUresult impl_cuMemRelease(CUmemGenericAllocationHandle handle) { return fake_give(handle, 1); }
-
-/* cuMemGetAllocationGranularity(size_t *, const CUmemAllocationProp *, option): 2 MiB, minimum and
- * recommended alike (cuMemCreate wants whole granules). Not in cuda_driver.h: declared here. */
-SHIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, int option);
-
-static CUresult impl_cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop,
-                                                   int option) {
-    if (!fake_initialized) return CUDA_ERROR_NOT_INITIALIZED;
-    if (!granularity || !prop || (option != 0 && option != 1)) return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE) return CUDA_ERROR_INVALID_VALUE;
-    if (prop->location.id < 0 || prop->location.id >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
-    *granularity = 2u << 20;
-    return CUDA_SUCCESS;
-}
-
-static CUresult impl_cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    (void)stream;
-    return fake_take(fake_current, bytesize, 0, dptr);
-}
-
-/* The _ptsz variants do the same work without calling the exported functions: a call to an
- * exported symbol from inside this library would bind to the preload library's version. */
-static CUresult impl_cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    (void)stream;
-    return fake_take(fake_current, bytesize, 0, dptr);
-}
-
-static CUresult impl_cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                             CUstream stream) {
-    (void)stream;
-    if (!pool) return CUDA_ERROR_INVALID_VALUE;
-    return fake_take(fake_current, bytesize, 0, dptr);
-}
-
-static CUresult impl_cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                                  CUmemoryPool pool, CUstream stream) {
-    (void)stream;
-    if (!pool) return CUDA_ERROR_INVALID_VALUE;
-    return fake_take(fake_current, bytesize, 0, dptr);
-}
-
-static CUresult impl_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-    (void)stream;
-    return fake_give(dptr, 0);
-}
-
-static CUresult impl_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-    (void)stream;
-    return fake_give(dptr, 0);
-}
-
-/* ---- cuGetProcAddress ------------------------------------------------------------------------------ */
-
-typedef struct fake_proc {
-    const char *base;
-    int min_version, ptsz;
-    void *fn;         /* the exported function */
-    void *internal;   /* the same function at another address (FAKE_CUDA_PROC=internal) */
-} fake_proc;
-
-static CUresult impl_cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags);
-static CUresult impl_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status);
-
-static const fake_proc fake_procs[] = {
-    { "cuInit", 2000, 0, (void *)cuInit, (void *)cuInit },
-    { "cuDeviceGet", 2000, 0, (void *)cuDeviceGet, (void *)cuDeviceGet },
-    { "cuDeviceGetCount", 2000, 0, (void *)cuDeviceGetCount, (void *)cuDeviceGetCount },
-    { "cuDevicePrimaryCtxRetain", 7000, 0, (void *)cuDevicePrimaryCtxRetain, (void *)cuDevicePrimaryCtxRetain },
-    { "cuCtxSetCurrent", 4000, 0, (void *)cuCtxSetCurrent, (void *)cuCtxSetCurrent },
-    { "cuCtxGetDevice", 2000, 0, (void *)cuCtxGetDevice, (void *)cuCtxGetDevice },
-    { "cuDeviceGetUuid", 9020, 0, (void *)cuDeviceGetUuid, (void *)cuDeviceGetUuid },
-    { "cuDeviceGetUuid", 11040, 0, (void *)cuDeviceGetUuid_v2, (void *)cuDeviceGetUuid_v2 },
-    { "cuMemAlloc", 3020, 0, (void *)cuMemAlloc_v2, (void *)impl_cuMemAlloc_v2 },
-    { "cuMemAllocPitch", 3020, 0, (void *)cuMemAllocPitch_v2, (void *)impl_cuMemAllocPitch_v2 },
-    { "cuMemAllocManaged", 6000, 0, (void *)cuMemAllocManaged, (void *)impl_cuMemAllocManaged },
-    { "cuMemFree", 3020, 0, (void *)cuMemFree_v2, (void *)impl_cuMemFree_v2 },
-    { "cuMemGetInfo", 3020, 0, (void *)cuMemGetInfo_v2, (void *)impl_cuMemGetInfo_v2 },
-    { "cuDeviceTotalMem", 3020, 0, (void *)cuDeviceTotalMem_v2, (void *)impl_cuDeviceTotalMem_v2 },
-    { "cuMemCreate", 10020, 0, (void *)cuMemCreate, (void *)impl_cuMemCreate },
-    { "cuMemRelease", 10020, 0, (void *)cuMemRelease, (void *)impl_cuMemRelease },
-    { "cuMemGetAllocationGranularity", 10020, 0, (void *)cuMemGetAllocationGranularity,
-      (void *)impl_cuMemGetAllocationGranularity },
-    { "cuMemAllocAsync", 11020, 0, (void *)cuMemAllocAsync, (void *)impl_cuMemAllocAsync },
-    { "cuMemAllocAsync", 11020, 1, (void *)cuMemAllocAsync_ptsz, (void *)impl_cuMemAllocAsync_ptsz },
-    { "cuMemAllocFromPoolAsync", 11020, 0, (void *)cuMemAllocFromPoolAsync, (void *)impl_cuMemAllocFromPoolAsync },
-    { "cuMemAllocFromPoolAsync", 11020, 1, (void *)cuMemAllocFromPoolAsync_ptsz, (void *)impl_cuMemAllocFromPoolAsync_ptsz },
-    { "cuMemFreeAsync", 11020, 0, (void *)cuMemFreeAsync, (void *)impl_cuMemFreeAsync },
-    { "cuMemFreeAsync", 11020, 1, (void *)cuMemFreeAsync_ptsz, (void *)impl_cuMemFreeAsync_ptsz },
-    { "cuGetProcAddress", 11030, 0, (void *)cuGetProcAddress, (void *)impl_cuGetProcAddress },
-    { "cuGetProcAddress", 12000, 0, (void *)cuGetProcAddress_v2, (void *)impl_cuGetProcAddress_v2 },
-};
-
-static CUresult fake_lookup(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags,
-                            CUdriverProcAddressQueryResult *status) {
-    int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0, found = 0;
-    const fake_proc *best = NULL;
-    if (!symbol || !pfn) return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof fake_procs / sizeof fake_procs[0]; i++) {
-        const fake_proc *p = &fake_procs[i];
-        if (strcmp(p->base, symbol) != 0) continue;
-        found = 1;
-        if (p->min_version > cuda_version) continue;
-        if (p->ptsz && !ptsz) continue;
-        if (!best || p->min_version > best->min_version || (p->ptsz && !best->ptsz)) best = p;
-    }
-    const char *mode = getenv("FAKE_CUDA_PROC");
-    int internal = mode && strcmp(mode, "internal") == 0;
-    *pfn = best ? (internal ? best->internal : best->fn) : NULL;
-    if (status)
-        *status = best ? CU_GET_PROC_ADDRESS_SUCCESS
-                       : found ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    return best ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
-}
-
-static CUresult impl_cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags) {
-    return fake_lookup(symbol, pfn, cuda_version, flags, NULL);
-}
-
-static CUresult impl_cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
-    return fake_lookup(symbol, pfn, cuda_version, flags, status);
-}
-
-/* ---- the exported functions: what cuGetProcAddress returns unless FAKE_CUDA_PROC=internal ---- */
-
-SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
-    return impl_cuMemAlloc_v2(dptr, bytesize);
-}
-
-SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
-                                        size_t height, unsigned int element_size_bytes) {
-    return impl_cuMemAllocPitch_v2(dptr, pitch, width_bytes, height, element_size_bytes);
-}
-
-SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
-    return impl_cuMemAllocManaged(dptr, bytesize, flags);
-}
-
-SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
-    return impl_cuMemFree_v2(dptr);
-}
-
-SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total_bytes) {
-    return impl_cuMemGetInfo_v2(free_bytes, total_bytes);
-}
-
-SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
-    return impl_cuDeviceTotalMem_v2(bytes, dev);
-}
-
-SHIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
-                                 const CUmemAllocationProp *prop, unsigned long long flags) {
-    return impl_cuMemCreate(handle, size, prop, flags);
-}
-
-SHIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle) {
-    return impl_cuMemRelease(handle);
-}
-
-SHIM_EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, int option) {
-    return impl_cuMemGetAllocationGranularity(granularity, prop, option);
-}
-
-SHIM_EXPORT CUresult cuMemAllocAsync(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    return impl_cuMemAllocAsync(dptr, bytesize, stream);
-}
-
-SHIM_EXPORT CUresult cuMemAllocAsync_ptsz(CUdeviceptr *dptr, size_t bytesize, CUstream stream) {
-    return impl_cuMemAllocAsync_ptsz(dptr, bytesize, stream);
-}
-
-SHIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
-                                             CUstream stream) {
-    return impl_cuMemAllocFromPoolAsync(dptr, bytesize, pool, stream);
-}
-
-SHIM_EXPORT CUresult cuMemAllocFromPoolAsync_ptsz(CUdeviceptr *dptr, size_t bytesize,
-                                                  CUmemoryPool pool, CUstream stream) {
-    return impl_cuMemAllocFromPoolAsync_ptsz(dptr, bytesize, pool, stream);
-}
-
-SHIM_EXPORT CUresult cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
-    return impl_cuMemFreeAsync(dptr, stream);
-}
-
-SHIM_EXPORT CUresult cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
-    return impl_cuMemFreeAsync_ptsz(dptr, stream);
-}
-
-SHIM_EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cuda_version, cuuint64_t flags) {
-    return impl_cuGetProcAddress(symbol, pfn, cuda_version, flags);
-}
-
-SHIM_EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cuda_version,
-                                         cuuint64_t flags, CUdriverProcAddressQueryResult *status) {
-    return impl_cuGetProcAddress_v2(symbol, pfn, cuda_version, flags, status);
-}
+FAKE_EXPORT(cuInit, (unsigned int flags), (flags))
+FAKE_EXPORT(cuDeviceGetCount, (int *count), (count))
+FAKE_EXPORT(cuDeviceGet, (CUdevice *dev, int ordinal), (dev, ordinal))
+FAKE_EXPORT(cuDeviceGetUuid, (CUuuid *uuid, CUdevice dev), (uuid, dev))
+FAKE_EXPORT(cuDeviceGetUuid_v2, (CUuuid *uuid, CUdevice dev), (uuid, dev))
+FAKE_EXPORT(cuDeviceGetAttribute, (int *value, CUdevice_attribute attrib, CUdevice dev), (value, attrib, dev))
+FAKE_EXPORT(cuDevicePrimaryCtxRetain, (CUcontext *ctx, CUdevice dev), (ctx, dev))
+FAKE_EXPORT(cuDevicePrimaryCtxRelease, (CUdevice dev), (dev))
+FAKE_EXPORT(cuDevicePrimaryCtxRelease_v2, (CUdevice dev), (dev))
+FAKE_EXPORT(cuDevicePrimaryCtxReset, (CUdevice dev), (dev))
+FAKE_EXPORT(cuDevicePrimaryCtxReset_v2, (CUdevice dev), (dev))
+FAKE_EXPORT(cuDevicePrimaryCtxGetState, (CUdevice dev, unsigned int *flags, int *active), (dev, flags, active))
+FAKE_EXPORT(cuCtxCreate_v2, (CUcontext *ctx, unsigned int flags, CUdevice dev), (ctx, flags, dev))
+FAKE_EXPORT(cuCtxCreate_v3, (CUcontext *ctx, void *affinity_params, int num_params, unsigned int flags, CUdevice dev),
+            (ctx, affinity_params, num_params, flags, dev))
+FAKE_EXPORT(cuCtxCreate_v4, (CUcontext *ctx, void *create_params, unsigned int flags, CUdevice dev),
+            (ctx, create_params, flags, dev))
+FAKE_EXPORT(cuCtxDestroy, (CUcontext ctx), (ctx))
+FAKE_EXPORT(cuCtxDestroy_v2, (CUcontext ctx), (ctx))
+FAKE_EXPORT(cuCtxSetCurrent, (CUcontext ctx), (ctx))
+FAKE_EXPORT(cuCtxGetCurrent, (CUcontext *ctx), (ctx))
+FAKE_EXPORT(cuCtxGetDevice, (CUdevice *dev), (dev))
+FAKE_EXPORT(cuCtxSetLimit, (CUlimit limit, size_t value), (limit, value))
+FAKE_EXPORT(cuCtxGetLimit, (size_t *value, CUlimit limit), (value, limit))

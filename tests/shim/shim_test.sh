@@ -2,7 +2,7 @@
 # shim_test.sh: end-to-end checks of `vram run` and libvram_preload.so over the fake libcuda.so.1,
 # as real processes, without a GPU.
 #
-#   tests/shim/shim_test.sh VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED APP_NVML_LINKED
+#   tests/shim/shim_test.sh VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED APP_NVML_LINKED APP_COVER
 #
 # FAKE_CUDA_DIR (holding the fake libcuda.so.1: 2 devices of 16 GiB, and the fake libnvidia-ml.so.1
 # of the same cards) goes first on LD_LIBRARY_PATH.
@@ -11,11 +11,11 @@
 # exits 1 when a check failed, 2 on bad usage.
 set -euo pipefail
 
-if [[ $# -ne 6 ]]; then
-    echo "usage: $0 VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED APP_NVML_LINKED" >&2
+if [[ $# -ne 7 ]]; then
+    echo "usage: $0 VRAM PRELOAD_LIB FAKE_CUDA_DIR APP_DRIVER APP_LINKED APP_NVML_LINKED APP_COVER" >&2
     exit 2
 fi
-VRAM=$1 PRELOAD=$2 FAKE=$3 APP=$4 LINKED=$5 NVML_LINKED=$6
+VRAM=$1 PRELOAD=$2 FAKE=$3 APP=$4 LINKED=$5 NVML_LINKED=$6 COVER=$7
 
 unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_BACKEND VRAM_SIM_DEVICES \
       FAKE_CUDA_DEVICES
@@ -91,6 +91,28 @@ if command -v python3 >/dev/null; then
         '[[ $RC == 0 ]] && has "$OUT" "total=$GiB" && has "$OUT" "alloc_2GiB=2" && has "$OUT" "alloc_512MiB=0" &&
          has "$OUT" "free_after=$GiB"'
 fi
+
+# ---- every entry point of the coverage table (shim/shim.h), by its scenario in app_cover.c --------------
+# Each TAKES, HOLDS or GIVES entry point, found through dlsym and through cuGetProcAddress: without vram
+# the fake driver serves it up to its card; under a 1 GiB limit, with growth and with preallocation, the
+# driver never holds more than the limit, vram counts what it holds, the take past the limit is
+# refused, and everything comes back.
+cover_failed=""
+while read -r sym role; do
+    for route in dlsym proc; do
+        run "$COVER" $route "$sym"
+        [[ $RC == 0 ]] && has "$OUT" "cover $sym ok" || cover_failed+=" $sym/$route/no-vram"
+        run limited "$COVER" $route "$sym"
+        [[ $RC == 0 ]] && has "$OUT" "cover $sym ok" || cover_failed+=" $sym/$route/growth"
+        [[ $RC == 0 ]] || { echo "  $sym $route under vram run --growth:"; sed 's/^/    /' <<<"$OUT$ERR" | tail -5; }
+    done
+    run "$VRAM" run --limit 1GiB -- "$COVER" dlsym "$sym"
+    [[ $RC == 0 ]] && has "$OUT" "cover $sym ok" || cover_failed+=" $sym/dlsym/prealloc"
+    [[ $RC == 0 ]] || { echo "  $sym under vram run (preallocation):"; sed 's/^/    /' <<<"$OUT$ERR" | tail -5; }
+done < <("$COVER" list)
+ncover=$("$COVER" list | wc -l)
+check "all $ncover scenarios of the coverage table: counted, refused past the limit, given back (dlsym, proc; growth, preallocation)" \
+    '[[ -z $cover_failed ]] || { echo "failed:$cover_failed"; false; }'
 
 # ---- NVML: nvmlDeviceGetMemoryInfo / _v2 (the fake libnvidia-ml.so.1 enumerates both 16 GiB cards) ----
 M256=268435456 M512=536870912
@@ -385,7 +407,9 @@ check "vram run --help" '[[ $RC == 0 ]] && has "$OUT" "run [--devices LIST] [--g
 if command -v nm >/dev/null; then
     run nm -D --defined-only "$PRELOAD"
     exported=$(awk '$2 ~ /^[TtWw]$/ {print $3}' <<<"$OUT" | grep -v -e '^_init$' -e '^_fini$' | sort | tr '\n' ' ')
-    expected="cuDeviceTotalMem_v2 cuGetProcAddress cuGetProcAddress_v2 cuMemAllocAsync cuMemAllocAsync_ptsz cuMemAllocFromPoolAsync cuMemAllocFromPoolAsync_ptsz cuMemAllocManaged cuMemAllocPitch_v2 cuMemAlloc_v2 cuMemCreate cuMemFreeAsync cuMemFreeAsync_ptsz cuMemFree_v2 cuMemGetInfo_v2 cuMemRelease dlsym nvmlDeviceGetMemoryInfo nvmlDeviceGetMemoryInfo_v2 "
+    # the driver symbols of shim.h's coverage table (app_cover prints it), dlsym and NVML's two
+    expected=$({ "$COVER" hooks | awk '{print $1}'; echo dlsym; echo nvmlDeviceGetMemoryInfo; echo nvmlDeviceGetMemoryInfo_v2; } |
+               sort | tr '\n' ' ')
     OUT="exported: $exported"
     check "libvram_preload.so exports only the interposed symbols" '[[ "$exported" == "$expected" ]]'
 fi

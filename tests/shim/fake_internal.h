@@ -1,0 +1,214 @@
+/*
+ * fake_internal.h: what the files of the fake libcuda.so.1 (tests/shim/fake_*.c; fake_cuda.c says
+ * what the fake models) share: the lock, the bytes the driver holds per device, the devices and the
+ * calling thread's context, the list of device pointers, opaque handle values, and every driver
+ * function of the fake twice: the exported symbol (SHIM_EXPORT) and its internal twin impl_<symbol>
+ * (what cuGetProcAddress hands out with FAKE_CUDA_PROC=internal). Not for the tests: they see only
+ * fake_cuda.h.
+ *
+ * Layers (calls run one way): fake_cuda.c (core) <- fake_mem.c, fake_vmm.c, fake_graph.c <-
+ * fake_procs.c. Locks: one, fake_mu (fake_lock / fake_unlock, which with FAKE_CUDA_SHARED also hold
+ * the shared file's flock); every *_unsafe function wants it held, no function calls the driver's
+ * exported symbols (a call from inside the library would bind to the preload library's version).
+ */
+#ifndef VRAM_FAKE_INTERNAL_H
+#define VRAM_FAKE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cuda_driver.h"
+#include "fake_cuda.h"
+
+#define FAKE_MAX_DEVICES 8
+#define FAKE_TOTAL (16ull << 30)         /* each card */
+#define FAKE_GRANULE (2ull << 20)        /* VMM, pool and graph granule */
+#define FAKE_SMS 132                     /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+#define FAKE_THREADS_PER_SM 2048         /* CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR */
+
+/* results that common/cuda_abi.h does not name */
+#define FAKE_ERROR_UNSUPPORTED_LIMIT ((CUresult)215)
+#define FAKE_ERROR_CONTEXT_IS_DESTROYED ((CUresult)709)
+
+/* ---- arithmetic that saturates (a saturated size never fits a card: out of memory) ------------- */
+
+static inline size_t fake_add_sat(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
+static inline size_t fake_mul_sat(size_t a, size_t b) { return b && a > SIZE_MAX / b ? SIZE_MAX : a * b; }
+static inline size_t fake_round_up(size_t v, size_t to) {
+    return v > SIZE_MAX - (to - 1) ? SIZE_MAX : (v + to - 1) / to * to;
+}
+
+/* ---- core (fake_cuda.c) ---------------------------------------------------------------------- */
+
+void fake_lock(void);
+void fake_unlock(void);
+int fake_is_initialized(void);
+int fake_device_count(void);
+int fake_vmm_off(void);   /* FAKE_CUDA_VMM=off */
+
+/* The device of the calling thread's context: CUDA_ERROR_INVALID_CONTEXT without one,
+ * FAKE_ERROR_CONTEXT_IS_DESTROYED when it was destroyed. Takes the lock itself. */
+CUresult fake_current_device(int *dev);
+
+/* What the driver holds on dev grows by `bytes` when the card (every process's bytes, when shared)
+ * has room; else CUDA_ERROR_OUT_OF_MEMORY and nothing changes. _each: one figure per device, all
+ * or nothing. dev FAKE_HOST (memory on the host: VMM allocations and pools there) holds nothing. */
+#define FAKE_HOST (-1)
+CUresult fake_hold_unsafe(int dev, size_t bytes);
+CUresult fake_hold_each_unsafe(const size_t bytes[FAKE_MAX_DEVICES]);
+void fake_unhold_unsafe(int dev, size_t bytes);
+size_t fake_room_unsafe(int dev);   /* what the card has left (every process's bytes, when shared) */
+
+/* Room for `more` items in a growable array of `elem`-byte items: 0, or -1 when memory is short. */
+int fake_reserve(void **items, size_t *cap, size_t count, size_t more, size_t elem);
+
+/* Opaque handle values (arrays, pools, graphs, contexts...): non-NULL, distinct per kind and never
+ * reused; non-canonical addresses, so that a dereference faults at once. */
+enum { FAKE_OBJ_ARRAY = 1, FAKE_OBJ_MIPMAP, FAKE_OBJ_POOL, FAKE_OBJ_GRAPH, FAKE_OBJ_NODE, FAKE_OBJ_EXEC,
+       FAKE_OBJ_CONTEXT };
+uintptr_t fake_opaque_unsafe(int kind);
+
+/* A fresh device address range of `size` bytes aligned to `align` (a power of two, at least 1 MiB),
+ * never handed out before; with `hint` non-zero, that address when it is aligned and unused; 0 when
+ * the simulated address space is used up. */
+unsigned long long fake_address_unsafe(size_t size, size_t align, unsigned long long hint);
+
+/* Device pointers: plain allocations (their bytes held), stream-ordered blocks of a pool (the pool's
+ * reserve holds them) and the live allocations of launched graphs (graph memory holds them). */
+enum { FAKE_BLOCK_PLAIN, FAKE_BLOCK_POOL, FAKE_BLOCK_GRAPH };
+typedef struct fake_block {
+    unsigned long long key;   /* the address */
+    size_t size;              /* plain: the bytes held; pool: the rounded block; graph: the node's bytes */
+    int dev;
+    int kind;
+    uintptr_t owner;          /* pool: the pool; graph: the executable graph that allocated it */
+} fake_block;
+
+int fake_blocks_reserve_unsafe(size_t more);        /* then fake_block_add_unsafe cannot fail */
+void fake_block_add_unsafe(const fake_block *b);
+fake_block *fake_block_find_unsafe(unsigned long long key);
+void fake_block_remove_unsafe(fake_block *b);       /* invalidates every fake_block pointer */
+
+/* ---- the driver functions: exported symbols and their internal twins ------------------------------ */
+
+/* Types that common/cuda_abi.h does not have. */
+typedef CUresult cuda_fn_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev);
+typedef CUresult cuda_fn_cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUdevice dev);
+typedef CUresult cuda_fn_cuCtxCreate_v3(CUcontext *ctx, void *affinity_params, int num_params, unsigned int flags,
+                                        CUdevice dev);
+typedef CUresult cuda_fn_cuCtxCreate_v4(CUcontext *ctx, void *create_params, unsigned int flags, CUdevice dev);
+typedef cuda_fn_cuStreamSynchronize cuda_fn_cuStreamSynchronize_ptsz;
+
+/* X(symbol, type): every driver function the fake has. */
+#define FAKE_FUNCTIONS(X)                                                        \
+    /* fake_cuda.c: devices, contexts, limits */                                 \
+    X(cuInit, cuInit)                                                            \
+    X(cuDeviceGetCount, cuDeviceGetCount)                                        \
+    X(cuDeviceGet, cuDeviceGet)                                                  \
+    X(cuDeviceGetUuid, cuDeviceGetUuid)                                          \
+    X(cuDeviceGetUuid_v2, cuDeviceGetUuid_v2)                                    \
+    X(cuDeviceGetAttribute, cuDeviceGetAttribute)                                \
+    X(cuDevicePrimaryCtxRetain, cuDevicePrimaryCtxRetain)                        \
+    X(cuDevicePrimaryCtxRelease, cuDevicePrimaryCtxRelease)                      \
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease_v2)                \
+    X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset)                          \
+    X(cuDevicePrimaryCtxReset_v2, cuDevicePrimaryCtxReset_v2)                    \
+    X(cuDevicePrimaryCtxGetState, cuDevicePrimaryCtxGetState)                    \
+    X(cuCtxCreate_v2, cuCtxCreate_v2)                                            \
+    X(cuCtxCreate_v3, cuCtxCreate_v3)                                            \
+    X(cuCtxCreate_v4, cuCtxCreate_v4)                                            \
+    X(cuCtxDestroy, cuCtxDestroy)                                                \
+    X(cuCtxDestroy_v2, cuCtxDestroy_v2)                                          \
+    X(cuCtxSetCurrent, cuCtxSetCurrent)                                          \
+    X(cuCtxGetCurrent, cuCtxGetCurrent)                                          \
+    X(cuCtxGetDevice, cuCtxGetDevice)                                            \
+    X(cuCtxSetLimit, cuCtxSetLimit)                                              \
+    X(cuCtxGetLimit, cuCtxGetLimit)                                              \
+    /* fake_mem.c: plain memory, pools, frees */                                 \
+    X(cuMemAlloc_v2, cuMemAlloc_v2)                                              \
+    X(cuMemAllocPitch_v2, cuMemAllocPitch_v2)                                    \
+    X(cuMemAllocManaged, cuMemAllocManaged)                                      \
+    X(cuMemFree_v2, cuMemFree_v2)                                                \
+    X(cuMemGetInfo_v2, cuMemGetInfo_v2)                                          \
+    X(cuDeviceTotalMem_v2, cuDeviceTotalMem_v2)                                  \
+    X(cuMemAlloc, cuMemAlloc)                                                    \
+    X(cuMemAllocPitch, cuMemAllocPitch)                                          \
+    X(cuMemFree, cuMemFree)                                                      \
+    X(cuMemGetInfo, cuMemGetInfo)                                                \
+    X(cuDeviceTotalMem, cuDeviceTotalMem)                                        \
+    X(cuMemAllocAsync, cuMemAllocAsync)                                          \
+    X(cuMemAllocAsync_ptsz, cuMemAllocAsync_ptsz)                                \
+    X(cuMemAllocFromPoolAsync, cuMemAllocFromPoolAsync)                          \
+    X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync_ptsz)                \
+    X(cuMemFreeAsync, cuMemFreeAsync)                                            \
+    X(cuMemFreeAsync_ptsz, cuMemFreeAsync_ptsz)                                  \
+    X(cuStreamSynchronize, cuStreamSynchronize)                                  \
+    X(cuStreamSynchronize_ptsz, cuStreamSynchronize_ptsz)                        \
+    X(cuMemPoolCreate, cuMemPoolCreate)                                          \
+    X(cuMemPoolDestroy, cuMemPoolDestroy)                                        \
+    X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                          \
+    X(cuMemPoolGetAttribute, cuMemPoolGetAttribute)                              \
+    X(cuMemPoolSetAttribute, cuMemPoolSetAttribute)                              \
+    X(cuDeviceGetDefaultMemPool, cuDeviceGetDefaultMemPool)                      \
+    X(cuDeviceGetMemPool, cuDeviceGetMemPool)                                    \
+    X(cuDeviceSetMemPool, cuDeviceSetMemPool)                                    \
+    /* fake_vmm.c: virtual memory management, multicast, arrays */               \
+    X(cuMemGetAllocationGranularity, cuMemGetAllocationGranularity)              \
+    X(cuMemCreate, cuMemCreate)                                                  \
+    X(cuMemRelease, cuMemRelease)                                                \
+    X(cuMemAddressReserve, cuMemAddressReserve)                                  \
+    X(cuMemAddressFree, cuMemAddressFree)                                        \
+    X(cuMemMap, cuMemMap)                                                        \
+    X(cuMemUnmap, cuMemUnmap)                                                    \
+    X(cuMemSetAccess, cuMemSetAccess)                                            \
+    X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle)                  \
+    X(cuMulticastCreate, cuMulticastCreate)                                      \
+    X(cuMulticastBindMem, cuMulticastBindMem)                                    \
+    X(cuMulticastBindAddr, cuMulticastBindAddr)                                  \
+    X(cuMulticastUnbind, cuMulticastUnbind)                                      \
+    X(cuArrayCreate, cuArrayCreate)                                              \
+    X(cuArray3DCreate, cuArray3DCreate)                                          \
+    X(cuArrayCreate_v2, cuArrayCreate_v2)                                        \
+    X(cuArray3DCreate_v2, cuArray3DCreate_v2)                                    \
+    X(cuMipmappedArrayCreate, cuMipmappedArrayCreate)                            \
+    X(cuArrayDestroy, cuArrayDestroy)                                            \
+    X(cuMipmappedArrayDestroy, cuMipmappedArrayDestroy)                          \
+    X(cuMemMapArrayAsync, cuMemMapArrayAsync)                                    \
+    X(cuMemMapArrayAsync_ptsz, cuMemMapArrayAsync_ptsz)                          \
+    /* fake_graph.c: graphs and graph memory */                                  \
+    X(cuGraphCreate, cuGraphCreate)                                              \
+    X(cuGraphDestroy, cuGraphDestroy)                                            \
+    X(cuGraphAddMemAllocNode, cuGraphAddMemAllocNode)                            \
+    X(cuGraphAddMemFreeNode, cuGraphAddMemFreeNode)                              \
+    X(cuGraphAddChildGraphNode, cuGraphAddChildGraphNode)                        \
+    X(cuGraphGetNodes, cuGraphGetNodes)                                          \
+    X(cuGraphNodeGetType, cuGraphNodeGetType)                                    \
+    X(cuGraphMemAllocNodeGetParams, cuGraphMemAllocNodeGetParams)                \
+    X(cuGraphChildGraphNodeGetGraph, cuGraphChildGraphNodeGetGraph)              \
+    X(cuGraphInstantiate, cuGraphInstantiate)                                    \
+    X(cuGraphInstantiate_v2, cuGraphInstantiate_v2)                              \
+    X(cuGraphInstantiateWithFlags, cuGraphInstantiateWithFlags)                  \
+    X(cuGraphInstantiateWithParams, cuGraphInstantiateWithParams)                \
+    X(cuGraphInstantiateWithParams_ptsz, cuGraphInstantiateWithParams_ptsz)      \
+    X(cuGraphUpload, cuGraphUpload)                                              \
+    X(cuGraphUpload_ptsz, cuGraphUpload_ptsz)                                    \
+    X(cuGraphLaunch, cuGraphLaunch)                                              \
+    X(cuGraphLaunch_ptsz, cuGraphLaunch_ptsz)                                    \
+    X(cuGraphExecDestroy, cuGraphExecDestroy)                                    \
+    X(cuDeviceGraphMemTrim, cuDeviceGraphMemTrim)                                \
+    X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute)                \
+    /* fake_procs.c */                                                           \
+    X(cuGetProcAddress, cuGetProcAddress)                                        \
+    X(cuGetProcAddress_v2, cuGetProcAddress_v2)
+
+#define FAKE_DECLARE(symbol, type) \
+    SHIM_EXPORT cuda_fn_##type symbol; \
+    cuda_fn_##type impl_##symbol;
+FAKE_FUNCTIONS(FAKE_DECLARE)
+#undef FAKE_DECLARE
+
+/* The exported symbol: the internal twin under its public name. */
+#define FAKE_EXPORT(symbol, params, args) \
+    SHIM_EXPORT CUresult symbol params { return impl_##symbol args; }
+
+#endif /* VRAM_FAKE_INTERNAL_H */
