@@ -16,8 +16,9 @@ and gets one line naming what it asked for; a snapshot of the wrong shape (an en
 'segments' or 'device_traces' of the wrong type, a size that is inf, nan, negative, a bool or beyond
 64 bits, ...) gets one line naming the field, exit 1, no traceback; a real snapshot's plain types
 (tuples, bools, floats, None) in every protocol still convert. A pickle that would outgrow itself
-(a frames list shared by every entry, 9 KB for 4 GB of trace; segments sharing one blocks list) is
-converted or refused in one line within seconds in 2 GiB of address space.
+(a frames list shared by every entry, 9 KB for 4 GB of trace; segments sharing one blocks list; dict
+keys that all hash alike; a far memo index; a bytearray longer than the file) is converted or refused
+in one line within seconds in 2 GiB of address space.
 """
 
 import gzip
@@ -27,6 +28,7 @@ import pickle
 import re
 import resource
 import shlex
+import struct
 import subprocess
 import sys
 import tempfile
@@ -527,6 +529,43 @@ class SnapshotSafety(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, want.stdout.replace("plain.pickle", "blocks.pickle"))
         self.assertLess(seconds, 3)
+
+    def test_keys_that_share_a_hash_are_refused(self):
+        """A dict (or set) of 100,000 whole numbers k * (2**61 - 1), which all hash alike (1.2 MB of pickle,
+        minutes of loading): refused at the first in one line; a float key too. A dict with small
+        whole-number keys still gets the shape's message."""
+        def long1(v):
+            b = v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True)
+            return b"\x8a" + bytes([len(b)]) + b
+
+        keys = [long1(k * (2 ** 61 - 1)) for k in range(1, 100001)]
+        cases = [
+            ("dict", b"\x80\x04}(" + b"N".join(keys) + b"Nu.", "2305843009213693951"),
+            ("set", b"\x80\x04\x8f(" + b"".join(keys) + b"\x90.", "2305843009213693951"),
+            ("float key", b"\x80\x04}(G?\xf8\x00\x00\x00\x00\x00\x00Nu.", "1.5"),
+        ]
+        for name, data, shown in cases:
+            with self.subTest(name):
+                self.assert_quick_refusal(self.write("keys.pickle", data), "a dict key or set member " + shown,
+                                          "a snapshot's keys are strings")
+        path = self.write("s.pickle", pickle.dumps(dict(make_snapshot(), device_traces={0: []})))
+        self.assert_one_line_refusal(convert(path), "'device_traces' is {0: []}, not a list")
+
+    def test_memo_and_lengths_stay_within_the_pickle(self):
+        """A snapshot whose pickle puts an object at memo index 2**31 - 1 (the C unpickler zeroes a 16 GiB
+        memo for it) converts, to the same trace, in 2 GiB; a memo index beyond 32 bits (protocol 0's PUT)
+        and a BYTEARRAY8 longer than the pickle are refused in one line."""
+        data = pickle.dumps(make_snapshot(), 2)
+        want = convert(self.write("plain.pickle", data))
+        self.assertEqual(want.returncode, 0, want.stderr)
+        path = self.write("memo.pickle", data[:-1] + b"r" + struct.pack("<I", 2 ** 31 - 1) + b".")
+        r, seconds = self.bounded(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, want.stdout.replace("plain.pickle", "memo.pickle"))
+        self.assertLess(seconds, 3)
+        self.assert_quick_refusal(self.write("put.pickle", b"(lp%d\n." % 2 ** 32), "memo index 4294967296")
+        self.assert_quick_refusal(self.write("ba.pickle", b"\x80\x05\x96" + struct.pack("<Q", 1 << 40) + b"."),
+                                  "a bytearray of 1099511627776 bytes, more than its own 12")
 
 
 if __name__ == "__main__":
