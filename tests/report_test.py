@@ -15,7 +15,10 @@ GLOBAL, STACK_GLOBAL, INST, OBJ, an extension code or a persistent id, protocols
 and gets one line naming what it asked for; a snapshot of the wrong shape (an entry that is no dict,
 'segments' or 'device_traces' of the wrong type, a size that is inf, nan, negative, a bool or beyond
 64 bits, ...) gets one line naming the field, exit 1, no traceback; a real snapshot's plain types
-(tuples, bools, floats, None) in every protocol still convert.
+(tuples, bools, floats, None) in every protocol still convert. A pickle that would outgrow itself
+(a frames list shared by every entry, 9 KB for 4 GB of trace; segments sharing one blocks list; dict
+keys that all hash alike; a far memo index; a bytearray longer than the file) is converted or refused
+in one line within seconds in 2 GiB of address space.
 """
 
 import gzip
@@ -23,10 +26,13 @@ import json
 import os
 import pickle
 import re
+import resource
 import shlex
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 import unittest
 
 VRAM = None
@@ -444,6 +450,122 @@ class SnapshotSafety(unittest.TestCase):
         with open(odd, "wb") as f:
             f.write(b"junk")
         self.assert_one_line_refusal(convert(odd), "not a snapshot pickle")
+
+    # -- a pickle whose conversion or loading would outgrow it: bounded by its size ---------------------
+
+    def bounded(self, path, *extra):
+        """The converter on path in 2 GiB of address space and 10 s: (result, seconds); a failure past
+        10 s (the old converter took minutes, or the memory of the machine)."""
+        def limit():
+            resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+        start = time.monotonic()
+        try:
+            r = subprocess.run([sys.executable, CONVERTER, path, "-o", "-"] + list(extra), capture_output=True,
+                               text=True, timeout=10, preexec_fn=limit)
+        except subprocess.TimeoutExpired:
+            self.fail("the converter ran past 10 s on %s" % os.path.basename(path))
+        return r, time.monotonic() - start
+
+    def assert_quick_refusal(self, path, *needles):
+        r, seconds = self.bounded(path)
+        self.assert_one_line_refusal(r, "snapshot_to_trace: %s: refused: " % path, *needles)
+        self.assertLess(seconds, 3, "refused, but after %.1f s" % seconds)
+
+    def test_shared_lists_do_not_multiply(self):
+        """A pickle's memo lets one frames list be shared by every entry, and one frame by a whole list,
+        for a few bytes each: 9 KB of pickle that would be 4 GB of trace, and 200 KB that would be 4 GB of
+        one frames line. Each is refused within a second or two in one line naming the bound (the trace's
+        length against the pickle's), converter and `vram report` alike; a snapshot whose stacks share
+        their frame dicts as PyTorch's do (long C++ names, 40 frames) still converts."""
+        big = frame("/" + "x" * 1000, 1, "f")
+        entry = {"action": "alloc", "addr": 0x7f0000000000, "size": 512, "stream": 0, "time_us": 1,
+                 "frames": [big] * 2000}
+        many = self.write("many.pickle", pickle.dumps({"segments": [], "device_traces": [[entry] * 2000]}, 4))
+        self.assertLess(os.path.getsize(many), 12 << 10)
+        long_frame = frame("/" + "y" * 65536, 1, "g")
+        entry = dict(entry, frames=[long_frame] * 65536)
+        one = self.write("one.pickle", pickle.dumps({"segments": [], "device_traces": [[entry]]}, 4))
+        self.assertLess(os.path.getsize(one), 256 << 10)
+        for path in (many, one):          # (no subTest: `vram report` below only once the converter refuses)
+            self.assert_quick_refusal(path, "trace would be longer than", "times the pickle's %d bytes"
+                                      % os.path.getsize(path))
+        r = report([many, "-o", os.path.join(self.dir, "r.html")])
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("Traceback", r.stderr)
+        self.assertIn("snapshot_to_trace: %s: refused: its trace would be longer than" % many, r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "r.html")))
+
+        # PyTorch's: one dict per distinct frame, shared by every stack through it; one list per stack,
+        # shared by the allocation and its frees. Its trace is ~35 times its pickle.
+        pool = [frame("/opt/conda/lib/python3.11/site-packages/torch/lib/libtorch_cpu.so", 0,
+                      "c10::impl::wrap_kernel_functor_unboxed_<c10::impl::detail::WrapFunctionIntoFunctor_<"
+                      "c10::CompileTimeFunctionPointer<at::Tensor (c10::DispatchKeySet, at::Tensor const&), "
+                      "&torch::autograd::VariableType::op_%d>>>::call(c10::OperatorKernel*)" % k)
+                for k in range(400)]
+        traces, t = [], 1_700_000_000_000_000
+        for i in range(2000):
+            stack = [pool[(i * 7 + j * 13) % 400] for j in range(40)]
+            for n, action in enumerate(("alloc", "free_requested", "free_completed")):
+                traces.append({"action": action, "addr": 0x7f0000000000 + 512 * i, "size": 512, "stream": 0,
+                               "time_us": t + 3 * i + n, "frames": stack})
+        real = self.write("real.pickle", pickle.dumps({"segments": [], "device_traces": [traces]}, 4))
+        r, _ = self.bounded(real)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.count("\n# frames "), 2000)
+        self.assertGreater(len(r.stdout), 20 * os.path.getsize(real))   # (well past the fixed allowance)
+
+    def test_shared_blocks_are_walked_once(self):
+        """6,000 segments sharing one list of 6,000 blocks (24 KB of pickle, 36 million blocks to a
+        naive walk): converted in a second or two, to the trace the snapshot has without them."""
+        want = convert(self.write("plain.pickle", pickle.dumps(make_snapshot())))
+        self.assertEqual(want.returncode, 0, want.stderr)
+        snap = make_snapshot()
+        blocks = [{"address": 0x7e0000000000, "size": 512, "requested_size": 0, "state": "inactive", "frames": []}]
+        shared = {"device": 0, "address": 0x7e0000000000, "total_size": 0, "blocks": blocks * 6000}
+        snap["segments"] += [shared] * 6000
+        path = self.write("blocks.pickle", pickle.dumps(snap, 4))
+        self.assertLess(os.path.getsize(path), 32 << 10)
+        r, seconds = self.bounded(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, want.stdout.replace("plain.pickle", "blocks.pickle"))
+        self.assertLess(seconds, 3)
+
+    def test_keys_that_share_a_hash_are_refused(self):
+        """A dict (or set) of 100,000 whole numbers k * (2**61 - 1), which all hash alike (1.2 MB of pickle,
+        minutes of loading): refused at the first in one line; a float key too. A dict with small
+        whole-number keys still gets the shape's message."""
+        def long1(v):
+            b = v.to_bytes((v.bit_length() + 8) // 8, "little", signed=True)
+            return b"\x8a" + bytes([len(b)]) + b
+
+        keys = [long1(k * (2 ** 61 - 1)) for k in range(1, 100001)]
+        cases = [
+            ("dict", b"\x80\x04}(" + b"N".join(keys) + b"Nu.", "2305843009213693951"),
+            ("set", b"\x80\x04\x8f(" + b"".join(keys) + b"\x90.", "2305843009213693951"),
+            ("float key", b"\x80\x04}(G?\xf8\x00\x00\x00\x00\x00\x00Nu.", "1.5"),
+        ]
+        for name, data, shown in cases:
+            with self.subTest(name):
+                self.assert_quick_refusal(self.write("keys.pickle", data), "a dict key or set member " + shown,
+                                          "a snapshot's keys are strings")
+        path = self.write("s.pickle", pickle.dumps(dict(make_snapshot(), device_traces={0: []})))
+        self.assert_one_line_refusal(convert(path), "'device_traces' is {0: []}, not a list")
+
+    def test_memo_and_lengths_stay_within_the_pickle(self):
+        """A snapshot whose pickle puts an object at memo index 2**31 - 1 (the C unpickler zeroes a 16 GiB
+        memo for it) converts, to the same trace, in 2 GiB; a memo index beyond 32 bits (protocol 0's PUT)
+        and a BYTEARRAY8 longer than the pickle are refused in one line."""
+        data = pickle.dumps(make_snapshot(), 2)
+        want = convert(self.write("plain.pickle", data))
+        self.assertEqual(want.returncode, 0, want.stderr)
+        path = self.write("memo.pickle", data[:-1] + b"r" + struct.pack("<I", 2 ** 31 - 1) + b".")
+        r, seconds = self.bounded(path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, want.stdout.replace("plain.pickle", "memo.pickle"))
+        self.assertLess(seconds, 3)
+        self.assert_quick_refusal(self.write("put.pickle", b"(lp%d\n." % 2 ** 32), "memo index 4294967296")
+        self.assert_quick_refusal(self.write("ba.pickle", b"\x80\x05\x96" + struct.pack("<Q", 1 << 40) + b"."),
+                                  "a bytearray of 1099511627776 bytes, more than its own 12")
 
 
 if __name__ == "__main__":

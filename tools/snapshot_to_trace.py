@@ -31,15 +31,27 @@ conversion uses is checked for its type and range (sizes and addresses whole num
 2**64 - 1, streams and times signed 64-bit) and the first one at fault is named by its place
 ("device_traces[0][12]['size'] is inf, not a whole number ..."). Text from the snapshot (frames, the
 file's name) is written with control characters turned into spaces, so each event stays one line.
+
+Time and memory grow with the pickle's size, never faster. The unpickler's memo is a dict (a memo
+index far out costs one entry), its dicts and sets refuse keys that could share one hash (anything
+but strings, bytes, None and whole numbers within +-2**60), and it reads from the pickle's bytes in
+memory, so a length in the pickle allocates no more than the pickle holds. The conversion walks each
+list once (a frames list or a blocks list shared by many entries or segments through pickle's memo is
+looked up after its first walk) and the trace it writes may be at most OUTPUT_PER_BYTE (256) times the
+pickle's size plus OUTPUT_ALLOWANCE (4 MiB): a real snapshot's is 10 to 60 times, one that refers to
+the same long frames list from every entry is refused ("refused: its trace would be longer than ...").
+Nothing is written before the whole trace is converted; it is written in chunks of 1 MiB.
 Exit status 0, 1 on an unreadable, unsafe or malformed snapshot or an unwritable output (one line on
 stderr, never a traceback), 2 on usage errors.
 """
 
 import argparse
 import gzip
+import io
 import pickle
 import re
 import reprlib
+import struct
 import sys
 
 FREE_EVENTS = ("free_completed", "free_requested")
@@ -55,13 +67,73 @@ class SnapshotError(Exception):
     """A snapshot that cannot be converted; the message is one sentence."""
 
 
-# ---- reading: plain data only ------------------------------------------------------------------
+# ---- reading: plain data only, in time and memory that grow with the file ------------------------
 
-class _PlainUnpickler(pickle.Unpickler):
-    """An unpickler that builds plain data only. Dicts, lists, tuples, sets, strings, bytes, numbers,
-    booleans and None have opcodes of their own; everything else (a class, a function) reaches the
-    unpickler through find_class (GLOBAL, STACK_GLOBAL, INST, OBJ, EXT1/2/4) or persistent_load, which
-    refuse it before anything is called."""
+KEY_INT = 2 ** 60                     # whole-number dict keys and set members: within +-2**60 (see below)
+MEMO_INDEXES = 2 ** 32                # a memo index (PUT) below this (BINPUT and LONG_BINPUT are below it)
+
+
+def _check_keys(keys):
+    """Refuses a dict key or set member that could share its hash with many others. Strings and bytes
+    hash with a per-process secret, and whole numbers within +-2**60 hash to themselves; but numbers
+    beyond (k * (2**61 - 1) all hash alike), floats, tuples and frozensets can be made to share one hash,
+    and a dict of n such keys takes n**2 steps to build (20,000 keys in 250 KB: seconds; 2 MB: minutes).
+    A snapshot's keys are strings."""
+    for k in keys:
+        t = type(k)
+        if t is str or t is bytes or k is None or ((t is int or t is bool) and -KEY_INT < k < KEY_INT):
+            continue
+        raise SnapshotError("refused: the pickle has a dict key or set member %s, and a snapshot's keys are "
+                            "strings (keys like it can be made to share one hash and stall loading)" % _shown(k))
+
+
+class _Dispatch(dict):
+    """The opcode table; an unknown opcode is an UnpicklingError naming it (as the C unpickler says)."""
+
+    def __missing__(self, code):
+        raise pickle.UnpicklingError("invalid load key, %r." % chr(code))
+
+
+class _PlainUnpickler(pickle._Unpickler):  # noqa: SLF001 - the pure-Python unpickler, to check as it builds
+    """An unpickler that builds plain data only, in time and memory linear in the pickle's size.
+
+    Dicts, lists, tuples, sets, strings, bytes, numbers, booleans and None have opcodes of their own;
+    everything else (a class, a function) reaches the unpickler through find_class (GLOBAL, STACK_GLOBAL,
+    INST, OBJ, EXT1/2/4) or persistent_load, which refuse it before anything is called.
+
+    It is Python's own pure-Python unpickler (pickle._Unpickler), not the C one, for what the C one
+    cannot be told: its memo is an array as long as the highest index asked for (LONG_BINPUT 2**31-1,
+    9 bytes of pickle: 16 GiB zeroed), where this one's is a dict; and its dicts and sets take any key,
+    where here a key that could share its hash with many others is refused (_check_keys). It reads
+    from the pickle's bytes in memory (FRAME, only a hint for reading ahead, is skipped), so a length in
+    the pickle never allocates more than the pickle holds (and a BYTEARRAY8, allocated before it is
+    read, is refused when longer than the pickle). Each opcode then builds a few objects at most, and
+    the memo holds one entry per PUT: memory and time are linear in the pickle's size. (It takes three
+    to four times as long as the C one, and the conversion after it about as long again: 16 s in all for
+    a snapshot of 35 MB and 300,000 entries, which took 73 s before each list was walked once.)"""
+
+    dispatch = _Dispatch(pickle._Unpickler.dispatch)  # noqa: SLF001
+
+    def __init__(self, data):
+        super().__init__(io.BytesIO(data))
+        self._data = data
+
+    def load(self):
+        """pickle._Unpickler.load, reading from memory without its framing layer."""
+        f = io.BytesIO(self._data)
+        self.read, self.readline, self.readinto = f.read, f.readline, f.readinto
+        self.metastack, self.stack = [], []
+        self.append = self.stack.append
+        self.proto = 0
+        read, dispatch = self.read, self.dispatch
+        try:
+            while True:
+                key = read(1)
+                if not key:
+                    raise EOFError
+                dispatch[key[0]](self)
+        except pickle._Stop as stop:  # noqa: SLF001
+            return stop.value
 
     def find_class(self, module, name):
         raise SnapshotError("refused: the pickle asks for %s.%s, and a snapshot is plain data (dicts, lists, "
@@ -71,11 +143,70 @@ class _PlainUnpickler(pickle.Unpickler):
         raise SnapshotError("refused: the pickle asks for a persistent object %s, and a snapshot is plain "
                             "data (dicts, lists, strings, numbers)" % _shown(pid))
 
+    def load_frame(self):
+        if len(self.read(8)) != 8:
+            raise pickle.UnpicklingError("pickle data was truncated")
+    dispatch[pickle.FRAME[0]] = load_frame
+
+    def load_setitem(self):
+        stack = self.stack
+        value, key = stack.pop(), stack.pop()
+        if type(key) is not str:
+            _check_keys((key,))
+        stack[-1][key] = value
+    dispatch[pickle.SETITEM[0]] = load_setitem
+
+    def load_setitems(self):
+        items = self.pop_mark()
+        target = self.stack[-1]
+        for i in range(0, len(items), 2):
+            key = items[i]
+            if type(key) is not str:
+                _check_keys((key,))
+            target[key] = items[i + 1]
+    dispatch[pickle.SETITEMS[0]] = load_setitems
+
+    def load_dict(self):
+        _check_keys(self.stack[::2])          # (the items after the mark: key, value, key, value, ...)
+        super().load_dict()
+    dispatch[pickle.DICT[0]] = load_dict
+
+    def load_additems(self):
+        _check_keys(self.stack)
+        super().load_additems()
+    dispatch[pickle.ADDITEMS[0]] = load_additems
+
+    def load_frozenset(self):
+        _check_keys(self.stack)
+        super().load_frozenset()
+    dispatch[pickle.FROZENSET[0]] = load_frozenset
+
+    def load_put(self):
+        i = int(self.readline()[:-1])
+        if not 0 <= i < MEMO_INDEXES:
+            raise SnapshotError("refused: the pickle puts an object at memo index %s, beyond 32 bits" % _shown(i))
+        self.memo[i] = self.stack[-1]
+    dispatch[pickle.PUT[0]] = load_put
+
+    def load_bytearray8(self):
+        n, = struct.unpack("<Q", self.read(8))
+        if n > len(self._data):
+            raise SnapshotError("refused: the pickle asks for a bytearray of %d bytes, more than its own %d"
+                                % (n, len(self._data)))
+        b = bytearray(n)
+        self.readinto(b)
+        self.append(b)
+    dispatch[pickle.BYTEARRAY8[0]] = load_bytearray8
+
 
 def load(path):
+    """(the snapshot, the pickle's size in bytes)."""
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(4300)      # (protocol 0's decimal numbers: never a quadratic int())
     try:
         with open(path, "rb") as f:
-            data = _PlainUnpickler(f).load()
+            raw = f.read()
+        data = _PlainUnpickler(raw).load()
     except OSError as e:
         raise SnapshotError("%s: cannot read: %s" % (path, e.strerror or e)) from None
     except SnapshotError as e:
@@ -84,11 +215,11 @@ def load(path):
         if isinstance(e, ValueError) and "extension code" in str(e):
             raise SnapshotError("%s: refused: the pickle asks for an object by extension code, and a snapshot "
                                 "is plain data (dicts, lists, strings, numbers)" % path) from None
-        raise SnapshotError("%s: not a snapshot pickle (%s: %s)" % (path, type(e).__name__, e)) from None
+        raise SnapshotError("%s: not a snapshot pickle (%s: %s)" % (path, type(e).__name__, _cut(e, 200))) from None
     if not isinstance(data, dict) or "device_traces" not in data or "segments" not in data:
         raise SnapshotError("%s: not a PyTorch memory snapshot (no 'segments' and 'device_traces'); "
                             "write one with torch.cuda.memory._dump_snapshot()" % path)
-    return data
+    return data, len(raw)
 
 
 # ---- checking what the conversion uses ---------------------------------------------------------
@@ -149,19 +280,6 @@ def _field(d, key, where, bounds=U64, default=_REQUIRED, none_is_default=False):
     return _whole(value, "%s[%r]" % (where, key), bounds)
 
 
-def _frames_text(frames, where):
-    if frames is None:
-        return ""
-    out = []
-    for k, f in enumerate(_list(frames, where)):
-        f = _dict(f, "%s[%d]" % (where, k))
-        line = f.get("line", "?")
-        if not isinstance(line, str):
-            _whole(line, "%s[%d]['line']" % (where, k), I64)
-        out.append("%s:%s:%s" % (_text(f.get("filename", "?")), _text(line), _text(f.get("name", "?"))))
-    return "\t".join(out)
-
-
 def _pick_device(traces, device):
     if device is not None:
         if device >= len(traces):
@@ -174,11 +292,92 @@ def _pick_device(traces, device):
     return busiest
 
 
+# ---- the trace: bounded by the pickle's size ----------------------------------------------------
+
+OUTPUT_PER_BYTE = 256                 # the trace may be this many times the pickle's size...
+OUTPUT_ALLOWANCE = 4 << 20            # ...plus this many bytes, and no longer
+
+
+class _Trace:
+    """The trace as it is written: its text in pieces (each line ends with a newline), never longer than
+    OUTPUT_PER_BYTE times the pickle's size plus OUTPUT_ALLOWANCE.
+
+    A pickle's memo lets one object be referred to from many places for a few bytes each: a frames list
+    of 2,000 references to one frame of 1 KB, shared by 2,000 allocations, is 10 KB of pickle and 4 GB of
+    frames to write. A real snapshot is far from the bound: its frame dicts are shared by every stack that
+    passes through them (PyTorch's py_symbolize makes one dict per distinct frame), which makes its trace
+    about 10 to 60 times its pickle (60 only with stacks of long C++ names), never hundreds.
+
+    The walk is linear in the pickle as well: each frames list is turned into text once (a list shared by
+    a block and its allocation, or by a crafted pickle's thousands of entries, is looked up after that),
+    each frame dict once; the text of a frame, charged before the next is taken, stops a list of a million
+    references to one long frame after the bound, not after it is built."""
+
+    def __init__(self, input_bytes):
+        self.input_bytes = input_bytes
+        self.limit = OUTPUT_PER_BYTE * input_bytes + OUTPUT_ALLOWANCE
+        self.left = self.limit
+        self.parts = []
+        self._texts = {}             # id(frames list) -> its text (the lists live as long as the snapshot)
+        self._pieces = {}            # id(frame dict) -> "file:line:function"
+
+    def forget(self):
+        """Drops what is kept by id(): the ids mean nothing once the snapshot is freed."""
+        self._texts = self._pieces = None
+
+    def _over(self):
+        raise SnapshotError("refused: its trace would be longer than %d bytes (%d times the pickle's %d bytes, "
+                            "plus %d MiB), and a real snapshot's is far shorter: the pickle refers to the same "
+                            "lists (frames, entries) over and over" % (self.limit, OUTPUT_PER_BYTE,
+                                                                       self.input_bytes, OUTPUT_ALLOWANCE >> 20))
+
+    def line(self, text):
+        """text: one line, with its newline."""
+        self.left -= len(text)
+        if self.left < 0:
+            self._over()
+        self.parts.append(text)
+
+    def frames(self, i, frames, where):
+        """The '# frames <i>' line of a frames list (none for None or an empty list)."""
+        if frames is None:
+            return
+        text = self._texts.get(id(frames))
+        if text is None:
+            text = self._texts[id(frames)] = self._frames_text(frames, where)
+        else:
+            self.left -= len(text)
+        if text:
+            head = "# frames %d " % i
+            self.left -= len(head) + 1
+            if self.left < 0:
+                self._over()
+            self.parts += (head, text, "\n")
+
+    def _frames_text(self, frames, where):
+        out, pieces, left = [], self._pieces, self.left
+        for k, f in enumerate(_list(frames, where)):
+            piece = pieces.get(id(f))
+            if piece is None:
+                f = _dict(f, "%s[%d]" % (where, k))
+                line = f.get("line", "?")
+                if not isinstance(line, str):
+                    _whole(line, "%s[%d]['line']" % (where, k), I64)
+                piece = pieces[id(f)] = "%s:%s:%s" % (_text(f.get("filename", "?")), _text(line),
+                                                      _text(f.get("name", "?")))
+            left -= len(piece) + 1
+            if left < 0:
+                self._over()
+            out.append(piece)
+        self.left = left
+        return "\t".join(out)
+
+
 # ---- conversion ----------------------------------------------------------------------------------
 
-def convert(data, device=None, free_event="free_completed"):
-    """Returns (lines, stats): the trace lines (without newlines) and counts for comments; SnapshotError
-    naming the first field at fault."""
+def convert(data, input_bytes, device=None, free_event="free_completed"):
+    """Returns (trace, stats): the trace's lines (a _Trace, bounded by input_bytes, the pickle's size)
+    and counts for comments; SnapshotError naming the first field at fault, or the bound."""
     traces = _list(data["device_traces"], "'device_traces'")
     for d, t in enumerate(traces):
         _list(t, "device_traces[%d]" % d)
@@ -218,11 +417,13 @@ def convert(data, device=None, free_event="free_completed"):
             reserved += size
     reserved = max(reserved, 0)
 
+    trace = _Trace(input_bytes)
+
     def reserved_line(value):
         if value > U64[1]:
             raise SnapshotError("the snapshot's reserved bytes (its segments' total_size, and segment_alloc and "
                                 "segment_map sizes) add up beyond 64 bits: %d" % value)
-        return "# reserved %d" % value
+        trace.line("# reserved %d\n" % value)
 
     # blocks live before the history: freed without an alloc, or allocated and never touched
     seen_alloc, pre = set(), {}
@@ -232,8 +433,12 @@ def convert(data, device=None, free_event="free_completed"):
         elif a == free_event and addr not in seen_alloc and addr not in pre:
             pre[addr] = (size, frames, where)
     touched = {addr for _, addr, _, _, _, _, _ in entries}
+    walked = set()                   # id() of the blocks lists walked: one shared by segments adds nothing more
     for s, where in segments:
         blocks = _list(s.get("blocks", ()), "%s['blocks']" % where)
+        if id(blocks) in walked:
+            continue
+        walked.add(id(blocks))
         for k, b in enumerate(blocks):
             bwhere = "%s['blocks'][%d]" % (where, k)
             b = _dict(b, bwhere)
@@ -246,7 +451,7 @@ def convert(data, device=None, free_event="free_completed"):
             if address not in touched and address not in pre:
                 pre[address] = (size, b.get("frames"), bwhere)
 
-    lines = [reserved_line(reserved)]
+    reserved_line(reserved)
     live = {}        # addr -> id
     next_id = 0
     stats = {"allocs": 0, "frees": 0, "before": len(pre), "ooms": 0, "entries": len(entries), "device": dev}
@@ -256,10 +461,8 @@ def convert(data, device=None, free_event="free_completed"):
         i = next_id
         next_id += 1
         live[addr] = i
-        lines.append("a %d %d %d %d" % (i, size, stream, t))
-        text = _frames_text(frames, "%s['frames']" % where)
-        if text:
-            lines.append("# frames %d %s" % (i, text))
+        trace.line("a %d %d %d %d\n" % (i, size, stream, t))
+        trace.frames(i, frames, "%s['frames']" % where)
         stats["allocs"] += 1
 
     for addr, (size, frames, where) in sorted(pre.items()):
@@ -267,36 +470,52 @@ def convert(data, device=None, free_event="free_completed"):
     for a, addr, size, stream, t, frames, where in entries:
         if a == "alloc":
             if addr in live:            # a lost free: close the old one here
-                lines.append("f %d %d" % (live.pop(addr), t))
+                trace.line("f %d %d\n" % (live.pop(addr), t))
                 stats["frees"] += 1
             alloc(addr, size, stream, t, frames, where)
         elif a == free_event and addr in live:
-            lines.append("f %d %d" % (live.pop(addr), t))
+            trace.line("f %d %d\n" % (live.pop(addr), t))
             stats["frees"] += 1
         elif a in SEGMENT_GROW or a in SEGMENT_SHRINK:
             reserved += size * (1 if a in SEGMENT_GROW else -1)
-            lines.append(reserved_line(max(reserved, 0)))
+            reserved_line(max(reserved, 0))
         elif a == "oom":
             stats["ooms"] += 1
-    return lines, stats
+    trace.forget()
+    return trace, stats
 
 
-def write(out, lines, stats, source):
-    head = ["# gpumem-trace v1 workload=snapshot source=%s bytes=requested device=cuda:%d"
-            % (re.sub(r"\s", "_", _text(source)), stats["device"]),
-            "# a <id> <bytes> <stream> <time_us> | f <id> <time_us>",
+def _encoded(parts, size=1 << 20):
+    """The text of parts, UTF-8 whatever the locale (a lone surrogate from the pickle written as \\udXXX,
+    not refused), in chunks of about `size` characters: never the whole trace twice in memory."""
+    chunk, n = [], 0
+    for p in parts:
+        chunk.append(p)
+        n += len(p)
+        if n >= size:
+            yield "".join(chunk).encode("utf-8", "backslashreplace")
+            chunk, n = [], 0
+    if chunk:
+        yield "".join(chunk).encode("utf-8", "backslashreplace")
+
+
+def write(out, trace, stats, source):
+    head = ("# gpumem-trace v1 workload=snapshot source=%s bytes=requested device=cuda:%d\n"
+            % (re.sub(r"\s", "_", _text(source)), stats["device"]) +
+            "# a <id> <bytes> <stream> <time_us> | f <id> <time_us>\n"
             "# converted by tools/snapshot_to_trace.py from %d entries: %d allocs (%d live before the history), "
-            "%d frees, %d oom entries" % (stats["entries"], stats["allocs"], stats["before"], stats["frees"],
-                                           stats["ooms"])]
-    # (UTF-8 whatever the locale; a lone surrogate from the pickle written as \udXXX, not refused)
-    data = ("\n".join(head + lines) + "\n").encode("utf-8", "backslashreplace")
+            "%d frees, %d oom entries\n" % (stats["entries"], stats["allocs"], stats["before"], stats["frees"],
+                                            stats["ooms"]))
+    parts = [head] + trace.parts
     if out == "-":
-        sys.stdout.buffer.write(data)
+        for chunk in _encoded(parts):
+            sys.stdout.buffer.write(chunk)
         sys.stdout.buffer.flush()
         return
     try:
         with (gzip.open(out, "wb") if out.endswith(".gz") else open(out, "wb")) as f:
-            f.write(data)
+            for chunk in _encoded(parts):
+                f.write(chunk)
     except OSError as e:
         raise SnapshotError("cannot write %s: %s" % (out, e.strerror or e)) from None
 
@@ -322,12 +541,13 @@ def main(argv=None):
     ap.add_argument("--free-event", choices=FREE_EVENTS, default="free_completed")
     args = ap.parse_args(argv)
     try:
-        data = load(args.snapshot)
+        data, input_bytes = load(args.snapshot)
         try:
-            lines, stats = convert(data, args.device, args.free_event)
+            trace, stats = convert(data, input_bytes, args.device, args.free_event)
         except SnapshotError as e:
             raise SnapshotError("%s: %s" % (args.snapshot, e)) from None
-        write(args.output, lines, stats, args.snapshot.rsplit("/", 1)[-1])
+        del data                     # (the snapshot's objects, before the trace is written)
+        write(args.output, trace, stats, args.snapshot.rsplit("/", 1)[-1])
     except BrokenPipeError:
         return 1
     except SnapshotError as e:
