@@ -15,10 +15,15 @@
  *                      numbers them, read from the driver), or the smaller of that and the limit;
  *   VRAM_GROUP         slurm-<job id>: every task of the job on a node is listed under it (vram top);
  *   VRAM_GROUP_LIMIT   the same limit: the job's tasks on the node share one budget per GPU;
- *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated).
+ *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated);
+ *   VRAM_LEDGER_DIR    the node's place of the user's ledger (ledger_place with LEDGER_PLACE_NODE: not
+ *                      the XDG_RUNTIME_DIR or VRAM_LEDGER_DIR the job exported from the login node),
+ *                      made and opened there first (the task is not started when it cannot be opened
+ *                      safely), so that every task of the job and the epilog share one ledger.
  * CUDA_VISIBLE_DEVICES stays as Slurm set it from the job's GPUs. In slurm_spank_job_epilog (slurmd,
  * as root) it frees the ledger slots of the job's processes that are gone (a task killed by
- * scancel or the node leaves one), in the job user's ledger, in a child that runs as that user.
+ * scancel or the node leaves one), in the job user's ledger at that place, in a child that runs as
+ * that user.
  *
  * Invariants: a value that does not parse is refused where it is given (srun refuses the job before
  * anything runs; a plugstack.conf argument fails every job with the reason), never ignored; a
@@ -33,6 +38,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -246,10 +252,24 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
     } else {
         snprintf(value, sizeof value, "%s", preload);
     }
+    /* The job's ledger on this node: the node's place for the user (ledger.h, "Where"), whatever
+     * XDG_RUNTIME_DIR or VRAM_LEDGER_DIR the job brought (srun exports the login session's), so that
+     * every task of the job and the epilog use one ledger. This process is the task, as the user:
+     * the directory is made and checked here, before the program can need it. */
+    char dir[PATH_MAX], note[2 * PATH_MAX], err[PATH_MAX + 512];
+    ledger l;
+    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, note, sizeof note, err, sizeof err) != 0 ||
+        ledger_open_in(&l, dir, err, sizeof err) != 0) {
+        slurm_error("vram: job %u: the job's ledger on this node cannot be opened safely: %s; the task is not "
+                    "started (its tasks could pass the job's limit together)", job, err);
+        return ESPANK_ERROR;
+    }
+    ledger_close(&l);
+    if (note[0]) slurm_info("vram: job %u: %s", job, note);
     char group[LEDGER_NAME_LEN];
     snprintf(group, sizeof group, "slurm-%u", job);
     if (set(sp, "LD_PRELOAD", value) || set(sp, "VRAM_GROUP", group) ||
-        set(sp, "VRAM_GROWTH", opt_growth || site_growth ? "1" : "0")) {
+        set(sp, "VRAM_GROWTH", opt_growth || site_growth ? "1" : "0") || set(sp, "VRAM_LEDGER_DIR", dir)) {
         return ESPANK_ERROR;
     }
     if (limit && (set_size(sp, "VRAM_LIMIT", limit) || set_size(sp, "VRAM_GROUP_LIMIT", limit))) return ESPANK_ERROR;
@@ -272,13 +292,15 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
     return ESPANK_SUCCESS;
 }
 
-/* In a child as the job's user (its ledger is that user's): frees the stale slots and counts the
- * job's slots still alive; the child's exit status says how many (at most 254), 255 on failure. */
+/* In a child as the job's user (its ledger is that user's, at the node's place the tasks were given):
+ * frees the stale slots and counts the job's slots still alive; the child's exit status says how many
+ * (at most 254), 255 on failure. */
 static int epilog_child(uint32_t job) {
-    char err[512];
+    char dir[PATH_MAX], err[PATH_MAX + 512];
     ledger l;
-    unsetenv("XDG_RUNTIME_DIR");          /* the job's tasks ran without it, as slurmstepd starts them */
-    if (ledger_open(&l, err, sizeof err) != 0) return 255;
+    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, NULL, 0, err, sizeof err) != 0 ||
+        ledger_open_in(&l, dir, err, sizeof err) != 0)
+        return 255;
     char group[LEDGER_NAME_LEN];
     snprintf(group, sizeof group, "slurm-%u", job);
     ledger_lock(&l);

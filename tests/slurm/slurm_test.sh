@@ -154,6 +154,20 @@ run S -n 2 --vram-limit=1GiB --vram-growth bash -c 'sleep 3 | '"$APP"' dlsym hol
 check "two tasks of one job, 600 MiB each under 1 GiB: one gets it, the other CUDA_ERROR_OUT_OF_MEMORY" \
     '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 ]]'
 
+# The plugin decides where the job's ledger lives on the node (the user's own place there, whatever the
+# environment the job brought): an XDG_RUNTIME_DIR exported from the login node that does not exist here
+# (as srun exports the login session's), or tasks that each set their own, do not split the budget.
+run env XDG_RUNTIME_DIR=/run/user/4242 timeout 60 srun --quiet -n 2 --vram-limit=1GiB --vram-growth \
+    bash -c 'echo "ledger=$VRAM_LEDGER_DIR"; sleep 3 | '"$APP"' dlsym hold alloc 600'
+check "XDG_RUNTIME_DIR=/run/user/4242 exported (missing on the node): the job's two tasks still share 1 GiB (one of 600 MiB refused), in the node's ledger" \
+    '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 &&
+       $(grep -c "^ledger=/dev/shm/vram-0$" <<<"$OUT") -eq 2 ]]'
+mkdir -m 700 "$TMP/xdg0" "$TMP/xdg1"
+run S -n 2 --vram-limit=1GiB --vram-growth \
+    bash -c 'export XDG_RUNTIME_DIR='"$TMP"'/xdg$SLURM_PROCID; sleep 3 | '"$APP"' dlsym hold alloc 600'
+check "each task with an XDG_RUNTIME_DIR of its own: still one ledger, one budget (one of 600 MiB refused)" \
+    '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 ]]'
+
 # ---- two jobs on one GPU, each with its shards --------------------------------------------------
 timeout 60 srun --quiet --gres=shard:2 --vram-growth bash -c 'sleep 6 | '"$APP"' dlsym hold alloc 1800' \
     >"$TMP/jobA.out" 2>"$TMP/jobA.err" &
