@@ -23,7 +23,8 @@
  * CUDA_VISIBLE_DEVICES stays as Slurm set it from the job's GPUs. In slurm_spank_job_epilog (slurmd,
  * as root) it frees the ledger slots of the job's processes that are gone (a task killed by
  * scancel or the node leaves one), in the job user's ledger at that place, in a child that runs as
- * that user.
+ * that user; the child is given EPILOG_DEADLINE_MS (another process of the user may hold the ledger's
+ * lock for as long as it likes), then killed, and what was skipped is said in slurmd's log.
  *
  * Invariants: a value that does not parse is refused where it is given (srun refuses the job before
  * anything runs; a plugstack.conf argument fails every job with the reason), never ignored; a
@@ -37,15 +38,18 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -293,14 +297,18 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
 }
 
 /* In a child as the job's user (its ledger is that user's, at the node's place the tasks were given):
- * frees the stale slots and counts the job's slots still alive; the child's exit status says how many
- * (at most 254), 255 on failure. */
-static int epilog_child(uint32_t job) {
+ * writes the ledger's directory to `report` (for the parent's line if it has to give up), frees the
+ * stale slots and counts the job's slots still alive; the child's exit status says how many (at most
+ * 254), 255 on failure. */
+static int epilog_child(uint32_t job, int report) {
     char dir[PATH_MAX], err[PATH_MAX + 512];
     ledger l;
-    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, NULL, 0, err, sizeof err) != 0 ||
-        ledger_open_in(&l, dir, err, sizeof err) != 0)
-        return 255;
+    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, NULL, 0, err, sizeof err) != 0) return 255;
+    if (write(report, dir, strlen(dir)) < 0) {
+        /* the parent's line then names no path */
+    }
+    close(report);
+    if (ledger_open_in(&l, dir, err, sizeof err) != 0) return 255;
     char group[LEDGER_NAME_LEN];
     snprintf(group, sizeof group, "slurm-%u", job);
     ledger_lock(&l);
@@ -315,6 +323,16 @@ static int epilog_child(uint32_t job) {
     return alive > 254 ? 254 : alive;
 }
 
+/* How long the epilog waits for its child: the child runs as the job's user, whose other processes may
+ * hold the ledger's lock (flock) for as long as they like; the node must not stay COMPLETING for it. */
+#define EPILOG_DEADLINE_MS 10000
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     (void)ac;
     (void)av;
@@ -325,13 +343,48 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
         return ESPANK_SUCCESS;            /* nothing to clean that we could name */
     }
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
     pid_t pid = fork();
     if (pid == 0) {
+        if (report[0] >= 0) close(report[0]);
         if ((getuid() != uid && (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0))) _exit(255);
-        _exit(epilog_child(job));
+        _exit(epilog_child(job, report[1]));
     }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) == 255) {
+    if (report[1] >= 0) close(report[1]);
+    /* Waited for with a deadline, then killed (SIGKILL: a stopped child too) and reaped. */
+    int status = 0, gave_up = 0;
+    pid_t got = -1;
+    if (pid > 0) {
+        uint64_t end = now_ms() + EPILOG_DEADLINE_MS;
+        while ((got = waitpid(pid, &status, WNOHANG)) == 0 || (got < 0 && errno == EINTR)) {
+            if (now_ms() >= end) {
+                kill(pid, SIGKILL);
+                while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+                }
+                gave_up = 1;
+                break;
+            }
+            usleep(20000);
+        }
+    }
+    char dir[PATH_MAX] = "";
+    if (report[0] >= 0) {   /* the child has exited: its end of the pipe is closed, this read ends */
+        ssize_t n = read(report[0], dir, sizeof dir - 1);
+        dir[n > 0 ? n : 0] = '\0';
+        close(report[0]);
+    }
+    if (gave_up) {
+        if (dir[0])
+            slurm_error("vram: job %u: the ledger lock %s/ledger.lock was held by another process of uid %u (or "
+                        "the ledger did not answer) for more than %d s; the epilog gave up: stale ledger slots "
+                        "of the job were not freed (the next reader of the ledger frees them)", job, dir,
+                        (unsigned)uid, EPILOG_DEADLINE_MS / 1000);
+        else
+            slurm_error("vram: job %u: the ledger of uid %u could not be found within %d s; the epilog gave up: "
+                        "stale ledger slots of the job were not freed (the next reader of the ledger frees them)",
+                        job, (unsigned)uid, EPILOG_DEADLINE_MS / 1000);
+    } else if (pid < 0 || got != pid || !WIFEXITED(status) || WEXITSTATUS(status) == 255) {
         slurm_info("vram: job %u: its ledger could not be cleaned (the next reader frees its slots)", job);
     } else if (WEXITSTATUS(status) > 0) {
         slurm_info("vram: job %u: %d process(es) of the job still hold GPU memory after its end", job,
