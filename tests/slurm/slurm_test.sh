@@ -56,10 +56,12 @@ cleanup() {
         [[ -f $TMP/$f.pid ]] && kill -9 "$(cat "$TMP/$f.pid")" 2>/dev/null
     done
     if [[ -n ${EUSER_MADE:-} ]]; then        # the user this test made: what it left running, its ledger
-        for p in $(pgrep -u "$EUSER_MADE" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
-        sleep 0.2
         rm -rf "/dev/shm/vram-$(id -u "$EUSER_MADE")"
-        userdel "$EUSER_MADE" 2>/dev/null
+        for _ in 1 2 3 4 5; do              # userdel refuses while a process of the user still exits
+            for p in $(pgrep -u "$EUSER_MADE" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+            sleep 0.2
+            userdel "$EUSER_MADE" 2>/dev/null && break
+        done
     fi
     if [[ $FAILED -gt 0 || -n ${KEEP:-} ]]; then
         for f in "$TMP"/log/*.log; do echo "== $f"; tail -n 25 "$f"; done
