@@ -11,7 +11,8 @@
  * which a ledger made anew after a truncation or deletion recovers the process's slot and usage
  * even when it makes no call. After fork the child starts with no slot and nothing counted (env.c).
  * A ledger that cannot be opened (bad permissions, full) is said on stderr with VRAM_LOG=1 or a
- * group limit, and the program runs on.
+ * group limit, and the program runs on; a ledger moved from its default place taken by another user
+ * (ledger.h, "Where") is said with VRAM_LOG=1.
  *
  * Group limits (VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=SIZE). An allocation on a device is refused
  * (CUDA_ERROR_OUT_OF_MEMORY; with VRAM_LOG=1 a line naming the group limit) when the bytes in use
@@ -137,6 +138,7 @@ static int shim_ledger_ready_locked(void) {
         return -1;
     }
     if (g.ledger.rebuilt[0] && g.log) fprintf(stderr, "vram: the ledger %s\n", g.ledger.rebuilt);
+    if (g.ledger.note[0] && g.log) fprintf(stderr, "vram: %s\n", g.ledger.note);
     shim_sigbus_install();
     g.shadow_fd = ledger_shadow_create(&g.ledger);
     if (g.shadow_fd >= 0) {

@@ -1,6 +1,8 @@
 /*
  * ledger.c: the per-machine ledger (see ledger.h for the file, its layout, its faults and its
- * rules): the directory and the file, checking a header and building one, opening, following and
+ * rules): where the directory is (ledger_place: VRAM_LEDGER_DIR, an XDG_RUNTIME_DIR of this user's,
+ * /dev/shm/vram-<uid>, or a place of the user's own when that one is taken), the directory and the
+ * file, checking a header and building one, opening, following and
  * rebuilding the file under the lock, the lock, and claiming, finding, releasing and summing slots.
  * What is learnt through /proc (a process's start time, whether a slot is alive, carrying the live
  * slots over into a file made anew) is ledger_proc.c's, which calls nothing here. Compiled into libvram_preload.so, `vram` (top, run) and the Slurm plugin.
@@ -16,6 +18,9 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <pwd.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,16 +42,156 @@ uint64_t ledger_checksum(const ledger_header *h) {
     return x;
 }
 
-static void ledger_dir_path(char *dir, size_t len) {
-    const char *xdg = getenv("XDG_RUNTIME_DIR");
-    if (xdg && xdg[0] == '/') snprintf(dir, len, "%s/vram", xdg);
-    else snprintf(dir, len, "/dev/shm/vram-%lu", (unsigned long)geteuid());
+/* ---- where the ledger lives (ledger.h, "Where") ---------------------------------------------------- */
+
+/* Whether `path` is a directory (a symlink to one included) owned by this user. */
+static int ledger_own_dir(const char *path) {
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == geteuid();
+}
+
+/* mkdir 0700, an existing entry kept (what it is is checked by the caller); 0, or -1 with err. */
+static int ledger_mkdir(const char *path, char *err, size_t errlen) {
+    if (mkdir(path, 0700) == 0 || errno == EEXIST) return 0;
+    snprintf(err, errlen, "cannot create %s: %s", path, strerror(errno));
+    return -1;
+}
+
+/* snprintf into dir, -1 with err when it does not fit. */
+__attribute__((format(printf, 5, 6)))
+static int ledger_path(char *dir, size_t len, char *err, size_t errlen, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(dir, len, fmt, ap);
+    va_end(ap);
+    if (n < 0 || (size_t)n >= len - 16) {   /* room for "/ledger.lock" */
+        snprintf(err, errlen, "the ledger directory's path is too long (%d bytes)", n);
+        return -1;
+    }
+    return 0;
+}
+
+/* The home directory of this user in the password database (not $HOME) into home; 0, or -1 with err. */
+static int ledger_home(char *home, size_t len, char *err, size_t errlen) {
+    unsigned long uid = (unsigned long)geteuid();
+    struct passwd pw, *found = NULL;
+    char *buf = NULL;
+    int rc = ERANGE;
+    for (size_t cap = 4096; rc == ERANGE && cap <= (1u << 20); cap *= 4) {
+        char *more = realloc(buf, cap);
+        if (!more) break;
+        buf = more;
+        rc = getpwuid_r(geteuid(), &pw, buf, cap, &found);
+    }
+    if (rc != 0 || !found || !pw.pw_dir || pw.pw_dir[0] != '/') {
+        if (rc != 0) snprintf(err, errlen, "cannot read the password database for uid %lu: %s", uid, strerror(rc));
+        else snprintf(err, errlen, "uid %lu has no home directory in the password database", uid);
+        free(buf);
+        return -1;
+    }
+    rc = ledger_path(home, len, err, errlen, "%s", pw.pw_dir);
+    free(buf);
+    return rc;
+}
+
+/* A place only this user can own, the same for every process of the user on this machine whatever
+ * their environment: /run/user/<uid>/vram when logind's runtime directory /run/user/<uid> is a
+ * directory of this user, else <home>/.cache/vram/ledger-<host name> under the home of the password
+ * database, the host in the name so that a home shared by several machines (NFS) never shares a
+ * ledger. Made 0700 (each directory made here); 0, or -1 with err. */
+static int ledger_own_place(char *dir, size_t len, char *err, size_t errlen) {
+    unsigned long uid = (unsigned long)geteuid();
+    char run[64], home[PATH_MAX], why[PATH_MAX + 64];
+    snprintf(run, sizeof run, "/run/user/%lu", uid);
+    if (ledger_own_dir(run))
+        return ledger_path(dir, len, err, errlen, "%s/vram", run) || ledger_mkdir(dir, err, errlen) ? -1 : 0;
+    if (ledger_home(home, sizeof home, why, sizeof why) != 0) {
+        snprintf(err, errlen, "no /run/user/%lu of this user, and %s", uid, why);
+        return -1;
+    }
+    if (!ledger_own_dir(home)) {
+        snprintf(err, errlen, "no /run/user/%lu of this user, and the home directory %s is missing or not this "
+                 "user's", uid, home);
+        return -1;
+    }
+    char host[HOST_NAME_MAX + 1] = "";
+    if (gethostname(host, sizeof host) != 0 || !host[0]) snprintf(host, sizeof host, "localhost");
+    host[HOST_NAME_MAX] = '\0';
+    for (char *c = host; *c; c++)
+        if (!((*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || *c == '.' ||
+              *c == '_' || *c == '-'))
+            *c = '_';
+    if (ledger_path(dir, len, err, errlen, "%s/.cache", home) || ledger_mkdir(dir, err, errlen) ||
+        ledger_path(dir, len, err, errlen, "%s/.cache/vram", home) || ledger_mkdir(dir, err, errlen) ||
+        ledger_path(dir, len, err, errlen, "%s/.cache/vram/ledger-%s", home, host) ||
+        ledger_mkdir(dir, err, errlen))
+        return -1;
+    /* the path its open descriptors show in /proc (a home behind a symlink), so that a recovery
+     * (ledger_proc.c) recognises the files of this ledger */
+    if (realpath(dir, home) && strlen(home) + 16 < len) snprintf(dir, len, "%s", home);
+    return 0;
+}
+
+int ledger_place(char *dir, size_t len, unsigned flags, char *note, size_t notelen, char *err, size_t errlen) {
+    if (note && notelen) note[0] = '\0';
+    if (!(flags & LEDGER_PLACE_NODE)) {
+        const char *set = getenv("VRAM_LEDGER_DIR");
+        if (set && set[0]) {
+            if (set[0] != '/') {
+                snprintf(err, errlen, "VRAM_LEDGER_DIR=%s is not an absolute path", set);
+                return -1;
+            }
+            if (ledger_path(dir, len, err, errlen, "%s", set) != 0) return -1;
+            for (size_t n = strlen(dir); n > 1 && dir[n - 1] == '/'; n--) dir[n - 1] = '\0';
+            return ledger_mkdir(dir, err, errlen);
+        }
+        /* an XDG_RUNTIME_DIR of another machine (srun exports the login session's) or of another user
+         * is passed over */
+        const char *xdg = getenv("XDG_RUNTIME_DIR");
+        if (xdg && xdg[0] == '/' && ledger_own_dir(xdg))
+            return ledger_path(dir, len, err, errlen, "%s/vram", xdg) || ledger_mkdir(dir, err, errlen) ? -1 : 0;
+    }
+    unsigned long uid = (unsigned long)geteuid();
+    char shm[64], why[160];
+    snprintf(shm, sizeof shm, "/dev/shm/vram-%lu", uid);
+    struct stat st;
+    for (int tries = 0;; tries++) {
+        if (ledger_mkdir(shm, err, errlen) != 0) return -1;
+        if (lstat(shm, &st) == 0) break;
+        if (tries == 2) {   /* removed each time between mkdir and lstat */
+            snprintf(err, errlen, "cannot stat %s: %s", shm, strerror(errno));
+            return -1;
+        }
+    }
+    if (S_ISDIR(st.st_mode) && st.st_uid == geteuid()) return ledger_path(dir, len, err, errlen, "%s", shm);
+    /* a name anyone can take first in sticky /dev/shm, and no one but its owner can remove: taken */
+    if (S_ISDIR(st.st_mode))
+        snprintf(why, sizeof why, "%s belongs to uid %lu, not to this user (uid %lu)", shm, (unsigned long)st.st_uid, uid);
+    else
+        snprintf(why, sizeof why, "%s is not a directory (a symlink or another file, of uid %lu)", shm,
+                 (unsigned long)st.st_uid);
+    char own_err[PATH_MAX + 160];
+    if (ledger_own_place(dir, len, own_err, sizeof own_err) != 0) {
+        snprintf(err, errlen, "%s, and no place of this user's own is left for the ledger (%s); set VRAM_LEDGER_DIR "
+                 "to a directory of yours", why, own_err);
+        return -1;
+    }
+    if (note && notelen) snprintf(note, notelen, "%s: the ledger is in %s instead", why, dir);
+    return 0;
+}
+
+/* The directory of the ledger of this user at `dir` (ledger_place's), or of the place the
+ * environment gives when dir is NULL; 0, or -1 with err. */
+static int ledger_dir_of(char *out, size_t len, const char *dir, char *note, size_t notelen, char *err, size_t errlen) {
+    if (!dir) return ledger_place(out, len, 0, note, notelen, err, errlen);
+    if (note && notelen) note[0] = '\0';
+    return ledger_path(out, len, err, errlen, "%s", dir);
 }
 
 int ledger_repair_dir(char *said, size_t saidlen) {
-    char dir[PATH_MAX];
-    ledger_dir_path(dir, sizeof dir);
+    char dir[PATH_MAX], err[PATH_MAX + 256];
     said[0] = '\0';
+    if (ledger_place(dir, sizeof dir, 0, NULL, 0, err, sizeof err) != 0) return 0;   /* ledger_open says why */
     /* opened without following a symlink, then checked and changed through the descriptor: what is
      * changed is what was checked */
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -66,9 +211,10 @@ int ledger_repair_dir(char *said, size_t saidlen) {
     return rc;
 }
 
-/* The directory: $XDG_RUNTIME_DIR/vram, else /dev/shm/vram-<uid>; created 0700 and checked. */
-static int ledger_make_dir(ledger *l, char *err, size_t errlen) {
-    ledger_dir_path(l->dir, sizeof l->dir);
+/* The directory (ledger_place's, or `dir`): made 0700 when missing, and checked: a real directory (not
+ * a symlink) of this user, not open to group or others. */
+static int ledger_make_dir(ledger *l, const char *dir, char *err, size_t errlen) {
+    if (ledger_dir_of(l->dir, sizeof l->dir, dir, l->note, sizeof l->note, err, errlen) != 0) return -1;
     if (mkdir(l->dir, 0700) != 0 && errno != EEXIST) {
         snprintf(err, errlen, "cannot create %s: %s", l->dir, strerror(errno));
         return -1;
@@ -259,10 +405,10 @@ static int ledger_attach_locked(ledger *l, char *err, size_t errlen) {
     return rc == 0 ? 0 : -1;
 }
 
-int ledger_open(ledger *l, char *err, size_t errlen) {
+static int ledger_open_dir(ledger *l, const char *dir, char *err, size_t errlen) {
     memset(l, 0, sizeof *l);
     l->lock_fd = l->fd = -1;
-    if (ledger_make_dir(l, err, errlen) != 0) return -1;
+    if (ledger_make_dir(l, dir, err, errlen) != 0) return -1;
     snprintf(l->lock_path, sizeof l->lock_path, "%s/ledger.lock", l->dir);
     snprintf(l->path, sizeof l->path, "%s/ledger", l->dir);
     if ((l->lock_fd = ledger_open_file(l->lock_path, err, errlen)) < 0) return -1;
@@ -274,6 +420,16 @@ int ledger_open(ledger *l, char *err, size_t errlen) {
         l->lock_fd = -1;
     }
     return rc;
+}
+
+int ledger_open(ledger *l, char *err, size_t errlen) { return ledger_open_dir(l, NULL, err, errlen); }
+
+int ledger_open_in(ledger *l, const char *dir, char *err, size_t errlen) {
+    if (!dir || dir[0] != '/') {
+        snprintf(err, errlen, "the ledger directory '%s' is not an absolute path", dir ? dir : "");
+        return -1;
+    }
+    return ledger_open_dir(l, dir, err, errlen);
 }
 
 int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {

@@ -2,7 +2,21 @@
  * ledger.h: the per-machine ledger of processes under `vram run`, shared by libvram_preload.so
  * (which writes its own slots) and `vram top` (which reads them). Compiled into both.
  *
- * Where: $XDG_RUNTIME_DIR/vram when XDG_RUNTIME_DIR is set (and absolute), else /dev/shm/vram-<uid>.
+ * Where (ledger_place, the one place this is decided, for the preload library, vram top, vram run and
+ * the Slurm plugin), the first that applies:
+ *   (a) VRAM_LEDGER_DIR, when set (an absolute path; a relative one is refused by name);
+ *   (b) $XDG_RUNTIME_DIR/vram, when XDG_RUNTIME_DIR is an absolute path to an existing directory of
+ *       this user (one exported from another machine, as srun exports the login session's, or
+ *       another user's, is passed over);
+ *   (c) /dev/shm/vram-<uid>;
+ *   (d) when (c) is taken (a directory of another user, a symlink or another file: a predictable name in
+ *       sticky /dev/shm that anyone can make first and only its owner can remove), a place only this
+ *       user can own, the same for all of its processes on this machine whatever their environment:
+ *       /run/user/<uid>/vram when /run/user/<uid> (logind's) is a directory of this user, else
+ *       <home>/.cache/vram/ledger-<host name> (home from the password database; the host name so that
+ *       a home shared by machines never shares a ledger). ledger_open says so in l->note.
+ * LEDGER_PLACE_NODE skips (a) and (b): the node's place for the user, which the Slurm plugin gives every
+ * task of a job (as VRAM_LEDGER_DIR) and its epilog uses, whatever environment the job brought.
  * The directory is created 0700 and must be a real directory (not a symlink) owned by the user with
  * no group/other permissions; otherwise the ledger is refused. It holds:
  *   ledger       the table, mmap'd MAP_SHARED (0600, opened O_NOFOLLOW, checked: regular file, owner)
@@ -91,6 +105,7 @@ typedef struct ledger {
     char path[PATH_MAX + 16];
     char lock_path[PATH_MAX + 16];
     char rebuilt[3 * PATH_MAX];/* after ledger_open: why the file found there was rebuilt, or "" */
+    char note[2 * PATH_MAX];   /* after ledger_open: why the ledger is not in its default place (d), or "" */
 } ledger;
 
 #define LEDGER_FILE_SIZE (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
@@ -100,9 +115,19 @@ typedef struct ledger {
 uint64_t ledger_checksum(const ledger_header *h);
 void     ledger_header_init(ledger_header *h);
 
-/* Opens (creating the directory and files, or rebuilding a bad file) and maps the ledger.
- * 0 on success; -1 with the reason in err. */
+/* The ledger's directory of this user (see "Where" above): decided, made (0700) when missing, into dir.
+ * flags 0 or LEDGER_PLACE_NODE (the environment ignored). 0, with `note` (when not NULL) "" or why the
+ * ledger is not in its default place (taken by another user) and where it is instead; -1 with err
+ * (VRAM_LEDGER_DIR relative, no place of this user's left). What the directory is (a real directory of
+ * this user, mode 0700) is checked by ledger_open. */
+#define LEDGER_PLACE_NODE 1u
+int ledger_place(char *dir, size_t len, unsigned flags, char *note, size_t notelen, char *err, size_t errlen);
+
+/* Opens (creating the directory and files, or rebuilding a bad file) and maps the ledger of the place
+ * ledger_place gives (flags 0; l->note says where it moved). 0 on success; -1 with the reason in err. */
 int ledger_open(ledger *l, char *err, size_t errlen);
+/* The same for the ledger in the directory `dir` (absolute; a place ledger_place gave). */
+int ledger_open_in(ledger *l, const char *dir, char *err, size_t errlen);
 void ledger_close(ledger *l);
 
 /* A process's shadow of its own slots: a sealed memfd (it cannot be shrunk, so its mapping never
@@ -112,10 +137,10 @@ void ledger_close(ledger *l);
  * hold. The descriptor (close-on-exec), or -1. */
 int ledger_shadow_create(const ledger *l);
 
-/* The ledger directory of this user, when it is a real directory of this user open to group or others,
- * is set to 0700 (what `vram run --group-limit` repairs before it opens the ledger; nothing else is
- * changed: a symlink, another owner or an unsafe file is left for ledger_open to refuse). 1 repaired
- * (said in `said`), 0 nothing to do, -1 it could not be changed. */
+/* The ledger directory of this user (ledger_place's, flags 0), when it is a real directory of this user
+ * open to group or others, is set to 0700 (what `vram run --group-limit` repairs before it opens the
+ * ledger; nothing else is changed: a symlink, another owner or an unsafe file is left for ledger_open to
+ * refuse). 1 repaired (said in `said`), 0 nothing to do, -1 it could not be changed. */
 int ledger_repair_dir(char *said, size_t saidlen);
 
 /* Under the lock: when the file at l->path is no longer the one mapped (deleted, replaced, moved aside

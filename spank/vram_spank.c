@@ -15,10 +15,16 @@
  *                      numbers them, read from the driver), or the smaller of that and the limit;
  *   VRAM_GROUP         slurm-<job id>: every task of the job on a node is listed under it (vram top);
  *   VRAM_GROUP_LIMIT   the same limit: the job's tasks on the node share one budget per GPU;
- *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated).
+ *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated);
+ *   VRAM_LEDGER_DIR    the node's place of the user's ledger (ledger_place with LEDGER_PLACE_NODE: not
+ *                      the XDG_RUNTIME_DIR or VRAM_LEDGER_DIR the job exported from the login node),
+ *                      made and opened there first (the task is not started when it cannot be opened
+ *                      safely), so that every task of the job and the epilog share one ledger.
  * CUDA_VISIBLE_DEVICES stays as Slurm set it from the job's GPUs. In slurm_spank_job_epilog (slurmd,
  * as root) it frees the ledger slots of the job's processes that are gone (a task killed by
- * scancel or the node leaves one), in the job user's ledger, in a child that runs as that user.
+ * scancel or the node leaves one), in the job user's ledger at that place, in a child that runs as
+ * that user; the child is given EPILOG_DEADLINE_MS (another process of the user may hold the ledger's
+ * lock for as long as it likes), then killed, and what was skipped is said in slurmd's log.
  *
  * Invariants: a value that does not parse is refused where it is given (srun refuses the job before
  * anything runs; a plugstack.conf argument fails every job with the reason), never ignored; a
@@ -32,14 +38,18 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
+#include <limits.h>
 #include <pwd.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <slurm/spank.h>
@@ -246,10 +256,24 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
     } else {
         snprintf(value, sizeof value, "%s", preload);
     }
+    /* The job's ledger on this node: the node's place for the user (ledger.h, "Where"), whatever
+     * XDG_RUNTIME_DIR or VRAM_LEDGER_DIR the job brought (srun exports the login session's), so that
+     * every task of the job and the epilog use one ledger. This process is the task, as the user:
+     * the directory is made and checked here, before the program can need it. */
+    char dir[PATH_MAX], note[2 * PATH_MAX], err[PATH_MAX + 512];
+    ledger l;
+    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, note, sizeof note, err, sizeof err) != 0 ||
+        ledger_open_in(&l, dir, err, sizeof err) != 0) {
+        slurm_error("vram: job %u: the job's ledger on this node cannot be opened safely: %s; the task is not "
+                    "started (its tasks could pass the job's limit together)", job, err);
+        return ESPANK_ERROR;
+    }
+    ledger_close(&l);
+    if (note[0]) slurm_info("vram: job %u: %s", job, note);
     char group[LEDGER_NAME_LEN];
     snprintf(group, sizeof group, "slurm-%u", job);
     if (set(sp, "LD_PRELOAD", value) || set(sp, "VRAM_GROUP", group) ||
-        set(sp, "VRAM_GROWTH", opt_growth || site_growth ? "1" : "0")) {
+        set(sp, "VRAM_GROWTH", opt_growth || site_growth ? "1" : "0") || set(sp, "VRAM_LEDGER_DIR", dir)) {
         return ESPANK_ERROR;
     }
     if (limit && (set_size(sp, "VRAM_LIMIT", limit) || set_size(sp, "VRAM_GROUP_LIMIT", limit))) return ESPANK_ERROR;
@@ -272,13 +296,19 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
     return ESPANK_SUCCESS;
 }
 
-/* In a child as the job's user (its ledger is that user's): frees the stale slots and counts the
- * job's slots still alive; the child's exit status says how many (at most 254), 255 on failure. */
-static int epilog_child(uint32_t job) {
-    char err[512];
+/* In a child as the job's user (its ledger is that user's, at the node's place the tasks were given):
+ * writes the ledger's directory to `report` (for the parent's line if it has to give up), frees the
+ * stale slots and counts the job's slots still alive; the child's exit status says how many (at most
+ * 254), 255 on failure. */
+static int epilog_child(uint32_t job, int report) {
+    char dir[PATH_MAX], err[PATH_MAX + 512];
     ledger l;
-    unsetenv("XDG_RUNTIME_DIR");          /* the job's tasks ran without it, as slurmstepd starts them */
-    if (ledger_open(&l, err, sizeof err) != 0) return 255;
+    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, NULL, 0, err, sizeof err) != 0) return 255;
+    if (write(report, dir, strlen(dir)) < 0) {
+        /* the parent's line then names no path */
+    }
+    close(report);
+    if (ledger_open_in(&l, dir, err, sizeof err) != 0) return 255;
     char group[LEDGER_NAME_LEN];
     snprintf(group, sizeof group, "slurm-%u", job);
     ledger_lock(&l);
@@ -293,6 +323,16 @@ static int epilog_child(uint32_t job) {
     return alive > 254 ? 254 : alive;
 }
 
+/* How long the epilog waits for its child: the child runs as the job's user, whose other processes may
+ * hold the ledger's lock (flock) for as long as they like; the node must not stay COMPLETING for it. */
+#define EPILOG_DEADLINE_MS 10000
+
+static uint64_t now_ms(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
 int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
     (void)ac;
     (void)av;
@@ -303,13 +343,48 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av) {
         spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS) {
         return ESPANK_SUCCESS;            /* nothing to clean that we could name */
     }
+    int report[2];
+    if (pipe2(report, O_CLOEXEC) != 0) report[0] = report[1] = -1;
     pid_t pid = fork();
     if (pid == 0) {
+        if (report[0] >= 0) close(report[0]);
         if ((getuid() != uid && (setgroups(0, NULL) != 0 || setgid(gid) != 0 || setuid(uid) != 0))) _exit(255);
-        _exit(epilog_child(job));
+        _exit(epilog_child(job, report[1]));
     }
-    int status = 0;
-    if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) == 255) {
+    if (report[1] >= 0) close(report[1]);
+    /* Waited for with a deadline, then killed (SIGKILL: a stopped child too) and reaped. */
+    int status = 0, gave_up = 0;
+    pid_t got = -1;
+    if (pid > 0) {
+        uint64_t end = now_ms() + EPILOG_DEADLINE_MS;
+        while ((got = waitpid(pid, &status, WNOHANG)) == 0 || (got < 0 && errno == EINTR)) {
+            if (now_ms() >= end) {
+                kill(pid, SIGKILL);
+                while ((got = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
+                }
+                gave_up = 1;
+                break;
+            }
+            usleep(20000);
+        }
+    }
+    char dir[PATH_MAX] = "";
+    if (report[0] >= 0) {   /* the child has exited: its end of the pipe is closed, this read ends */
+        ssize_t n = read(report[0], dir, sizeof dir - 1);
+        dir[n > 0 ? n : 0] = '\0';
+        close(report[0]);
+    }
+    if (gave_up) {
+        if (dir[0])
+            slurm_error("vram: job %u: the ledger lock %s/ledger.lock was held by another process of uid %u (or "
+                        "the ledger did not answer) for more than %d s; the epilog gave up: stale ledger slots "
+                        "of the job were not freed (the next reader of the ledger frees them)", job, dir,
+                        (unsigned)uid, EPILOG_DEADLINE_MS / 1000);
+        else
+            slurm_error("vram: job %u: the ledger of uid %u could not be found within %d s; the epilog gave up: "
+                        "stale ledger slots of the job were not freed (the next reader of the ledger frees them)",
+                        job, (unsigned)uid, EPILOG_DEADLINE_MS / 1000);
+    } else if (pid < 0 || got != pid || !WIFEXITED(status) || WEXITSTATUS(status) == 255) {
         slurm_info("vram: job %u: its ledger could not be cleaned (the next reader frees its slots)", job);
     } else if (WEXITSTATUS(status) > 0) {
         slurm_info("vram: job %u: %d process(es) of the job still hold GPU memory after its end", job,

@@ -22,7 +22,9 @@
  *                         limit the ledger is checked first (run_check_ledger): a ledger directory
  *                         of the user's open to others is set to 0700 (said); a ledger that cannot
  *                         be opened safely (a symlink, another owner's, a file open to others)
- *                         refuses the start with the reason (exit status 1).
+ *                         refuses the start with the reason (exit status 1). With or without one,
+ *                         a ledger moved from its default place taken by another user (ledger.h,
+ *                         "Where") is said on stderr.
  *   VRAM_LOG              1 with --log: the preload library says on stderr when the limit refused
  *   LD_PRELOAD            the absolute path of libvram_preload.so (next to this binary, in ../lib or
  *                         ../<libdir>), put first
@@ -250,8 +252,17 @@ static int run_check_ledger(const char *cmd) {
         return 1;
     }
     if (l.rebuilt[0]) fprintf(stderr, "vram run: the ledger %s\n", l.rebuilt);
+    if (l.note[0]) fprintf(stderr, "vram run: %s\n", l.note);
     ledger_close(&l);
     return 0;
+}
+
+/* Without a group limit the ledger only lists the program (the preload library opens it): where it is
+ * is said when its default place is another user's. */
+static void run_note_ledger(void) {
+    char dir[PATH_MAX], note[2 * PATH_MAX], err[PATH_MAX + 256];
+    if (ledger_place(dir, sizeof dir, 0, note, sizeof note, err, sizeof err) == 0 && note[0])
+        fprintf(stderr, "vram run: %s\n", note);
 }
 
 int run_main(int argc, char **argv) {
@@ -279,7 +290,11 @@ int run_main(int argc, char **argv) {
             goto env_failed;
     }
     const char *glimit = getenv("VRAM_GROUP_LIMIT");   /* from --group-limit, or inherited without --group */
-    if (glimit && *glimit && run_check_ledger(argv[cmd_at]) != 0) return 1;
+    if (glimit && *glimit) {
+        if (run_check_ledger(argv[cmd_at]) != 0) return 1;
+    } else {
+        run_note_ledger();
+    }
     if (run_set_preload(lib) != 0) goto env_failed;
     fflush(NULL);
     execvp(argv[cmd_at], argv + cmd_at);

@@ -1,9 +1,10 @@
 /*
  * top.c: `vram top [--json] [--once]`.
  *
- * Opens the ledger (shim/ledger.h: $XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger;
- * created when missing; a corrupted ledger or one of another version is moved aside and rebuilt, said
- * on stderr), takes its lock, frees the stale slots (process gone, or its pid reused), copies the
+ * Opens the ledger (shim/ledger.h, "Where": VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram, else
+ * /dev/shm/vram-<uid>, or a place of the user's own when that one is another user's, said once on
+ * stderr; created when missing; a corrupted ledger or one of another version is moved aside and
+ * rebuilt, said on stderr), takes its lock, frees the stale slots (process gone, or its pid reused), copies the
  * live ones and prints one line per (process, device): pid, command, device ordinal (as the program
  * numbers it) and UUID, limit, in use, peak, free under the limit (0 when in use exceeds it, "-"
  * without a limit), group and group limit. --json prints one JSON object instead. Without --once the
@@ -83,6 +84,8 @@ static int top_snapshot_once(top_row **rows, int *n, int *reclaimed, char *path,
         return 1;
     }
     if (l.rebuilt[0]) fprintf(stderr, "vram top: the ledger %s\n", l.rebuilt);
+    static int noted;   /* where the ledger moved (its default place taken by another user): said once */
+    if (l.note[0] && !noted++) fprintf(stderr, "vram top: %s\n", l.note);
     snprintf(path, pathlen, "%s", l.path);
     top_row *r = calloc(LEDGER_SLOTS, sizeof *r);
     if (!r) {

@@ -134,7 +134,9 @@ static const char help_run[] =
     "                      an allocation\n"
     "      The process becomes CMD (its exit status is CMD's); 126/127 when CMD cannot be run.\n"
     "      Each process under vram run holds a slot per device in the per-machine ledger\n"
-    "      ($XDG_RUNTIME_DIR/vram/ledger, else /dev/shm/vram-<uid>/ledger), read by vram top.\n"
+    "      (in $VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram when it is your directory here, else\n"
+    "      /dev/shm/vram-<uid>; when another user has taken that name, in a place only you can own,\n"
+    "      /run/user/<uid>/vram or ~/.cache/vram/ledger-<host>, said on stderr), read by vram top.\n"
     "      A ledger deleted, replaced or rebuilt under running processes keeps their slots\n"
     "      (found through their open descriptors, /proc/PID/fd); see the README's \"faults\".\n";
 
@@ -180,7 +182,10 @@ static const char help_general_tail[] =
     "  VRAM_LOG=1                       one line on stderr for each allocation the limit refused\n"
     "  VRAM_GROUP=NAME                  the process's group in the ledger\n"
     "  VRAM_GROUP_LIMIT=BYTES           the group's budget on each device (needs VRAM_GROUP)\n"
-    "  XDG_RUNTIME_DIR=DIR              the ledger lives in DIR/vram (else /dev/shm/vram-<uid>)\n"
+    "  VRAM_LEDGER_DIR=DIR              the ledger's directory (absolute; made 0700; vram run, vram top)\n"
+    "  XDG_RUNTIME_DIR=DIR              else the ledger is in DIR/vram when DIR is yours here, else in\n"
+    "                                   /dev/shm/vram-<uid> (if another user took that name:\n"
+    "                                   /run/user/<uid>/vram, else ~/.cache/vram/ledger-<host>)\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status; vram replay:\n"
     "3 when allocations failed, 130 when interrupted).\n";;

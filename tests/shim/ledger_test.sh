@@ -4,7 +4,8 @@
 #
 #   tests/shim/ledger_test.sh VRAM FAKE_CUDA_DIR APP_DRIVER TRUNCATE_ON_LOCK
 #
-# The ledger goes to a private XDG_RUNTIME_DIR. Processes that hold memory are app_driver's `hold`
+# The ledger goes to a private XDG_RUNTIME_DIR. As root, the squatting checks make two users (useradd -m,
+# removed at exit) and run vram as one of them (setpriv). Processes that hold memory are app_driver's `hold`
 # scenario: one block allocated, then it waits for EOF on its stdin (a fifo this script holds open).
 # TRUNCATE_ON_LOCK is tests/shim/truncate_on_lock.c (LD_PRELOAD: truncates the ledger under a lock).
 # Prints each check with PASS/FAIL, then "N passed, N failed"; exits 1 when a check failed.
@@ -35,8 +36,15 @@ PASSED=0
 FAILED=0
 declare -A HOLD_PID HOLD_FD
 
+SQ_USERS=() SQ_DIRS=() SQ_BIN= HOLD_PREFIX=()
 cleanup() {
     for name in "${!HOLD_PID[@]}"; do kill -9 "${HOLD_PID[$name]}" 2>/dev/null || true; done
+    for u in "${SQ_USERS[@]}"; do   # the users this test made, and the directory one made for the other
+        rm -rf "/dev/shm/vram-$(id -u "$u")"
+        userdel -r "$u" 2>/dev/null || true
+    done
+    for d in "${SQ_DIRS[@]}"; do rm -rf "$d"; done
+    [[ -n $SQ_BIN ]] && rm -rf "$SQ_BIN"
     rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -46,6 +54,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run, check, has
 
 # hold NAME [VRAM RUN OPTIONS] -- KIND MIB DEV: starts a process under vram run that allocates one
 # block and keeps it until `release NAME` (or kill -9); waits until it said hold=E (E in HOLD_RC).
+# HOLD_PREFIX: a command put before vram run (to run it as another user).
 hold() {
     local name=$1
     shift
@@ -57,7 +66,8 @@ hold() {
     # The child closes the write ends of the other holders' fifos (else their EOF would never come).
     (
         for f in "${HOLD_FD[@]}"; do exec {f}>&-; done
-        exec "$VRAM" run --growth "${opts[@]}" -- "$APP" dlsym hold "$@" <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err"
+        exec ${HOLD_PREFIX[@]+"${HOLD_PREFIX[@]}"} "$VRAM" run --growth "${opts[@]}" -- "$APP" dlsym hold "$@" \
+            <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err"
     ) &
     HOLD_PID[$name]=$!
     local fd
@@ -481,6 +491,76 @@ run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym fill allo
 check "... and vram run --group-limit does not start the program, saying why" \
     '[[ $RC == 1 ]] && [[ -z $OUT ]] && has "$ERR" "not starting" && has "$ERR" "with mode 0600; refused"'
 chmod 600 "$LEDGER.lock"
+
+# ---- where the ledger is --------------------------------------------------------------------------------------
+run env VRAM_LEDGER_DIR="$TMP/ld/" "$VRAM" top --once --json
+check "VRAM_LEDGER_DIR (absolute) holds the ledger: made 0700, before XDG_RUNTIME_DIR" \
+    '[[ $RC == 0 ]] && has "$OUT" "\"ledger\": \"$TMP/ld/ledger\"" && [[ $(stat -c %a "$TMP/ld") == 700 ]]'
+run env VRAM_LEDGER_DIR=ld "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym info 0
+check "VRAM_LEDGER_DIR relative: refused by name (vram run --group-limit does not start the program)" \
+    '[[ $RC == 1 && -z $OUT ]] && has "$ERR" "VRAM_LEDGER_DIR=ld is not an absolute path"'
+run env XDG_RUNTIME_DIR="$TMP/missing" "$VRAM" top --once --json
+check "an XDG_RUNTIME_DIR that does not exist here (exported from elsewhere) is passed over: /dev/shm/vram-<uid>" \
+    '[[ $RC == 0 ]] && has "$OUT" "\"ledger\": \"/dev/shm/vram-$(id -u)/ledger\"" && [[ -z $ERR ]]'
+
+# ---- a ledger directory squatted by another user ------------------------------------------------------------
+# Without XDG_RUNTIME_DIR (or one that is not this user's) the ledger's default place is /dev/shm/vram-<uid>,
+# a name any local user can take first. User A (made here) takes B's. B's vram run --group-limit and vram top
+# still work, in a place only B can own (no logind directory /run/user/<uid> here, so under B's home from the
+# password database, per host; HOME is set elsewhere to show it is not read), say so once, and B's processes
+# share one budget there. Needs root (useradd); skipped without it outside CI.
+if [[ $(id -u) == 0 ]] && command -v useradd >/dev/null && command -v setpriv >/dev/null; then
+    SQ_A=vramsqa$$ SQ_B=vramsqb$$
+    useradd -m -s /bin/bash "$SQ_A" && SQ_USERS+=("$SQ_A")
+    useradd -m -s /bin/bash "$SQ_B" && SQ_USERS+=("$SQ_B")
+    UA=$(id -u "$SQ_A") UB=$(id -u "$SQ_B")
+    HB=$(getent passwd "$SQ_B" | cut -d: -f6)
+    SQ_PLACE=$HB/.cache/vram/ledger-$(hostname | tr -c 'A-Za-z0-9._\n-' _)
+    # the binaries where B can run them (the build tree may be closed to others, as under /root)
+    SQ_BIN=$(mktemp -d /tmp/vram-ledger-bin.XXXXXX)
+    chmod 755 "$SQ_BIN"
+    mkdir -m 755 "$SQ_BIN/fake"
+    cp "$VRAM" "$(dirname "$VRAM")/libvram_preload.so" "$APP" "$SQ_BIN/"
+    cp -P "$FAKE"/lib* "$SQ_BIN/fake/"
+    as_b=(setpriv --reuid="$SQ_B" --regid="$SQ_B" --init-groups env -u XDG_RUNTIME_DIR -u VRAM_LEDGER_DIR
+          HOME=/nonexistent LD_LIBRARY_PATH="$SQ_BIN/fake")
+    setpriv --reuid="$SQ_A" --regid="$SQ_A" --init-groups mkdir -m 700 "/dev/shm/vram-$UB"
+    SQ_NOTE="/dev/shm/vram-$UB belongs to uid $UA, not to this user (uid $UB): the ledger is in $SQ_PLACE instead"
+    run "${as_b[@]}" "$SQ_BIN/vram" top --once --json
+    check "squatted: B's vram top works, in a place under B's home named for this host, and says why once" \
+        '[[ $RC == 0 ]] && has "$OUT" "\"ledger\": \"$SQ_PLACE/ledger\"" && has "$ERR" "vram top: $SQ_NOTE" &&
+         [[ $(grep -c . <<<"$ERR") == 1 && $(stat -c %U:%a "$SQ_PLACE") == $SQ_B:700 ]]'
+    HOLD_PREFIX=("${as_b[@]}")
+    VRAM_SAVED=$VRAM APP_SAVED=$APP
+    VRAM=$SQ_BIN/vram APP=$SQ_BIN/$(basename "$APP")
+    hold sq1 --group sq --group-limit 1GiB --log -- alloc 768 0
+    wait_held sq1
+    hold sq2 --group sq --group-limit 1GiB -- alloc 512 0
+    wait_held sq2
+    HOLD_PREFIX=()
+    OUT="sq1=$(held sq1) sq2=$(held sq2)" ERR=$(cat "$TMP/sq1.err")
+    check "squatted: B's vram run --group-limit starts (saying where the ledger is, as its program does with --log), and B's two processes share its 1 GiB (768 + 512 MiB: refused)" \
+        '[[ $OUT == "sq1=0 sq2=2" ]] && has "$ERR" "vram run: $SQ_NOTE" && has "$ERR" "vram: $SQ_NOTE"'
+    run "${as_b[@]}" "$VRAM" top --once --json
+    check "squatted: B's vram top lists B's process under its group" \
+        '[[ $RC == 0 ]] && has "$OUT" "\"pid\": ${HOLD_PID[sq1]}, " && has "$OUT" "\"group\": \"sq\""'
+    release sq1
+    release sq2
+    if [[ -d /run/user && ! -e /run/user/$UB ]]; then
+        install -d -o "$SQ_B" -g "$SQ_B" -m 700 "/run/user/$UB"     # as logind makes it at B's login
+        SQ_DIRS+=("/run/user/$UB")
+        run "${as_b[@]}" "$VRAM" top --once --json
+        check "squatted, B logged in (logind's /run/user/<uid> of B's): the ledger is there, and said" \
+            '[[ $RC == 0 ]] && has "$OUT" "\"ledger\": \"/run/user/$UB/vram/ledger\"" &&
+             has "$ERR" "belongs to uid $UA, not to this user (uid $UB): the ledger is in /run/user/$UB/vram instead"'
+    fi
+    VRAM=$VRAM_SAVED APP=$APP_SAVED
+elif [[ -n ${CI:-} ]]; then
+    RC=1; OUT=; ERR="not root, or useradd/setpriv missing (CI runs as root)"
+    check "a ledger directory squatted by another user" false
+else
+    echo "SKIP  a ledger directory squatted by another user: needs root (useradd, setpriv)"
+fi
 
 # ---- options ------------------------------------------------------------------------------------------------
 run "$VRAM" run --growth --group g1 --group-limit 2GiB -- env

@@ -6,9 +6,10 @@
 #
 #   tests/slurm/slurm_test.sh VRAM SPANK_SO PRELOAD_SO FAKE_CUDA_DIR APP_DRIVER
 #
-# Needs root (slurmd runs jobs as their user; mknod for the GPU's device file) and Debian's slurmctld,
-# slurmd, slurm-client and munge; exits 77 (skipped) without them, unless CI is set (then it fails:
-# .ci/run installs them). Prints each check with PASS/FAIL, then "N passed, N failed".
+# Needs root (slurmd runs jobs as their user; mknod for the GPU's device file; useradd for the user whose
+# job's epilog meets a held ledger lock, removed at exit) and Debian's slurmctld, slurmd, slurm-client and
+# munge; exits 77 (skipped) without them, unless CI is set (then it fails: .ci/run installs them). Prints
+# each check with PASS/FAIL, then "N passed, N failed".
 set -euo pipefail
 
 if [[ $# -ne 5 ]]; then
@@ -23,15 +24,13 @@ skip() {
     exit 77
 }
 [[ $(id -u) -eq 0 ]] || skip "needs root (slurmd, mknod)"
-for c in munged slurmctld slurmd srun sbatch scancel squeue; do
+for c in munged slurmctld slurmd srun sbatch scancel squeue useradd userdel setpriv; do
     command -v "$c" >/dev/null || skip "$c is not installed (apt-get install slurmctld slurmd slurm-client munge)"
 done
 
 unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD \
       VRAM_BACKEND VRAM_SIM_DEVICES FAKE_CUDA_DEVICES XDG_RUNTIME_DIR SLURM_JOB_ID
 for v in $(compgen -e | grep -E '^(VRAM_LIMIT_|SLURM_)' || true); do unset "$v"; done
-export LD_LIBRARY_PATH=$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-
 GiB=1073741824
 TMP=$(mktemp -d /tmp/vram-slurm.XXXXXX)
 chmod 755 "$TMP"
@@ -42,6 +41,7 @@ PIDS=()
 cleanup() {
     set +e
     [[ -n ${SLURM_CONF:-} ]] && scancel --quiet --user=root >/dev/null 2>&1
+    [[ -n ${SLURM_CONF:-} && -n ${EUSER_MADE:-} ]] && scancel --quiet --user="$EUSER_MADE" >/dev/null 2>&1
     for f in slurmd slurmctld munged; do
         [[ -f $TMP/$f.pid ]] && kill "$(cat "$TMP/$f.pid")" 2>/dev/null
     done
@@ -55,12 +55,29 @@ cleanup() {
     for f in slurmd slurmctld munged; do
         [[ -f $TMP/$f.pid ]] && kill -9 "$(cat "$TMP/$f.pid")" 2>/dev/null
     done
+    if [[ -n ${EUSER_MADE:-} ]]; then        # the user this test made: what it left running, its ledger
+        rm -rf "/dev/shm/vram-$(id -u "$EUSER_MADE")"
+        for _ in 1 2 3 4 5; do              # userdel refuses while a process of the user still exits
+            for p in $(pgrep -u "$EUSER_MADE" 2>/dev/null); do kill -9 "$p" 2>/dev/null; done
+            sleep 0.2
+            userdel "$EUSER_MADE" 2>/dev/null && break
+        done
+    fi
     if [[ $FAILED -gt 0 || -n ${KEEP:-} ]]; then
         for f in "$TMP"/log/*.log; do echo "== $f"; tail -n 25 "$f"; done
     fi
     rm -rf "$TMP"
 }
 trap cleanup EXIT
+
+# The binaries where the unprivileged user of the epilog's check can run them too (the build tree may be
+# closed to others, as under /root): vram with the preload library beside it, the driver, the fake libcuda.
+mkdir -m 755 "$TMP/bin" "$TMP/bin/fake"
+cp "$VRAM" "$PRELOAD" "$APP" "$TMP/bin/"
+cp -P "$FAKE"/lib* "$TMP/bin/fake/"
+VRAM=$TMP/bin/$(basename "$VRAM") PRELOAD=$TMP/bin/$(basename "$PRELOAD") APP=$TMP/bin/$(basename "$APP")
+FAKE=$TMP/bin/fake
+export LD_LIBRARY_PATH=$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # run, check, has
@@ -154,6 +171,20 @@ run S -n 2 --vram-limit=1GiB --vram-growth bash -c 'sleep 3 | '"$APP"' dlsym hol
 check "two tasks of one job, 600 MiB each under 1 GiB: one gets it, the other CUDA_ERROR_OUT_OF_MEMORY" \
     '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 ]]'
 
+# The plugin decides where the job's ledger lives on the node (the user's own place there, whatever the
+# environment the job brought): an XDG_RUNTIME_DIR exported from the login node that does not exist here
+# (as srun exports the login session's), or tasks that each set their own, do not split the budget.
+run env XDG_RUNTIME_DIR=/run/user/4242 timeout 60 srun --quiet -n 2 --vram-limit=1GiB --vram-growth \
+    bash -c 'echo "ledger=$VRAM_LEDGER_DIR"; sleep 3 | '"$APP"' dlsym hold alloc 600'
+check "XDG_RUNTIME_DIR=/run/user/4242 exported (missing on the node): the job's two tasks still share 1 GiB (one of 600 MiB refused), in the node's ledger" \
+    '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 &&
+       $(grep -c "^ledger=/dev/shm/vram-0$" <<<"$OUT") -eq 2 ]]'
+mkdir -m 700 "$TMP/xdg0" "$TMP/xdg1"
+run S -n 2 --vram-limit=1GiB --vram-growth \
+    bash -c 'export XDG_RUNTIME_DIR='"$TMP"'/xdg$SLURM_PROCID; sleep 3 | '"$APP"' dlsym hold alloc 600'
+check "each task with an XDG_RUNTIME_DIR of its own: still one ledger, one budget (one of 600 MiB refused)" \
+    '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 ]]'
+
 # ---- two jobs on one GPU, each with its shards --------------------------------------------------
 timeout 60 srun --quiet --gres=shard:2 --vram-growth bash -c 'sleep 6 | '"$APP"' dlsym hold alloc 1800' \
     >"$TMP/jobA.out" 2>"$TMP/jobA.err" &
@@ -201,6 +232,37 @@ PY
 check "after scancel, no slot of the job is left in the ledger" '[[ $left -eq 0 ]]'
 run "$VRAM" top --once --json
 check "vram top --json after the job: nothing of it" '[[ $RC -eq 0 ]] && ! has "$OUT" "slurm-$JOB"'
+
+# ---- the epilog ends in bounded time whatever the job's user does with the ledger lock ------------------
+# A real unprivileged user (created here, removed at exit) runs a job; a process of that user outside the
+# job holds the user's ledger.lock (flock) for a minute. The epilog (a child that becomes the user) cannot
+# take the lock: the job must still leave COMPLETING within the epilog's bound (10 s) and slurmd's log
+# must say what was skipped.
+EU=vramepi$$
+useradd -M -s /bin/bash "$EU"
+EUSER_MADE=$EU
+EUID_=$(id -u "$EU")
+as_eu() { setpriv --reuid="$EU" --regid="$EU" --init-groups env -u XDG_RUNTIME_DIR -u VRAM_LEDGER_DIR "$@"; }
+install -d -o "$EU" -m 700 "$TMP/eu"
+EDIR=/dev/shm/vram-$EUID_
+as_eu "$VRAM" top --once >/dev/null       # the user's ledger on the node, made as a job's task would
+JOB=$(cd "$TMP/eu" && as_eu sbatch --parsable --output="$TMP/eu/job.out" \
+      --wrap "srun --vram-limit=1GiB --vram-growth $APP dlsym fill alloc 256; sleep 120")
+for _ in $(seq 150); do grep -q '^chunks=' "$TMP/eu/job.out" 2>/dev/null && break; sleep 0.1; done
+as_eu bash -c 'exec 9<"$1"; flock 9; echo locked >"$2"; exec sleep 60' _ "$EDIR/ledger.lock" "$TMP/eu/locked" &
+PIDS+=($!)
+for _ in $(seq 100); do [[ -s $TMP/eu/locked ]] && break; sleep 0.05; done
+T0=$(date +%s)
+scancel "$JOB"
+for _ in $(seq 300); do squeue -h -j "$JOB" 2>/dev/null | grep -q . || break; sleep 0.1; done
+T1=$(date +%s)
+OUT="job $JOB ($(cat "$TMP/eu/job.out" 2>/dev/null | head -1)), left the queue $((T1 - T0)) s after scancel; $(squeue -h -j "$JOB" -o %T 2>/dev/null)"
+check "the job's user holds its ledger lock outside the job: the job still leaves COMPLETING within the epilog's bound" \
+    'has "$OUT" "chunks=4 " && (( T1 - T0 <= 20 )) && ! squeue -h -j "$JOB" 2>/dev/null | grep -q .'
+OUT=$(grep -F "vram: job $JOB:" "$TMP/log/slurmd.log" || true)
+check "... and slurmd's log says the epilog gave up on the held lock, leaving stale slots to the next reader" \
+    'has "$OUT" "ledger.lock" && has "$OUT" "held by another process" && has "$OUT" "not freed"'
+kill -9 "${PIDS[-1]}" 2>/dev/null || true
 
 echo "$PASSED passed, $FAILED failed"
 [[ $FAILED -eq 0 ]]
