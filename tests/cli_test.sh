@@ -2,19 +2,21 @@
 # cli_test.sh: end-to-end checks of the `vram` command-line tool and examples/config_template on
 # the simulated backend.
 #
-#   tests/cli_test.sh PATH/TO/vram PATH/TO/config_template
+#   tests/cli_test.sh PATH/TO/vram PATH/TO/config_template PATH/TO/libvram_fault_io.so
 #
+# (libvram_fault_io.so: tests/fault_io.c, loaded with LD_PRELOAD to make reads of a trace fail.)
 # Runs with VRAM_BACKEND=sim (set here; other VRAM_* variables are cleared). Prints each check's
 # name with PASS/FAIL (and the captured output of a failure), then "N passed, N failed"; exits 1
 # when any check failed, 2 on bad usage.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 VRAM_BINARY CONFIG_TEMPLATE_BINARY" >&2
+if [[ $# -ne 3 ]]; then
+    echo "usage: $0 VRAM_BINARY CONFIG_TEMPLATE_BINARY FAULT_IO_LIBRARY" >&2
     exit 2
 fi
 VRAM=$1
 EXAMPLE=$2
+FAULT_IO=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
 TRACES="$(cd "$(dirname "$0")/.." && pwd)/traces"
 
 unset VRAM_SIM_DEVICES VRAM_SIM_FAIL_ALLOC_AFTER VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT \
@@ -237,10 +239,22 @@ t_replay_stdin() {
 t_replay_broken_gzip() {
     head -c 200 "$TRACES/gpt2_train.trace.gz" >"$TMP/broken.trace.gz"
     run "$VRAM" replay "$TMP/broken.trace.gz"
-    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"broken gzip data (gzip -dc: unexpected end of file)"* ]] ||
-        return 1
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 &&
+        $ERR == "vram replay: $TMP/broken.trace.gz:1: broken gzip data (gzip -dc: unexpected end of file)" ]] || return 1
     run sh -c "cat '$TMP/broken.trace.gz' | '$VRAM' replay -"
-    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"-: broken gzip data"* ]]
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"-:1: broken gzip data"* ]] || return 1
+    # cut after line 3's "a 3 1": the message names line 4, where the text stopped, not line 3's
+    printf 'a 1 100 0 1\na 2 100 0 2\nf 1 3\na 3 1' | gzip -c | head -c -8 >"$TMP/cut.trace.gz"
+    run "$VRAM" replay "$TMP/cut.trace.gz"
+    [[ $RC -eq 1 && $ERR == "vram replay: $TMP/cut.trace.gz:4: broken gzip data (gzip -dc: unexpected end of file)" ]]
+}
+# A bad line early in a large gzip file is the error even when SIGPIPE is ignored (as a parent may
+# leave it): gzip, writing on after the parser stopped, must not make it read as broken gzip data.
+t_replay_gzip_sigpipe_ignored() {
+    { printf 'a 1 100 0 1\nbogus line\n'; for ((i = 0; i < 20000; i++)); do echo "a $((i + 10)) 100 0 5"; done; } |
+        gzip -c >"$TMP/bogus.trace.gz"
+    run bash -c "trap '' PIPE; exec '$VRAM' replay '$TMP/bogus.trace.gz'"
+    [[ $RC -eq 1 && $ERR == "vram replay: $TMP/bogus.trace.gz:2: unknown event 'bogus' (expected 'a', 'f' or '#')" ]]
 }
 t_replay_binary_garbage() {
     printf '\x01\x02\xff\xfe\x1b[2J garbage\n' >"$TMP/garbage.trace"
@@ -250,8 +264,48 @@ t_replay_binary_garbage() {
     run "$VRAM" replay "$TMP/elf.trace"
     [[ $RC -eq 1 && $ERR == *"binary data"* ]] && ! LC_ALL=C grep -q '[^[:print:]]' "$TMP/err"
 }
+# faulted CMD...: CMD with tests/fault_io.c preloaded (the sanitizer builds' runtime then does not
+# come first among the libraries: ASan is told that this is fine).
+faulted() {
+    env LD_PRELOAD="$FAULT_IO" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$@"
+}
+# A line that cannot be read whole (getline cannot grow its buffer past 1 MiB: out of memory) is an
+# error naming the file and the line, in replay and report, plain and gzip; before, the trace ended
+# there and replay exited 0 having read 2 of its 4 events.
+t_replay_line_out_of_memory() {
+    { printf 'a 1 100 0 1\na 2 100 0 2\n# '; head -c 2097152 /dev/zero | tr '\0' x; printf '\nf 1 3\nf 2 4\n'; } \
+        >"$TMP/huge_line.trace"
+    gzip -c "$TMP/huge_line.trace" >"$TMP/huge_line.trace.gz"
+    run "$VRAM" replay "$TMP/huge_line.trace" --json        # without the fault: the line is a comment
+    [[ $RC -eq 0 && $(json_value ops) == 4 ]] || return 1
+    local f
+    for f in huge_line.trace huge_line.trace.gz; do
+        run faulted FAULT_IO_REALLOC_ABOVE=1048576 "$VRAM" replay "$TMP/$f" --json
+        [[ $RC -eq 1 && -z $OUT && $(wc -l <"$TMP/err") -eq 1 &&
+            $ERR == "vram replay: $TMP/$f:3: cannot read the line: Cannot allocate memory" ]] || return 1
+        run faulted FAULT_IO_REALLOC_ABOVE=1048576 "$VRAM" report "$TMP/$f" -o "$TMP/huge.html"
+        [[ $RC -eq 1 && $ERR == "vram report: $TMP/$f:3: cannot read the line: Cannot allocate memory" ]] || return 1
+    done
+    run sh -c "cat '$TMP/huge_line.trace' | LD_PRELOAD='$FAULT_IO' FAULT_IO_REALLOC_ABOVE=1048576 \
+        ASAN_OPTIONS='${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0' '$VRAM' replay -"
+    [[ $RC -eq 1 && $ERR == "vram replay: -:3: cannot read the line: Cannot allocate memory" ]]
+}
+# A read of standard input that fails (EIO after the first 64 KiB the feeder passed on) is an error
+# naming the line, not the end of the trace.
+t_replay_read_error() {
+    local i
+    for ((i = 1000; i < 9000; i++)); do printf 'a %d 100 0 %d\n' "$i" "$i"; done >"$TMP/long.trace"
+    run "$VRAM" replay - --json <"$TMP/long.trace"
+    [[ $RC -eq 0 && $(json_value ops) == 8000 ]] || return 1
+    run faulted FAULT_IO_READ_FD=0 FAULT_IO_READ_OK=2 "$VRAM" replay - --json <"$TMP/long.trace"
+    [[ $RC -eq 1 && -z $OUT && $(wc -l <"$TMP/err") -eq 1 &&
+        $ERR =~ ^"vram replay: -:"[0-9]+": read error: Input/output error"$ ]]
+}
 check "replay - reads standard input (plain and gzip), and a pipe by name" t_replay_stdin
-check "replay of a truncated gzip file (or stream): one line naming gzip's reason" t_replay_broken_gzip
+check "replay/report of a line that cannot be allocated: exit 1 naming the file and line" t_replay_line_out_of_memory
+check "replay - whose standard input fails to read: exit 1 naming the line" t_replay_read_error
+check "replay of a truncated gzip file (or stream): one line naming the line and gzip's reason" t_replay_broken_gzip
+check "replay of a bad line in a gzip file with SIGPIPE ignored: the line's error, not gzip's" t_replay_gzip_sigpipe_ignored
 check "replay of binary garbage: the bytes are not echoed raw" t_replay_binary_garbage
 
 # ---- vram replay: Ctrl-C, progress ----------------------------------------------------------------

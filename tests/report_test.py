@@ -168,6 +168,21 @@ class Report(unittest.TestCase):
         self.assertEqual(d["peak_live_bytes"], 19 * MiB)
         self.assertEqual(d["top"][0]["frames"], "/src/model.py:42:forward\t/src/train.py:7:main")
 
+    def test_converter_output_unreadable(self):
+        """The converter's trace failing to read (here a bad line early in a long output): the reader's
+        error is said, not only 'the conversion failed' (the converter fails too, its pipe closed)."""
+        fake = self.path("fake_converter.py")
+        with open(fake, "w") as f:
+            f.write("import sys\nsys.stdout.write('a 1 100 0 1\\nbogus line\\n')\n"
+                    "for i in range(300000):\n    sys.stdout.write('a %d 100 0 1\\n' % (i + 10))\n")
+        snap = self.path("s.pickle")
+        with open(snap, "wb") as f:
+            pickle.dump(make_snapshot(), f)
+        r = report([snap, "-o", self.path("r.html")], env={"VRAM_SNAPSHOT_TO_TRACE": fake})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(":2: unknown event 'bogus' (expected 'a', 'f' or '#') (converted from %s)" % snap, r.stderr)
+        self.assertFalse(os.path.exists(self.path("r.html")))
+
     def test_bad_snapshot(self):
         """A pickle that is not a snapshot, and a file that is no pickle: one sentence, exit 1."""
         bad = self.path("bad.pickle")

@@ -164,13 +164,16 @@ static int load_snapshot(const char *path, trace *t) {
     close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (rc != 0) {   /* the reader's error first: the converter may have failed only because it stopped */
+        fprintf(stderr, "vram report: %s (converted from %s)\n", err, path);
+        return -1;
+    }
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        if (rc == 0) trace_release(t);
+        trace_release(t);
         fprintf(stderr, "vram report: %s: the conversion failed (its message is above)\n", path);
         return -1;
     }
-    if (rc != 0) fprintf(stderr, "vram report: %s (converted from %s)\n", err, path);
-    return rc;
+    return 0;
 }
 
 static int load_input(const char *path, trace *t) {

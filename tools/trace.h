@@ -42,8 +42,10 @@ typedef struct trace {
 
 /* Reads and checks the trace at `path` into *out (zeroed first). `path` "-" is standard input; a
  * pipe or FIFO is read as a stream (the gzip magic is sniffed from its first bytes, nothing is
- * sought). Returns 0, or -1 with a message in err: "PATH:LINE: message" for a bad line (bytes that
- * are not printable are written as \xHH), "PATH: message" for I/O and gzip failures (one line). */
+ * sought). Returns 0, or -1 with a message in err (one line): "PATH:LINE: message" for a bad line
+ * (bytes that are not printable are written as \xHH) and for a line that cannot be read whole (out
+ * of memory, a read error, gzip failing or its data cut short: LINE is where the text stopped), "PATH:
+ * message" for failures to open or start. Never a trace cut short without an error. */
 int trace_load(const char *path, trace *out, char *err, size_t errlen);
 
 /* trace_load, keeping times, ids, frames and the recording allocator's reserved bytes (`detail`).
