@@ -111,6 +111,36 @@ class Report(unittest.TestCase):
         self.assertEqual(d["failed_allocs"], 0)
         self.assertFalse(d["recorded"])
 
+    def test_extreme_times(self):
+        """Times at both ends of int64 (2^64 - 1 us apart) and out of order: the timeline's times are
+        the microseconds after the earliest, exact, with no signed overflow (the ASan+UBSan build aborted)."""
+        lo, hi = -(1 << 63), (1 << 63) - 1
+        tr = self.path("t.trace")
+        with open(tr, "w") as f:
+            f.write("a 1 1048576 0 %d\na 2 1048576 0 %d\nf 1 0\na 3 1048576 0 %d\nf 2 %d\n" %
+                    (lo, lo + 1, hi - 1, hi))
+        r = report([tr, "-o", self.path("r.html"), "--growth"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertTrue(d["has_time"])
+        self.assertEqual(d["time0_us"], lo)
+        self.assertEqual(d["timeline"]["event"], [0, 1, 2, 3, 4])
+        self.assertEqual(d["timeline"]["time_us"], [0, 1, 1 << 63, (1 << 64) - 2, (1 << 64) - 1])
+        with open(tr, "w") as f:            # not in order: from the earliest (the second event)
+            f.write("a 1 1048576 0 %d\na 2 1048576 0 %d\nf 1 %d\n" % (hi, lo, 0))
+        r = report([tr, "-o", self.path("r.html")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertEqual(d["time0_us"], lo)
+        self.assertEqual(d["timeline"]["time_us"], [(1 << 64) - 1, 0, 1 << 63])
+        with open(tr, "w") as f:            # one time throughout: no time axis
+            f.write("a 1 1048576 0 %d\nf 1 %d\n" % (lo, lo))
+        r = report([tr, "-o", self.path("r.html")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertFalse(d["has_time"])
+        self.assertEqual(d["timeline"]["time_us"], [0, 0])
+
     def test_stdin(self):
         """INPUT '-': the trace from standard input (gzip sniffed from the stream)."""
         gz = gzip.compress(b"a 1 1048576 0 1\na 2 1048576 0 2\nf 1 3\n")

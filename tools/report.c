@@ -10,9 +10,11 @@
  *
  * What is kept while replaying, all bounded, so that the page stays a few MB for any trace:
  *   - the timeline: the events cut into at most TIMELINE_POINTS runs of equal length, each kept as
- *     its first event and time and the maximum over the run of the trace's live bytes, vram's
- *     in-use and reserved bytes and the recording allocator's reserved bytes (so every peak is in
- *     the page exactly: the page's peak is the maximum of its points);
+ *     its first event and time (written as the microseconds after the trace's earliest time, which
+ *     is time0_us: 0 to 2^64 - 1, times being any int64 in any order) and the maximum over the run
+ *     of the trace's live bytes, vram's in-use and reserved bytes and the recording allocator's
+ *     reserved bytes (so every peak is in the page exactly: the page's peak is the maximum of its
+ *     points);
  *   - the address-space map (vram_get_segments: segments and the blocks tiling them) after at most
  *     MAX_SNAPSHOTS events spread evenly over the trace (fewer when many blocks are live: about
  *     SNAPSHOT_BLOCK_BUDGET blocks in all), and after the peak event;
@@ -448,7 +450,7 @@ static void write_data(FILE *f, const report *r, const report_options *opt) {
     uint64_t rec_peak = 0;
     for (size_t i = 0; d->recorded_reserved && i < r->npoints; i++)
         if (r->pt_recorded[i] > rec_peak) rec_peak = r->pt_recorded[i];
-    int has_time = r->t->num_events > 1 && d->time_us[r->t->num_events - 1] != d->time_us[0];
+    int has_time = d->time_max_us != d->time_min_us;
     uint64_t base = map_base(r);
     fputs("{\"input\":", f);
     json_str(f, opt->replay.trace_path);
@@ -470,12 +472,12 @@ static void write_data(FILE *f, const report *r, const report_options *opt) {
     fprintf(f, ",\"recorded\":%s,\"recorded_peak_reserved_bytes\":%" PRIu64, d->recorded_reserved ? "true" : "false",
             rec_peak);
     fprintf(f, ",\"has_time\":%s,\"time0_us\":%" PRId64 ",\"points_per_run\":%zu,\"map_base\":%" PRIu64,
-            has_time ? "true" : "false", r->t->num_events ? d->time_us[0] : 0, r->run, base);
+            has_time ? "true" : "false", d->time_min_us, r->run, base);
     fputs(",\"timeline\":{\"event\":[", f);
     for (size_t i = 0; i < r->npoints; i++) fprintf(f, "%s%zu", i ? "," : "", r->pt_event[i]);
     fputs("],\"time_us\":[", f);
-    for (size_t i = 0; i < r->npoints; i++)
-        fprintf(f, "%s%" PRId64, i ? "," : "", has_time ? r->pt_time[i] - d->time_us[0] : 0);
+    for (size_t i = 0; i < r->npoints; i++)   /* after the earliest: unsigned, as two int64 times can be 2^64 - 1 apart */
+        fprintf(f, "%s%" PRIu64, i ? "," : "", trace_time_since_min(d, r->pt_time[i]));
     fputc(']', f);
     json_u64s(f, "live", r->pt_live, r->npoints);
     json_u64s(f, "in_use", r->pt_in_use, r->npoints);

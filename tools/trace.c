@@ -13,7 +13,8 @@
  * reads. Ids are arbitrary 64-bit signed integers, mapped to dense slots with an open-addressing
  * hash table. The peak of live requested bytes is computed while reading.
  *
- * Detail (trace_load_detail, for `vram report`): each event's time_us, each slot's id, and two
+ * Detail (trace_load_detail, for `vram report`): each event's time_us (and the earliest and the
+ * latest: times are any int64, in any order), each slot's id, and two
  * kinds of comment lines that other readers skip: "# frames <id> F1<TAB>F2..." (the stack of an
  * allocation, after its 'a' line) and "# reserved <bytes>" (the recording allocator's reserved
  * bytes from here on; tools/snapshot_to_trace.py writes both).
@@ -181,6 +182,8 @@ static int detail_event(parser *p, size_t index, int64_t time_us) {
     trace_detail *d = p->t->detail;
     if (detail_room(p, (void **)&d->time_us, &p->time_cap, index, sizeof *d->time_us)) return -1;
     d->time_us[index] = time_us;
+    if (index == 0 || time_us < d->time_min_us) d->time_min_us = time_us;
+    if (index == 0 || time_us > d->time_max_us) d->time_max_us = time_us;
     if (p->has_rec) {
         if (detail_room(p, (void **)&d->recorded_reserved, &p->rec_cap, index, sizeof(uint64_t))) return -1;
         d->recorded_reserved[index] = p->rec_now;

@@ -23,7 +23,8 @@ typedef struct trace_event {
 
 /* What trace_load_detail keeps beside the events (for `vram report`); the replay does not need it. */
 typedef struct trace_detail {
-    int64_t  *time_us;          /* [num_events]: the event's time_us */
+    int64_t  *time_us;          /* [num_events]: the event's time_us (any int64; not always in order) */
+    int64_t   time_min_us, time_max_us;  /* the earliest and latest of them (0 without events) */
     int64_t  *ids;              /* [num_slots]: the allocation id of each slot, as in the file */
     char    **frames;           /* [num_slots]: "# frames <id> F1<TAB>F2..." text, or NULL */
     size_t    slot_cap;         /* room in ids and frames (at least num_slots) */
@@ -51,6 +52,12 @@ int trace_load(const char *path, trace *out, char *err, size_t errlen);
 /* trace_load, keeping times, ids, frames and the recording allocator's reserved bytes (`detail`).
  * Malformed "# frames" / "# reserved" lines are comments like any other (ignored). */
 int trace_load_detail(const char *path, trace *out, char *err, size_t errlen);
+
+/* Microseconds from the earliest event's time to `time_us` (one of the trace's): 0 to 2^64 - 1, since
+ * two int64 times can be more than INT64_MAX apart; computed without signed overflow. */
+static inline uint64_t trace_time_since_min(const trace_detail *d, int64_t time_us) {
+    return (uint64_t)time_us - (uint64_t)d->time_min_us;
+}
 
 /* Frees what trace_load allocated; the trace is zeroed. */
 void trace_release(trace *t);

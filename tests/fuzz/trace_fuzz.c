@@ -27,6 +27,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     char err[512];
     /* odd sizes through the detail reader of vram report (times, ids, '# frames', '# reserved') */
     int rc = size & 1 ? trace_load_detail(path, &t, err, sizeof err) : trace_load(path, &t, err, sizeof err);
+    if (rc == 0 && t.detail) {   /* every time lies from the earliest to the latest (report's time axis) */
+        const trace_detail *d = t.detail;
+        uint64_t span = trace_time_since_min(d, d->time_max_us);
+        for (size_t i = 0; i < t.num_events; i++)
+            if (d->time_us[i] < d->time_min_us || d->time_us[i] > d->time_max_us ||
+                trace_time_since_min(d, d->time_us[i]) > span)
+                abort();
+    }
     if (rc == 0) trace_release(&t);
     unlink(path);
     return 0;
