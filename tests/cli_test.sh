@@ -492,6 +492,22 @@ if [[ $RC -eq 1 && $ERR == "No GPU found:"* ]]; then
         one_json_object && [[ $RC -eq 0 && $ERR == *"simulated 40960MiB card"* && $(json_value failed_allocs) == 0 ]]
     }
     check "no GPU, --limit 40G: the simulated card is at least the limit" t_fallback_limit
+    # A limit no simulated card can hold (16 TiB at most: its memory is this process's address
+    # space) is refused naming --limit; the card's size wrapped to 0 MiB and the error blamed
+    # VRAM_SIM_DEVICES, which nobody set. 16 TiB itself works.
+    t_fallback_huge_limit() {
+        local l
+        for l in 18446744073709551615 17592186044417; do
+            run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --limit "$l" --json
+            [[ $RC -eq 1 && -z $OUT && $(wc -l <"$TMP/err") -eq 1 &&
+                $ERR == "vram replay: --limit of $l bytes is more than a simulated card holds (16 TiB; no GPU: "*")" &&
+                $ERR != *VRAM_SIM_DEVICES* ]] || return 1
+        done
+        run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --limit 16TiB --policy growth --json
+        one_json_object && [[ $RC -eq 0 && $ERR == *"simulated 16777216MiB card"* && $(json_value limit_bytes) == 17592186044416 &&
+            $(json_value failed_allocs) == 0 ]]
+    }
+    check "no GPU, --limit 2^64-1: refused naming --limit (16 TiB at most); 16 TiB works" t_fallback_huge_limit
 else
     skip "replay falls back to a simulated card without a GPU" "a GPU is present"
 fi
@@ -572,6 +588,36 @@ check "replay train_bert_varlen: every op, less than expandable segments' 198495
     t_replay_below "$TRACES/train_bert_varlen.trace.gz" 19138130244 19849543680
 check "replay train_gpt2_generate: every op, less than expandable segments' 799014912 bytes" \
     t_replay_below "$TRACES/train_gpt2_generate.trace.gz" 738012616 799014912
+
+# vram report replays on a simulated card whenever VRAM_BACKEND is unset, GPU or not: the same limit refused.
+t_report_huge_limit() {
+    run env -u VRAM_BACKEND "$VRAM" report "$TMP/small.trace" -o "$TMP/huge_limit.html" --limit 18446744073709551615
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && ! -e $TMP/huge_limit.html &&
+        $ERR == "vram report: --limit of 18446744073709551615 bytes is more than a simulated card holds (16 TiB; VRAM_BACKEND=cuda: on the GPU)" ]]
+}
+check "report --limit 2^64-1 on the simulated card: refused naming --limit" t_report_huge_limit
+# A trace whose peak live is near 2^64 (1.25 x it + 4 GiB wrapped to a few GiB): the card saturates at
+# 16 TiB, the allocations it cannot hold fail and are counted.
+t_report_huge_peak() {
+    printf 'a 1 18446744073709551000 0 1\nf 1 2\na 2 4096 0 3\n' >"$TMP/huge_peak.trace"
+    run env -u VRAM_BACKEND "$VRAM" report "$TMP/huge_peak.trace" -o "$TMP/huge_peak.html" --growth
+    [[ $RC -eq 0 && $ERR == *"replaying on a simulated 16777216MiB card"* && $ERR == *"1 failed allocations"* ]]
+}
+check "report of a trace whose peak is near 2^64: the simulated card saturates at 16 TiB" t_report_huge_peak
+t_replay_huge_peak() {
+    run env -u VRAM_BACKEND "$VRAM" replay "$TMP/huge_peak.trace" --growth --allow-failures --json
+    one_json_object && [[ $RC -eq 0 && $ERR == *"simulated 16777216MiB card"* && $(json_value failed_allocs) == 1 &&
+        $(json_value peak_live_bytes) == 18446744073709551000 ]] || return 1
+    run env -u VRAM_BACKEND "$VRAM" replay "$TMP/huge_peak.trace" --growth --threads 2    # 2 x the peak: 65 bits
+    [[ $RC -eq 1 && $ERR == *"huge_peak.trace: peak live bytes x 2 threads overflow 64 bits"* ]]
+}
+check "replay of a trace whose peak is near 2^64: 16 TiB card, the allocation fails; x 2 threads refused" t_replay_huge_peak
+# vram report's messages from the runtime's start name vram report (they said vram replay)
+t_report_names_itself() {
+    run env VRAM_ALLOC_CONF=bogus:1 "$VRAM" report "$TMP/small.trace" -o "$TMP/bogus.html"
+    [[ $RC -eq 1 && $ERR == *"vram report: vram_init: VRAM_ERR_INVALID_ARGUMENT: VRAM_ALLOC_CONF"* && $ERR != *"vram replay"* ]]
+}
+check "report: a runtime that cannot start is named in vram report's words" t_report_names_itself
 
 # ---- the example program ------------------------------------------------------------------------
 t_example() { run "$EXAMPLE"; [[ $RC -eq 0 && $OUT == *"vram simulated GPU"* ]]; }
