@@ -308,6 +308,46 @@ check "replay of a truncated gzip file (or stream): one line naming the line and
 check "replay of a bad line in a gzip file with SIGPIPE ignored: the line's error, not gzip's" t_replay_gzip_sigpipe_ignored
 check "replay of binary garbage: the bytes are not echoed raw" t_replay_binary_garbage
 
+# ---- JSON of names that are bytes, not UTF-8 text -------------------------------------------------
+# json_is_strict KEY PATH: $TMP/out is one JSON object in valid UTF-8 that Python reads strictly (no raw
+# control character in a string), its KEY is PATH's bytes decoded as UTF-8 with each ill-formed part
+# replaced by U+FFFD (Python's errors="replace", as RFC 8259 wants valid UTF-8), and no raw control
+# byte (C0, DEL, C1) is in the output at all.
+json_is_strict() {
+    python3 -c '
+import json, os, sys
+raw = open(sys.argv[3], "rb").read().rstrip(b"\n")
+d = json.loads(raw.decode("utf-8"))
+want = os.fsencode(sys.argv[2]).decode("utf-8", "replace")
+assert d[sys.argv[1]] == want, (d[sys.argv[1]], want)
+assert not any(b < 0x20 or b == 0x7f for b in raw), "a raw control byte"
+assert not any(0x80 <= ord(c) <= 0x9f for c in raw.decode("utf-8")), "a raw C1 control"
+' "$1" "$2" "$TMP/out"
+}
+# A Latin-1 file name (and ill-formed UTF-8 of every kind: a surrogate, a truncated sequence, an
+# overlong form, past U+10FFFF, controls) in replay --json: valid JSON with U+FFFD where the bytes
+# were not UTF-8; before, the bytes were copied raw (invalid JSON).
+t_replay_json_latin1() {
+    cp "$TMP/small.trace" "$TMP/$(printf 'caf\xe9.trace')"
+    run "$VRAM" replay "$TMP/$(printf 'caf\xe9.trace')" --json
+    one_json_object && [[ $RC -eq 0 && $OUT == *'/caf\ufffd.trace", "backend": "sim"'* ]] &&
+        json_is_strict trace "$TMP/$(printf 'caf\xe9.trace')" || return 1
+    local odd
+    odd=$(printf '\xe9t\xe9 \xed\xa0\x80 \xf0\x9f\x98\x80 \xf0\x9f\x98 \xc0\xaf \xf4\x90\x80\x80 \xff \x1b[1m\x7f \xc2\x9b \xe2\x80\xa8 "q" \\ \x01\x02.trace')
+    cp "$TMP/small.trace" "$TMP/$odd"
+    run "$VRAM" replay "$TMP/$odd" --json
+    one_json_object && [[ $RC -eq 0 ]] && json_is_strict trace "$TMP/$odd"
+}
+check "replay --json of a Latin-1 (and otherwise ill-formed) file name: strict JSON, U+FFFD for the bad bytes" \
+    t_replay_json_latin1
+# vram ls --json's reason quotes the malformed VRAM_SIM_DEVICES: the same writer
+t_ls_json_latin1() {
+    run env "VRAM_SIM_DEVICES=$(printf '8GiB\xe9\x1b')" "$VRAM" ls --json
+    one_json_object && [[ $RC -eq 1 && $OUT == *"\"reason\": \"VRAM_SIM_DEVICES='8GiB\\ufffd\\u001b' is malformed"* ]] &&
+        python3 -c 'import json, sys; json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))' "$TMP/out"
+}
+check "ls --json quoting a Latin-1 VRAM_SIM_DEVICES: strict JSON, U+FFFD" t_ls_json_latin1
+
 # ---- vram replay: Ctrl-C, progress ----------------------------------------------------------------
 t_replay_sigint() {
     set +e

@@ -141,6 +141,26 @@ class Report(unittest.TestCase):
         self.assertFalse(d["has_time"])
         self.assertEqual(d["timeline"]["time_us"], [0, 0])
 
+    def test_latin1_names(self):
+        """A Latin-1 file name and Latin-1 frames (bytes, not UTF-8): the page is valid UTF-8 and its
+        data valid JSON, with U+FFFD for each ill-formed part (as Python's errors="replace"); '<' of a
+        frame cannot end the script element."""
+        name = os.path.join(os.fsencode(self.dir), b"caf\xe9.trace")
+        frames = b"m\xfcller.py:1:f\t</script><b>x.py:2:g\t\xc3\xa9t\xc3\xa9.py:3:h \xed\xa0\x80 \x1b[1m"
+        with open(name, "wb") as f:
+            f.write(b"a 1 1048576 0 1\n# frames 1 " + frames + b"\nf 1 2\n")
+        r = subprocess.run([VRAM, "report", name, "-o", self.path("r.html")], capture_output=True,
+                           env=dict(os.environ, VRAM_BACKEND="sim", VRAM_SIM_DEVICES="4GiB"), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("r.html"), "rb") as f:
+            raw = f.read()
+        raw.decode("utf-8")                           # strict: raises on any ill-formed byte
+        self.assertEqual(raw.count(b"</script>"), 2)  # the data's and the page script's own
+        _, d = page_data(self.path("r.html"))
+        self.assertEqual(d["input"], name.decode("utf-8", "replace"))
+        self.assertTrue(d["input"].endswith("/caf\ufffd.trace"))
+        self.assertEqual(d["top"][0]["frames"], frames.decode("utf-8", "replace"))
+
     def test_stdin(self):
         """INPUT '-': the trace from standard input (gzip sniffed from the stream)."""
         gz = gzip.compress(b"a 1 1048576 0 1\na 2 1048576 0 2\nf 1 3\n")

@@ -23,7 +23,8 @@
  *
  * The page is tools/report.html (inline CSS and JavaScript, nothing fetched), embedded at build
  * time as report_html[] (generated report_html.h); the data go where it says @VRAM_DATA@, as one
- * JSON object in a <script type="application/json"> element ('<', '>' and '&' escaped).
+ * JSON object in a <script type="application/json"> element (strings by json.c's json_string_html:
+ * valid UTF-8 whatever the bytes of paths and frames, '<', '>' and '&' escaped).
  *
  * Single-threaded; the runtime is started and shut down here.
  */
@@ -46,6 +47,7 @@
 
 #include <vram.h>
 
+#include "json.h"
 #include "report_html.h"
 #include "trace.h"
 
@@ -359,20 +361,6 @@ static int replay_events(report *r) {
 
 /* ---- the page ------------------------------------------------------------------------------- */
 
-/* A JSON string that is safe inside <script>: '<', '>', '&' as \u00XX. */
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c < 0x20 || c == '<' || c == '>' || c == '&') fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_u64s(FILE *f, const char *key, const uint64_t *v, size_t n) {
     fprintf(f, ",\"%s\":[", key);
     for (size_t i = 0; i < n; i++) fprintf(f, "%s%" PRIu64, i ? "," : "", v[i]);
@@ -427,7 +415,7 @@ static void write_top(FILE *f, const report *r, uint64_t base) {
         size_t ev = r->alloc_event[b->slot];
         fprintf(f, "%s{\"id\":%" PRId64 ",\"bytes\":%" PRIu64 ",\"offset\":%" PRIu64 ",\"event\":%zu,\"frames\":",
                 i ? "," : "", d->ids[b->slot], r->t->events[ev].bytes, b->address - base, ev);
-        json_str(f, d->frames[b->slot] ? d->frames[b->slot] : "");
+        json_string_html(f, d->frames[b->slot] ? d->frames[b->slot] : "");
         fputc('}', f);
     }
     fputc(']', f);
@@ -438,7 +426,7 @@ static void write_ooms(FILE *f, const report *r) {
     for (size_t i = 0; i < r->nooms; i++) {
         fprintf(f, "%s{\"event\":%zu,\"bytes\":%" PRIu64 ",\"message\":", i ? "," : "", r->ooms[i].event,
                 r->ooms[i].bytes);
-        json_str(f, r->ooms[i].message);
+        json_string_html(f, r->ooms[i].message);
         fputc('}', f);
     }
     fputc(']', f);
@@ -453,15 +441,15 @@ static void write_data(FILE *f, const report *r, const report_options *opt) {
     int has_time = d->time_max_us != d->time_min_us;
     uint64_t base = map_base(r);
     fputs("{\"input\":", f);
-    json_str(f, opt->replay.trace_path);
+    json_string_html(f, opt->replay.trace_path);
     fputs(",\"policy\":", f);
-    json_str(f, pol->name);
+    json_string_html(f, pol->name);
     fputs(",\"policy_description\":", f);
-    json_str(f, pol->description);
+    json_string_html(f, pol->description);
     fputs(",\"backend\":", f);
-    json_str(f, r->backend);
+    json_string_html(f, r->backend);
     fprintf(f, ",\"version\":");
-    json_str(f, vram_version_string());
+    json_string_html(f, vram_version_string());
     fprintf(f, ",\"limit_bytes\":%zu,\"limit_given\":%s,\"events\":%zu,\"allocs\":%zu,\"frees\":%zu",
             r->end.limit, opt->replay.has_limit ? "true" : "false", r->t->num_events, r->t->num_allocs,
             r->t->num_frees);
