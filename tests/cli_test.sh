@@ -352,8 +352,17 @@ check "ls --json quoting a Latin-1 VRAM_SIM_DEVICES: strict JSON, U+FFFD" t_ls_j
 t_replay_sigint() {
     set +e
     "$VRAM" replay "$TRACES/bert_varlen.trace.gz" --growth --passes 100000 --json >"$TMP/out" 2>"$TMP/err" &
-    local pid=$!
-    sleep 1.5
+    local pid=$! mask
+    # A background job of a script starts with SIGINT ignored: a Ctrl-C before the replay installs
+    # its handler (after reading the trace and starting the runtime; slow in the sanitizer builds)
+    # would be lost and the 100000 passes run on. So wait for the handler (SIGINT in SigCgt), then a
+    # little into the replay.
+    for _ in $(seq 1200); do
+        mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
+        (( 0x${mask:-0} & 2 )) && break
+        sleep 0.05
+    done
+    sleep 0.5
     kill -INT "$pid"
     wait "$pid"
     RC=$?
