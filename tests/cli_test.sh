@@ -2,19 +2,21 @@
 # cli_test.sh: end-to-end checks of the `vram` command-line tool and examples/config_template on
 # the simulated backend.
 #
-#   tests/cli_test.sh PATH/TO/vram PATH/TO/config_template
+#   tests/cli_test.sh PATH/TO/vram PATH/TO/config_template PATH/TO/libvram_fault_io.so
 #
+# (libvram_fault_io.so: tests/fault_io.c, loaded with LD_PRELOAD to make reads of a trace fail.)
 # Runs with VRAM_BACKEND=sim (set here; other VRAM_* variables are cleared). Prints each check's
 # name with PASS/FAIL (and the captured output of a failure), then "N passed, N failed"; exits 1
 # when any check failed, 2 on bad usage.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 VRAM_BINARY CONFIG_TEMPLATE_BINARY" >&2
+if [[ $# -ne 3 ]]; then
+    echo "usage: $0 VRAM_BINARY CONFIG_TEMPLATE_BINARY FAULT_IO_LIBRARY" >&2
     exit 2
 fi
 VRAM=$1
 EXAMPLE=$2
+FAULT_IO=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
 TRACES="$(cd "$(dirname "$0")/.." && pwd)/traces"
 
 unset VRAM_SIM_DEVICES VRAM_SIM_FAIL_ALLOC_AFTER VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT \
@@ -237,10 +239,22 @@ t_replay_stdin() {
 t_replay_broken_gzip() {
     head -c 200 "$TRACES/gpt2_train.trace.gz" >"$TMP/broken.trace.gz"
     run "$VRAM" replay "$TMP/broken.trace.gz"
-    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"broken gzip data (gzip -dc: unexpected end of file)"* ]] ||
-        return 1
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 &&
+        $ERR == "vram replay: $TMP/broken.trace.gz:1: broken gzip data (gzip -dc: unexpected end of file)" ]] || return 1
     run sh -c "cat '$TMP/broken.trace.gz' | '$VRAM' replay -"
-    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"-: broken gzip data"* ]]
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && $ERR == *"-:1: broken gzip data"* ]] || return 1
+    # cut after line 3's "a 3 1": the message names line 4, where the text stopped, not line 3's
+    printf 'a 1 100 0 1\na 2 100 0 2\nf 1 3\na 3 1' | gzip -c | head -c -8 >"$TMP/cut.trace.gz"
+    run "$VRAM" replay "$TMP/cut.trace.gz"
+    [[ $RC -eq 1 && $ERR == "vram replay: $TMP/cut.trace.gz:4: broken gzip data (gzip -dc: unexpected end of file)" ]]
+}
+# A bad line early in a large gzip file is the error even when SIGPIPE is ignored (as a parent may
+# leave it): gzip, writing on after the parser stopped, must not make it read as broken gzip data.
+t_replay_gzip_sigpipe_ignored() {
+    { printf 'a 1 100 0 1\nbogus line\n'; for ((i = 0; i < 20000; i++)); do echo "a $((i + 10)) 100 0 5"; done; } |
+        gzip -c >"$TMP/bogus.trace.gz"
+    run bash -c "trap '' PIPE; exec '$VRAM' replay '$TMP/bogus.trace.gz'"
+    [[ $RC -eq 1 && $ERR == "vram replay: $TMP/bogus.trace.gz:2: unknown event 'bogus' (expected 'a', 'f' or '#')" ]]
 }
 t_replay_binary_garbage() {
     printf '\x01\x02\xff\xfe\x1b[2J garbage\n' >"$TMP/garbage.trace"
@@ -250,16 +264,105 @@ t_replay_binary_garbage() {
     run "$VRAM" replay "$TMP/elf.trace"
     [[ $RC -eq 1 && $ERR == *"binary data"* ]] && ! LC_ALL=C grep -q '[^[:print:]]' "$TMP/err"
 }
+# faulted CMD...: CMD with tests/fault_io.c preloaded (the sanitizer builds' runtime then does not
+# come first among the libraries: ASan is told that this is fine).
+faulted() {
+    env LD_PRELOAD="$FAULT_IO" ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0" "$@"
+}
+# A line that cannot be read whole (getline cannot grow its buffer past 1 MiB: out of memory) is an
+# error naming the file and the line, in replay and report, plain and gzip; before, the trace ended
+# there and replay exited 0 having read 2 of its 4 events.
+t_replay_line_out_of_memory() {
+    { printf 'a 1 100 0 1\na 2 100 0 2\n# '; head -c 2097152 /dev/zero | tr '\0' x; printf '\nf 1 3\nf 2 4\n'; } \
+        >"$TMP/huge_line.trace"
+    gzip -c "$TMP/huge_line.trace" >"$TMP/huge_line.trace.gz"
+    run "$VRAM" replay "$TMP/huge_line.trace" --json        # without the fault: the line is a comment
+    [[ $RC -eq 0 && $(json_value ops) == 4 ]] || return 1
+    local f
+    for f in huge_line.trace huge_line.trace.gz; do
+        run faulted FAULT_IO_REALLOC_ABOVE=1048576 "$VRAM" replay "$TMP/$f" --json
+        [[ $RC -eq 1 && -z $OUT && $(wc -l <"$TMP/err") -eq 1 &&
+            $ERR == "vram replay: $TMP/$f:3: cannot read the line: Cannot allocate memory" ]] || return 1
+        run faulted FAULT_IO_REALLOC_ABOVE=1048576 "$VRAM" report "$TMP/$f" -o "$TMP/huge.html"
+        [[ $RC -eq 1 && $ERR == "vram report: $TMP/$f:3: cannot read the line: Cannot allocate memory" ]] || return 1
+    done
+    run sh -c "cat '$TMP/huge_line.trace' | LD_PRELOAD='$FAULT_IO' FAULT_IO_REALLOC_ABOVE=1048576 \
+        ASAN_OPTIONS='${ASAN_OPTIONS:+$ASAN_OPTIONS:}verify_asan_link_order=0' '$VRAM' replay -"
+    [[ $RC -eq 1 && $ERR == "vram replay: -:3: cannot read the line: Cannot allocate memory" ]]
+}
+# A read of standard input that fails (EIO after the first 64 KiB the feeder passed on) is an error
+# naming the line, not the end of the trace.
+t_replay_read_error() {
+    local i
+    for ((i = 1000; i < 9000; i++)); do printf 'a %d 100 0 %d\n' "$i" "$i"; done >"$TMP/long.trace"
+    run "$VRAM" replay - --json <"$TMP/long.trace"
+    [[ $RC -eq 0 && $(json_value ops) == 8000 ]] || return 1
+    run faulted FAULT_IO_READ_FD=0 FAULT_IO_READ_OK=2 "$VRAM" replay - --json <"$TMP/long.trace"
+    [[ $RC -eq 1 && -z $OUT && $(wc -l <"$TMP/err") -eq 1 &&
+        $ERR =~ ^"vram replay: -:"[0-9]+": read error: Input/output error"$ ]]
+}
 check "replay - reads standard input (plain and gzip), and a pipe by name" t_replay_stdin
-check "replay of a truncated gzip file (or stream): one line naming gzip's reason" t_replay_broken_gzip
+check "replay/report of a line that cannot be allocated: exit 1 naming the file and line" t_replay_line_out_of_memory
+check "replay - whose standard input fails to read: exit 1 naming the line" t_replay_read_error
+check "replay of a truncated gzip file (or stream): one line naming the line and gzip's reason" t_replay_broken_gzip
+check "replay of a bad line in a gzip file with SIGPIPE ignored: the line's error, not gzip's" t_replay_gzip_sigpipe_ignored
 check "replay of binary garbage: the bytes are not echoed raw" t_replay_binary_garbage
+
+# ---- JSON of names that are bytes, not UTF-8 text -------------------------------------------------
+# json_is_strict KEY PATH: $TMP/out is one JSON object in valid UTF-8 that Python reads strictly (no raw
+# control character in a string), its KEY is PATH's bytes decoded as UTF-8 with each ill-formed part
+# replaced by U+FFFD (Python's errors="replace", as RFC 8259 wants valid UTF-8), and no raw control
+# byte (C0, DEL, C1) is in the output at all.
+json_is_strict() {
+    python3 -c '
+import json, os, sys
+raw = open(sys.argv[3], "rb").read().rstrip(b"\n")
+d = json.loads(raw.decode("utf-8"))
+want = os.fsencode(sys.argv[2]).decode("utf-8", "replace")
+assert d[sys.argv[1]] == want, (d[sys.argv[1]], want)
+assert not any(b < 0x20 or b == 0x7f for b in raw), "a raw control byte"
+assert not any(0x80 <= ord(c) <= 0x9f for c in raw.decode("utf-8")), "a raw C1 control"
+' "$1" "$2" "$TMP/out"
+}
+# A Latin-1 file name (and ill-formed UTF-8 of every kind: a surrogate, a truncated sequence, an
+# overlong form, past U+10FFFF, controls) in replay --json: valid JSON with U+FFFD where the bytes
+# were not UTF-8; before, the bytes were copied raw (invalid JSON).
+t_replay_json_latin1() {
+    cp "$TMP/small.trace" "$TMP/$(printf 'caf\xe9.trace')"
+    run "$VRAM" replay "$TMP/$(printf 'caf\xe9.trace')" --json
+    one_json_object && [[ $RC -eq 0 && $OUT == *'/caf\ufffd.trace", "backend": "sim"'* ]] &&
+        json_is_strict trace "$TMP/$(printf 'caf\xe9.trace')" || return 1
+    local odd
+    odd=$(printf '\xe9t\xe9 \xed\xa0\x80 \xf0\x9f\x98\x80 \xf0\x9f\x98 \xc0\xaf \xf4\x90\x80\x80 \xff \x1b[1m\x7f \xc2\x9b \xe2\x80\xa8 "q" \\ \x01\x02.trace')
+    cp "$TMP/small.trace" "$TMP/$odd"
+    run "$VRAM" replay "$TMP/$odd" --json
+    one_json_object && [[ $RC -eq 0 ]] && json_is_strict trace "$TMP/$odd"
+}
+check "replay --json of a Latin-1 (and otherwise ill-formed) file name: strict JSON, U+FFFD for the bad bytes" \
+    t_replay_json_latin1
+# vram ls --json's reason quotes the malformed VRAM_SIM_DEVICES: the same writer
+t_ls_json_latin1() {
+    run env "VRAM_SIM_DEVICES=$(printf '8GiB\xe9\x1b')" "$VRAM" ls --json
+    one_json_object && [[ $RC -eq 1 && $OUT == *"\"reason\": \"VRAM_SIM_DEVICES='8GiB\\ufffd\\u001b' is malformed"* ]] &&
+        python3 -c 'import json, sys; json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))' "$TMP/out"
+}
+check "ls --json quoting a Latin-1 VRAM_SIM_DEVICES: strict JSON, U+FFFD" t_ls_json_latin1
 
 # ---- vram replay: Ctrl-C, progress ----------------------------------------------------------------
 t_replay_sigint() {
     set +e
     "$VRAM" replay "$TRACES/bert_varlen.trace.gz" --growth --passes 100000 --json >"$TMP/out" 2>"$TMP/err" &
-    local pid=$!
-    sleep 1.5
+    local pid=$! mask
+    # A background job of a script starts with SIGINT ignored: a Ctrl-C before the replay installs
+    # its handler (after reading the trace and starting the runtime; slow in the sanitizer builds)
+    # would be lost and the 100000 passes run on. So wait for the handler (SIGINT in SigCgt), then a
+    # little into the replay.
+    for _ in $(seq 1200); do
+        mask=$(sed -n 's/^SigCgt:[[:space:]]*//p' "/proc/$pid/status" 2>/dev/null)
+        (( 0x${mask:-0} & 2 )) && break
+        sleep 0.05
+    done
+    sleep 0.5
     kill -INT "$pid"
     wait "$pid"
     RC=$?
@@ -438,6 +541,24 @@ if [[ $RC -eq 1 && $ERR == "No GPU found:"* ]]; then
         one_json_object && [[ $RC -eq 0 && $ERR == *"simulated 40960MiB card"* && $(json_value failed_allocs) == 0 ]]
     }
     check "no GPU, --limit 40G: the simulated card is at least the limit" t_fallback_limit
+    # A limit no simulated card can hold (16 TiB at most: its memory is this process's address
+    # space) is refused naming --limit; the card's size wrapped to 0 MiB and the error blamed
+    # VRAM_SIM_DEVICES, which nobody set. 16 TiB itself is taken, and replays where the host has the
+    # address space for growth's reservation (ThreadSanitizer's build leaves a few TiB: the sim says so).
+    t_fallback_huge_limit() {
+        local l
+        for l in 18446744073709551615 17592186044417; do
+            run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --limit "$l" --json
+            [[ $RC -eq 1 && -z $OUT && $(wc -l <"$TMP/err") -eq 1 &&
+                $ERR == "vram replay: --limit of $l bytes is more than a simulated card holds (16 TiB; no GPU: "*")" &&
+                $ERR != *VRAM_SIM_DEVICES* ]] || return 1
+        done
+        run env -u VRAM_BACKEND "$VRAM" replay "$TMP/small.trace" --limit 16TiB --policy growth --json
+        [[ $ERR == *"replaying on a simulated 16777216MiB card"* ]] || return 1
+        [[ $RC -eq 1 && $ERR == *"cuMemAddressReserve("*"[simulated: no host address space: Cannot allocate memory]"* ]] ||
+            { one_json_object && [[ $RC -eq 0 && $(json_value limit_bytes) == 17592186044416 && $(json_value failed_allocs) == 0 ]]; }
+    }
+    check "no GPU, --limit 2^64-1: refused naming --limit (16 TiB at most); 16 TiB works" t_fallback_huge_limit
 else
     skip "replay falls back to a simulated card without a GPU" "a GPU is present"
 fi
@@ -518,6 +639,37 @@ check "replay train_bert_varlen: every op, less than expandable segments' 198495
     t_replay_below "$TRACES/train_bert_varlen.trace.gz" 19138130244 19849543680
 check "replay train_gpt2_generate: every op, less than expandable segments' 799014912 bytes" \
     t_replay_below "$TRACES/train_gpt2_generate.trace.gz" 738012616 799014912
+
+# vram report replays on a simulated card whenever VRAM_BACKEND is unset, GPU or not: the same limit refused.
+t_report_huge_limit() {
+    run env -u VRAM_BACKEND "$VRAM" report "$TMP/small.trace" -o "$TMP/huge_limit.html" --limit 18446744073709551615
+    [[ $RC -eq 1 && $(wc -l <"$TMP/err") -eq 1 && ! -e $TMP/huge_limit.html &&
+        $ERR == "vram report: --limit of 18446744073709551615 bytes is more than a simulated card holds (16 TiB; VRAM_BACKEND=cuda: on the GPU)" ]]
+}
+check "report --limit 2^64-1 on the simulated card: refused naming --limit" t_report_huge_limit
+# A trace whose peak live is near 2^64 (1.25 x it + 4 GiB wrapped to a few GiB): the card saturates at
+# 16 TiB, the allocations it cannot hold fail and are counted. (--limit 1GiB: growth reserves for the
+# limit, not the card, whose 16 TiB a sanitizer build's address space may not hold.)
+t_report_huge_peak() {
+    printf 'a 1 18446744073709551000 0 1\nf 1 2\na 2 4096 0 3\n' >"$TMP/huge_peak.trace"
+    run env -u VRAM_BACKEND "$VRAM" report "$TMP/huge_peak.trace" -o "$TMP/huge_peak.html" --growth --limit 1GiB
+    [[ $RC -eq 0 && $ERR == *"replaying on a simulated 16777216MiB card"* && $ERR == *"1 failed allocations"* ]]
+}
+check "report of a trace whose peak is near 2^64: the simulated card saturates at 16 TiB" t_report_huge_peak
+t_replay_huge_peak() {
+    run env -u VRAM_BACKEND "$VRAM" replay "$TMP/huge_peak.trace" --growth --limit 1GiB --allow-failures --json
+    one_json_object && [[ $RC -eq 0 && $ERR == *"simulated 16777216MiB card"* && $(json_value failed_allocs) == 1 &&
+        $(json_value peak_live_bytes) == 18446744073709551000 ]] || return 1
+    run env -u VRAM_BACKEND "$VRAM" replay "$TMP/huge_peak.trace" --growth --threads 2    # 2 x the peak: 65 bits
+    [[ $RC -eq 1 && $ERR == *"huge_peak.trace: peak live bytes x 2 threads overflow 64 bits"* ]]
+}
+check "replay of a trace whose peak is near 2^64: 16 TiB card, the allocation fails; x 2 threads refused" t_replay_huge_peak
+# vram report's messages from the runtime's start name vram report (they said vram replay)
+t_report_names_itself() {
+    run env VRAM_ALLOC_CONF=bogus:1 "$VRAM" report "$TMP/small.trace" -o "$TMP/bogus.html"
+    [[ $RC -eq 1 && $ERR == *"vram report: vram_init: VRAM_ERR_INVALID_ARGUMENT: VRAM_ALLOC_CONF"* && $ERR != *"vram replay"* ]]
+}
+check "report: a runtime that cannot start is named in vram report's words" t_report_names_itself
 
 # ---- the example program ------------------------------------------------------------------------
 t_example() { run "$EXAMPLE"; [[ $RC -eq 0 && $OUT == *"vram simulated GPU"* ]]; }

@@ -9,8 +9,10 @@ Writes the report of traces/resnet50_train.trace.gz (--growth), opens it with
 shows (data-bytes of #peak-live and #peak-reserved, computed by its script from the timeline) equal
 `vram replay --json`'s for the same trace and options, and that a 1400x1000 screenshot is not blank
 (the PNG decoded with zlib: enough pixels that are not the white background, and some of the
-timeline's reserved-bytes orange). Exit 0 pass, 1 fail, 77 skipped: chromium is absent and CI is
-not set (CI=1, as .ci/run sets it, makes its absence a failure).
+timeline's reserved-bytes orange); and that the page of a trace whose times span all of int64 labels
+its time axis (data-time-axis of the timeline canvas: the labels the "by wall time" axis draws) from 0
+to 584542 years, rising, as the data's microseconds give them. Exit 0 pass, 1 fail, 77 skipped:
+chromium is absent and CI is not set (CI=1, as .ci/run sets it, makes its absence a failure).
 """
 
 import json
@@ -81,6 +83,38 @@ def png_pixels(path):
     return width, height, bpp, rows
 
 
+def time_labels(span):
+    """The page's time axis labels (report.html's xLabels/timeLabel) for a span of `span` us."""
+    xm, out = float(span), []
+    for k in range(6):
+        s, sp = xm * k / 5 / 1e6, xm / 1e6
+        out.append("%.2f s" % s if sp <= 5 else "%.0f s" % s if sp < 1e6 else
+                   "%.0f d" % (s / 86400) if sp < 864e8 else "%.0f y" % (s / 31557600))
+    return out
+
+
+def extreme_times(exe, vram, env, tmp, profile):
+    """The time axis of a trace from INT64_MIN to INT64_MAX us (its span overflowed int64: the axis was
+    scrambled); failures, or []."""
+    trace = os.path.join(tmp, "extreme.trace")
+    with open(trace, "w") as f:
+        f.write("a 1 1048576 0 %d\na 2 1048576 0 0\nf 1 %d\nf 2 %d\n" % (-(1 << 63), (1 << 63) - 2, (1 << 63) - 1))
+    page = os.path.join(tmp, "extreme.html")
+    r = subprocess.run([vram, "report", trace, "-o", page], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return ["vram report of the extreme-times trace: rc %d: %s" % (r.returncode, r.stderr)]
+    dom = browser(exe, profile, "--dump-dom", "file://" + page).stdout
+    status = re.search(r'<p id="status">([^<]*)</p>', dom)
+    axis = re.search(r'id="timeline"[^>]* data-time-axis="([^"]*)"', dom)
+    want = time_labels((1 << 64) - 1)
+    if not status or status.group(1) != "ok":
+        return ["extreme times: #status is %r, not 'ok'" % (status.group(1) if status else None)]
+    if not axis or axis.group(1).split("|") != want:
+        return ["extreme times: the time axis reads %r, not %r" % (axis.group(1) if axis else None, want)]
+    print("ok: the time axis of int64's whole range reads %s" % " | ".join(want))
+    return []
+
+
 def main():
     vram = os.path.abspath(sys.argv[1])
     keep = sys.argv[2] if len(sys.argv) > 2 else None
@@ -141,6 +175,7 @@ def main():
                 failures.append("no reserved-bytes line in the screenshot (%d orange pixels)" % orange)
             if keep:
                 shutil.copyfile(shot, keep)
+        failures += extreme_times(exe, vram, env, tmp, profile)
     for f in failures:
         print("FAIL: " + f)
     if not failures:

@@ -125,6 +125,56 @@ class Report(unittest.TestCase):
         self.assertEqual(d["failed_allocs"], 0)
         self.assertFalse(d["recorded"])
 
+    def test_extreme_times(self):
+        """Times at both ends of int64 (2^64 - 1 us apart) and out of order: the timeline's times are
+        the microseconds after the earliest, exact, with no signed overflow (the ASan+UBSan build aborted)."""
+        lo, hi = -(1 << 63), (1 << 63) - 1
+        tr = self.path("t.trace")
+        with open(tr, "w") as f:
+            f.write("a 1 1048576 0 %d\na 2 1048576 0 %d\nf 1 0\na 3 1048576 0 %d\nf 2 %d\n" %
+                    (lo, lo + 1, hi - 1, hi))
+        r = report([tr, "-o", self.path("r.html"), "--growth"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertTrue(d["has_time"])
+        self.assertEqual(d["time0_us"], lo)
+        self.assertEqual(d["timeline"]["event"], [0, 1, 2, 3, 4])
+        self.assertEqual(d["timeline"]["time_us"], [0, 1, 1 << 63, (1 << 64) - 2, (1 << 64) - 1])
+        with open(tr, "w") as f:            # not in order: from the earliest (the second event)
+            f.write("a 1 1048576 0 %d\na 2 1048576 0 %d\nf 1 %d\n" % (hi, lo, 0))
+        r = report([tr, "-o", self.path("r.html")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertEqual(d["time0_us"], lo)
+        self.assertEqual(d["timeline"]["time_us"], [(1 << 64) - 1, 0, 1 << 63])
+        with open(tr, "w") as f:            # one time throughout: no time axis
+            f.write("a 1 1048576 0 %d\nf 1 %d\n" % (lo, lo))
+        r = report([tr, "-o", self.path("r.html")])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertFalse(d["has_time"])
+        self.assertEqual(d["timeline"]["time_us"], [0, 0])
+
+    def test_latin1_names(self):
+        """A Latin-1 file name and Latin-1 frames (bytes, not UTF-8): the page is valid UTF-8 and its
+        data valid JSON, with U+FFFD for each ill-formed part (as Python's errors="replace"); '<' of a
+        frame cannot end the script element."""
+        name = os.path.join(os.fsencode(self.dir), b"caf\xe9.trace")
+        frames = b"m\xfcller.py:1:f\t</script><b>x.py:2:g\t\xc3\xa9t\xc3\xa9.py:3:h \xed\xa0\x80 \x1b[1m"
+        with open(name, "wb") as f:
+            f.write(b"a 1 1048576 0 1\n# frames 1 " + frames + b"\nf 1 2\n")
+        r = subprocess.run([VRAM, "report", name, "-o", self.path("r.html")], capture_output=True,
+                           env=dict(os.environ, VRAM_BACKEND="sim", VRAM_SIM_DEVICES="4GiB"), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.path("r.html"), "rb") as f:
+            raw = f.read()
+        raw.decode("utf-8")                           # strict: raises on any ill-formed byte
+        self.assertEqual(raw.count(b"</script>"), 2)  # the data's and the page script's own
+        _, d = page_data(self.path("r.html"))
+        self.assertEqual(d["input"], name.decode("utf-8", "replace"))
+        self.assertTrue(d["input"].endswith("/caf\ufffd.trace"))
+        self.assertEqual(d["top"][0]["frames"], frames.decode("utf-8", "replace"))
+
     def test_stdin(self):
         """INPUT '-': the trace from standard input (gzip sniffed from the stream)."""
         gz = gzip.compress(b"a 1 1048576 0 1\na 2 1048576 0 2\nf 1 3\n")
@@ -181,6 +231,21 @@ class Report(unittest.TestCase):
         self.assertEqual(d["timeline"]["recorded"][0], 20 * MiB)
         self.assertEqual(d["peak_live_bytes"], 19 * MiB)
         self.assertEqual(d["top"][0]["frames"], "/src/model.py:42:forward\t/src/train.py:7:main")
+
+    def test_converter_output_unreadable(self):
+        """The converter's trace failing to read (here a bad line early in a long output): the reader's
+        error is said, not only 'the conversion failed' (the converter fails too, its pipe closed)."""
+        fake = self.path("fake_converter.py")
+        with open(fake, "w") as f:
+            f.write("import sys\nsys.stdout.write('a 1 100 0 1\\nbogus line\\n')\n"
+                    "for i in range(300000):\n    sys.stdout.write('a %d 100 0 1\\n' % (i + 10))\n")
+        snap = self.path("s.pickle")
+        with open(snap, "wb") as f:
+            pickle.dump(make_snapshot(), f)
+        r = report([snap, "-o", self.path("r.html")], env={"VRAM_SNAPSHOT_TO_TRACE": fake})
+        self.assertEqual(r.returncode, 1)
+        self.assertIn(":2: unknown event 'bogus' (expected 'a', 'f' or '#') (converted from %s)" % snap, r.stderr)
+        self.assertFalse(os.path.exists(self.path("r.html")))
 
     def test_bad_snapshot(self):
         """A pickle that is not a snapshot, and a file that is no pickle: one sentence, exit 1."""

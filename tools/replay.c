@@ -5,7 +5,7 @@
  * Order: read and check the whole trace (trace.c; allocation ids are already dense slot numbers,
  * so the replay indexes plain arrays and never hashes); make sure there is a device (without a
  * GPU and with VRAM_BACKEND unset, switch to a simulated card large enough for `threads` copies of
- * the trace); configure card 0 from the policy table (growth, allocator options) and the limit;
+ * the trace and the limit, of at most 16 TiB: a larger limit is refused); configure card 0 from the policy table (growth, allocator options) and the limit;
  * vram_init(); replay; read the statistics; vram_shutdown(); print the report.
  *
  * Files: this one owns the policy table, the device and the simulated fallback, the configuration
@@ -104,8 +104,11 @@ const replay_policy *replay_find_policy(const char *name) {
 
 /* ---- shared helpers (replay_impl.h) --------------------------------------------------------- */
 
+/* Which command is talking (replay_start_runtime is also vram report's). */
+static const char *tool_name = "vram replay";
+
 void replay_report_status(const char *what, vram_status s) {
-    fprintf(stderr, "vram replay: %s: %s: %s\n", what, vram_status_name(s), vram_last_error());
+    fprintf(stderr, "%s: %s: %s: %s\n", tool_name, what, vram_status_name(s), vram_last_error());
 }
 
 static const char *backend_env(void) {
@@ -121,14 +124,27 @@ const replay_policy *replay_opt_policy(const replay_options *opt) {
 
 /* ---- device discovery and the simulated fallback -------------------------------------------- */
 
-/* Which command is talking (replay_start_runtime is also vram report's). */
-static const char *tool_name = "vram replay";
-
-/* A card of 1.25 x (threads x the trace's peak) + 4 GiB, and at least the --limit asked for. */
+/* A card of 1.25 x (threads x the trace's peak) + 4 GiB, and at least the --limit asked for; at
+ * most SIM_CARD_MAX (its memory is this process's address space: 16 TiB leaves room for growth's
+ * reservation of about twice the limit in 128 TiB). A limit above that is refused naming --limit;
+ * a trace that needs more gets SIM_CARD_MAX and its allocations beyond fail (counted). */
+#define SIM_CARD_MAX (16384 * GIB)
 static int fall_back_to_sim(const trace *t, int threads, uint64_t limit, const char *reason) {
-    uint64_t live = t->peak_live_bytes * (uint64_t)threads;  /* checked against overflow by the caller */
-    uint64_t bytes = live + live / 4 + 4 * GIB;
+    if (limit > SIM_CARD_MAX) {
+        if (reason)
+            fprintf(stderr, "%s: --limit of %" PRIu64 " bytes is more than a simulated card holds (16 TiB; no GPU: %s)\n",
+                    tool_name, limit, reason);
+        else
+            fprintf(stderr, "%s: --limit of %" PRIu64 " bytes is more than a simulated card holds (16 TiB; "
+                    "VRAM_BACKEND=cuda: on the GPU)\n", tool_name, limit);
+        return -1;
+    }
+    /* threads x peak may be up to 2^64 - 1 (vram report does not check it): saturate, no wrap */
+    uint64_t live = threads > 0 && t->peak_live_bytes > UINT64_MAX / (uint64_t)threads
+                        ? UINT64_MAX : t->peak_live_bytes * (uint64_t)threads;
+    uint64_t bytes = live > (SIM_CARD_MAX - 4 * GIB) / 5 * 4 ? SIM_CARD_MAX : live + live / 4 + 4 * GIB;
     if (bytes < limit) bytes = limit;
+    if (bytes > SIM_CARD_MAX) bytes = SIM_CARD_MAX;
     char size[32];
     snprintf(size, sizeof size, "%" PRIu64 "MiB", (bytes + MIB - 1) / MIB);
     if (!reason)                                   /* vram report: the simulated card by choice */
@@ -221,8 +237,8 @@ int replay_start_runtime(const replay_options *opt, const trace *t) {
 
 static int replay_trace(const replay_options *opt, const trace *t) {
     int passes = opt_passes(opt), threads = opt_threads(opt);
-    /* threads x peak, and 1.25 x that + 4 GiB for the simulated card, must fit in 64 bits */
-    if (t->peak_live_bytes > (UINT64_MAX / 2) / (uint64_t)threads) {
+    /* threads x peak must fit in 64 bits (the simulated card's size saturates on its own) */
+    if (t->peak_live_bytes > UINT64_MAX / (uint64_t)threads) {
         fprintf(stderr, "vram replay: %s: peak live bytes x %d threads overflow 64 bits\n",
                 opt->trace_path, threads);
         return 1;

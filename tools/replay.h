@@ -51,7 +51,4 @@ struct trace;
  * the caller calls vram_shutdown() after a 0. */
 int replay_start_runtime(const replay_options *opt, const struct trace *t);
 
-/* Writes `s` as a JSON string literal (quoted, escaped); shared by the tool's JSON printers. */
-void tool_json_string(FILE *f, const char *s);
-
 #endif /* VRAM_TOOLS_REPLAY_H */

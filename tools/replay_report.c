@@ -1,10 +1,11 @@
 /*
  * replay_report.c: the reports of `vram replay`, for replay.c: the figures derived from a job's
  * passes (mean, cold and warm time per call, throughput, the warm passes' driver calls), the text
- * report (on stdout, on stderr with --json) and the one JSON object of --json; and
- * tool_json_string, the JSON string writer the tool's other reports share.
+ * report (on stdout, on stderr with --json) and the one JSON object of --json (its strings written by
+ * json.c's json_string, as every JSON of the tool).
  */
 #include "replay_impl.h"
+#include "json.h"
 
 #include <inttypes.h>
 #include <stdint.h>
@@ -59,19 +60,6 @@ static double tail_ratio(const replay_job *job, const replay_result *r) {
     return has_tail(job, r) ? (double)job->tail_reserved / (double)r->tail_live : 0.0;
 }
 
-void tool_json_string(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c < 0x20) fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 /* `, "key": value` with `decimals` digits after the point, or null. */
 static void json_number_or_null(const char *key, int has, int decimals, double v) {
     printf(", \"%s\": ", key);
@@ -88,16 +76,16 @@ static void json_count_or_null(const char *key, int has, uint64_t v) {
 void replay_print_json(const replay_options *opt, const replay_job *job, const replay_result *r) {
     summary s = summarise(job, r);
     printf("{\"trace\": ");
-    tool_json_string(stdout, opt->trace_path);
+    json_string(stdout, opt->trace_path);
     printf(", \"backend\": ");
-    tool_json_string(stdout, r->backend);
+    json_string(stdout, r->backend);
     printf(", \"policy\": ");
-    tool_json_string(stdout, replay_opt_policy(opt)->name);
+    json_string(stdout, replay_opt_policy(opt)->name);
     printf(", \"policy_alloc_conf\": ");          /* what the policy set, then what the environment adds */
-    if (replay_opt_policy(opt)->conf) tool_json_string(stdout, replay_opt_policy(opt)->conf);
+    if (replay_opt_policy(opt)->conf) json_string(stdout, replay_opt_policy(opt)->conf);
     else fputs("null", stdout);
     printf(", \"env_alloc_conf\": ");
-    if (getenv("VRAM_ALLOC_CONF")) tool_json_string(stdout, getenv("VRAM_ALLOC_CONF"));
+    if (getenv("VRAM_ALLOC_CONF")) json_string(stdout, getenv("VRAM_ALLOC_CONF"));
     else fputs("null", stdout);
     printf(", \"growth\": %s, \"limit_bytes\": %zu", r->growth ? "true" : "false", r->limit_bytes);
     printf(", \"passes\": %d, \"threads\": %d, \"trace_events\": %zu", job->passes, job->threads,
@@ -123,7 +111,7 @@ void replay_print_json(const replay_options *opt, const replay_job *job, const r
     json_count_or_null("driver_moves_warm", s.has_warm, s.driver_moves_warm);
     printf(", \"failed_allocs\": %zu, \"skipped_frees\": %zu, \"first_error\": ", r->failed_allocs,
            r->skipped_frees);
-    if (r->failed_allocs) tool_json_string(stdout, r->first_error);
+    if (r->failed_allocs) json_string(stdout, r->first_error);
     else fputs("null", stdout);
     printf(", \"interrupted\": %s", job->interrupted ? "true" : "false");
     if (job->interrupted)

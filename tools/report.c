@@ -10,9 +10,11 @@
  *
  * What is kept while replaying, all bounded, so that the page stays a few MB for any trace:
  *   - the timeline: the events cut into at most TIMELINE_POINTS runs of equal length, each kept as
- *     its first event and time and the maximum over the run of the trace's live bytes, vram's
- *     in-use and reserved bytes and the recording allocator's reserved bytes (so every peak is in
- *     the page exactly: the page's peak is the maximum of its points);
+ *     its first event and time (written as the microseconds after the trace's earliest time, which
+ *     is time0_us: 0 to 2^64 - 1, times being any int64 in any order) and the maximum over the run
+ *     of the trace's live bytes, vram's in-use and reserved bytes and the recording allocator's
+ *     reserved bytes (so every peak is in the page exactly: the page's peak is the maximum of its
+ *     points);
  *   - the address-space map (vram_get_segments: segments and the blocks tiling them) after at most
  *     MAX_SNAPSHOTS events spread evenly over the trace (fewer when many blocks are live: about
  *     SNAPSHOT_BLOCK_BUDGET blocks in all), and after the peak event;
@@ -21,7 +23,8 @@
  *
  * The page is tools/report.html (inline CSS and JavaScript, nothing fetched), embedded at build
  * time as report_html[] (generated report_html.h); the data go where it says @VRAM_DATA@, as one
- * JSON object in a <script type="application/json"> element ('<', '>' and '&' escaped).
+ * JSON object in a <script type="application/json"> element (strings by json.c's json_string_html:
+ * valid UTF-8 whatever the bytes of paths and frames, '<', '>' and '&' escaped).
  *
  * Single-threaded; the runtime is started and shut down here.
  */
@@ -44,6 +47,7 @@
 
 #include <vram.h>
 
+#include "json.h"
 #include "report_html.h"
 #include "trace.h"
 
@@ -164,13 +168,16 @@ static int load_snapshot(const char *path, trace *t) {
     close(fds[0]);
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    if (rc != 0) {   /* the reader's error first: the converter may have failed only because it stopped */
+        fprintf(stderr, "vram report: %s (converted from %s)\n", err, path);
+        return -1;
+    }
     if (!(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        if (rc == 0) trace_release(t);
+        trace_release(t);
         fprintf(stderr, "vram report: %s: the conversion failed (its message is above)\n", path);
         return -1;
     }
-    if (rc != 0) fprintf(stderr, "vram report: %s (converted from %s)\n", err, path);
-    return rc;
+    return 0;
 }
 
 static int load_input(const char *path, trace *t) {
@@ -354,20 +361,6 @@ static int replay_events(report *r) {
 
 /* ---- the page ------------------------------------------------------------------------------- */
 
-/* A JSON string that is safe inside <script>: '<', '>', '&' as \u00XX. */
-static void json_str(FILE *f, const char *s) {
-    fputc('"', f);
-    for (; s && *s; s++) {
-        unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') fprintf(f, "\\%c", c);
-        else if (c == '\n') fputs("\\n", f);
-        else if (c == '\t') fputs("\\t", f);
-        else if (c < 0x20 || c == '<' || c == '>' || c == '&') fprintf(f, "\\u%04x", c);
-        else fputc(c, f);
-    }
-    fputc('"', f);
-}
-
 static void json_u64s(FILE *f, const char *key, const uint64_t *v, size_t n) {
     fprintf(f, ",\"%s\":[", key);
     for (size_t i = 0; i < n; i++) fprintf(f, "%s%" PRIu64, i ? "," : "", v[i]);
@@ -422,7 +415,7 @@ static void write_top(FILE *f, const report *r, uint64_t base) {
         size_t ev = r->alloc_event[b->slot];
         fprintf(f, "%s{\"id\":%" PRId64 ",\"bytes\":%" PRIu64 ",\"offset\":%" PRIu64 ",\"event\":%zu,\"frames\":",
                 i ? "," : "", d->ids[b->slot], r->t->events[ev].bytes, b->address - base, ev);
-        json_str(f, d->frames[b->slot] ? d->frames[b->slot] : "");
+        json_string_html(f, d->frames[b->slot] ? d->frames[b->slot] : "");
         fputc('}', f);
     }
     fputc(']', f);
@@ -433,7 +426,7 @@ static void write_ooms(FILE *f, const report *r) {
     for (size_t i = 0; i < r->nooms; i++) {
         fprintf(f, "%s{\"event\":%zu,\"bytes\":%" PRIu64 ",\"message\":", i ? "," : "", r->ooms[i].event,
                 r->ooms[i].bytes);
-        json_str(f, r->ooms[i].message);
+        json_string_html(f, r->ooms[i].message);
         fputc('}', f);
     }
     fputc(']', f);
@@ -445,18 +438,18 @@ static void write_data(FILE *f, const report *r, const report_options *opt) {
     uint64_t rec_peak = 0;
     for (size_t i = 0; d->recorded_reserved && i < r->npoints; i++)
         if (r->pt_recorded[i] > rec_peak) rec_peak = r->pt_recorded[i];
-    int has_time = r->t->num_events > 1 && d->time_us[r->t->num_events - 1] != d->time_us[0];
+    int has_time = d->time_max_us != d->time_min_us;
     uint64_t base = map_base(r);
     fputs("{\"input\":", f);
-    json_str(f, opt->replay.trace_path);
+    json_string_html(f, opt->replay.trace_path);
     fputs(",\"policy\":", f);
-    json_str(f, pol->name);
+    json_string_html(f, pol->name);
     fputs(",\"policy_description\":", f);
-    json_str(f, pol->description);
+    json_string_html(f, pol->description);
     fputs(",\"backend\":", f);
-    json_str(f, r->backend);
+    json_string_html(f, r->backend);
     fprintf(f, ",\"version\":");
-    json_str(f, vram_version_string());
+    json_string_html(f, vram_version_string());
     fprintf(f, ",\"limit_bytes\":%zu,\"limit_given\":%s,\"events\":%zu,\"allocs\":%zu,\"frees\":%zu",
             r->end.limit, opt->replay.has_limit ? "true" : "false", r->t->num_events, r->t->num_allocs,
             r->t->num_frees);
@@ -467,12 +460,12 @@ static void write_data(FILE *f, const report *r, const report_options *opt) {
     fprintf(f, ",\"recorded\":%s,\"recorded_peak_reserved_bytes\":%" PRIu64, d->recorded_reserved ? "true" : "false",
             rec_peak);
     fprintf(f, ",\"has_time\":%s,\"time0_us\":%" PRId64 ",\"points_per_run\":%zu,\"map_base\":%" PRIu64,
-            has_time ? "true" : "false", r->t->num_events ? d->time_us[0] : 0, r->run, base);
+            has_time ? "true" : "false", d->time_min_us, r->run, base);
     fputs(",\"timeline\":{\"event\":[", f);
     for (size_t i = 0; i < r->npoints; i++) fprintf(f, "%s%zu", i ? "," : "", r->pt_event[i]);
     fputs("],\"time_us\":[", f);
-    for (size_t i = 0; i < r->npoints; i++)
-        fprintf(f, "%s%" PRId64, i ? "," : "", has_time ? r->pt_time[i] - d->time_us[0] : 0);
+    for (size_t i = 0; i < r->npoints; i++)   /* after the earliest: unsigned, as two int64 times can be 2^64 - 1 apart */
+        fprintf(f, "%s%" PRIu64, i ? "," : "", trace_time_since_min(d, r->pt_time[i]));
     fputc(']', f);
     json_u64s(f, "live", r->pt_live, r->npoints);
     json_u64s(f, "in_use", r->pt_in_use, r->npoints);

@@ -37,7 +37,7 @@
 #include <unistd.h>
 
 #include "ledger.h"
-#include "replay.h"
+#include "json.h"
 #include "top.h"
 
 typedef struct top_row {
@@ -171,20 +171,20 @@ static void top_print_table(const top_row *r, int n, const char *path) {
 
 static void top_print_json(const top_row *r, int n, const char *path, int reclaimed) {
     printf("{\"ledger\": ");
-    tool_json_string(stdout, path);
+    json_string(stdout, path);
     printf(", \"reclaimed\": %d, \"processes\": [", reclaimed);
     for (int i = 0; i < n; i++) {
         const top_row *t = &r[i];
         printf("%s{\"pid\": %d, \"command\": ", i ? ", " : "", t->pid);
-        tool_json_string(stdout, t->command);
+        json_string(stdout, t->command);
         printf(", \"device\": %d, \"uuid\": ", t->device);
-        tool_json_string(stdout, t->uuid);
+        json_string(stdout, t->uuid);
         printf(", \"limit_bytes\": %llu, \"in_use_bytes\": %llu, \"peak_bytes\": %llu, \"free_bytes\": ",
                (unsigned long long)t->limit, (unsigned long long)t->in_use, (unsigned long long)t->peak);
         if (t->limit) printf("%llu", (unsigned long long)top_free(t));
         else printf("null");
         printf(", \"group\": ");
-        if (t->group[0]) tool_json_string(stdout, t->group);
+        if (t->group[0]) json_string(stdout, t->group);
         else printf("null");
         printf(", \"group_limit_bytes\": %llu}", (unsigned long long)t->group_limit);
     }

@@ -13,7 +13,8 @@
  * reads. Ids are arbitrary 64-bit signed integers, mapped to dense slots with an open-addressing
  * hash table. The peak of live requested bytes is computed while reading.
  *
- * Detail (trace_load_detail, for `vram report`): each event's time_us, each slot's id, and two
+ * Detail (trace_load_detail, for `vram report`): each event's time_us (and the earliest and the
+ * latest: times are any int64, in any order), each slot's id, and two
  * kinds of comment lines that other readers skip: "# frames <id> F1<TAB>F2..." (the stack of an
  * allocation, after its 'a' line) and "# reserved <bytes>" (the recording allocator's reserved
  * bytes from here on; tools/snapshot_to_trace.py writes both).
@@ -33,6 +34,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +49,8 @@ extern char **environ;
 typedef struct parser {
     trace      *t;
     const char *path;
-    size_t      line;
+    size_t      line;          /* lines read so far (the one being parsed) */
+    int         partial;       /* the last line read had no newline: the input ended, or failed, there */
     /* id -> slot hash table; vals hold slot + 1, 0 marks an empty bucket */
     int64_t    *keys;
     uint32_t   *vals;
@@ -179,6 +182,8 @@ static int detail_event(parser *p, size_t index, int64_t time_us) {
     trace_detail *d = p->t->detail;
     if (detail_room(p, (void **)&d->time_us, &p->time_cap, index, sizeof *d->time_us)) return -1;
     d->time_us[index] = time_us;
+    if (index == 0 || time_us < d->time_min_us) d->time_min_us = time_us;
+    if (index == 0 || time_us > d->time_max_us) d->time_max_us = time_us;
     if (p->has_rec) {
         if (detail_room(p, (void **)&d->recorded_reserved, &p->rec_cap, index, sizeof(uint64_t))) return -1;
         d->recorded_reserved[index] = p->rec_now;
@@ -320,33 +325,58 @@ static int parse_line(parser *p, char *line, size_t n) {
     return fail(p, "unknown event '%s' (expected 'a', 'f' or '#')", printable(kind, 32, shown, sizeof shown));
 }
 
-static int read_stream(parser *p, FILE *in) {
+/* The line where reading stopped: the last one read when it had no newline (cut short), else the next. */
+static size_t stop_line(const parser *p) { return p->partial ? p->line : p->line + 1; }
+
+/* "PATH:LINE: what: reason" for the line that could not be read whole. */
+static int read_fail(parser *p, const char *what, int err) {
+    p->line = stop_line(p);
+    return fail(p, "%s: %s", what, strerror(err));
+}
+
+/* Reads and parses every line of `in`. A line that cannot be read whole is an error naming it: getline
+ * failing without end of file (out of memory for a long line), a read error (ferror), or the source
+ * behind the pipe failing (*src_err, set by a feeder before it closes the pipe: its end of file is
+ * then no end of the trace). Without this the trace would silently end at that line. */
+static int read_stream(parser *p, FILE *in, const atomic_int *src_err) {
     char *line = NULL;
     size_t cap = 0;
     int rc = 0;
-    ssize_t n;
-    while (rc == 0 && (n = getline(&line, &cap, in)) >= 0) {
+    for (;;) {
+        errno = 0;
+        ssize_t n = getline(&line, &cap, in);
+        int e = errno, src = src_err ? atomic_load(src_err) : 0;
+        if (n < 0) {
+            if (e == ENOMEM || (!feof(in) && !ferror(in))) rc = read_fail(p, "cannot read the line", e ? e : ENOMEM);
+            else if (ferror(in)) rc = read_fail(p, "read error", e ? e : EIO);
+            else if (src) rc = read_fail(p, "read error", src);
+            break;
+        }
         p->line++;
-        rc = parse_line(p, line, (size_t)n);
+        p->partial = n == 0 || line[n - 1] != '\n';
+        if (p->partial && (ferror(in) || src)) {   /* the half of a line that a failed read left */
+            rc = read_fail(p, "read error", ferror(in) ? (e ? e : EIO) : src);
+            break;
+        }
+        if ((rc = parse_line(p, line, (size_t)n)) != 0) break;
     }
     free(line);
-    if (rc == 0 && ferror(in)) {
-        p->line = 0;
-        rc = fail(p, "read error: %s", strerror(errno));
-    }
     return rc;
 }
 
 /* ---- input: a file, standard input or a pipe; plain or `gzip -dc` ------------------------ */
 
 /* Copies `prefix` and then everything of `src` into `dst` (a pipe), then closes dst. SIGPIPE is
- * blocked in this thread, so a reader that stops early makes write fail with EPIPE instead. */
+ * blocked in this thread, so a reader that stops early makes write fail with EPIPE instead. A read of
+ * src that fails sets `err` (its errno) before dst is closed, so that the reader, at the end of file
+ * this close makes, knows the trace was cut. */
 typedef struct feeder {
     int           src, dst;
     unsigned char prefix[2];
     size_t        nprefix;
     pthread_t     tid;
     int           running;
+    atomic_int    err;
 } feeder;
 
 static int write_all(int fd, const unsigned char *b, size_t n) {
@@ -374,6 +404,7 @@ static void *feeder_main(void *arg) {
         for (;;) {
             ssize_t r = read(fd->src, buf, sizeof buf);
             if (r < 0 && errno == EINTR) continue;
+            if (r < 0) atomic_store(&fd->err, errno ? errno : EIO);
             if (r <= 0 || write_all(fd->dst, buf, (size_t)r) != 0) break;
         }
     }
@@ -415,8 +446,11 @@ static void gzip_complaint(int errfd, char *buf, size_t len) {
     snprintf(buf, len, "%s", printable(first, 120, shown, sizeof shown));
 }
 
-/* Runs `gzip -dc` on `path` (NULL: on `in_fd`, its standard input) and parses its output. */
-static int read_gzip(parser *p, const char *path, int in_fd) {
+/* Runs `gzip -dc` on `path` (NULL: on `in_fd`, its standard input, fed by a feeder whose source
+ * failing sets *src_err) and parses its output. gzip starts with SIGPIPE at its default whatever
+ * this process inherited, so that when the parser stops early gzip dies of it rather than fail
+ * with "Broken pipe" (which would read as broken data). */
+static int read_gzip(parser *p, const char *path, int in_fd, const atomic_int *src_err) {
     int out[2], errp[2];
     if (pipe2(out, O_CLOEXEC) != 0) return fail(p, "pipe: %s", strerror(errno));
     if (pipe2(errp, O_CLOEXEC | O_NONBLOCK) != 0) {
@@ -428,10 +462,18 @@ static int read_gzip(parser *p, const char *path, int in_fd) {
     if (!path) posix_spawn_file_actions_adddup2(&fa, in_fd, STDIN_FILENO);
     posix_spawn_file_actions_adddup2(&fa, out[1], STDOUT_FILENO);
     posix_spawn_file_actions_adddup2(&fa, errp[1], STDERR_FILENO);
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    sigset_t pipe_sig;
+    sigemptyset(&pipe_sig);
+    sigaddset(&pipe_sig, SIGPIPE);
+    posix_spawnattr_setsigdefault(&attr, &pipe_sig);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGDEF);
     char *argv_path[] = { "gzip", "-dc", "--", (char *)path, NULL }, *argv_stdin[] = { "gzip", "-dc", NULL };
     pid_t pid;
-    int e = posix_spawnp(&pid, "gzip", &fa, NULL, path ? argv_path : argv_stdin, environ);
+    int e = posix_spawnp(&pid, "gzip", &fa, &attr, path ? argv_path : argv_stdin, environ);
     posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&attr);
     close(out[1]);
     close(errp[1]);
     FILE *in = e == 0 ? fdopen(out[0], "r") : NULL;
@@ -441,17 +483,26 @@ static int read_gzip(parser *p, const char *path, int in_fd) {
         if (e == 0) waitpid(pid, NULL, 0);
         return fail(p, "cannot run gzip -dc: %s", strerror(e ? e : errno));
     }
-    int rc = read_stream(p, in);
+    int rc = read_stream(p, in, NULL);
     fclose(in);  /* on an early error gzip may die of SIGPIPE: that is fine */
     int status = 0;
     while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
     char said[512];
     gzip_complaint(errp[0], said, sizeof said);
     close(errp[0]);
-    /* gzip's failure wins over a parse error: a truncated file ends in half a line */
-    if (WIFEXITED(status) && WEXITSTATUS(status) != 0) rc = 0;
-    if (rc == 0 && !(WIFEXITED(status) && WEXITSTATUS(status) == 0)) {
-        p->line = 0;
+    int failed = !(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    int src = src_err ? atomic_load(src_err) : 0;
+    /* The source behind gzip failing (gzip only saw its data end), or gzip failing (a truncated file
+     * ends in half a line), wins over a parse error, which is then of the half line they left; gzip
+     * killed by the SIGPIPE of an early stop does not. The message names the line where the text
+     * stopped. */
+    if (rc != 0 && (src || (WIFEXITED(status) && WEXITSTATUS(status) != 0))) {
+        rc = 0;
+        p->partial = 1;
+    }
+    if (rc == 0 && src) return read_fail(p, "read error", src);
+    if (rc == 0 && failed) {
+        p->line = stop_line(p);
         if (!WIFEXITED(status)) return fail(p, "gzip -dc killed by signal %d", WTERMSIG(status));
         const char *colon = strrchr(said, ':');   /* "gzip: FILE: unexpected end of file" */
         return fail(p, "broken gzip data (gzip -dc: %s)", colon && colon[1] ? colon + 2 : said[0] ? said : "failed");
@@ -459,12 +510,14 @@ static int read_gzip(parser *p, const char *path, int in_fd) {
     return rc;
 }
 
-/* Reads up to 2 bytes (the gzip magic) without seeking. */
-static size_t sniff(int fd, unsigned char magic[2]) {
+/* Reads up to 2 bytes (the gzip magic) without seeking; a read that fails sets *err (its errno). */
+static size_t sniff(int fd, unsigned char magic[2], int *err) {
     size_t got = 0;
+    *err = 0;
     while (got < 2) {
         ssize_t r = read(fd, magic + got, 2 - got);
         if (r < 0 && errno == EINTR) continue;
+        if (r < 0) *err = errno ? errno : EIO;
         if (r <= 0) break;
         got += (size_t)r;
     }
@@ -476,13 +529,15 @@ static int is_gzip_magic(const unsigned char *m, size_t n) { return n == 2 && m[
 /* Standard input, a pipe or a FIFO: sniffed, then fed through a pipe to gzip or the parser. */
 static int read_pipe(parser *p, int src) {
     feeder fd = { .src = src };
-    fd.nprefix = sniff(src, fd.prefix);
+    int err;
+    fd.nprefix = sniff(src, fd.prefix, &err);
+    if (err) return read_fail(p, "read error", err);
     int gz = is_gzip_magic(fd.prefix, fd.nprefix);
     int rd = feeder_start(p, &fd);
     if (rd < 0) return -1;
     int rc;
     if (gz) {
-        rc = read_gzip(p, NULL, rd);
+        rc = read_gzip(p, NULL, rd, &fd.err);
         close(rd);
     } else {
         FILE *in = fdopen(rd, "r");
@@ -490,7 +545,7 @@ static int read_pipe(parser *p, int src) {
             close(rd);
             rc = fail(p, "fdopen: %s", strerror(errno));
         } else {
-            rc = read_stream(p, in);
+            rc = read_stream(p, in, &fd.err);
             fclose(in);
         }
     }
@@ -508,15 +563,17 @@ static int read_input(parser *p) {
         rc = fail(p, "is a directory, not a trace");
     } else if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && !is_stdin) {
         unsigned char magic[2];
-        int gz = is_gzip_magic(magic, sniff(fd, magic));
-        if (gz) {
-            rc = read_gzip(p, p->path, -1);
+        int err, gz = is_gzip_magic(magic, sniff(fd, magic, &err));
+        if (err) {
+            rc = read_fail(p, "read error", err);
+        } else if (gz) {
+            rc = read_gzip(p, p->path, -1, NULL);
         } else if (lseek(fd, 0, SEEK_SET) != 0) {
             rc = fail(p, "cannot seek: %s", strerror(errno));
         } else {
             FILE *in = fdopen(fd, "r");
             if (!in) return close(fd), fail(p, "fdopen: %s", strerror(errno));
-            rc = read_stream(p, in);
+            rc = read_stream(p, in, NULL);
             fclose(in);
             return rc;
         }

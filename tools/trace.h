@@ -23,7 +23,8 @@ typedef struct trace_event {
 
 /* What trace_load_detail keeps beside the events (for `vram report`); the replay does not need it. */
 typedef struct trace_detail {
-    int64_t  *time_us;          /* [num_events]: the event's time_us */
+    int64_t  *time_us;          /* [num_events]: the event's time_us (any int64; not always in order) */
+    int64_t   time_min_us, time_max_us;  /* the earliest and latest of them (0 without events) */
     int64_t  *ids;              /* [num_slots]: the allocation id of each slot, as in the file */
     char    **frames;           /* [num_slots]: "# frames <id> F1<TAB>F2..." text, or NULL */
     size_t    slot_cap;         /* room in ids and frames (at least num_slots) */
@@ -42,13 +43,21 @@ typedef struct trace {
 
 /* Reads and checks the trace at `path` into *out (zeroed first). `path` "-" is standard input; a
  * pipe or FIFO is read as a stream (the gzip magic is sniffed from its first bytes, nothing is
- * sought). Returns 0, or -1 with a message in err: "PATH:LINE: message" for a bad line (bytes that
- * are not printable are written as \xHH), "PATH: message" for I/O and gzip failures (one line). */
+ * sought). Returns 0, or -1 with a message in err (one line): "PATH:LINE: message" for a bad line
+ * (bytes that are not printable are written as \xHH) and for a line that cannot be read whole (out
+ * of memory, a read error, gzip failing or its data cut short: LINE is where the text stopped), "PATH:
+ * message" for failures to open or start. Never a trace cut short without an error. */
 int trace_load(const char *path, trace *out, char *err, size_t errlen);
 
 /* trace_load, keeping times, ids, frames and the recording allocator's reserved bytes (`detail`).
  * Malformed "# frames" / "# reserved" lines are comments like any other (ignored). */
 int trace_load_detail(const char *path, trace *out, char *err, size_t errlen);
+
+/* Microseconds from the earliest event's time to `time_us` (one of the trace's): 0 to 2^64 - 1, since
+ * two int64 times can be more than INT64_MAX apart; computed without signed overflow. */
+static inline uint64_t trace_time_since_min(const trace_detail *d, int64_t time_us) {
+    return (uint64_t)time_us - (uint64_t)d->time_min_us;
+}
 
 /* Frees what trace_load allocated; the trace is zeroed. */
 void trace_release(trace *t);

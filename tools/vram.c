@@ -20,6 +20,7 @@
 #include <vram.h>
 
 #include "cli.h"
+#include "json.h"
 #include "replay.h"
 #include "report.h"
 #include "run.h"
@@ -84,7 +85,8 @@ static const char help_replay_tail[] =
     "      Each thread's loop over the trace is timed as a whole (the loop does the call and\n"
     "      array bookkeeping only), not each call; ns_per_op = mean_ns_per_op over all passes.\n"
     "      With no GPU and VRAM_BACKEND unset, the replay runs on a simulated card of\n"
-    "      1.25 x N threads x the trace's peak live bytes + 4 GiB, at least --limit (said on stderr).\n"
+    "      1.25 x N threads x the trace's peak live bytes + 4 GiB, at least --limit (said on stderr),\n"
+    "      at most 16 TiB (a larger --limit is refused).\n"
     "      --allow-failures  exit 0 even when allocations failed (failures are the measurement)\n"
     "      TRACE '-' is standard input; pipes are read as streams (gzip found by its magic).\n"
     "      On a terminal, stderr shows progress (pass, percent, rate); Ctrl-C stops the replay and\n"
@@ -188,7 +190,8 @@ static const char help_general_tail[] =
     "                                   /run/user/<uid>/vram, else ~/.cache/vram/ledger-<host>)\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status; vram replay:\n"
-    "3 when allocations failed, 130 when interrupted).\n";;
+    "3 when allocations failed, 130 when interrupted).\n"
+    "--json output is valid UTF-8: bytes of a name that are not (a Latin-1 file name) become U+FFFD.\n";;
 
 /* " key:value," for each allocator option (vram_alloc_conf_option), wrapped at 100 columns under
  * the description's column, after help_general's last line. */
@@ -286,18 +289,18 @@ static void ls_print_table(const vram_physical_device *d, int n) {
 static void ls_print_json(const vram_physical_device *d, int n) {
     const char *b = getenv("VRAM_BACKEND");
     printf("{\"backend\": ");
-    tool_json_string(stdout, b && *b ? b : "cuda");
+    json_string(stdout, b && *b ? b : "cuda");
     printf(", \"devices\": [");
     for (int i = 0; i < n; i++) {
         printf("%s{\"index\": %d, \"name\": ", i ? ", " : "", d[i].index);
-        tool_json_string(stdout, d[i].name);
+        json_string(stdout, d[i].name);
         printf(", \"product\": ");
-        tool_json_string(stdout, d[i].product);
+        json_string(stdout, d[i].product);
         printf(", \"total_bytes\": %zu, \"compute_capability\": \"%d.%d\", \"pci_bus_id\": ",
                d[i].total_bytes, d[i].compute_major, d[i].compute_minor);
-        tool_json_string(stdout, d[i].pci_bus_id);
+        json_string(stdout, d[i].pci_bus_id);
         printf(", \"uuid\": ");
-        tool_json_string(stdout, d[i].uuid);
+        json_string(stdout, d[i].uuid);
         printf("}");
     }
     printf("]}\n");
@@ -312,15 +315,15 @@ static int ls_fail(vram_status s, int json) {
     if (json) {
         const char *b = getenv("VRAM_BACKEND");
         printf("{\"backend\": ");
-        tool_json_string(stdout, b && *b ? b : "cuda");
+        json_string(stdout, b && *b ? b : "cuda");
         printf(", \"devices\": [], \"error\": ");
-        tool_json_string(stdout, vram_status_name(s));
+        json_string(stdout, vram_status_name(s));
         printf(", \"reason\": ");
-        tool_json_string(stdout, reason);
+        json_string(stdout, reason);
         printf(", \"detail\": ");
-        tool_json_string(stdout, detail);
+        json_string(stdout, detail);
         printf(", \"hint\": ");
-        tool_json_string(stdout, s == VRAM_ERR_NO_DEVICE ? CLI_NO_GPU_HINT : "");
+        json_string(stdout, s == VRAM_ERR_NO_DEVICE ? CLI_NO_GPU_HINT : "");
         printf("}\n");
     } else if (s == VRAM_ERR_NO_DEVICE) {
         fprintf(stderr, "No GPU found: %s.\nHint: %s.\n", reason, CLI_NO_GPU_HINT);

@@ -1,0 +1,21 @@
+/*
+ * json.h: the one JSON string writer of the vram tool: every --json output (vram ls, replay, top)
+ * and vram report's page write their strings through it. No state, no locks.
+ */
+#ifndef VRAM_TOOLS_JSON_H
+#define VRAM_TOOLS_JSON_H
+
+#include <stdio.h>
+
+/* Writes `s` (NULL: "") as a JSON string literal, quoted and escaped, in ASCII and valid UTF-8 as
+ * RFC 8259 requires whatever the bytes were (file names, command names, frames and messages are
+ * bytes, not text): '"' and '\\' escaped; control characters (C0, DEL, C1) as \n, \t, \r, \b, \f or
+ * \u00XX; well-formed UTF-8 copied as it is; each maximal ill-formed subsequence (a Latin-1 byte, a
+ * truncated sequence, an overlong form, a surrogate, a code point past U+10FFFF: Unicode 3.9, as
+ * Python's errors="replace" and browsers decode) replaced by one \ufffd. */
+void json_string(FILE *f, const char *s);
+
+/* json_string, also with '<', '>' and '&' as \u00XX: safe inside an HTML <script> element. */
+void json_string_html(FILE *f, const char *s);
+
+#endif /* VRAM_TOOLS_JSON_H */
