@@ -17,11 +17,13 @@
  * allocations are then counted one by one (pools.c).
  *
  * Invariants: the sum of the `counted` of the followed pools and graph_counted[d] of device d is in
- * g.used[d] (deltas are applied with shim_adjust after held_mu is released: they add up in any order);
+ * g.used[d]: each change is applied (shim_adjust) under held_mu, in the order it was read, since
+ * g.used stops at 0 and changes applied out of order would not add up;
  * held_on[d] is set once d has something to re-read and never cleared (read atomically on the fast
  * path). Locks: held_mu guards the pool list and the graph figures, and is held across the driver's
- * pool calls that could meet a pool being destroyed (query, trim, destroy: all of them short); it is
- * taken before g.mu (through limits.c) and never while holding any other lock of the shim.
+ * pool calls that could meet a pool being destroyed (query, trim, destroy: all of them short) and
+ * while the changes are applied; it is taken before every other lock of the shim (shim_adjust takes
+ * the ledger's and the balloon's, then g.mu) and never while holding one.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -132,19 +134,17 @@ void shim_held_refresh(int dev) {
     if (dev < 0 || !__atomic_load_n(&held_on[dev], __ATOMIC_ACQUIRE)) return;
     pthread_mutex_lock(&held_mu);
     long long delta = shim_held_read_locked(dev);
-    pthread_mutex_unlock(&held_mu);
     shim_adjust(dev, delta);
+    pthread_mutex_unlock(&held_mu);
 }
 
 void shim_held_settle(int dev, size_t reserved) {
     if (dev < 0) return;
     long long delta = 0;
-    if (__atomic_load_n(&held_on[dev], __ATOMIC_ACQUIRE)) {
-        pthread_mutex_lock(&held_mu);
-        delta = shim_held_read_locked(dev);
-        pthread_mutex_unlock(&held_mu);
-    }
+    pthread_mutex_lock(&held_mu);
+    if (__atomic_load_n(&held_on[dev], __ATOMIC_ACQUIRE)) delta = shim_held_read_locked(dev);
     shim_adjust(dev, delta - (long long)reserved);
+    pthread_mutex_unlock(&held_mu);
 }
 
 void shim_held_refresh_all(void) {
@@ -168,8 +168,8 @@ static void shim_held_trim(int dev) {
         __atomic_add_fetch(&held_graph_generation[dev], 1, __ATOMIC_ACQ_REL);
     }
     long long delta = shim_held_read_locked(dev);
-    pthread_mutex_unlock(&held_mu);
     shim_adjust(dev, delta);
+    pthread_mutex_unlock(&held_mu);
 }
 
 int shim_take(const char *fn, int dev, size_t size) {
@@ -222,8 +222,8 @@ int shim_held_pool(CUmemoryPool pool, int dev) {
             readable = p->readable;
         }
     }
-    pthread_mutex_unlock(&held_mu);
     shim_adjust(dev, delta);
+    pthread_mutex_unlock(&held_mu);
     return readable;
 }
 
@@ -255,8 +255,8 @@ CUresult shim_held_pool_destroy(CUmemoryPool pool, pfn_cuMemPoolDestroy real) {
             *p = held_pools[--held_npools];
         }
     }
-    pthread_mutex_unlock(&held_mu);
     shim_adjust(dev, delta);
+    pthread_mutex_unlock(&held_mu);
     return r;
 }
 
@@ -267,8 +267,8 @@ CUresult shim_held_pool_trim(CUmemoryPool pool, size_t keep, pfn_cuMemPoolTrimTo
     CUresult r = real(pool, keep);
     int dev = p ? p->dev : -1;
     long long delta = dev >= 0 ? shim_held_read_locked(dev) : 0;
-    pthread_mutex_unlock(&held_mu);
     shim_adjust(dev, delta);
+    pthread_mutex_unlock(&held_mu);
     return r;
 }
 
@@ -286,8 +286,8 @@ void shim_held_graph_on(int dev) {
         delta = shim_delta(&held_graph_counted[dev], now);
         __atomic_store_n(&held_on[dev], 1, __ATOMIC_RELEASE);
     }
-    pthread_mutex_unlock(&held_mu);
     shim_adjust(dev, delta);
+    pthread_mutex_unlock(&held_mu);
 }
 
 unsigned long long shim_held_graph_generation(int dev) {
