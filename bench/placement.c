@@ -5,7 +5,8 @@
  *
  * Replays the trace's allocations (rounded to 256 bytes, as vram does) into one address space that
  * grows at its top, and prints one JSON line per rule with the top reached over the peak of live bytes
- * (each block rounded, as placed: peak_live_rounded_bytes):
+ * (each block rounded, as placed: peak_live_rounded_bytes) and the trace's path (as tools/json.c writes
+ * strings: valid UTF-8 whatever its bytes):
  *
  *   best-fit    online: the smallest free hole below the top that fits, the lowest address among
  *               equals, else the top (vram's rule: with one address range and nothing mapped beyond
@@ -34,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "json.h"
 #include "trace.h"
 
 #define UNIT 256u
@@ -276,13 +278,9 @@ static uint64_t peak_rounded(const trace *t) {
 }
 
 static void report(const char *path, const char *rule, uint64_t top, uint64_t peak) {
-    printf("{\"trace\": \"");
-    for (const char *c = path; *c; c++) {          /* a JSON string */
-        if (*c == '"' || *c == '\\') printf("\\%c", *c);
-        else if ((unsigned char)*c < 0x20) printf("\\u%04x", (unsigned char)*c);
-        else putchar(*c);
-    }
-    printf("\", \"rule\": \"%s\", \"peak_live_rounded_bytes\": %llu, \"top_bytes\": %llu, "
+    printf("{\"trace\": ");
+    json_string(stdout, path);                      /* valid UTF-8 whatever the path's bytes */
+    printf(", \"rule\": \"%s\", \"peak_live_rounded_bytes\": %llu, \"top_bytes\": %llu, "
            "\"top_to_live\": %.4f}\n", rule, (unsigned long long)peak, (unsigned long long)top,
            peak ? (double)top / (double)peak : 0.0);
 }

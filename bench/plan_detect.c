@@ -9,8 +9,9 @@
  * owner's bar as an arena sets it: a quarter of the most bytes live so far (a step whose blocks peak
  * below it is found but not placed). The trace is parsed once, before any round, and the history's
  * pages are touched before the clock starts (the first touch is paid once a process). Prints one JSON
- * line: the trace, its events, the median and the lowest over rounds of ns per event (request or
- * free), and the periods found (plans returned) and placed (plans with planned blocks) per round.
+ * line: the trace (its path as tools/json.c writes strings: valid UTF-8 whatever its bytes), its
+ * events, the median and the lowest over rounds of ns per event (request or free), and the periods
+ * found (plans returned) and placed (plans with planned blocks) per round.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <stdint.h>
@@ -19,6 +20,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "json.h"
 #include "pool/plan.h"
 
 #define MAX_ROUNDS 101
@@ -102,7 +104,12 @@ int main(int argc, char **argv) {
     uint64_t *num = calloc(max_id + 1, sizeof *num);   /* 1 + the detector's number of a live block */
     size_t *size = calloc(max_id + 1, sizeof *size);
     plan_detector *d = malloc(sizeof *d);
-    if (num == NULL || size == NULL || d == NULL) return 1;
+    if (num == NULL || size == NULL || d == NULL) {
+        fprintf(stderr, "plan_detect: out of host memory for tables of block ids up to %llu\n",
+                (unsigned long long)max_id);
+        free(ev), free(num), free(size), free(d);
+        return 1;
+    }
     double ns[MAX_ROUNDS];
     unsigned found = 0, placed = 0;
     for (int r = 0; r < rounds; r++) {
@@ -142,9 +149,11 @@ int main(int argc, char **argv) {
     double lowest = ns[0];
     for (int r = 1; r < rounds; r++) lowest = ns[r] < lowest ? ns[r] : lowest;
     qsort(ns, (size_t)rounds, sizeof *ns, cmp_double);
-    printf("{\"trace\": \"%s\", \"events\": %zu, \"passes\": %d, \"rounds\": %d, \"ns_per_event_median\": %.2f, "
+    printf("{\"trace\": ");
+    json_string(stdout, argv[1]);                   /* valid UTF-8 whatever the path's bytes */
+    printf(", \"events\": %zu, \"passes\": %d, \"rounds\": %d, \"ns_per_event_median\": %.2f, "
            "\"ns_per_event_lowest\": %.2f, \"periods_found\": %u, \"plans_placed\": %u}\n",
-           argv[1], n, passes, rounds, ns[rounds / 2], lowest, found, placed);
+           n, passes, rounds, ns[rounds / 2], lowest, found, placed);
     free(ev);
     free(num);
     free(size);

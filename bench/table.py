@@ -385,6 +385,18 @@ def limit_cells(r, rec):
     return [cell, ratio, shorten(err) if err else "–"]
 
 
+def limit_completed(rows):
+    """{allocator: [traces it completed without a failed allocation, traces where it ran]} of
+    bench/limit.sh's rows (the {"limit": ...} lines left out by the caller)."""
+    completed = {}
+    for r in rows:
+        if "error" not in r and r.get("failed_allocs") is not None:
+            c = completed.setdefault(r.get("allocator"), [0, 0])
+            c[1] += 1
+            c[0] += r["failed_allocs"] == 0
+    return completed
+
+
 def cmd_limit(args):
     meta, rows = load_results(args.results)
     limits = {}
@@ -404,7 +416,6 @@ def cmd_limit(args):
             traces.append(trace_name(r.get("trace")))
     out += ["| trace | limit (peak live / limit) | allocator | failed allocations | reserved/live | first error |",
             "|---|---|---|---|---|---|"]
-    completed = {}  # allocator -> [traces without a failed allocation, traces where it ran]
     for name in traces:
         rec = limits.get(name)
         group = [r for r in rows if trace_name(r.get("trace")) == name]
@@ -422,11 +433,8 @@ def cmd_limit(args):
                 label += " (%s backend, not the GPU)" % r["backend"]
             first = [name, limit_cell] if i == 0 else ["", ""]
             out.append("| " + " | ".join(first + [label] + limit_cells(r, rec)) + " |")
-            if "error" not in r and r.get("failed_allocs") is not None:
-                c = completed.setdefault(a, [0, 0])
-                c[1] += 1
-                c[0] += r["failed_allocs"] == 0
     out.append("")
+    completed = limit_completed(rows)
     if completed:
         out.append("Completed without a failed allocation: " + "; ".join(
             "%s on %d of %d traces" % (LABEL.get(a, a), c[0], c[1])
@@ -532,11 +540,15 @@ def log_probes(path):
     return rows
 
 
-def cmd_bisect(args):
-    meta, rows = load_results(args.results)
-    if getattr(args, "log", None):
+def bisect_results(path, log=None):
+    """(meta, {"lo", "hi", "step"} of the grid, {trace: its {"limit": ...} record}, traces, allocators,
+    {(trace, allocator): (cell, ratio or None)}, backends other than the GPU) of bench/limit.sh's
+    bisection: the results file's rows, with the probes of its log's "completes at / fails at" lines
+    that the file lacks."""
+    meta, rows = load_results(path)
+    if log:
         have = {(trace_name(r.get("trace")), r.get("allocator")) for r in rows if "bisect_fraction" in r}
-        rows += [r for r in log_probes(args.log) if (trace_name(r["trace"]), r["allocator"]) not in have]
+        rows += [r for r in log_probes(log) if (trace_name(r["trace"]), r["allocator"]) not in have]
     limits = {trace_name(r["limit"].get("trace")): r["limit"] for r in rows if "limit" in r}
     probes = [r for r in rows if "limit" not in r and "bisect_fraction" in r]
     traces = list(limits)
@@ -547,30 +559,34 @@ def cmd_bisect(args):
         if r.get("allocator") not in allocs:
             allocs.append(r.get("allocator"))
     allocs.sort(key=lambda a: ORDER.index(a) if a in ORDER else len(ORDER))
+    cells = {}
+    for name in traces:
+        for a in allocs:
+            group = [r for r in probes if trace_name(r.get("trace")) == name and r.get("allocator") == a]
+            cells[(name, a)] = bisect_cell(group, limits.get(name)) if group else ("–", None)
     b = next((l["bisect"] for l in limits.values() if l.get("bisect")), {})
+    backends = sorted({r["backend"] for r in probes if r.get("backend") not in (None, "cuda")})
+    return meta, b, limits, traces, allocs, cells, backends
+
+
+def cmd_bisect(args):
+    meta, b, limits, traces, allocs, cells, backends = bisect_results(args.results, getattr(args, "log", None))
     out = []
     if meta:
         out += meta_lines(meta, "per trace and allocator, the largest fraction F = peak live / limit in [%s, %s] "
                                 "(to %s) under which %s passes complete with no failed allocation, found by "
                                 "bisection, each probe in its own process" % (
                                     b.get("lo", "?"), b.get("hi", "?"), b.get("step", "?"), meta.get("passes", "?")))
-    backends = sorted({r["backend"] for r in probes if r.get("backend") not in (None, "cuda")})
     labels = [LABEL.get(a, a or "?") for a in allocs]
     out += ["| trace | peak live | " + " | ".join(labels) + " | smallest |",
             "|---|---|" + "---|" * len(allocs) + "---|"]
     for name in traces:
         rec = limits.get(name)
-        cells, ratios = [], {}
-        for a in allocs:
-            group = [r for r in probes if trace_name(r.get("trace")) == name and r.get("allocator") == a]
-            cell, ratio = bisect_cell(group, rec) if group else ("–", None)
-            cells.append(cell)
-            if ratio is not None:
-                ratios[a] = ratio
+        ratios = {a: cells[(name, a)][1] for a in allocs if cells[(name, a)][1] is not None}
         best = min(ratios.values()) if ratios else None
         smallest = ", ".join(LABEL.get(a, a) for a in allocs if a in ratios and ratios[a] == best) or "–"
         peak = fmt_int(rec["peak_live_bytes"]) if rec else "?"
-        out.append("| %s | %s | %s | %s |" % (name, peak, " | ".join(cells), smallest))
+        out.append("| %s | %s | %s | %s |" % (name, peak, " | ".join(cells[(name, a)][0] for a in allocs), smallest))
     out.append("")
     out.append("Each cell: the smallest limit under which the allocator completed every pass, as limit / peak live "
                "(limit = ceil(peak live / F) bytes, F the largest fraction of the bisection's grid that completed; "

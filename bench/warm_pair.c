@@ -14,7 +14,8 @@
  * make no driver call: `vram replay --passes` shows it), so a simulated card times exactly the
  * host-side work a real one does; the cold pass does not compare (the simulated driver is free).
  *
- * Prints one JSON line: the trace, the warm ns per call of each mode (the median of its warm
+ * Prints one JSON line: the trace (its path as tools/json.c writes strings: valid UTF-8 whatever its
+ * bytes), the warm ns per call of each mode (the median of its warm
  * passes), `warm_ratio` (growth / preallocated: the geometric mean of the two phases' medians of
  * per-pass ratios), each phase's median, and every pass's ns per call.
  * Sets VRAM_BACKEND=sim and VRAM_SIM_DEVICES (two cards of 1.25 x the trace's peak + 4 GiB each)
@@ -27,6 +28,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "json.h"
 #include "trace.h"
 #include "vram.h"
 
@@ -132,10 +134,12 @@ int main(int argc, char **argv) {
         }
     }
     double r0 = median(ratio[0], passes - 1), r1 = median(ratio[1], passes - 1);
-    printf("{\"trace\": \"%s\", \"events\": %zu, \"passes\": %d, \"growth_warm_ns_per_op\": %.1f, "
+    printf("{\"trace\": ");
+    json_string(stdout, argv[1]);                   /* valid UTF-8 whatever the path's bytes */
+    printf(", \"events\": %zu, \"passes\": %d, \"growth_warm_ns_per_op\": %.1f, "
            "\"prealloc_warm_ns_per_op\": %.1f, \"warm_ratio\": %.3f, \"warm_ratio_growth_on_card_0\": %.3f, "
            "\"warm_ratio_growth_on_card_1\": %.3f, \"growth_peak_reserved_bytes\": %zu, \"passes_ns\": [",
-           argv[1], t.num_events, passes, median(warm[0], 2 * (passes - 1)), median(warm[1], 2 * (passes - 1)),
+           t.num_events, passes, median(warm[0], 2 * (passes - 1)), median(warm[1], 2 * (passes - 1)),
            sqrt(r0 * r1), r0, r1, reserved);
     for (int phase = 0; phase < 2; phase++) {
         for (int p = 0; p < passes; p++) {

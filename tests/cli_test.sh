@@ -2,21 +2,26 @@
 # cli_test.sh: end-to-end checks of the `vram` command-line tool and examples/config_template on
 # the simulated backend.
 #
-#   tests/cli_test.sh PATH/TO/vram PATH/TO/config_template PATH/TO/libvram_fault_io.so
+#   tests/cli_test.sh PATH/TO/vram PATH/TO/config_template PATH/TO/libvram_fault_io.so \
+#       PATH/TO/placement PATH/TO/warm_pair PATH/TO/plan_detect
 #
-# (libvram_fault_io.so: tests/fault_io.c, loaded with LD_PRELOAD to make reads of a trace fail.)
+# (libvram_fault_io.so: tests/fault_io.c, loaded with LD_PRELOAD to make reads of a trace fail. The last
+# three are bench/'s programs built with the tests: their JSON lines are checked with vram's own.)
 # Runs with VRAM_BACKEND=sim (set here; other VRAM_* variables are cleared). Prints each check's
 # name with PASS/FAIL (and the captured output of a failure), then "N passed, N failed"; exits 1
 # when any check failed, 2 on bad usage.
 set -euo pipefail
 
-if [[ $# -ne 3 ]]; then
-    echo "usage: $0 VRAM_BINARY CONFIG_TEMPLATE_BINARY FAULT_IO_LIBRARY" >&2
+if [[ $# -ne 6 ]]; then
+    echo "usage: $0 VRAM_BINARY CONFIG_TEMPLATE_BINARY FAULT_IO_LIBRARY PLACEMENT WARM_PAIR PLAN_DETECT" >&2
     exit 2
 fi
 VRAM=$1
 EXAMPLE=$2
 FAULT_IO=$(cd "$(dirname "$3")" && pwd)/$(basename "$3")
+PLACEMENT=$4
+WARM_PAIR=$5
+PLAN_DETECT=$6
 TRACES="$(cd "$(dirname "$0")/.." && pwd)/traces"
 
 unset VRAM_SIM_DEVICES VRAM_SIM_FAIL_ALLOC_AFTER VRAM_FORCE_ALLOW_GROWTH VRAM_MEMORY_LIMIT \
@@ -347,6 +352,26 @@ t_ls_json_latin1() {
         python3 -c 'import json, sys; json.loads(open(sys.argv[1], "rb").read().decode("utf-8"))' "$TMP/out"
 }
 check "ls --json quoting a Latin-1 VRAM_SIM_DEVICES: strict JSON, U+FFFD" t_ls_json_latin1
+# bench/'s programs write the trace's path into their JSON lines with the same writer: before, placement
+# copied bytes >= 0x80 raw and warm_pair and plan_detect escaped nothing (a '"' in the name broke the line)
+t_bench_json_latin1() {
+    local odd line
+    odd=$(printf 'caf\xe9 \xed\xa0\x80 \xc0\xaf \xff \x1b[1m\x7f \xc2\x9b "q" \\ \x01.trace')
+    grep -v 123456789012 "$TMP/small.trace" >"$TMP/$odd"   # (plan_detect sizes its tables by the highest id)
+    for tool in "$PLACEMENT" "$WARM_PAIR" "$PLAN_DETECT"; do
+        case $tool in
+            "$PLACEMENT") run "$tool" "$TMP/$odd" ;;
+            "$WARM_PAIR") run "$tool" "$TMP/$odd" 3 ;;
+            *) run "$tool" "$TMP/$odd" 1 1 ;;
+        esac
+        [[ $RC -eq 0 && -n $OUT ]] || return 1
+        while IFS= read -r line; do          # every line one JSON object: placement prints one per rule
+            printf '%s\n' "$line" >"$TMP/out"       # (what json_is_strict reads)
+            json_is_strict trace "$TMP/$odd" || { echo "not strict JSON from $tool: $line"; return 1; }
+        done < <(printf '%s\n' "$OUT")
+    done
+}
+check "placement, warm_pair and plan_detect: a Latin-1 (and otherwise odd) trace path gives strict JSON" t_bench_json_latin1
 
 # ---- vram replay: Ctrl-C, progress ----------------------------------------------------------------
 t_replay_sigint() {

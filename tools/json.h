@@ -1,6 +1,7 @@
 /*
  * json.h: the one JSON string writer of the vram tool: every --json output (vram ls, replay, top)
- * and vram report's page write their strings through it. No state, no locks.
+ * and vram report's page write their strings through it, and so do bench/'s placement, warm_pair and
+ * plan_detect (built with the tests). No state, no locks.
  */
 #ifndef VRAM_TOOLS_JSON_H
 #define VRAM_TOOLS_JSON_H
