@@ -465,6 +465,24 @@ UNIT_TEST(free_bins, descending_visits_from_the_top_and_stops_below_the_floor) {
     free(b);
 }
 
+/* The top class of the top row, whose end (2^64) does not fit in a size_t: a floor of 0 visits it. */
+UNIT_TEST(free_bins, descending_visits_the_top_class) {
+    free_bins *b = bins_new();
+    size_t top = SIZE_MAX & ~(U - 1);
+    pool_chunk *t = put(b, top, 0x1000);
+    pool_chunk *s = put(b, 1 << 20, 0x2000);
+    walk w = {0};
+    free_bins_descending(b, visit, &w, 0);
+    EXPECT_SIZE(w.n, ==, 2);
+    EXPECT_CHUNK(w.seen[0], t);
+    EXPECT_CHUNK(w.seen[1], s);
+    walk f = {0};
+    free_bins_descending(b, visit, &f, top);
+    EXPECT_SIZE(f.n, ==, 1);
+    EXPECT_CHUNK(f.seen[0], t);
+    free(b);
+}
+
 /* Lists longer than the scan bound: the fit is good rather than best, but it always holds the size. */
 UNIT_TEST(free_bins, long_lists_still_give_a_chunk_that_fits) {
     free_bins *b = bins_new();
