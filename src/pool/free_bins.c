@@ -130,8 +130,9 @@ void free_bins_descending(const free_bins *b, free_bins_visit visit, void *ctx, 
         for (int sl = FREE_BINS_SL - 1; sl >= 0; sl--) {
             if (!(b->sl_map[fl] & (1u << sl))) continue;
             bin_index i = {fl, sl};
-            size_t top = fl == 0 ? class_floor(i) + 256 : class_floor(i) + (((size_t)1 << (fl - 1)) << 8);
-            if (top <= floor) return;              /* every chunk from here down is smaller */
+            /* the class's largest size (its end, one past it, is 2^64 for the top class) */
+            size_t last = class_floor(i) + ((fl == 0 ? (size_t)1 : (size_t)1 << (fl - 1)) << 8) - 1;
+            if (last < floor) return;              /* every chunk from here down is smaller */
             for (pool_chunk *c = b->head[fl][sl]; c != NULL; c = c->right) {
                 if (visit(c, ctx, &floor)) return;
             }

@@ -74,7 +74,8 @@ vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t 
 void        pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg);
 
 /* Starts the second quick test at `offset` (a multiple of the granularity) of the range: blocks
- * there are tested against the mapped run that begins at it, as the others against the prefix. */
+ * there are tested against the mapped run that begins at it, as the others against the prefix.
+ * Called before anything is mapped: the extents count in a zone (zone_bytes) as they are mapped. */
 void        pool_vmm_set_zone(pool_vmm *v, size_t offset);
 /* Bytes that acquiring [addr, addr+size) would map (whole granules). */
 size_t      pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size);
