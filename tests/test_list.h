@@ -210,6 +210,7 @@
     X(perthread, arenas_stream_ordered_requests_stay_in_the_first) \
     X(perthread, arenas_off_and_preallocated_pools_keep_one) \
     X(perthread, arenas_trim_and_shutdown_cover_every_arena) \
+    X(perthread, arenas_trim_keeps_keep_bytes_in_total) \
     X(perthread, arenas_option_is_checked) \
     /* test_stress.c */ \
     X(stress, stress_prealloc_checked_every_step) \
