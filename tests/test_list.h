@@ -150,6 +150,8 @@
     X(alloc, alloc_whole_preallocated_pool) \
     X(alloc, alloc_whole_growing_pool) \
     X(alloc, alloc_old_pointer_after_shutdown_is_invalid) \
+    X(alloc, alloc_best_fit_within_a_class_prealloc) \
+    X(alloc, alloc_best_fit_within_a_class_growth) \
     /* test_stats.c */ \
     X(stats, stats_current_is_sum_of_rounded_sizes) \
     X(stats, stats_counts_allocs_and_frees) \
