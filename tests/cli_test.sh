@@ -159,7 +159,13 @@ t_ls_json() {
 }
 check "vram ls names the backend and shows the simulated GPU" t_ls
 check "vram ls with VRAM_SIM_DEVICES=2x8GiB shows two rows" t_ls_two
+t_ls_capability() {     # the capability VRAM_SIM_DEVICES gives after '@', 9.0 where it gives none
+    run env VRAM_SIM_DEVICES=16GiB@8.6,8GiB "$VRAM" ls --json
+    one_json_object && [[ $RC -eq 0 && $(grep -o '"compute_capability": "[0-9.]*"' "$TMP/out" | tr '\n' ' ') == \
+        '"compute_capability": "8.6" "compute_capability": "9.0" ' ]]
+}
 check "vram ls --json prints one object with two devices" t_ls_json
+check "vram ls --json: the compute capability of VRAM_SIM_DEVICES=16GiB@8.6,8GiB" t_ls_capability
 
 # ---- vram replay --------------------------------------------------------------------------------
 t_replay_small() {

@@ -249,6 +249,8 @@
     X(env, env_memory_fraction_bad_values) \
     X(env, env_sim_devices_count_times_size) \
     X(env, env_sim_devices_list) \
+    X(env, env_sim_devices_compute_capability) \
+    X(env, env_default_limit_follows_compute_capability) \
     X(env, env_sim_devices_bad_values) \
     X(env, env_sim_fail_alloc_after_bad_value) \
     X(env, env_backend_sim) \
