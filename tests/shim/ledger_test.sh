@@ -197,6 +197,21 @@ release c
 top_json
 check "all released: vram top lists none" '[[ $RC == 0 ]] && has "$OUT" "\"processes\": []"'
 
+# A command named with a double quote, a backslash, a line feed and a byte that is not UTF-8 (a symlink to
+# app_driver named q"b\c, LF, d, 0xff, e: its comm): listed whole, the ledger keeping printable ASCII ('?'
+# for the line feed and 0xff).
+mkdir "$TMP/bin"
+ODD=$(printf 'q"b\\c\nd\xffe')
+ln -s "$APP" "$TMP/bin/$ODD"
+APP_SAVED=$APP APP=$TMP/bin/$ODD
+hold odd -- alloc 64 0
+APP=$APP_SAVED
+wait_held odd
+top_json
+check "a command with a quote, a backslash, a line feed and byte 0xff: listed whole (LF and 0xff as '?'), escaped in JSON" \
+    'has "$OUT" "\"pid\": ${HOLD_PID[odd]}, \"command\": \"q\\\"b\\\\c?d?e\","'
+release odd
+
 # ---- group limits -------------------------------------------------------------------------------------
 G="--group gg --group-limit 1GiB --log"
 hold g2 $G -- alloc 768 0
