@@ -155,7 +155,8 @@ static const char help_top[] =
     "      p (pid), d (device) sort, q quits. Elsewhere it prints the table every second until\n"
     "      interrupted; --once prints one table and exits; --json prints JSON objects (keys pid,\n"
     "      command, device, uuid, limit_bytes, in_use_bytes, peak_bytes, free_bytes, group,\n"
-    "      group_limit_bytes).\n";
+    "      group_limit_bytes).\n"
+    "      --prometheus prints the ledger once in Prometheus' text format (vram_* gauges; README).\n";
 
 static const char help_general[] =
     "Options:\n"
