@@ -80,6 +80,7 @@
     X(growth, growth_starts_near_zero) \
     X(growth, growth_grows_with_allocations) \
     X(growth, growth_with_limit_stops_at_limit) \
+    X(growth, growth_plain_gives_an_idle_region_back_at_the_limit) \
     X(growth, growth_differs_between_cards) \
     X(growth, growth_logical_device_limit_inside_card_limit) \
     X(growth, growth_logical_devices_share_card_budget_alternating) \

@@ -318,14 +318,38 @@ void region_release(pool_arena *p, pool_region *r) {
 
 /* ---- growth (plain regions) ------------------------------------------------------------------ */
 
+/* Gives plain regions with no block in them back, in list order, until `size`
+ * bytes fit under the limit (or none is left): the limit's fallback of growth without VMM, as
+ * growth with it moves or unmaps idle memory. */
+static void plain_make_room_locked(pool_arena *p, size_t size) {
+    if (arena_still(p)) return;
+    for (pool_region **link = &p->regions; *link != NULL && arena_headroom(p) < size;) {
+        pool_region *r = *link;
+        if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
+            if (solo_fence_locked(p) != 0) return;
+            *link = r->next;
+            free_bins_remove(&p->bins, r->first);
+            region_release(p, r);
+        } else {
+            link = &r->next;
+        }
+    }
+}
+
 /* Takes a new plain region for a block of `size`: growth without VMM, the last piece of a limit
- * that is not a whole number of granules, or a preallocated pool's memory again after a trim. */
+ * that is not a whole number of granules, or a preallocated pool's memory again after a trim. With
+ * growth, idle plain regions go back first when the limit leaves too little (the caller found no
+ * free chunk that fits: none of theirs is referred to). */
 grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
     size_t headroom = arena_headroom(p), need;
     if (!p->cfg.growth) {
         if (p->regions != NULL || p->cfg.limit < VRAM_POOL_UNIT) return GROW_OFF;
         need = p->cfg.limit;             /* re-take the preallocation that a trim gave back */
     } else {
+        if (headroom < size) {
+            plain_make_room_locked(p, size);
+            headroom = arena_headroom(p);
+        }
         need = vram__round_up(size > VRAM_POOL_FALLBACK_REGION ? size : VRAM_POOL_FALLBACK_REGION,
                               VRAM_POOL_FALLBACK_REGION);
         if (need > headroom) need = headroom & ~(VRAM_POOL_UNIT - 1);
