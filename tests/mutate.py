@@ -955,6 +955,16 @@ def main():
                 print(f"baseline: the suite passed before on this tree ({commit[:12]})", flush=True)
             else:
                 rc, secs, failed = ctest(build, args.jobs, env=env, log=log)
+                if rc != 0 and failed:
+                    # once more, those alone: a test that shares the machine-wide ledger
+                    # (/dev/shm/vram-<uid>) with other builds' tests can fail while they run
+                    names = "|".join(failed)
+                    rc, more, again = ctest(build, args.jobs, regex=f"^({names})$", env=env, log=log)
+                    secs += more
+                    if rc == 0:
+                        print(f"baseline: {', '.join(failed)} failed once and passed when run again: the run "
+                              "goes on, but look at it", flush=True)
+                    failed = again
                 if rc != 0:
                     print(f"mutate.py: the unmutated tree fails {', '.join(failed) or 'its tests'} "
                           f"(see {logpath}): fix that first", file=sys.stderr)
