@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix and builds the example against the installed
-# package twice: with pkg-config's flags, and as a CMake project using find_package(vram).
+# Installs the build into a temporary prefix (manual pages included) and builds the example against the
+# installed package twice: with pkg-config's flags, and as a CMake project using find_package(vram).
 # Usage: install_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$1 src=$2
@@ -19,6 +19,14 @@ for f in include/vram.h lib/libvram.a lib/libvram.so lib/libvram_preload.so lib/
   check "installed $f" test -e "$prefix/$f"
 done
 check "installed vram runs" "$prefix/bin/vram" ls
+for page in man1/vram.1 man3/libvram.3; do   # (gzip-compressed where the build found gzip)
+  check "installed share/man/$page" bash -c 'test -e "$1.gz" || test -e "$1"' _ "$prefix/share/man/$page"
+done
+if command -v man >/dev/null; then
+  check "man finds the installed vram(1) and libvram(3)" \
+    bash -c 'man -M "$1/share/man" -w vram | grep -q "^$1/share/man/man1/vram\.1" &&
+             man -M "$1/share/man" -w 3 libvram | grep -q "^$1/share/man/man3/libvram\.3"' _ "$prefix"
+fi
 if command -v python3 >/dev/null; then  # the Python package finds the libvram.so of its installation
   check "installed python package imports" env -u VRAM_LIBRARY PYTHONPATH="$prefix/lib/python3/dist-packages" \
     python3 -c 'import sys, vram; assert vram._lib.path.startswith(sys.argv[1]), vram._lib.path; print(vram.diagnose())' "$prefix"
