@@ -40,6 +40,11 @@ else  # pkg-config is not installed: read the same fields from the file
   cflags="-I$dir/../../include" libs="-L$dir/../../lib -lvram"
   check "vram.pc names -lvram" grep -q -- '-lvram' "$dir/vram.pc"
 fi
+if command -v pkg-config >/dev/null; then   # vram.pc finds its prefix from where it lies
+  pc_dirs() { [ "$(realpath -m "$(pc --variable=libdir vram)")" = "$prefix/lib" ] &&
+              [ "$(realpath -m "$(pc --variable=includedir vram)")" = "$prefix/include" ]; }
+  check "vram.pc's libdir and includedir are the installation's" pc_dirs
+fi
 check "example builds with the pkg-config flags" cc -std=c11 $cflags "$src/examples/config_template.c" $libs -o "$work/ex_pc"
 check "example runs against the installed library" env LD_LIBRARY_PATH="$prefix/lib" "$work/ex_pc"
 
