@@ -16,7 +16,7 @@
  * round's figures, and plan_steps / plan_slot_steps / plan_ends of the last plan:true round (the
  * plan was in force: plan_steps = 20 + STEPS less the steps before it came into force, all but its
  * first in slot mode, a lookup a request; plan_ends 0). Exits 1 when a call fails or the plan was
- * not in force, by slots, over the timed steps.
+ * not in force, by slots, over the timed steps: then it prints no JSON, only the reason on stderr.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -144,6 +144,12 @@ int main(int argc, char **argv) {
         memcpy(sorted[m], ns[m], (size_t)rounds * sizeof **ns);
         qsort(sorted[m], (size_t)rounds, sizeof **ns, by_value);
     }
+    if (info.plan_steps < (uint64_t)steps || info.plan_slot_steps < (uint64_t)steps || info.plan_ends != 0) {
+        fprintf(stderr, "plan_ns: the plan was not in force over the timed steps (%llu steps, %llu by slots, %llu "
+                "ends)\n", (unsigned long long)info.plan_steps, (unsigned long long)info.plan_slot_steps,
+                (unsigned long long)info.plan_ends);
+        return 1;                                    /* no figures: they would not be the plan's */
+    }
     double off = sorted[0][rounds / 2], on = sorted[1][rounds / 2];
     printf("{\"requests_per_step\": %d, \"steps\": %d, \"rounds\": %d, \"plan_false_ns_per_call\": %.2f, "
            "\"plan_true_ns_per_call\": %.2f, \"ratio\": %.3f, \"plan_steps\": %llu, \"plan_slot_steps\": %llu, "
@@ -155,11 +161,5 @@ int main(int argc, char **argv) {
     printf("], \"rounds_true\": [");
     for (int r = 0; r < rounds; r++) printf("%s%.2f", r ? ", " : "", ns[1][r]);
     printf("]}\n");
-    if (info.plan_steps < (uint64_t)steps || info.plan_slot_steps < (uint64_t)steps || info.plan_ends != 0) {
-        fprintf(stderr, "plan_ns: the plan was not in force over the timed steps (%llu steps, %llu by slots, %llu "
-                "ends)\n", (unsigned long long)info.plan_steps, (unsigned long long)info.plan_slot_steps,
-                (unsigned long long)info.plan_ends);
-        return 1;
-    }
     return 0;
 }

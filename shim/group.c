@@ -209,8 +209,12 @@ void shim_register(int dev) {
     if (!g.slot_tried[dev] && shim_ledger_ready_locked() == 0) {
         char comm[LEDGER_NAME_LEN] = "?";
         FILE *f = fopen("/proc/self/comm", "re");
-        if (f) {
-            if (fgets(comm, sizeof comm, f)) comm[strcspn(comm, "\n")] = '\0';
+        if (f) {   /* the name and one line feed; a line feed in the name stays (ledger_copy_name shows '?') */
+            size_t got = fread(comm, 1, sizeof comm - 1, f);
+            if (got) {
+                comm[got] = '\0';
+                if (comm[got - 1] == '\n') comm[got - 1] = '\0';
+            }
             fclose(f);
         }
         memcpy(g.command, comm, sizeof comm);

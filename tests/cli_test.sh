@@ -105,6 +105,12 @@ printf 'a 1 2097152 0 1\nf 1 2\n' >"$TMP/two_mib.trace"
 # throughout the tail: tail_reserved_to_live = 16 / 4 = 4.000, while reserved_to_live = 16 / 16 = 1.000.
 printf 'a 1 8388608 0 1\na 2 8388608 0 2\nf 1 3\nf 2 4\na 3 2097152 0 5\nf 3 6\na 4 4194304 0 7\nf 4 8\n' \
     >"$TMP/tail.trace"
+# ratio.trace: one block of 300,000 bytes (above small_pool_kb's 256 KiB: the main range). Peak live
+# 300,000; peak in use 300,032 (rounded up to 256 bytes: 1,172 x 256); with growth and map-ahead off the
+# pool maps whole 2 MiB granules of the sim (extents of one granule with the plan on): one, peak
+# reserved 2,097,152. reserved_to_live = 2,097,152 / 300,000 = 6.99051 -> 6.991. Each wrong pair gives
+# another figure: reserved / in use 6.990, in use / live 1.000, live / reserved 0.143.
+printf 'a 1 300000 0 1\nf 1 2\n' >"$TMP/ratio.trace"
 printf 'a 1 100 0 1\nf 1 2\na 2 0 0 3\nf 2 4\n' >"$TMP/zero_tail.trace"   # tail: event 4 (n/4 = 1) and the state before it: 0 bytes live
 printf '# header\na 1 100 0 1\na 2 xyz 0 2\nf 1 3\n' >"$TMP/malformed.trace"
 printf 'a 1 100 0 1\nf 1 2\nf 7 3\n' >"$TMP/unknown_free.trace"
@@ -158,7 +164,13 @@ t_ls_json() {
 }
 check "vram ls names the backend and shows the simulated GPU" t_ls
 check "vram ls with VRAM_SIM_DEVICES=2x8GiB shows two rows" t_ls_two
+t_ls_capability() {     # the capability VRAM_SIM_DEVICES gives after '@', 9.0 where it gives none
+    run env VRAM_SIM_DEVICES=16GiB@8.6,8GiB "$VRAM" ls --json
+    one_json_object && [[ $RC -eq 0 && $(grep -o '"compute_capability": "[0-9.]*"' "$TMP/out" | tr '\n' ' ') == \
+        '"compute_capability": "8.6" "compute_capability": "9.0" ' ]]
+}
 check "vram ls --json prints one object with two devices" t_ls_json
+check "vram ls --json: the compute capability of VRAM_SIM_DEVICES=16GiB@8.6,8GiB" t_ls_capability
 
 # ---- vram replay --------------------------------------------------------------------------------
 t_replay_small() {
@@ -214,6 +226,12 @@ t_replay_tail() {
     one_json_object && [[ $RC -eq 0 && $(json_value tail_live_bytes) == 8388608 ]] &&
         is_number "$(json_value tail_reserved_to_live)"
 }
+t_replay_ratio() {
+    run env VRAM_ALLOC_CONF=map_ahead_mb:0 "$VRAM" replay "$TMP/ratio.trace" --growth --json
+    one_json_object && [[ $RC -eq 0 && $(json_value peak_live_bytes) == 300000 &&
+        $(json_value peak_in_use_bytes) == 300032 && $(json_value peak_reserved_bytes) == 2097152 &&
+        $(json_value reserved_to_live) == 6.991 && $ERR == *"reserved / live:  6.991"* ]]
+}
 t_replay_malformed() {
     run "$VRAM" replay "$TMP/malformed.trace" --json
     [[ $RC -eq 1 && $ERR == *"malformed.trace:3:"* && -z $OUT ]]
@@ -227,6 +245,7 @@ check "replay reports the allocator options in force (the policy's, the environm
 check "replay without --json prints the text report" t_replay_text
 check "replay --limit 1MiB with a 2 MiB alloc: failed_allocs 1, exit 3 (0 with --allow-failures)" t_replay_limit
 check "replay --json: tail_reserved_to_live over pass 1's last quarter, as computed by hand" t_replay_tail
+check "replay --json: reserved_to_live = peak reserved / peak live, as computed by hand" t_replay_ratio
 check "replay of a malformed line exits 1 naming the line" t_replay_malformed
 check "replay of a free of an unknown id exits 1" t_replay_unknown_free
 check "replay of an id allocated twice exits 1" t_replay_twice

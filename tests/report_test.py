@@ -5,10 +5,11 @@
 
 Reads the data the page embeds (the JSON in <script id="vram-data">) and checks it against what the
 inputs imply: a hand-made trace (peak, timeline, map, largest blocks with frames, failed allocations
-under --limit with vram's message), a PyTorch snapshot pickle built here with the standard library in
-torch.cuda.memory._dump_snapshot()'s format (converted, the recording allocator's reserved bytes and
-frames kept), the size of the report of traces/gpt2_train.trace.gz, and that the page fetches nothing;
-and tools/record_trace.py where PyTorch cannot be imported (a sentence, not a traceback).
+under --limit with vram's message, the driver figures worked out by hand and equal to vram replay's),
+a PyTorch snapshot pickle built here with the standard library in torch.cuda.memory._dump_snapshot()'s
+format (converted, the recording allocator's reserved bytes and frames kept), the size of the report
+of traces/gpt2_train.trace.gz, and that the page fetches nothing; and tools/record_trace.py where
+PyTorch cannot be imported (a sentence, not a traceback).
 
 SnapshotSafety: a snapshot pickle is untrusted data. A pickle that asks for code (os.system, eval, by
 GLOBAL, STACK_GLOBAL, INST, OBJ, an extension code or a persistent id, protocols 0 to 5) runs nothing
@@ -199,6 +200,30 @@ class Report(unittest.TestCase):
         self.assertIn("VRAM_ERR_OUT_OF_MEMORY", d["ooms"][0]["message"])
         self.assertIn("limit", d["ooms"][0]["message"])
         self.assertEqual(d["limit_bytes"], 8 * MiB)
+
+    def test_driver_figures(self):
+        """The page's driver allocs / frees / moves, worked out by hand, and equal to vram replay's for the
+        same trace and options: three different numbers, so that no two can be swapped unseen."""
+        tr = self.path("t.trace")
+        with open(tr, "w") as f:
+            f.write("a 1 2097152 0 1\na 2 2097152 0 2\nf 1 3\na 3 4194304 0 4\nf 2 5\nf 3 6\n")
+        # Growth under a 6 MiB limit: extents are one 2 MiB granule of the sim, mapped as blocks need them.
+        # a1 maps [0, 2) and a2 [2, 4) (2 created); a1's free leaves [0, 2) mapped and idle. a3 (4 MiB) fits
+        # in no free chunk but the unmapped rest: [4, 8), two granules, with 4 of the 6 MiB reserved. One is
+        # created (3 created), the other is the idle granule moved from [0, 2) (1 move), since a third
+        # new one would pass the limit. Nothing is released: 3 / 0 / 1, peak reserved 6 MiB.
+        args = [tr, "--growth", "--limit", "6MiB"]
+        r = report(args[:1] + ["-o", self.path("r.html")] + args[1:])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        _, d = page_data(self.path("r.html"))
+        self.assertEqual((d["driver_allocs"], d["driver_frees"], d["driver_moves"]), (3, 0, 1))
+        self.assertEqual(d["peak_reserved_bytes"], 6 * MiB)
+        rp = subprocess.run([VRAM, "replay"] + args + ["--json"], capture_output=True, text=True, timeout=60,
+                            env=dict(os.environ, VRAM_BACKEND="sim", VRAM_SIM_DEVICES="4GiB"))
+        self.assertEqual(rp.returncode, 0, rp.stderr)
+        j = json.loads(rp.stdout)
+        for k in ("driver_allocs", "driver_frees", "driver_moves", "peak_reserved_bytes", "peak_in_use_bytes"):
+            self.assertEqual(d[k], j[k], k)
 
     def test_snapshot_pickle(self):
         """A snapshot converted (by hand and by vram report itself): frames, blocks live before the

@@ -305,3 +305,50 @@ TEST(alloc_old_pointer_after_shutdown_is_invalid) {
     CHECK_INFO_EQ(before, after);
     CHECK_ALL();
 }
+
+/* Best fit within a size class (free_bins.h): a class's list is unsorted, newest free first, and
+ * the search takes the smallest chunk of the request's class that holds it (lowest address among
+ * equals), not the first on the list. Five blocks with live 1 MiB blocks between them, so that
+ * nothing merges: A and C of 1 MiB + 16 KiB, B of 1 MiB + 24 KiB, all in the class from 1 MiB to
+ * 1 MiB + 32 KiB (32 classes per power of two), as is a request of 1 MiB + 256 bytes.
+ *   - A freed, then B: the list is B, A. The request fits both; best fit is A (8 KiB smaller), first
+ *     fit would take B.
+ *   - A's place freed again, then C: the list is C, A, B. A request of exactly A's size: A and C
+ *     are equal and smallest, the lower address is A's; first fit would take C.
+ * (Larger free memory, the rest of the pool, lies in a larger class and is not reached.) */
+static void best_fit_within_a_class(int growth) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    CHECK_OK(vram_set_memory_growth(0, growth));
+    CHECK_OK(vram_set_memory_limit(0, 256 * MiB));
+    const size_t small = 1 * MiB + 16 * KiB, large = 1 * MiB + 24 * KiB;
+    void *a = NULL, *b = NULL, *c = NULL, *sep[3] = {0}, *got = NULL, *again = NULL;
+    CHECK_OK(vram_malloc(&a, small, 0));
+    CHECK_OK(vram_malloc(&sep[0], 1 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, large, 0));
+    CHECK_OK(vram_malloc(&sep[1], 1 * MiB, 0));
+    CHECK_OK(vram_malloc(&c, small, 0));
+    CHECK_OK(vram_malloc(&sep[2], 1 * MiB, 0));
+    CHECK_PTR(a, <, b);                                  /* laid out in order, from the pool's front */
+    CHECK_PTR(b, <, c);
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_free(b));                              /* newest: the head of the class's list */
+    CHECK_OK(vram_malloc(&got, 1 * MiB + 256, 0));
+    CHECK_PTR(got, ==, a);                               /* the smaller chunk, not the head */
+    CHECK_OK(vram_free(got));                            /* A whole again (its rest merges back) */
+    CHECK_OK(vram_free(c));                              /* newest: C, then A, then B */
+    CHECK_OK(vram_malloc(&again, small, 0));
+    CHECK_PTR(again, ==, a);                             /* of two equal, the lower address */
+    CHECK_ALL();
+    CHECK_OK(vram_free(again));
+    for (int i = 0; i < 3; i++) CHECK_OK(vram_free(sep[i]));
+    CHECK_ALL();
+}
+
+TEST(alloc_best_fit_within_a_class_prealloc) {
+    best_fit_within_a_class(0);
+}
+
+TEST(alloc_best_fit_within_a_class_growth) {
+    best_fit_within_a_class(1);
+}

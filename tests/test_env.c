@@ -212,8 +212,43 @@ TEST(env_sim_devices_list) {
     CHECK_SIZE(INFO(1).limit, ==, tf_default_limit(24 * GiB));
 }
 
+/* "@MAJOR.MINOR" after a size: the compute capability of those cards (9.0 otherwise). */
+TEST(env_sim_devices_compute_capability) {
+    use_sim("16GiB@8.6,2x8GiB@7.5,4GiB,1GiB@10.0");
+    vram_physical_device devs[5];
+    int n = 0;
+    CHECK_OK(vram_list_physical_devices(devs, 5, &n));
+    CHECK_INT(n, ==, 5);
+    const int major[] = {8, 7, 7, 9, 10}, minor[] = {6, 5, 5, 0, 0};
+    const size_t total[] = {16 * GiB, 8 * GiB, 8 * GiB, 4 * GiB, 1 * GiB};
+    for (int i = 0; i < 5; i++) {
+        CHECK_INT(devs[i].compute_major, ==, major[i]);
+        CHECK_INT(devs[i].compute_minor, ==, minor[i]);
+        CHECK_SIZE(devs[i].total_bytes, ==, total[i]);
+    }
+}
+
+/* Without a limit or growth every card takes TensorFlow's default at start: its free memory less
+ * MinSystemMemory (tensorflow/core/common_runtime/gpu/gpu_device.cc): 225 MiB when less than 2 GiB
+ * is free, else by the compute capability's major: 500 MiB up to 6.x, 1050 up to 7.x, 1536 up to
+ * 8.x, 1800 from 9.0. The cards are empty at start: free memory is their size. */
+TEST(env_default_limit_follows_compute_capability) {
+    use_sim("4GiB@9.0,4GiB@8.9,4GiB@8.0,4GiB@7.5,4GiB@7.0,4GiB@6.1,4GiB@10.0,1536MiB@8.6,2GiB@8.6");
+    CHECK_OK(vram_init());
+    const size_t reserve_mib[] = {1800, 1536, 1536, 1050, 1050, 500, 1800, 225, 1536};
+    const size_t size[] = {4 * GiB, 4 * GiB, 4 * GiB, 4 * GiB, 4 * GiB, 4 * GiB, 4 * GiB, 1536 * MiB, 2 * GiB};
+    for (int i = 0; i < 9; i++) {
+        vram_memory_info info = INFO(i);
+        CHECK_SIZE(info.limit, ==, size[i] - reserve_mib[i] * MiB);
+        CHECK_SIZE(info.reserved, ==, info.limit);       /* taken at start */
+    }
+    CHECK_ALL();
+}
+
 TEST(env_sim_devices_bad_values) {
-    const char *bad[] = {"2x", "0x16GiB", "foo", "", "16GiB,", "x16GiB", "65x1GiB", "2x0"};
+    const char *bad[] = {"2x", "0x16GiB", "foo", "", "16GiB,", "x16GiB", "65x1GiB", "2x0", "16GiB@",
+                         "16GiB@8", "16GiB@8.", "16GiB@.6", "16GiB@x.0", "16GiB@0.0", "16GiB@8.10",
+                         "16GiB@100.0", "16GiB@-8.6", "@8.6", "2x@8.6", "16GiB@8.6@8.6"};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         use_sim(bad[i]);
         int n = 99;
@@ -221,6 +256,9 @@ TEST(env_sim_devices_bad_values) {
         CHECK_CONTAINS(vram_last_error(), "VRAM_SIM_DEVICES");
         check_init_rejects("VRAM_SIM_DEVICES", bad[i]);
     }
+    use_sim("16GiB@8");                                  /* the message says what a capability is */
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_init());
+    CHECK_ERROR_CONTAINS("compute capability is MAJOR.MINOR");
     use_sim("16GiB");
     CHECK_OK(vram_init());
 }

@@ -150,6 +150,8 @@
     X(alloc, alloc_whole_preallocated_pool) \
     X(alloc, alloc_whole_growing_pool) \
     X(alloc, alloc_old_pointer_after_shutdown_is_invalid) \
+    X(alloc, alloc_best_fit_within_a_class_prealloc) \
+    X(alloc, alloc_best_fit_within_a_class_growth) \
     /* test_stats.c */ \
     X(stats, stats_current_is_sum_of_rounded_sizes) \
     X(stats, stats_counts_allocs_and_frees) \
@@ -210,6 +212,7 @@
     X(perthread, arenas_stream_ordered_requests_stay_in_the_first) \
     X(perthread, arenas_off_and_preallocated_pools_keep_one) \
     X(perthread, arenas_trim_and_shutdown_cover_every_arena) \
+    X(perthread, arenas_trim_keeps_keep_bytes_in_total) \
     X(perthread, arenas_option_is_checked) \
     /* test_stress.c */ \
     X(stress, stress_prealloc_checked_every_step) \
@@ -246,6 +249,8 @@
     X(env, env_memory_fraction_bad_values) \
     X(env, env_sim_devices_count_times_size) \
     X(env, env_sim_devices_list) \
+    X(env, env_sim_devices_compute_capability) \
+    X(env, env_default_limit_follows_compute_capability) \
     X(env, env_sim_devices_bad_values) \
     X(env, env_sim_fail_alloc_after_bad_value) \
     X(env, env_backend_sim) \

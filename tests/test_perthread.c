@@ -371,6 +371,33 @@ TEST(arenas_trim_and_shutdown_cover_every_arena) {
     CHECK_U64(va_reservations(), ==, 0);
 }
 
+/* vram_trim(d, keep) keeps at most `keep` bytes beyond live blocks on the logical device, whatever
+ * number of arenas hold them (vram.h), not `keep` in each arena. Four arenas (this thread's and
+ * three others', each thread the first to call there), map-ahead off and a chosen limit: extents
+ * are one 2 MiB granule and each arena maps exactly its blocks, 32 + 3 x 16 = 80 MiB, all idle once
+ * freed. Keeping 20 MiB: the first arena's 32 idle MiB go down by whole granules to 20 (12 MiB is 6
+ * granules) and the other arenas give back everything: 20 MiB in total (68 if every arena kept
+ * up to 20). Keeping 5 MiB then: 20 - 5 = 15 MiB must go, 8 granules (16 MiB), 4 MiB stay. */
+TEST(arenas_trim_keeps_keep_bytes_in_total) {
+    start_growth(256 * MiB, "map_ahead_mb:0");
+    void *mine = NULL, *theirs[3] = {0};
+    CHECK_OK(vram_malloc(&mine, 32 * MiB, 0));
+    for (int i = 0; i < 3; i++) CHECK((theirs[i] = on_other_thread(16 * MiB, 1)) != NULL);
+    CHECK_U64(va_reservations(), ==, 4);                  /* four arenas, four ranges */
+    CHECK_OK(vram_free(mine));
+    for (int i = 0; i < 3; i++) CHECK_OK(vram_free(theirs[i]));
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.current, ==, 0);
+    CHECK_SIZE(info.reserved, ==, 80 * MiB);
+    CHECK_OK(vram_trim(0, 20 * MiB));
+    CHECK_SIZE(INFO(0).reserved, ==, 20 * MiB);
+    CHECK_OK(vram_trim(0, 5 * MiB));
+    CHECK_SIZE(INFO(0).reserved, ==, 4 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+}
+
 TEST(arenas_option_is_checked) {
     use_sim("16GiB");
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_alloc_conf("arenas:0"));

@@ -210,6 +210,8 @@ static const help_item help_top_options[] = {
     { "--json", NULL, "print JSON objects (keys pid, command, device, uuid, limit_bytes, in_use_bytes, "
       "peak_bytes, free_bytes, group, group_limit_bytes)", NULL, NULL },
     { "--once", NULL, "print one table (or object) and exit", NULL, NULL },
+    { "--prometheus", NULL, "print the ledger once in Prometheus' text format (vram_* gauges, for "
+      "node_exporter's textfile collector; README); not with --json", NULL, NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };
 static const char *const help_top_about[] = {
@@ -225,8 +227,8 @@ static const char *const help_top_about[] = {
 };
 
 static const help_item help_top_exit[] = {
-    { "0", NULL, "the table is printed (--once), or q quit the live view", NULL, NULL },
-    { "1", NULL, "an error (the ledger cannot be opened)", NULL, NULL },
+    { "0", NULL, "the table is printed (--once, --prometheus), or q quit the live view", NULL, NULL },
+    { "1", NULL, "an error (the ledger cannot be opened, a failed write)", NULL, NULL },
     { "2", NULL, "usage error", NULL, NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };
@@ -261,7 +263,8 @@ const help_item help_general_options[] = {
 static const help_item env_library[] = {
     { "VRAM_BACKEND", "cuda|sim", "device backend: the CUDA driver (default) or a simulated GPU", NULL, NULL },
     { "VRAM_SIM_DEVICES", "LIST", "simulated cards and their memory, e.g. \"16GiB\" or \"2x8GiB\" "
-      "(default 1x16GiB)", NULL, NULL },
+      "(default 1x16GiB); \"@MAJOR.MINOR\" after a size sets the compute capability (default 9.0): "
+      "\"2x24GiB@8.6,16GiB@7.5\"", NULL, NULL },
     { "VRAM_SIM_FAIL_ALLOC_AFTER", "N", "simulated driver: allocations fail after N have succeeded", NULL, NULL },
     { "VRAM_FORCE_ALLOW_GROWTH", "true|false", "force memory growth on or off, overriding the program", NULL,
       NULL },

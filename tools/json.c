@@ -3,15 +3,14 @@
  * table of well-formed byte sequences (Unicode 3.9, table 3-7); everything else becomes U+FFFD, one
  * per maximal subpart, so that the output is always valid UTF-8 and the same text Python or a browser
  * would decode from the bytes. Control characters are escaped so that no raw one reaches a terminal
- * or a parser. No state, no locks.
+ * or a parser. json_utf8_sequence, the check, is also vram top's for its Prometheus label values.
+ * No state, no locks.
  */
 #include "json.h"
 
 #include <stddef.h>
 
-/* The length (2..4) of the well-formed UTF-8 sequence of non-ASCII lead byte s[0], or 0 with *bad
- * set to the length of its maximal ill-formed subpart (1..3). Reads no byte past a NUL. */
-static size_t utf8_sequence(const unsigned char *s, size_t *bad) {
+size_t json_utf8_sequence(const unsigned char *s, size_t *bad) {
     unsigned char c = s[0], lo = 0x80, hi = 0xbf;
     size_t more;
     if (c >= 0xc2 && c <= 0xdf) more = 1;
@@ -46,7 +45,7 @@ static void write_string(FILE *f, const char *str, int html) {
             s++;
             continue;
         }
-        size_t bad = 0, n = utf8_sequence(s, &bad);
+        size_t bad = 0, n = json_utf8_sequence(s, &bad);
         if (n == 0) {
             fputs("\\ufffd", f);
             s += bad;

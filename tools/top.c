@@ -1,5 +1,5 @@
 /*
- * top.c: `vram top [--json] [--once]`.
+ * top.c: `vram top [--json] [--once] [--prometheus]`.
  *
  * Opens the ledger (shim/ledger.h, "Where": VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram, else
  * /dev/shm/vram-<uid>, or a place of the user's own when that one is another user's, said once on
@@ -9,6 +9,19 @@
  * numbers it) and UUID, limit, in use, peak, free under the limit (0 when in use exceeds it, "-"
  * without a limit), group and group limit. --json prints one JSON object instead. Without --once the
  * table is printed again every second until interrupted.
+ *
+ * --prometheus prints the snapshot once in Prometheus' text exposition format (0.0.4), for
+ * node_exporter's textfile collector: gauges only, no timestamps, every family's HELP and TYPE even
+ * when it has no sample, every series with label user (the ledger's owner: ledgers are per user, so
+ * that files written for several users merge without two alike series). Per (process, device):
+ * vram_process_{limit,in_use,peak}_bytes {pid, command, device, uuid, group (when in one)}; no limit
+ * series for a process without a limit (the ledger's 0: a series of 0 would read as a full card). Per (group,
+ * UUID): vram_group_in_use_bytes (its live members summed, saturating as the preload library's check
+ * does) and vram_group_limit_bytes (the smallest group limit of its members: the first to refuse;
+ * none when no member has one). Per ledger: vram_ledger_info {path} 1, vram_ledger_live_slots and
+ * vram_ledger_max_slots. Label values escaped as the format asks (\\, \", \n) and made valid UTF-8
+ * (json_utf8_sequence; U+FFFD for each ill-formed subpart). A failed write exits 1, so that
+ * `... > f.$$ && mv f.$$ f` never installs a partial file.
  *
  * Live mode (no --once, no --json, stdin and stdout terminals): the alternate screen, redrawn in
  * place every second: a line per device (processes, in use, peak, limits summed), then the process
@@ -28,6 +41,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <pwd.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +203,136 @@ static void top_print_json(const top_row *r, int n, const char *path, int reclai
         printf(", \"group_limit_bytes\": %llu}", (unsigned long long)t->group_limit);
     }
     printf("]}\n");
+}
+
+/* ---- Prometheus' text format ------------------------------------------------------------------- */
+
+/* `,name="value"` (no comma when first), the value escaped as the text format asks: backslash, double
+ * quote and line feed as \\, \" and \n; valid UTF-8 copied, each maximal ill-formed subpart as U+FFFD. */
+static void prom_label(const char *name, const char *value, int first) {
+    const unsigned char *s = (const unsigned char *)value;
+    printf("%s%s=\"", first ? "" : ",", name);
+    while (*s) {
+        if (*s < 0x80) {
+            if (*s == '\\' || *s == '"') putchar('\\'), putchar(*s);
+            else if (*s == '\n') fputs("\\n", stdout);
+            else putchar(*s);
+            s++;
+            continue;
+        }
+        size_t bad = 0, n = json_utf8_sequence(s, &bad);
+        if (n) fwrite(s, 1, n, stdout), s += n;
+        else fputs("\xef\xbf\xbd", stdout), s += bad;   /* U+FFFD */
+    }
+    putchar('"');
+}
+
+static void prom_family(const char *name, const char *help) {
+    printf("# HELP %s %s\n# TYPE %s gauge\n", name, help, name);
+}
+
+/* One process series: name{pid,command,device,uuid[,group],user} value. */
+static void prom_process(const char *name, const top_row *t, const char *user, uint64_t value) {
+    char num[16];
+    snprintf(num, sizeof num, "%d", t->pid);
+    printf("%s{", name);
+    prom_label("pid", num, 1);
+    prom_label("command", t->command, 0);
+    snprintf(num, sizeof num, "%d", t->device);
+    prom_label("device", num, 0);
+    prom_label("uuid", t->uuid, 0);
+    if (t->group[0]) prom_label("group", t->group, 0);
+    prom_label("user", user, 0);
+    printf("} %llu\n", (unsigned long long)value);
+}
+
+typedef struct prom_group {
+    const char *group, *uuid;   /* into the rows */
+    uint64_t in_use, limit;     /* limit: the smallest of the members', 0 none */
+} prom_group;
+
+static int prom_group_cmp(const void *a, const void *b) {
+    const prom_group *x = a, *y = b;
+    int c = strcmp(x->group, y->group);
+    return c ? c : strcmp(x->uuid, y->uuid);
+}
+
+/* The ledger's owner (this process's effective user): its name, else its number. */
+static void prom_user(char *out, size_t len) {
+    struct passwd pw, *found = NULL;
+    char buf[4096];
+    if (getpwuid_r(geteuid(), &pw, buf, sizeof buf, &found) == 0 && found && found->pw_name[0])
+        snprintf(out, len, "%s", found->pw_name);
+    else
+        snprintf(out, len, "%lu", (unsigned long)geteuid());
+}
+
+/* 0, or 1 when the output could not be written (said on stderr). */
+static int top_print_prometheus(const top_row *r, int n, const char *path) {
+    char user[256];
+    prom_user(user, sizeof user);
+    prom_group *g = calloc((size_t)n + 1, sizeof *g);
+    if (!g) {
+        fputs("vram top: out of memory\n", stderr);
+        return 1;
+    }
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        if (!r[i].group[0]) continue;
+        int k = 0;
+        while (k < ng && (strcmp(g[k].group, r[i].group) != 0 || strcmp(g[k].uuid, r[i].uuid) != 0)) k++;
+        if (k == ng) g[ng++] = (prom_group){ .group = r[i].group, .uuid = r[i].uuid };
+        g[k].in_use = r[i].in_use > UINT64_MAX - g[k].in_use ? UINT64_MAX : g[k].in_use + r[i].in_use;
+        if (r[i].group_limit && (!g[k].limit || r[i].group_limit < g[k].limit)) g[k].limit = r[i].group_limit;
+    }
+    qsort(g, (size_t)ng, sizeof *g, prom_group_cmp);
+
+    prom_family("vram_ledger_info", "The ledger of processes under vram run that vram top read (value 1).");
+    printf("vram_ledger_info{");
+    prom_label("path", path, 1);
+    prom_label("user", user, 0);
+    printf("} 1\n");
+    prom_family("vram_ledger_live_slots", "Slots of running processes in the ledger, one per process and device.");
+    printf("vram_ledger_live_slots{");
+    prom_label("user", user, 1);
+    printf("} %d\n", n);
+    prom_family("vram_ledger_max_slots", "Slots in the ledger; a device of a process finding none free is not listed.");
+    printf("vram_ledger_max_slots{");
+    prom_label("user", user, 1);
+    printf("} %u\n", LEDGER_SLOTS);
+
+    prom_family("vram_process_limit_bytes", "The vram limit of a process under vram run on a device (no series: no limit).");
+    for (int i = 0; i < n; i++)
+        if (r[i].limit) prom_process("vram_process_limit_bytes", &r[i], user, r[i].limit);
+    prom_family("vram_process_in_use_bytes", "Device memory a process under vram run holds on a device.");
+    for (int i = 0; i < n; i++) prom_process("vram_process_in_use_bytes", &r[i], user, r[i].in_use);
+    prom_family("vram_process_peak_bytes", "The most device memory a process under vram run has held on a device.");
+    for (int i = 0; i < n; i++) prom_process("vram_process_peak_bytes", &r[i], user, r[i].peak);
+
+    prom_family("vram_group_limit_bytes", "The group limit of a vram group on a device: its members' smallest.");
+    for (int k = 0; k < ng; k++) {
+        if (!g[k].limit) continue;
+        printf("vram_group_limit_bytes{");
+        prom_label("group", g[k].group, 1);
+        prom_label("uuid", g[k].uuid, 0);
+        prom_label("user", user, 0);
+        printf("} %llu\n", (unsigned long long)g[k].limit);
+    }
+    prom_family("vram_group_in_use_bytes", "Device memory the running members of a vram group hold on a device together.");
+    for (int k = 0; k < ng; k++) {
+        printf("vram_group_in_use_bytes{");
+        prom_label("group", g[k].group, 1);
+        prom_label("uuid", g[k].uuid, 0);
+        prom_label("user", user, 0);
+        printf("} %llu\n", (unsigned long long)g[k].in_use);
+    }
+    free(g);
+    int e = fflush(stdout) != 0 ? errno : 0;
+    if (e || ferror(stdout)) {
+        fprintf(stderr, "vram top: cannot write the metrics to the standard output: %s\n", strerror(e ? e : EIO));
+        return 1;
+    }
+    return 0;
 }
 
 /* ---- live mode -------------------------------------------------------------------------------- */
@@ -365,15 +509,29 @@ static int top_live(void) {
 }
 
 int top_main(int argc, char **argv) {
-    int json = 0, once = 0;
+    int json = 0, once = 0, prom = 0;
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "-h") == 0 || strcmp(argv[i], "--help") == 0) return -1;
         if (strcmp(argv[i], "--json") == 0) json = 1;
         else if (strcmp(argv[i], "--once") == 0) once = 1;
+        else if (strcmp(argv[i], "--prometheus") == 0) prom = 1;
         else {
             fprintf(stderr, "vram: top: unknown option '%s'\nTry 'vram top --help'.\n", argv[i]);
             return 2;
         }
+    }
+    if (json && prom) {
+        fputs("vram: top: --json and --prometheus cannot be given together\nTry 'vram top --help'.\n", stderr);
+        return 2;
+    }
+    if (prom) {                                         /* one snapshot, as --once */
+        top_row *rows = NULL;
+        int n = 0, reclaimed = 0;
+        char path[PATH_MAX + 16];
+        if (top_snapshot(&rows, &n, &reclaimed, path, sizeof path) != 0) return 1;
+        int rc = top_print_prometheus(rows, n, path);
+        free(rows);
+        return rc;
     }
     int tty = isatty(STDOUT_FILENO);
     if (!once && !json && tty && isatty(STDIN_FILENO)) {

@@ -3,10 +3,11 @@
  *
  * The model
  *   - Cards exist only in this process. VRAM_SIM_DEVICES lists them: "2x16GiB", "80GiB,24GiB",
- *     "1x16GiB,2x8G" (count x size, comma separated; default 1x16GiB; at most 64 cards).
- *     CUDA_VISIBLE_DEVICES then selects and renumbers them as the CUDA driver does. Card i is
- *     "vram simulated GPU", compute capability 9.0, PCI bus 0000:<i>:00.0 and a UUID derived from
- *     i alone, so that it is the same in every run whatever is visible.
+ *     "1x16GiB,2x8G", "2x24GiB@8.6,16GiB@7.5" (count x size, then a compute capability after '@',
+ *     comma separated; default 1x16GiB; at most 64 cards). CUDA_VISIBLE_DEVICES then selects and
+ *     renumbers them as the CUDA driver does. Card i is "vram simulated GPU", its compute capability
+ *     (9.0 unless given), PCI bus 0000:<i>:00.0 and a UUID derived from i alone, so that it is the
+ *     same in every run whatever is visible.
  *   - Device memory is host address space: cuMemAlloc is an anonymous MAP_NORESERVE read/write
  *     mapping, so an untouched 16 GiB card costs no RAM. Each card counts its used bytes (plain
  *     allocations plus physical handles) against its size; mem_info reports size - used.
@@ -205,8 +206,8 @@ static vram_status sim_device_props_locked(int dev, vram_physical_device *out,
         sim_uuid(card, out->uuid, sizeof out->uuid);
         snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "0000:%02x:00.0", (unsigned)card);
         out->total_bytes = sim_st.dev[dev].capacity;
-        out->compute_major = 9;
-        out->compute_minor = 0;
+        out->compute_major = sim_st.cfg.card_major[card];
+        out->compute_minor = sim_st.cfg.card_minor[card];
     }
     if (caps != NULL) {
         caps->vmm_supported = 1;

@@ -1,5 +1,6 @@
 /*
- * sim_env.c: the simulated backend's environment, read by open(): VRAM_SIM_DEVICES (the cards),
+ * sim_env.c: the simulated backend's environment, read by open(): VRAM_SIM_DEVICES (the cards:
+ * "[COUNT x]SIZE[@MAJOR.MINOR]" entries, comma separated, the compute capability 9.0 unless given),
  * VRAM_SIM_FAIL_ALLOC_AFTER and CUDA_VISIBLE_DEVICES (which cards, renumbered), and the UUID of a
  * card. CUDA_VISIBLE_DEVICES is split and its entries classified by common/visible.c, as the shim and
  * `vram run --devices` read it. Pure parsers into a sim_config: no state, no lock.
@@ -46,12 +47,34 @@ static vram_status sim_devices_malformed(const char *text, const char *why) {
                       SIM_DEVICES_HINT " (%s)", text, why);
 }
 
-/* "[<count>x]<size>" in [b, e); on failure *why may name the reason. */
-static int sim_parse_entry(const char *b, const char *e, int *count, size_t *size,
-                           const char **why) {
+/* "MAJOR.MINOR" in [b, e): a compute capability, MAJOR 1 to 99 (one or two digits), MINOR one digit. */
+static int sim_parse_capability(const char *b, const char *e, int *major, int *minor) {
+    const char *dot = memchr(b, '.', (size_t)(e - b));
+    unsigned long long maj = 0, min = 0;
+    sim_trim(&b, &e);
+    if (dot == NULL || dot - b > 2 || e - dot != 2 || sim_digits(b, dot, &maj) != 0 ||
+        sim_digits(dot + 1, e, &min) != 0 || maj == 0)
+        return -1;
+    *major = (int)maj;
+    *minor = (int)min;
+    return 0;
+}
+
+/* "[<count>x]<size>[@<major>.<minor>]" in [b, e); on failure *why may name the reason. */
+static int sim_parse_entry(const char *b, const char *e, int *count, size_t *size, int *major,
+                           int *minor, const char **why) {
     char buf[64];
-    const char *x = b;
+    const char *x = b, *at = memchr(b, '@', (size_t)(e - b));
     unsigned long long n = 1;
+    *major = SIM_DEFAULT_MAJOR;
+    *minor = SIM_DEFAULT_MINOR;
+    if (at != NULL) {
+        if (sim_parse_capability(at + 1, e, major, minor) != 0) {
+            *why = "a compute capability is MAJOR.MINOR after '@', e.g. 16GiB@8.6";
+            return -1;
+        }
+        e = at;
+    }
     sim_trim(&b, &e);
     while (x < e && *x != 'x' && *x != 'X') x++;
     if (x < e) {
@@ -77,17 +100,23 @@ vram_status sim_parse_devices(const char *text, sim_config *cfg) {
     if (text == NULL) {
         cfg->ncards = 1;
         cfg->card_size[0] = SIM_DEFAULT_CARD;
+        cfg->card_major[0] = SIM_DEFAULT_MAJOR;
+        cfg->card_minor[0] = SIM_DEFAULT_MINOR;
         return VRAM_OK;
     }
     for (const char *p = text;;) {
         const char *e = p + strcspn(p, ","), *why = NULL;
-        int count = 0;
+        int count = 0, major = 0, minor = 0;
         size_t size = 0;
-        if (sim_parse_entry(p, e, &count, &size, &why) != 0)
+        if (sim_parse_entry(p, e, &count, &size, &major, &minor, &why) != 0)
             return sim_devices_malformed(text, why);
         if (cfg->ncards + count > SIM_MAX_CARDS)
             return sim_devices_malformed(text, "at most 64 cards");
-        for (int i = 0; i < count; i++) cfg->card_size[cfg->ncards++] = size;
+        for (int i = 0; i < count; i++, cfg->ncards++) {
+            cfg->card_size[cfg->ncards] = size;
+            cfg->card_major[cfg->ncards] = major;
+            cfg->card_minor[cfg->ncards] = minor;
+        }
         if (*e == '\0') return VRAM_OK;
         p = e + 1;
     }

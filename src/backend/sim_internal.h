@@ -28,7 +28,9 @@
 #define SIM_MAX_CARDS    64
 #define SIM_GRANULARITY  (2 * VRAM_MIB)
 #define SIM_DEFAULT_CARD (16 * VRAM_GIB)
-#define SIM_DEVICES_HINT "expected e.g. 2x16GiB or 80GiB,24GiB"
+#define SIM_DEFAULT_MAJOR 9      /* compute capability 9.0 unless VRAM_SIM_DEVICES gives one */
+#define SIM_DEFAULT_MINOR 0
+#define SIM_DEVICES_HINT "expected e.g. 2x16GiB, 80GiB,24GiB or 2x24GiB@8.6"
 
 #define SIM_EINVAL  "CUDA_ERROR_INVALID_VALUE (invalid argument)"
 #define SIM_EOOM    "CUDA_ERROR_OUT_OF_MEMORY (out of memory)"
@@ -93,6 +95,7 @@ typedef struct sim_event {
 typedef struct sim_config {     /* what open() reads from the environment */
     int                ncards;
     size_t             card_size[SIM_MAX_CARDS];
+    int                card_major[SIM_MAX_CARDS], card_minor[SIM_MAX_CARDS];   /* compute capability */
     int                ndev;
     int                dev_card[SIM_MAX_CARDS];   /* visible ordinal -> card index */
     int                fail_set;

@@ -8,6 +8,7 @@
 # removed at exit) and run vram as one of them (setpriv). Processes that hold memory are app_driver's `hold`
 # scenario: one block allocated, then it waits for EOF on its stdin (a fifo this script holds open).
 # TRUNCATE_ON_LOCK is tests/shim/truncate_on_lock.c (LD_PRELOAD: truncates the ledger under a lock).
+# promtool (Debian: prometheus; skipped without it outside CI) parses and lints `vram top --prometheus`.
 # Prints each check with PASS/FAIL, then "N passed, N failed"; exits 1 when a check failed.
 set -euo pipefail
 
@@ -196,6 +197,127 @@ release a
 release c
 top_json
 check "all released: vram top lists none" '[[ $RC == 0 ]] && has "$OUT" "\"processes\": []"'
+
+# A command named with a double quote, a backslash, a line feed and a byte that is not UTF-8 (a symlink to
+# app_driver named q"b\c, LF, d, 0xff, e: its comm): listed whole, the ledger keeping printable ASCII ('?'
+# for the line feed and 0xff).
+mkdir "$TMP/bin"
+ODD=$(printf 'q"b\\c\nd\xffe')
+ln -s "$APP" "$TMP/bin/$ODD"
+APP_SAVED=$APP APP=$TMP/bin/$ODD
+hold odd -- alloc 64 0
+APP=$APP_SAVED
+wait_held odd
+top_json
+check "a command with a quote, a backslash, a line feed and byte 0xff: listed whole (LF and 0xff as '?'), escaped in JSON" \
+    'has "$OUT" "\"pid\": ${HOLD_PID[odd]}, \"command\": \"q\\\"b\\\\c?d?e\","'
+release odd
+
+# ---- vram top --prometheus: Prometheus' text format, checked by promtool and value by value ----------------
+# promtool (Debian: prometheus) parses and lints it; skipped without it outside CI (.ci/run installs it).
+if command -v promtool >/dev/null; then
+    U=$(id -un)
+    # promtool_ok: OUT (not empty) passes `promtool check metrics` without a word (no parse error, no lint
+    # warning), every family's lines together (each metric name in one run of lines) and no series twice
+    promtool_ok() {
+        local said names
+        said=$(promtool check metrics <<<"$OUT" 2>&1) || { echo "promtool: $said"; return 1; }
+        [[ -z $said && -n $OUT ]] || { echo "promtool: $said"; return 1; }
+        names=$(grep -v '^#' <<<"$OUT" | sed 's/[{ ].*//' | uniq)
+        [[ -z $(sort <<<"$names" | uniq -d) ]] || { echo "a family in two places"; return 1; }
+        [[ -z $(grep -v '^#' <<<"$OUT" | sed 's/ [^ ]*$//' | sort | uniq -d) ]] || { echo "a series twice"; return 1; }
+    }
+    # samples: OUT's sample lines, sorted (to compare with the expected ones, sorted)
+    samples() { grep -v '^#' <<<"$OUT" | LC_ALL=C sort; }
+    FAMILIES="vram_ledger_info vram_ledger_live_slots vram_ledger_max_slots vram_process_limit_bytes
+              vram_process_in_use_bytes vram_process_peak_bytes vram_group_limit_bytes vram_group_in_use_bytes"
+    families_ok() {
+        for f in $FAMILIES; do has "$OUT" "# HELP $f " && has "$OUT" "# TYPE $f gauge" || return 1; done
+        [[ $(grep -c '^# TYPE' <<<"$OUT") == 8 ]]
+    }
+    run "$VRAM" top --prometheus
+    EXPECT="vram_ledger_info{path=\"$LEDGER\",user=\"$U\"} 1
+vram_ledger_live_slots{user=\"$U\"} 0
+vram_ledger_max_slots{user=\"$U\"} 1024"
+    check "vram top --prometheus, empty ledger: promtool accepts it; every family's HELP and TYPE (gauge), no process or group series" \
+        '[[ $RC == 0 ]] && promtool_ok && families_ok && [[ $(samples) == "$(LC_ALL=C sort <<<"$EXPECT")" ]]'
+
+    # Five processes on two devices: limits or none, group ga on both devices (limits 2 and 3 GiB on device
+    # 0, none on device 1), group gb; one whose command needs escaping (ODD, above).
+    hold p1 --limit 1GiB --group ga --group-limit 2GiB -- alloc 256 0
+    hold p2 --group ga --group-limit 3GiB -- alloc 128 0
+    hold p3 --limit 2GiB --group ga -- create 100 1 300
+    hold p4 -- async 512 1
+    APP_SAVED=$APP APP=$TMP/bin/$ODD
+    hold p5 --limit 512MiB --group gb --group-limit 1GiB -- alloc 64 0
+    APP=$APP_SAVED
+    wait_held p1 p2 p3 p4 p5
+    OUT="$(held p1)$(held p2)$(held p3)$(held p4)$(held p5)"
+    check "five processes under vram run for --prometheus hold their blocks" '[[ $OUT == 00000 ]]'
+    # proc METRIC NAME DEV UUID GROUP VALUE [COMMAND]: one process series as vram top --prometheus writes it
+    proc() {
+        local g=
+        [[ $5 != - ]] && g=",group=\"$5\""
+        printf '%s{pid="%s",command="%s",device="%s",uuid="%s"%s,user="%s"} %s\n' \
+            "$1" "${HOLD_PID[$2]}" "${7:-vram_shim_app_d}" "$3" "$4" "$g" "$U" "$6"
+    }
+    ODD_LABEL='q\"b\\c?d?e'
+    EXPECT="vram_ledger_info{path=\"$LEDGER\",user=\"$U\"} 1
+vram_ledger_live_slots{user=\"$U\"} 5
+vram_ledger_max_slots{user=\"$U\"} 1024
+$(proc vram_process_limit_bytes p1 0 $UUID0 ga $GiB)
+$(proc vram_process_limit_bytes p3 1 $UUID1 ga $((2 * GiB)))
+$(proc vram_process_limit_bytes p5 0 $UUID0 gb $((512 * MiB)) "$ODD_LABEL")
+$(proc vram_process_in_use_bytes p1 0 $UUID0 ga $((256 * MiB)))
+$(proc vram_process_in_use_bytes p2 0 $UUID0 ga $((128 * MiB)))
+$(proc vram_process_in_use_bytes p3 1 $UUID1 ga $((100 * MiB)))
+$(proc vram_process_in_use_bytes p4 1 $UUID1 - $((512 * MiB)))
+$(proc vram_process_in_use_bytes p5 0 $UUID0 gb $((64 * MiB)) "$ODD_LABEL")
+$(proc vram_process_peak_bytes p1 0 $UUID0 ga $((256 * MiB)))
+$(proc vram_process_peak_bytes p2 0 $UUID0 ga $((128 * MiB)))
+$(proc vram_process_peak_bytes p3 1 $UUID1 ga $((300 * MiB)))
+$(proc vram_process_peak_bytes p4 1 $UUID1 - $((512 * MiB)))
+$(proc vram_process_peak_bytes p5 0 $UUID0 gb $((64 * MiB)) "$ODD_LABEL")
+vram_group_limit_bytes{group=\"ga\",uuid=\"$UUID0\",user=\"$U\"} $((2 * GiB))
+vram_group_limit_bytes{group=\"gb\",uuid=\"$UUID0\",user=\"$U\"} $GiB
+vram_group_in_use_bytes{group=\"ga\",uuid=\"$UUID0\",user=\"$U\"} $((384 * MiB))
+vram_group_in_use_bytes{group=\"ga\",uuid=\"$UUID1\",user=\"$U\"} $((100 * MiB))
+vram_group_in_use_bytes{group=\"gb\",uuid=\"$UUID0\",user=\"$U\"} $((64 * MiB))"
+    run "$VRAM" top --prometheus
+    check "vram top --prometheus: promtool accepts it, without a warning" '[[ $RC == 0 ]] && promtool_ok && families_ok'
+    check "vram top --prometheus: exactly these series: per process and device its limit (none without one), in use and peak; per group and device its use and smallest member limit (none without one); the command escaped" \
+        '[[ $(samples) == "$(LC_ALL=C sort <<<"$EXPECT")" ]] || { diff <(LC_ALL=C sort <<<"$EXPECT") <(samples); false; }'
+    check "vram top --prometheus: families in their order (ledger, process, group), each under its HELP and TYPE" \
+        '[[ $(grep "^# TYPE" <<<"$OUT" | cut -d" " -f3 | tr "\n" " ") == "$(echo $FAMILIES) " ]] &&
+         [[ $(grep -A1 "^# TYPE vram_group_in_use_bytes" <<<"$OUT" | tail -1) == "vram_group_in_use_bytes{group=\"ga\",uuid=\"$UUID0\""* ]]'
+    P4=${HOLD_PID[p4]}
+    kill9 p4
+    run "$VRAM" top --prometheus
+    check "vram top --prometheus after kill -9 of one process: its series are gone, its slot reclaimed" \
+        '[[ $RC == 0 ]] && promtool_ok && has "$OUT" "vram_ledger_live_slots{user=\"$U\"} 4" &&
+         ! has "$OUT" "pid=\"$P4\"" && [[ $(grep -c "^vram_process_in_use_bytes" <<<"$OUT") == 4 ]]'
+    for p in p1 p2 p3 p5; do release $p; done
+
+    # The ledger's path is bytes: a directory named with a double quote, a backslash, a line feed and a byte
+    # that is not UTF-8 (0xff) gives a label value that is escaped and valid UTF-8 (U+FFFD for 0xff).
+    ODD_DIR=$TMP/$ODD
+    run env VRAM_LEDGER_DIR="$ODD_DIR" "$VRAM" top --prometheus
+    check "vram top --prometheus, a ledger path that needs escaping and is not UTF-8: escaped, U+FFFD, promtool accepts it" \
+        '[[ $RC == 0 ]] && promtool_ok &&
+         has "$OUT" "vram_ledger_info{path=\"$TMP/q\\\"b\\\\c\\nd$(printf "\xef\xbf\xbd")e/ledger\",user=\"$U\"} 1"'
+elif [[ -n ${CI:-} ]]; then
+    RC=1; OUT=; ERR="promtool is not installed (.ci/run installs prometheus)"
+    check "vram top --prometheus (promtool)" false
+else
+    echo "SKIP  vram top --prometheus: promtool is not installed (apt-get install --no-install-recommends prometheus)"
+fi
+run bash -c '"$1" top --prometheus >/dev/full' - "$VRAM"
+check "vram top --prometheus to a full disk (/dev/full): exit 1 and says why (so that > f.tmp && mv never installs it)" \
+    '[[ $RC == 1 ]] && has "$ERR" "vram top: cannot write the metrics to the standard output: No space left on device"'
+run "$VRAM" top --prometheus --json
+check "vram top --prometheus --json: usage error" '[[ $RC == 2 ]] && has "$ERR" "--json and --prometheus cannot be given together"'
+run "$VRAM" top --help
+check "vram top --help documents --prometheus" '[[ $RC == 0 ]] && has "$OUT" "top [--json] [--once] [--prometheus]" && has "$OUT" "--prometheus  print the ledger once in Prometheus'"'"' text format"'
 
 # ---- group limits -------------------------------------------------------------------------------------
 G="--group gg --group-limit 1GiB --log"
