@@ -393,9 +393,16 @@ run "$VRAM" run --frobnicate -- true
 check "unknown option: usage error" '[[ $RC == 2 ]] && has "$ERR" "unknown option '\''--frobnicate'\''"'
 run "$VRAM" run --growth -- /nonexistent/program
 check "command not found: 127 and why" '[[ $RC == 127 ]] && has "$ERR" "cannot run '\''/nonexistent/program'\''"'
-run env -u VRAM_BACKEND VRAM_SIM_DEVICES= "$VRAM" run --fraction 0.5 --growth -- true
+run env -u VRAM_BACKEND FAKE_CUDA_DEVICES=0 "$VRAM" run --fraction 0.5 --growth -- true
 check "--fraction without a readable device: error 1 with the reason" \
-    '[[ $RC == 1 ]] && has "$ERR" "--fraction needs the devices'\'' memory"'
+    '[[ $RC == 1 ]] && has "$ERR" "--fraction needs the devices'\'' memory" &&
+     has "$ERR" "the NVIDIA driver reports no CUDA device"'
+run env -u VRAM_BACKEND FAKE_CUDA_MEM=16GiB,8GiB "$VRAM" run --fraction 0.25 --growth -- env
+check "--fraction over the CUDA driver (the fake's 16 and 8 GiB cards): F x each card's memory" \
+    '[[ $RC == 0 ]] && has "$OUT" "VRAM_LIMIT_0=4294967296" && has "$OUT" "VRAM_LIMIT_1=2147483648"'
+run env -u VRAM_BACKEND FAKE_CUDA_FAIL=cuDeviceTotalMem_v2:2:CUDA_ERROR_ILLEGAL_ADDRESS "$VRAM" run --fraction 0.25 --growth -- true
+check "--fraction when the driver fails: error 1 naming the call and the driver's error" \
+    '[[ $RC == 1 ]] && has "$ERR" "cuDeviceTotalMem on device 1: CUDA_ERROR_ILLEGAL_ADDRESS"'
 mkdir -p "$TMP/lonely"
 cp "$VRAM" "$TMP/lonely/vram"
 run "$TMP/lonely/vram" run --growth -- true
