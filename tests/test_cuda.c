@@ -442,3 +442,257 @@ TEST(cuda_without_vmm) {
     CHECK_OK(vram_shutdown());
     check_driver_empty(1);
 }
+
+/* ---- frees the driver refuses ------------------------------------------------------------------- */
+
+/* The driver refusing to give memory back (a release, an unmap, a plain free) must not lift the
+ * limit: vram keeps counting what the driver still holds, says which call failed, and gives it back
+ * once the driver takes it. */
+static void refused_trim(const char *conf, const char *refusal, const char *call) {
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    CHECK_OK(vram_set_alloc_conf(conf));
+    void *a = NULL;
+    CHECK_OK(vram_malloc(&a, 64 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    plan(refusal);
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_trim(0, 0));
+    CHECK_ERROR_CONTAINS(call);
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);   /* the driver still holds it: still counted */
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_OK(vram_malloc(&a, 64 * MiB, 0));       /* the limit's worth again, no more from the driver */
+    CHECK_SIZE(held(0), <=, 64 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    void *b = NULL;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&b, 2 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    CHECK_ALL();
+    plan(NULL);                                   /* the driver takes it back now */
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 0);
+    CHECK_SIZE(held(0), ==, 0);
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
+TEST(cuda_refused_release_keeps_its_bytes_counted) {
+    use_sim("16GiB");
+    refused_trim("map_ahead_mb:0", "cuMemRelease:1+:CUDA_ERROR_ILLEGAL_ADDRESS", "cuMemRelease");
+}
+
+TEST(cuda_refused_unmap_keeps_its_bytes_counted) {
+    use_sim("16GiB");
+    refused_trim("map_ahead_mb:0", "cuMemUnmap:1+:CUDA_ERROR_ILLEGAL_ADDRESS", "cuMemUnmap");
+}
+
+/* A refused release whose handle cannot be mapped back either: the handle is kept aside, its bytes
+ * still counted, and released at the shutdown. */
+TEST(cuda_refused_release_that_cannot_be_mapped_back_stays_counted) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,extent_mb:64"));
+    void *a = NULL;
+    CHECK_OK(vram_malloc(&a, 64 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    plan("cuMemRelease:1:CUDA_ERROR_ILLEGAL_ADDRESS,cuMemMap:1:CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_trim(0, 0));
+    CHECK_ERROR_CONTAINS("cuMemRelease on device 0: CUDA_ERROR_ILLEGAL_ADDRESS");   /* the refusal, not the map */
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, 64 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&a, 2 * MiB, 0));   /* the limit is held by it */
+    CHECK_SIZE(held(0), ==, 64 * MiB);
+    CHECK_OK(vram_shutdown());                    /* released then */
+    check_driver_empty(1);
+}
+
+/* Without VMM, growth takes plain regions: a refused cuMemFree keeps the region. */
+TEST(cuda_refused_plain_free_keeps_the_region) {
+    use_sim("16GiB");
+    set_env("FAKE_CUDA_VMM", "off");
+    refused_trim("", "cuMemFree_v2:1+:CUDA_ERROR_ILLEGAL_ADDRESS", "cuMemFree");
+}
+
+/* At the shutdown nothing can be kept: the runtime stops and says what the driver refused. */
+TEST(cuda_refused_free_at_shutdown_is_said) {
+    use_sim("2x16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(1, 64 * MiB));   /* card 1: one plain region */
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 10 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, 10 * MiB, 1));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_free(b));
+    plan("cuMemFree_v2:1:CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_shutdown());
+    CHECK_ERROR_CONTAINS("vram_shutdown: the driver refused to free memory");
+    CHECK_ERROR_CONTAINS("cuMemFree(");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_INT(vram_is_initialized(), ==, 0);
+    CHECK_SIZE(held(0), ==, 0);
+    CHECK_SIZE(held(1), ==, 64 * MiB);            /* the driver's until the process ends */
+    CHECK_OK(vram_init());                        /* and the runtime starts again */
+    CHECK_OK(vram_shutdown());
+}
+/* ---- every driver call the backend makes, failing ------------------------------------------------ */
+
+#define VRAM_TEST_VERBOSE_SWEEP (getenv("VRAM_TEST_VERBOSE") != NULL)
+
+typedef struct sweep_result {
+    unsigned long long injected;   /* driver calls the plan failed */
+    char log[2048];            /* step: message, for every failed step */
+    int failed_steps;          /* vram calls that failed */
+    int named;                 /* ... of which named the call and the driver's error */
+    int unnamed;               /* ... of which named no driver error */
+    int refused_free;          /* ... of which said that the driver refused to free memory */
+    int unchecked;             /* vram_check failures */
+    size_t held_after[2];      /* what the driver holds after the shutdown */
+    size_t events_after;
+} sweep_result;
+
+#define sweep_step(r, s, call) sweep_step_at(r, s, call, __LINE__)
+static void sweep_step_at(sweep_result *r, vram_status s, const char *call, int line) {
+    if (s != VRAM_OK) {
+        const char *e = vram_last_error();
+        size_t used = strlen(r->log);
+        snprintf(r->log + used, sizeof r->log - used, "\n      line %d: %s: %.150s", line, vram_status_name(s), e);
+        r->failed_steps++;
+        if (strstr(e, call) != NULL && strstr(e, "CUDA_ERROR_ILLEGAL_ADDRESS (an illegal memory access was encountered)"))
+            r->named++;
+        if (strstr(e, "CUDA_ERROR_") == NULL) r->unnamed++;
+        if (strstr(e, "cuMemFree") || strstr(e, "cuMemRelease") || strstr(e, "cuMemUnmap") ||
+            strstr(e, "cuMemAddressFree"))
+            r->refused_free = 1;
+    }
+    if (vram_is_initialized() && vram_check(-1) != VRAM_OK) r->unchecked++;
+}
+
+/* A program's life on two cards (card 0 grows under 256 MiB, card 1 preallocates 64 MiB): listing,
+ * start, plain and stream-ordered blocks on two streams, sharing with itself through IPC, frees, a
+ * trim and the shutdown. */
+static void sweep_workload(sweep_result *r, const char *call) {
+    vram_physical_device devs[2];
+    int n = 0;
+    sweep_step(r, vram_list_physical_devices(devs, 2, &n), call);
+    sweep_step(r, vram_set_memory_growth(0, 1), call);
+    sweep_step(r, vram_set_memory_limit(0, 256 * MiB), call);
+    sweep_step(r, vram_set_memory_limit(1, 64 * MiB), call);
+    sweep_step(r, vram_init(), call);
+    void *a = NULL, *b = NULL, *c = NULL, *d = NULL, *e = NULL, *there = NULL;
+    sweep_step(r, vram_malloc(&a, 10 * MiB, 0), call);
+    sweep_step(r, vram_malloc(&b, 1000, 0), call);
+    sweep_step(r, vram_malloc(&c, 1 * MiB, 1), call);
+    sweep_step(r, vram_malloc_async(&d, 4 * MiB, 0, (void *)0x7), call);
+    if (d != NULL && vram_free_async(d, (void *)0x7) != VRAM_OK) {
+        sweep_step(r, VRAM_ERR_DRIVER, call);
+        sweep_step(r, vram_free(d), call);       /* a refused free leaves the block live */
+    }
+    sweep_step(r, vram_malloc_async(&e, 4 * MiB, 0, (void *)0x8), call);
+    unsigned char handle[512];
+    size_t length = 0, offset = 0;
+    if (a != NULL) {
+        vram_status s = vram_ipc_export(a, handle, sizeof handle, &length, &offset);
+        sweep_step(r, s, call);
+        if (s == VRAM_OK) {
+            s = vram_ipc_open(0, handle, length, &there);
+            sweep_step(r, s, call);
+            if (s == VRAM_OK) sweep_step(r, vram_ipc_close(there), call);
+        }
+    }
+    if (c != NULL) sweep_step(r, vram_ipc_export(c, handle, sizeof handle, &length, &offset), call);
+    void *big = NULL;                            /* needs d's memory back: waits for stream 0x7 */
+    vram_status s = vram_malloc(&big, 240 * MiB, 0);
+    sweep_step(r, s == VRAM_ERR_OUT_OF_MEMORY && strstr(vram_last_error(), "limit") ? VRAM_OK : s, call);
+    void *live[] = {a, b, c, e, big};
+    for (size_t i = 0; i < sizeof live / sizeof live[0]; i++)
+        if (live[i] != NULL) sweep_step(r, vram_free(live[i]), call);
+    vram__sim_stream_complete((void *)0x7);
+    vram__sim_stream_complete((void *)0x8);
+    if (vram_is_initialized()) sweep_step(r, vram_trim(0, 0), call);
+    sweep_step(r, vram_shutdown(), call);
+    r->held_after[0] = held(0);
+    r->held_after[1] = held(1);
+    r->events_after = events();
+    r->injected = ((fake_cuda_failed_fn *)harness_fake("fake_cuda_failed"))();
+}
+
+/* Runs the workload in a child process with the Nth call of `symbol` failing. */
+static sweep_result sweep_run(const char *symbol, int nth) {
+    sweep_result r;
+    memset(&r, 0, sizeof r);
+    int fds[2];
+    CHECK(pipe(fds) == 0);
+    pid_t child = fork();
+    CHECK(child >= 0);
+    if (child == 0) {
+        char spec[128];
+        snprintf(spec, sizeof spec, "%s:%d:CUDA_ERROR_ILLEGAL_ADDRESS", symbol, nth);
+        use_sim("2x16GiB");
+        plan(spec);
+        char call[64];
+        snprintf(call, sizeof call, "%s", symbol);
+        char *v2 = strstr(call, "_v2");
+        if (v2 != NULL) *v2 = '\0';              /* the backend names cuMemAlloc_v2 "cuMemAlloc" */
+        sweep_workload(&r, call);
+        ssize_t w = write(fds[1], &r, sizeof r);
+        _exit(w == (ssize_t)sizeof r ? 0 : 1);
+    }
+    close(fds[1]);
+    ssize_t got = read(fds[0], &r, sizeof r);
+    close(fds[0]);
+    int status = 0;
+    CHECK(waitpid(child, &status, 0) == child);
+    if (got != (ssize_t)sizeof r || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        harness_fail(__FILE__, __LINE__, "the workload with the call %d of %s failing died (status 0x%x)", nth,
+                     symbol, status);
+    return r;
+}
+
+/* A refusal the library may absorb, and why (it goes on without naming it). */
+static const char *absorbed(const char *call) {
+    if (strcmp(call, "cuDeviceGetAttribute") == 0 || strcmp(call, "cuMemGetAllocationGranularity") == 0)
+        return "probing virtual memory management: the device goes on with plain memory";
+    if (strcmp(call, "cuEventQuery") == 0) return "a stream not known to be done yet: asked again or waited for";
+    if (strcmp(call, "cuEventSynchronize") == 0) return "a wait that cannot be made (vram_trim's documented case)";
+    return NULL;
+}
+
+/* Each driver call the backend makes, failing at its 1st, 2nd and 3rd call in the workload (with an
+ * error the library's own table does not name, so that the name comes from cuGetErrorName): no crash,
+ * vram_check passes after every step, every failed step names a driver error and the call that failed
+ * names its own, and after the shutdown the driver holds nothing and no event, unless a step said
+ * that it refused to free memory. */
+TEST(cuda_every_driver_call_fails_cleanly) {
+    static const char *const calls[] = {
+        "cuDeviceGetName", "cuDeviceGetUuid_v2", "cuDeviceGetPCIBusId", "cuDeviceTotalMem_v2",
+        "cuDeviceGetAttribute", "cuDevicePrimaryCtxRetain", "cuCtxPushCurrent_v2", "cuMemGetInfo_v2",
+        "cuMemGetAllocationGranularity", "cuMemAlloc_v2", "cuMemFree_v2", "cuMemAddressReserve",
+        "cuMemAddressFree", "cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemSetAccess", "cuMemUnmap",
+        "cuMemExportToShareableHandle", "cuMemImportFromShareableHandle", "cuIpcGetMemHandle",
+        "cuEventCreate", "cuEventRecord", "cuEventQuery", "cuEventSynchronize",
+    };
+    for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
+        int injected = 0;
+        for (int nth = 1; nth <= 3; nth++) {
+            sweep_result r = sweep_run(calls[i], nth);
+            if (VRAM_TEST_VERBOSE_SWEEP)
+                printf("  %-32s %d: injected %llu, %d failed, %d named, held %zu %zu, events %zu%s\n", calls[i], nth,
+                       r.injected, r.failed_steps, r.named, r.held_after[0], r.held_after[1], r.events_after, r.log);
+            injected += r.injected > 0;
+            if (r.unchecked > 0 || r.unnamed > 0 ||
+                (r.injected > 0 && r.named == 0 && absorbed(calls[i]) == NULL) ||
+                ((r.held_after[0] | r.held_after[1] | r.events_after) != 0 && !r.refused_free))
+                harness_fail(__FILE__, __LINE__,
+                             "%s failing at its call %d: %d vram_check failures, %d failures without a driver "
+                             "error's name, %d naming it (of %d failed steps); after the shutdown the driver "
+                             "holds %zu + %zu bytes and %zu events:%s", calls[i], nth, r.unchecked, r.unnamed,
+                             r.named, r.failed_steps, r.held_after[0], r.held_after[1], r.events_after, r.log);
+        }
+        if (injected == 0) harness_fail(__FILE__, __LINE__, "the workload never calls %s", calls[i]);
+    }
+}

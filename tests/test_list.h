@@ -420,6 +420,12 @@
     X(cuda, cuda_ipc_plain_region) \
     X(cuda, cuda_memory_not_shareable) \
     X(cuda, cuda_without_vmm) \
+    X(cuda, cuda_refused_release_keeps_its_bytes_counted) \
+    X(cuda, cuda_refused_unmap_keeps_its_bytes_counted) \
+    X(cuda, cuda_refused_release_that_cannot_be_mapped_back_stays_counted) \
+    X(cuda, cuda_refused_plain_free_keeps_the_region) \
+    X(cuda, cuda_refused_free_at_shutdown_is_said) \
+    X(cuda, cuda_every_driver_call_fails_cleanly) \
     /* end of list */
 /* clang-format on */
 
