@@ -8,6 +8,7 @@
  * passes, and the driver holds no more than the library counts). test_driver_fail.c's and test_oom.c's
  * VRAM_SIM_FAIL_ALLOC_AFTER tests have their twins here.
  */
+#include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -325,6 +326,60 @@ TEST(cuda_oom_card_full_shared_by_two_logical_devices) {
     check_driver_empty(1);
 }
 
+/* ---- threads ------------------------------------------------------------------------------------- */
+
+typedef struct backend_worker {
+    int id;
+    int failures;
+} backend_worker;
+
+/* Stream-ordered blocks on the thread's own stream and plain ones, freed at once or on the stream. */
+static void *backend_worker_main(void *arg) {
+    backend_worker *w = arg;
+    void *stream = (void *)(uintptr_t)(0x1000 + w->id);
+    void *live[8] = {0};
+    for (int op = 0; op < 200; op++) {
+        int k = op % 8;
+        if (live[k] != NULL) {
+            if ((op & 1 ? vram_free_async(live[k], stream) : vram_free(live[k])) != VRAM_OK) w->failures++;
+            live[k] = NULL;
+        } else {
+            size_t size = (size_t)(1 + (op * 7919 + w->id) % 3000) * 1024;
+            vram_status s = op & 2 ? vram_malloc_async(&live[k], size, w->id % 2, stream)
+                                   : vram_malloc(&live[k], size, w->id % 2);
+            if (s != VRAM_OK || !backed(live[k], size)) w->failures++;
+        }
+        if (op % 50 == 0) vram__sim_stream_complete(stream);
+    }
+    for (int k = 0; k < 8; k++)
+        if (live[k] != NULL && vram_free(live[k]) != VRAM_OK) w->failures++;
+    return NULL;
+}
+
+/* Eight threads start the runtime at once (each device's context retained once) and share the backend
+ * (its spare events, its counters) on two cards and eight streams. */
+TEST(cuda_threads_share_the_backend) {
+    use_sim("2x16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_growth(1, 1));
+    enum { T = 8 };
+    pthread_t th[T];
+    backend_worker w[T];
+    for (int i = 0; i < T; i++) {
+        w[i] = (backend_worker){.id = i};
+        CHECK(pthread_create(&th[i], NULL, backend_worker_main, &w[i]) == 0);
+    }
+    for (int i = 0; i < T; i++) CHECK(pthread_join(th[i], NULL) == 0);
+    for (int i = 0; i < T; i++) CHECK_INT(w[i].failures, ==, 0);
+    CHECK_ALL();
+    for (int i = 0; i < T; i++) vram__sim_stream_complete((void *)(uintptr_t)(0x1000 + i));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_OK(vram_trim(1, 0));
+    CHECK_SIZE(held(0) + held(1), ==, 0);
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(2);
+}
+
 /* ---- sharing memory with other processes ---------------------------------------------------------- */
 
 /* Runs `body` in a child process; its exit status. */
@@ -543,6 +598,14 @@ TEST(cuda_refused_free_at_shutdown_is_said) {
 
 #define VRAM_TEST_VERBOSE_SWEEP (getenv("VRAM_TEST_VERBOSE") != NULL)
 
+/* Each call fails at its 1st, 2nd and 3rd call; only the 1st in the sanitizer builds (a forked
+ * workload costs seconds there, and the 1st finds every refusal's first path). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define SWEEP_CALLS 1
+#else
+#define SWEEP_CALLS 3
+#endif
+
 typedef struct sweep_result {
     unsigned long long injected;   /* driver calls the plan failed */
     char log[2048];            /* step: message, for every failed step */
@@ -678,7 +741,7 @@ TEST(cuda_every_driver_call_fails_cleanly) {
     };
     for (size_t i = 0; i < sizeof calls / sizeof calls[0]; i++) {
         int injected = 0;
-        for (int nth = 1; nth <= 3; nth++) {
+        for (int nth = 1; nth <= SWEEP_CALLS; nth++) {
             sweep_result r = sweep_run(calls[i], nth);
             if (VRAM_TEST_VERBOSE_SWEEP)
                 printf("  %-32s %d: injected %llu, %d failed, %d named, held %zu %zu, events %zu%s\n", calls[i], nth,

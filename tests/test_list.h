@@ -416,6 +416,7 @@
     X(cuda, cuda_driver_fail_at_start_of_second_logical_device) \
     X(cuda, cuda_driver_fail_at_start_with_growth_is_fine) \
     X(cuda, cuda_oom_card_full_shared_by_two_logical_devices) \
+    X(cuda, cuda_threads_share_the_backend) \
     X(cuda, cuda_ipc_growth_memory_in_this_and_another_process) \
     X(cuda, cuda_ipc_plain_region) \
     X(cuda, cuda_memory_not_shareable) \
