@@ -340,9 +340,10 @@ static size_t fake_parse_size(const char *s, const char **end) {
     return v > (SIZE_MAX >> shift) ? 0 : (size_t)v << shift;
 }
 
-/* FAKE_CUDA_MEM ("16GiB", "2x16GiB", "80GiB,24GiB", as VRAM_SIM_DEVICES): each card's bytes, in card
- * order; the number of cards it names (0 when unset or malformed: then every card has 16 GiB). */
-static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]) {
+/* FAKE_CUDA_MEM ("16GiB", "2x16GiB", "80GiB,24GiB@8.6", as VRAM_SIM_DEVICES): each card's bytes and
+ * compute capability (major * 10 + minor; 90 without "@MAJOR.MINOR"), in card order (cc may be NULL);
+ * the number of cards it names (0 when unset or malformed: then every card has 16 GiB and 9.0). */
+static int fake_mem_cards_cc(size_t bytes[FAKE_MAX_DEVICES], int *cc) {
     const char *v = getenv("FAKE_CUDA_MEM");
     int n = 0;
     if (!v || !*v) return 0;
@@ -356,9 +357,19 @@ static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]) {
             v = x + 1;
         }
         size_t size = fake_parse_size(v, &e);
+        long major = 9, minor = 0;
+        if (*e == '@') {
+            char *m = NULL;
+            major = strtol(e + 1, &m, 10);
+            if (m == e + 1 || *m != '.') return 0;
+            minor = strtol(m + 1, &x, 10);
+            if (x == m + 1 || major < 1 || minor < 0 || minor > 9) return 0;
+            e = x;
+        }
         if (size == 0 || count == 0 || (*e != ',' && *e != '\0')) return 0;
         for (unsigned long i = 0; i < count; i++) {
             if (n == FAKE_MAX_DEVICES) return 0;
+            if (cc) cc[n] = (int)(major * 10 + minor);
             bytes[n++] = size;
         }
         v = *e == ',' ? e + 1 : e;
@@ -366,11 +377,21 @@ static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]) {
     return n;
 }
 
+static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]) { return fake_mem_cards_cc(bytes, NULL); }
+
 /* The card of ordinal dev (CUDA_VISIBLE_DEVICES renumbers them); -1 for none. */
 static int fake_card_of(CUdevice dev) {
     int phys[FAKE_MAX_DEVICES], visible = fake_visible(phys);
     if (dev < 0 || dev >= FAKE_MAX_DEVICES) return -1;
     return visible >= 0 ? (dev < visible ? phys[dev] : -1) : dev;
+}
+
+/* The compute capability of the card of ordinal dev, major * 10 + minor (FAKE_CUDA_MEM; else 9.0). */
+static int fake_card_cc(int dev) {
+    size_t bytes[FAKE_MAX_DEVICES];
+    int cc[FAKE_MAX_DEVICES];
+    int n = fake_mem_cards_cc(bytes, cc), card = fake_card_of(dev);
+    return card >= 0 && card < n ? cc[card] : 90;
 }
 
 size_t fake_card_bytes(int dev) {
@@ -424,7 +445,8 @@ CUresult impl_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 
 CUresult impl_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return impl_cuDeviceGetUuid_v2(uuid, dev); }
 
-/* The attributes the preload library asks about: an H100's (compute capability 9.0). */
+/* The attributes the preload library and libvram ask about: an H100's (compute capability 9.0,
+ * unless FAKE_CUDA_MEM gives the card another). */
 CUresult impl_cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev) {
     CUresult r = fake_check_device(dev);
     if (r != CUDA_SUCCESS) return r;
@@ -432,8 +454,8 @@ CUresult impl_cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevi
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = FAKE_SMS; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *value = FAKE_THREADS_PER_SM; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = fake_card_cc(dev) / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = fake_card_cc(dev) % 10; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = !fake_vmm_off(); break;
     default: return CUDA_ERROR_INVALID_VALUE;   /* an attribute the fake does not model */
     }

@@ -29,11 +29,11 @@
  *                              a mapping, or in an allocation a device pointer names), else 0
  *
  * Variables (read at each call unless said otherwise)
- *   FAKE_CUDA_DEVICES=N        N cards (default 2, at most 8)
- *   FAKE_CUDA_MEM=LIST         the cards' sizes, as VRAM_SIM_DEVICES spells them: "16GiB",
- *                              "2x16GiB", "80GiB,24GiB" (sizes in B, K/KiB, M/MiB, G/GiB, T/TiB);
- *                              the number of cards too, unless FAKE_CUDA_DEVICES names fewer
- *                              (default: every card 16 GiB)
+ *   FAKE_CUDA_DEVICES=N        N cards (default 2, at most 16)
+ *   FAKE_CUDA_MEM=LIST         the cards' sizes and compute capabilities, as VRAM_SIM_DEVICES spells
+ *                              them: "16GiB", "2x16GiB", "80GiB,24GiB@8.6" (sizes in B, K/KiB, M/MiB,
+ *                              G/GiB, T/TiB; 9.0 without "@MAJOR.MINOR"); the number of cards too,
+ *                              unless FAKE_CUDA_DEVICES names fewer (default: every card 16 GiB, 9.0)
  *   FAKE_CUDA_FAIL=PLAN        failures on demand, read once when the library is loaded (a malformed
  *                              plan stops the process): comma-separated entries
  *                                SYMBOL:N:ERROR    the Nth call (1 = the first) of SYMBOL fails

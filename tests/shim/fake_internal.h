@@ -23,7 +23,7 @@
 #include "cuda_driver.h"
 #include "fake_cuda.h"
 
-#define FAKE_MAX_DEVICES 8
+#define FAKE_MAX_DEVICES 16
 #define FAKE_TOTAL (16ull << 30)         /* each card, unless FAKE_CUDA_MEM says otherwise */
 #define FAKE_GRANULE (2ull << 20)        /* VMM, pool and graph granule */
 #define FAKE_SMS 132                     /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
