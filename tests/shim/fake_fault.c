@@ -226,7 +226,7 @@ static int fake_parse_entry(const char *text, size_t len, fake_fault_entry *e, c
         snprintf(why, why_len, "'%s' is not a function of the fake driver", buf);
         return -1;
     }
-    snprintf(e->symbol, sizeof e->symbol, "%s", buf);
+    snprintf(e->symbol, sizeof e->symbol, "%.63s", buf);
     char *n = c1 + 1, *end = NULL;
     errno = 0;
     unsigned long long first = n[0] >= '0' && n[0] <= '9' ? strtoull(n, &end, 10) : 0, last = first;
