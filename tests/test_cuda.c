@@ -573,6 +573,30 @@ TEST(cuda_refused_plain_free_keeps_the_region) {
     refused_trim("", "cuMemFree_v2:1+:CUDA_ERROR_ILLEGAL_ADDRESS", "cuMemFree");
 }
 
+/* Growth without VMM at the limit gives an idle plain region back first (growth_plain_gives_an_idle_
+ * region_back_at_the_limit): when the driver refuses that free, the region stays in the pool, counted,
+ * the request fails as out of memory, and the region goes back once the driver takes it. */
+TEST(cuda_refused_plain_free_at_the_limit_keeps_the_region) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 4 * MiB));
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 2 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    plan("cuMemFree_v2:1:CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&b, 4 * MiB, 0));
+    CHECK_ALL();                                  /* the region is still the pool's */
+    CHECK_SIZE(INFO(0).reserved, ==, 2 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_OK(vram_malloc(&b, 4 * MiB, 0));        /* the driver frees it now: room for 4 MiB */
+    CHECK_SIZE(held(0), ==, 4 * MiB);
+    CHECK_OK(vram_free(b));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
 /* At the shutdown nothing can be kept: the runtime stops and says what the driver refused. */
 TEST(cuda_refused_free_at_shutdown_is_said) {
     use_sim("2x16GiB");

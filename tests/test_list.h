@@ -425,6 +425,7 @@
     X(cuda, cuda_refused_unmap_keeps_its_bytes_counted) \
     X(cuda, cuda_refused_release_that_cannot_be_mapped_back_stays_counted) \
     X(cuda, cuda_refused_plain_free_keeps_the_region) \
+    X(cuda, cuda_refused_plain_free_at_the_limit_keeps_the_region) \
     X(cuda, cuda_refused_free_at_shutdown_is_said) \
     X(cuda, cuda_every_driver_call_fails_cleanly) \
     /* end of list */

@@ -329,7 +329,8 @@ void region_drop(pool_region *r) {
 
 /* Gives plain regions with no block in them back, in list order, until `size`
  * bytes fit under the limit (or none is left): the limit's fallback of growth without VMM, as
- * growth with it moves or unmaps idle memory. */
+ * growth with it moves or unmaps idle memory. A region whose free the driver refuses stays (its
+ * bytes counted) and ends it. */
 static void plain_make_room_locked(pool_arena *p, size_t size) {
     if (arena_still(p)) return;
     for (pool_region **link = &p->regions; *link != NULL && arena_headroom(p) < size;) {
@@ -338,7 +339,11 @@ static void plain_make_room_locked(pool_arena *p, size_t size) {
             if (solo_fence_locked(p) != 0) return;
             *link = r->next;
             free_bins_remove(&p->bins, r->first);
-            region_release(p, r);
+            if (region_release(p, r) != VRAM_OK) {
+                free_bins_insert(&p->bins, r->first);
+                *link = r;
+                return;
+            }
         } else {
             link = &r->next;
         }
