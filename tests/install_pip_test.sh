@@ -5,8 +5,8 @@
 # unpacked sdist) into a plain venv and into a user base (pip install --user). Each time, with no PYTHONPATH
 # or VRAM_LIBRARY: `import vram` loads the libvram.so inside the installed package and runs the README's
 # tf.config template on the simulated card; `vram` on the environment's PATH runs (--version, ls, and
-# `vram run`, which finds libvram_preload.so in ../lib). `pip uninstall` removes the command and the
-# preload library too.
+# `vram run`, which finds libvram_preload.so in ../lib); vram.torch's C++ sources are in the package and
+# torch.py holds none. `pip uninstall` removes the command and the preload library too.
 # Usage: install_pip_test.sh SOURCE_DIR. Python: $VRAM_TEST_PYTHON, else Debian's /usr/bin/python3.
 # Skipped (77) without those packages, failing instead where CI is set (.ci/run installs them).
 set -euo pipefail
@@ -65,12 +65,22 @@ assert info["current"] >= 16 << 20, info
 vram.free(ptr)
 print(vram.__version__, vram.config.list_logical_devices("GPU"), info)
 '
+torch_sources='
+import os, sys, vram.torch
+here = os.path.dirname(vram.torch.__file__)
+for f in ("csrc/allocator.cpp", "csrc/forwarder.cpp", "include/vram.h"):
+    assert os.path.isfile(os.path.join(here, f)), f
+assert vram.torch._include_dir() == os.path.realpath(os.path.join(here, "include")), vram.torch._include_dir()
+text = open(vram.torch.__file__).read()
+assert "#include" not in text and "PYBIND11_MODULE" not in text, "C++ in torch.py"
+'
 
 # check_installed LABEL PYTHON SITE BIN: the package, the template and the command of one installation.
 check_installed() {
   local label=$1 python=$2 site=$3 bin=$4
   check "$label: import vram runs the tf.config template (libvram.so from $site)" \
     env -C "$work" VRAM_BACKEND=sim "$python" -c "$template" "$site"
+  check "$label: vram.torch's C++ is in the package, not in torch.py" env -C "$work" "$python" -c "$torch_sources"
   check "$label: vram is on PATH" test "$(PATH=$bin:$PATH command -v vram)" = "$bin/vram"
   check "$label: vram --version" env PATH="$bin:$PATH" sh -c 'vram --version | grep -q "vram 0\."'
   check "$label: vram ls" env PATH="$bin:$PATH" VRAM_BACKEND=sim vram ls
