@@ -34,7 +34,7 @@ def write(path, text=""):
 
 def runtime_headers(include, version):
     """cuda_runtime_api.h and cuda.h of CUDA `version` (12080: 12.8), as nvidia-cuda-runtime's include/ has them."""
-    write(os.path.join(include, "cuda_runtime_api.h"), "#define CUDART_VERSION %d\n#include \"crt/host_defines.h\"\n" % version)
+    write(os.path.join(include, "cuda_runtime_api.h"), "#define CUDART_VERSION  %d\n#include \"crt/host_defines.h\"\n" % version)
     write(os.path.join(include, "cuda.h"), "#define CUDA_VERSION %d\n" % version)
 
 
@@ -133,6 +133,20 @@ class HeadersTest(unittest.TestCase):
         self.assertEqual(vt._cuda_headers("12.8", toolkit, [self.runtime, self.nvcc]), ("wheels", [self.runtime, self.nvcc]))
         headers, why = vt._cuda_headers("12.8", toolkit, [])
         self.assertIn("nor in a CUDA toolkit (%s/include: not all of them, or not CUDA 12)" % toolkit, why)
+
+    def test_a_real_toolkit(self):
+        # the version macros as a CUDA toolkit's headers write them, where this machine has one
+        toolkit = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+        api = os.path.join(toolkit, "include", "cuda_runtime_api.h")
+        if not os.path.isfile(api):
+            self.skipTest("no CUDA toolkit at %s" % toolkit)
+        major = vt._header_major(api, "CUDART_VERSION")
+        self.assertIsNotNone(major)
+        self.assertEqual(vt._header_major(os.path.join(toolkit, "include", "cuda.h"), "CUDA_VERSION"), major)
+        self.assertEqual(vt._cuda_headers("%d.0" % major, toolkit, []), ("toolkit", []))
+        headers, why = vt._cuda_headers("%d.0" % (major - 1), toolkit, [])
+        self.assertIsNone(headers)
+        self.assertIn("%s/include: not all of them, or not CUDA %d" % (toolkit, major - 1), why)
 
     def test_without_cuda(self):
         self.assertEqual(vt._cuda_headers(None, None, []), (None, (
