@@ -18,14 +18,14 @@ export CMAKE_BUILD_PARALLEL_LEVEL=${CMAKE_BUILD_PARALLEL_LEVEL:-$(nproc)}
 unset PYTHONPATH VRAM_LIBRARY PIP_USER PYTHONUSERBASE VIRTUAL_ENV
 export PIP_NO_INDEX=1 PIP_DISABLE_PIP_VERSION_CHECK=1   # offline: nothing from PyPI
 
+# (the first venv is made here: it fails without python3-venv's ensurepip)
 missing=()
 [[ -x $py ]] || missing+=("$py")
 if [[ ${#missing[@]} -eq 0 ]]; then
-  "$py" -m venv "$work/probe" >/dev/null 2>&1 || missing+=(python3-venv)
+  "$py" -m venv --system-site-packages "$work/venv" >"$work/venv.log" 2>&1 || missing+=(python3-venv)
   for m in setuptools:python3-setuptools wheel:python3-wheel build:python3-build; do
     "$py" -c "import ${m%%:*}" 2>/dev/null || missing+=("${m#*:}")
   done
-  rm -rf "$work/probe"
 fi
 if [[ ${#missing[@]} -gt 0 ]]; then
   if [[ -n ${CI:-} ]]; then echo "FAILED  missing: ${missing[*]}"; exit 1; fi
@@ -86,12 +86,12 @@ check_installed() {
   check "$label: vram ls" env PATH="$bin:$PATH" VRAM_BACKEND=sim vram ls
   check "$label: vram run finds libvram_preload.so" env PATH="$bin:$PATH" \
     vram run --growth -- sh -c 'case "$LD_PRELOAD" in */libvram_preload.so*) ;; *) exit 1 ;; esac'
+  check "$label: vram report's converter in ../share/vram" test -f "$bin/../share/vram/snapshot_to_trace.py"
 }
 
 # 1. pip install from the checkout (offline: setuptools and wheel are Debian's, seen through
 #    --system-site-packages), into a fresh venv.
 t0=$(date +%s)
-"$py" -m venv --system-site-packages "$work/venv"
 check "pip install --no-build-isolation CHECKOUT" "$work/venv/bin/pip" install --no-build-isolation "$work/src"
 echo "        (pip install from the checkout: $(elapsed "$t0") s)"
 site=$("$work/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
