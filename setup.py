@@ -15,7 +15,8 @@ in the wheel. The package's metadata is pyproject.toml's; its version is CMakeLi
 The wheel is tagged py3-none-<platform>: native code, none of it tied to Python's ABI (ctypes loads it).
 The build happens under build/pip (setuptools' build folder; CMake's own tree in its temp folder there).
 Environment: CMAKE (the cmake to run), CMAKE_ARGS (more CMake options, e.g. -DVRAM_LTO=OFF),
-CMAKE_BUILD_PARALLEL_LEVEL (build jobs; every CPU otherwise).
+CMAKE_BUILD_PARALLEL_LEVEL (build jobs; every CPU otherwise). An editable install (pip install -e) is
+refused, with what to do instead: the native parts would not follow the checkout.
 """
 import os
 import re
@@ -66,6 +67,11 @@ class BuildPy(build_py):
     """build_py, then CMake's build of the native parts into the build folder."""
 
     def run(self):
+        if getattr(self, "editable_mode", False):   # (pip install -e: setuptools 64 and later)
+            raise SystemExit("vram: pip install -e is not supported: libvram.so, the vram command and "
+                             "libvram_preload.so are CMake's, outside the package. Use pip install . (again after "
+                             "a change), or the checkout as it is: cmake -S . -B build && cmake --build build, then "
+                             "PYTHONPATH=python (the package finds build/libvram.so)")
         super().run()
         self.build_native()
 

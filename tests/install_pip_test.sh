@@ -6,7 +6,8 @@
 # or VRAM_LIBRARY: `import vram` loads the libvram.so inside the installed package and runs the README's
 # tf.config template on the simulated card; `vram` on the environment's PATH runs (--version, ls, and
 # `vram run`, which finds libvram_preload.so in ../lib); vram.torch's C++ sources are in the package and
-# torch.py holds none. `pip uninstall` removes the command and the preload library too.
+# torch.py holds none. `pip uninstall` removes the command and the preload library too; `pip install -e`
+# is refused with what to do instead.
 # Usage: install_pip_test.sh SOURCE_DIR. Python: $VRAM_TEST_PYTHON, else Debian's /usr/bin/python3.
 # Skipped (77) without those packages, failing instead where CI is set (.ci/run installs them).
 set -euo pipefail
@@ -99,6 +100,9 @@ check_installed venv "$work/venv/bin/python" "$site" "$work/venv/bin"
 check "pip uninstall" "$work/venv/bin/pip" uninstall -y vram
 check "pip uninstall removed bin/vram and lib/libvram_preload.so" \
   test ! -e "$work/venv/bin/vram" -a ! -e "$work/venv/lib/libvram_preload.so"
+check "pip install -e: refused, saying what to do instead (the native parts would not follow the checkout)" sh -c "
+  ! '$work/venv/bin/pip' install --no-build-isolation -e '$work/src' >'$work/editable.log' 2>&1 &&
+  grep -q 'vram: pip install -e is not supported' '$work/editable.log' && ! test -e '$work/venv/bin/vram'"
 
 # 2. The sdist, and its wheel built from the unpacked sdist (python3 -m build does both); this build
 #    without link-time optimization through CMAKE_ARGS (a quicker build, and the option passed through).
