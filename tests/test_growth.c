@@ -143,6 +143,30 @@ TEST(growth_with_limit_stops_at_limit) {
     CHECK_ALL();
 }
 
+/* Growth without virtual memory management (vmm:false: a cuMemAlloc region per growth) gives an idle
+ * region back when the limit would be crossed, as growth with it moves or unmaps idle memory:
+ * 2 MiB taken and freed leaves a free 2 MiB region; a 4 MiB request under a 4 MiB limit then fits
+ * only once that region goes back (one driver free), and never fails while nothing is in use. */
+TEST(growth_plain_gives_an_idle_region_back_at_the_limit) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 4 * MiB));
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 2 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    CHECK_SIZE(INFO(0).reserved, ==, 2 * MiB);   /* kept for reuse */
+    CHECK_OK(vram_malloc(&b, 4 * MiB, 0));
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.reserved, ==, 4 * MiB);
+    CHECK_SIZE(info.current, ==, 4 * MiB);
+    vram_allocator_stats st;
+    CHECK_OK(vram_get_allocator_stats(0, &st));
+    CHECK_INT(st.num_device_free, ==, 1);
+    CHECK_OK(vram_free(b));
+    CHECK_ALL();
+}
+
 TEST(growth_differs_between_cards) {
     use_sim("2x16GiB");
     CHECK_OK(vram_set_memory_growth(1, 1));
