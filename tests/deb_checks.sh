@@ -26,6 +26,8 @@ check "vram run preloads /usr/lib/$multiarch/libvram_preload.so" \
   bash -c 'vram run --limit 1G -- sh -c "echo \$LD_PRELOAD" | grep -qx "/usr/lib/$0/libvram_preload.so"' "$multiarch"
 check "Debian's python3 imports vram, which loads /usr/lib/$multiarch/libvram.so.0" \
   /usr/bin/python3 -c 'import sys, vram; p = vram._lib.path; assert p.startswith("/usr/lib/" + sys.argv[1] + "/libvram.so"), p; print(vram.config.list_physical_devices("GPU"))' "$multiarch"
+check "vram.torch finds vram.h of libvram-dev in /usr/include (to build its allocator library)" \
+  /usr/bin/python3 -c 'import vram.torch as t; d = t._include_dir(); assert d == "/usr/include", d'
 check "man -w vram finds vram(1)" bash -c 'man -w vram | grep -qx "/usr/share/man/man1/vram.1.gz"'
 check "man -w 3 libvram finds libvram(3)" bash -c 'man -w 3 libvram | grep -qx "/usr/share/man/man3/libvram.3.gz"'
 check "man vram renders" bash -c 'MANWIDTH=80 man vram 2>&1 | grep -q "vram - GPU memory runtime"'

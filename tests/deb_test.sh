@@ -8,7 +8,7 @@
 #
 # Checks, in the installed system: vram --version and vram ls (simulated GPU); vram run puts
 # /usr/lib/<triplet>/libvram_preload.so in LD_PRELOAD; Debian's python3 imports vram, which loads
-# libvram.so.0 of /usr/lib/<triplet>; man -w finds vram(1) and libvram(3); a C program built with
+# libvram.so.0 of /usr/lib/<triplet>, and vram.torch finds vram.h in /usr/include; man -w finds vram(1) and libvram(3); a C program built with
 # pkg-config's flags runs without LD_LIBRARY_PATH, and a CMake project finds vram with find_package;
 # srun --help offers --vram-limit with the line of /etc/slurm/plugstack.conf.d/vram.conf enabled (Slurm
 # finds vram.so in its PluginDir); apt-get purge removes every file.
