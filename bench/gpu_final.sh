@@ -34,8 +34,10 @@ PY=${PYTHON:-python3}
     $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
     nproc
 } >"$OUT/machine.txt" 2>&1
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >"$OUT/build.log" 2>&1 &&
-    cmake --build "$B" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+if [ -z "${GPU_FINAL_NO_BUILD:-}" ]; then   # set by a caller that built already and runs parts at once
+    cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >"$OUT/build.log" 2>&1 &&
+        cmake --build "$B" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+fi
 export VRAM_LIBRARY=$PWD/$B/libvram.so PYTHONPATH=$PWD/python
 rc=0
 part() { echo "== $1 ($(date -u +%T))"; }
