@@ -158,7 +158,9 @@ VRAM_API vram_status vram_logical_device_of(int physical_index, int *logical_dev
 VRAM_API vram_status vram_init(void);          /* starts the runtime; idempotent and thread-safe */
 VRAM_API int         vram_is_initialized(void);
 /* Returns all device memory to the driver and allows configuring again; refuses with
- * VRAM_ERR_CONFLICT while allocations are live. */
+ * VRAM_ERR_CONFLICT while allocations are live. When the driver refuses to free some of it the
+ * runtime stops all the same and says so (VRAM_ERR_DRIVER, the driver's call and error name): the
+ * driver then holds that memory until the process ends. */
 VRAM_API vram_status vram_shutdown(void);
 
 /* ---- allocation ----------------------------------------------------------------------------- */
@@ -238,6 +240,8 @@ VRAM_API vram_status vram_ipc_close(void *ptr);
  * no live block in them). vram_get_memory_info's `reserved` and `num_driver_frees` show the effect.
  * Blocks freed on a stream go back once their stream got there: vram waits for the one stream
  * PyTorch uses (see vram_plugin_free), and keeps that memory when the driver cannot wait.
+ * Memory whose unmap or free the driver refuses stays reserved (the driver still holds it, so it
+ * still counts against the limit): VRAM_ERR_DRIVER with the driver's call and error name.
  * Starts the runtime. */
 VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
 
@@ -336,10 +340,13 @@ VRAM_API void  vram_plugin_release(void *ptr);
     X(size_t, peak)                                                                                 \
     /* bytes the runtime holds from the driver for this logical device */                           \
     X(size_t, reserved)                                                                             \
+    /* high-water mark of reserved */                                                               \
     X(size_t, peak_reserved)                                                                        \
     /* the hard cap in force */                                                                     \
     X(size_t, limit)                                                                                \
+    /* the largest free block in the memory held (of any arena) */                                  \
     X(size_t, largest_free_block)                                                                   \
+    /* allocations and frees served, out-of-memory errors returned */                               \
     X(uint64_t, num_allocs)                                                                         \
     X(uint64_t, num_frees)                                                                          \
     X(uint64_t, num_ooms)                                                                           \

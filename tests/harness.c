@@ -7,13 +7,23 @@
  * "env.*", "*fraction*", or one exact name), each in a forked child with a timeout
  * (VRAM_TEST_TIMEOUT seconds, default 60).
  * Prints one line per test, the child's output for failures, and at the end exactly
- * "N passed, N failed". Exits non-zero when a test failed or PATTERN matched nothing.
+ * "N passed, N failed" (", N skipped" after it when tests were skipped). Exits non-zero when a test
+ * failed or PATTERN matched nothing.
  * VRAM_TEST_SEED=N fixes the seed of the random tests; VRAM_TEST_VERBOSE=1 shows the output of
  * passing tests too.
+ *
+ * VRAM_TEST_BACKEND=cuda runs the tests on the CUDA backend (src/backend/cuda.c) instead of the
+ * simulated one, over the driver found as libcuda.so.1 (ctest's vram_cuda.* put tests/shim's fake
+ * first on LD_LIBRARY_PATH): use_sim() then selects VRAM_BACKEND=cuda and gives the fake driver the
+ * cards it names (FAKE_CUDA_MEM) and streams whose work stays pending until waited for, as the
+ * simulated ones (FAKE_CUDA_STREAMS=lazy). The tests that cannot run on a driver are skipped by name, each
+ * with its reason (cuda_skips.h); the group "cuda" (test_cuda.c) runs only there.
  */
+#include <dlfcn.h>
 #include <errno.h>
 #include <fnmatch.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
@@ -25,6 +35,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cuda_skips.h"
+#include "fake_cuda.h"
 #include "harness.h"
 #include "test_list.h"
 
@@ -44,6 +56,91 @@ static const test_entry all_tests[] = {
 #undef TEST_ENTRY
 };
 static const size_t num_tests = sizeof all_tests / sizeof all_tests[0];
+
+/* ---- the backend the tests run on (VRAM_TEST_BACKEND) ------------------------------------------ */
+
+static int on_cuda;   /* set by main before any test is forked */
+
+int harness_on_cuda(void) {
+    return on_cuda;
+}
+
+static const struct {
+    const char *name, *reason;
+} cuda_skips[] = {
+#define CUDA_SKIP_ENTRY(name, reason) {#name, reason},
+    CUDA_SKIPS(CUDA_SKIP_ENTRY)
+#undef CUDA_SKIP_ENTRY
+};
+
+/* Why a test does not run on this backend, or NULL when it runs. */
+static const char *skip_reason(const test_entry *t) {
+    if (!on_cuda) {
+        return strcmp(t->group, "cuda") == 0
+                   ? "runs on the CUDA backend only (VRAM_TEST_BACKEND=cuda over tests/shim's fake driver: "
+                     "ctest -R vram_cuda)"
+                   : NULL;
+    }
+    for (size_t i = 0; i < sizeof cuda_skips / sizeof cuda_skips[0]; i++) {
+        if (strcmp(cuda_skips[i].name, t->name) == 0) return cuda_skips[i].reason;
+    }
+    return NULL;
+}
+
+/* ---- the simulated backend's hooks, on the driver the tests run on ------------------------------ */
+
+#undef vram__sim_stream_complete
+#undef vram__sim_fail_event_records
+#undef vram__sim_fail_maps
+#undef vram__sim_hold_event_syncs
+#undef vram__sim_syncs_waiting
+
+/* A backdoor of tests/shim's fake driver (loaded here if the library has not loaded it yet: the
+ * same library then). */
+void *harness_fake(const char *name) {
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    void *fn = lib != NULL ? dlsym(lib, name) : NULL;
+    if (fn == NULL) {
+        harness_fail(__FILE__, __LINE__, "the driver libcuda.so.1 has no %s: the CUDA backend's tests run "
+                     "over tests/shim's fake driver (LD_LIBRARY_PATH)", name);
+    }
+    return fn;
+}
+
+void harness_stream_complete(void *stream) {
+    if (!on_cuda) {
+        vram__sim_stream_complete(stream);
+    } else if (((fake_cuda_stream_complete_fn *)harness_fake("fake_cuda_stream_complete"))(stream) != 0) {
+        harness_fail(__FILE__, __LINE__, "fake_cuda_stream_complete(%p) failed", stream);
+    }
+}
+
+/* The simulated driver's errors: a failed map is out of memory, a failed unmap or event record a
+ * launch failure. */
+void harness_fail_event_records(int n) {
+    if (!on_cuda) vram__sim_fail_event_records(n);
+    else ((fake_cuda_fail_next_fn *)harness_fake("fake_cuda_fail_next"))("cuEventRecord", (unsigned)n, 719);
+}
+
+void harness_fail_maps(int maps, int unmaps) {
+    if (!on_cuda) {
+        vram__sim_fail_maps(maps, unmaps);
+        return;
+    }
+    fake_cuda_fail_next_fn *next = (fake_cuda_fail_next_fn *)harness_fake("fake_cuda_fail_next");
+    next("cuMemMap", (unsigned)maps, 2);
+    next("cuMemUnmap", (unsigned)unmaps, 719);
+}
+
+void harness_hold_event_syncs(int on) {
+    if (!on_cuda) vram__sim_hold_event_syncs(on);
+    else ((fake_cuda_hold_waits_fn *)harness_fake("fake_cuda_hold_waits"))(on);
+}
+
+int harness_syncs_waiting(void) {
+    if (!on_cuda) return vram__sim_syncs_waiting();
+    return ((fake_cuda_waiting_fn *)harness_fake("fake_cuda_waiting"))();
+}
 
 /* ---- state of the test running in this (child) process ---------------------------------------- */
 
@@ -144,6 +241,13 @@ void set_env(const char *name, const char *value) {
 }
 
 void use_sim(const char *devices) {
+    if (on_cuda) {   /* the fake driver's cards, as the simulated ones would be */
+        set_env("VRAM_BACKEND", "cuda");
+        set_env("FAKE_CUDA_MEM", devices);
+        set_env("FAKE_CUDA_DEVICES", NULL);
+        set_env("FAKE_CUDA_STREAMS", "lazy");   /* work pending until waited for, as on the simulated card */
+        return;
+    }
     set_env("VRAM_BACKEND", "sim");
     set_env("VRAM_SIM_DEVICES", devices);
 }
@@ -384,6 +488,23 @@ int main(int argc, char **argv) {
         return 2;
     }
 
+    const char *backend_env = getenv("VRAM_TEST_BACKEND");
+    if (backend_env != NULL && strcmp(backend_env, "cuda") != 0 && strcmp(backend_env, "sim") != 0) {
+        fprintf(stderr, "%s: VRAM_TEST_BACKEND='%s' is not valid: use 'sim' (the default) or 'cuda'\n", argv[0],
+                backend_env);
+        return 2;
+    }
+    on_cuda = backend_env != NULL && strcmp(backend_env, "cuda") == 0;
+    for (size_t k = 0; k < sizeof cuda_skips / sizeof cuda_skips[0]; k++) {   /* no stale entry */
+        size_t i = 0;
+        while (i < num_tests && strcmp(all_tests[i].name, cuda_skips[k].name) != 0) i++;
+        if (i == num_tests) {
+            fprintf(stderr, "%s: tests/cuda_skips.h names %s, which test_list.h does not have\n", argv[0],
+                    cuda_skips[k].name);
+            return 2;
+        }
+    }
+
     const char *timeout_env = getenv("VRAM_TEST_TIMEOUT");
     unsigned timeout_s = timeout_env != NULL ? (unsigned)strtoul(timeout_env, NULL, 10) : 60;
     if (timeout_s == 0) timeout_s = 60;
@@ -391,16 +512,22 @@ int main(int argc, char **argv) {
     int verbose = verbose_env != NULL && strcmp(verbose_env, "0") != 0;
     signal(SIGPIPE, SIG_IGN);
 
-    size_t passed = 0, failed = 0, number = 0;
+    size_t passed = 0, failed = 0, skipped = 0, number = 0;
     for (size_t i = 0; i < num_tests; i++) {
         if (!selected_by(pattern, &all_tests[i])) continue;
-        if (run_test(&all_tests[i], ++number, selected, timeout_s, verbose)) {
+        const char *why = skip_reason(&all_tests[i]);
+        if (why != NULL) {
+            printf("[%*zu/%zu] skip    %s (%s)\n", selected >= 100 ? 3 : 2, ++number, selected, all_tests[i].name,
+                   why);
+            skipped++;
+        } else if (run_test(&all_tests[i], ++number, selected, timeout_s, verbose)) {
             passed++;
         } else {
             failed++;
         }
     }
-    printf("%zu passed, %zu failed\n", passed, failed);
+    if (skipped > 0) printf("%zu passed, %zu failed, %zu skipped\n", passed, failed, skipped);
+    else printf("%zu passed, %zu failed\n", passed, failed);
     return failed == 0 ? 0 : 1;
 }
 
@@ -418,8 +545,86 @@ void *malloc_free_once(void *arg) {
     return NULL;
 }
 
+/* On the CUDA backend device memory is not host memory (the fake driver's has no bytes at all, and a
+ * library that touched a device pointer would crash there as on a GPU). fill and block_tag then
+ * record their tag for the range in a shadow of device memory, and filled and block_tagged check that
+ * the newest record over each byte they sample has the tag and that the driver holds memory under
+ * the whole block (tests/shim's fake_cuda_backed). As the bytes on the simulated card, the shadow
+ * shows a block handed out over a live one; the driver's answer shows memory unmapped under it. */
+typedef struct shadow_record {
+    uintptr_t base;
+    size_t    n;
+    uint64_t  tag;
+} shadow_record;
+
+static pthread_mutex_t shadow_lock = PTHREAD_MUTEX_INITIALIZER;
+static shadow_record  *shadow;
+static size_t          shadow_n, shadow_cap;
+
+static void shadow_write(const void *p, size_t n, uint64_t tag) {
+    uintptr_t base = (uintptr_t)p;
+    pthread_mutex_lock(&shadow_lock);
+    size_t kept = 0;
+    for (size_t i = 0; i < shadow_n; i++) {   /* records wholly under the new one are gone */
+        if (shadow[i].base >= base && shadow[i].base + shadow[i].n <= base + n) continue;
+        shadow[kept++] = shadow[i];
+    }
+    shadow_n = kept;
+    if (shadow_n == shadow_cap) {
+        size_t cap = shadow_cap ? 2 * shadow_cap : 256;
+        shadow_record *r = realloc(shadow, cap * sizeof *r);
+        if (r == NULL) harness_fail(__FILE__, __LINE__, "out of host memory for the shadow of device memory");
+        shadow = r;
+        shadow_cap = cap;
+    }
+    shadow[shadow_n++] = (shadow_record){base, n, tag};
+    pthread_mutex_unlock(&shadow_lock);
+}
+
+/* The tag of the newest record over address a: 1 and *tag, or 0 when none covers it. */
+static int shadow_tag_at(uintptr_t a, uint64_t *tag) {
+    for (size_t i = shadow_n; i-- > 0;) {
+        if (a >= shadow[i].base && a - shadow[i].base < shadow[i].n) {
+            *tag = shadow[i].tag;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int shadow_holds(const void *p, size_t n, uint64_t tag, int sampled) {
+    fake_cuda_backed_fn *backed = (fake_cuda_backed_fn *)harness_fake("fake_cuda_backed");
+    if (!backed((unsigned long long)(uintptr_t)p, n)) return 0;
+    uintptr_t base = (uintptr_t)p;
+    int ok = 1;
+    uint64_t got = 0;
+    pthread_mutex_lock(&shadow_lock);
+    for (size_t off = 0; ok && off < n; off += sampled ? 4096 : n) ok = shadow_tag_at(base + off, &got) && got == tag;
+    if (ok && sampled) ok = shadow_tag_at(base + n - 1, &got) && got == tag;
+    pthread_mutex_unlock(&shadow_lock);
+    return ok;
+}
+
+void block_tag(void *p, size_t n, uint64_t tag) {
+    if (n < sizeof tag) return;
+    if (on_cuda) shadow_write(p, sizeof tag, tag);
+    else memcpy(p, &tag, sizeof tag);
+}
+
+int block_tagged(const void *p, size_t n, uint64_t tag) {
+    uint64_t got = tag;
+    if (n < sizeof tag) return 1;
+    if (on_cuda) return shadow_holds(p, n, tag, 0);
+    memcpy(&got, p, sizeof got);
+    return got == tag;
+}
+
 /* Writes one byte per 4 KiB page (and the last byte) of a block. */
 void fill(void *p, size_t n, unsigned tag) {
+    if (on_cuda) {
+        shadow_write(p, n, tag);
+        return;
+    }
     unsigned char *b = p;
     for (size_t off = 0; off < n; off += 4096) b[off] = fill_pattern(off, tag);
     b[n - 1] = fill_pattern(n - 1, tag);
@@ -427,6 +632,7 @@ void fill(void *p, size_t n, unsigned tag) {
 
 /* 1 when the pattern of fill() is still there. */
 int filled(const void *p, size_t n, unsigned tag) {
+    if (on_cuda) return shadow_holds(p, n, tag, 1);
     const unsigned char *b = p;
     for (size_t off = 0; off < n; off += 4096) {
         if (b[off] != fill_pattern(off, tag)) return 0;

@@ -21,14 +21,36 @@
 #include "backend/sim_hooks.h"
 #include "vram.h"
 
+/* The simulated backend's test hooks (sim_hooks.h) act on the driver the tests run on: on the CUDA
+ * backend (VRAM_TEST_BACKEND=cuda) harness.c does the same through the fake driver's backdoors
+ * (tests/shim/fake_cuda.h): completes a stream's work, makes the next cuMemMap / cuMemUnmap /
+ * cuEventRecord calls fail with the errors the simulated ones give, holds the waits. */
+void harness_stream_complete(void *stream);
+void harness_fail_event_records(int n);
+void harness_fail_maps(int maps, int unmaps);
+void harness_hold_event_syncs(int on);
+int  harness_syncs_waiting(void);
+#define vram__sim_stream_complete  harness_stream_complete
+#define vram__sim_fail_event_records harness_fail_event_records
+#define vram__sim_fail_maps        harness_fail_maps
+#define vram__sim_hold_event_syncs harness_hold_event_syncs
+#define vram__sim_syncs_waiting    harness_syncs_waiting
+
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)
 #define GiB ((size_t)1 << 30)
 
-/* The simulated driver's call counters so far (zeroed when the runtime starts on it). */
+/* 1 when the tests run on the CUDA backend (VRAM_TEST_BACKEND=cuda: harness.c). */
+int harness_on_cuda(void);
+/* A function of the driver libcuda.so.1 by name (the fake's backdoors: tests/shim/fake_cuda.h), loaded
+ * if need be; the test fails when there is none. */
+void *harness_fake(const char *name);
+
+/* The driver's call counters so far (zeroed when the runtime starts on it): the simulated backend's,
+ * or the CUDA backend's when the tests run there. */
 static inline vram__backend_counters sim_counters(void) {
     vram__backend_counters c;
-    vram__backend_sim.counters(&c);
+    (harness_on_cuda() ? &vram__backend_cuda : &vram__backend_sim)->counters(&c);
     return c;
 }
 
@@ -114,7 +136,8 @@ void harness_check_info_sane(const char *file, int line, const vram_memory_info 
 
 /* ---- environment ----------------------------------------------------------------------------- */
 
-/* VRAM_BACKEND=sim and VRAM_SIM_DEVICES=devices ("16GiB", "2x16GiB", "80GiB,24GiB"). */
+/* VRAM_BACKEND=sim and VRAM_SIM_DEVICES=devices ("16GiB", "2x16GiB", "80GiB,24GiB"); on the CUDA
+ * backend (VRAM_TEST_BACKEND=cuda) VRAM_BACKEND=cuda and the fake driver's FAKE_CUDA_MEM=devices. */
 void use_sim(const char *devices);
 /* A 16 GiB simulated card whose device 0 grows under `limit` with allocator options `conf`. */
 void use_sim_growth(size_t limit, const char *conf);
@@ -152,9 +175,14 @@ static inline size_t tf_default_limit(size_t free_bytes) {
 #define NEAR_ZERO (64 * MiB)
 
 /* Writes one byte per 4 KiB page (and the last byte) of a block, a pattern of `tag`; filled says
- * whether it is still there (the simulated card's memory is host memory). */
+ * whether it is still there (the simulated card's memory is host memory; on the CUDA backend a
+ * shadow of device memory stands for the bytes, and the driver must hold memory under the block). */
 void fill(void *p, size_t n, unsigned tag);
 int  filled(const void *p, size_t n, unsigned tag);
+/* As fill / filled for a block's first 8 bytes: `tag` itself (nothing for a block smaller than that;
+ * block_tagged is then 1). */
+void block_tag(void *p, size_t n, uint64_t tag);
+int  block_tagged(const void *p, size_t n, uint64_t tag);
 /* A thread body (pthread_create): one vram_malloc of 64 KiB on logical device 0 and its free; run on a
  * second thread, it makes an arena's thread caches park from then on. */
 void *malloc_free_once(void *arg);

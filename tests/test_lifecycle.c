@@ -219,12 +219,10 @@ TEST(shutdown_returns_every_byte_to_the_driver) {
     CHECK_OK(vram_free(p));
     CHECK_OK(vram_free(q));
     CHECK_OK(vram_free_async(r, (void *)0x1));  /* still pending at shutdown */
-    vram__backend_counters before;
-    vram__backend_sim.counters(&before);
+    vram__backend_counters before = sim_counters();
     CHECK_U64(before.mem_alloc + before.phys_create, >=, 3);
     CHECK_OK(vram_shutdown());
-    vram__backend_counters c;
-    vram__backend_sim.counters(&c);
+    vram__backend_counters c = sim_counters();
     CHECK_U64(c.mem_alloc, ==, c.mem_free);
     CHECK_U64(c.phys_create, ==, c.phys_release);
     CHECK_U64(c.map, ==, c.unmap);

@@ -407,6 +407,30 @@
     X(faults, faults_settings_after_start_one_rule) \
     X(faults, faults_a_request_waits_for_stream_frees_in_every_arena) \
     X(faults, faults_fork_while_threads_are_inside_vram) \
+    /* test_cuda.c: the CUDA backend over tests/shim's fake driver (VRAM_TEST_BACKEND=cuda only) */ \
+    X(cuda, cuda_listing) \
+    X(cuda, cuda_listing_follows_visible_devices) \
+    X(cuda, cuda_init_failures_name_the_driver_error) \
+    X(cuda, cuda_driver_holds_what_vram_reserves) \
+    X(cuda, cuda_limit_is_never_passed_on_the_driver) \
+    X(cuda, cuda_driver_fail_mid_growth) \
+    X(cuda, cuda_driver_fail_mid_growth_several_logical_devices) \
+    X(cuda, cuda_driver_fail_at_start_without_growth) \
+    X(cuda, cuda_driver_fail_at_start_of_second_logical_device) \
+    X(cuda, cuda_driver_fail_at_start_with_growth_is_fine) \
+    X(cuda, cuda_oom_card_full_shared_by_two_logical_devices) \
+    X(cuda, cuda_threads_share_the_backend) \
+    X(cuda, cuda_ipc_growth_memory_in_this_and_another_process) \
+    X(cuda, cuda_ipc_plain_region) \
+    X(cuda, cuda_memory_not_shareable) \
+    X(cuda, cuda_without_vmm) \
+    X(cuda, cuda_refused_release_keeps_its_bytes_counted) \
+    X(cuda, cuda_refused_unmap_keeps_its_bytes_counted) \
+    X(cuda, cuda_refused_release_that_cannot_be_mapped_back_stays_counted) \
+    X(cuda, cuda_refused_plain_free_keeps_the_region) \
+    X(cuda, cuda_refused_plain_free_at_the_limit_keeps_the_region) \
+    X(cuda, cuda_refused_free_at_shutdown_is_said) \
+    X(cuda, cuda_every_driver_call_fails_cleanly) \
     /* end of list */
 /* clang-format on */
 

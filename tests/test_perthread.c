@@ -174,8 +174,7 @@ TEST(tcache_option_is_checked) {
 /* ---- arenas ---------------------------------------------------------------------------------- */
 
 static uint64_t va_reservations(void) {
-    vram__backend_counters c;
-    vram__backend_sim.counters(&c);
+    vram__backend_counters c = sim_counters();
     return c.va_reserve - c.va_free;
 }
 

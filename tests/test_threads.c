@@ -25,15 +25,14 @@ typedef struct worker {
 static atomic_int workers_running;
 
 /* Each live block carries a tag (thread, op) in its first bytes; another thread handed an
- * overlapping block would overwrite it. Device memory is host memory on the simulated GPU. */
+ * overlapping block would overwrite it (harness.c: the bytes on the simulated GPU, a shadow of them
+ * on the CUDA backend). */
 static void tag_block(void *p, size_t size, uint64_t tag) {
-    if (size >= sizeof tag) memcpy(p, &tag, sizeof tag);
+    block_tag(p, size, tag);
 }
 
 static void check_tag(const void *p, size_t size, uint64_t tag) {
-    uint64_t got = tag;
-    if (size >= sizeof got) memcpy(&got, p, sizeof got);
-    CHECK_U64(got, ==, tag);
+    CHECK(block_tagged(p, size, tag));
 }
 
 static void *worker_main(void *arg) {

@@ -3,8 +3,9 @@
 The library is looked for, in order:
 
 1. the path in the environment variable ``VRAM_LIBRARY``;
-2. next to the installed package: the package's own folder, then the library folder that
-   ``cmake --install`` put libvram.so in (recorded in ``vram/_installed.py`` at install time);
+2. next to the installed package: the package's own folder (where ``pip install`` puts libvram.so,
+   setup.py), then the library folder that ``cmake --install`` put libvram.so in (recorded in
+   ``vram/_installed.py`` at install time);
 3. the build tree of a source checkout: ``build/libvram.so`` at the repository root;
 4. ``ctypes.util.find_library("vram")`` (the system's library path).
 
@@ -117,8 +118,8 @@ def _open():
         if forced or os.path.exists(path) or os.sep not in path:
             return ctypes.CDLL(path), path
     raise ImportError("vram: libvram.so not found; looked at " + ", ".join(candidates) +
-                      ". Build it (cmake -S . -B build && cmake --build build) or set VRAM_LIBRARY "
-                      "to its path.")
+                      ". Install the package with it (pip install --no-build-isolation . in the source tree), "
+                      "build it (cmake -S . -B build && cmake --build build) or set VRAM_LIBRARY to its path.")
 
 
 def _declare(lib):

@@ -4,20 +4,24 @@
     vram.torch.install()        # before PyTorch initializes CUDA
     x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda')   # served by vram
 
-install() builds once, with torch.utils.cpp_extension (PyTorch caches the build), a small C++
-library against the installed PyTorch, and makes its allocator PyTorch's (vram.torch.mode says
-which of these three it got):
+install() builds once, with torch.utils.cpp_extension (PyTorch caches the build; it needs a C++ compiler
+and ninja), a small C++ library from the package's csrc/ against the installed PyTorch, and makes its
+allocator PyTorch's (vram.torch.mode says which of these three it got):
 
-  "allocator"  a subclass of PyTorch's CUDAPluggableAllocator whose tensors go straight to
-               libvram.so: vram_plugin_alloc on the current stream, and a deleter that calls
+  "allocator"  csrc/allocator.cpp: a subclass of PyTorch's CUDAPluggableAllocator whose tensors go
+               straight to libvram.so: vram_plugin_alloc on the current stream, and a deleter that calls
                vram_plugin_release (vram remembers each block's stream), so PyTorch's own table of
                every block under a mutex (what CUDAPluggableAllocator keeps to pass the stream back)
                is not touched on each allocation and free; tensor.record_stream(s) calls
-               vram_record_stream (the block's memory is reused only once s passed its free);
-  "forwarder"  when that does not build (it needs the CUDA toolkit's headers, CUDA_HOME, which
-               PyTorch's wheels do not bring; the forwarder needs a C++ compiler only):
-               CUDAPluggableAllocator over a forwarder to vram_plugin_alloc / vram_plugin_free;
-  "direct"     with install(build=False), or when neither builds: CUDAPluggableAllocator over
+               vram_record_stream (the block's memory is reused only once s passed its free). It needs
+               CUDA's cuda_runtime_api.h, cuda.h and crt/host_defines.h of PyTorch's CUDA major version:
+               a CUDA toolkit's (CUDA_HOME, as torch.utils.cpp_extension finds it) or, with no toolkit,
+               NVIDIA's pip wheels' (a pip PyTorch brings nvidia-cuda-runtime-cuXX, the first two;
+               crt/ comes with nvidia-cuda-nvcc-cuXX, or Triton's copy of CUDA's headers);
+  "forwarder"  when that cannot be had (install() says which header is missing and what to install):
+               csrc/forwarder.cpp, CUDAPluggableAllocator over a forwarder to vram_plugin_alloc /
+               vram_plugin_free (PyTorch's headers and a C++ compiler only);
+  "direct"     with install(build=False), or without a compiler or ninja: CUDAPluggableAllocator over
                libvram.so's entry points themselves. PyTorch 2.11 then does not raise for a refused
                request: the tensor comes back with a null data pointer (vram.torch.last_error()
                says why).
@@ -30,6 +34,9 @@ says whether a limit, a full card or fragmentation was the cause). Allocations a
 on PyTorch's current stream. vram's configuration (vram.config) applies as it does to C programs;
 configure before the first allocation.
 """
+import os
+import re
+import shutil
 import threading
 
 from . import _core, _lib
@@ -39,773 +46,175 @@ _install_lock = threading.Lock()
 _installed = None
 mode = None   # after install(): "allocator", "forwarder" or "direct" (see above)
 
-_ALLOCATOR = r"""
-#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
-#include <c10/cuda/CUDAException.h>
-#include <c10/cuda/CUDAFunctions.h>
-#include <c10/cuda/CUDAGraphsC10Utils.h>
-#include <c10/cuda/CUDAStream.h>
-#include <c10/util/Exception.h>
-#include <dlfcn.h>
-#include <algorithm>
-#include <array>
-#include <atomic>
-#include <chrono>
-#include <cstddef>
-#include <deque>
-#include <map>
-#include <memory>
-#include <mutex>
-#include <string>
-#include <tuple>
-#include <unordered_set>
-#include <vector>
+_HERE = os.path.dirname(os.path.abspath(__file__))
+_CSRC = os.path.join(_HERE, "csrc")   # allocator.cpp, forwarder.cpp: package data
 
-#include <vram.h>
+# The CUDA headers the allocator library's build needs: PyTorch's c10/cuda headers include the first two,
+# and they include the third. Each with the macro that gives its CUDA version (12080: 12.8).
+_CUDA_HEADERS = (("cuda_runtime_api.h", "CUDART_VERSION"), ("cuda.h", "CUDA_VERSION"), ("crt/host_defines.h", None))
 
-namespace {
-using alloc_fn = void *(*)(std::ptrdiff_t, int, void *);
-using release_fn = void (*)(void *);
-using error_fn = const char *(*)();
-using record_fn = int (*)(void *, void *);
-alloc_fn vram_alloc = nullptr;
-release_fn vram_release = nullptr;
-error_fn vram_error = nullptr;
-record_fn vram_record = nullptr;
-// the rest of libvram's calls this allocator makes (vram.h's signatures)
-decltype(&vram_logical_device_of) logical_of_fn = nullptr;
-decltype(&vram_get_allocator_stats) stats_fn = nullptr;
-decltype(&vram_reset_memory_stats) reset_peak_fn = nullptr;
-decltype(&vram_reset_accumulated_stats) reset_acc_fn = nullptr;
-decltype(&vram_get_memory_info) info_fn = nullptr;
-decltype(&vram_trim) trim_fn = nullptr;
-decltype(&vram_set_memory_fraction) set_fraction_fn = nullptr;
-decltype(&vram_get_memory_fraction) get_fraction_fn = nullptr;
-decltype(&vram_private_pool_create) pool_create_fn = nullptr;
-decltype(&vram_private_malloc_async) pool_alloc_fn = nullptr;
-decltype(&vram_private_pool_release) pool_release_fn = nullptr;
-decltype(&vram_capture_begin) capture_begin_fn = nullptr;
-decltype(&vram_capture_end) capture_end_fn = nullptr;
-decltype(&vram_private_pool_blocks) pool_blocks_fn = nullptr;
-decltype(&vram_private_malloc_at) pool_alloc_at_fn = nullptr;
-decltype(&vram_get_segments) segments_fn = nullptr;
-decltype(&vram_ipc_export) ipc_export_fn = nullptr;
-decltype(&vram_ipc_open) ipc_open_fn = nullptr;
-decltype(&vram_ipc_close) ipc_close_fn = nullptr;
 
-// ---- memory history (torch.cuda.memory._record_memory_history) and trace trackers: while either is
-// on, every allocation and free is noted under `history_mutex` (the hot path reads `tracing` only)
-using c10::CachingDeviceAllocator::TraceEntry;
-std::mutex history_mutex;
-std::atomic<bool> tracing{false};
-bool history_on = false;
-c10::cuda::CUDACachingAllocator::CreateContextFn context_recorder = nullptr;
-c10::cuda::CUDACachingAllocator::RecordContext record_when = c10::cuda::CUDACachingAllocator::RecordContext::NEVER;
-size_t trace_max = 0;
-std::vector<std::string> skip_actions;
-std::string user_metadata;                        // setUserMetadata's, put in every trace entry
-std::map<int, std::deque<TraceEntry>> traces;    // by CUDA device
-struct BlockRec {
-    size_t size;
-    int device;
-    void *stream;
-    std::shared_ptr<c10::GatheredContext> context;
-};
-std::map<void *, BlockRec> history_blocks;       // blocks allocated while tracing
-std::vector<c10::cuda::CUDACachingAllocator::AllocatorTraceTracker> trace_trackers;
-std::vector<c10::cuda::CUDACachingAllocator::OutOfMemoryObserver> oom_observers;
-std::mutex observers_mutex;
+def _source(name):
+    """The path of csrc/<name> in the package; RuntimeError when the installation lacks it."""
+    path = os.path.join(_CSRC, name)
+    if not os.path.isfile(path):
+        raise RuntimeError("%s is missing from the vram package (reinstall vram)" % path)
+    return path
 
-const char *action_name(TraceEntry::Action a) {
-    switch (a) {
-    case TraceEntry::ALLOC: return "alloc";
-    case TraceEntry::FREE_REQUESTED: return "free_requested";
-    case TraceEntry::FREE_COMPLETED: return "free_completed";
-    case TraceEntry::OOM: return "oom";
-    case TraceEntry::SEGMENT_FREE: return "segment_free";
-    case TraceEntry::SEGMENT_UNMAP: return "segment_unmap";
-    default: return "";
-    }
-}
 
-// (history_mutex held) a trace entry for the history and the trackers
-void note_trace_locked(TraceEntry::Action action, int device, size_t addr, size_t size, void *stream,
-                       std::shared_ptr<c10::GatheredContext> context) {
-    TraceEntry te(action, static_cast<c10::DeviceIndex>(device), addr, size, stream, {0, 0}, 0, std::move(context),
-                  "", user_metadata);
-    te.time_.t_ = std::chrono::duration_cast<std::chrono::microseconds>(
-                      std::chrono::system_clock::now().time_since_epoch()).count();
-    for (auto &t : trace_trackers) t(te);
-    if (!history_on) return;                      // (recorded without stacks when the context is NEVER)
-    if (std::find(skip_actions.begin(), skip_actions.end(), action_name(action)) != skip_actions.end()) return;
-    auto &q = traces[device];
-    q.push_back(std::move(te));
-    while (trace_max > 0 && q.size() > trace_max) q.pop_front();
-}
+def _include_dir():
+    """The folder holding vram.h: the installed package's include/ (pip), the source tree's include/
+    (python/vram/../../include), or an installation's P/include beside P/lib/libvram.so."""
+    lib = os.path.dirname(os.path.abspath(_lib.path)) if os.path.isabs(_lib.path) else ""
+    for d in (os.path.join(_HERE, "include"), os.path.join(_HERE, "..", "..", "include"),
+              os.path.join(lib, "..", "include"), os.path.join(lib, "..", "..", "include")):
+        if os.path.isfile(os.path.join(d, "vram.h")):
+            return os.path.realpath(d)
+    raise RuntimeError("vram.h not found (looked in the package's include/, the source tree's include/ and "
+                       "beside %s)" % _lib.path)
 
-void note_alloc(void *ptr, size_t size, int device, void *stream) {
-    if (ptr == nullptr) return;
-    using RC = c10::cuda::CUDACachingAllocator::RecordContext;
-    std::shared_ptr<c10::GatheredContext> ctx;
-    {
-        std::lock_guard<std::mutex> g(history_mutex);
-        if (history_on && context_recorder != nullptr && record_when >= RC::STATE) ctx = context_recorder();
-        history_blocks[ptr] = {size, device, stream, ctx};
-        note_trace_locked(TraceEntry::ALLOC, device, reinterpret_cast<size_t>(ptr), size, stream,
-                          record_when >= RC::ALLOC ? ctx : nullptr);
-    }
-}
 
-void note_free(void *ptr) {
-    using RC = c10::cuda::CUDACachingAllocator::RecordContext;
-    std::lock_guard<std::mutex> g(history_mutex);
-    auto it = history_blocks.find(ptr);
-    if (it == history_blocks.end()) return;          // allocated before tracing began: not in the trace
-    BlockRec r = it->second;
-    history_blocks.erase(it);
-    std::shared_ptr<c10::GatheredContext> ctx;
-    if (history_on && context_recorder != nullptr && record_when == RC::ALL) ctx = context_recorder();
-    for (auto action : {TraceEntry::FREE_REQUESTED, TraceEntry::FREE_COMPLETED}) {
-        note_trace_locked(action, r.device, reinterpret_cast<size_t>(ptr), r.size, r.stream, ctx);
-    }
-}
+def _package_dirs(name):
+    """The folders of the top-level package `name` on sys.path, without importing it ([] if none)."""
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return []
+    return list(spec.submodule_search_locations or []) if spec else []
 
-// An out-of-memory error: the observers and the history hear of it before it is raised.
-void note_oom(int device, size_t size, void *stream) {
-    size_t free = 0, total = 0;
-    (void)cudaMemGetInfo(&free, &total);
-    vram_memory_info info{};
-    int k = -1;
-    if (logical_of_fn(device, &k) == 0) (void)info_fn(k, &info);
-    std::vector<c10::cuda::CUDACachingAllocator::OutOfMemoryObserver> observers;
-    {
-        std::lock_guard<std::mutex> g(observers_mutex);
-        observers = oom_observers;
-    }
-    for (auto &o : observers) o(device, info.current, total, free);
-    if (tracing.load(std::memory_order_relaxed)) {
-        std::lock_guard<std::mutex> g(history_mutex);
-        note_trace_locked(TraceEntry::OOM, device, free, size, stream, nullptr);
-    }
-}
 
-void note_oom(int device, size_t size, void *stream);
+def _wheel_include_dirs():
+    """Where pip's CUDA headers are, in order: each nvidia/<part>/include of NVIDIA's wheels (a pip
+    PyTorch depends on nvidia-cuda-runtime-cuXX: nvidia/cuda_runtime/include; nvidia-cuda-nvcc-cuXX:
+    nvidia/cuda_nvcc/include; CUDA 13's wheels: nvidia/cu13/include), then Triton's copy
+    (triton/backends/nvidia/include; Triton comes with a pip PyTorch on Linux)."""
+    dirs = []
+    for base in _package_dirs("nvidia"):
+        try:
+            parts = sorted(os.listdir(base))
+        except OSError:
+            continue
+        dirs += [os.path.join(base, p, "include") for p in parts if os.path.isdir(os.path.join(base, p, "include"))]
+    dirs += [os.path.join(base, "backends", "nvidia", "include") for base in _package_dirs("triton")
+             if os.path.isdir(os.path.join(base, "backends", "nvidia", "include"))]
+    return dirs
 
-void *checked_alloc(size_t size, int device, cudaStream_t stream) {
-    void *ptr = vram_alloc(static_cast<std::ptrdiff_t>(size), device, stream);
-    if (ptr == nullptr && size > 0) {
-        std::string why = vram_error();
-        note_oom(device, size, stream);
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram): ", why);
-    }
-    return ptr;
-}
 
-void check(int status, const char *what) {
-    TORCH_CHECK(status == 0, "vram: ", what, ": ", vram_error());
-}
+def _header_major(path, macro):
+    """The CUDA major version the header at `path` declares (#define CUDART_VERSION 12080: 12); None
+    when it declares none."""
+    if macro is None:
+        return None
+    try:
+        with open(path, encoding="utf-8", errors="replace") as f:
+            found = re.search(r"^\s*#\s*define\s+%s\s+([0-9]+)" % macro, f.read(), re.M)
+    except OSError:
+        return None
+    return int(found.group(1)) // 1000 if found else None
 
-// the logical device serving CUDA device d (vram_logical_device_of), looked up once per device
-constexpr int kMaxDevices = 64;
-std::array<std::atomic<int>, kMaxDevices> logical_cache;
 
-int logical_of(c10::DeviceIndex d) {
-    TORCH_CHECK(d >= 0 && d < kMaxDevices, "vram: CUDA device ", static_cast<int>(d), " is out of range");
-    int k = logical_cache[d].load(std::memory_order_relaxed);
-    if (k >= 0) return k;
-    check(logical_of_fn(d, &k), "the logical device of a CUDA device");
-    logical_cache[d].store(k, std::memory_order_relaxed);
-    return k;
-}
+def _find_headers(dirs, major):
+    """{header: the first of `dirs` holding it (for CUDA `major` where it says its version)}, for each of
+    _CUDA_HEADERS found."""
+    found = {}
+    for header, macro in _CUDA_HEADERS:
+        for d in dirs:
+            path = os.path.join(d, header)
+            if os.path.isfile(path) and _header_major(path, macro) in (None, major):
+                found[header] = d
+                break
+    return found
 
-// Private pools (CUDA graphs, torch.cuda.MemPool): PyTorch's pool ids on vram's private pools.
-// While a capture (or use_mem_pool) is active, requests whose stream its filter accepts go to its
-// pool; everything here happens under `pools_mutex`, and the hot path looks only at `capturing`.
-struct PoolRec {
-    int logical = -1, pool = -1, uses = 0;
-};
-struct Capture {
-    c10::DeviceIndex device;
-    c10::MempoolId_t id;
-    std::function<bool(cudaStream_t)> filter;
-};
-std::mutex pools_mutex;
-std::map<std::tuple<int, c10::CaptureId_t, c10::CaptureId_t>, PoolRec> pools;
-std::vector<Capture> captures;
-std::atomic<int> capturing{0};
 
-std::tuple<int, c10::CaptureId_t, c10::CaptureId_t> pool_key(c10::DeviceIndex d, c10::MempoolId_t id) {
-    return {static_cast<int>(d), id.first, id.second};
-}
+def _wheel_requirement(header, cuda):
+    """The pip requirement of NVIDIA's that holds `header` for CUDA `cuda` ("12.8"): the runtime's wheel,
+    or for crt/ the compiler's (CUDA 11 and 12: -cuXX names; CUDA 13: nvidia-cuda-crt)."""
+    major = int(cuda.split(".")[0])
+    if header.startswith("crt/"):
+        name = "nvidia-cuda-nvcc-cu%d" % major if major < 13 else "nvidia-cuda-crt"
+    else:
+        name = "nvidia-cuda-runtime-cu%d" % major if major < 13 else "nvidia-cuda-runtime"
+    return '"%s==%s.*"' % (name, cuda)
 
-// (pools_mutex held) the pool's record, created with a vram private pool on first use
-PoolRec &pool_incref_locked(c10::DeviceIndex d, c10::MempoolId_t id) {
-    PoolRec &r = pools[pool_key(d, id)];
-    if (r.pool < 0) {
-        r.logical = logical_of(d);
-        int pool = -1;
-        int s = pool_create_fn(r.logical, &pool);
-        if (s != 0) {
-            pools.erase(pool_key(d, id));
-            check(s, "a private pool for a CUDA graph");
-        }
-        r.pool = pool;
-    }
-    r.uses++;
-    return r;
-}
 
-// A request during a capture: into the pool of the capture that takes its stream, if any.
-void *alloc_capturing(size_t size, c10::DeviceIndex d, cudaStream_t stream) {
-    int logical = -1, pool = -1;
-    {
-        std::lock_guard<std::mutex> g(pools_mutex);
-        for (auto it = captures.rbegin(); it != captures.rend(); ++it) {
-            if (it->device == d && it->filter(stream)) {
-                const PoolRec &r = pools[pool_key(d, it->id)];
-                logical = r.logical;
-                pool = r.pool;
-                break;
-            }
-        }
-    }
-    // vram's driver calls (mapping memory, events) are not stream work: relaxed, as PyTorch's own
-    c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
-    if (pool < 0) return checked_alloc(size, d, stream);
-    void *ptr = nullptr;
-    if (pool_alloc_fn(&ptr, size, logical, pool, stream) != 0 && size > 0) {
-        std::string why = vram_error();
-        note_oom(d, size, stream);
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram, a CUDA graph's private pool): ", why);
-    }
-    return ptr;
-}
+def _cuda_headers(cuda, cuda_home, wheel_dirs=None):
+    """Where the allocator library's build gets CUDA's headers, for PyTorch's CUDA version `cuda`
+    ("12.8", torch.version.cuda) and the CUDA toolkit `cuda_home` (torch.utils.cpp_extension.CUDA_HOME:
+    CUDA_HOME, CUDA_PATH, nvcc's, /usr/local/cuda, or None). One of:
+      ("toolkit", [])   the toolkit has them, of that CUDA major version: PyTorch's own CUDA build;
+      ("wheels", dirs)  NVIDIA's pip wheels (or Triton's copy) have them: the include folders to add;
+      (None, why)       neither: why, naming each missing header and the pip command that brings it.
+    `wheel_dirs` (default: _wheel_include_dirs()) is where pip's headers are looked for."""
+    if not cuda:
+        return None, "this PyTorch is built without CUDA (torch.version.cuda is None): install a CUDA build of PyTorch"
+    major = int(cuda.split(".")[0])
+    toolkit = os.path.join(cuda_home, "include") if cuda_home else None
+    if toolkit and len(_find_headers([toolkit], major)) == len(_CUDA_HEADERS):
+        return "toolkit", []
+    if wheel_dirs is None:
+        wheel_dirs = _wheel_include_dirs()
+    found = _find_headers(wheel_dirs, major)
+    if len(found) == len(_CUDA_HEADERS):
+        return "wheels", list(dict.fromkeys(found[h] for h, _ in _CUDA_HEADERS))
+    missing = [h for h, _ in _CUDA_HEADERS if h not in found]
+    wanted = {}
+    for h in missing:
+        wanted.setdefault(_wheel_requirement(h, cuda), []).append(h)
+    looked = []   # the folders looked in, NVIDIA's as <site>/nvidia/*/include
+    for d in wheel_dirs:
+        parts = d.split(os.sep)
+        place = os.sep.join(parts[:-2] + ["*", "include"]) if parts[-3:-2] == ["nvidia"] else d
+        if place not in looked:
+            looked.append(place)
+    if cuda_home is None:
+        toolkit_note = "none: CUDA_HOME unset, no nvcc on PATH, no /usr/local/cuda"
+    else:
+        toolkit_note = "%s: not all of them, or not CUDA %d" % (toolkit, major)
+    return None, ("it needs CUDA %s's %s, found neither in NVIDIA's pip wheels (%s) nor in a CUDA toolkit (%s). "
+                  "Install: pip install %s (or set CUDA_HOME to a CUDA %s toolkit)"
+                  % (cuda, ", ".join(missing), ", ".join(looked) or "none installed", toolkit_note,
+                     " ".join(wanted), cuda))
 
-void *route_alloc(size_t size, c10::DeviceIndex d, cudaStream_t stream) {
-    void *ptr = capturing.load(std::memory_order_acquire) > 0 ? alloc_capturing(size, d, stream)
-                                                             : checked_alloc(size, d, stream);
-    if (tracing.load(std::memory_order_relaxed)) note_alloc(ptr, size, d, stream);
-    return ptr;
-}
 
-void release(void *ptr) {
-    if (tracing.load(std::memory_order_relaxed)) note_free(ptr);
-    if (capturing.load(std::memory_order_relaxed) > 0) {
-        c10::cuda::CUDAStreamCaptureModeGuard relaxed(cudaStreamCaptureModeRelaxed);
-        vram_release(ptr);
-        return;
-    }
-    vram_release(ptr);
-}
-
-void fill(c10::CachingAllocator::StatArray &out, const vram_stat *in) {
-    for (size_t k = 0; k < out.size(); k++) {
-        out[k].current = in[k].current;
-        out[k].peak = in[k].peak;
-        out[k].allocated = in[k].allocated;
-        out[k].freed = in[k].freed;
-    }
-}
-
-// getCheckpointState's state: the live blocks of a private pool and their sizes
-struct VramPoolState final : c10::cuda::CUDACachingAllocator::AllocatorState {
-    c10::DeviceIndex device;
-    c10::MempoolId_t id;
-    std::map<void *, size_t> live;
-};
-
-// A logical device's memory map (vram_get_segments), asked again until the arrays are large enough.
-struct MemoryMap {
-    std::vector<vram_segment_info> segs;
-    std::vector<vram_block_info> blocks;
-};
-
-MemoryMap memory_map(int logical) {
-    MemoryMap m;
-    size_t ns = 0, nb = 0;
-    check(segments_fn(logical, nullptr, 0, &ns, nullptr, 0, &nb), "the memory map");
-    for (;;) {
-        m.segs.resize(ns + 8);
-        m.blocks.resize(nb + 64);
-        size_t cs = m.segs.size(), cb = m.blocks.size();
-        check(segments_fn(logical, m.segs.data(), cs, &ns, m.blocks.data(), cb, &nb), "the memory map");
-        if (ns <= cs && nb <= cb) break;
-    }
-    m.segs.resize(ns);
-    m.blocks.resize(nb);
-    return m;
-}
-
-// The private pool of PyTorch's pool id on device d: false when there is none.
-bool find_pool(c10::DeviceIndex d, c10::MempoolId_t id, int *logical, int *pool) {
-    std::lock_guard<std::mutex> g(pools_mutex);
-    auto it = pools.find(pool_key(d, id));
-    if (it == pools.end()) return false;
-    *logical = it->second.logical;
-    *pool = it->second.pool;
-    return true;
-}
-
-// The blocks of pool id on device d that the program holds, with their sizes.
-std::map<void *, size_t> pool_block_sizes(c10::DeviceIndex d, c10::MempoolId_t id) {
-    int logical = -1, pool = -1;
-    std::map<void *, size_t> out;
-    if (!find_pool(d, id, &logical, &pool)) return out;
-    MemoryMap m = memory_map(logical);
-    for (const auto &s : m.segs) {
-        if (s.private_pool != pool) continue;
-        for (size_t i = s.first_block; i < s.first_block + s.nblocks; i++) {
-            if (m.blocks[i].allocated) out[reinterpret_cast<void *>(m.blocks[i].address)] = m.blocks[i].size;
-        }
-    }
-    return out;
-}
-
-using Pluggable = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
-
-// Tensors (allocate) and raw allocations skip CUDAPluggableAllocator's locked table: vram keeps each
-// block's stream, so the deleter needs the pointer alone; record_stream, the statistics, empty_cache,
-// the memory fraction and CUDA graphs' private pools go to vram. The rest is CUDAPluggableAllocator's.
-struct VramAllocator final : Pluggable {
-    VramAllocator()
-        : Pluggable([](size_t size, int device, cudaStream_t stream) { return route_alloc(size, device, stream); },
-                    [](void *ptr, size_t, int, cudaStream_t) { release(ptr); }) {}
-
-    static c10::DeviceIndex current_device() {
-        c10::DeviceIndex d = -1;
-        C10_CUDA_CHECK(c10::cuda::GetDevice(&d));
-        return d;
-    }
-    c10::DataPtr allocate(size_t size) override {
-        c10::DeviceIndex d = current_device();
-        void *ptr = route_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
-        return {ptr, ptr, &release, c10::Device(c10::DeviceType::CUDA, d)};
-    }
-    c10::DeleterFnPtr raw_deleter() const override {
-        return &release;
-    }
-    void *raw_alloc(size_t size) override {
-        c10::DeviceIndex d = current_device();
-        return route_alloc(size, d, c10::cuda::getCurrentCUDAStream(d).stream());
-    }
-    void *raw_alloc_with_stream(size_t size, cudaStream_t stream) override {
-        return route_alloc(size, current_device(), stream);
-    }
-    void raw_delete(void *ptr) override {
-        release(ptr);
-    }
-    // tensor.record_stream(s): the block's free then waits for s too (vram_record_stream)
-    // (memory vram did not hand out, e.g. from another process or from_blob: nothing to do, as in
-    // PyTorch's own allocator)
-    void recordStream(const c10::DataPtr &ptr, c10::cuda::CUDAStream stream) override {
-        if (ptr.get() == nullptr || ptr.get_deleter() != &release) return;
-        if (vram_record(ptr.get(), stream.stream()) != 0) {
-            TORCH_CHECK(false, "vram: record_stream: ", vram_error());
-        }
-    }
-
-    // ---- statistics (torch.cuda.memory_stats and everything built on it)
-    c10::CachingDeviceAllocator::DeviceStats getDeviceStats(c10::DeviceIndex device) override {
-        vram_allocator_stats s;
-        check(stats_fn(logical_of(device), &s), "memory statistics");
-        c10::CachingDeviceAllocator::DeviceStats d;
-        fill(d.allocation, s.allocation);
-        fill(d.segment, s.segment);
-        fill(d.active, s.active);
-        fill(d.inactive_split, s.inactive_split);
-        fill(d.allocated_bytes, s.allocated_bytes);
-        fill(d.reserved_bytes, s.reserved_bytes);
-        fill(d.active_bytes, s.active_bytes);
-        fill(d.inactive_split_bytes, s.inactive_split_bytes);
-        fill(d.requested_bytes, s.requested_bytes);
-        d.num_alloc_retries = s.num_alloc_retries;
-        d.num_ooms = s.num_ooms;
-        d.num_sync_all_streams = s.num_sync_all_streams;
-        d.num_device_alloc = s.num_device_alloc;
-        d.num_device_free = s.num_device_free;
-        d.max_split_size = s.max_split_size;
-        return d;
-    }
-    void resetPeakStats(c10::DeviceIndex device) override {
-        check(reset_peak_fn(logical_of(device)), "reset_peak_memory_stats");
-    }
-    void resetAccumulatedStats(c10::DeviceIndex device) override {
-        check(reset_acc_fn(logical_of(device)), "reset_accumulated_memory_stats");
-    }
-
-    // ---- giving memory back, the largest cached block, the memory fraction
-    void emptyCache(c10::cuda::MempoolId_t /*mempool_id*/) override {
-        int n = c10::cuda::device_count();
-        for (int d = 0; d < n && d < kMaxDevices; d++) {
-            int k = -1;
-            if (logical_of_fn(d, &k) != 0) continue;
-            bool traced = tracing.load(std::memory_order_relaxed);
-            MemoryMap before = traced ? memory_map(k) : MemoryMap{};
-            check(trim_fn(k, 0), "empty_cache");
-            if (traced) note_segments_gone(d, before, memory_map(k));
-        }
-    }
-    // The history's segment_unmap / segment_free entries: the parts of `before`'s segments that
-    // `after` no longer has.
-    static void note_segments_gone(int device, const MemoryMap &before, const MemoryMap &after) {
-        std::lock_guard<std::mutex> g(history_mutex);
-        for (const auto &s : before.segs) {
-            uint64_t at = s.address, end = s.address + s.size;
-            for (const auto &t : after.segs) {      // (both in address order within an arena)
-                uint64_t lo = t.address, hi = t.address + t.size;
-                if (hi <= at || lo >= end) continue;
-                if (lo > at) {
-                    note_trace_locked(s.expandable ? TraceEntry::SEGMENT_UNMAP : TraceEntry::SEGMENT_FREE, device,
-                                      at, lo - at, nullptr, nullptr);
-                }
-                at = hi > at ? hi : at;
-            }
-            if (at < end) {
-                note_trace_locked(s.expandable ? TraceEntry::SEGMENT_UNMAP : TraceEntry::SEGMENT_FREE, device, at,
-                                  end - at, nullptr, nullptr);
-            }
-        }
-    }
-    void cacheInfo(c10::DeviceIndex device, size_t *largestBlock) override {
-        vram_memory_info info;
-        check(info_fn(logical_of(device), &info), "the largest cached block");
-        *largestBlock = info.largest_free_block;
-    }
-    void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
-        check(set_fraction_fn(logical_of(device), fraction), "set_per_process_memory_fraction");
-    }
-    double getMemoryFraction(c10::DeviceIndex device) override {
-        double f = 1.0;
-        check(get_fraction_fn(logical_of(device), &f), "get_per_process_memory_fraction");
-        return f;
-    }
-
-    // ---- CUDA graphs and memory pools: private pools of vram
-    void beginAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
-                             std::function<bool(cudaStream_t)> filter) override {
-        std::lock_guard<std::mutex> g(pools_mutex);
-        PoolRec &r = pool_incref_locked(device, mempool_id);
-        // no event is recorded, queried or waited for on the device until the capture ends (a
-        // captured stream's event would be a node of the graph; waiting for it invalidates the capture)
-        check(capture_begin_fn(r.logical), "beginning a CUDA graph's capture");
-        captures.push_back({device, mempool_id, std::move(filter)});
-        capturing.fetch_add(1, std::memory_order_release);
-    }
-    void endAllocateToPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
-        std::lock_guard<std::mutex> g(pools_mutex);
-        for (auto it = captures.begin(); it != captures.end(); ++it) {
-            if (it->device == device && it->id == mempool_id) {
-                captures.erase(it);
-                capturing.fetch_sub(1, std::memory_order_release);
-                check(capture_end_fn(pools[pool_key(device, mempool_id)].logical), "ending a CUDA graph's capture");
-                break;
-            }
-        }
-    }
-    void createOrIncrefPool(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
-                            std::shared_ptr<c10::cuda::CUDACachingAllocator::CUDAAllocator> allocator) override {
-        TORCH_CHECK(allocator == nullptr, "vram: a MemPool with an allocator of its own is not supported under vram");
-        std::lock_guard<std::mutex> g(pools_mutex);
-        pool_incref_locked(device, mempool_id);
-    }
-    void releasePool(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
-        std::lock_guard<std::mutex> g(pools_mutex);
-        auto it = pools.find(pool_key(device, mempool_id));
-        if (it == pools.end() || --it->second.uses > 0) return;
-        int logical = it->second.logical, pool = it->second.pool;
-        pools.erase(it);
-        check(pool_release_fn(logical, pool), "releasing a CUDA graph's private pool");
-    }
-    void setUseOnOOM(c10::DeviceIndex, c10::MempoolId_t, bool use_on_oom) override {
-        TORCH_CHECK(!use_on_oom, "vram: MemPool(use_on_oom=True) is not supported under vram");
-    }
-    int getPoolUseCount(c10::DeviceIndex device, c10::MempoolId_t mempool_id) override {
-        std::lock_guard<std::mutex> g(pools_mutex);
-        auto it = pools.find(pool_key(device, mempool_id));
-        return it == pools.end() ? 0 : it->second.uses;
-    }
-    std::unordered_set<void *> pool_blocks(c10::DeviceIndex device, c10::MempoolId_t mempool_id) {
-        int logical = -1, pool = -1;
-        if (!find_pool(device, mempool_id, &logical, &pool)) return {};
-        size_t n = 0;
-        check(pool_blocks_fn(logical, pool, nullptr, 0, &n), "a private pool's blocks");
-        std::vector<void *> out(n + 16);
-        check(pool_blocks_fn(logical, pool, out.data(), out.size(), &n), "a private pool's blocks");
-        out.resize(std::min(n, out.size()));
-        return {out.begin(), out.end()};
-    }
-    bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::MempoolId_t mempool_id,
-                                  const std::unordered_set<void *> &expected_live_allocations) override {
-        return pool_blocks(device, mempool_id) == expected_live_allocations;
-    }
-    // torch.compile's CUDA-graph trees checkpoint a pool after each recording and restore it when
-    // they take another path: blocks live now but not then are freed (the caller drops their
-    // storages' deleters, as with PyTorch's allocator), blocks of the checkpoint freed since are
-    // handed out again at their addresses (vram_private_malloc_at).
-    std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> getCheckpointState(
-        c10::DeviceIndex device, c10::MempoolId_t id) override {
-        auto st = std::make_shared<VramPoolState>();
-        st->device = device;
-        st->id = id;
-        st->live = pool_block_sizes(device, id);
-        return st;
-    }
-    c10::cuda::CUDACachingAllocator::CheckpointDelta setCheckpointPoolState(
-        c10::DeviceIndex device,
-        std::shared_ptr<c10::cuda::CUDACachingAllocator::AllocatorState> pps) override {
-        auto st = std::dynamic_pointer_cast<VramPoolState>(pps);
-        TORCH_CHECK(st != nullptr, "vram: setCheckpointPoolState: not a state of vram's allocator");
-        int logical = -1, pool = -1;
-        TORCH_CHECK(find_pool(device, st->id, &logical, &pool), "vram: setCheckpointPoolState: the pool is gone");
-        c10::cuda::CUDACachingAllocator::CheckpointDelta delta;
-        std::unordered_set<void *> now = pool_blocks(device, st->id);
-        for (void *ptr : now) {
-            if (st->live.count(ptr) == 0) delta.ptrs_freed.push_back(ptr);
-        }
-        for (void *ptr : delta.ptrs_freed) release(ptr);
-        cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-        for (const auto &[ptr, size] : st->live) {
-            if (now.count(ptr) == 1) continue;
-            check(pool_alloc_at_fn(ptr, size, logical, pool, stream), "restoring a CUDA-graph pool's checkpoint");
-            if (tracing.load(std::memory_order_relaxed)) note_alloc(ptr, size, device, stream);
-            delta.dataptrs_allocd.emplace_back(ptr, ptr, &release, c10::Device(c10::DeviceType::CUDA, device));
-        }
-        return delta;
-    }
-    // ---- memory history, snapshots, out-of-memory observers, trace trackers
-    void recordHistory(bool enabled, c10::cuda::CUDACachingAllocator::CreateContextFn recorder, size_t max_entries,
-                       c10::cuda::CUDACachingAllocator::RecordContext when, bool clearHistory,
-                       const std::vector<std::string> &skip) override {
-        std::lock_guard<std::mutex> g(history_mutex);
-        history_on = enabled;
-        context_recorder = enabled ? recorder : nullptr;
-        record_when = enabled ? when : c10::cuda::CUDACachingAllocator::RecordContext::NEVER;
-        trace_max = max_entries;
-        skip_actions = skip;
-        if (clearHistory) traces.clear();
-        if (!enabled && trace_trackers.empty()) history_blocks.clear();
-        tracing.store(history_on || !trace_trackers.empty());
-    }
-    // ---- CUDA tensors shared with other processes (torch.multiprocessing): vram's IPC handles; the
-    // receiving process must run vram's allocator too
-    c10::cuda::CUDACachingAllocator::ShareableHandle shareIpcHandle(void *ptr) override {
-        std::string handle(256, '\0');
-        size_t length = 0, offset = 0;
-        int s = ipc_export_fn(ptr, handle.data(), handle.size(), &length, &offset);
-        if (s != 0 && length > handle.size()) {    // (more extents than the first guess)
-            handle.resize(length);
-            s = ipc_export_fn(ptr, handle.data(), handle.size(), &length, &offset);
-        }
-        check(s, "sharing a CUDA tensor");
-        handle.resize(length);
-        return {static_cast<ptrdiff_t>(offset), handle};
-    }
-    std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
-        void *ptr = nullptr;
-        check(ipc_open_fn(current_device(), handle.data(), handle.size(), &ptr), "opening a shared CUDA tensor");
-        return std::shared_ptr<void>(ptr, [](void *p) { (void)ipc_close_fn(p); });
-    }
-    void setUserMetadata(const std::string &metadata) override {
-        std::lock_guard<std::mutex> g(history_mutex);
-        user_metadata = metadata;
-    }
-    std::string getUserMetadata() override {
-        std::lock_guard<std::mutex> g(history_mutex);
-        return user_metadata;
-    }
-    bool isHistoryEnabled() override {
-        std::lock_guard<std::mutex> g(history_mutex);
-        return history_on;
-    }
-    void attachOutOfMemoryObserver(c10::cuda::CUDACachingAllocator::OutOfMemoryObserver observer) override {
-        std::lock_guard<std::mutex> g(observers_mutex);
-        oom_observers.push_back(std::move(observer));
-    }
-    void attachAllocatorTraceTracker(c10::cuda::CUDACachingAllocator::AllocatorTraceTracker tracker) override {
-        std::lock_guard<std::mutex> g(history_mutex);
-        trace_trackers.push_back(std::move(tracker));
-        tracing.store(true);
-    }
-    c10::cuda::CUDACachingAllocator::SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool_id,
-                                                           bool include_traces) override {
-        c10::cuda::CUDACachingAllocator::SnapshotInfo info;
-        int n = c10::cuda::device_count();
-        std::map<std::pair<int, int>, c10::MempoolId_t> owners;   // (device, vram pool) -> PyTorch's id
-        {
-            std::lock_guard<std::mutex> g(pools_mutex);
-            for (const auto &[key, r] : pools) owners[{std::get<0>(key), r.pool}] = {std::get<1>(key), std::get<2>(key)};
-        }
-        std::map<void *, std::shared_ptr<c10::GatheredContext>> contexts;
-        {
-            std::lock_guard<std::mutex> g(history_mutex);
-            for (const auto &[ptr, r] : history_blocks) contexts[ptr] = r.context;
-        }
-        const c10::cuda::MempoolId_t none = {0, 0};
-        for (int d = 0; d < n && d < kMaxDevices; d++) {
-            int k = -1;
-            if (logical_of_fn(d, &k) != 0) continue;
-            MemoryMap m = memory_map(k);
-            for (const auto &seg : m.segs) {
-                c10::CachingDeviceAllocator::SegmentInfo s;
-                s.device = static_cast<c10::DeviceIndex>(d);
-                s.address = seg.address;
-                s.total_size = seg.size;
-                s.is_large = !seg.small;
-                s.is_expandable = seg.expandable != 0;
-                auto owner = owners.find({d, seg.private_pool});
-                if (seg.private_pool >= 0 && owner != owners.end()) s.owner_private_pool_id = owner->second;
-                if (mempool_id != none && s.owner_private_pool_id != mempool_id) continue;
-                for (size_t i = seg.first_block; i < seg.first_block + seg.nblocks; i++) {
-                    const vram_block_info &b = m.blocks[i];
-                    c10::CachingDeviceAllocator::BlockInfo bi;
-                    bi.size = b.size;
-                    bi.requested_size = b.requested;
-                    bi.allocated = b.allocated != 0;
-                    bi.active = b.active != 0;
-                    if (b.allocated) {
-                        auto c = contexts.find(reinterpret_cast<void *>(b.address));
-                        if (c != contexts.end()) bi.context_when_allocated = c->second;
-                        if (s.stream == nullptr) s.stream = b.stream;
-                        s.allocated_size += b.size;
-                    }
-                    if (b.active) s.active_size += b.size;
-                    s.requested_size += b.requested;
-                    s.blocks.push_back(std::move(bi));
-                }
-                info.segments.push_back(std::move(s));
-            }
-        }
-        info.device_traces.resize(static_cast<size_t>(n));
-        if (include_traces) {
-            std::lock_guard<std::mutex> g(history_mutex);
-            for (const auto &[d, q] : traces) {
-                if (d < n) info.device_traces[d].assign(q.begin(), q.end());
-            }
-        }
-        info.config_metadata.garbage_collection_threshold = 0.0;
-        info.config_metadata.max_split_size = SIZE_MAX;
-        info.config_metadata.pinned_num_register_threads = 0;
-        info.config_metadata.expandable_segments = true;
-        info.config_metadata.release_lock_on_malloc = false;
-        info.config_metadata.pinned_use_host_register = false;
-        info.config_metadata.graph_capture_record_stream_reuse = false;
-        info.config_metadata.last_allocator_settings = "vram";
-        return info;
-    }
-    std::string name() override {
-        return "vram";
-    }
-};
-
-template <typename F>
-bool bind(void *lib, F &fn, const char *name) {
-    fn = reinterpret_cast<F>(dlsym(lib, name));
-    return fn != nullptr;
-}
-}  // namespace
-
-// Loads libvram.so and makes vram PyTorch's CUDA allocator (raises when PyTorch already allocated).
-bool install(const std::string &path) {
-    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib == nullptr) return false;
-    for (auto &k : logical_cache) k.store(-1);
-    bool ok = bind(lib, vram_alloc, "vram_plugin_alloc") && bind(lib, vram_release, "vram_plugin_release") &&
-              bind(lib, vram_error, "vram_last_error") && bind(lib, vram_record, "vram_record_stream") &&
-              bind(lib, logical_of_fn, "vram_logical_device_of") && bind(lib, stats_fn, "vram_get_allocator_stats") &&
-              bind(lib, reset_peak_fn, "vram_reset_memory_stats") &&
-              bind(lib, reset_acc_fn, "vram_reset_accumulated_stats") && bind(lib, info_fn, "vram_get_memory_info") &&
-              bind(lib, trim_fn, "vram_trim") && bind(lib, set_fraction_fn, "vram_set_memory_fraction") &&
-              bind(lib, get_fraction_fn, "vram_get_memory_fraction") &&
-              bind(lib, pool_create_fn, "vram_private_pool_create") &&
-              bind(lib, pool_alloc_fn, "vram_private_malloc_async") &&
-              bind(lib, pool_release_fn, "vram_private_pool_release") &&
-              bind(lib, capture_begin_fn, "vram_capture_begin") && bind(lib, capture_end_fn, "vram_capture_end") &&
-              bind(lib, pool_blocks_fn, "vram_private_pool_blocks") &&
-              bind(lib, pool_alloc_at_fn, "vram_private_malloc_at") && bind(lib, segments_fn, "vram_get_segments") &&
-              bind(lib, ipc_export_fn, "vram_ipc_export") && bind(lib, ipc_open_fn, "vram_ipc_open") &&
-              bind(lib, ipc_close_fn, "vram_ipc_close");
-    if (!ok) return false;
-    auto allocator = std::make_shared<VramAllocator>();
-    allocator->init(0);   // as torch.cuda.memory.CUDAPluggableAllocator's
-    torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
-    return true;
-}
-"""
-
-_FORWARDER = r"""
-#include <c10/util/Exception.h>
-#include <dlfcn.h>
-#include <cstddef>
-#include <string>
-
-namespace {
-using alloc_fn = void *(*)(std::ptrdiff_t, int, void *);
-using free_fn = void (*)(void *, std::ptrdiff_t, int, void *);
-using error_fn = const char *(*)();
-alloc_fn vram_alloc = nullptr;
-free_fn vram_free = nullptr;
-error_fn vram_error = nullptr;
-}
-
-extern "C" {
-__attribute__((visibility("default"))) void *vram_torch_alloc(std::ptrdiff_t size, int device, void *stream) {
-    void *ptr = vram_alloc(size, device, stream);
-    if (ptr == nullptr && size > 0) {
-        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (vram): ", vram_error());
-    }
-    return ptr;
-}
-
-__attribute__((visibility("default"))) void vram_torch_free(void *ptr, std::ptrdiff_t size, int device, void *stream) {
-    vram_free(ptr, size, device, stream);
-}
-}
-
-bool bind(const std::string &path) {
-    void *lib = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-    if (lib == nullptr) return false;
-    vram_alloc = reinterpret_cast<alloc_fn>(dlsym(lib, "vram_plugin_alloc"));
-    vram_free = reinterpret_cast<free_fn>(dlsym(lib, "vram_plugin_free"));
-    vram_error = reinterpret_cast<error_fn>(dlsym(lib, "vram_last_error"));
-    return vram_alloc != nullptr && vram_free != nullptr && vram_error != nullptr;
-}
-"""
+def _toolchain_missing():
+    """What both builds need and this machine lacks, each with what to install: a C++ compiler
+    (torch.utils.cpp_extension runs $CXX, else c++) and ninja (which it builds with)."""
+    missing = []
+    cxx = os.environ.get("CXX") or "c++"
+    if shutil.which(cxx.split()[0]) is None:
+        missing.append("no C++ compiler (%s is not on PATH: apt-get install g++, or set CXX)" % cxx)
+    if shutil.which("ninja") is None:
+        missing.append("no ninja, which torch.utils.cpp_extension builds with (not on PATH: pip install ninja)")
+    return missing
 
 
 def _build_forwarder():
     """Builds (or loads PyTorch's cached build of) the forwarder; returns its path."""
-    from torch.utils.cpp_extension import load_inline
-    module = load_inline(name="vram_torch_forwarder", cpp_sources=[_FORWARDER], functions=["bind"],
-                         extra_ldflags=["-ldl"], verbose=False)
+    from torch.utils.cpp_extension import load
+    module = load(name="vram_torch_forwarder", sources=[_source("forwarder.cpp")], extra_ldflags=["-ldl"],
+                  verbose=False)
     if not module.bind(_lib.path):   # (a name without a folder: dlopen finds the library ctypes loaded)
         raise RuntimeError("the vram forwarder could not load %s" % _lib.path)
     return module.__file__
 
 
-def _include_dir():
-    """The folder holding vram.h: the source tree's include/ (python/vram/../../include), or an
-    installation's P/include beside P/lib/libvram.so."""
-    import os
-    here = os.path.dirname(os.path.abspath(__file__))
-    lib = os.path.dirname(os.path.abspath(_lib.path)) if os.path.isabs(_lib.path) else ""
-    for d in (os.path.join(here, "..", "..", "include"), os.path.join(lib, "..", "include"),
-              os.path.join(lib, "..", "..", "include")):
-        if os.path.isfile(os.path.join(d, "vram.h")):
-            return os.path.realpath(d)
-    raise RuntimeError("vram.h not found (looked in the source tree's include/ and beside %s)" % _lib.path)
-
-
-def _build_allocator():
-    """Builds (or loads PyTorch's cached build of) the allocator library; returns the module."""
-    from torch.utils.cpp_extension import load_inline
-    return load_inline(name="vram_torch_allocator", cpp_sources=[_ALLOCATOR], functions=["install"],
-                       with_cuda=True, extra_include_paths=[_include_dir()], extra_ldflags=["-ldl"],
-                       verbose=False)
+def _build_allocator(headers, dirs):
+    """Builds (or loads PyTorch's cached build of) the allocator library with CUDA's headers from
+    `headers` ("toolkit": PyTorch's CUDA build, CUDA_HOME's; "wheels": the include folders `dirs`, and
+    PyTorch's CUDA libraries named, which bring CUDA's runtime library with them); returns the module."""
+    from torch.utils.cpp_extension import load
+    if headers == "toolkit":
+        return load(name="vram_torch_allocator", sources=[_source("allocator.cpp")], with_cuda=True,
+                    extra_include_paths=[_include_dir()], extra_ldflags=["-ldl"], verbose=False)
+    return load(name="vram_torch_allocator", sources=[_source("allocator.cpp")], with_cuda=False,
+                extra_include_paths=[_include_dir()] + dirs, extra_ldflags=["-ldl", "-lc10_cuda", "-ltorch_cuda"],
+                verbose=False)
 
 
 def _why(e):
     """What a failed build says, short: its compiler errors, else the end of the message (the start
-    of load_inline's message is the compiler's command line)."""
+    of the build's message is the compiler's command line)."""
     text = str(e)
     errors = [line.strip() for line in text.splitlines() if "error" in line.lower()]
     return "; ".join(errors[:3])[:400] if errors else text[-300:]
@@ -814,12 +223,13 @@ def _why(e):
 def install(build=True, pluggable=False):
     """Makes vram PyTorch's CUDA allocator; call it before PyTorch initializes CUDA.
 
-    build=True compiles vram's allocator library against this PyTorch (once; PyTorch caches it),
-    or when that fails the smaller forwarder; build=False, or two failed builds, uses libvram.so's
-    entry points directly (vram.torch.mode says which; one warning says why when it is not the
-    first). pluggable=True skips the first and keeps CUDAPluggableAllocator's table (to compare the
-    two: bench/torch_calls.py). Returns the path of the library PyTorch calls; a second call returns
-    the first's.
+    build=True compiles vram's allocator library (csrc/allocator.cpp) against this PyTorch (once;
+    PyTorch caches it), with CUDA's headers from a CUDA toolkit or from PyTorch's NVIDIA wheels, or when
+    that cannot be had the smaller forwarder (csrc/forwarder.cpp); build=False, or no build, uses
+    libvram.so's entry points directly (vram.torch.mode says which; one warning says why when it is not
+    the first, and what to install). pluggable=True skips the first and keeps CUDAPluggableAllocator's
+    table (to compare the two: bench/torch_calls.py). Returns the path of the library PyTorch calls; a
+    second call returns the first's.
     """
     global _installed, mode
     with _install_lock:
@@ -831,13 +241,20 @@ def install(build=True, pluggable=False):
             raise RuntimeError("vram.torch.install() must run before PyTorch initializes CUDA (its first "
                                "CUDA tensor, torch.cuda.init() or set_device): PyTorch cannot swap its "
                                "allocator afterwards")
-        why = []
-        if build and not pluggable:
-            try:
-                module = _build_allocator()
-            except Exception as e:  # no CUDA toolkit headers (CUDA_HOME), another PyTorch's headers
-                module = None
-                why.append("vram's allocator library did not build (%s)" % _why(e))
+        toolchain = _toolchain_missing() if build else []
+        why = list(toolchain)
+        if build and not pluggable and not toolchain:
+            from torch.utils.cpp_extension import CUDA_HOME
+            headers, dirs = _cuda_headers(torch.version.cuda, CUDA_HOME)
+            module = None
+            if headers is None:
+                why.append("vram's allocator library cannot build: %s" % dirs)
+            else:
+                try:
+                    module = _build_allocator(headers, dirs)
+                except Exception as e:  # another PyTorch's headers, a compiler error
+                    why.append("vram's allocator library did not build with CUDA's headers from %s (%s)"
+                               % ("CUDA_HOME=" + CUDA_HOME if headers == "toolkit" else ", ".join(dirs), _why(e)))
             if module is not None:
                 if not module.install(_lib.path):   # (a name without a folder: dlopen finds ctypes' library)
                     raise RuntimeError("vram's allocator library could not load %s" % _lib.path)
@@ -845,20 +262,18 @@ def install(build=True, pluggable=False):
                 return _installed
         from torch.cuda.memory import CUDAPluggableAllocator, change_current_allocator
         path, alloc, free, how = _lib.path, "vram_plugin_alloc", "vram_plugin_free", "direct"
-        if build:
+        if build and not toolchain:
             try:
                 path, alloc, free, how = _build_forwarder(), "vram_torch_alloc", "vram_torch_free", "forwarder"
-            except Exception as e:  # no compiler: the direct entry points still work
+            except Exception as e:  # the direct entry points still work
                 why.append("the forwarder did not build (%s)" % _why(e))
         change_current_allocator(CUDAPluggableAllocator(path, alloc, free))
         _installed, mode = path, how
         if why:
-            warnings.warn("vram.torch: PyTorch calls vram through CUDAPluggableAllocator (mode %r): %s. %s"
-                          % (how, "; ".join(why),
-                             "Set CUDA_HOME to a CUDA toolkit matching torch.version.cuda for the allocator "
-                             "library" if how == "forwarder" else
-                             "Refused requests give null tensors instead of torch.OutOfMemoryError; install a "
-                             "C++ compiler (and the CUDA toolkit, CUDA_HOME) for the allocator library"))
+            warnings.warn("vram.torch: PyTorch calls vram through CUDAPluggableAllocator (mode %r): %s. Until "
+                          "then tensor.record_stream does nothing and torch.cuda.memory_stats() raises%s"
+                          % (how, "; ".join(why), "" if how == "forwarder" else
+                             ", and a refused request gives a null tensor instead of torch.OutOfMemoryError"))
         return path
 
 

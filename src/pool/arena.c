@@ -51,6 +51,7 @@
  *   stats.c         PyTorch's allocator statistics
  *   oom.c           the out-of-memory report
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -112,8 +113,10 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     }
     if (p->small_end == 0) p->cfg.small_max = 0;     /* no small zone: every request in the bins */
     if (s != VRAM_OK) {
-        arena_destroy(p);
-        return s;
+        char why[1024];                          /* the cause, whatever the cleanup says */
+        snprintf(why, sizeof why, "%s", vram_last_error());
+        (void)arena_destroy(p);
+        return vram__fail(s, "%s", why);
     }
     *out = p;
     return VRAM_OK;
@@ -145,10 +148,14 @@ vram_status arena_destroy(pool_arena *p) {
     }
     (void)solo_fence_locked(p);           /* (a driver that cannot wait: the memory goes anyway) */
     if (p->idle_fence != NULL) p->cfg.backend->event_destroy(p->cfg.dev, p->idle_fence);
+    vram_status refusal = VRAM_OK;        /* what the driver refused to free is lost: said, not kept */
     while (p->regions != NULL) {
         pool_region *r = p->regions;
         p->regions = r->next;
-        region_release(p, r);
+        int plain = r->kind == REGION_PLAIN;   /* (a VMM region's record is gone after the call) */
+        vram_status s = region_release(p, r);
+        if (s != VRAM_OK && plain) region_drop(r);
+        if (s != VRAM_OK && refusal == VRAM_OK) refusal = s;
     }
     chunk_free_spares(p);
     for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
@@ -156,7 +163,7 @@ vram_status arena_destroy(pool_arena *p) {
     plan_arena_destroy(p);
     pool_lock_give(&p->lock);
     free(p);
-    return VRAM_OK;
+    return refusal;
 }
 
 /* ---- queries --------------------------------------------------------------------------------- */

@@ -123,13 +123,15 @@ vram_status vram__pool_destroy(vram__pool *p) {
         return vram__fail(VRAM_ERR_CONFLICT, "%s still has %zu live allocations (%zu bytes); free them first",
                           p->cfg.name, blocks, bytes);
     }
+    vram_status refusal = VRAM_OK;           /* (no arena has a live block: only the driver refuses) */
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_destroy(a);      /* cannot refuse: no arena has a live block */
+        vram_status s = a != NULL ? arena_destroy(a) : VRAM_OK;
+        if (refusal == VRAM_OK) refusal = s;
     }
     pthread_mutex_destroy(&p->grow_lock);
     free(p);
-    return VRAM_OK;
+    return refusal;
 }
 
 /* The arena for this thread's plain requests: its place in the order in which threads first
@@ -350,7 +352,7 @@ void vram__pool_set_fraction(vram__pool *p, size_t cap, double fraction) {
     atomic_store(&p->shared.fraction, fraction);
     atomic_store(&p->shared.budget.cap, cap < p->cfg.limit ? cap : p->cfg.limit);
     size_t live = vram__pool_live_bytes(p);
-    if (p->cfg.growth) vram__pool_trim(p, cap > live ? cap - live : 0);   /* idle memory beyond goes back */
+    if (p->cfg.growth) (void)vram__pool_trim(p, cap > live ? cap - live : 0);   /* idle memory beyond goes back */
 }
 
 double vram__pool_fraction(vram__pool *p) {
@@ -388,11 +390,14 @@ size_t vram__pool_live_bytes(vram__pool *p) {
 
 /* The other arenas give back all they can (private pools in use nothing), the first keeps at most
  * keep_bytes. */
-void vram__pool_trim(vram__pool *p, size_t keep_bytes) {
+vram_status vram__pool_trim(vram__pool *p, size_t keep_bytes) {
+    vram_status refusal = VRAM_OK;
     for (int i = ALL_ARENAS - 1; i >= 0; i--) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_trim(a, i == 0 ? keep_bytes : 0);
+        vram_status s = a != NULL ? arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;
+        if (refusal == VRAM_OK) refusal = s;
     }
+    return refusal;
 }
 
 /* ---- private pools ---------------------------------------------------------------------------- */

@@ -179,13 +179,15 @@ static size_t vmm_idle_locked(pool_arena *p) {
     return p->vmm ? p->vmm->vmm.idle : 0;
 }
 
-/* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much. */
-static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want) {
+/* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much; what
+ * the driver refuses stays counted (VRAM_OK, or its refusal in *refusal when not NULL). */
+static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want, vram_status *refusal) {
     if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
     pool_vmm_change d;
     size_t released = pool_vmm_unmap_idle(&p->vmm->vmm, want, &d);
     vmm_note_locked(p, &d);
+    if (refusal != NULL && *refusal == VRAM_OK) *refusal = d.refused;
     return released;
 }
 
@@ -266,20 +268,20 @@ grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     if (moved) need = vmm_move_idle_locked(p, c);   /* (every idle extent that fits goes at once) */
     while (hold && need > 0 && p->reserved + need > p->hold_mark && vmm_idle_locked(p) > 0) {
         size_t before = p->reserved;
-        vmm_unmap_idle_locked(p, p->reserved + need - p->hold_mark);
+        vmm_unmap_idle_locked(p, p->reserved + need - p->hold_mark, NULL);
         if (p->reserved == before) break;
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
     size_t room;                                 /* (read once a round: other arenas change it) */
     while (need > (room = arena_headroom(p)) && vmm_idle_locked(p) > 0) {
-        vmm_unmap_idle_locked(p, need - room);
+        vmm_unmap_idle_locked(p, need - room, NULL);
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
     if (need > room) return GROW_LIMIT;
     if (arena_budget_take(p, need) != GROW_OK) {
         p->stats.retries += (uint64_t)!tight;   /* the card's budget: the same */
         if (!moved) need = vmm_move_idle_locked(p, c);
-        if (need > 0) vmm_unmap_idle_locked(p, need);
+        if (need > 0) vmm_unmap_idle_locked(p, need, NULL);
         need = pool_vmm_unmapped(v, c->addr, c->size);
         grow_result refused = arena_budget_take(p, need);
         if (refused != GROW_OK) return refused;
@@ -292,22 +294,29 @@ grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
 }
 
-void region_release(pool_arena *p, pool_region *r) {
+vram_status region_release(pool_arena *p, pool_region *r) {
     const vram__backend *be = p->cfg.backend;
+    vram_status s = VRAM_OK;
     if (r->kind == REGION_PLAIN) {
-        be->mem_free(p->cfg.dev, r->base);
+        s = be->mem_free(p->cfg.dev, r->base);
+        if (s != VRAM_OK) return s;             /* the driver still holds it: nothing changes */
         p->num_driver_frees++;
         p->stats.nplain--;
         note_reserved_locked(p, r->held, 0);      /* before the budget goes back: see pool_shared */
         arena_budget_give(p, r->held);
     } else {
         pool_vmm_change d;
-        pool_vmm_destroy(&r->vmm, &d);
+        s = pool_vmm_destroy(&r->vmm, &d);
         p->num_driver_frees += d.releases;
         note_reserved_locked(p, d.unmapped, 0);   /* before the budget goes back, as above */
         arena_budget_give(p, d.unmapped);
         p->vmm = NULL;
     }
+    region_drop(r);
+    return s;
+}
+
+void region_drop(pool_region *r) {
     for (pool_chunk *c = r->first; c != NULL;) {
         pool_chunk *next = c->next;
         free(c);
@@ -320,7 +329,8 @@ void region_release(pool_arena *p, pool_region *r) {
 
 /* Gives plain regions with no block in them back, in list order, until `size`
  * bytes fit under the limit (or none is left): the limit's fallback of growth without VMM, as
- * growth with it moves or unmaps idle memory. */
+ * growth with it moves or unmaps idle memory. A region whose free the driver refuses stays (its
+ * bytes counted) and ends it. */
 static void plain_make_room_locked(pool_arena *p, size_t size) {
     if (arena_still(p)) return;
     for (pool_region **link = &p->regions; *link != NULL && arena_headroom(p) < size;) {
@@ -329,7 +339,11 @@ static void plain_make_room_locked(pool_arena *p, size_t size) {
             if (solo_fence_locked(p) != 0) return;
             *link = r->next;
             free_bins_remove(&p->bins, r->first);
-            region_release(p, r);
+            if (region_release(p, r) != VRAM_OK) {
+                free_bins_insert(&p->bins, r->first);
+                *link = r;
+                return;
+            }
         } else {
             link = &r->next;
         }
@@ -365,32 +379,41 @@ grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
 /* ---- giving memory back ---------------------------------------------------------------------- */
 
 /* Releases plain regions with no block in them (their one chunk is free), while more than `keep`
- * bytes are reserved beyond live blocks. */
-static void trim_plain_regions_locked(pool_arena *p, size_t keep) {
-    if (arena_still(p)) return;
+ * bytes are reserved beyond live blocks. A region whose free the driver refuses stays as it was (its
+ * bytes counted) and ends the trim: VRAM_OK, or the refusal. */
+static vram_status trim_plain_regions_locked(pool_arena *p, size_t keep) {
+    if (arena_still(p)) return VRAM_OK;
     for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
-            if (solo_fence_locked(p) != 0) return;
+            if (solo_fence_locked(p) != 0) return VRAM_OK;
             *link = r->next;
             free_bins_remove(&p->bins, r->first);
-            region_release(p, r);
+            vram_status s = region_release(p, r);
+            if (s != VRAM_OK) {
+                free_bins_insert(&p->bins, r->first);
+                *link = r;
+                return s;
+            }
         } else {
             link = &r->next;
         }
     }
+    return VRAM_OK;
 }
 
-static void pool_trim_locked(pool_arena *p, size_t keep) {
+static vram_status pool_trim_locked(pool_arena *p, size_t keep) {
     plan_slots_leave_locked(p);                  /* the plan's zone: its free chunks are idle too */
     pool_flush_caches_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
     size_t excess = p->reserved - p->current;
-    if (excess <= keep) return;
-    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep);
-    trim_plain_regions_locked(p, keep);
+    if (excess <= keep) return VRAM_OK;
+    vram_status refusal = VRAM_OK;
+    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep, &refusal);
+    vram_status s = trim_plain_regions_locked(p, keep);
+    return refusal != VRAM_OK ? refusal : s;
 }
 
 void arena_trim_settled(pool_arena *p) {
@@ -398,16 +421,17 @@ void arena_trim_settled(pool_arena *p) {
     pool_flush_caches_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 1);
     if (p->deferred != NULL) deferred_reap_locked(p, 1);
-    pool_trim_locked(p, 0);
+    (void)pool_trim_locked(p, 0);
     p->idle_low = p->reserved - p->current;
     pool_lock_give(&p->lock);
 }
 
-void arena_trim(pool_arena *p, size_t keep_bytes) {
+vram_status arena_trim(pool_arena *p, size_t keep_bytes) {
     pool_lock_take(&p->lock);
-    pool_trim_locked(p, keep_bytes);
+    vram_status s = pool_trim_locked(p, keep_bytes);
     p->idle_low = p->reserved - p->current;
     pool_lock_give(&p->lock);
+    return s;
 }
 
 void arena_idle_tick(pool_arena *p) {
@@ -447,7 +471,7 @@ void arena_idle_tick(pool_arena *p) {
         }
     }
     size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;
-    if (unused > 0) trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
+    if (unused > 0) (void)trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
     p->idle_low = p->reserved - p->current;
     pool_lock_give(&p->lock);
 }

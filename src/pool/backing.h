@@ -34,8 +34,13 @@ vram_status region_add_plain_locked(pool_arena *p, size_t bytes);
 /* Reserves the address range growth places blocks in: the small zone's `small` bytes first (none
  * when 0), then `large` bytes; one free chunk tiles each. */
 vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large);
-/* Gives region r (already out of the arena's list) back to the driver, its chunks' records too. */
-void        region_release(pool_arena *p, pool_region *r);
+/* Gives region r (already out of the arena's list) back to the driver, its chunks' records too.
+ * Returns the driver's refusal: a plain region's leaves r as it was (its bytes counted: the caller
+ * puts it back, or drops its records with region_drop); a VMM region is gone all the same (what the
+ * driver refused to give back is lost to the pool). */
+vram_status region_release(pool_arena *p, pool_region *r);
+/* Frees region r's records (its chunks and r), nothing of the driver's. */
+void        region_drop(pool_region *r);
 
 /* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped and marks it in
  * use: maps what is missing within the limit and the card budget, moving idle extents under it and

@@ -19,6 +19,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -89,20 +90,25 @@ static int ipc_take_fd(int pidfd, int pid, int fd) {
     return (int)syscall(SYS_pidfd_getfd, pidfd, fd, 0);
 }
 
+/* The first failure of a sequence of driver calls, with its message (a later failure, often its
+ * consequence, would say another call). */
+static void ipc_first(vram_status *s, vram_status r, char *why, size_t len) {
+    if (*s != VRAM_OK || r == VRAM_OK) return;
+    *s = r;
+    snprintf(why, len, "%s", vram_last_error());
+}
+
 /* Unmaps pieces [0, mapped) and releases handles [0, imported) of `im`, then its range; the first
- * failure is the result (the rest is still undone). */
+ * failure is the result, with its message (the rest is still undone). */
 static vram_status ipc_undo(const vram__backend *be, ipc_import *im, size_t mapped, size_t imported) {
-    vram_status s = VRAM_OK, r;
-    for (size_t k = 0; k < mapped; k++) {
-        r = be->unmap(im->dev, im->base + im->piece[k].offset, im->piece[k].size);
-        if (s == VRAM_OK) s = r;
-    }
-    for (size_t k = 0; k < imported; k++) {
-        r = be->phys_release(im->dev, im->piece[k].handle);
-        if (s == VRAM_OK) s = r;
-    }
-    if (im->base != 0 && (r = be->va_free(im->dev, im->base, im->span)) != VRAM_OK && s == VRAM_OK) s = r;
-    return s;
+    vram_status s = VRAM_OK;
+    char why[1024] = "";
+    for (size_t k = 0; k < mapped; k++)
+        ipc_first(&s, be->unmap(im->dev, im->base + im->piece[k].offset, im->piece[k].size), why, sizeof why);
+    for (size_t k = 0; k < imported; k++)
+        ipc_first(&s, be->phys_release(im->dev, im->piece[k].handle), why, sizeof why);
+    if (im->base != 0) ipc_first(&s, be->va_free(im->dev, im->base, im->span), why, sizeof why);
+    return s == VRAM_OK ? VRAM_OK : vram__fail(s, "%s", why);
 }
 
 static vram_status ipc_map_pieces(const vram__backend *be, ipc_import *im, int pid, const ipc_piece *pieces) {
@@ -131,7 +137,12 @@ static vram_status ipc_map_pieces(const vram__backend *be, ipc_import *im, int p
         s = be->map(im->dev, im->base + pieces[mapped].offset, pieces[mapped].size, im->piece[mapped].handle);
         if (s != VRAM_OK) break;
     }
-    if (s != VRAM_OK) (void)ipc_undo(be, im, mapped, imported);   /* (the first failure is the message) */
+    if (s != VRAM_OK) {                   /* the first failure is the message, whatever the undoing says */
+        char why[1024];
+        snprintf(why, sizeof why, "%s", vram_last_error());
+        (void)ipc_undo(be, im, mapped, imported);
+        vram__fail(s, "%s", why);
+    }
     if (pidfd >= 0) close(pidfd);
     return s;
 }

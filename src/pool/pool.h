@@ -87,7 +87,9 @@ typedef struct vram__pool_thread {
 
 /* Creates a pool; without growth takes the whole limit from the driver now. */
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out);
-/* Returns every byte to the driver. VRAM_ERR_CONFLICT (and nothing freed) while blocks are live. */
+/* Returns every byte to the driver. VRAM_ERR_CONFLICT (and nothing freed) while blocks are live;
+ * the pool is gone after any other return, and a driver's refusal to free memory (lost to the pool,
+ * still held by the driver) is returned with its message. */
 vram_status vram__pool_destroy(vram__pool *pool);
 
 /* How a free is ordered (vram__pool_free): */
@@ -160,8 +162,9 @@ void        vram__pool_allocator_stats(vram__pool *pool, const vram__pool_thread
 void        vram__pool_reset_accumulated(vram__pool *pool);
 size_t      vram__pool_live_bytes(vram__pool *pool);
 /* Gives cached memory back to the driver until at most keep_bytes are reserved beyond live blocks
- * (as far as whole extents and regions allow). */
-void        vram__pool_trim(vram__pool *pool, size_t keep_bytes);
+ * (as far as whole extents and regions allow). Memory whose free the driver refuses stays reserved
+ * (it still holds it) and the refusal is returned with the driver's message; else VRAM_OK. */
+vram_status vram__pool_trim(vram__pool *pool, size_t keep_bytes);
 /* Idle release, called once a period: gives back the mapped extents that no block used since
  * before the previous tick, and plain regions up to the lowest reserved - current seen since the
  * previous tick; then starts a new period. */

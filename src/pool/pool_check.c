@@ -91,7 +91,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
         size_t busy = 0;
         for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
         if (busy != t->region_busy) return "the extents' bytes in use differ from the blocks in use";
-        t->held += r->vmm.mapped;
+        t->held += r->vmm.mapped + r->vmm.stuck_bytes;   /* (stuck: refused by the driver, still held) */
     } else {
         t->held += r->held;
     }

@@ -261,7 +261,8 @@ void        arena_reset_accumulated_locked(pool_arena *p);
 void        arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out);
 size_t      arena_live_bytes(pool_arena *p);
 size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
-void        arena_trim(pool_arena *p, size_t keep_bytes);
+/* VRAM_OK, or the driver's refusal to give memory back (what it refused stays counted). */
+vram_status arena_trim(pool_arena *p, size_t keep_bytes);
 /* The same with nothing kept, after waiting for the arena's frees in flight on streams (another arena's
  * request is about to fail). */
 void        arena_trim_settled(pool_arena *p);

@@ -4,7 +4,10 @@
  * Invariants: gran_ext[g] is the extent mapped over granule g or -1; an extent covers the whole
  * granules [offset, offset + size) and no other extent overlaps it; `mapped` is the sum of extent
  * sizes; unless `stale`, `idle` is the sum over extents whose busy count is 0 and the counts are
- * the bytes of the pool's blocks in use over each extent.
+ * the bytes of the pool's blocks in use over each extent. Memory counts as given back (chg->unmapped)
+ * only once the driver released it: a refused unmap or release leaves the extent as it was (mapped
+ * again where it was if need be), or stuck (stuck_bytes) when even that fails, so that no limit is
+ * lifted by memory the driver still holds.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -94,40 +97,91 @@ static void extent_untable(pool_vmm *v, const pool_extent *x) {
     quick_sync(v);
 }
 
-/* Releases extent e, whose handle is mapped nowhere, and its record. */
-static void extent_release(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
+/* The driver refused to give memory back: the first refusal of the call is what it reports. */
+static void refused(pool_vmm_change *chg, vram_status s) {
+    if (chg->refused == VRAM_OK) chg->refused = s;
+}
+
+/* Drops extent e's record, whose handle is mapped nowhere; `released`: the driver released its
+ * memory (given back), else the handle is stuck (kept aside, its bytes still counted). */
+static void extent_forget(pool_vmm *v, int32_t e, int released, pool_vmm_change *chg) {
     pool_extent *x = &v->ext[e];
-    v->backend->phys_release(v->dev, x->handle);
     if (x->fd >= 0) close(x->fd);
     x->fd = -1;
     v->mapped -= x->size;
     if (x->busy == 0) v->idle -= x->size;   /* (what a stale count says; the next recount redoes it) */
-    chg->unmapped += x->size;
-    chg->releases++;
+    if (released) {
+        chg->unmapped += x->size;
+        chg->releases++;
+    } else {
+        uint64_t *more = realloc(v->stuck, (v->nstuck + 1) * sizeof *more);
+        if (more != NULL) {                 /* (without host memory the handle is lost; its bytes still count) */
+            v->stuck = more;
+            v->stuck[v->nstuck++] = x->handle;
+        }
+        v->stuck_bytes += x->size;
+    }
     x->size = 0;
     x->next_free = v->free_slot;
     v->free_slot = e;
 }
 
-static void extent_unmap(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
-    pool_extent *x = &v->ext[e];
-    v->backend->unmap(v->dev, v->base + x->offset, x->size);
-    extent_untable(v, x);
-    extent_release(v, e, chg);
+/* Releases extent e, whose handle is mapped nowhere (untabled), and its record. */
+static void extent_release(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
+    vram_status s = v->backend->phys_release(v->dev, v->ext[e].handle);
+    if (s != VRAM_OK) refused(chg, s);
+    extent_forget(v, e, s == VRAM_OK, chg);
 }
 
-void pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg) {
-    *chg = (pool_vmm_change){0};
-    if (v->gran_ext == NULL) return;
-    for (int32_t e = 0; e < v->next_slot; e++) {
-        if (v->ext[e].size != 0) extent_unmap(v, e, chg);
+/* Gives idle extent e back to the driver: unmap, then release. A refused unmap leaves it as it was;
+ * a refused release maps the handle back where it was (still idle, still counted), or when even
+ * that fails leaves it stuck. Returns the refusal (the driver's message), or VRAM_OK. */
+static vram_status extent_unmap(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
+    pool_extent *x = &v->ext[e];
+    vram_status s = v->backend->unmap(v->dev, v->base + x->offset, x->size);
+    if (s == VRAM_OK) {
+        s = v->backend->phys_release(v->dev, x->handle);
+        if (s == VRAM_OK) {
+            extent_untable(v, x);
+            extent_forget(v, e, 1, chg);
+            return VRAM_OK;
+        }
+        char why[1024];
+        snprintf(why, sizeof why, "%s", vram_last_error());
+        if (v->backend->map(v->dev, v->base + x->offset, x->size, x->handle) != VRAM_OK) {
+            extent_untable(v, x);
+            extent_forget(v, e, 0, chg);
+        }
+        vram__fail(s, "%s", why);
     }
-    v->backend->va_free(v->dev, v->base, v->va_size);
+    refused(chg, s);
+    return s;
+}
+
+vram_status pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
+    if (v->gran_ext == NULL) return VRAM_OK;
+    for (int32_t e = 0; e < v->next_slot; e++) {   /* whatever the driver refuses: the range goes */
+        pool_extent *x = &v->ext[e];
+        if (x->size == 0) continue;
+        vram_status s = v->backend->unmap(v->dev, v->base + x->offset, x->size);
+        if (s != VRAM_OK) refused(chg, s);
+        extent_untable(v, x);
+        extent_release(v, e, chg);
+    }
+    for (size_t i = 0; i < v->nstuck; i++) {
+        vram_status s = v->backend->phys_release(v->dev, v->stuck[i]);
+        if (s != VRAM_OK) refused(chg, s);
+    }
+    vram_status s = v->backend->va_free(v->dev, v->base, v->va_size);
+    if (s != VRAM_OK) refused(chg, s);
     free(v->gran_ext);
     free(v->mapped_bits);
     free(v->touched_bits);
     free(v->ext);
+    free(v->stuck);
     memset(v, 0, sizeof *v);
+    return chg->refused;
 }
 
 /* The bits of granules [g, last] that lie in g's word of a bitmap; *n says how many they are. */
@@ -510,8 +564,9 @@ size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg) {
             if (x->size != 0 && x->busy == 0 && (best < 0 || x->size > v->ext[best].size)) best = e;
         }
         if (best < 0) break;
-        released += v->ext[best].size;
-        extent_unmap(v, best, chg);
+        size_t size = v->ext[best].size;
+        if (extent_unmap(v, best, chg) != VRAM_OK) break;   /* the driver refuses: no more this time */
+        released += size;
     }
     return released;
 }
@@ -522,8 +577,8 @@ size_t pool_vmm_unmap_idle_outside(pool_vmm *v, size_t lo, size_t hi, pool_vmm_c
     for (int32_t e = 0; e < v->next_slot && v->idle > 0; e++) {
         const pool_extent *x = &v->ext[e];
         if (x->size == 0 || x->busy != 0 || (x->offset < hi && x->offset + x->size > lo)) continue;
-        released += x->size;
-        extent_unmap(v, e, chg);
+        size_t size = x->size;
+        if (extent_unmap(v, e, chg) == VRAM_OK) released += size;
     }
     return released;
 }

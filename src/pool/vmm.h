@@ -38,6 +38,8 @@ typedef struct pool_extent {
 typedef struct pool_vmm_change {
     size_t   mapped, unmapped;
     uint64_t creates, releases, moves;   /* driver calls */
+    vram_status refused;                 /* the first unmap or release the driver refused, or VRAM_OK
+                                          * (its message is this thread's last error) */
 } pool_vmm_change;
 
 typedef struct pool_vmm {
@@ -66,12 +68,18 @@ typedef struct pool_vmm {
     /* the extents by zone (statistics): [0] those starting in the small zone [0, zone_start) when
      * one is set (pool_vmm_set_zone), [1] the rest; bytes and how many */
     size_t               zone_bytes[2], zone_count[2];
+    /* handles the driver refused to release and that could not be mapped back either: unmapped, no
+     * longer extents, but the driver still holds their memory, so it stays counted (stuck_bytes, in
+     * what the pool reserves) until pool_vmm_destroy releases them */
+    uint64_t            *stuck;
+    size_t               nstuck, stuck_bytes;
 } pool_vmm;
 
 vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
                           size_t max_extent);
-/* Unmaps and releases everything, frees the range; *chg: what that gave back. */
-void        pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg);
+/* Unmaps and releases everything, frees the range; *chg: what that gave back. Returns the first
+ * refusal of the driver (whatever it refused is lost to the pool, still held by the driver). */
+vram_status pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg);
 
 /* Starts the second quick test at `offset` (a multiple of the granularity) of the range: blocks
  * there are tested against the mapped run that begins at it, as the others against the prefix.

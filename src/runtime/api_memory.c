@@ -387,9 +387,9 @@ vram_status vram_trim(int logical_device, size_t keep_bytes) {
     vram__pool *pool = NULL;
     vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
-    vram__pool_trim(pool, keep_bytes);
+    s = vram__pool_trim(pool, keep_bytes);
     vram__rt_leave(me);
-    return VRAM_OK;
+    return s;
 }
 
 vram_status vram_check(int logical_device) {

@@ -195,12 +195,21 @@ static vram_status start_card_wlocked(int i, const card_plan *plan) {
     return VRAM_OK;
 }
 
-static void destroy_pools_wlocked(void) {
+/* Every pool goes; the first refusal of the driver to free memory (then held by the driver until
+ * the process ends) is returned with its message. */
+static vram_status destroy_pools_wlocked(void) {
+    vram_status refusal = VRAM_OK;
+    char why[1024] = "";
     while (rt.nlogical > 0) {
         rt_logical *l = &rt.logical[--rt.nlogical];
-        vram__pool_destroy(l->pool);
+        vram_status s = vram__pool_destroy(l->pool);
+        if (s != VRAM_OK && refusal == VRAM_OK) {
+            refusal = s;
+            snprintf(why, sizeof why, "%s", vram_last_error());
+        }
         l->pool = NULL;
     }
+    return refusal == VRAM_OK ? VRAM_OK : vram__fail(refusal, "%s", why);
 }
 
 /* The allocator options in force: VRAM_ALLOC_CONF, else what the program set. */
@@ -338,8 +347,10 @@ vram_status vram__rt_start_wlocked(void) {
     }
     if (s == VRAM_OK) s = idle_thread_start_wlocked();
     if (s != VRAM_OK) {
-        destroy_pools_wlocked();
-        return s;
+        char why[1024];                          /* the cause, whatever the cleanup says */
+        snprintf(why, sizeof why, "%s", vram_last_error());
+        (void)destroy_pools_wlocked();
+        return vram__fail(s, "%s", why);
     }
     atomic_store(&rt.initialized, 1);
     return VRAM_OK;
@@ -361,10 +372,14 @@ vram_status vram__rt_stop_wlocked(void) {
         }
     }
     idle_thread_stop_wlocked();
-    destroy_pools_wlocked();
+    vram_status refusal = destroy_pools_wlocked();   /* stopped all the same: the memory is the driver's now */
     rt.backend->close();
     rt.discovered = 0;
     atomic_store(&rt.initialized, 0);
+    if (refusal != VRAM_OK) {
+        return vram__fail_wrap(refusal, "vram_shutdown: the driver refused to free memory, which it holds until "
+                               "the process ends");
+    }
     return VRAM_OK;
 }
 

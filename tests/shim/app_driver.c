@@ -38,6 +38,15 @@
  *                                         flushed line: "alloc MIB" -> alloc=E (cuMemAlloc),
  *                                         "free" -> free=E (the newest live block), "info" ->
  *                                         free=F total=T (cuMemGetInfo); exits at EOF
+ *             refused KIND MIB [DEV]      a block of MIB (take=E), then its free, which the driver is
+ *                                         to refuse (FAKE_CUDA_FAIL): before=F (cuMemGetInfo's free
+ *                                         before the free), free=E, after=F, the same block again
+ *                                         (again=E: past a limit, out of memory), the free again
+ *                                         (free_again=E), free_after= total=. KIND: alloc pitch
+ *                                         managed (cuMemFree_v2), create (cuMemRelease), map
+ *                                         (cuMemCreate + cuMemAddressReserve + cuMemMap, the handle
+ *                                         released at once: cuMemUnmap frees it), async pool
+ *                                         (cuMemFreeAsync)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -73,6 +82,10 @@ typedef struct driver {
     pfn_cuMemAllocFromPoolAsync alloc_pool;
     pfn_cuMemFreeAsync free_async;
     pfn_cuDeviceGetDefaultMemPool default_pool;
+    pfn_cuMemAddressReserve addr_reserve;
+    pfn_cuMemAddressFree addr_free;
+    pfn_cuMemMap map;
+    pfn_cuMemUnmap unmap;
 } driver;
 
 static void *lib;
@@ -101,6 +114,10 @@ static void resolve_by_dlsym(driver *d) {
     d->alloc_pool = (pfn_cuMemAllocFromPoolAsync)need_dlsym("cuMemAllocFromPoolAsync");
     d->free_async = (pfn_cuMemFreeAsync)need_dlsym("cuMemFreeAsync");
     d->default_pool = (pfn_cuDeviceGetDefaultMemPool)need_dlsym("cuDeviceGetDefaultMemPool");
+    d->addr_reserve = (pfn_cuMemAddressReserve)need_dlsym("cuMemAddressReserve");
+    d->addr_free = (pfn_cuMemAddressFree)need_dlsym("cuMemAddressFree");
+    d->map = (pfn_cuMemMap)need_dlsym("cuMemMap");
+    d->unmap = (pfn_cuMemUnmap)need_dlsym("cuMemUnmap");
 }
 
 static pfn_cuGetProcAddress gpa1;
@@ -142,6 +159,10 @@ static void resolve_by_proc(driver *d, const char *path) {
     d->alloc_pool = (pfn_cuMemAllocFromPoolAsync)need_proc("cuMemAllocFromPoolAsync");
     d->free_async = (pfn_cuMemFreeAsync)need_proc("cuMemFreeAsync");
     d->default_pool = (pfn_cuDeviceGetDefaultMemPool)need_proc("cuDeviceGetDefaultMemPool");
+    d->addr_reserve = (pfn_cuMemAddressReserve)need_proc("cuMemAddressReserve");
+    d->addr_free = (pfn_cuMemAddressFree)need_proc("cuMemAddressFree");
+    d->map = (pfn_cuMemMap)need_proc("cuMemMap");
+    d->unmap = (pfn_cuMemUnmap)need_proc("cuMemUnmap");
 }
 
 static void use_device(const driver *d, int ordinal) {
@@ -229,6 +250,50 @@ static int scenario_fill(const driver *d, const char *kind_name, size_t mib, int
     }
     for (int i = 0; i < n; i++)
         if (give(d, &chunks[i]) != CUDA_SUCCESS) die("free failed", "");
+    print_info(d, dev, "free_after");
+    return 0;
+}
+
+/* ---- a free the driver refuses ----------------------------------------------------------------- */
+
+/* A block of `bytes` that only its mapping holds: cuMemCreate, a reserved range, cuMemMap there,
+ * cuMemRelease of the handle (the memory goes at the cuMemUnmap). */
+static CUresult take_mapped(const driver *d, size_t bytes, int dev, CUdeviceptr *va) {
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = dev;
+    CUmemGenericAllocationHandle h = 0;
+    CUresult r = d->create(&h, bytes, &prop, 0);
+    if (r != CUDA_SUCCESS) return r;
+    if (d->addr_reserve(va, bytes, 0, 0, 0) != CUDA_SUCCESS || d->map(*va, bytes, 0, h, 0) != CUDA_SUCCESS)
+        die("cuMemAddressReserve or cuMemMap failed", "");
+    if (d->release(h) != CUDA_SUCCESS) die("cuMemRelease failed", "");
+    return CUDA_SUCCESS;
+}
+
+static int scenario_refused(const driver *d, const char *kind_name, size_t mib, int dev) {
+    size_t bytes = mib << 20;
+    int mapped = strcmp(kind_name, "map") == 0, kind = mapped ? K_CREATE : -1;
+    for (int k = 0; k < 6 && kind < 0; k++)
+        if (strcmp(kind_names[k], kind_name) == 0) kind = k;
+    if (kind < 0) die("unknown kind", kind_name);
+    chunk c = { 0, kind };
+    CUdeviceptr va = 0;
+    CUresult r = mapped ? take_mapped(d, bytes, dev, &va) : take(d, kind, bytes, dev, &c);
+    printf("take=%d\n", (int)r);
+    if (r != CUDA_SUCCESS) return 0;
+    print_info(d, dev, "before");
+    printf("free=%d\n", (int)(mapped ? d->unmap(va, bytes) : give(d, &c)));
+    print_info(d, dev, "after");
+    chunk again = { 0, kind };
+    CUdeviceptr va2 = 0;
+    r = mapped ? take_mapped(d, bytes, dev, &va2) : take(d, kind, bytes, dev, &again);
+    printf("again=%d\n", (int)r);
+    if (r == CUDA_SUCCESS && (mapped ? d->unmap(va2, bytes) : give(d, &again)) != CUDA_SUCCESS) die("free failed", "");
+    printf("free_again=%d\n", (int)(mapped ? d->unmap(va, bytes) : give(d, &c)));
+    if (mapped && d->addr_free(va, bytes) != CUDA_SUCCESS) die("cuMemAddressFree failed", "");
     print_info(d, dev, "free_after");
     return 0;
 }
@@ -444,6 +509,11 @@ int main(int argc, char **argv) {
     if (strcmp(sc, "nvml") == 0 && argc >= 4) {
         use_device(&d, 0);
         return scenario_nvml(&d, (size_t)strtoull(argv[3], NULL, 10));
+    }
+    if (strcmp(sc, "refused") == 0 && argc >= 5) {
+        int dev = argc > 5 ? atoi(argv[5]) : 0;
+        use_device(&d, dev);
+        return scenario_refused(&d, argv[3], (size_t)strtoull(argv[4], NULL, 10), dev);
     }
     if (strcmp(sc, "threads") == 0) return scenario_threads(&d);
     if (strcmp(sc, "mixed") == 0) {

@@ -24,6 +24,13 @@
  *
  * Every allocating call fails with CUDA_ERROR_OUT_OF_MEMORY, changing nothing, when held + growth
  * would pass the card; fake_cuda_held(dev) (fake_cuda.h) tells a test what this process holds.
+ * Besides memory, what libvram's CUDA backend (src/backend/cuda*.c) calls: cuDriverGetVersion,
+ * cuDeviceGetName, cuDeviceGetPCIBusId, the thread's context stack (cuCtxPushCurrent_v2 /
+ * cuCtxPopCurrent_v2; cuCtxSetCurrent replaces its top), cuGetErrorName / cuGetErrorString and
+ * failures on demand (fake_fault.c), streams and events (fake_events.c), IPC of plain allocations
+ * (cuIpcGetMemHandle / OpenMemHandle / CloseMemHandle, fake_mem.c) and exported descriptors of
+ * cuMemCreate memory (cuMemExportToShareableHandle / ImportFromShareableHandle, fake_vmm.c). Card
+ * sizes: FAKE_CUDA_MEM (default 16 GiB each). fake_cuda.h lists every variable and backdoor.
  * Device pointers, handles and VA ranges come from counters (no value is reused while in use), and
  * frees of unknown pointers or handles fail as the real driver's do. The current context is per
  * thread, as in CUDA: a primary context is the device ordinal + 1 disguised as a pointer, with a
@@ -41,16 +48,19 @@
  *
  * Not modelled: the memory a context itself takes; the allocations and arrays a destroyed or reset
  * context would take with it (only its limits' memory goes back); graph nodes other than memory and
- * child graph nodes; mapping a multicast object. Memory on the host (cuMemCreate, pools) holds
- * nothing of a card.
+ * child graph nodes; mapping a multicast object; the bytes of device memory (there are none: a
+ * program that dereferences a device pointer crashes, as on a GPU); memory another process imported
+ * outliving its exporter (the importer holds nothing of it); a context stack deeper than 64. Memory
+ * on the host (cuMemCreate, pools) holds nothing of a card.
  *
- * This file: the lock, held[] and its sharing, the devices and their attributes, contexts and their
- * limits, the list of device pointers, the address and handle counters, fake_cuda_held.
+ * This file: the lock, held[] and its sharing, the devices (sizes, names, bus ids) and their
+ * attributes, contexts (the thread's stack) and their limits, the list of device pointers, the
+ * address and handle counters, fake_cuda_held.
  * fake_internal.h says how the files call each other. Invariants: held[dev] is the sum of the
  * figures above (each file adds and subtracts its own through fake_hold_unsafe /
  * fake_unhold_unsafe) and never passes 16 GiB; with FAKE_CUDA_SHARED the process's slot always
  * equals held[]. Locks: fake_mu guards every bit of state of every file (fake_lock, which also takes
- * the shared file's flock); the thread's current context is thread-local and needs no lock.
+ * the shared file's flock); the thread's context stack is thread-local and needs no lock.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -61,6 +71,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -72,7 +83,12 @@
 static pthread_mutex_t fake_mu = PTHREAD_MUTEX_INITIALIZER;
 static size_t fake_used[FAKE_MAX_DEVICES];   /* held[dev] of this process */
 static int fake_initialized;
-static _Thread_local uintptr_t fake_ctx_current;   /* this thread's context, or 0 */
+/* This thread's context stack (cuCtxPushCurrent / cuCtxPopCurrent; cuCtxSetCurrent replaces the top):
+ * the current context is the top, none when it is empty. */
+#define FAKE_CTX_STACK 64
+static _Thread_local uintptr_t fake_ctx_stack[FAKE_CTX_STACK];
+static _Thread_local int fake_ctx_depth;
+#define fake_ctx_current (fake_ctx_depth ? fake_ctx_stack[fake_ctx_depth - 1] : (uintptr_t)0)
 
 /* ---- FAKE_CUDA_SHARED: the cards' usage shared between processes ---------------------------- */
 
@@ -155,14 +171,14 @@ static void fake_publish_unsafe(int dev) {
 }
 
 static int fake_fits_unsafe(int dev, size_t bytes) {
-    size_t in_use = fake_used_unsafe(dev);
-    return in_use <= FAKE_TOTAL && bytes <= FAKE_TOTAL - in_use;
+    size_t in_use = fake_used_unsafe(dev), card = fake_card_bytes(dev);
+    return in_use <= card && bytes <= card - in_use;
 }
 
 size_t fake_room_unsafe(int dev) {
     if (dev < 0 || dev >= FAKE_MAX_DEVICES) return 0;
-    size_t in_use = fake_used_unsafe(dev);
-    return in_use >= FAKE_TOTAL ? 0 : FAKE_TOTAL - in_use;
+    size_t in_use = fake_used_unsafe(dev), card = fake_card_bytes(dev);
+    return in_use >= card ? 0 : card - in_use;
 }
 
 CUresult fake_hold_unsafe(int dev, size_t bytes) {
@@ -243,6 +259,12 @@ fake_block *fake_block_find_unsafe(unsigned long long key) {
     return NULL;
 }
 
+fake_block *fake_block_containing_unsafe(unsigned long long addr) {
+    for (size_t i = fake_nblocks; i-- > 0;)
+        if (addr >= fake_blocks[i].key && addr - fake_blocks[i].key < fake_blocks[i].size) return &fake_blocks[i];
+    return NULL;
+}
+
 void fake_block_remove_unsafe(fake_block *b) { *b = fake_blocks[--fake_nblocks]; }
 
 /* ---- devices ------------------------------------------------------------------------------------ */
@@ -252,6 +274,11 @@ int fake_is_initialized(void) { return __atomic_load_n(&fake_initialized, __ATOM
 int fake_vmm_off(void) {
     const char *vmm = getenv("FAKE_CUDA_VMM");
     return vmm && strcmp(vmm, "off") == 0;
+}
+
+int fake_shareable_off(void) {
+    const char *v = getenv("FAKE_CUDA_SHAREABLE");
+    return v && strcmp(v, "off") == 0;
 }
 
 /* CUDA_VISIBLE_DEVICES as a list of card indices ("1,0"): the card of ordinal i in phys[i]; the
@@ -272,9 +299,14 @@ static int fake_visible(int phys[FAKE_MAX_DEVICES]) {
     return n;
 }
 
+static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]);
+
 int fake_device_count(void) {
     const char *v = getenv("FAKE_CUDA_DEVICES");
-    int n = v ? atoi(v) : 2;
+    size_t bytes[FAKE_MAX_DEVICES];
+    int cards = fake_mem_cards(bytes);
+    int n = v ? atoi(v) : cards > 0 ? cards : 2;
+    if (cards > 0 && n > cards) n = cards;   /* FAKE_CUDA_MEM names every card there is */
     n = n < 0 ? 0 : n > FAKE_MAX_DEVICES ? FAKE_MAX_DEVICES : n;
     int phys[FAKE_MAX_DEVICES], visible = fake_visible(phys);
     if (visible >= 0) {
@@ -283,6 +315,90 @@ int fake_device_count(void) {
         n = k;
     }
     return n;
+}
+
+/* One size of FAKE_CUDA_MEM: digits, then B, K/KiB, M/MiB, G/GiB or T/TiB (powers of 1024); 0 when
+ * malformed. */
+static size_t fake_parse_size(const char *s, const char **end) {
+    char *e = NULL;
+    unsigned long long v = strtoull(s, &e, 10);
+    int shift = 0;
+    if (e == s || *s == '-') return 0;
+    switch (*e) {
+    case 'B': shift = 0; e++; break;
+    case 'K': shift = 10; break;
+    case 'M': shift = 20; break;
+    case 'G': shift = 30; break;
+    case 'T': shift = 40; break;
+    default: break;
+    }
+    if (shift) {
+        e++;
+        if (e[0] == 'i' && e[1] == 'B') e += 2;
+    }
+    *end = e;
+    return v > (SIZE_MAX >> shift) ? 0 : (size_t)v << shift;
+}
+
+/* FAKE_CUDA_MEM ("16GiB", "2x16GiB", "80GiB,24GiB@8.6", as VRAM_SIM_DEVICES): each card's bytes and
+ * compute capability (major * 10 + minor; 90 without "@MAJOR.MINOR"), in card order (cc may be NULL);
+ * the number of cards it names (0 when unset or malformed: then every card has 16 GiB and 9.0). */
+static int fake_mem_cards_cc(size_t bytes[FAKE_MAX_DEVICES], int *cc) {
+    const char *v = getenv("FAKE_CUDA_MEM");
+    int n = 0;
+    if (!v || !*v) return 0;
+    while (*v) {
+        const char *e = v;
+        char *x = NULL;
+        unsigned long count = 1;
+        unsigned long c = strtoul(v, &x, 10);
+        if (x != v && *x == 'x') {
+            count = c;
+            v = x + 1;
+        }
+        size_t size = fake_parse_size(v, &e);
+        long major = 9, minor = 0;
+        if (*e == '@') {
+            char *m = NULL;
+            major = strtol(e + 1, &m, 10);
+            if (m == e + 1 || *m != '.') return 0;
+            minor = strtol(m + 1, &x, 10);
+            if (x == m + 1 || major < 1 || minor < 0 || minor > 9) return 0;
+            e = x;
+        }
+        if (size == 0 || count == 0 || (*e != ',' && *e != '\0')) return 0;
+        for (unsigned long i = 0; i < count; i++) {
+            if (n == FAKE_MAX_DEVICES) return 0;
+            if (cc) cc[n] = (int)(major * 10 + minor);
+            bytes[n++] = size;
+        }
+        v = *e == ',' ? e + 1 : e;
+    }
+    return n;
+}
+
+static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]) { return fake_mem_cards_cc(bytes, NULL); }
+
+/* The card of ordinal dev (CUDA_VISIBLE_DEVICES renumbers them); -1 for none. */
+static int fake_card_of(CUdevice dev) {
+    int phys[FAKE_MAX_DEVICES], visible = fake_visible(phys);
+    if (dev < 0 || dev >= FAKE_MAX_DEVICES) return -1;
+    return visible >= 0 ? (dev < visible ? phys[dev] : -1) : dev;
+}
+
+/* The compute capability of the card of ordinal dev, major * 10 + minor (FAKE_CUDA_MEM; else 9.0). */
+static int fake_card_cc(int dev) {
+    size_t bytes[FAKE_MAX_DEVICES];
+    int cc[FAKE_MAX_DEVICES];
+    int n = fake_mem_cards_cc(bytes, cc), card = fake_card_of(dev);
+    return card >= 0 && card < n ? cc[card] : 90;
+}
+
+size_t fake_card_bytes(int dev) {
+    size_t bytes[FAKE_MAX_DEVICES];
+    int n = fake_mem_cards(bytes), card = fake_card_of(dev);
+    if (card < 0) return 0;
+    return card < n ? bytes[card] : n > 0 ? 0 : FAKE_TOTAL;
 }
 
 static CUresult fake_check_device(CUdevice dev) {
@@ -321,7 +437,7 @@ CUresult impl_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
     if (!uuid) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
     const char *add = getenv("FAKE_CUDA_UUID_BASE");
-    int phys[FAKE_MAX_DEVICES], card = fake_visible(phys) >= 0 ? phys[dev] : dev;
+    int card = fake_card_of(dev);
     memcpy(uuid->bytes, base, 16);
     uuid->bytes[15] = (char)(unsigned char)(card + (add ? atoi(add) : 0));
     return CUDA_SUCCESS;
@@ -329,7 +445,8 @@ CUresult impl_cuDeviceGetUuid_v2(CUuuid *uuid, CUdevice dev) {
 
 CUresult impl_cuDeviceGetUuid(CUuuid *uuid, CUdevice dev) { return impl_cuDeviceGetUuid_v2(uuid, dev); }
 
-/* The attributes the preload library asks about: an H100's (compute capability 9.0). */
+/* The attributes the preload library and libvram ask about: an H100's (compute capability 9.0,
+ * unless FAKE_CUDA_MEM gives the card another). */
 CUresult impl_cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevice dev) {
     CUresult r = fake_check_device(dev);
     if (r != CUDA_SUCCESS) return r;
@@ -337,11 +454,36 @@ CUresult impl_cuDeviceGetAttribute(int *value, CUdevice_attribute attrib, CUdevi
     switch (attrib) {
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *value = FAKE_SMS; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR: *value = FAKE_THREADS_PER_SM; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = 9; break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = 0; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *value = fake_card_cc(dev) / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *value = fake_card_cc(dev) % 10; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED: *value = !fake_vmm_off(); break;
     default: return CUDA_ERROR_INVALID_VALUE;   /* an attribute the fake does not model */
     }
+    return CUDA_SUCCESS;
+}
+
+/* "NVIDIA Fake GPU 16GB" (the card's size in whole GiB), cut to len - 1 characters as the driver does. */
+CUresult impl_cuDeviceGetName(char *name, int len, CUdevice dev) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (!name || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(name, (size_t)len, "NVIDIA Fake GPU %zuGB", fake_card_bytes(dev) >> 30);
+    return CUDA_SUCCESS;
+}
+
+/* "0000:<card + 1>:00.0" (domain:bus:device.function, hexadecimal), as long as it fits in len. */
+CUresult impl_cuDeviceGetPCIBusId(char *bus_id, int len, CUdevice dev) {
+    CUresult r = fake_check_device(dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (!bus_id || len <= 0) return CUDA_ERROR_INVALID_VALUE;
+    snprintf(bus_id, (size_t)len, "0000:%02x:00.0", fake_card_of(dev) + 1);
+    return CUDA_SUCCESS;
+}
+
+/* CUDA 13.0; needs no cuInit, as in the driver. */
+CUresult impl_cuDriverGetVersion(int *version) {
+    if (!version) return CUDA_ERROR_INVALID_VALUE;
+    *version = 13000;
     return CUDA_SUCCESS;
 }
 
@@ -367,6 +509,7 @@ typedef struct fake_ctx {
 } fake_ctx;
 
 static fake_ctx fake_primary[FAKE_MAX_DEVICES];   /* id dev + 1 */
+static int fake_ctx_push(uintptr_t id);
 static fake_ctx *fake_ctxs;                       /* created ones, destroyed ones kept (alive 0) */
 static size_t fake_nctxs, fake_ctxs_cap;
 
@@ -507,9 +650,9 @@ static CUresult fake_ctx_create(CUcontext *ctx, CUdevice dev) {
         memset(c, 0, sizeof *c);
         fake_ctx_start(c, fake_opaque_unsafe(FAKE_OBJ_CONTEXT), dev);
         *ctx = (CUcontext)c->id;
-        fake_ctx_current = c->id;
     }
     fake_unlock();
+    if (r == CUDA_SUCCESS && fake_ctx_push((uintptr_t)*ctx) != 0) r = CUDA_ERROR_OUT_OF_MEMORY;   /* (after 64) */
     return r;
 }
 
@@ -544,26 +687,58 @@ static CUresult fake_ctx_destroy(CUcontext ctx) {
     if (!c || !c->alive) r = CUDA_ERROR_INVALID_CONTEXT;
     else fake_ctx_end_unsafe(c);
     fake_unlock();
-    if (r == CUDA_SUCCESS && fake_ctx_current == id) fake_ctx_current = 0;
+    if (r == CUDA_SUCCESS && fake_ctx_current == id) fake_ctx_depth--;   /* popped from this thread's stack */
     return r;
 }
 
 CUresult impl_cuCtxDestroy(CUcontext ctx) { return fake_ctx_destroy(ctx); }
 CUresult impl_cuCtxDestroy_v2(CUcontext ctx) { return fake_ctx_destroy(ctx); }
 
+/* Whether a context handle may be made current: a created one alive, or a device's primary one. */
+static int fake_ctx_usable(uintptr_t id) {
+    if (fake_is_primary_id(id)) return (int)id - 1 < fake_device_count();
+    fake_lock();
+    fake_ctx *c = fake_ctx_find_unsafe(id);
+    int ok = c && c->alive;
+    fake_unlock();
+    return ok;
+}
+
+/* Puts a context on top of this thread's stack: 0, or -1 when the stack is full (the fake's limit). */
+static int fake_ctx_push(uintptr_t id) {
+    if (fake_ctx_depth == FAKE_CTX_STACK) return -1;
+    fake_ctx_stack[fake_ctx_depth++] = id;
+    return 0;
+}
+
+/* Replaces the top of this thread's stack (pushes onto an empty one); NULL pops it. */
 CUresult impl_cuCtxSetCurrent(CUcontext ctx) {
     uintptr_t id = (uintptr_t)ctx;
     if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
-    if (id && !fake_is_primary_id(id)) {
-        fake_lock();
-        fake_ctx *c = fake_ctx_find_unsafe(id);
-        int ok = c && c->alive;
-        fake_unlock();
-        if (!ok) return CUDA_ERROR_INVALID_CONTEXT;
-    } else if (id && (int)id - 1 >= fake_device_count()) {
-        return CUDA_ERROR_INVALID_CONTEXT;
+    if (id && !fake_ctx_usable(id)) return CUDA_ERROR_INVALID_CONTEXT;
+    if (!id) {
+        if (fake_ctx_depth > 0) fake_ctx_depth--;
+    } else if (fake_ctx_depth == 0) {
+        fake_ctx_push(id);
+    } else {
+        fake_ctx_stack[fake_ctx_depth - 1] = id;
     }
-    fake_ctx_current = id;
+    return CUDA_SUCCESS;
+}
+
+CUresult impl_cuCtxPushCurrent_v2(CUcontext ctx) {
+    uintptr_t id = (uintptr_t)ctx;
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!id) return CUDA_ERROR_INVALID_VALUE;
+    if (!fake_ctx_usable(id)) return CUDA_ERROR_INVALID_CONTEXT;
+    return fake_ctx_push(id) == 0 ? CUDA_SUCCESS : CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult impl_cuCtxPopCurrent_v2(CUcontext *ctx) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (fake_ctx_depth == 0) return CUDA_ERROR_INVALID_CONTEXT;
+    uintptr_t id = fake_ctx_stack[--fake_ctx_depth];
+    if (ctx) *ctx = (CUcontext)id;
     return CUDA_SUCCESS;
 }
 
@@ -660,3 +835,8 @@ FAKE_EXPORT(cuCtxGetCurrent, (CUcontext *ctx), (ctx))
 FAKE_EXPORT(cuCtxGetDevice, (CUdevice *dev), (dev))
 FAKE_EXPORT(cuCtxSetLimit, (CUlimit limit, size_t value), (limit, value))
 FAKE_EXPORT(cuCtxGetLimit, (size_t *value, CUlimit limit), (value, limit))
+FAKE_EXPORT(cuCtxPushCurrent_v2, (CUcontext ctx), (ctx))
+FAKE_EXPORT(cuCtxPopCurrent_v2, (CUcontext *ctx), (ctx))
+FAKE_EXPORT(cuDriverGetVersion, (int *version), (version))
+FAKE_EXPORT(cuDeviceGetName, (char *name, int len, CUdevice dev), (name, len, dev))
+FAKE_EXPORT(cuDeviceGetPCIBusId, (char *bus_id, int len, CUdevice dev), (bus_id, len, dev))

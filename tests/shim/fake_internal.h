@@ -1,15 +1,18 @@
 /*
  * fake_internal.h: what the files of the fake libcuda.so.1 (tests/shim/fake_*.c; fake_cuda.c says
  * what the fake models) share: the lock, the bytes the driver holds per device, the devices and the
- * calling thread's context, the list of device pointers, opaque handle values, and every driver
- * function of the fake twice: the exported symbol (SHIM_EXPORT) and its internal twin impl_<symbol>
- * (what cuGetProcAddress hands out with FAKE_CUDA_PROC=internal). Not for the tests: they see only
+ * calling thread's context, the list of device pointers, opaque handle values, fault injection, and
+ * every driver function of the fake three times: the exported symbol (SHIM_EXPORT), its internal
+ * twin fault_<symbol> (what cuGetProcAddress hands out with FAKE_CUDA_PROC=internal; both ask
+ * fake_fault first) and impl_<symbol>, what the call does. Not for the tests: they see only
  * fake_cuda.h.
  *
- * Layers (calls run one way): fake_cuda.c (core) <- fake_mem.c, fake_vmm.c, fake_graph.c <-
- * fake_procs.c. Locks: one, fake_mu (fake_lock / fake_unlock, which with FAKE_CUDA_SHARED also hold
- * the shared file's flock); every *_unsafe function wants it held, no function calls the driver's
- * exported symbols (a call from inside the library would bind to the preload library's version).
+ * Layers (calls run one way): fake_cuda.c and fake_fault.c (core) <- fake_mem.c, fake_vmm.c,
+ * fake_graph.c, fake_events.c <- fake_procs.c. Locks: fake_mu (fake_lock / fake_unlock, which with
+ * FAKE_CUDA_SHARED also hold the shared file's flock) for memory, contexts and their limits; every
+ * *_unsafe function wants it held. fake_fault.c's and fake_events.c's own locks are never held with
+ * it or with each other. No function calls the driver's exported symbols (a call from inside the
+ * library would bind to the preload library's version).
  */
 #ifndef VRAM_FAKE_INTERNAL_H
 #define VRAM_FAKE_INTERNAL_H
@@ -20,8 +23,8 @@
 #include "cuda_driver.h"
 #include "fake_cuda.h"
 
-#define FAKE_MAX_DEVICES 8
-#define FAKE_TOTAL (16ull << 30)         /* each card */
+#define FAKE_MAX_DEVICES 16
+#define FAKE_TOTAL (16ull << 30)         /* each card, unless FAKE_CUDA_MEM says otherwise */
 #define FAKE_GRANULE (2ull << 20)        /* VMM, pool and graph granule */
 #define FAKE_SMS 132                     /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
 #define FAKE_THREADS_PER_SM 2048         /* CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR */
@@ -29,6 +32,7 @@
 /* results that common/cuda_abi.h does not name */
 #define FAKE_ERROR_UNSUPPORTED_LIMIT ((CUresult)215)
 #define FAKE_ERROR_CONTEXT_IS_DESTROYED ((CUresult)709)
+#define FAKE_ERROR_OPERATING_SYSTEM ((CUresult)304)
 
 /* ---- arithmetic that saturates (a saturated size never fits a card: out of memory) ------------- */
 
@@ -45,6 +49,9 @@ void fake_unlock(void);
 int fake_is_initialized(void);
 int fake_device_count(void);
 int fake_vmm_off(void);   /* FAKE_CUDA_VMM=off */
+int fake_shareable_off(void);   /* FAKE_CUDA_SHAREABLE=off */
+/* The bytes of the card of ordinal dev (FAKE_CUDA_MEM, else 16 GiB); 0 for no such device. */
+size_t fake_card_bytes(int dev);
 
 /* The device of the calling thread's context: CUDA_ERROR_INVALID_CONTEXT without one,
  * FAKE_ERROR_CONTEXT_IS_DESTROYED when it was destroyed. Takes the lock itself. */
@@ -65,7 +72,7 @@ int fake_reserve(void **items, size_t *cap, size_t count, size_t more, size_t el
 /* Opaque handle values (arrays, pools, graphs, contexts...): non-NULL, distinct per kind and never
  * reused; non-canonical addresses, so that a dereference faults at once. */
 enum { FAKE_OBJ_ARRAY = 1, FAKE_OBJ_MIPMAP, FAKE_OBJ_POOL, FAKE_OBJ_GRAPH, FAKE_OBJ_NODE, FAKE_OBJ_EXEC,
-       FAKE_OBJ_CONTEXT };
+       FAKE_OBJ_CONTEXT, FAKE_OBJ_EVENT, FAKE_OBJ_STREAM };
 uintptr_t fake_opaque_unsafe(int kind);
 
 /* A fresh device address range of `size` bytes aligned to `align` (a power of two, at least 1 MiB),
@@ -74,8 +81,9 @@ uintptr_t fake_opaque_unsafe(int kind);
 unsigned long long fake_address_unsafe(size_t size, size_t align, unsigned long long hint);
 
 /* Device pointers: plain allocations (their bytes held), stream-ordered blocks of a pool (the pool's
- * reserve holds them) and the live allocations of launched graphs (graph memory holds them). */
-enum { FAKE_BLOCK_PLAIN, FAKE_BLOCK_POOL, FAKE_BLOCK_GRAPH };
+ * reserve holds them), the live allocations of launched graphs (graph memory holds them) and another
+ * process's plain allocation opened here with cuIpcOpenMemHandle (that process holds it). */
+enum { FAKE_BLOCK_PLAIN, FAKE_BLOCK_POOL, FAKE_BLOCK_GRAPH, FAKE_BLOCK_IPC };
 typedef struct fake_block {
     unsigned long long key;   /* the address */
     size_t size;              /* plain: the bytes held; pool: the rounded block; graph: the node's bytes */
@@ -87,7 +95,14 @@ typedef struct fake_block {
 int fake_blocks_reserve_unsafe(size_t more);        /* then fake_block_add_unsafe cannot fail */
 void fake_block_add_unsafe(const fake_block *b);
 fake_block *fake_block_find_unsafe(unsigned long long key);
+fake_block *fake_block_containing_unsafe(unsigned long long addr);   /* the block addr lies in */
 void fake_block_remove_unsafe(fake_block *b);       /* invalidates every fake_block pointer */
+
+/* ---- fault injection and the driver's error names (fake_fault.c) --------------------------------- */
+
+/* CUDA_SUCCESS, or the error FAKE_CUDA_FAIL / fake_cuda_fail() planned for this call of `symbol`
+ * (every call of an exported function and of its internal twin counts, once). Takes its own lock. */
+CUresult fake_fault(const char *symbol);
 
 /* ---- the driver functions: exported symbols and their internal twins ------------------------------ */
 
@@ -98,6 +113,12 @@ typedef CUresult cuda_fn_cuCtxCreate_v3(CUcontext *ctx, void *affinity_params, i
                                         CUdevice dev);
 typedef CUresult cuda_fn_cuCtxCreate_v4(CUcontext *ctx, void *create_params, unsigned int flags, CUdevice dev);
 typedef cuda_fn_cuStreamSynchronize cuda_fn_cuStreamSynchronize_ptsz;
+typedef cuda_fn_cuEventDestroy_v2 cuda_fn_cuEventDestroy;
+typedef cuda_fn_cuIpcOpenMemHandle_v2 cuda_fn_cuIpcOpenMemHandle;
+typedef CUresult cuda_fn_cuStreamCreate(CUstream *stream, unsigned int flags);
+typedef CUresult cuda_fn_cuStreamDestroy_v2(CUstream stream);
+typedef CUresult cuda_fn_cuStreamQuery(CUstream stream);
+typedef CUresult cuda_fn_cuCtxSynchronize(void);
 
 /* X(symbol, type): every driver function the fake has. */
 #define FAKE_FUNCTIONS(X)                                                        \
@@ -124,6 +145,27 @@ typedef cuda_fn_cuStreamSynchronize cuda_fn_cuStreamSynchronize_ptsz;
     X(cuCtxGetDevice, cuCtxGetDevice)                                            \
     X(cuCtxSetLimit, cuCtxSetLimit)                                              \
     X(cuCtxGetLimit, cuCtxGetLimit)                                              \
+    X(cuCtxPushCurrent_v2, cuCtxPushCurrent_v2)                                  \
+    X(cuCtxPopCurrent_v2, cuCtxPopCurrent_v2)                                    \
+    X(cuDriverGetVersion, cuDriverGetVersion)                                    \
+    X(cuDeviceGetName, cuDeviceGetName)                                          \
+    X(cuDeviceGetPCIBusId, cuDeviceGetPCIBusId)                                  \
+    /* fake_fault.c: the driver's error names */                                 \
+    X(cuGetErrorName, cuGetErrorName)                                            \
+    X(cuGetErrorString, cuGetErrorString)                                        \
+    /* fake_events.c: streams and events */                                      \
+    X(cuStreamCreate, cuStreamCreate)                                            \
+    X(cuStreamDestroy_v2, cuStreamDestroy_v2)                                    \
+    X(cuStreamQuery, cuStreamQuery)                                              \
+    X(cuStreamSynchronize, cuStreamSynchronize)                                  \
+    X(cuStreamSynchronize_ptsz, cuStreamSynchronize_ptsz)                        \
+    X(cuCtxSynchronize, cuCtxSynchronize)                                        \
+    X(cuEventCreate, cuEventCreate)                                              \
+    X(cuEventRecord, cuEventRecord)                                              \
+    X(cuEventQuery, cuEventQuery)                                                \
+    X(cuEventSynchronize, cuEventSynchronize)                                    \
+    X(cuEventDestroy, cuEventDestroy)                                            \
+    X(cuEventDestroy_v2, cuEventDestroy_v2)                                      \
     /* fake_mem.c: plain memory, pools, frees */                                 \
     X(cuMemAlloc_v2, cuMemAlloc_v2)                                              \
     X(cuMemAllocPitch_v2, cuMemAllocPitch_v2)                                    \
@@ -142,8 +184,10 @@ typedef cuda_fn_cuStreamSynchronize cuda_fn_cuStreamSynchronize_ptsz;
     X(cuMemAllocFromPoolAsync_ptsz, cuMemAllocFromPoolAsync_ptsz)                \
     X(cuMemFreeAsync, cuMemFreeAsync)                                            \
     X(cuMemFreeAsync_ptsz, cuMemFreeAsync_ptsz)                                  \
-    X(cuStreamSynchronize, cuStreamSynchronize)                                  \
-    X(cuStreamSynchronize_ptsz, cuStreamSynchronize_ptsz)                        \
+    X(cuIpcGetMemHandle, cuIpcGetMemHandle)                                      \
+    X(cuIpcOpenMemHandle, cuIpcOpenMemHandle)                                    \
+    X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2)                              \
+    X(cuIpcCloseMemHandle, cuIpcCloseMemHandle)                                  \
     X(cuMemPoolCreate, cuMemPoolCreate)                                          \
     X(cuMemPoolDestroy, cuMemPoolDestroy)                                        \
     X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                          \
@@ -162,6 +206,8 @@ typedef cuda_fn_cuStreamSynchronize cuda_fn_cuStreamSynchronize_ptsz;
     X(cuMemUnmap, cuMemUnmap)                                                    \
     X(cuMemSetAccess, cuMemSetAccess)                                            \
     X(cuMemRetainAllocationHandle, cuMemRetainAllocationHandle)                  \
+    X(cuMemExportToShareableHandle, cuMemExportToShareableHandle)                \
+    X(cuMemImportFromShareableHandle, cuMemImportFromShareableHandle)            \
     X(cuMulticastCreate, cuMulticastCreate)                                      \
     X(cuMulticastBindMem, cuMulticastBindMem)                                    \
     X(cuMulticastBindAddr, cuMulticastBindAddr)                                  \
@@ -201,14 +247,22 @@ typedef cuda_fn_cuStreamSynchronize cuda_fn_cuStreamSynchronize_ptsz;
     X(cuGetProcAddress, cuGetProcAddress)                                        \
     X(cuGetProcAddress_v2, cuGetProcAddress_v2)
 
+/* Per function: the exported symbol, its internal twin fault_<symbol> (the same call at another
+ * address, which cuGetProcAddress hands out with FAKE_CUDA_PROC=internal) and impl_<symbol>, what
+ * the call does. Both entries first ask fake_fault whether this call is to fail. */
 #define FAKE_DECLARE(symbol, type) \
     SHIM_EXPORT cuda_fn_##type symbol; \
+    cuda_fn_##type fault_##symbol;     \
     cuda_fn_##type impl_##symbol;
 FAKE_FUNCTIONS(FAKE_DECLARE)
 #undef FAKE_DECLARE
 
-/* The exported symbol: the internal twin under its public name. */
-#define FAKE_EXPORT(symbol, params, args) \
-    SHIM_EXPORT CUresult symbol params { return impl_##symbol args; }
+/* The internal twin (a planned failure, else impl_<symbol>) and the exported symbol that calls it. */
+#define FAKE_EXPORT(symbol, params, args)                                                  \
+    CUresult fault_##symbol params {                                                       \
+        CUresult fault_r_ = fake_fault(#symbol);                                           \
+        return fault_r_ != CUDA_SUCCESS ? fault_r_ : impl_##symbol args;                   \
+    }                                                                                      \
+    SHIM_EXPORT CUresult symbol params { return fault_##symbol args; }
 
 #endif /* VRAM_FAKE_INTERNAL_H */

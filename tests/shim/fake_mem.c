@@ -24,15 +24,29 @@
  *
  * Frees: cuMemFree_v2, cuMemFree and cuMemFreeAsync (and _ptsz) free any device pointer the fake
  * handed out, plain, pool block or graph allocation (fake_graph.c adds those), as the driver
- * documents; an unknown pointer is CUDA_ERROR_INVALID_VALUE.
+ * documents; an unknown pointer, or another process's memory opened here, is
+ * CUDA_ERROR_INVALID_VALUE.
+ *
+ * IPC of plain allocations: cuIpcGetMemHandle of a plain allocation's start (a 64-byte handle naming
+ * the process, device, address and size); cuIpcOpenMemHandle(_v2) in another process maps it at a new
+ * address (a device pointer that holds nothing here), in the process that made it is
+ * CUDA_ERROR_INVALID_CONTEXT, as the driver answers, and once that process is gone
+ * CUDA_ERROR_INVALID_VALUE; cuIpcCloseMemHandle unmaps it.
  *
  * Invariants: for every pool, U <= R (R <= maxSize when it has one) and U is the sum of its live
  * blocks; R of every pool is in held[] (fake_cuda.c). Locks: fake_mu (fake_lock) around every
  * access to the pools and the blocks.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <errno.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "fake_internal.h"
 
@@ -92,7 +106,7 @@ CUresult impl_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t width_
     if (r != CUDA_SUCCESS) return r;
     if (!pitch || width_bytes == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
     size_t p = fake_round_up(width_bytes, 512);
-    if (p > FAKE_TOTAL / height) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (p > fake_card_bytes(dev) / height) return CUDA_ERROR_OUT_OF_MEMORY;
     r = fake_plain_alloc(dev, p * height, 0, dptr);
     if (r == CUDA_SUCCESS) *pitch = p;
     return r;
@@ -125,7 +139,7 @@ CUresult impl_cuMemAllocPitch(CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigne
     if (!dptr || !pitch || width_bytes == 0 || height == 0) return CUDA_ERROR_INVALID_VALUE;
     size_t p = fake_round_up(width_bytes, 512);
     if (p > UINT_MAX) return CUDA_ERROR_INVALID_VALUE;
-    if (p > FAKE_TOTAL / height) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (p > fake_card_bytes(dev) / height) return CUDA_ERROR_OUT_OF_MEMORY;
     r = fake_plain_alloc(dev, p * height, 1, &at);
     if (r == CUDA_SUCCESS) {
         *dptr = (CUdeviceptr_v1)at;
@@ -143,7 +157,7 @@ static CUresult fake_mem_info(size_t *free_bytes, size_t *total_bytes) {
     size_t room = fake_room_unsafe(dev);
     fake_unlock();
     *free_bytes = room;
-    *total_bytes = FAKE_TOTAL;
+    *total_bytes = fake_card_bytes(dev);
     return CUDA_SUCCESS;
 }
 
@@ -165,7 +179,7 @@ CUresult impl_cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev) {
     if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
     if (!bytes) return CUDA_ERROR_INVALID_VALUE;
     if (dev < 0 || dev >= fake_device_count()) return CUDA_ERROR_INVALID_DEVICE;
-    *bytes = FAKE_TOTAL;
+    *bytes = fake_card_bytes(dev);
     return CUDA_SUCCESS;
 }
 
@@ -458,14 +472,6 @@ CUresult impl_cuDeviceSetMemPool(CUdevice dev, CUmemoryPool pool) {
     return r;
 }
 
-static CUresult fake_stream_sync(CUstream stream) {
-    (void)stream;
-    return fake_is_initialized() ? CUDA_SUCCESS : CUDA_ERROR_NOT_INITIALIZED;
-}
-
-CUresult impl_cuStreamSynchronize(CUstream stream) { return fake_stream_sync(stream); }
-CUresult impl_cuStreamSynchronize_ptsz(CUstream stream) { return fake_stream_sync(stream); }
-
 /* ---- frees --------------------------------------------------------------------------------------- */
 
 /* A pool block comes back: U drops; the pool releases beyond max(U, T) (all of it once destroyed and
@@ -484,7 +490,7 @@ static CUresult fake_free(unsigned long long key) {
     CUresult r = CUDA_SUCCESS;
     fake_lock();
     fake_block *b = key ? fake_block_find_unsafe(key) : NULL;
-    if (!b) {
+    if (!b || b->kind == FAKE_BLOCK_IPC) {   /* another process's memory goes with cuIpcCloseMemHandle */
         r = CUDA_ERROR_INVALID_VALUE;
     } else {
         fake_block gone = *b;
@@ -508,6 +514,87 @@ CUresult impl_cuMemFreeAsync(CUdeviceptr dptr, CUstream stream) {
 CUresult impl_cuMemFreeAsync_ptsz(CUdeviceptr dptr, CUstream stream) {
     (void)stream;
     return fake_free(dptr);
+}
+
+/* ---- IPC of plain allocations ------------------------------------------------------------------- */
+
+/* What a CUipcMemHandle of the fake holds (64 bytes). */
+typedef struct fake_ipc {
+    char magic[8];              /* "fakeIPC" */
+    int pid, dev;
+    unsigned long long dptr, size;
+    char unused[CU_IPC_HANDLE_SIZE - 32];
+} fake_ipc;
+_Static_assert(sizeof(fake_ipc) == CU_IPC_HANDLE_SIZE, "an IPC handle is 64 bytes");
+
+static const char fake_ipc_magic[8] = "fakeIPC";
+
+/* The handle of a plain allocation, by its start (not a pool block: those go through pools' IPC). */
+CUresult impl_cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr) {
+    int dev = -1;
+    CUresult r = fake_current_device(&dev);
+    if (r != CUDA_SUCCESS) return r;
+    if (!handle) return CUDA_ERROR_INVALID_VALUE;
+    fake_ipc h;
+    memset(&h, 0, sizeof h);
+    fake_lock();
+    const fake_block *b = dptr ? fake_block_find_unsafe(dptr) : NULL;
+    if (!b || b->kind != FAKE_BLOCK_PLAIN) {
+        r = CUDA_ERROR_INVALID_VALUE;
+    } else {
+        memcpy(h.magic, fake_ipc_magic, sizeof h.magic);
+        h.pid = (int)getpid();
+        h.dev = b->dev;
+        h.dptr = b->key;
+        h.size = b->size;
+    }
+    fake_unlock();
+    if (r == CUDA_SUCCESS) memcpy(handle->reserved, &h, sizeof h);
+    return r;
+}
+
+/* Another process's allocation at a new address of this one (holding nothing here: the exporter
+ * holds it). The process that made the handle cannot open it (CUDA_ERROR_INVALID_CONTEXT, as the
+ * driver answers), nor can anyone once that process is gone. */
+CUresult impl_cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags) {
+    int dev = -1;
+    CUresult r = fake_current_device(&dev);
+    if (r != CUDA_SUCCESS) return r;
+    fake_ipc h;
+    memcpy(&h, handle.reserved, sizeof h);
+    if (!dptr || (flags & ~(unsigned)CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS) ||
+        memcmp(h.magic, fake_ipc_magic, sizeof h.magic) != 0 || h.size == 0 || h.dev < 0 ||
+        h.dev >= FAKE_MAX_DEVICES)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (h.pid == (int)getpid()) return CUDA_ERROR_INVALID_CONTEXT;
+    if (kill(h.pid, 0) != 0 && errno == ESRCH) return CUDA_ERROR_INVALID_VALUE;
+    fake_lock();
+    unsigned long long at = 0;
+    if (fake_blocks_reserve_unsafe(1) != 0 || !(at = fake_address_unsafe(h.size, 1u << 20, 0))) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        fake_block b = { .key = at, .size = h.size, .dev = h.dev, .kind = FAKE_BLOCK_IPC };
+        fake_block_add_unsafe(&b);
+        *dptr = at;
+    }
+    fake_unlock();
+    return r;
+}
+
+CUresult impl_cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags) {
+    return impl_cuIpcOpenMemHandle_v2(dptr, handle, flags);
+}
+
+CUresult impl_cuIpcCloseMemHandle(CUdeviceptr dptr) {
+    int dev = -1;
+    CUresult r = fake_current_device(&dev);
+    if (r != CUDA_SUCCESS) return r;
+    fake_lock();
+    fake_block *b = dptr ? fake_block_find_unsafe(dptr) : NULL;
+    if (!b || b->kind != FAKE_BLOCK_IPC) r = CUDA_ERROR_INVALID_VALUE;
+    else fake_block_remove_unsafe(b);
+    fake_unlock();
+    return r;
 }
 
 /* ---- the exported functions ---------------------------------------------------------------------- */
@@ -535,8 +622,6 @@ FAKE_EXPORT(cuMemAllocFromPoolAsync_ptsz, (CUdeviceptr *dptr, size_t bytesize, C
             (dptr, bytesize, pool, stream))
 FAKE_EXPORT(cuMemFreeAsync, (CUdeviceptr dptr, CUstream stream), (dptr, stream))
 FAKE_EXPORT(cuMemFreeAsync_ptsz, (CUdeviceptr dptr, CUstream stream), (dptr, stream))
-FAKE_EXPORT(cuStreamSynchronize, (CUstream stream), (stream))
-FAKE_EXPORT(cuStreamSynchronize_ptsz, (CUstream stream), (stream))
 FAKE_EXPORT(cuMemPoolCreate, (CUmemoryPool *pool, const CUmemPoolProps *props), (pool, props))
 FAKE_EXPORT(cuMemPoolDestroy, (CUmemoryPool pool), (pool))
 FAKE_EXPORT(cuMemPoolTrimTo, (CUmemoryPool pool, size_t keep), (pool, keep))
@@ -545,3 +630,8 @@ FAKE_EXPORT(cuMemPoolSetAttribute, (CUmemoryPool pool, CUmemPool_attribute attr,
 FAKE_EXPORT(cuDeviceGetDefaultMemPool, (CUmemoryPool *pool, CUdevice dev), (pool, dev))
 FAKE_EXPORT(cuDeviceGetMemPool, (CUmemoryPool *pool, CUdevice dev), (pool, dev))
 FAKE_EXPORT(cuDeviceSetMemPool, (CUdevice dev, CUmemoryPool pool), (dev, pool))
+FAKE_EXPORT(cuIpcGetMemHandle, (CUipcMemHandle *handle, CUdeviceptr dptr), (handle, dptr))
+FAKE_EXPORT(cuIpcOpenMemHandle, (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags), (dptr, handle, flags))
+FAKE_EXPORT(cuIpcOpenMemHandle_v2, (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags),
+            (dptr, handle, flags))
+FAKE_EXPORT(cuIpcCloseMemHandle, (CUdeviceptr dptr), (dptr))

@@ -5,7 +5,7 @@
  * one, as cudaTypedefs.h lists them: a lookup returns the newest version not newer than the CUDA
  * version asked for, the _ptsz one when the flag CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM is
  * given and there is one. It hands out the exported symbol, or with FAKE_CUDA_PROC=internal the same
- * function at another address (its impl_ twin, which no exported symbol names). _v2 also reports the
+ * function at another address (its fault_ twin, which no exported symbol names; fake_internal.h). _v2 also reports the
  * symbol's status (found, version not sufficient, not found).
  *
  * Invariants: every entry's two pointers have the type of the version the entry names. No state, no
@@ -23,8 +23,8 @@ typedef struct fake_proc {
     void *internal;   /* the same function at another address (FAKE_CUDA_PROC=internal) */
 } fake_proc;
 
-#define P(base, version, symbol) { base, version, 0, (void *)symbol, (void *)impl_##symbol }
-#define PTSZ(base, version, symbol) { base, version, 1, (void *)symbol, (void *)impl_##symbol }
+#define P(base, version, symbol) { base, version, 0, (void *)symbol, (void *)fault_##symbol }
+#define PTSZ(base, version, symbol) { base, version, 1, (void *)symbol, (void *)fault_##symbol }
 
 static const fake_proc fake_procs[] = {
     P("cuInit", 2000, cuInit),
@@ -49,6 +49,31 @@ static const fake_proc fake_procs[] = {
     P("cuCtxGetDevice", 2000, cuCtxGetDevice),
     P("cuCtxSetLimit", 3010, cuCtxSetLimit),
     P("cuCtxGetLimit", 3010, cuCtxGetLimit),
+    P("cuCtxPushCurrent", 4000, cuCtxPushCurrent_v2),
+    P("cuCtxPopCurrent", 4000, cuCtxPopCurrent_v2),
+    P("cuCtxSynchronize", 2000, cuCtxSynchronize),
+    P("cuDriverGetVersion", 2020, cuDriverGetVersion),
+    P("cuDeviceGetName", 2000, cuDeviceGetName),
+    P("cuDeviceGetPCIBusId", 4010, cuDeviceGetPCIBusId),
+    P("cuGetErrorName", 6000, cuGetErrorName),
+    P("cuGetErrorString", 6000, cuGetErrorString),
+    /* streams and events */
+    P("cuStreamCreate", 2000, cuStreamCreate),
+    P("cuStreamDestroy", 4000, cuStreamDestroy_v2),
+    P("cuStreamQuery", 2000, cuStreamQuery),
+    P("cuEventCreate", 2000, cuEventCreate),
+    P("cuEventRecord", 2000, cuEventRecord),
+    P("cuEventQuery", 2000, cuEventQuery),
+    P("cuEventSynchronize", 2000, cuEventSynchronize),
+    P("cuEventDestroy", 2000, cuEventDestroy),
+    P("cuEventDestroy", 4000, cuEventDestroy_v2),
+    /* sharing memory with other processes */
+    P("cuIpcGetMemHandle", 4010, cuIpcGetMemHandle),
+    P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
+    P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
+    P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    P("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
+    P("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
     /* plain memory: the CUDA < 3.2 entry points, then the _v2 ones */
     P("cuMemAlloc", 2000, cuMemAlloc),
     P("cuMemAlloc", 3020, cuMemAlloc_v2),

@@ -16,6 +16,14 @@
  * Handle values come from a counter and are never reused. cuMemCreate on the host (HOST, or
  * HOST_NUMA node 0) holds no device memory. cuMemGetAllocationGranularity: 2 MiB.
  *
+ * Sharing: memory created with requestedHandleTypes POSIX_FILE_DESCRIPTOR (FAKE_CUDA_SHAREABLE=off:
+ * CUDA_ERROR_NOT_SUPPORTED, as a device that cannot share) can be exported
+ * (cuMemExportToShareableHandle: a new memfd naming the process, handle, device and size; anything
+ * else is CUDA_ERROR_INVALID_VALUE); cuMemImportFromShareableHandle of such a descriptor in the
+ * exporting process returns the same handle with one more reference, in another a handle of its own
+ * that holds nothing of the card (the exporter holds the memory). fake_cuda_backed (fake_cuda.h)
+ * tells whether an address range is device memory of the process (mapped, or a device pointer's).
+ *
  * Multicast: cuMulticastCreate returns a handle from a value space of its own (released with
  * cuMemRelease), holding no memory itself; cuMulticastBindMem and cuMulticastBindAddr (an address
  * inside a mapping: that mapping's allocation) make the object hold a reference to device memory
@@ -40,8 +48,14 @@
  * the lists below) and its bytes are in held[] (fake_cuda.c); mappings lie inside reserved ranges
  * and do not overlap. Locks: fake_mu (fake_lock) around every access to these lists.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "fake_internal.h"
 
@@ -52,6 +66,8 @@ typedef struct fake_mem {
     int dev;                     /* FAKE_HOST: memory on the host */
     size_t size;
     unsigned refs, maps, tiles, binds;
+    unsigned handle_types;       /* CUmemAllocationHandleType bits it may be exported as */
+    int imported;                /* another process's (cuMemImportFromShareableHandle): held there */
 } fake_mem;
 
 typedef struct fake_va {
@@ -107,7 +123,7 @@ static fake_mem *fake_mem_handle_unsafe(unsigned long long handle) {
 static void fake_mem_settle_unsafe(unsigned long long handle) {
     fake_mem *m = fake_mem_find_unsafe(handle);
     if (!m || m->refs || m->maps || m->tiles || m->binds) return;
-    fake_unhold_unsafe(m->dev, m->size);
+    if (!m->imported) fake_unhold_unsafe(m->dev, m->size);
     *m = fake_mems[--fake_nmems];
 }
 
@@ -161,6 +177,10 @@ CUresult impl_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, con
     }
     if (size == 0 || !fake_aligned(size)) return CUDA_ERROR_INVALID_VALUE;   /* whole 2 MiB granules */
     if (fake_vmm_off()) return CUDA_ERROR_NOT_SUPPORTED;                     /* a driver without VMM */
+    if (prop->requestedHandleTypes & ~(unsigned)CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;   /* (the fake shares memory through descriptors only) */
+    if (prop->requestedHandleTypes && fake_shareable_off())
+        return CUDA_ERROR_NOT_SUPPORTED;   /* a device or driver that cannot share memory */
     CUresult r = CUDA_SUCCESS;
     fake_lock();
     if (fake_reserve((void **)&fake_mems, &fake_mems_cap, fake_nmems, 1, sizeof *fake_mems) != 0)
@@ -168,7 +188,8 @@ CUresult impl_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, con
     else
         r = fake_hold_unsafe(dev, size);
     if (r == CUDA_SUCCESS) {
-        fake_mems[fake_nmems++] = (fake_mem){ .handle = fake_next_handle++, .dev = dev, .size = size, .refs = 1 };
+        fake_mems[fake_nmems++] = (fake_mem){ .handle = fake_next_handle++, .dev = dev, .size = size, .refs = 1,
+                                              .handle_types = (unsigned)prop->requestedHandleTypes };
         *handle = fake_mems[fake_nmems - 1].handle;
     }
     fake_unlock();
@@ -350,6 +371,100 @@ CUresult impl_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, 
     } else {
         m->refs++;
         *handle = m->handle;
+    }
+    fake_unlock();
+    return r;
+}
+
+/* Whether every byte of [addr, addr + size) is device memory of this process: in a mapping, or in a
+ * device pointer's allocation (plain, pool block, graph allocation or opened IPC memory). */
+SHIM_EXPORT int fake_cuda_backed(unsigned long long addr, size_t size) {
+    unsigned long long at = addr, end = addr + size;
+    if (size == 0 || end < addr) return 0;
+    fake_lock();
+    while (at < end) {
+        const fake_map *mp = fake_map_at_unsafe(at);
+        const fake_block *b = mp ? NULL : fake_block_containing_unsafe(at);
+        if (mp) at = mp->va + mp->size;
+        else if (b) at = b->key + b->size;
+        else break;
+    }
+    fake_unlock();
+    return at >= end;
+}
+
+/* ---- sharing with other processes: file descriptors ---------------------------------------------- */
+
+/* What an exported descriptor holds: a memfd with this record at offset 0. */
+typedef struct fake_export {
+    char magic[8];                 /* "fakeFD1" */
+    int pid, dev;
+    unsigned long long handle, size;
+    unsigned handle_types, pad;
+} fake_export;
+
+static const char fake_export_magic[8] = "fakeFD1";
+
+/* A new descriptor (the caller's to close) for an allocation created exportable as one. */
+CUresult impl_cuMemExportToShareableHandle(void *shareable, CUmemGenericAllocationHandle handle,
+                                           CUmemAllocationHandleType type, unsigned long long flags) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!shareable || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+    fake_export x;
+    memset(&x, 0, sizeof x);
+    CUresult r = CUDA_SUCCESS;
+    fake_lock();
+    const fake_mem *m = fake_mem_handle_unsafe(handle);
+    if (!m || !(m->handle_types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        r = CUDA_ERROR_INVALID_VALUE;   /* unknown, or not created with requestedHandleTypes asking for it */
+    } else {
+        memcpy(x.magic, fake_export_magic, sizeof x.magic);
+        x.pid = (int)getpid();
+        x.dev = m->dev;
+        x.handle = m->handle;
+        x.size = m->size;
+        x.handle_types = m->handle_types;
+    }
+    fake_unlock();
+    if (r != CUDA_SUCCESS) return r;
+    int fd = memfd_create("fake-cuda-export", MFD_CLOEXEC);
+    if (fd < 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (pwrite(fd, &x, sizeof x, 0) != (ssize_t)sizeof x) {
+        close(fd);
+        return FAKE_ERROR_OPERATING_SYSTEM;
+    }
+    *(int *)shareable = fd;
+    return CUDA_SUCCESS;
+}
+
+/* A handle for an exported descriptor (which stays the caller's): in the exporting process the same
+ * handle with one more reference, as cuMemRetainAllocationHandle; in another, a handle of this process
+ * to memory that process holds (nothing more is held here). */
+CUresult impl_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *os_handle,
+                                             CUmemAllocationHandleType type) {
+    if (!fake_is_initialized()) return CUDA_ERROR_NOT_INITIALIZED;
+    if (!handle || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return CUDA_ERROR_INVALID_VALUE;
+    int fd = (int)(intptr_t)os_handle;
+    fake_export x;
+    if (fd < 0 || pread(fd, &x, sizeof x, 0) != (ssize_t)sizeof x ||
+        memcmp(x.magic, fake_export_magic, sizeof x.magic) != 0 || x.size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult r = CUDA_SUCCESS;
+    fake_lock();
+    if (x.pid == (int)getpid()) {
+        fake_mem *m = fake_mem_find_unsafe(x.handle);
+        if (!m) {
+            r = CUDA_ERROR_INVALID_VALUE;   /* freed since */
+        } else {
+            m->refs++;
+            *handle = m->handle;
+        }
+    } else if (fake_reserve((void **)&fake_mems, &fake_mems_cap, fake_nmems, 1, sizeof *fake_mems) != 0) {
+        r = CUDA_ERROR_OUT_OF_MEMORY;
+    } else {
+        fake_mems[fake_nmems++] = (fake_mem){ .handle = fake_next_handle++, .dev = x.dev, .size = x.size, .refs = 1,
+                                              .handle_types = x.handle_types, .imported = 1 };
+        *handle = fake_mems[fake_nmems - 1].handle;
     }
     fake_unlock();
     return r;
@@ -716,6 +831,11 @@ FAKE_EXPORT(cuMemUnmap, (CUdeviceptr ptr, size_t size), (ptr, size))
 FAKE_EXPORT(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count),
             (ptr, size, desc, count))
 FAKE_EXPORT(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle *handle, void *addr), (handle, addr))
+FAKE_EXPORT(cuMemExportToShareableHandle, (void *shareable, CUmemGenericAllocationHandle handle,
+                                           CUmemAllocationHandleType type, unsigned long long flags),
+            (shareable, handle, type, flags))
+FAKE_EXPORT(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *handle, void *os_handle,
+                                             CUmemAllocationHandleType type), (handle, os_handle, type))
 FAKE_EXPORT(cuMulticastCreate, (CUmemGenericAllocationHandle *mc, const CUmulticastObjectProp *prop), (mc, prop))
 FAKE_EXPORT(cuMulticastBindMem, (CUmemGenericAllocationHandle mc, size_t mc_offset, CUmemGenericAllocationHandle mem,
                                  size_t mem_offset, size_t size, unsigned long long flags),

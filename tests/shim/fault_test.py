@@ -41,7 +41,7 @@ MEMBERS = 6
 FAULT_S = 10.0
 QUIET_S = 1.0
 REST_S = 2.0
-FAKE_SHARE_PEAK_AT = 128 * (4 + 4 + 8 * 8)   # fake_cuda.c: FAKE_SHARE_SLOTS * sizeof(fake_share_slot)
+FAKE_SHARE_PEAK_AT = 128 * (4 + 4 + 16 * 8)   # fake_cuda.c: FAKE_SHARE_SLOTS * sizeof(fake_share_slot)
 
 
 class Test:

@@ -317,7 +317,7 @@ check "vram top --prometheus to a full disk (/dev/full): exit 1 and says why (so
 run "$VRAM" top --prometheus --json
 check "vram top --prometheus --json: usage error" '[[ $RC == 2 ]] && has "$ERR" "--json and --prometheus cannot be given together"'
 run "$VRAM" top --help
-check "vram top --help documents --prometheus" '[[ $RC == 0 ]] && has "$OUT" "--prometheus prints the ledger once in Prometheus'"'"' text format"'
+check "vram top --help documents --prometheus" '[[ $RC == 0 ]] && has "$OUT" "top [--json] [--once] [--prometheus]" && has "$OUT" "--prometheus  print the ledger once in Prometheus'"'"' text format"'
 
 # ---- group limits -------------------------------------------------------------------------------------
 G="--group gg --group-limit 1GiB --log"

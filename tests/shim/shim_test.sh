@@ -92,6 +92,26 @@ if command -v python3 >/dev/null; then
          has "$OUT" "free_after=$GiB"'
 fi
 
+# ---- a free the driver refuses gives nothing back (FAKE_CUDA_FAIL makes the fake driver refuse the free of
+# a live block, CUDA_ERROR_LAUNCH_FAILED = 719): the 768 MiB stay counted, the same block again is refused
+# past the 1 GiB limit, and the free that the driver makes gives everything back
+refused_ok='[[ $RC == 0 ]] && has "$OUT" "take=0" && has "$OUT" "before=268435456 total=$GiB" && has "$OUT" "free=719" &&
+            has "$OUT" "after=268435456 total=$GiB" && has "$OUT" "again=2" && has "$OUT" "free_again=0" &&
+            has "$OUT" "free_after=$GiB total=$GiB"'
+for case in alloc:cuMemFree_v2 pitch:cuMemFree_v2 managed:cuMemFree_v2 create:cuMemRelease map:cuMemUnmap \
+            async:cuMemFreeAsync pool:cuMemFreeAsync; do
+    kind=${case%%:*} sym=${case#*:}
+    run limited env FAKE_CUDA_FAIL="$sym:1:CUDA_ERROR_LAUNCH_FAILED" "$APP" dlsym refused $kind 768
+    check "$kind: $sym refused by the driver: the block stays counted, nothing more fits, its real free counts" "$refused_ok"
+done
+run limited env FAKE_CUDA_FAIL="cuMemFreeAsync_ptsz:1:CUDA_ERROR_LAUNCH_FAILED" "$APP" proc_ptsz refused async 768
+check "async through cuGetProcAddress (per-thread stream): cuMemFreeAsync_ptsz refused, the block stays counted" "$refused_ok"
+for case in alloc:cuMemFree_v2 map:cuMemUnmap; do
+    kind=${case%%:*} sym=${case#*:}
+    run "$VRAM" run --limit 1GiB -- env FAKE_CUDA_FAIL="$sym:1:CUDA_ERROR_LAUNCH_FAILED" "$APP" dlsym refused $kind 768
+    check "preallocation, $kind: $sym refused by the driver: the block stays counted, nothing more fits" "$refused_ok"
+done
+
 # ---- every entry point of the coverage table (shim/shim.h), by its scenario in app_cover.c --------------
 # Each TAKES, HOLDS or GIVES entry point, found through dlsym and through cuGetProcAddress: without vram
 # the fake driver serves it up to its card; under a 1 GiB limit, with growth and with preallocation, the
@@ -393,9 +413,16 @@ run "$VRAM" run --frobnicate -- true
 check "unknown option: usage error" '[[ $RC == 2 ]] && has "$ERR" "unknown option '\''--frobnicate'\''"'
 run "$VRAM" run --growth -- /nonexistent/program
 check "command not found: 127 and why" '[[ $RC == 127 ]] && has "$ERR" "cannot run '\''/nonexistent/program'\''"'
-run env -u VRAM_BACKEND VRAM_SIM_DEVICES= "$VRAM" run --fraction 0.5 --growth -- true
+run env -u VRAM_BACKEND FAKE_CUDA_DEVICES=0 "$VRAM" run --fraction 0.5 --growth -- true
 check "--fraction without a readable device: error 1 with the reason" \
-    '[[ $RC == 1 ]] && has "$ERR" "--fraction needs the devices'\'' memory"'
+    '[[ $RC == 1 ]] && has "$ERR" "--fraction needs the devices'\'' memory" &&
+     has "$ERR" "the NVIDIA driver reports no CUDA device"'
+run env -u VRAM_BACKEND FAKE_CUDA_MEM=16GiB,8GiB "$VRAM" run --fraction 0.25 --growth -- env
+check "--fraction over the CUDA driver (the fake's 16 and 8 GiB cards): F x each card's memory" \
+    '[[ $RC == 0 ]] && has "$OUT" "VRAM_LIMIT_0=4294967296" && has "$OUT" "VRAM_LIMIT_1=2147483648"'
+run env -u VRAM_BACKEND FAKE_CUDA_FAIL=cuDeviceTotalMem_v2:2:CUDA_ERROR_ILLEGAL_ADDRESS "$VRAM" run --fraction 0.25 --growth -- true
+check "--fraction when the driver fails: error 1 naming the call and the driver's error" \
+    '[[ $RC == 1 ]] && has "$ERR" "cuDeviceTotalMem on device 1: CUDA_ERROR_ILLEGAL_ADDRESS"'
 mkdir -p "$TMP/lonely"
 cp "$VRAM" "$TMP/lonely/vram"
 run "$TMP/lonely/vram" run --growth -- true
