@@ -282,12 +282,12 @@ MUTANTS = [
 
     # ---- vram_trim, idle release -------------------------------------------------------------
     M("trim_keep_each_arena_audit", "src/pool/arenas.c",
-      "if (a != NULL) arena_trim(a, i == 0 ? keep_bytes : 0);",
-      "if (a != NULL) arena_trim(a, keep_bytes);",
+      "vram_status s = a != NULL ? arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;",
+      "vram_status s = a != NULL ? arena_trim(a, keep_bytes) : VRAM_OK;",
       "vram_trim(device, keep_bytes) keeps keep_bytes in total (the audit's survivor)", r"vram\.perthread"),
     M("trim_keeps_too_much", "src/pool/backing.c",
-      "    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep);",
-      "    if (p->vmm != NULL) vmm_unmap_idle_locked(p, (excess - keep) / 2);",
+      "    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep, &refusal);",
+      "    if (p->vmm != NULL) vmm_unmap_idle_locked(p, (excess - keep) / 2, &refusal);",
       "vram_trim gives cached memory back to the driver: whole idle extents", r"vram\.(growth|perthread|stats|alloc)"),
     M("trim_prealloc_region", "src/pool/backing.c",
       "        if (p->regions != NULL || p->cfg.limit < VRAM_POOL_UNIT) return GROW_OFF;",
@@ -303,8 +303,8 @@ MUTANTS = [
       "a preallocated pool with no live block gives its region back on vram_trim and takes it again on the next "
       "allocation", r"vram\.(growth|alloc|stats|lifecycle)|python"),
     M("trim_plain_regions_kept", "src/pool/backing.c",
-      "    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep);\n    trim_plain_regions_locked(p, keep);",
-      "    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep);",
+      "    vram_status s = trim_plain_regions_locked(p, keep);",
+      "    vram_status s = VRAM_OK;",
       "vram_trim gives back entirely free regions (a preallocated pool with no live block its region)",
       r"vram\.(growth|alloc|stats|lifecycle)|python"),
     M("idle_release_period", "src/pool/vmm.c",
@@ -460,6 +460,23 @@ MUTANTS = [
       "if (card < 0 || sim_listed(cfg, card)) break;",
       "if (card < 0 || sim_listed(cfg, card)) continue;",
       "CUDA_VISIBLE_DEVICES as the driver: the list ends at the first invalid entry", r"vram\.(env|physical)"),
+
+    # ---- the CUDA driver backend, over tests/shim's fake libcuda.so.1 ------------------------------
+    M("cuda_error_name_dropped", "src/backend/cuda_load.c",
+      "    return vram__fail(cuda_status(r), \"%s: %s\", what, err);",
+      "    (void)err;\n    return vram__fail(cuda_status(r), \"%s\", what);",
+      "every driver failure keeps its name in the message (the CUDA backend tested over a fake driver)",
+      r"vram_cuda"),
+    M("cuda_oom_is_driver_error", "src/backend/cuda_load.c",
+      "return r == CUDA_ERROR_OUT_OF_MEMORY ? VRAM_ERR_OUT_OF_MEMORY : VRAM_ERR_DRIVER;",
+      "return VRAM_ERR_DRIVER;",
+      "the card itself full (the driver's CUDA_ERROR_OUT_OF_MEMORY) is an out-of-memory error, on the CUDA backend",
+      r"vram_cuda"),
+    M("cuda_refused_free_counted", "src/backend/cuda.c",
+      "    if (r != CUDA_SUCCESS) return cuda_fail(r, \"cuMemFree(0x%llx) on device %d\",",
+      "    if (0) return cuda_fail(r, \"cuMemFree(0x%llx) on device %d\",",
+      "bytes come back to a limit only once the driver has freed them (a refused cuMemFree, CUDA backend)",
+      r"vram_cuda"),
 
     # ---- the command-line tool ------------------------------------------------------------------
     M("cli_usage_exit", "tools/vram.c",
@@ -895,6 +912,9 @@ def main():
                     "a later run with the same one rebuilds only what changed")
     ap.add_argument("--build-type", default="", help="CMAKE_BUILD_TYPE (default: the project's)")
     args = ap.parse_args()
+    # SIGTERM (and SIGINT, which a shell's background job ignores) ends the run as Ctrl-C does: the
+    # running build or ctest session is killed and the scratch tree is left for the next run to undo
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
 
     src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     ids = [m.id for m in MUTANTS]
