@@ -935,6 +935,9 @@ def main():
         problems = check_patterns(chosen, src)
         for p in problems:
             print("mutate.py: " + p, file=sys.stderr)
+        if problems:
+            print("mutate.py: make each such mutant plant the same bug in the code as it is now (tests/mutate.py's "
+                  "MUTANTS), then check that the tests still catch it: tests/mutate.py --only ID", file=sys.stderr)
         if not problems:
             print(f"{len(chosen)} mutants, each text found once in {src}")
         return 1 if problems else 0
