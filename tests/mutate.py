@@ -2,7 +2,7 @@
 """mutate.py: plants known bugs in vram, one at a time, and checks that the test suite catches each.
 
     tests/mutate.py [--list] [--check-patterns] [--only ID[,ID...]] [--rev REV] [--jobs N] [--keep DIR]
-                    [--build-type T]
+                    [--build-type T] [--whole-suite]
 
 Each mutant (MUTANTS below) is one plausible bug: a piece of code (found by its exact text, which must
 occur once in its file) replaced by a wrong one, the README promise it breaks, and a ctest regular
@@ -19,7 +19,8 @@ from the original) carry `equivalent` with the reason and are not run. The check
 --list prints the mutants; --check-patterns checks, without building, that every mutant's text occurs
 once in this checkout (ctest's mutate_list runs it, so that a change that makes a mutant stale fails CI);
 --keep DIR keeps the scratch directory, so that a later run rebuilds only what changed and runs the
-baseline suite again only when the tree changed (beyond this file); --only runs some mutants.
+baseline suite again only when the tree changed (beyond this file); --only runs some mutants;
+--whole-suite runs the whole suite against each mutant (slow: every test that catches it is named).
 
 Prints a line per mutant (caught by which tests / SURVIVED / error, seconds) and the totals; exits 0 when
 every mutant was caught or is equivalent, 1 otherwise, 2 on bad usage. It does not run in CI (it takes
@@ -30,6 +31,7 @@ The environment of the tests: CI=1 (tests that need a tool fail rather than skip
 """
 
 import argparse
+import fcntl
 import hashlib
 import io
 import os
@@ -911,6 +913,9 @@ def main():
     ap.add_argument("--keep", help="scratch directory to use and keep (else a temporary one, removed); "
                     "a later run with the same one rebuilds only what changed")
     ap.add_argument("--build-type", default="", help="CMAKE_BUILD_TYPE (default: the project's)")
+    ap.add_argument("--whole-suite", action="store_true",
+                    help="run the whole suite against every mutant (every test that catches it is named), "
+                    "not its own tests first")
     args = ap.parse_args()
     # SIGTERM (and SIGINT, which a shell's background job ignores) ends the run as Ctrl-C does: the
     # running build or ctest session is killed and the scratch tree is left for the next run to undo
@@ -949,6 +954,12 @@ def main():
     tree, build = os.path.join(scratch, "tree"), os.path.join(scratch, "build")
     logpath = os.path.join(scratch, "mutate.log")
     os.makedirs(tree, exist_ok=True)
+    lock = open(os.path.join(scratch, "lock"), "w")      # two runs in one directory would mix their mutants
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        print(f"mutate.py: another run uses {scratch}", file=sys.stderr)
+        return 1
     commit = sync_tree(src, args.rev, tree)
     # The tests as CI runs them (CI=1: a test that needs a missing tool fails rather than skips); no
     # bytecode written into the tree, whose sources change within a second of their cached copies.
@@ -1024,11 +1035,14 @@ def main():
                         print(f"{m.id:34} error: does not build", flush=True)
                         continue
                     rc, by, how = 0, [], ""
-                    if m.tests:
-                        rc, _, by = ctest(build, args.jobs, regex=m.tests, env=env, log=log)
-                    if rc == 0:
-                        how = " (not by its own tests)" if m.tests else ""
-                        rc, _, by = ctest(build, args.jobs, exclude=m.tests or None, env=env, log=log)
+                    if args.whole_suite:
+                        rc, _, by = ctest(build, args.jobs, env=env, log=log)
+                    else:
+                        if m.tests:
+                            rc, _, by = ctest(build, args.jobs, regex=m.tests, env=env, log=log)
+                        if rc == 0:
+                            how = " (not by its own tests)" if m.tests else ""
+                            rc, _, by = ctest(build, args.jobs, exclude=m.tests or None, env=env, log=log)
                     secs = time.monotonic() - t0
                     if by:
                         caught += 1
