@@ -274,6 +274,32 @@ TEST(oom_names_the_bytes_stuck_in_shared_granules) {
     CHECK_ALL();
 }
 
+/* Fragmentation with growth: the free bytes held and the room the limit leaves to grow are counted
+ * together. Limit 16 MiB, 2 MiB granules, fourteen 1 MiB blocks side by side over [0, 14 MiB) (seven
+ * granules mapped, two blocks each); freeing every other one leaves 7 MiB in use and seven 1 MiB
+ * holes, each in a granule that keeps a live block (none idle, none can move or go back). A request
+ * of 3 MiB fits the limit in bytes (7 + 3 <= 16 MiB, in granules too), but no hole holds it, and in
+ * fresh addresses it needs two granules where the limit leaves one (16 - 14 MiB): fragmentation, with
+ * 7 MiB free in the pool + 2 MiB of room to grow = 9437184 bytes, all 7340032 free bytes stuck. */
+TEST(oom_fragmentation_with_growth_counts_the_room_to_grow) {
+    use_sim_growth(16 * MiB, "small_pool_kb:0,map_ahead_mb:0,plan:false");
+    void *blocks[14], *p = NULL;
+    for (int i = 0; i < 14; i++) CHECK_OK(vram_malloc(&blocks[i], 1 * MiB, 0));
+    qsort(blocks, 14, sizeof blocks[0], compare_ptrs);
+    CHECK_SIZE(INFO(0).reserved, ==, 14 * MiB);
+    for (int i = 0; i < 14; i += 2) CHECK_OK(vram_free(blocks[i]));
+    CHECK_SIZE(INFO(0).current, ==, 7 * MiB);
+    CHECK_SIZE(INFO(0).largest_free_block, ==, 1 * MiB);
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 3 * MiB, 0));
+    CHECK_ERROR_CONTAINS("fragmentation: 9437184 bytes are free in the pool (counting room to grow) but no free "
+                         "block is large enough; 7340032 of the free bytes lie in granules shared with blocks in use");
+    check_oom_figures();
+    for (int i = 1; i < 14; i += 2) CHECK_OK(vram_free(blocks[i]));
+    CHECK_OK(vram_malloc(&p, 3 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+}
+
 /* A request that the limit leaves room for in bytes but not in granules: no placement could serve
  * it, and the message says so rather than blame fragmentation. Limit 5 MiB + 1 KiB, 2 MiB granules:
  * a block of 3 MiB (two granules mapped), then 2 MiB: 5 MiB in use would need three granules, 6 MiB,
