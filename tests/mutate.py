@@ -24,8 +24,10 @@ baseline suite again only when the tree changed (beyond this file); --only runs 
 
 Prints a line per mutant (caught by which tests / SURVIVED / error, seconds) and the totals; exits 0 when
 every mutant was caught or is equivalent, 1 otherwise, 2 on bad usage. It does not run in CI (it takes
-long): on the 2-core development machine (shared with other builds) a mutant its own tests catch takes
-10 to 40 s, a survivor the whole suite (5 to 8 min). The whole list: RESULT_NOTE.
+long): on the 2-core development machine a mutant its own tests catch takes 7-30 s and the suite 5 min
+when the machine is quiet, 25-80 s and 15 min when other builds share it; a mutant that only the rest of
+the suite catches (or a survivor) costs a suite run. The whole list: about 45 min quiet, 2 h shared
+(docs/DESIGN.md, Tests and CI).
 
 The environment of the tests: CI=1 (tests that need a tool fail rather than skip), as CI runs them.
 """
