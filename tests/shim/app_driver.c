@@ -37,7 +37,10 @@
  *             script [DEV]                commands on stdin, one a line, each answered by one
  *                                         flushed line: "alloc MIB" -> alloc=E (cuMemAlloc),
  *                                         "free" -> free=E (the newest live block), "info" ->
- *                                         free=F total=T (cuMemGetInfo); exits at EOF
+ *                                         free=F total=T (cuMemGetInfo), "launch" -> launch=E
+ *                                         (cuLaunchKernel of a dummy function), "poke V" -> poke=0
+ *                                         and "peek" -> peek=0xV (the fake's contents word,
+ *                                         fake_cuda_poke / fake_cuda_peek); exits at EOF
  *             refused KIND MIB [DEV]      a block of MIB (take=E), then its free, which the driver is
  *                                         to refuse (FAKE_CUDA_FAIL): before=F (cuMemGetInfo's free
  *                                         before the free), free=E, after=F, the same block again
@@ -54,6 +57,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +65,7 @@
 #include <unistd.h>
 
 #include "cuda_driver.h"
+#include "fake_cuda.h"
 #include "nvml_types.h"
 
 #define MAX_CHUNKS 200
@@ -499,6 +504,15 @@ int main(int argc, char **argv) {
                 size_t f = 0, t = 0;
                 CUresult r = d.get_info(&f, &t);
                 printf("free=%zu total=%zu err=%d\n", f, t, (int)r);
+            } else if (strncmp(line, "launch", 6) == 0) {
+                pfn_cuLaunchKernel launch = (pfn_cuLaunchKernel)need_dlsym("cuLaunchKernel");
+                printf("launch=%d\n", (int)launch((CUfunction)(uintptr_t)0x1000, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+            } else if (strncmp(line, "poke ", 5) == 0) {
+                fake_cuda_poke_fn *poke = (fake_cuda_poke_fn *)need_dlsym("fake_cuda_poke");
+                printf("poke=%d\n", poke(strtoull(line + 5, NULL, 0)));
+            } else if (strncmp(line, "peek", 4) == 0) {
+                fake_cuda_peek_fn *peek = (fake_cuda_peek_fn *)need_dlsym("fake_cuda_peek");
+                printf("peek=0x%llx\n", peek());
             } else {
                 printf("unknown=%s", line);
             }
