@@ -17,6 +17,8 @@
  *                          is ignored, said on stderr.
  *   VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=SIZE   group.c; a group limit without a valid group limits
  *                          the process alone; VRAM_GROUP_LIMIT fails closed as VRAM_LIMIT does.
+ *   VRAM_IDLE_WATCHER=PID:START:NS   the idle watcher of vram run --idle-sleep (activity.c,
+ *                          shim/watch.c), set by vram run and the Slurm plugin.
  *
  * Invariants: every field set here is written once, under shim_env_once, before any accounted call
  * reads it (the fast paths read it without a lock). The fork handlers take every lock of the shim
@@ -36,7 +38,7 @@
 #include "shim.h"
 
 shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER,
-                 .balloon_mu = PTHREAD_MUTEX_INITIALIZER, .shadow_fd = -1 };
+                 .balloon_mu = PTHREAD_MUTEX_INITIALIZER, .shadow_fd = -1, .activity_fd = -1 };
 
 /* ---- the variables --------------------------------------------------------------------------- */
 
@@ -94,6 +96,24 @@ static void shim_read_group(void) {
     }
 }
 
+/* VRAM_IDLE_WATCHER=PID:START:NS (set by vram run --idle-sleep and the Slurm plugin, not by hand): the
+ * idle watcher's pid and start time, and after how many nanoseconds without a driver call it puts the
+ * process to sleep. The process then makes an activity page (activity.c) and names the watcher in
+ * its slots; a value that does not parse is said and ignored (the process is not watched). */
+static void shim_read_watcher(void) {
+    const char *v = getenv("VRAM_IDLE_WATCHER");
+    if (!v || !*v) return;
+    int pid = 0, used = 0;
+    unsigned long long start = 0, ns = 0;
+    if (sscanf(v, "%d:%llu:%llu%n", &pid, &start, &ns, &used) != 3 || v[used] != '\0' || pid <= 0 || !start || !ns) {
+        fprintf(stderr, "vram: VRAM_IDLE_WATCHER='%.80s' is not PID:START:NS; ignored (no idle sleep)\n", v);
+        return;
+    }
+    g.watcher_pid = pid;
+    g.watcher_start = start;
+    g.idle_ns = ns;
+}
+
 /* A boolean variable into *value; unset or empty leaves it, another value is ignored (said). */
 static void shim_read_bool(const char *name, int *value) {
     const char *v = getenv(name);
@@ -141,6 +161,13 @@ static void shim_fork_child(void) {
     g.shadow_map = NULL;
     g.shadow = NULL;
     g.shadow_fd = -1;
+    /* the parent's activity page is the parent's (this child is single-threaded now: no one counts
+     * into it); the child makes its own at its first slot */
+    ledger_activity *a = g.activity;
+    __atomic_store_n(&g.activity, NULL, __ATOMIC_RELAXED);
+    if (a) munmap(a, LEDGER_ACTIVITY_BYTES);
+    if (g.activity_fd >= 0) close(g.activity_fd);
+    g.activity_fd = -1;
     pthread_mutex_unlock(&g.mu);
     pthread_mutex_unlock(&g.ledger_mu);
     pthread_mutex_unlock(&g.balloon_mu);
@@ -160,6 +187,7 @@ static void shim_env_init(void) {
     }
     shim_read_limit("VRAM_LIMIT", -1, SHIM_LIMIT_ALL);
     shim_read_group();
+    shim_read_watcher();
     pthread_atfork(shim_fork_prepare, shim_fork_parent, shim_fork_child);
 }
 

@@ -27,7 +27,11 @@
  * meanwhile whoever made the new file carried this process's slot over from the old one
  * (ledger.h, "Faults to the file"), so a member that makes no call is still counted. With a group
  * limit, cuMemGetInfo's and NVML's free is at most what the group has left on the device
- * (shim_group_free).
+ * (shim_group_free). The slots of a process put to sleep (`vram sleep`, an idle watcher) count
+ * nothing in its group's sums while it sleeps (ledger.h); a waker that moved it to another card wrote
+ * that card's UUID into its slot, which the process takes as its own when it next follows the ledger
+ * (shim_slot_card_unsafe). With an idle watcher (VRAM_IDLE_WATCHER) each slot names the watcher and
+ * the process's activity page (activity.c) when it is claimed.
  *
  * Invariants: g.slot[d] is this process's slot of device d in the mapped ledger or NULL; it is
  * written under ledger_mu and g.mu and read under g.mu; the counters are written only into a slot
@@ -79,6 +83,25 @@ static void shim_shadow_set_unsafe(int dev, const ledger_slot *s) {
     memcpy(t, &c, sizeof c);
     __atomic_store_n(&t->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
 }
+/* A slot just claimed names the idle watcher and the activity page, when there is one (activity.c).
+ * Caller holds the ledger lock. */
+static void shim_slot_watch(ledger_slot *s) {
+    if (!s || !g.watcher_pid) return;
+    s->watcher_pid = g.watcher_pid;
+    s->watcher_start = g.watcher_start;
+    s->idle_ns = g.idle_ns;
+    s->activity_fd = g.activity ? g.activity_fd : -1;
+}
+
+/* The card of this process's device dev as its slot names it: a waker that moved the process to
+ * another card (vram wake --device) wrote that card's UUID there. Caller holds ledger_mu, the ledger
+ * lock and g.mu; s is this process's slot of dev. */
+static void shim_slot_card_unsafe(int dev, const ledger_slot *s) {
+    char uuid[LEDGER_UUID_LEN];
+    ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
+    if (uuid[0] && strcmp(uuid, g.uuid[dev]) != 0) memcpy(g.uuid[dev], uuid, sizeof uuid);
+}
+
 /* ---- a ledger file truncated under the mapping ---------------------------------------------------- *
  *
  * The ledger is a shared mapping of a file any process of the user may truncate; a store or load past
@@ -185,11 +208,18 @@ static int shim_follow_locked(void) {
         if (!s && !g.slot_tried[d]) continue;
         if (!s && r == 0) continue;   /* the ledger was full when this device came: it stays unlisted */
         if (s && r == 0 && s->state == LEDGER_SLOT_LIVE && s->pid == g.self_pid && s->start_time == g.self_start &&
-            s->device == d)
+            s->device == d) {
+            shim_slot_card_unsafe(d, s);
             continue;
+        }
         s = ledger_find_locked(&g.ledger, g.self_pid, g.self_start, d);
-        if (!s) s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
-                                        g.limit[d], g.group_limit);
+        if (s) {
+            shim_slot_card_unsafe(d, s);
+        } else {
+            s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
+                                    g.limit[d], g.group_limit);
+            shim_slot_watch(s);
+        }
         g.slot[d] = s;
         shim_shadow_set_unsafe(d, s);
         if (s) shim_publish_unsafe(d);
@@ -219,9 +249,11 @@ void shim_register(int dev) {
         }
         memcpy(g.command, comm, sizeof comm);
         shim_device_uuid(dev, g.uuid[dev], sizeof g.uuid[dev]);
+        if (g.watcher_pid) shim_activity_start();   /* once: the page the watcher reads */
         ledger_lock(&g.ledger);
         ledger_slot *s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, dev, g.uuid[dev], g.group,
                                              comm, g.limit[dev], g.group_limit);
+        shim_slot_watch(s);
         pthread_mutex_lock(&g.mu);
         g.slot[dev] = s;
         shim_shadow_set_unsafe(dev, s);

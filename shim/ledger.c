@@ -3,7 +3,8 @@
  * rules): where the directory is (ledger_place: VRAM_LEDGER_DIR, an XDG_RUNTIME_DIR of this user's,
  * /dev/shm/vram-<uid>, or a place of the user's own when that one is taken), the directory and the
  * file, checking a header and building one, opening, following and
- * rebuilding the file under the lock, the lock, and claiming, finding, releasing and summing slots.
+ * rebuilding the file under the lock, the lock, and claiming, finding, releasing and summing slots
+ * (a sum skips the slots of processes asleep: their memory is in host memory).
  * What is learnt through /proc (a process's start time, whether a slot is alive, carrying the live
  * slots over into a file made anew) is ledger_proc.c's, which calls nothing here. Compiled into libvram_preload.so, `vram` (top, run) and the Slurm plugin.
  * Invariants and locks: ledger.h's (slots claimed and released under ledger.lock's flock, their
@@ -517,6 +518,7 @@ ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int de
     s->device = device;
     s->limit = limit;
     s->group_limit = group_limit;
+    s->activity_fd = -1;
     ledger_set_name(s->uuid, sizeof s->uuid, uuid);
     ledger_set_name(s->group, sizeof s->group, group);
     ledger_set_name(s->command, sizeof s->command, command);
@@ -545,6 +547,7 @@ uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uui
             ledger_free_slot(s);
             continue;
         }
+        if (__atomic_load_n(&s->sleep, __ATOMIC_RELAXED) == LEDGER_ASLEEP) continue;   /* in host memory */
         uint64_t u = __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
         total = u > UINT64_MAX - total ? UINT64_MAX : total + u;
     }

@@ -23,6 +23,9 @@
  *                group limits
  *   env.c        the environment (VRAM_LIMIT, VRAM_LIMIT_<i>, VRAM_GROWTH, VRAM_LOG, VRAM_GROUP,
  *                VRAM_GROUP_LIMIT), read once; the process state g and what a fork child resets
+ *   activity.c   what an idle watcher sees of the process: its activity page (every interposed
+ *                call counts there, shim_activity) and the calls interposed only to be seen
+ *                (role ACTIVITY: kernel launches, copies, sets, synchronisations)
  *   ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with `vram top` and the
  *                Slurm plugin; ledger_proc.c: slot liveness and carrying live slots over into a
  *                file made anew, through /proc
@@ -62,13 +65,18 @@
  *   HOLDS  keeps memory held after the call that took it: counted until the driver frees it;
  *   GIVES  gives memory back: the count falls when the driver really freed it;
  *   VIEW   what the program sees of its card (the limit as the total);
- *   ROUTE  how the program finds the others (cuGetProcAddress).
+ *   ROUTE  how the program finds the others (cuGetProcAddress);
+ *   ACTIVITY  holds no memory the shim counts: interposed only so that an idle watcher sees the
+ *          process work (kernel launches, copies, sets, synchronisations; activity.c). Every entry
+ *          of every role counts as activity (shim_real_fn).
  * tests/shim/app_cover.c must define a scenario cover_<symbol> for every entry of role TAKES, HOLDS
  * and GIVES (its build fails otherwise), which tests/shim/shim_test.sh runs through dlsym and through
- * cuGetProcAddress, with and without a limit; tests/shim/coverage_test.sh checks this table and
- * SHIM_UNCOVERED against tests/shim/driver_symbols.txt, every symbol libcuda.so.1 of CUDA 13.0
- * exports, each classed hook, uncovered or none (holds no device memory of its own: copies, sets,
- * queries, streams, events, launches of kernels without memory nodes, ...).
+ * cuGetProcAddress, with and without a limit, and runs every ACTIVITY entry by both routes, checking
+ * that it reaches the driver's function of its own name and is counted; tests/shim/coverage_test.sh
+ * checks this table and SHIM_UNCOVERED against tests/shim/driver_symbols.txt, every symbol
+ * libcuda.so.1 of CUDA 13.0 exports, each classed hook, uncovered, hook+uncovered (an ACTIVITY
+ * entry that can also make the driver hold memory the shim does not count: the kernel launches) or
+ * none (holds no device memory of its own: copies, sets, queries, streams, events, ...).
  *
  * How each family is counted (the files' headers say more):
  *   calls.c      cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged (on the current
@@ -159,7 +167,39 @@
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, 0, GIVES)      \
     /* how the program finds the others (interpose.c) */                           \
     X(cuGetProcAddress, "cuGetProcAddress", 0, 0, ROUTE)                           \
-    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, ROUTE)
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, ROUTE)                    \
+    /* what an idle watcher sees of a process (activity.c) */                      \
+    X(cuLaunchKernel, "cuLaunchKernel", 4000, 0, ACTIVITY)                         \
+    X(cuLaunchKernel_ptsz, "cuLaunchKernel", 7000, 1, ACTIVITY)                    \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060, 0, ACTIVITY)                    \
+    X(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 11060, 1, ACTIVITY)               \
+    X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000, 0, ACTIVITY)   \
+    X(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel", 9000, 1, ACTIVITY) \
+    X(cuMemcpy, "cuMemcpy", 4000, 0, ACTIVITY)                                     \
+    X(cuMemcpy_ptds, "cuMemcpy", 7000, 1, ACTIVITY)                                \
+    X(cuMemcpyAsync, "cuMemcpyAsync", 4000, 0, ACTIVITY)                           \
+    X(cuMemcpyAsync_ptsz, "cuMemcpyAsync", 7000, 1, ACTIVITY)                      \
+    X(cuMemcpyHtoD_v2, "cuMemcpyHtoD", 3020, 0, ACTIVITY)                          \
+    X(cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD", 7000, 1, ACTIVITY)                     \
+    X(cuMemcpyDtoH_v2, "cuMemcpyDtoH", 3020, 0, ACTIVITY)                          \
+    X(cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH", 7000, 1, ACTIVITY)                     \
+    X(cuMemcpyDtoD_v2, "cuMemcpyDtoD", 3020, 0, ACTIVITY)                          \
+    X(cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD", 7000, 1, ACTIVITY)                     \
+    X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", 3020, 0, ACTIVITY)                \
+    X(cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync", 7000, 1, ACTIVITY)           \
+    X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", 3020, 0, ACTIVITY)                \
+    X(cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync", 7000, 1, ACTIVITY)           \
+    X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", 3020, 0, ACTIVITY)                \
+    X(cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync", 7000, 1, ACTIVITY)           \
+    X(cuMemsetD8Async, "cuMemsetD8Async", 3020, 0, ACTIVITY)                       \
+    X(cuMemsetD8Async_ptsz, "cuMemsetD8Async", 7000, 1, ACTIVITY)                  \
+    X(cuMemsetD32Async, "cuMemsetD32Async", 3020, 0, ACTIVITY)                     \
+    X(cuMemsetD32Async_ptsz, "cuMemsetD32Async", 7000, 1, ACTIVITY)                \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, ACTIVITY)               \
+    X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, 1, ACTIVITY)          \
+    X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, ACTIVITY)                 \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 2000, 0, ACTIVITY)                     \
+    X(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, 0, ACTIVITY)
 
 /*
  * SHIM_UNCOVERED: the entry points through which the driver can hold device memory that vram does not
@@ -220,7 +260,7 @@
       "then and not given back by the checkpoint")
 
 /* The roles as numbers (for the tables compiled from SHIM_HOOKS). */
-enum { SHIM_ROLE_TAKES = 1, SHIM_ROLE_HOLDS, SHIM_ROLE_GIVES, SHIM_ROLE_VIEW, SHIM_ROLE_ROUTE };
+enum { SHIM_ROLE_TAKES = 1, SHIM_ROLE_HOLDS, SHIM_ROLE_GIVES, SHIM_ROLE_VIEW, SHIM_ROLE_ROUTE, SHIM_ROLE_ACTIVITY };
 
 enum {
 #define X(sym, base, ver, ptsz, role) SHIM_HOOK_##sym,
@@ -355,9 +395,21 @@ typedef struct shim_state {
     int balloon_short[SHIM_MAX_DEVICES];     /* the last fill stopped below limit - in use (card full) */
     size_t balloon_slack[SHIM_MAX_DEVICES];  /* while short: released beyond what allocations took */
     int fallback_said;                       /* the on-demand note was printed */
+    /* the idle watcher (VRAM_IDLE_WATCHER; set once) and the activity page (activity.c) */
+    int watcher_pid;                         /* 0: no watcher */
+    uint64_t watcher_start, idle_ns;
+    ledger_activity *activity;               /* NULL, or mapped for the process's life (relaxed loads) */
+    int activity_fd;                         /* its descriptor, -1 none (under ledger_mu) */
 } shim_state;
 
 extern shim_state g;
+
+/* One more driver call seen (activity.c says why and what it costs): every interposed call, before
+ * the driver is called. */
+static inline void shim_activity(void) {
+    ledger_activity *a = __atomic_load_n(&g.activity, __ATOMIC_RELAXED);
+    if (a) __atomic_store_n(&a->calls, __atomic_load_n(&a->calls, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
 
 /* ---- env.c ------------------------------------------------------------------------------------ */
 
@@ -460,6 +512,11 @@ unsigned long long shim_held_graph_generation(int dev);
 void shim_held_graph_trimmed(int dev);
 /* The device's allocation granularity (2 MiB when the driver does not say). */
 size_t shim_granularity(int dev);
+
+/* ---- activity.c ------------------------------------------------------------------------------- */
+
+/* Makes and maps the activity page (with a watcher; caller holds ledger_mu); 0 when there is one. */
+int shim_activity_start(void);
 
 /* ---- balloon.c -------------------------------------------------------------------------------- */
 
