@@ -1,5 +1,5 @@
 /*
- * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`,
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`, `vram limit`,
  * `vram report`, `vram help [COMMAND | trace]`, `--help`, `--version`, `--man` (the manual page vram(1)
  * in roff; the build writes vram.1 with it). What the help and the manual say is in help.c's tables.
  *
@@ -26,6 +26,7 @@
 #include "replay.h"
 #include "report.h"
 #include "run.h"
+#include "limit.h"
 #include "top.h"
 
 /* The help and the manual page: tables in help.c, printed by help_print.c. */
@@ -287,6 +288,11 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) {
         int rc = run_main(argc - 1, argv + 1);
         if (rc == -1) { print_command_help(stdout, "run"); return 0; }
+        return rc;
+    }
+    if (strcmp(cmd, "limit") == 0) {
+        int rc = limit_main(argc - 1, argv + 1);
+        if (rc == -1) { print_command_help(stdout, "limit"); return 0; }
         return rc;
     }
     if (strcmp(cmd, "top") == 0) {
