@@ -20,7 +20,8 @@
  * node_exporter's textfile collector: gauges only, no timestamps, every family's HELP and TYPE even
  * when it has no sample, every series with label user (the ledger's owner: ledgers are per user, so
  * that files written for several users merge without two alike series). Per (process, device):
- * vram_process_{limit,in_use,peak,host}_bytes and vram_process_asleep (1/0) {pid, command, device, uuid,
+ * vram_process_{limit,in_use,peak,host,overflow}_bytes, vram_process_asleep and vram_process_over_limit
+ * (1/0) {pid, command, device, uuid,
  * group (when in one)}; in use 0 and host the bytes in host memory for a process asleep; no limit
  * series for a process without a limit (the ledger's 0: a series of 0 would read as a full card). Per (group,
  * UUID): vram_group_in_use_bytes (its live members summed, saturating as the preload library's check
