@@ -1,6 +1,6 @@
 /*
  * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`,
- * `vram report`, `--help`, `--version`.
+ * `vram report`, `vram sleep`, `vram wake`, `--help`, `--version`.
  *
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument); replay: 3 when allocations failed
@@ -24,6 +24,7 @@
 #include "replay.h"
 #include "report.h"
 #include "run.h"
+#include "sleepwake.h"
 #include "top.h"
 
 /* The help, one section per command (`vram help COMMAND`, `vram COMMAND --help`), all of them with
@@ -37,7 +38,9 @@ static const char usage_short[] =
     "  replay   replay an allocation trace through vram and report peak memory and speed\n"
     "  report   write one HTML page of a trace's or a PyTorch snapshot's memory over time\n"
     "  run      run an unmodified CUDA program under a device-memory limit\n"
+    "  sleep    put CUDA processes to sleep: their device memory to host memory, the card free\n"
     "  top      show the processes running under vram run\n"
+    "  wake     wake processes put to sleep\n"
     "\n"
     "'vram help COMMAND' or 'vram COMMAND --help' shows one command; 'vram --help' everything.\n";
 
@@ -142,6 +145,30 @@ static const char help_run[] =
     "      A ledger deleted, replaced or rebuilt under running processes keeps their slots\n"
     "      (found through their open descriptors, /proc/PID/fd); see the README's \"faults\".\n";
 
+static const char help_sleep[] =
+    "  sleep [--timeout DURATION] PID... | --group NAME\n"
+    "      Put CUDA processes to sleep through the driver's process checkpoint API (CUDA 12.8 and\n"
+    "      later): their CUDA calls block, their device memory moves to host memory and the card's\n"
+    "      memory is free for others. vram top shows them asleep with their host footprint, and their\n"
+    "      usage leaves their group's budget. Any CUDA process of yours (root: anyone's), under vram\n"
+    "      run or not (then vram knows nothing of its memory or group). vram wake brings them back.\n"
+    "      --group NAME        every running process of group NAME in the ledger (vram run --group,\n"
+    "                          a Slurm job's slurm-<id>)\n"
+    "      --timeout DURATION  how long the lock waits for CUDA calls under way (default 10s)\n"
+    "      Exit status: 0 asleep (or already), 1 an error (no checkpoint API, not your process, the\n"
+    "      driver refused: each said with its reason), 2 usage error.\n";
+
+static const char help_wake[] =
+    "  wake [--device DEV] PID... | --group NAME\n"
+    "      Wake processes put to sleep (vram sleep, or an idle watcher): their memory goes back on the\n"
+    "      card at the same addresses, then their CUDA calls go on. Refused, with the reason, when the\n"
+    "      card or the process's group budget has no room for it (no overcommit): it stays asleep,\n"
+    "      nothing lost, and vram wake can be tried again.\n"
+    "      --group NAME  every process of group NAME that sleeps\n"
+    "      --device DEV  wake it on another card of the same kind (index as vram ls shows it, or\n"
+    "                    UUID), where the driver allows; for a process of one card under vram run\n"
+    "      Exit status: 0 awake (or already), 1 an error, 2 usage error, 3 refused for lack of room.\n";
+
 static const char help_top[] =
     "  top [--json] [--once]\n"
     "      List every process on this machine that runs under vram run: pid, command, device\n"
@@ -155,7 +182,9 @@ static const char help_top[] =
     "      p (pid), d (device) sort, q quits. Elsewhere it prints the table every second until\n"
     "      interrupted; --once prints one table and exits; --json prints JSON objects (keys pid,\n"
     "      command, device, uuid, limit_bytes, in_use_bytes, peak_bytes, free_bytes, group,\n"
-    "      group_limit_bytes).\n"
+    "      group_limit_bytes, state, host_bytes, idle_sleep_seconds).\n"
+    "      STATE is awake, or asleep (vram sleep, vram run --idle-sleep) with HOST, the bytes of its\n"
+    "      device memory in host memory; an asleep process holds nothing on its card (IN USE 0).\n"
     "      --prometheus prints the ledger once in Prometheus' text format (vram_* gauges; README).\n";
 
 static const char help_general[] =
@@ -193,7 +222,7 @@ static const char help_general_tail[] =
     "                                   /run/user/<uid>/vram, else ~/.cache/vram/ledger-<host>)\n"
     "\n"
     "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status; vram replay:\n"
-    "3 when allocations failed, 130 when interrupted).\n"
+    "3 when allocations failed, 130 when interrupted; vram wake: 3 when refused for lack of room).\n"
     "--json output is valid UTF-8: bytes of a name that are not (a Latin-1 file name) become U+FFFD.\n";;
 
 /* " key:value," for each allocator option (vram_alloc_conf_option), wrapped at 100 columns under
@@ -218,7 +247,8 @@ static void print_replay_help(FILE *f, int indent) {
 }
 
 static const struct { const char *name, *text; } command_help[] = {
-    { "ls", help_ls }, { "replay", NULL }, { "report", help_report }, { "run", help_run }, { "top", help_top },
+    { "ls", help_ls }, { "replay", NULL }, { "report", help_report }, { "run", help_run }, { "sleep", help_sleep },
+    { "top", help_top }, { "wake", help_wake },
 };
 
 /* One command's section; -1 when there is no such command. */
@@ -245,7 +275,11 @@ static void print_usage(FILE *f) {
     fputs("\n", f);
     fputs(help_run, f);
     fputs("\n", f);
+    fputs(help_sleep, f);
+    fputs("\n", f);
     fputs(help_top, f);
+    fputs("\n", f);
+    fputs(help_wake, f);
     fputs("\n", f);
     fputs(help_general, f);
     print_alloc_conf_help(f);
@@ -496,6 +530,12 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) {
         int rc = run_main(argc - 1, argv + 1);
         if (rc == -1) { print_command_help(stdout, "run"); return 0; }
+        return rc;
+    }
+    if (strcmp(cmd, "sleep") == 0 || strcmp(cmd, "wake") == 0) {
+        int wake = cmd[0] == 'w';
+        int rc = sleep_main(argc - 1, argv + 1, wake);
+        if (rc == -1) { print_command_help(stdout, cmd); return 0; }
         return rc;
     }
     if (strcmp(cmd, "top") == 0) {
