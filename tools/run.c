@@ -1,5 +1,6 @@
 /*
- * run.c: `vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]`.
+ * run.c: `vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME
+ * [--group-limit SIZE]] [--idle-sleep DURATION] [--log] -- CMD [ARGS]`.
  *
  * Sets, then execvp's CMD:
  *   CUDA_VISIBLE_DEVICES  from --devices (the program's devices are then numbered from 0)
@@ -25,6 +26,12 @@
  *                         refuses the start with the reason (exit status 1). With or without one,
  *                         a ledger moved from its default place taken by another user (ledger.h,
  *                         "Where") is said on stderr.
+ *   VRAM_IDLE_WATCHER     with --idle-sleep DURATION: the idle watcher (shim/watch.h), started just
+ *                         before the exec, names itself here (PID:START:NS); CMD and every process
+ *                         under it that keeps the variable is put to sleep after DURATION without a
+ *                         CUDA call and woken at its next one. When the watcher cannot start (a driver
+ *                         without the checkpoint API, no ledger) one line says why and CMD runs
+ *                         without idle sleep.
  *   VRAM_LOG              1 with --log: the preload library says on stderr when the limit refused
  *   LD_PRELOAD            the absolute path of libvram_preload.so (next to this binary, in ../lib or
  *                         ../<libdir>), put first
@@ -46,8 +53,10 @@
 
 #include "cli.h"
 #include "common/visible.h"
+#include "common/common.h"
 #include "ledger.h"
 #include "run.h"
+#include "watch.h"
 
 #ifndef VRAM_INSTALL_LIBDIR
 #define VRAM_INSTALL_LIBDIR "lib"
@@ -66,6 +75,7 @@ typedef struct run_options {
     const char *group;
     int has_group_limit;
     size_t group_limit;
+    uint64_t idle_ns;  /* --idle-sleep; 0: not given */
 } run_options;
 
 __attribute__((format(printf, 1, 2)))
@@ -76,7 +86,7 @@ static int run_usage_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F]\n"
-          "                [--group NAME [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
+          "                [--group NAME [--group-limit SIZE]] [--idle-sleep DURATION] [--log] -- CMD [ARGS]\n"
           "Without --growth the limit is preallocated: reserved on the card at the first allocation,\n"
           "so no other process can take it; --growth takes memory on demand.\n"
           "Try 'vram --help'.\n", stderr);
@@ -125,6 +135,13 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
         if ((v = cli_option_value(argc, argv, &i, "--group-limit", &missing)) || missing) {
             if (run_size_arg("--group-limit", v, "20GiB", &o->group_limit) != 0) return 2;
             o->has_group_limit = 1;
+            continue;
+        }
+        if ((v = cli_option_value(argc, argv, &i, "--idle-sleep", &missing)) || missing) {
+            if (!v) return run_usage_error("--idle-sleep needs a DURATION (e.g. 10m)");
+            if (vram__parse_duration(v, &o->idle_ns) != 0)
+                return run_usage_error("--idle-sleep: bad DURATION '%s' (a number and ms, s, m, h or d: 30s, 10m, "
+                                       "1.5h; at most a year)", v);
             continue;
         }
         if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
@@ -265,6 +282,18 @@ static void run_note_ledger(void) {
         fprintf(stderr, "vram run: %s\n", note);
 }
 
+/* --idle-sleep: the idle watcher (shim/watch.h) started, VRAM_IDLE_WATCHER set for the program; when it
+ * cannot start (no checkpoint API, no ledger) that is said in one line and the program runs without idle
+ * sleep. -1 only when the environment cannot be set. */
+static int run_start_watcher(uint64_t idle_ns) {
+    char env[96], err[PATH_MAX + 600];
+    if (watch_start(idle_ns, NULL, env, sizeof env, err, sizeof err) != 0) {
+        fprintf(stderr, "vram run: --idle-sleep is off: %s\n", err);
+        return 0;
+    }
+    return setenv("VRAM_IDLE_WATCHER", env, 1);
+}
+
 int run_main(int argc, char **argv) {
     run_options o = { 0 };
     int cmd_at = 0;
@@ -296,6 +325,7 @@ int run_main(int argc, char **argv) {
         run_note_ledger();
     }
     if (run_set_preload(lib) != 0) goto env_failed;
+    if (o.idle_ns && run_start_watcher(o.idle_ns) != 0) goto env_failed;
     fflush(NULL);
     execvp(argv[cmd_at], argv + cmd_at);
     int err = errno;

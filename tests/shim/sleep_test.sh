@@ -6,7 +6,9 @@
 # memory leaves the card and the group budget while asleep, vram top shows it asleep with its host
 # bytes, its calls wait, its contents come back, a wake without room on the card or in the group is
 # refused and loses nothing, --device wakes it on another card, a process that dies asleep leaves
-# nothing, a process not under vram run, a driver without the API (or refusing it), usage errors.
+# nothing, a process not under vram run, a driver without the API (or refusing it), usage errors; and
+# `vram run --idle-sleep DURATION`: its watcher puts the program to sleep after DURATION without a CUDA
+# call and wakes it at its next one (a kernel launch, an allocation), and exits with the program.
 #
 #   tests/shim/sleep_test.sh VRAM FAKE_CUDA_DIR FAKE_CUDA_NOCKPT_DIR APP_DRIVER
 #
@@ -187,8 +189,10 @@ stop b
 
 # ---- a process that dies asleep -----------------------------------------------------------------------
 run "$VRAM" sleep "$A"
+exec {saved}>&2 2>/dev/null   # (no notice of the kill)
 kill -9 "$A"
-{ wait "$A"; } 2>/dev/null || true
+wait "$A" || true
+exec 2>&"$saved" {saved}>&-
 unset "PID[a]" "FD[a]"
 run "$VRAM" top --once --json
 check "A killed asleep: vram top no longer lists it" '[[ $RC == 0 ]] && ! has "$OUT" "\"pid\": $A,"'
@@ -236,6 +240,49 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
     check "another user's process: refused, naming its owner" '[[ $RC == 1 ]] && has "$ERR" "belongs to root, not to you: only its owner or root may put to sleep it"'
     stop e
 fi
+
+# ---- vram run --idle-sleep: asleep after DURATION without a CUDA call, awake at the next one -----------
+# until_state PID STATE: polls vram top until PID is in STATE (10 s at most); "ok" when it came.
+until_state() {
+    local i
+    for i in $(seq 200); do
+        [[ $(top_field "$1" state) == "$2" ]] && { echo ok; return; }
+        sleep 0.05
+    done
+}
+start i --idle-sleep 300ms
+say i "alloc 256"
+OUT=$(answer i 1)
+I=${PID[i]}
+W=$(tr '\0' '\n' <"/proc/$I/environ" | sed -n 's/^VRAM_IDLE_WATCHER=\([0-9]*\):.*/\1/p')
+check "vram run --idle-sleep 300ms: the program runs, its watcher named in VRAM_IDLE_WATCHER" \
+    '[[ $OUT == alloc=0 && -n $W ]] && kill -0 "$W"'
+OUT=$(until_state "$I" asleep)
+check "... idle for 300 ms: asleep (vram top), its 256 MiB in host memory, said on its stderr" \
+    '[[ $OUT == ok && $(top_field "$I" host_bytes) == $((256 * MiB)) ]] &&
+     has "$(cat "$TMP/i.err")" "vram: no CUDA call for 300ms: PID $I (vram_shim_app_d) is asleep: its 256.00 MiB"'
+OUT=$(top_field "$I" idle_sleep_seconds)
+check "vram top --json: idle_sleep_seconds 0.3" '[[ $OUT == 0.300 ]]'
+say i "launch"
+OUT=$(answer i 2 5)
+check "its next call (a kernel launch) wakes it and goes on" \
+    '[[ $OUT == launch=0 ]] && has "$(cat "$TMP/i.err")" "vram: a CUDA call: PID $I (vram_shim_app_d) is awake: its 256.00 MiB"'
+OUT=$(until_state "$I" asleep)
+check "... and idle again, it sleeps again" '[[ $OUT == ok ]]'
+say i "alloc 64"
+OUT=$(answer i 3 5)
+check "an allocation wakes it too" '[[ $OUT == alloc=0 ]]'
+stop i
+for _ in $(seq 100); do kill -0 "$W" 2>/dev/null || break; sleep 0.05; done
+check "the watcher exits once its program is gone" '! kill -0 "$W" 2>/dev/null'
+run env LD_LIBRARY_PATH="$NOCKPT" "$VRAM" run --growth --idle-sleep 1s -- "$APP" dlsym hold alloc 64 0 </dev/null
+check "vram run --idle-sleep over a driver without the checkpoint API: one line says it is off; the program runs" \
+    '[[ $RC == 0 ]] && has "$OUT" "hold=0" && [[ $(grep -c "idle-sleep" <<<"$ERR") == 1 ]] &&
+     has "$ERR" "vram run: --idle-sleep is off: the CUDA driver here (libcuda.so.1, CUDA 13.0) has no process checkpoint API"'
+run "$VRAM" run --idle-sleep 0 -- true
+check "vram run --idle-sleep 0: usage error naming it" '[[ $RC == 2 ]] && has "$ERR" "--idle-sleep: bad DURATION '"'"'0'"'"'"'
+run "$VRAM" run --idle-sleep -- true
+check "vram run --idle-sleep without a DURATION: usage error" '[[ $RC == 2 ]]'
 
 # ---- usage errors -------------------------------------------------------------------------------------
 run "$VRAM" sleep
