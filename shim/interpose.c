@@ -21,10 +21,12 @@
  * soname) and the real dlsym (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), else "GLIBC_2.2.5").
  *
  * Every interposed call gets its driver function through shim_real_fn, which counts the call as the
- * process's activity (activity.c) before the driver is called.
+ * process's activity (activity.c) before the driver is called (the hot ACTIVITY entries through
+ * shim.h's shim_real_hot, which skips the pthread_once once g.real_ready is set).
  *
  * Invariants: g.real is written once, inside shim_cuda_init under its pthread_once, and read only
- * after it (shim_real_fn, shim_cuda_load); the hook tables are constant. No lock of the shim is
+ * after it (shim_real_fn, shim_cuda_load, or shim_real_hot after its acquire load of g.real_ready,
+ * stored with release as the init's last step); the hook tables are constant. No lock of the shim is
  * taken here.
  */
 #ifndef _GNU_SOURCE
@@ -89,6 +91,7 @@ static void shim_cuda_init(void) {
 #undef X
     }
     if (g.log) shim_env_say(g.real.lib != NULL);
+    __atomic_store_n(&g.real_ready, 1, __ATOMIC_RELEASE);   /* shim_real_hot's fast path from now on */
 }
 
 void shim_cuda_load(void) { pthread_once(&shim_cuda_once, shim_cuda_init); }

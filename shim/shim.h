@@ -424,6 +424,7 @@ typedef struct shim_state {
     uint64_t watcher_start, idle_ns;
     ledger_activity *activity;               /* NULL, or mapped for the process's life (relaxed loads) */
     int activity_fd;                         /* its descriptor, -1 none (under ledger_mu) */
+    int real_ready;                          /* g.real is loaded (set once, release, after it) */
 } shim_state;
 
 extern shim_state g;
@@ -450,6 +451,14 @@ void shim_cuda_load(void);
 /* The driver's own function for hook `i`, or NULL (loads the driver first). */
 void *shim_real_fn(int i);
 #define SHIM_REAL(sym) ((pfn_##sym)shim_real_fn(SHIM_HOOK_##sym))
+/* The driver's function of hook i for the hot calls (the ACTIVITY entries: kernel launches, copies):
+ * counted as shim_real_fn does, without its call once the driver is loaded (an acquire load of
+ * g.real_ready), so that the wrapper can jump straight to the driver (activity.c says what it costs). */
+static inline void *shim_real_hot(int i) {
+    shim_activity();
+    if (__builtin_expect(__atomic_load_n(&g.real_ready, __ATOMIC_ACQUIRE), 1)) return g.real.fn[i];
+    return shim_real_fn(i);
+}
 /* The device of the calling thread's current context, or -1 (no context, or beyond the table). */
 int shim_current_device(void);
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", for messages (after the driver is loaded). */

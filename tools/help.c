@@ -188,6 +188,10 @@ static const help_item help_run_options[] = {
       "(VRAM_OVERFLOW_MAX; default the device's limit, else its card)", NULL, NULL },
     { "--log", NULL, "VRAM_LOG=1: say on stderr when the vram limit (or group limit) refused an allocation",
       NULL, NULL },
+    { "--idle-sleep", "DURATION", "put CMD (and each process under it) to sleep after DURATION without a CUDA "
+      "call (500ms, 30s, 10m, 1.5h, 1d), waking it at its next call (vram help sleep); a watcher process started "
+      "before CMD does it (VRAM_IDLE_WATCHER). Without the driver's checkpoint API it is said in one line, and "
+      "off", NULL, NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };
 static const char *const help_run_about[] = {
@@ -271,12 +275,66 @@ static const char *const help_top_about[] = {
     "In a terminal it redraws in place every second: a line per device (processes, in use, peaks, limits), "
     "then the processes with a short history of their use; keys m (in use), k (peak), p (pid), d (device) "
     "sort, q quits. Elsewhere it prints the table every second until interrupted.",
+    "STATE is awake, or asleep (vram sleep, vram run --idle-sleep) with HOST, the bytes of its device memory "
+    "in host memory: a process asleep holds nothing on its card (IN USE 0) and counts nothing in its group.",
     NULL,
 };
 
 static const help_item help_top_exit[] = {
     { "0", NULL, "the table is printed (--once, --prometheus), or q quit the live view", NULL, NULL },
     { "1", NULL, "an error (the ledger cannot be opened, a failed write)", NULL, NULL },
+    { "2", NULL, "usage error", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+static const help_item help_sleep_options[] = {
+    { "--group", "NAME", "every running process of group NAME in the ledger (vram run --group, a Slurm job's "
+      "slurm-<id>)", "", NULL },
+    { "--timeout", "DURATION", "how long the lock waits for the CUDA calls under way (default 10s, at most 1h)",
+      NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+static const char *const help_sleep_about[] = {
+    "Put CUDA processes to sleep through the driver's process checkpoint API (CUDA 12.8 and later): their "
+    "CUDA calls block, their device memory moves to host memory and the card's memory is free for others. "
+    "vram top shows them asleep with their host footprint, and their usage leaves their group's budget. Any "
+    "CUDA process of yours (root: anyone's), under vram run or not (then vram knows nothing of its memory or "
+    "group). vram wake brings them back.",
+    NULL,
+};
+static const char *const help_sleep_notes[] = {
+    "vram run --idle-sleep DURATION (srun --vram-idle-sleep=DURATION) does it by itself: a process that has "
+    "made no CUDA call for DURATION goes to sleep, and wakes at its next call (it waits meanwhile). The "
+    "preload library sees allocations, kernel launches, the common copies and sets, and synchronisations; a "
+    "process whose first call after its sleep is one it does not see (an event or stream query, a module "
+    "load, a 2D copy) waits until a call it sees comes, from any of its threads, or until vram wake.",
+    NULL,
+};
+static const help_item help_sleep_exit[] = {
+    { "0", NULL, "every process is asleep (or was)", NULL, NULL },
+    { "1", NULL, "an error (no checkpoint API, no such process, not yours, the driver refused: each said with "
+      "its reason)", NULL, NULL },
+    { "2", NULL, "usage error", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+static const help_item help_wake_options[] = {
+    { "--group", "NAME", "every process of group NAME that sleeps", "", NULL },
+    { "--device", "DEV", "wake it on another card of the same kind (its index as vram ls shows it, or its "
+      "UUID), where the driver allows; for a process of one card under vram run", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+static const char *const help_wake_about[] = {
+    "Wake processes put to sleep (vram sleep, or an idle watcher): their memory goes back on the card at the "
+    "same addresses, then their CUDA calls go on. Refused, with the reason, when the card or the process's "
+    "group budget has no room for it (no overcommit): it stays asleep, nothing lost, and vram wake can be "
+    "tried again.",
+    NULL,
+};
+static const help_item help_wake_exit[] = {
+    { "0", NULL, "every process is awake (or was)", NULL, NULL },
+    { "3", NULL, "refused for lack of room on the card or in the group: it stays asleep", NULL, NULL },
+    { "1", NULL, "an error", NULL, NULL },
     { "2", NULL, "usage error", NULL, NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };
@@ -289,9 +347,13 @@ const help_command help_commands[] = {
       help_report_about, help_report_options, NULL, help_report_exit },
     { "run", NULL, "-- CMD [ARGS]", "run an unmodified CUDA program under a device-memory limit", help_run_about,
       help_run_options, help_run_notes, help_run_exit },
+    { "sleep", NULL, "PID... | --group NAME", "put CUDA processes to sleep: their device memory to host memory, "
+      "the card free", help_sleep_about, help_sleep_options, help_sleep_notes, help_sleep_exit },
     { "top", NULL, NULL, "show the processes running under vram run", help_top_about, help_top_options, NULL, help_top_exit },
     { "limit", "PID|--group NAME", "[SIZE|none]", "change a running process's limit (or a group's budget)",
       help_limit_about, help_limit_options, NULL, help_limit_exit },
+    { "wake", NULL, "PID... | --group NAME", "wake processes put to sleep", help_wake_about, help_wake_options,
+      NULL, help_wake_exit },
     { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -343,6 +405,8 @@ static const help_item env_run[] = {
     { "VRAM_OVERFLOW_MAX", "SIZE", "the most host memory the overflow holds per device (0: none)", NULL, NULL },
     { "VRAM_LIMIT_MAX", "SIZE", "the most vram limit may raise the limit to (set by the Slurm plugin); "
       "VRAM_GROUP_LIMIT_MAX the same for the group budget", NULL, NULL },
+    { "VRAM_IDLE_WATCHER", "PID:START:NS", "the idle watcher of vram run --idle-sleep (set by vram run and the "
+      "Slurm plugin)", NULL, NULL },
     { "VRAM_LEDGER_DIR", "DIR", "the ledger's directory (absolute; made 0700; vram run, vram top)", NULL, NULL },
     { "XDG_RUNTIME_DIR", "DIR", "else the ledger is in DIR/vram when DIR is yours here, else in "
       "/dev/shm/vram-<uid> (if another user took that name: /run/user/<uid>/vram, else "
@@ -368,7 +432,8 @@ const help_item help_exit_status[] = {
     { "0", NULL, "success", NULL, NULL },
     { "1", NULL, "error", NULL, NULL },
     { "2", NULL, "usage error (unknown command or option, missing or malformed argument)", NULL, NULL },
-    { "3", NULL, "vram replay: allocations failed", NULL, NULL },
+    { "3", NULL, "vram replay: allocations failed; vram wake: refused for lack of room (it stays asleep)",
+      NULL, NULL },
     { "130", NULL, "vram replay: interrupted", NULL, NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };

@@ -1,5 +1,6 @@
 /*
- * run.c: `vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]`.
+ * run.c: `vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME
+ * [--group-limit SIZE]] [--idle-sleep DURATION] [--log] -- CMD [ARGS]`.
  *
  * Sets, then execvp's CMD:
  *   CUDA_VISIBLE_DEVICES  from --devices (the program's devices are then numbered from 0)
@@ -30,6 +31,12 @@
  *   VRAM_OVERFLOW         from --overflow host|none: allocations the limit or the card refuses go to
  *                         host memory mapped for the device (shim/overflow.c)
  *   VRAM_OVERFLOW_MAX     from --overflow-max SIZE, in bytes (needs --overflow host): its cap per device
+ *   VRAM_IDLE_WATCHER     with --idle-sleep DURATION: the idle watcher (shim/watch.h), started just
+ *                         before the exec, names itself here (PID:START:NS); CMD and every process
+ *                         under it that keeps the variable is put to sleep after DURATION without a
+ *                         CUDA call and woken at its next one. When the watcher cannot start (a driver
+ *                         without the checkpoint API, no ledger) one line says why and CMD runs
+ *                         without idle sleep.
  *   VRAM_LOG              1 with --log: the preload library says on stderr when the limit refused
  *   LD_PRELOAD            the absolute path of libvram_preload.so (next to this binary, in ../lib or
  *                         ../<libdir>), put first
@@ -51,8 +58,10 @@
 
 #include "cli.h"
 #include "common/visible.h"
+#include "common/common.h"
 #include "ledger.h"
 #include "run.h"
+#include "watch.h"
 
 #ifndef VRAM_INSTALL_LIBDIR
 #define VRAM_INSTALL_LIBDIR "lib"
@@ -74,6 +83,7 @@ typedef struct run_options {
     const char *priority, *overflow;
     int has_overflow_max;
     size_t overflow_max;
+    uint64_t idle_ns;  /* --idle-sleep; 0: not given */
 } run_options;
 
 __attribute__((format(printf, 1, 2)))
@@ -85,7 +95,8 @@ static int run_usage_error(const char *fmt, ...) {
     va_end(ap);
     fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F]\n"
           "                [--group NAME [--group-limit SIZE] [--priority guaranteed|opportunistic]]\n"
-          "                [--overflow host|none [--overflow-max SIZE]] [--log] -- CMD [ARGS]\n"
+          "                [--overflow host|none [--overflow-max SIZE]] [--idle-sleep DURATION] [--log]\n"
+          "                -- CMD [ARGS]\n"
           "Without --growth the limit is preallocated: reserved on the card at the first allocation,\n"
           "so no other process can take it; --growth takes memory on demand.\n"
           "Try 'vram --help'.\n", stderr);
@@ -155,6 +166,13 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
                 return run_usage_error("--overflow needs host or none%s%s%s", v ? " (not '" : "", v ? v : "",
                                        v ? "')" : "");
             o->overflow = v;
+            continue;
+        }
+        if ((v = cli_option_value(argc, argv, &i, "--idle-sleep", &missing)) || missing) {
+            if (!v) return run_usage_error("--idle-sleep needs a DURATION (e.g. 10m)");
+            if (vram__parse_duration(v, &o->idle_ns) != 0)
+                return run_usage_error("--idle-sleep: bad DURATION '%s' (a number and ms, s, m, h or d: 30s, 10m, "
+                                       "1.5h; at most a year)", v);
             continue;
         }
         if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
@@ -299,6 +317,18 @@ static void run_note_ledger(void) {
         fprintf(stderr, "vram run: %s\n", note);
 }
 
+/* --idle-sleep: the idle watcher (shim/watch.h) started, VRAM_IDLE_WATCHER set for the program; when it
+ * cannot start (no checkpoint API, no ledger) that is said in one line and the program runs without idle
+ * sleep. -1 only when the environment cannot be set. */
+static int run_start_watcher(uint64_t idle_ns) {
+    char env[96], err[PATH_MAX + 600];
+    if (watch_start(idle_ns, NULL, env, sizeof env, err, sizeof err) != 0) {
+        fprintf(stderr, "vram run: --idle-sleep is off: %s\n", err);
+        return 0;
+    }
+    return setenv("VRAM_IDLE_WATCHER", env, 1);
+}
+
 int run_main(int argc, char **argv) {
     run_options o = { 0 };
     int cmd_at = 0;
@@ -335,6 +365,7 @@ int run_main(int argc, char **argv) {
         run_note_ledger();
     }
     if (run_set_preload(lib) != 0) goto env_failed;
+    if (o.idle_ns && run_start_watcher(o.idle_ns) != 0) goto env_failed;
     fflush(NULL);
     execvp(argv[cmd_at], argv + cmd_at);
     int err = errno;

@@ -30,6 +30,9 @@
  *                                         for every NVML device i (libnvidia-ml.so.1 by dlopen +
  *                                         dlsym): "nvml i total= free= used=" (GetMemoryInfo) and
  *                                         "nvml_v2 i total= reserved= free= used=" (_v2)
+ *             launches N                  1 MiB on device 0, then N cuLaunchKernel of a dummy
+ *                                         function (dlsym): launches=N ns_per_launch=T (what a
+ *                                         launch costs, with and without vram run: shim/activity.c)
  *             churn SEED MS MAXMIB [DEV]  for MS milliseconds, random steps 0-2 ms apart (seeded):
  *                                         a block of 16..MAXMIB MiB by cuMemAlloc, or a live one
  *                                         freed (16 live at most); then all freed: churn ok=N
@@ -486,6 +489,22 @@ int main(int argc, char **argv) {
         }
         if (r == CUDA_SUCCESS && give(&d, &c) != CUDA_SUCCESS) die("free failed", "");
         print_info(&d, dev, "free_after");
+        return 0;
+    }
+    if (strcmp(sc, "launches") == 0 && argc >= 4) {   /* the cost of a kernel launch (activity.c) */
+        use_device(&d, 0);
+        chunk c;
+        if (take(&d, K_ALLOC, 1u << 20, 0, &c) != CUDA_SUCCESS) die("alloc failed", "");   /* the slot, the page */
+        pfn_cuLaunchKernel launch = (pfn_cuLaunchKernel)need_dlsym("cuLaunchKernel");
+        unsigned long long n = strtoull(argv[3], NULL, 10);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (unsigned long long i = 0; i < n; i++)
+            if (launch((CUfunction)(uintptr_t)0x1000, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+                die("launch failed", "");
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("launches=%llu ns_per_launch=%.1f\n", n, n ? ns / (double)n : 0.0);
         return 0;
     }
     if (strcmp(sc, "script") == 0) {

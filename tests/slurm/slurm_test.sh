@@ -211,6 +211,17 @@ check "--vram-fraction=1.5: refused" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$
 run timeout 60 srun --vram-limit=0 touch "$TMP/ran"
 check "--vram-limit=0: refused (a limit never means none)" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "is 0 bytes"'
 
+# ---- --vram-idle-sleep: the task's watcher puts it to sleep when idle and wakes it at its next call ------
+# (FAKE_CUDA_SHARED in the job's environment: the fake driver's checkpoint API acts across processes)
+run env FAKE_CUDA_SHARED="$TMP/cards" timeout 60 srun --quiet --vram-idle-sleep=300ms --vram-growth \
+    bash -c '(echo "alloc 64"; sleep 2; echo launch) | '"$APP"' dlsym script 0'
+check "--vram-idle-sleep=300ms: the task is put to sleep when idle, woken by its next call (a kernel launch)" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "alloc=0" && has "$OUT" "launch=0" &&
+     has "$ERR" "vram: no CUDA call for 300ms: PID" && has "$ERR" "is asleep: its 64.00 MiB" &&
+     has "$ERR" "vram: a CUDA call: PID"'
+run timeout 60 srun --vram-idle-sleep=0 touch "$TMP/ran"
+check "--vram-idle-sleep=0: refused" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "vram: --vram-idle-sleep=0 is not a duration"'
+
 # ---- scancel: vram top shows the job while it runs, no slot is left after -----------------------
 JOB=$(sbatch --parsable --output="$TMP/jobC.out" \
       --wrap "srun --vram-limit=1GiB --vram-growth bash -c 'exec $APP dlsym hold alloc 300 < <(sleep 120)'")
