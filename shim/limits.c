@@ -115,7 +115,7 @@ static void shim_say_refusal(const char *fn, int dev, size_t size, size_t used, 
 }
 
 /* Reserves `size` bytes on `dev` against its limit and, with a group limit, against the group's
- * total on that device (group.c: the slow path, one scan of the ledger per allocation, taken only
+ * total on that device (group.c: the slow path, two scans of the ledger per allocation (the sum, the rebalance), taken only
  * when a group limit is set). 0 on success, -1 (logged when `say`) when a limit would be passed.
  * dev -1 is not accounted. Without a slot in the ledger (unavailable or full) the group limit still
  * holds, for this process's own usage (it fails closed, never open). */

@@ -173,7 +173,7 @@ static const help_item help_run_options[] = {
       "[--group NAME [--group-limit SIZE]]", NULL },
     { "--group-limit", "SIZE", "(with --group) the group's processes together take at most SIZE on each "
       "device (by UUID); an allocation past it fails with CUDA_ERROR_OUT_OF_MEMORY (VRAM_GROUP_LIMIT, in "
-      "bytes). Costs one scan of the ledger under its lock per allocation of a grouped process. The ledger "
+      "bytes). Costs two scans of the ledger under its lock per allocation of a grouped process (three for a guaranteed member while its group has opportunistic ones). The ledger "
       "is checked first: a ledger directory of yours open to others is set to 0700 (said); one that cannot "
       "be opened safely (a symlink, another owner's, a file open to others) refuses the start with the "
       "reason (exit status 1)", "", NULL },
