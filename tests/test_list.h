@@ -263,6 +263,7 @@
     X(parse, parse_size_bad) \
     X(parse, parse_size_rejects_hexadecimal) \
     X(parse, parse_size_null_arguments) \
+    X(parse, parse_duration) \
     /* test_async.c */ \
     X(async, async_same_stream_reuses_at_once) \
     X(async, async_reaping_asks_each_stream_once) \
