@@ -3,10 +3,10 @@
 weights, optimizer state and activations on the GPU, seeded, deterministic algorithms), used by
 bench/gpu_sleep_proc.sh and bench/gpu_limits.sh to disturb a process from outside (sleep, wake, idle
 sleep, a limit that moves) and compare its losses with an undisturbed run. Prints one JSON line:
-{"losses": [...], "step_ms": [...], "allocated", "reserved", "first_call_after_idle_ms"}.
+{"losses": [...], "step_ms": [...], "allocated", "max_reserved", "reserved", "first_call_after_idle_ms"}.
 
     python3 bench/gpu_train_steps.py --steps 40 [--pause-at K --ready FILE --go FILE]
-        [--idle-at K --idle-s S] [--width N]
+        [--idle-at K --idle-s S] [--width N] [--empty-cache-after-pause]
 
 --pause-at K: after step K, write the PID to --ready FILE and wait until --go FILE exists (the caller
 sleeps and wakes the process meanwhile). --idle-at K: after step K, make no CUDA call for --idle-s
@@ -28,6 +28,8 @@ def main():
     ap.add_argument("--go", default=None)
     ap.add_argument("--idle-at", type=int, default=None)
     ap.add_argument("--idle-s", type=float, default=6.0)
+    ap.add_argument("--empty-cache-after-pause", action="store_true",
+                    help="torch.cuda.empty_cache() once the pause ends (a limit lowered meanwhile then bites)")
     a = ap.parse_args()
     if a.steps < 1 or a.width < 64 or (a.pause_at is not None and not (a.ready and a.go)):
         ap.error("--steps >= 1, --width >= 64, --pause-at needs --ready and --go")
@@ -58,12 +60,15 @@ def main():
             os.replace(a.ready + ".tmp", a.ready)
             while not os.path.exists(a.go):
                 time.sleep(0.05)
+            if a.empty_cache_after_pause:
+                torch.cuda.empty_cache()
         if step == a.idle_at:
             if a.ready:
                 with open(a.ready, "w") as f:
                     f.write(str(os.getpid()))
             time.sleep(a.idle_s)
     print(json.dumps({"losses": losses, "step_ms": step_ms, "allocated": torch.cuda.memory_allocated(),
+                      "max_reserved": torch.cuda.max_memory_reserved(),
                       "reserved": torch.cuda.memory_reserved(), "first_call_after_idle_ms": after_idle}))
     return 0
 
