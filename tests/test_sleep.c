@@ -516,6 +516,8 @@ TEST(tag_is_the_threads_and_checked) {
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_get_tag(NULL));
     CHECK_OK(vram_get_tag(&tag));
     CHECK_STR_EQ(tag, "weights");                                   /* a refused tag changes nothing */
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_sleep(0, "never set", VRAM_SLEEP_DISCARD));
+    CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_wake(0, "never set either"));   /* (neither takes a place) */
     char name[16];
     for (int i = 1; i < 32; i++) {                                  /* 32 tags in all */
         snprintf(name, sizeof name, "t%d", i);
