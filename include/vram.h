@@ -249,7 +249,8 @@ VRAM_API vram_status vram_ipc_close(void *ptr);
  * default stream for vram_malloc's) have finished, the memory of `tag` (NULL: every block of the
  * logical device, its private pools', and everything the pool caches) goes back to the driver: every
  * granule of it, the cached free memory too. VRAM_SLEEP_OFFLOAD first copies the live blocks' contents
- * to pinned host memory (one copy per run of blocks that touch each other), VRAM_SLEEP_DISCARD does not.
+ * to pinned host memory (one copy per run of blocks that touch each other; the host block is kept after
+ * the wake for the next sleep, until vram_trim), VRAM_SLEEP_DISCARD does not.
  * Their addresses stay reserved; the blocks stay allocated (current counts them, reserved does not:
  * vram_memory_info's asleep_bytes and asleep_host_bytes say how many bytes sleep and how many host
  * bytes hold them). Memory already asleep stays as it is. While asleep: a request under the tag (or,
@@ -286,6 +287,7 @@ VRAM_API vram_status vram_wake(int logical_device, const char *tag);
  * PyTorch uses (see vram_plugin_free), and keeps that memory when the driver cannot wait.
  * Memory whose unmap or free the driver refuses stays reserved (the driver still holds it, so it
  * still counts against the limit): VRAM_ERR_DRIVER with the driver's call and error name.
+ * The pinned host memory kept from a vram_sleep (memory info's host_kept_bytes) goes back too.
  * Starts the runtime. */
 VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
 
@@ -417,7 +419,10 @@ VRAM_API void  vram_plugin_release(void *ptr);
        memory is off the card), and the bytes of pinned host memory holding their contents (0 after  \
        VRAM_SLEEP_DISCARD) */                                                                        \
     X(size_t, asleep_bytes)                                                                         \
-    X(size_t, asleep_host_bytes)
+    X(size_t, asleep_host_bytes)                                                                    \
+    /* pinned host memory an offload used, kept after its wake for the next sleep of the same memory \
+       (vram_trim and vram_shutdown give it back) */                                                 \
+    X(size_t, host_kept_bytes)
 
 typedef struct vram_memory_info {
 #define VRAM_MEMORY_INFO_FIELD_(type, name) type name;

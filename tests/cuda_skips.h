@@ -31,9 +31,11 @@
     X(sleep_wake_refused_by_the_card_undoes_its_mappings, \
       "a forked process takes memory of the simulated card straight from the simulated driver " \
       "(VRAM_SIM_SHARED); the fake's FAKE_CUDA_SHARED slot of a forked child is its parent's") \
+    X(sleep_offload_keeps_its_pinned_host_block_for_the_next_sleep, CUDA_SKIP_OFFLOAD) \
     X(sleep_offload_host_copy_goes_with_the_last_block, CUDA_SKIP_OFFLOAD) \
     X(sleep_private_pool_of_a_tag_wakes_whole, CUDA_SKIP_OFFLOAD) \
     X(sleep_failed_copies_change_nothing, CUDA_SKIP_OFFLOAD) \
+    X(sleep_trim_and_idle_release_leave_a_tag_asleep, CUDA_SKIP_OFFLOAD) \
     /* test_physical.c */ \
     X(physical_names_and_properties, \
       "the simulated cards' names and PCI bus ids (test_cuda.c's cuda_listing checks the driver's)") \

@@ -385,6 +385,7 @@
     X(sleep, sleep_another_process_sees_the_memory_come_and_go) \
     X(sleep, sleep_without_a_tag_sleeps_everything) \
     X(sleep, sleep_blocks_asleep_can_be_freed) \
+    X(sleep, sleep_offload_keeps_its_pinned_host_block_for_the_next_sleep) \
     X(sleep, sleep_offload_host_copy_goes_with_the_last_block) \
     X(sleep, sleep_statistics) \
     X(sleep, sleep_refused_under_preallocation) \
@@ -397,6 +398,7 @@
     X(sleep, sleep_waits_for_the_streams_of_its_blocks) \
     X(sleep, sleep_thread_caches_never_serve_blocks_asleep) \
     X(sleep, sleep_ends_the_plan) \
+    X(sleep, sleep_trim_and_idle_release_leave_a_tag_asleep) \
     X(sleep, sleep_failed_copies_change_nothing) \
     /* test_private.c */ \
     X(private, private_memory_is_not_given_to_eager_requests) \

@@ -157,7 +157,7 @@ TEST(sleep_copies_a_run_of_blocks_at_once) {
     vram__backend_counters c2 = sim_counters();
     CHECK_U64(c2.copy_to_device - c1.copy_to_device, ==, 2);        /* a, then d alone */
     CHECK_U64(c2.bytes_to_device - c1.bytes_to_device, ==, 6 * MiB);
-    CHECK_U64(c2.host_free - c1.host_free, ==, 1);
+    CHECK_U64(c2.host_free - c1.host_free, ==, 0);                  /* kept for the next sleep */
     CHECK(filled(a, 2 * MiB, 1) && filled(d, 4 * MiB, 4));
     CHECK_OK(vram_free(a));
     CHECK_OK(vram_free(d));
@@ -359,6 +359,51 @@ TEST(sleep_blocks_asleep_can_be_freed) {
     CHECK_PTR(again, ==, a);
     CHECK_OK(vram_free(again));
     CHECK_ALL();
+}
+
+/* The pinned host block of an offload is kept after the wake and used again by the next sleep (no new
+ * pinning); a sleep of more bytes than it holds replaces it; vram_trim and the shutdown give it back. */
+TEST(sleep_offload_keeps_its_pinned_host_block_for_the_next_sleep) {
+    growth(1 * GiB);
+    void *a = tagged("w", 6 * MiB), *b = NULL;
+    fill(a, 6 * MiB, 1);
+    vram__backend_counters c0 = sim_counters();
+    for (int round = 0; round < 3; round++) {                       /* an RL loop's sleeps */
+        CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+        CHECK_SIZE(INFO(0).host_kept_bytes, ==, 0);                 /* (in use: asleep_host_bytes) */
+        CHECK_SIZE(INFO(0).asleep_host_bytes, ==, 6 * MiB);
+        CHECK_OK(vram_wake(0, "w"));
+        CHECK_SIZE(INFO(0).host_kept_bytes, ==, 6 * MiB);
+        CHECK(filled(a, 6 * MiB, 1));
+        CHECK_ALL();
+    }
+    vram__backend_counters c1 = sim_counters();
+    CHECK_U64(c1.host_alloc - c0.host_alloc, ==, 1);
+    CHECK_U64(c1.host_free - c0.host_free, ==, 0);
+    CHECK_U64(c1.bytes_to_host - c0.bytes_to_host, ==, 3 * 6 * MiB);
+    b = tagged("w", 2 * MiB);                                       /* more than the block kept holds */
+    fill(b, 2 * MiB, 2);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    vram__backend_counters c2 = sim_counters();
+    CHECK_U64(c2.host_alloc - c1.host_alloc, ==, 1);
+    CHECK_U64(c2.host_free - c1.host_free, ==, 1);
+    CHECK_SIZE(INFO(0).asleep_host_bytes, ==, 8 * MiB);
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK(filled(a, 6 * MiB, 1) && filled(b, 2 * MiB, 2));
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_DISCARD));               /* a discard leaves it kept */
+    CHECK_SIZE(INFO(0).host_kept_bytes, ==, 8 * MiB);
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_SIZE(INFO(0).host_kept_bytes, ==, 0);
+    CHECK_U64(sim_counters().host_free - c2.host_free, ==, 1);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));               /* pinned anew, kept again ... */
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_free(b));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());                                      /* ... and given back at the end */
+    vram__backend_counters n = sim_counters();
+    CHECK_U64(n.host_alloc, ==, n.host_free);
 }
 
 TEST(sleep_offload_host_copy_goes_with_the_last_block) {
@@ -693,6 +738,34 @@ TEST(sleep_ends_the_plan) {
         CHECK_OK(vram_free(a));
     }
     CHECK_OK(vram_free(w));
+    CHECK_ALL();
+}
+
+/* While a tag sleeps, vram_trim and the idle-release thread give back the other memory and leave the
+ * tag as it is: nothing of it mapped, its host copy kept, its bytes back at the wake. */
+TEST(sleep_trim_and_idle_release_leave_a_tag_asleep) {
+    use_sim_growth(1 * GiB, "map_ahead_mb:0,idle_release_ms:2");
+    void *w = tagged("w", 8 * MiB), *u = NULL, *gone = NULL;
+    CHECK_OK(vram_malloc(&u, 4 * MiB, 0));
+    CHECK_OK(vram_malloc(&gone, 6 * MiB, 0));
+    fill(w, 8 * MiB, 3);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    CHECK_OK(vram_free(gone));                                      /* cached, then idle */
+    usleep(30000);                                                  /* several idle ticks */
+    CHECK_OK(vram_trim(0, 0));
+    CHECK_ALL();
+    vram_memory_info info = INFO(0);
+    CHECK_SIZE(info.reserved, ==, 4 * MiB);
+    CHECK_SIZE(info.asleep_bytes, ==, 8 * MiB);
+    CHECK_SIZE(info.asleep_host_bytes, ==, 8 * MiB);
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK(filled(w, 8 * MiB, 3));
+    usleep(10000);
+    CHECK_ALL();
+    CHECK_SIZE(INFO(0).reserved, ==, 12 * MiB);                     /* the blocks' memory stays */
+    CHECK(filled(w, 8 * MiB, 3));
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_free(u));
     CHECK_ALL();
 }
 

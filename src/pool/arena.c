@@ -159,6 +159,7 @@ vram_status arena_destroy(pool_arena *p) {
         if (s != VRAM_OK && refusal == VRAM_OK) refusal = s;
     }
     arena_sleep_drop(p);                  /* (no block left: its host copy, what to map again) */
+    (void)arena_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
     chunk_free_spares(p);
     for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
     tc_destroy(p);
@@ -206,7 +207,7 @@ void arena_info_locked(pool_arena *p, vram_memory_info *info) {
         .num_driver_moves = p->num_driver_moves,
     };
     plan_arena_info_locked(p, info);
-    arena_sleep_info_locked(p, &info->asleep_bytes, &info->asleep_host_bytes);
+    arena_sleep_info_locked(p, info);
 }
 
 size_t arena_live_bytes(pool_arena *p) {

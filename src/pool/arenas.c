@@ -405,6 +405,7 @@ void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_inf
         info->plan_refused += one.plan_refused;
         info->asleep_bytes += one.asleep_bytes;
         info->asleep_host_bytes += one.asleep_host_bytes;
+        info->host_kept_bytes += one.host_kept_bytes;
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);
@@ -467,6 +468,12 @@ vram_status vram__pool_trim(vram__pool *p, size_t keep_bytes) {
     for (int i = ALL_ARENAS - 1; i >= 0; i--) {
         pool_arena *a = any_arena(p, i);
         vram_status s = a != NULL ? arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;
+        if (refusal == VRAM_OK) refusal = s;
+        if (a != NULL) {                              /* (sleep.c: the pinned host block of a sleep) */
+            arena_lock(a, NULL);
+            s = arena_host_kept_free_locked(a);
+            arena_unlock(a);
+        }
         if (refusal == VRAM_OK) refusal = s;
     }
     return refusal;

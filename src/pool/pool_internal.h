@@ -205,6 +205,9 @@ struct pool_arena {
     free_bins         pbins;         /* free chunks of the plan's zone */
     struct pool_sleep *sleep;        /* while asleep, or while a private pool that slept keeps what to map
                                       * again (sleep.c); NULL otherwise */
+    void             *host_kept;     /* the pinned host block of the last offload, kept after its wake for the
+                                      * next sleep (sleep.c; NULL: none), and its bytes */
+    size_t            host_kept_bytes;
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
 
@@ -313,12 +316,16 @@ void        arena_wake_done_locked(pool_arena *p);
 /* The refusal of a request of `size` bytes to an arena asleep (VRAM_ERR_OUT_OF_MEMORY, not counted as
  * an out-of-memory error: nothing is full). */
 vram_status arena_asleep_refusal(const pool_arena *p, size_t size);
-/* The figures of vram_memory_info: bytes of blocks asleep, bytes of host memory holding them. */
-void        arena_sleep_info_locked(const pool_arena *p, size_t *bytes, size_t *host);
+/* The figures of vram_memory_info: bytes of blocks asleep, bytes of host memory holding them, pinned
+ * host memory kept for the next sleep. */
+void        arena_sleep_info_locked(const pool_arena *p, vram_memory_info *info);
 /* The free of block c (USED, asleep; out of the pointer table) of an arena asleep: no memory involved. */
 void        arena_sleep_free_locked(pool_arena *p, pool_chunk *c);
 /* What the arena keeps of a sleep, dropped (its destruction, a private slot made anew with no block). */
 void        arena_sleep_drop(pool_arena *p);
+/* The pinned host block kept from the last wake goes back to the driver (vram_trim, the destruction);
+ * VRAM_OK, or the driver's refusal (the block is forgotten all the same). */
+vram_status arena_host_kept_free_locked(pool_arena *p);
 /* vram_check's part: the marks agree with the arena's state and its record. NULL, or why not. */
 const char *arena_sleep_check_marks_locked(pool_arena *p);
 /* oom.c: a wake refused by the limit, the card's budget or the driver (its message for `what`, a tag or

@@ -22,11 +22,14 @@
  * the live blocks, and for a private pool in use those mapped at the sleep, less what is mapped),
  * budget (the limit and the card's budget take them at once), map (new extents, given back if the
  * driver refuses one), copy (each run's blocks still live, from the host block), done (marks cleared,
- * host memory freed). Any failure undoes what the steps took: the arena stays asleep as it was.
+ * the host block kept for the next sleep: pinning memory costs more than copying it, so an RL loop's
+ * sleeps after the first copy at the bus's rate; vram_trim and the arena's end give it back). Any
+ * failure undoes what the steps took: the arena stays asleep as it was.
  *
  * Invariants: asleep != 0 exactly while `sleep` holds the record of a sleep; then every USED chunk is
  * marked asleep, none is parked, and record->bytes is their size; a chunk marked asleep is USED. A
- * block's bytes are at host + its run's host_off + its offset in the run. Everything here runs under
+ * block's bytes are at host + its run's host_off + its offset in the run. host_kept is set only while
+ * the arena is awake (a sleep takes it or frees it). Everything here runs under
  * the arena's pool lock; the marks are written under the shards' locks too (thread_cache.c reads them
  * under those).
  */
@@ -207,16 +210,29 @@ static sleep_run *live_runs_locked(pool_arena *p, size_t *n, size_t *bytes) {
     return runs;
 }
 
-/* Copies every run's bytes into a new pinned host block (rec->host). */
+/* Copies every run's bytes into a pinned host block (rec->host): the one kept from the last wake when
+ * it is large enough (pinning memory costs more than copying it: an RL loop's sleeps after the first
+ * copy at the bus's rate), else a new one (the one kept, too small, goes first). */
 static vram_status offload_locked(pool_arena *p, pool_sleep *rec) {
     const vram__backend *be = p->cfg.backend;
-    vram_status s = be->host_alloc(p->cfg.dev, rec->bytes, &rec->host);
-    if (s != VRAM_OK) {
-        rec->host = NULL;
-        return vram__fail_wrap(s, "pinned host memory for the %zu bytes of %s's blocks%s", rec->bytes, p->cfg.name,
-                               s == VRAM_ERR_UNSUPPORTED ? " (VRAM_SLEEP_DISCARD needs none)" : "");
+    vram_status s = VRAM_OK;
+    if (p->host_kept != NULL && p->host_kept_bytes >= rec->bytes) {
+        rec->host = p->host_kept;
+        rec->host_bytes = p->host_kept_bytes;
+        p->host_kept = NULL;
+        p->host_kept_bytes = 0;
+    } else {
+        if (p->host_kept != NULL) (void)be->host_free(p->cfg.dev, p->host_kept);   /* (a refusal: lost) */
+        p->host_kept = NULL;
+        p->host_kept_bytes = 0;
+        s = be->host_alloc(p->cfg.dev, rec->bytes, &rec->host);
+        if (s != VRAM_OK) {
+            rec->host = NULL;
+            return vram__fail_wrap(s, "pinned host memory for the %zu bytes of %s's blocks%s", rec->bytes,
+                                   p->cfg.name, s == VRAM_ERR_UNSUPPORTED ? " (VRAM_SLEEP_DISCARD needs none)" : "");
+        }
+        rec->host_bytes = rec->bytes;
     }
-    rec->host_bytes = rec->bytes;
     for (size_t i = 0; i < rec->nruns && s == VRAM_OK; i++) {
         const sleep_run *r = &rec->runs[i];
         s = be->copy_to_host(p->cfg.dev, (char *)rec->host + r->host_off, r->addr, r->size);
@@ -293,9 +309,19 @@ vram_status arena_asleep_refusal(const pool_arena *p, size_t size) {
                       "(vram_sleep), off the card until vram_wake brings it back", p->cfg.name, size, whose);
 }
 
-void arena_sleep_info_locked(const pool_arena *p, size_t *bytes, size_t *host) {
-    *bytes = p->asleep ? p->sleep->bytes : 0;
-    *host = p->asleep && p->sleep->host != NULL ? p->sleep->host_bytes : 0;
+void arena_sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
+    info->asleep_bytes = p->asleep ? p->sleep->bytes : 0;
+    info->asleep_host_bytes = p->asleep && p->sleep->host != NULL ? p->sleep->host_bytes : 0;
+    info->host_kept_bytes = p->host_kept_bytes;
+}
+
+vram_status arena_host_kept_free_locked(pool_arena *p) {
+    void *host = p->host_kept;
+    p->host_kept = NULL;
+    p->host_kept_bytes = 0;
+    vram_status s = host != NULL ? p->cfg.backend->host_free(p->cfg.dev, host) : VRAM_OK;
+    return s != VRAM_OK ? vram__fail_wrap(s, "giving back the pinned host memory %s kept from a sleep", p->cfg.name)
+                        : VRAM_OK;
 }
 
 void arena_sleep_free_locked(pool_arena *p, pool_chunk *c) {
@@ -416,5 +442,10 @@ void arena_wake_undo_locked(pool_arena *p, int mapped) {
 void arena_wake_done_locked(pool_arena *p) {
     mark_all_locked(p, 0);
     p->vmm->vmm.stale = 1;
+    if (p->sleep->host != NULL && p->host_kept == NULL) {   /* kept for the next sleep (offload_locked) */
+        p->host_kept = p->sleep->host;
+        p->host_kept_bytes = p->sleep->host_bytes;
+        p->sleep->host = NULL;
+    }
     arena_sleep_drop(p);
 }
