@@ -386,10 +386,13 @@ VRAM_API void  vram_plugin_release(void *ptr);
     X(size_t, peak)                                                                                 \
     /* bytes the runtime holds from the driver for this logical device */                           \
     X(size_t, reserved)                                                                             \
+    /* high-water mark of reserved */                                                               \
     X(size_t, peak_reserved)                                                                        \
     /* the hard cap in force */                                                                     \
     X(size_t, limit)                                                                                \
+    /* the largest free block in the memory held (of any arena) */                                  \
     X(size_t, largest_free_block)                                                                   \
+    /* allocations and frees served, out-of-memory errors returned */                               \
     X(uint64_t, num_allocs)                                                                         \
     X(uint64_t, num_frees)                                                                          \
     X(uint64_t, num_ooms)                                                                           \

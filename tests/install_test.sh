@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix P and builds the example against the installed
-# package: with pkg-config's flags, and as a CMake project using find_package(vram). What the README
+# Installs the build into a temporary prefix P (manual pages included) and builds the example against
+# the installed package: with pkg-config's flags, and as a CMake project using find_package(vram). What the README
 # says for a prefix outside the loader's and CMake's paths is checked: the pkg-config program runs with
 # LD_LIBRARY_PATH=P/lib, linked with -Wl,-rpath,$(pkg-config --variable=libdir vram), and (as root)
 # once ldconfig knows P/lib; find_package(vram) finds P through CMAKE_PREFIX_PATH or through P/bin on PATH.
@@ -23,6 +23,14 @@ for f in include/vram.h lib/libvram.a lib/libvram.so lib/libvram_preload.so lib/
   check "installed $f" test -e "$prefix/$f"
 done
 check "installed vram runs" "$prefix/bin/vram" ls
+for page in man1/vram.1 man3/libvram.3; do   # (gzip-compressed where the build found gzip)
+  check "installed share/man/$page" bash -c 'test -e "$1.gz" || test -e "$1"' _ "$prefix/share/man/$page"
+done
+if command -v man >/dev/null; then
+  check "man finds the installed vram(1) and libvram(3)" \
+    bash -c 'man -M "$1/share/man" -w vram | grep -q "^$1/share/man/man1/vram\.1" &&
+             man -M "$1/share/man" -w 3 libvram | grep -q "^$1/share/man/man3/libvram\.3"' _ "$prefix"
+fi
 if command -v python3 >/dev/null; then  # the Python package finds the libvram.so of its installation
   check "installed python package imports" env -u VRAM_LIBRARY PYTHONPATH="$prefix/lib/python3/dist-packages" \
     python3 -c 'import sys, vram; assert vram._lib.path.startswith(sys.argv[1]), vram._lib.path; print(vram.diagnose())' "$prefix"
@@ -35,6 +43,11 @@ else  # pkg-config is not installed: read the same fields from the file
   dir=$prefix/lib/pkgconfig
   cflags="-I$dir/../../include" libs="-L$dir/../../lib -lvram"
   check "vram.pc names -lvram" grep -q -- '-lvram' "$dir/vram.pc"
+fi
+if command -v pkg-config >/dev/null; then   # vram.pc finds its prefix from where it lies
+  pc_dirs() { [ "$(realpath -m "$(pc --variable=libdir vram)")" = "$prefix/lib" ] &&
+              [ "$(realpath -m "$(pc --variable=includedir vram)")" = "$prefix/include" ]; }
+  check "vram.pc's libdir and includedir are the installation's" pc_dirs
 fi
 check "example builds with the pkg-config flags" cc -std=c11 $cflags "$src/examples/config_template.c" $libs -o "$work/ex_pc"
 check "example runs against the installed library with LD_LIBRARY_PATH=P/lib" env LD_LIBRARY_PATH="$prefix/lib" "$work/ex_pc"

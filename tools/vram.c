@@ -1,6 +1,7 @@
 /*
  * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`,
- * `vram report`, `--help`, `--version`.
+ * `vram report`, `vram help [COMMAND | trace]`, `--help`, `--version`, `--man` (the manual page vram(1)
+ * in roff; the build writes vram.1 with it). What the help and the manual say is in help.c's tables.
  *
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument); replay: 3 when allocations failed
@@ -20,236 +21,19 @@
 #include <vram.h>
 
 #include "cli.h"
+#include "help.h"
 #include "json.h"
 #include "replay.h"
 #include "report.h"
 #include "run.h"
 #include "top.h"
 
-/* The help, one section per command (`vram help COMMAND`, `vram COMMAND --help`), all of them with
- * the general part for `vram --help`, and a short usage for a bare `vram`. The replay section
- * prints the policy table (from replay.c) between its two halves. */
-static const char usage_short[] =
-    "Usage: vram <command> [options]\n"
-    "\n"
-    "Commands:\n"
-    "  ls       list the GPUs (or say why there is none)\n"
-    "  replay   replay an allocation trace through vram and report peak memory and speed\n"
-    "  report   write one HTML page of a trace's or a PyTorch snapshot's memory over time\n"
-    "  run      run an unmodified CUDA program under a device-memory limit\n"
-    "  top      show the processes running under vram run\n"
-    "\n"
-    "'vram help COMMAND' or 'vram COMMAND --help' shows one command; 'vram --help' everything.\n";
-
-static const char usage_title[] =
-    "Usage: vram <command> [options]\n"
-    "       vram help [COMMAND] | --help | --version\n"
-    "\n"
-    "Commands:\n";
-
-static const char help_ls[] =
-    "  ls [--json]\n"
-    "      List the physical GPUs (index, product, memory, compute capability, PCI bus id,\n"
-    "      UUID) after a first line naming the backend. Exits 1 with \"No GPU found: <reason>\"\n"
-    "      when there is none. --json prints one JSON object instead (without a GPU: devices [],\n"
-    "      error, reason, detail and hint; exit status 1).\n";
-
-static const char help_replay_head[] =
-    "  replay TRACE [--policy NAME | --growth] [--limit SIZE] [--passes N] [--threads N] [--json]\n"
-    "         [--allow-failures]\n"
-    "      Replay an allocation trace (gzip-compressed or plain text; format in traces/README.md)\n"
-    "      through vram on logical device 0 and report ops, peak live bytes, peak reserved bytes,\n"
-    "      reserved/live, reserved/live over pass 1's last quarter (tail_reserved_to_live: what\n"
-    "      the pool still holds late in the run), mean ns per call (cold first pass, warm later\n"
-    "      passes), ops per second,\n"
-    "      driver allocs/frees/moves (physical pieces created, released, moved under a block)\n"
-    "      and failed allocations.\n"
-    "      --policy NAME the allocator strategy on card 0, one of (default prealloc):\n";
-
-static const char help_replay_tail[] =
-    "      --growth      same as --policy growth\n"
-    "      --limit SIZE  cap card 0 at SIZE (\"512M\", \"6GiB\", \"1.5G\"; powers of 1024)\n"
-    "      --passes N    replay the whole trace N times in the same runtime (default 1). What the\n"
-    "                    trace leaves live is freed between passes (untimed); the pool keeps its\n"
-    "                    memory, so pass 1 is cold (cold_ns_per_op) and passes 2..N are warm\n"
-    "                    (warm_ns_per_op; driver_allocs_warm is what they took from the driver)\n"
-    "      --threads N   N threads (default 1) each replay the trace on device 0 with their own\n"
-    "                    pointers, started together behind a barrier at every pass.\n"
-    "                    mean_ns_per_op = the threads' summed loop time / ops; ops_per_sec = ops /\n"
-    "                    wall time of the parallel phases. peak_live_bytes is then N x the trace's\n"
-    "                    peak, an upper bound (the threads' peaks need not coincide), so\n"
-    "                    reserved/live is approximate (peak_in_use_bytes is vram's measured peak)\n"
-    "      --json        print one JSON object on stdout; the text report goes to stderr\n"
-    "      ops counts the calls of every pass and thread (passes x threads x the trace's events\n"
-    "      when nothing fails; trace_events is one copy); a failed allocation's free is skipped.\n"
-    "      Each thread's loop over the trace is timed as a whole (the loop does the call and\n"
-    "      array bookkeeping only), not each call; ns_per_op = mean_ns_per_op over all passes.\n"
-    "      With no GPU and VRAM_BACKEND unset, the replay runs on a simulated card of\n"
-    "      1.25 x N threads x the trace's peak live bytes + 4 GiB, at least --limit (said on stderr),\n"
-    "      at most 16 TiB (a larger --limit is refused).\n"
-    "      --allow-failures  exit 0 even when allocations failed (failures are the measurement)\n"
-    "      TRACE '-' is standard input; pipes are read as streams (gzip found by its magic).\n"
-    "      On a terminal, stderr shows progress (pass, percent, rate); Ctrl-C stops the replay and\n"
-    "      prints what it has so far.\n"
-    "      Exit status: 0 the replay ran and every allocation succeeded; 3 it ran and some failed\n"
-    "      (0 with --allow-failures); 130 interrupted by Ctrl-C; 1 errors; 2 usage errors.\n";
-
-static const char help_report[] =
-    "  report INPUT -o FILE.html [--policy NAME | --growth] [--limit SIZE]\n"
-    "      Replay INPUT once on a simulated card (VRAM_BACKEND=cuda: on the GPU) and write one\n"
-    "      self-contained HTML page (no network, opens from disk): live, in-use and reserved bytes\n"
-    "      over time (by event, and by wall time), the address-space map (blocks, free holes,\n"
-    "      unmapped ranges) at the peak and at a moment picked with a slider, the largest live\n"
-    "      blocks at the peak with their stack frames, each failed allocation with vram's message,\n"
-    "      and the headline figures. INPUT is a trace, '-' for standard input, or a PyTorch\n"
-    "      snapshot (torch.cuda.memory._dump_snapshot(), FILE.pickle or .pkl), converted by\n"
-    "      tools/snapshot_to_trace.py (python3), whose allocator's reserved bytes are drawn beside\n"
-    "      vram's. -o - writes the page on stdout. Exits 0 when the page is written (failed\n"
-    "      allocations are in it), 1 on errors.\n";
-
-static const char help_run[] =
-    "  run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME\n"
-    "      [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
-    "      Run an unmodified CUDA program (PyTorch, JAX, any binary) with libvram_preload.so\n"
-    "      (LD_PRELOAD; found next to vram or in ../lib), which caps the device memory it takes:\n"
-    "      an allocation past the limit fails with CUDA_ERROR_OUT_OF_MEMORY (the program's usual\n"
-    "      out-of-memory error) and cuMemGetInfo / cuDeviceTotalMem (and NVML's memory info, as\n"
-    "      nvidia-smi shows it) report the limit as the total.\n"
-    "      --devices LIST  CUDA_VISIBLE_DEVICES=LIST (indices or UUIDs; renumbered from 0)\n"
-    "      --growth        take memory on demand (VRAM_GROWTH=1). Without it (VRAM_GROWTH=0) the\n"
-    "                      limit is preallocated: reserved on the card at the program's first\n"
-    "                      allocation, so no other process can take it\n"
-    "      --limit SIZE    cap every visible device at SIZE (VRAM_LIMIT, in bytes)\n"
-    "      --fraction F    cap each visible device at F x its memory, 0 < F <= 1 (VRAM_LIMIT_<i>;\n"
-    "                      with --limit the smaller wins)\n"
-    "      --group NAME    list the process under group NAME in vram top (VRAM_GROUP; 1-31 of\n"
-    "                      A-Z a-z 0-9 . _ -)\n"
-    "      --group-limit SIZE  (with --group) the group's processes together take at most SIZE\n"
-    "                      on each device (by UUID); an allocation past it fails with\n"
-    "                      CUDA_ERROR_OUT_OF_MEMORY (VRAM_GROUP_LIMIT, in bytes). Costs one scan of\n"
-    "                      the ledger under its lock per allocation of a grouped process.\n"
-    "                      The ledger is checked first: a ledger directory of yours open to\n"
-    "                      others is set to 0700 (said); one that cannot be opened safely (a\n"
-    "                      symlink, another owner's, a file open to others) refuses the start\n"
-    "                      with the reason (exit status 1)\n"
-    "      --log           VRAM_LOG=1: say on stderr when the vram limit (or group limit) refused\n"
-    "                      an allocation\n"
-    "      The process becomes CMD (its exit status is CMD's); 126/127 when CMD cannot be run.\n"
-    "      Each process under vram run holds a slot per device in the per-machine ledger\n"
-    "      (in $VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram when it is your directory here, else\n"
-    "      /dev/shm/vram-<uid>; when another user has taken that name, in a place only you can own,\n"
-    "      /run/user/<uid>/vram or ~/.cache/vram/ledger-<host>, said on stderr), read by vram top.\n"
-    "      A ledger deleted, replaced or rebuilt under running processes keeps their slots\n"
-    "      (found through their open descriptors, /proc/PID/fd); see the README's \"faults\".\n";
-
-static const char help_top[] =
-    "  top [--json] [--once]\n"
-    "      List every process on this machine that runs under vram run: pid, command, device\n"
-    "      (ordinal as the program numbers it / UUID), limit, in use, peak, free under the limit,\n"
-    "      group and group limit (vram run --group NAME --group-limit SIZE). Slots of processes\n"
-    "      that are gone (kill -9 included) are reclaimed as it reads; a corrupted ledger or one\n"
-    "      of another version is moved aside (ledger.bad.*) and rebuilt, keeping the slots of\n"
-    "      running processes; one truncated while top reads it is read again. In a terminal it\n"
-    "      redraws in place every second: a line per device (processes, in use, peaks, limits),\n"
-    "      then the processes with a short history of their use; keys m (in use), k (peak),\n"
-    "      p (pid), d (device) sort, q quits. Elsewhere it prints the table every second until\n"
-    "      interrupted; --once prints one table and exits; --json prints JSON objects (keys pid,\n"
-    "      command, device, uuid, limit_bytes, in_use_bytes, peak_bytes, free_bytes, group,\n"
-    "      group_limit_bytes).\n"
-    "      --prometheus prints the ledger once in Prometheus' text format (vram_* gauges; README).\n";
-
-static const char help_general[] =
-    "Options:\n"
-    "  -h, --help        show this help (also after a command)\n"
-    "  -V, --version     print the library version\n"
-    "\n"
-    "Environment (read when the runtime starts):\n"
-    "  VRAM_BACKEND=cuda|sim            device backend: the CUDA driver (default) or a simulated GPU\n"
-    "  VRAM_SIM_DEVICES=LIST            simulated cards and their memory, e.g. \"16GiB\" or \"2x8GiB\";\n"
-    "                                   \"@MAJOR.MINOR\" after a size sets the compute capability\n"
-    "                                   (default 9.0): \"2x24GiB@8.6,16GiB@7.5\"\n"
-    "  VRAM_SIM_FAIL_ALLOC_AFTER=N      simulated driver: allocations fail after N have succeeded\n"
-    "  VRAM_FORCE_ALLOW_GROWTH=true|false  force memory growth on or off, overriding the program\n"
-    "  VRAM_MEMORY_LIMIT=SIZE           cap every card at SIZE\n"
-    "  VRAM_MEMORY_LIMIT_<i>=SIZE       cap physical card <i> (wins over VRAM_MEMORY_LIMIT and the API)\n"
-    "  VRAM_MEMORY_FRACTION=F           cap every card at F x its memory (the smaller cap wins)\n"
-    "  VRAM_ALLOC_CONF=OPTS             allocator options (overrides the program's):";
-
-/* printed between help_general and help_general_tail: the allocator options' keys, from the library */
-static const char help_general_tail[] =
-    "  VRAM_MEMBARRIER=0                every call fences its entry into the runtime itself instead of\n"
-    "                                   configuration calls fencing all threads with membarrier\n"
-    "  CUDA_VISIBLE_DEVICES=LIST        cards the CUDA driver shows, renumbered from 0\n"
-    "\n"
-    "Environment of a program under `vram run` (read by libvram_preload.so):\n"
-    "  VRAM_LIMIT=BYTES                 cap every device; VRAM_LIMIT_<i>=BYTES caps device <i> (wins)\n"
-    "  VRAM_GROWTH=0|1                  0: reserve the limit up front (preallocation), 1: memory on demand\n"
-    "  VRAM_LOG=1                       one line on stderr for each allocation the limit refused\n"
-    "  VRAM_GROUP=NAME                  the process's group in the ledger\n"
-    "  VRAM_GROUP_LIMIT=BYTES           the group's budget on each device (needs VRAM_GROUP)\n"
-    "  VRAM_LEDGER_DIR=DIR              the ledger's directory (absolute; made 0700; vram run, vram top)\n"
-    "  XDG_RUNTIME_DIR=DIR              else the ledger is in DIR/vram when DIR is yours here, else in\n"
-    "                                   /dev/shm/vram-<uid> (if another user took that name:\n"
-    "                                   /run/user/<uid>/vram, else ~/.cache/vram/ledger-<host>)\n"
-    "\n"
-    "Exit status: 0 success, 1 error, 2 usage error (vram run: the command's own status; vram replay:\n"
-    "3 when allocations failed, 130 when interrupted).\n"
-    "--json output is valid UTF-8: bytes of a name that are not (a Latin-1 file name) become U+FFFD.\n";;
-
-/* " key:value," for each allocator option (vram_alloc_conf_option), wrapped at 100 columns under
- * the description's column, after help_general's last line. */
-static void print_alloc_conf_help(FILE *f) {
-    const char *key = NULL, *value = NULL;
-    int col = (int)strlen(strrchr(help_general, '\n') + 1);
-    for (int i = 0; vram_alloc_conf_option(i, &key, &value); i++) {
-        int last = !vram_alloc_conf_option(i + 1, NULL, NULL);
-        int len = 1 + (int)(strlen(key) + 1 + strlen(value)) + !last;
-        if (col + len > 100) col = fprintf(f, "\n%34s", "") - 1;
-        col += fprintf(f, " %s:%s%s", key, value, last ? "" : ",");
-    }
-    fputs("\n", f);
-}
-
-static void print_replay_help(FILE *f, int indent) {
-    fputs(help_replay_head + (indent ? 0 : 2), f);
-    for (size_t i = 0; i < replay_num_policies; i++)
-        fprintf(f, "        %-14s%s\n", replay_policies[i].name, replay_policies[i].description);
-    fputs(help_replay_tail, f);
-}
-
-static const struct { const char *name, *text; } command_help[] = {
-    { "ls", help_ls }, { "replay", NULL }, { "report", help_report }, { "run", help_run }, { "top", help_top },
-};
-
-/* One command's section; -1 when there is no such command. */
+/* The help and the manual page: tables in help.c, printed by help_print.c. */
 static int print_command_help(FILE *f, const char *name) {
-    for (size_t i = 0; i < sizeof command_help / sizeof command_help[0]; i++) {
-        if (strcmp(command_help[i].name, name) != 0) continue;
-        fputs("Usage: vram ", f);                     /* the section's first line, less its indent */
-        if (command_help[i].text) fputs(command_help[i].text + 2, f);
-        else print_replay_help(f, 0);
-        fputs("\nExit status: see above, else 0 success, 1 error, 2 usage error. 'vram --help' shows every "
-              "command and the environment.\n", f);
-        return 0;
-    }
-    return -1;
-}
-
-static void print_usage(FILE *f) {
-    fputs(usage_title, f);
-    fputs(help_ls, f);
-    fputs("\n", f);
-    print_replay_help(f, 1);
-    fputs("\n", f);
-    fputs(help_report, f);
-    fputs("\n", f);
-    fputs(help_run, f);
-    fputs("\n", f);
-    fputs(help_top, f);
-    fputs("\n", f);
-    fputs(help_general, f);
-    print_alloc_conf_help(f);
-    fputs(help_general_tail, f);
+    const help_command *c = help_find_command(name);
+    if (!c) return -1;
+    help_print_command(f, c);
+    return 0;
 }
 
 __attribute__((format(printf, 1, 2)))
@@ -476,19 +260,26 @@ static int cmd_report(int argc, char **argv) {
 
 int main(int argc, char **argv) {
     if (argc < 2) {
-        fputs(usage_short, stderr);
+        help_print_short(stderr);
         return 2;
     }
     const char *cmd = argv[1];
-    if (is_help(cmd)) { print_usage(stdout); return 0; }
+    if (is_help(cmd)) { help_print_all(stdout); return 0; }
     if (strcmp(cmd, "help") == 0) {
-        if (argc < 3) { print_usage(stdout); return 0; }
+        if (argc < 3) { help_print_all(stdout); return 0; }
+        if (argc > 3) return usage_error("help: unexpected argument '%s'", argv[3]);
+        if (strcmp(argv[2], help_trace_topic.name) == 0) { help_print_topic(stdout, &help_trace_topic); return 0; }
         if (print_command_help(stdout, argv[2]) == 0) return 0;
         return usage_error("help: unknown command '%s'", argv[2]);
     }
     if (strcmp(cmd, "-V") == 0 || strcmp(cmd, "--version") == 0) {
         printf("vram %s\n", vram_version_string());
         return 0;
+    }
+    if (strcmp(cmd, "--man") == 0) {
+        if (argc > 2) return usage_error("--man: unexpected argument '%s'", argv[2]);
+        help_print_man(stdout, vram_version_string());
+        return fflush(stdout) == 0 && !ferror(stdout) ? 0 : 1;
     }
     if (strcmp(cmd, "ls") == 0) return cmd_ls(argc - 1, argv + 1);
     if (strcmp(cmd, "replay") == 0) return cmd_replay(argc - 1, argv + 1);
