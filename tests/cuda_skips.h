@@ -36,6 +36,7 @@
     X(sleep_private_pool_of_a_tag_wakes_whole, CUDA_SKIP_OFFLOAD) \
     X(sleep_failed_copies_change_nothing, CUDA_SKIP_OFFLOAD) \
     X(sleep_trim_and_idle_release_leave_a_tag_asleep, CUDA_SKIP_OFFLOAD) \
+    X(sleep_failed_in_a_later_arena_wakes_the_earlier_ones, CUDA_SKIP_OFFLOAD) \
     /* test_physical.c */ \
     X(physical_names_and_properties, \
       "the simulated cards' names and PCI bus ids (test_cuda.c's cuda_listing checks the driver's)") \

@@ -399,6 +399,7 @@
     X(sleep, sleep_thread_caches_never_serve_blocks_asleep) \
     X(sleep, sleep_ends_the_plan) \
     X(sleep, sleep_trim_and_idle_release_leave_a_tag_asleep) \
+    X(sleep, sleep_failed_in_a_later_arena_wakes_the_earlier_ones) \
     X(sleep, sleep_failed_copies_change_nothing) \
     /* test_private.c */ \
     X(private, private_memory_is_not_given_to_eager_requests) \

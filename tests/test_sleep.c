@@ -741,6 +741,36 @@ TEST(sleep_ends_the_plan) {
     CHECK_ALL();
 }
 
+/* A sleep of several arenas (no tag: the device's and a tag's) that fails at the second puts the first
+ * back as it was: awake, its bytes copied back, nothing asleep. */
+TEST(sleep_failed_in_a_later_arena_wakes_the_earlier_ones) {
+    growth(1 * GiB);
+    void *u = NULL, *w = tagged("w", 2 * MiB), *w2 = NULL, *p = NULL;
+    CHECK_OK(vram_malloc(&u, 4 * MiB, 0));
+    CHECK_OK(vram_sleep(0, NULL, VRAM_SLEEP_OFFLOAD));              /* each arena pins a host block ... */
+    CHECK_OK(vram_wake(0, NULL));                                   /* ... and keeps it */
+    w2 = tagged("w", 2 * MiB);                                      /* the tag's kept block is too small now */
+    fill(u, 4 * MiB, 1);
+    fill(w, 2 * MiB, 2);
+    fill(w2, 2 * MiB, 3);
+    vram_memory_info before = INFO(0);
+    vram__sim_fail_copies(0, 1);                                    /* the tag's new host block is refused */
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_sleep(0, NULL, VRAM_SLEEP_OFFLOAD));
+    CHECK_ERROR_CONTAINS("pinned host memory for the 4194304 bytes");
+    CHECK_ALL();
+    vram_memory_info after = INFO(0);
+    CHECK_SIZE(after.asleep_bytes, ==, 0);
+    CHECK_SIZE(after.reserved, ==, before.reserved);
+    CHECK_SIZE(after.current, ==, before.current);
+    CHECK(filled(u, 4 * MiB, 1) && filled(w, 2 * MiB, 2) && filled(w2, 2 * MiB, 3));
+    CHECK_OK(vram_malloc(&p, 1 * MiB, 0));                          /* the device's arena serves again */
+    CHECK_OK(vram_free(p));
+    CHECK_OK(vram_free(u));
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_free(w2));
+    CHECK_ALL();
+}
+
 /* While a tag sleeps, vram_trim and the idle-release thread give back the other memory and leave the
  * tag as it is: nothing of it mapped, its host copy kept, its bytes back at the wake. */
 TEST(sleep_trim_and_idle_release_leave_a_tag_asleep) {

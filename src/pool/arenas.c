@@ -669,40 +669,11 @@ static void trim_others(vram__pool *p, pool_arena **a, int n) {
     }
 }
 
-vram_status vram__pool_sleep(vram__pool *p, unsigned tag, int offload) {
-    pool_arena *a[ALL_ARENAS];
-    char call[192], what[96];
-    tag_words(tag, what, sizeof what);
-    snprintf(call, sizeof call, "vram_sleep(%s, %s)", p->cfg.name, what);
-    vram_status s = sleep_unsupported(p, call);
-    if (s != VRAM_OK) return s;
-    pthread_mutex_lock(&p->grow_lock);
-    int n = lock_tag_arenas(p, tag, a);
-    s = sleep_targets(p, tag, n, call);
-    for (int i = 0; i < n && s == VRAM_OK; i++) {   /* every one checked before any sleeps */
-        s = arena_sleep_check_locked(a[i]);
-        if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
-    }
-    for (int i = 0; i < n && s == VRAM_OK; i++) {
-        s = arena_sleep_locked(a[i], offload);
-        if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
-    }
-    unlock_arenas(a, n);
-    pthread_mutex_unlock(&p->grow_lock);
-    return s;
-}
-
-vram_status vram__pool_wake(vram__pool *p, unsigned tag) {
-    pool_arena *all[ALL_ARENAS], *a[ALL_ARENAS];
-    char call[192], what[96];
-    tag_words(tag, what, sizeof what);
-    snprintf(call, sizeof call, "vram_wake(%s, %s)", p->cfg.name, what);
-    pthread_mutex_lock(&p->grow_lock);
-    int nall = lock_tag_arenas(p, tag, all), n = 0;
-    vram_status s = nall == 0 && tag != 0 ? sleep_targets(p, tag, 0, call) : VRAM_OK;
-    for (int i = 0; i < nall; i++) {
-        if (all[i]->asleep) a[n++] = all[i];
-    }
+/* Wakes a[0 .. n) (asleep), all or nothing, among all[0 .. nall) (locked: the tag's arenas); `what` and
+ * `call` name the tag and the call in messages. */
+static vram_status wake_locked(vram__pool *p, pool_arena **all, int nall, pool_arena **a, int n, const char *what,
+                               const char *call) {
+    vram_status s = VRAM_OK;
     size_t need = 0;
     int planned = 0, taken = 0, mapped = 0;          /* how many arenas went through each step */
     grow_result why = GROW_OK;
@@ -734,6 +705,67 @@ vram_status vram__pool_wake(vram__pool *p, unsigned tag) {
         if (s == VRAM_OK) arena_wake_done_locked(a[i]);
         else if (i < planned) arena_wake_undo_locked(a[i], i < mapped);
     }
+    return s;
+}
+
+vram_status vram__pool_sleep(vram__pool *p, unsigned tag, int offload) {
+    pool_arena *a[ALL_ARENAS], *slept[ALL_ARENAS];
+    char call[192], what[96];
+    tag_words(tag, what, sizeof what);
+    snprintf(call, sizeof call, "vram_sleep(%s, %s)", p->cfg.name, what);
+    vram_status s = sleep_unsupported(p, call);
+    if (s != VRAM_OK) return s;
+    pthread_mutex_lock(&p->grow_lock);
+    int n = lock_tag_arenas(p, tag, a);
+    s = sleep_targets(p, tag, n, call);
+    for (int i = 0; i < n && s == VRAM_OK; i++) {   /* every one checked before any sleeps */
+        s = arena_sleep_check_locked(a[i]);
+        if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
+    }
+    /* A failure that left an arena awake (a copy, pinned host memory, a stream that cannot be waited
+     * for) wakes those this call put to sleep before it: all or nothing. An arena that went to sleep
+     * though the driver kept some of its memory (a refused unmap) counts as asleep: the others go on,
+     * and the refusal is returned at the end. */
+    int nslept = 0;
+    vram_status kept = VRAM_OK;
+    char why[1024] = "";
+    for (int i = 0; i < n && s == VRAM_OK; i++) {
+        int before = a[i]->asleep;
+        vram_status one = arena_sleep_locked(a[i], offload);
+        if (!before && a[i]->asleep) slept[nslept++] = a[i];
+        if (one != VRAM_OK && a[i]->asleep) {
+            if (kept == VRAM_OK) kept = vram__fail_wrap(one, "%s", call);
+            if (why[0] == '\0') snprintf(why, sizeof why, "%s", vram_last_error());
+        } else if (one != VRAM_OK) {
+            s = vram__fail_wrap(one, "%s", call);
+        }
+    }
+    if (s != VRAM_OK && nslept > 0) {
+        snprintf(why, sizeof why, "%s", vram_last_error());
+        vram_status back = wake_locked(p, a, n, slept, nslept, what, call);
+        if (back == VRAM_OK) s = vram__fail(s, "%s", why);
+        else s = vram__fail(s, "%s; the memory that had gone to sleep before could not wake again (%s): vram_wake "
+                            "brings it back", why, vram_last_error());
+    } else if (s == VRAM_OK && kept != VRAM_OK) {
+        s = vram__fail(kept, "%s", why);
+    }
+    unlock_arenas(a, n);
+    pthread_mutex_unlock(&p->grow_lock);
+    return s;
+}
+
+vram_status vram__pool_wake(vram__pool *p, unsigned tag) {
+    pool_arena *all[ALL_ARENAS], *a[ALL_ARENAS];
+    char call[192], what[96];
+    tag_words(tag, what, sizeof what);
+    snprintf(call, sizeof call, "vram_wake(%s, %s)", p->cfg.name, what);
+    pthread_mutex_lock(&p->grow_lock);
+    int nall = lock_tag_arenas(p, tag, all), n = 0;
+    vram_status s = nall == 0 && tag != 0 ? sleep_targets(p, tag, 0, call) : VRAM_OK;
+    for (int i = 0; i < nall; i++) {
+        if (all[i]->asleep) a[n++] = all[i];
+    }
+    if (s == VRAM_OK) s = wake_locked(p, all, nall, a, n, what, call);
     unlock_arenas(all, nall);
     pthread_mutex_unlock(&p->grow_lock);
     return s;

@@ -195,7 +195,9 @@ vram_status vram__pool_check(vram__pool *pool);
  * memory when `offload`; their addresses stay reserved. Every arena involved is checked before any
  * sleeps (VRAM_ERR_UNSUPPORTED for a pool that cannot keep its addresses without its memory, with the
  * reason; VRAM_ERR_CONFLICT for a capture underway or memory shared with another process;
- * VRAM_ERR_INVALID_ARGUMENT for a tag no block of the pool ever carried). An arena asleep stays so. */
+ * VRAM_ERR_INVALID_ARGUMENT for a tag no block of the pool ever carried). An arena asleep stays so. A
+ * failure that leaves an arena awake (a copy, pinned host memory, a stream wait) wakes those the call
+ * had put to sleep: all or nothing. */
 vram_status vram__pool_sleep(vram__pool *pool, unsigned tag, int offload);
 /* Maps physical memory again under the blocks of the arenas of `tag` (0: every arena) asleep, at
  * their addresses, and copies their bytes back: all or nothing, within the limit, the card's budget
