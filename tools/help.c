@@ -378,6 +378,8 @@ static const help_item env_library[] = {
       "(default 1x16GiB); \"@MAJOR.MINOR\" after a size sets the compute capability (default 9.0): "
       "\"2x24GiB@8.6,16GiB@7.5\"", NULL, NULL },
     { "VRAM_SIM_FAIL_ALLOC_AFTER", "N", "simulated driver: allocations fail after N have succeeded", NULL, NULL },
+    { "VRAM_SIM_SHARED", "FILE", "simulated cards shared by every process that names FILE: each sees the "
+      "memory the others take and give back", NULL, NULL },
     { "VRAM_FORCE_ALLOW_GROWTH", "true|false", "force memory growth on or off, overriding the program", NULL,
       NULL },
     { "VRAM_MEMORY_LIMIT", "SIZE", "cap every card at SIZE", NULL, NULL },

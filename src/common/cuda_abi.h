@@ -338,7 +338,8 @@ typedef struct CUcheckpointUnlockArgs_st {
 
 /* ---- cuGetProcAddress: its flags and (for _v2) the symbol status it reports ----------------- */
 
-/* cuMemHostAlloc's flags: pinned for every context; mapped into the device's address space */
+/* cuMemHostAlloc's flags: pinned for every context, not only the caller's; mapped into the device's
+ * address space */
 #define CU_MEMHOSTALLOC_PORTABLE 0x01
 #define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 
@@ -413,6 +414,11 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuIpcGetMemHandle, CUresult, (CUipcMemHandle *handle, CUdeviceptr dptr)) \
     X(cuIpcOpenMemHandle_v2, CUresult, (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)) \
     X(cuIpcCloseMemHandle, CUresult, (CUdeviceptr dptr)) \
+    /* pinned host memory and the copies between it and device memory (vram_sleep's offload) */ \
+    X(cuMemHostAlloc, CUresult, (void **host, size_t bytesize, unsigned int flags)) \
+    X(cuMemFreeHost, CUresult, (void *host)) \
+    X(cuMemcpyDtoH_v2, CUresult, (void *dst, CUdeviceptr src, size_t bytes)) \
+    X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr dst, const void *src, size_t bytes)) \
     /* events */ \
     X(cuEventCreate, CUresult, (CUevent *event, unsigned int flags)) \
     X(cuEventRecord, CUresult, (CUevent event, CUstream stream)) \
