@@ -22,6 +22,10 @@
 #   sleep   bench/gpu_sleep.py: a generate-then-train loop with the engine's tagged memory slept between
 #           phases, against the same loop undisturbed (identical tokens and losses); offload and wake
 #           bandwidth against a plain pinned copy; a CUDA graph replayed after a wake
+#   sleepproc  bench/gpu_sleep_proc.sh: vram sleep/wake PID of a PyTorch job and vram run --idle-sleep,
+#           against undisturbed runs; whether the driver's checkpoint API answers
+#   limits  bench/gpu_limits.sh: a job shrunk to 80% of its peak with --overflow host (at start and while it
+#           runs), its slowdown; a guaranteed and an opportunistic job under one budget
 #   stats   bench/train.py lightning_stats under torch and vram (default and plan:false), and the cost of
 #           one torch.cuda.memory_stats() under each (bench/torch_stats_cost.py)
 set -uo pipefail
@@ -128,6 +132,14 @@ sys.exit(0 if same else 1)
 PYEOF
         timeout 300 $PY bench/gpu_sleep.py bandwidth --gib 8 >"$OUT/sleep-bandwidth.json" 2>"$OUT/sleep-bandwidth.err" || rc=1
         cat "$OUT/sleep-bandwidth.json"; tail -3 "$OUT/sleep-bandwidth.err" ;;
+    sleepproc)
+        part sleepproc
+        timeout 300 bash bench/gpu_sleep_proc.sh build-gpu/run >"$OUT/sleep-proc.txt" 2>&1 || rc=1
+        grep -E '^\{|^==' "$OUT/sleep-proc.txt" ;;
+    limits)
+        part limits
+        timeout 400 bash bench/gpu_limits.sh build-gpu/run >"$OUT/limits.txt" 2>&1 || rc=1
+        grep -E '^\{|^==|^peak' "$OUT/limits.txt" ;;
     *) echo "unknown part $p"; rc=2 ;;
     esac
 done
