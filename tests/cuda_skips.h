@@ -42,6 +42,7 @@
       "the simulated cards' names and PCI bus ids (test_cuda.c's cuda_listing checks the driver's)") \
     /* test_oom.c */ \
     X(oom_card_full_names_driver_error, CUDA_SKIP_SIM_FAIL_ALLOC) \
+    X(oom_card_full_counts_no_other_process, CUDA_SKIP_SIM_FAIL_ALLOC) \
     X(oom_card_full_shared_by_two_logical_devices, CUDA_SKIP_SIM_FAIL_ALLOC) \
     /* test_alloc.c */ \
     X(alloc_blocks_are_usable_memory, CUDA_SKIP_HOST_BYTES) \

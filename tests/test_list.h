@@ -123,8 +123,12 @@
     X(oom, oom_limit_from_device_env_is_named) \
     X(oom, oom_limit_from_logical_configuration_is_named) \
     X(oom, oom_card_full_names_driver_error) \
+    X(oom, oom_card_full_counts_no_other_process) \
     X(oom, oom_card_full_shared_by_two_logical_devices) \
+    X(oom, oom_limit_left_by_the_bytes_in_use_is_named) \
+    X(oom, oom_limit_left_by_the_bytes_in_use_is_named_without_vmm) \
     X(oom, oom_fragmentation_is_named) \
+    X(oom, oom_fragmentation_with_growth_counts_the_room_to_grow) \
     X(oom, oom_growth_near_limit_names_the_limit) \
     X(oom, oom_names_the_bytes_stuck_in_shared_granules) \
     X(oom, oom_names_the_granules_the_bytes_in_use_need) \

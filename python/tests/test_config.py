@@ -86,6 +86,18 @@ class DevicesTest(IsolatedTestCase):
         config.experimental.set_memory_growth(0, False)
         self.assertIs(config.experimental.get_memory_growth('GPU:0'), False)
 
+    def test_index_is_an_int_alone(self):
+        """An index is an int: True (an int to Python, equal to 1), 1.0 and (1,) name no device, as
+        they name none in TensorFlow; nothing is set on GPU:1."""
+        for other in (True, 1.0, (1,)):
+            for call in (lambda: config.experimental.set_memory_growth(other, True),
+                         lambda: config.set_memory_limit(other, '1GiB')):
+                with self.assertRaises(ValueError) as caught:
+                    call()
+                self.assertEqual(str(caught.exception), "Unrecognized device: %r" % (other,))
+        self.assertIsNone(config.experimental.get_memory_growth(1))
+        self.assertIsNone(config.get_memory_limit(1))
+
     def test_memory_info_device_forms(self):
         logical = config.list_logical_devices()[1]
         ptr = vram.malloc(4096, device=logical)
