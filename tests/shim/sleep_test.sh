@@ -237,7 +237,7 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
     say e "alloc 64"
     answer e 1 >/dev/null
     run setpriv --reuid=65534 --regid=65534 --clear-groups env XDG_RUNTIME_DIR= HOME=/nonexistent "$VRAM" sleep "${PID[e]}"
-    check "another user's process: refused, naming its owner" '[[ $RC == 1 ]] && has "$ERR" "belongs to root, not to you: only its owner or root may put to sleep it"'
+    check "another user's process: refused, naming its owner" '[[ $RC == 1 ]] && has "$ERR" "belongs to root, not to you: only its owner or root may put it to sleep"'
     stop e
 fi
 
