@@ -202,7 +202,7 @@ static uint64_t sleep_cards(const sleep_slots *ss, int host, char *cards, size_t
 
 /* ---- sleep ----------------------------------------------------------------------------------------- */
 
-int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, char *msg, size_t len,
+int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, int claim, char *msg, size_t len,
                   uint64_t *host) {
     int rc = SLEEP_FAILED;
     char cmd[LEDGER_NAME_LEN], e[200], cards[512];
@@ -218,7 +218,7 @@ int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, c
         return SLEEP_FAILED;
     }
     if (st == CU_PROCESS_STATE_CHECKPOINTED) {
-        sleep_mark_again(l, pid, LEDGER_ASLEEP);   /* a mark left by a sleeper that died */
+        if (claim) sleep_mark_again(l, pid, LEDGER_ASLEEP);   /* now this one's (and a dead sleeper's mark settled) */
         snprintf(msg, len, "PID %d (%s) is asleep already", pid, cmd);
         return SLEEP_ALREADY;
     }
