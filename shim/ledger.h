@@ -59,6 +59,16 @@
  * slots (watcher_pid, watcher_start, idle_ns) and the descriptor of its activity page
  * (activity_fd: a sealed memfd "vram-activity" holding a ledger_activity, which the watcher opens
  * through /proc/<pid>/fd), all written by the owner when it claims the slot.
+ *
+ * Limits that move (layout 3; shim/limits.c, tools/limit.c): `vram limit PID SIZE` writes limit_set
+ * into the process's slots, `vram limit --group NAME SIZE` group_limit_set into every live member's,
+ * and a guaranteed member of a group with a budget writes group_cap into its opportunistic members'
+ * (ledger_group_rebalance_locked); each under the lock, then limits_gen is bumped. The owner compares
+ * limits_gen with the last it applied at each accounted call (one atomic load) and applies the new
+ * limits there: min(limit_set, else its start limit; group_cap), never above limit_max nor the card
+ * (it clamps from its own environment: the ledger is the user's file, so nothing in it can lift a
+ * ceiling the Slurm plugin set). Only the owner of a process (or root, switched to the owner's uid)
+ * can write its slots: the ledger's directory and files are the user's alone (0700, 0600).
  */
 #ifndef VRAM_SHIM_LEDGER_H
 #define VRAM_SHIM_LEDGER_H
@@ -69,7 +79,7 @@
 #include <sys/types.h>
 
 #define LEDGER_MAGIC 0x3152474c4d415256ull   /* "VRAMLGR1" little-endian */
-#define LEDGER_VERSION 2u
+#define LEDGER_VERSION 3u
 #define LEDGER_SLOTS 1024u
 #define LEDGER_SLOT_LIVE 0x45564c53u          /* "SLVE" */
 #define LEDGER_UUID_LEN 48
@@ -112,8 +122,28 @@ typedef struct ledger_slot {
     int32_t activity_fd;   /* its descriptor of its activity page, -1 none */
     uint64_t watcher_start;
     uint64_t idle_ns;      /* the watcher puts it to sleep after this long without a driver call */
-    uint64_t reserved[4];  /* zero; for later layouts (an externally set limit) */
+    /* layout 3: limits that move ("Limits that move" above). Written under the lock by a setter
+     * (`vram limit`, a guaranteed member rebalancing its group), the generation bumped last: */
+    uint64_t limit_set;       /* the limit set from outside (vram limit PID), 0 none */
+    uint64_t group_limit_set; /* the group's budget set from outside (vram limit --group), 0 none */
+    uint64_t group_cap;       /* an opportunistic member's limit lowered for its group's guaranteed
+                               * members, 0 none */
+    uint32_t limits_gen;      /* bumped (atomic) after each of the three above changed */
+    uint32_t priority;        /* LEDGER_PRIORITY_*: written by the owner when it claims the slot */
+    /* written by the owner when it claims the slot: */
+    uint64_t limit_max;       /* the most a limit set from outside may be: VRAM_LIMIT_MAX (the Slurm
+                               * plugin's limit), 0 none (the card then) */
+    uint64_t group_limit_max; /* the same for the group's budget (VRAM_GROUP_LIMIT_MAX), 0 none */
+    uint64_t card_bytes;      /* the card's memory (cuDeviceTotalMem), 0 unknown */
+    uint64_t overflow_max;    /* overflow to host memory: its cap, 0 when overflow is off */
+    /* written by the owner alone, as in_use: */
+    uint64_t overflow_bytes;  /* the host memory its overflow blocks hold now */
+    uint64_t reserved[3];     /* zero; for later layouts */
 } ledger_slot;
+
+/* ledger_slot.priority (vram run --priority) */
+#define LEDGER_PRIORITY_GUARANTEED 0u      /* the default: never lowered for others */
+#define LEDGER_PRIORITY_OPPORTUNISTIC 1u   /* lowered while the group's guaranteed members need room */
 
 /* ledger_slot.sleep */
 #define LEDGER_AWAKE 0u
@@ -122,7 +152,7 @@ typedef struct ledger_slot {
 #define LEDGER_WAKING 3u     /* being restored: counted on its card again */
 
 _Static_assert(sizeof(ledger_header) == 64, "ledger header layout");
-_Static_assert(sizeof(ledger_slot) == 256, "ledger slot layout");
+_Static_assert(sizeof(ledger_slot) == 320, "ledger slot layout");
 
 /* The activity page of a process under an idle watcher: one page of a sealed memfd named
  * "vram-activity" (it cannot shrink, so no mapping of it ever faults), made by the preload library
@@ -232,6 +262,23 @@ void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time);
  * reclaimed on the way; asleep slots count nothing; a total that would overflow saturates at
  * UINT64_MAX). */
 uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uuid);
+
+/* The limit in force of slot s as its fields say (what its owner applies at its next accounted call):
+ * limit_set (at most limit_max and card_bytes) else the start limit, lowered to group_cap; 0 none.
+ * And its group's budget in force: group_limit_set (at most group_limit_max) else group_limit. */
+uint64_t ledger_slot_limit(const ledger_slot *s);
+uint64_t ledger_slot_group_limit(const ledger_slot *s);
+
+/* Under the lock: the group's budget set from outside (vram limit --group) that a live member of
+ * `group` carries, 0 none (a member joining takes it). */
+uint64_t ledger_group_budget_set_locked(ledger *l, const char *group);
+
+/* Under the lock: the group rebalances on `uuid` under `budget` (> 0): while its guaranteed members
+ * use G > 0, each opportunistic member's group_cap becomes budget - G - what the other opportunistic
+ * members use (at least 1 byte: a cap of 0 would read as none), and 0 (none) once G is 0; a slot
+ * whose cap changed has its limits_gen bumped. Returns G; *opportunistic: how many such members. */
+uint64_t ledger_group_rebalance_locked(ledger *l, const char *group, const char *uuid, uint64_t budget,
+                                       int *opportunistic);
 
 /* Copies a NUL-terminated, printable version of a slot string field (the file may hold garbage). */
 void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen);

@@ -19,6 +19,8 @@
  *                answered, giving bytes back at frees, the refusal messages, the program's view
  *   table.c      the table of live memory (pointers, arrays, handles, allocations, mappings, ...)
  *   balloon.c    preallocation (VRAM_GROWTH=0): the balloon of cuMemCreate pieces
+ *   overflow.c   overflow to host memory (VRAM_OVERFLOW=host): pinned host memory mapped for the
+ *                device for a cuMemAlloc the limit or the card refused, and its free
  *   group.c      the ledger glue (a slot per device, the shadow, a truncated or replaced file) and
  *                group limits
  *   env.c        the environment (VRAM_LIMIT, VRAM_LIMIT_<i>, VRAM_GROWTH, VRAM_LOG, VRAM_GROUP,
@@ -297,7 +299,8 @@ extern const shim_nvml_hook shim_nvml_hooks[SHIM_NUM_NVML_HOOKS];
     X(cuCtxGetLimit) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)       \
     X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool) X(cuDeviceGetDefaultMemPool)      \
     X(cuDeviceGetGraphMemAttribute) X(cuGraphGetNodes) X(cuGraphNodeGetType)         \
-    X(cuGraphMemAllocNodeGetParams) X(cuGraphChildGraphNodeGetGraph)
+    X(cuGraphMemAllocNodeGetParams) X(cuGraphChildGraphNodeGetGraph)                 \
+    X(cuDeviceTotalMem_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer_v2)
 
 typedef struct shim_real {
     void *lib;                              /* libcuda.so.1, or NULL when it cannot be loaded */
@@ -331,8 +334,10 @@ enum {
                           * at: the limit's value before the program first set it; owner: 1 when the
                           * context is dev's primary context */
     SHIM_KIND_GRAPH,     /* key: a graph exec with memory nodes; owner: the mask of its devices */
-    SHIM_KIND_GRAPHDEV   /* key: exec | (dev + 1) << 56; size: what its memory nodes take on dev; at: the
+    SHIM_KIND_GRAPHDEV,  /* key: exec | (dev + 1) << 56; size: what its memory nodes take on dev; at: the
                           * graph-memory generation (held.c) it was mapped in, 0 when not mapped */
+    SHIM_KIND_OVERFLOW   /* key: the device pointer of an overflow block (overflow.c); at: its host
+                          * pointer (cuMemFreeHost's); size, dev: counted in g.overflow_bytes, not g.used */
 };
 
 typedef struct shim_entry {
@@ -346,13 +351,31 @@ typedef struct shim_entry {
     unsigned int refs, maps, pins, pad;
 } shim_entry;
 
-enum { SHIM_LIMIT_NONE = 0, SHIM_LIMIT_ALL = 1, SHIM_LIMIT_DEVICE = 2 };
+enum { SHIM_LIMIT_NONE = 0, SHIM_LIMIT_ALL = 1, SHIM_LIMIT_DEVICE = 2, SHIM_LIMIT_SET = 3, SHIM_LIMIT_CAP = 4 };
 
 typedef struct shim_state {
     pthread_mutex_t mu;                      /* guards used and the table */
     size_t used[SHIM_MAX_DEVICES];           /* bytes in use (reserved included) per device */
-    size_t limit[SHIM_MAX_DEVICES];          /* 0: none; set once, at the first interposed call */
-    int limit_src[SHIM_MAX_DEVICES];         /* SHIM_LIMIT_*; set once */
+    size_t limit[SHIM_MAX_DEVICES];          /* the limit in force, 0: none; written under g.mu (limits.c:
+                                              * the start limit, then what the ledger sets), read under it
+                                              * or with an atomic load */
+    int limit_src[SHIM_MAX_DEVICES];         /* SHIM_LIMIT_*: where limit[d] came from (as limit) */
+    size_t limit_start[SHIM_MAX_DEVICES];    /* VRAM_LIMIT / VRAM_LIMIT_<i>, 0 none; set once */
+    int limit_start_src[SHIM_MAX_DEVICES];   /* SHIM_LIMIT_ALL or _DEVICE (NONE); set once */
+    size_t limit_max, group_limit_max;       /* VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX: the most a limit or a
+                                              * group budget set from outside may be (the Slurm plugin's), 0
+                                              * none (the card); set once */
+    size_t group_limit_start;                /* VRAM_GROUP_LIMIT, 0 none; set once */
+    size_t card[SHIM_MAX_DEVICES];           /* the card's memory, 0 unknown (registration, under ledger_mu) */
+    uint32_t limits_seen[SHIM_MAX_DEVICES];  /* the slot's limits_gen last applied (under g.mu) */
+    int priority;                            /* LEDGER_PRIORITY_*, VRAM_PRIORITY; set once */
+    int saw_opportunistic;                   /* the group had opportunistic members at the last rebalance
+                                              * (relaxed atomics): a guaranteed member's frees rebalance */
+    int overflow;                            /* VRAM_OVERFLOW=host; set once */
+    size_t overflow_max;                     /* VRAM_OVERFLOW_MAX (0: the device's start limit, else its
+                                              * card); set once */
+    int overflow_max_set;
+    size_t overflow_bytes[SHIM_MAX_DEVICES]; /* host memory of the live overflow blocks, under mu */
     int log;                                 /* VRAM_LOG=1; set once */
     shim_entry *table;                       /* open addressing, linear probing (table.c) */
     size_t cap, count;                       /* cap is a power of two */
@@ -381,7 +404,8 @@ typedef struct shim_state {
     char group[LEDGER_NAME_LEN];             /* VRAM_GROUP, "" none; set once */
     char malformed[160];                     /* a limit variable that is no size: every allocation is
                                               * refused (fail closed), this says which; "" none */
-    size_t group_limit;                      /* VRAM_GROUP_LIMIT, 0 none; set once */
+    size_t group_limit;                      /* the group's budget in force, 0 none: VRAM_GROUP_LIMIT, then
+                                              * what the ledger sets (under g.mu; atomic loads elsewhere) */
     /* preallocation (VRAM_GROWTH=0): the balloon per device, under balloon_mu */
     int prealloc;                            /* VRAM_GROWTH=0; set once */
     pthread_mutex_t balloon_mu;              /* taken before g.mu; never together with ledger_mu */
@@ -468,6 +492,13 @@ void shim_freed(CUresult r, const shim_entry *e);
  * memory, freed with the kind's own call, with CUDA_ERROR_OUT_OF_MEMORY). */
 CUresult shim_settle(CUresult r, int kind, unsigned long long *value, size_t size, int dev);
 
+/* The limits set from outside (ledger.h, "Limits that move"): when dev's slot says they moved since
+ * they were last applied, applies them (g.limit, g.group_limit; a balloon fitted to the new limit).
+ * One atomic load when nothing moved. Caller holds no lock of the shim but held_mu. */
+void shim_limits_follow(int dev);
+/* Caller holds g.mu: the same without the balloon; 1 when dev's limit changed. */
+int shim_limits_follow_unsafe(int dev);
+
 enum { SHIM_VIEW_LIMIT = 1, SHIM_VIEW_GROUP = 2 };
 int shim_view(int dev, size_t group_free, size_t *total, size_t *free_bytes);
 
@@ -533,6 +564,17 @@ void shim_balloon_start(int dev);
 void shim_balloon_make_room(int dev, size_t size);
 void shim_balloon_refill(int dev);
 size_t shim_balloon_bytes(int dev);
+/* After dev's limit moved: the balloon released down to, or filled up to, limit - in use. */
+void shim_balloon_fit(int dev);
+
+/* ---- overflow.c ------------------------------------------------------------------------------- */
+
+/* With VRAM_OVERFLOW=host: `size` bytes of host memory mapped for the device into *dptr, for an
+ * allocation the limit (or the card) refused; counted apart, under the cap. CUDA_ERROR_OUT_OF_MEMORY
+ * when overflow is off or its cap is reached, else the driver's error. */
+CUresult shim_overflow_alloc(const char *fn, CUdeviceptr *dptr, size_t size, int dev);
+/* A cuMemFree of an overflow block: 1 when dptr is one (*r: cuMemFreeHost's result), else 0. */
+int shim_overflow_free(CUdeviceptr dptr, CUresult *r);
 
 /* ---- group.c ---------------------------------------------------------------------------------- */
 
@@ -546,6 +588,11 @@ void shim_note_ledger_lost(void);
 int shim_group_begin(int dev, uint64_t *total);
 void shim_group_end(void);
 void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_t total);
+/* Caller holds the locks of shim_group_begin: the group rebalances on dev's card (ledger.h,
+ * ledger_group_rebalance_locked) under its budget; returns what its guaranteed members use. */
+uint64_t shim_group_rebalance_locked(int dev);
+/* After a guaranteed member's free: its group's opportunistic members get their room back. */
+void shim_group_freed(int dev);
 size_t shim_group_free_uuid(const char *uuid);
 size_t shim_group_free(int dev);
 

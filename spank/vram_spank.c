@@ -4,6 +4,7 @@
  *   plugstack.conf:  required /usr/local/lib/slurm/vram.so [default_limit=SIZE] [shard_limit=SIZE]
  *                                                         [growth=0|1] [preload=PATH]
  *   srun / sbatch / salloc:  --vram-limit=SIZE  --vram-fraction=F  --vram-growth  --vram-idle-sleep=DURATION
+ *                            --vram-overflow=host|none  --vram-priority=guaranteed|opportunistic
  *
  * What it owns: the options and the site defaults, and the environment of every task, which it sets
  * in slurm_spank_task_init (in the task, just before exec) as `vram run` sets it:
@@ -16,6 +17,11 @@
  *   VRAM_GROUP         slurm-<job id>: every task of the job on a node is listed under it (vram top);
  *   VRAM_GROUP_LIMIT   the same limit: the job's tasks on the node share one budget per GPU;
  *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated);
+ *   VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX   the same limit (with --vram-fraction alone: the smallest
+ *                      GPU's): a ceiling, so that `vram limit` (shim/ledger.h, "Limits that move") can
+ *                      lower the job's limit and raise it back, never above what the job was given;
+ *   VRAM_OVERFLOW      from --vram-overflow (host: allocations past the limit go to host memory);
+ *   VRAM_PRIORITY      from --vram-priority (the job's tasks in their group slurm-<job id>);
  *   VRAM_LEDGER_DIR    the node's place of the user's ledger (ledger_place with LEDGER_PLACE_NODE: not
  *                      the XDG_RUNTIME_DIR or VRAM_LEDGER_DIR the job exported from the login node),
  *                      made and opened there first (the task is not started when it cannot be opened
@@ -77,6 +83,8 @@ SPANK_PLUGIN(vram, 1);
 static size_t opt_limit;          /* --vram-limit; 0: not given */
 static double opt_fraction;       /* --vram-fraction; 0: not given */
 static int opt_growth;            /* --vram-growth */
+static const char *opt_overflow;  /* --vram-overflow: "host", "none" or NULL */
+static const char *opt_priority;  /* --vram-priority: "guaranteed", "opportunistic" or NULL */
 static uint64_t opt_idle_ns;      /* --vram-idle-sleep; 0: not given */
 static size_t site_default_limit, site_shard_limit;
 static int site_growth;
@@ -124,6 +132,28 @@ static int opt_growth_cb(int val, const char *optarg, int remote) {
     return 0;
 }
 
+static int opt_overflow_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)remote;
+    if (optarg == NULL || (strcmp(optarg, "host") != 0 && strcmp(optarg, "none") != 0)) {
+        slurm_error("vram: --vram-overflow=%s: give host or none", optarg ? optarg : "");
+        return -1;
+    }
+    opt_overflow = strcmp(optarg, "host") == 0 ? "host" : "none";
+    return 0;
+}
+
+static int opt_priority_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)remote;
+    if (optarg == NULL || (strcmp(optarg, "guaranteed") != 0 && strcmp(optarg, "opportunistic") != 0)) {
+        slurm_error("vram: --vram-priority=%s: give guaranteed or opportunistic", optarg ? optarg : "");
+        return -1;
+    }
+    opt_priority = strcmp(optarg, "guaranteed") == 0 ? "guaranteed" : "opportunistic";
+    return 0;
+}
+
 static int opt_idle_cb(int val, const char *optarg, int remote) {
     (void)val;
     (void)remote;
@@ -141,6 +171,10 @@ struct spank_option spank_options[] = {
     {"vram-fraction", "F", "vram: limit each GPU to F (0 < F <= 1) of its memory", 1, 0, opt_fraction_cb},
     {"vram-growth", NULL, "vram: take GPU memory on demand instead of preallocating the limit", 0, 0,
      opt_growth_cb},
+    {"vram-overflow", "host|none", "vram: host: allocations past the limit go to host memory instead of failing",
+     1, 0, opt_overflow_cb},
+    {"vram-priority", "guaranteed|opportunistic", "vram: the job's priority when its group's limits rebalance",
+     1, 0, opt_priority_cb},
     {"vram-idle-sleep", "DURATION", "vram: put a task to sleep (its GPU memory to host memory) after DURATION "
      "without a CUDA call; it wakes at its next one", 1, 0, opt_idle_cb},
     SPANK_OPTIONS_TABLE_END};
@@ -322,11 +356,16 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
         set(sp, "VRAM_GROWTH", opt_growth || site_growth ? "1" : "0") || set(sp, "VRAM_LEDGER_DIR", dir)) {
         return ESPANK_ERROR;
     }
-    if (limit && (set_size(sp, "VRAM_LIMIT", limit) || set_size(sp, "VRAM_GROUP_LIMIT", limit))) return ESPANK_ERROR;
+    if (limit && (set_size(sp, "VRAM_LIMIT", limit) || set_size(sp, "VRAM_GROUP_LIMIT", limit) ||
+                  set_size(sp, "VRAM_LIMIT_MAX", limit) || set_size(sp, "VRAM_GROUP_LIMIT_MAX", limit)))
+        return ESPANK_ERROR;
+    if ((opt_overflow && set(sp, "VRAM_OVERFLOW", opt_overflow)) || (opt_priority && set(sp, "VRAM_PRIORITY", opt_priority)))
+        return ESPANK_ERROR;
     if (opt_fraction > 0) {
         size_t total[SPANK_MAX_GPUS];
         int n = gpu_memory(sp, total, SPANK_MAX_GPUS);
         if (n < 0) return ESPANK_ERROR;
+        size_t smallest = 0;
         for (int i = 0; i < n; i++) {
             size_t cap = (size_t)((double)total[i] * opt_fraction);
             if (limit && limit < cap) cap = limit;
@@ -337,7 +376,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
             char name[32];
             snprintf(name, sizeof name, "VRAM_LIMIT_%d", i);
             if (set_size(sp, name, cap)) return ESPANK_ERROR;
+            if (!smallest || cap < smallest) smallest = cap;
         }
+        if (smallest && set_size(sp, "VRAM_LIMIT_MAX", smallest)) return ESPANK_ERROR;
     }
     if (opt_idle_ns && start_watcher(sp, job, dir)) return ESPANK_ERROR;
     return ESPANK_SUCCESS;

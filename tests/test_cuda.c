@@ -8,6 +8,7 @@
  * passes, and the driver holds no more than the library counts). test_driver_fail.c's and test_oom.c's
  * VRAM_SIM_FAIL_ALLOC_AFTER tests have their twins here.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -747,6 +748,98 @@ static const char *absorbed(const char *call) {
     if (strcmp(call, "cuEventQuery") == 0) return "a stream not known to be done yet: asked again or waited for";
     if (strcmp(call, "cuEventSynchronize") == 0) return "a wait that cannot be made (vram_trim's documented case)";
     return NULL;
+}
+
+/* ---- sleep and wake ------------------------------------------------------------------------------- */
+
+/* A tag's memory goes back to the driver at the sleep and is taken again at the wake, under the same
+ * addresses; the driver holds exactly what vram reserves throughout. */
+TEST(cuda_sleep_gives_the_driver_its_memory_back) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *w = NULL, *u = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 16 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    CHECK_OK(vram_malloc(&u, 4 * MiB, 0));
+    CHECK_SIZE(held(0), ==, 20 * MiB);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    CHECK_SIZE(held(0), ==, 4 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK(!backed(w, 16 * MiB) && backed(u, 4 * MiB));
+    CHECK_ALL();
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_SIZE(held(0), ==, 20 * MiB);
+    CHECK(backed(w, 16 * MiB));
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_free(u));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
+/* The driver refuses an unmap at the sleep: the tag sleeps all the same (its blocks marked, the rest of
+ * its memory given back), the refusal is said, and what the driver kept stays counted and is used again
+ * by the wake. */
+TEST(cuda_sleep_refused_unmap_is_said_and_counted) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *w = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 8 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    plan("cuMemUnmap:1:CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    CHECK_ERROR_CONTAINS("sleeps, but the driver kept some of its memory (still counted)");
+    CHECK_ERROR_CONTAINS("cuMemUnmap");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 8 * MiB);
+    CHECK_SIZE(held(0), ==, 2 * MiB);                              /* one granule kept */
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_ALL();
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_SIZE(held(0), ==, 8 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
+/* VRAM_SLEEP_OFFLOAD needs the driver's pinned host memory and copies: on a driver without them (the
+ * fake has none) the sleep says which call is missing and that a discard needs none, and nothing
+ * sleeps; a discard sleeps. Where the driver has them, the offload sleeps. */
+TEST(cuda_sleep_offload_needs_the_drivers_copies) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *w = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 4 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int has = lib != NULL && dlsym(lib, "cuMemHostAlloc") != NULL && dlsym(lib, "cuMemFreeHost") != NULL &&
+              dlsym(lib, "cuMemcpyDtoH_v2") != NULL && dlsym(lib, "cuMemcpyHtoD_v2") != NULL;
+    if (has) {
+        CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+        CHECK_SIZE(INFO(0).asleep_host_bytes, ==, 4 * MiB);
+    } else {
+        CHECK_STATUS(VRAM_ERR_UNSUPPORTED, vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+        CHECK_ERROR_CONTAINS("the NVIDIA driver has no cuMemHostAlloc (CUDA device 0)");
+        CHECK_ERROR_CONTAINS("VRAM_SLEEP_DISCARD needs none");
+        CHECK_SIZE(INFO(0).asleep_bytes, ==, 0);
+        CHECK(backed(w, 4 * MiB));
+        CHECK_ALL();
+        CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    }
+    CHECK_SIZE(held(0), ==, 0);
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    if (lib != NULL) dlclose(lib);
 }
 
 /* Each driver call the backend makes, failing at its 1st, 2nd and 3rd call in the workload (with an

@@ -173,10 +173,19 @@ static const help_item help_run_options[] = {
       "[--group NAME [--group-limit SIZE]]", NULL },
     { "--group-limit", "SIZE", "(with --group) the group's processes together take at most SIZE on each "
       "device (by UUID); an allocation past it fails with CUDA_ERROR_OUT_OF_MEMORY (VRAM_GROUP_LIMIT, in "
-      "bytes). Costs one scan of the ledger under its lock per allocation of a grouped process. The ledger "
+      "bytes). Costs two scans of the ledger under its lock per allocation of a grouped process (three for a guaranteed member while its group has opportunistic ones). The ledger "
       "is checked first: a ledger directory of yours open to others is set to 0700 (said); one that cannot "
       "be opened safely (a symlink, another owner's, a file open to others) refuses the start with the "
       "reason (exit status 1)", "", NULL },
+    { "--priority", "guaranteed|opportunistic", "(with --group and --group-limit) the process's priority in its "
+      "group (VRAM_PRIORITY; default guaranteed): a guaranteed member may use up to the budget less what the "
+      "other guaranteed members use; an opportunistic member's limit is what is left, lowered while the "
+      "guaranteed members need room and raised back when they free it ('vram help limit')", NULL, NULL },
+    { "--overflow", "host|none", "host: an allocation (cuMemAlloc) that the limit or the card refuses is served "
+      "from pinned host memory mapped for the device (slower, over the bus) instead of failing; counted apart "
+      "(vram top's OVERFLOW) and freed by the program's cuMemFree (VRAM_OVERFLOW)", NULL, NULL },
+    { "--overflow-max", "SIZE", "(with --overflow host) the most host memory the overflow holds per device "
+      "(VRAM_OVERFLOW_MAX; default the device's limit, else its card)", NULL, NULL },
     { "--log", NULL, "VRAM_LOG=1: say on stderr when the vram limit (or group limit) refused an allocation",
       NULL, NULL },
     { "--idle-sleep", "DURATION", "put CMD (and each process under it) to sleep after DURATION without a CUDA "
@@ -210,9 +219,47 @@ static const help_item help_run_exit[] = {
     { NULL, NULL, NULL, NULL, NULL },
 };
 
+static const help_item help_limit_options[] = {
+    { "--device", "N", "(with PID) only the process's device N (as the program numbers it); else every device "
+      "it uses", NULL, NULL },
+    { "--group", "NAME", "change the budget of group NAME (vram run --group NAME --group-limit SIZE) instead: "
+      "every running member of yours takes it (and a member that joins later)", "", NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+static const char *const help_limit_about[] = {
+    "Change the device-memory limit of a running process under vram run (or the Slurm plugin), or with "
+    "--group NAME its group's budget, through the ledger; without SIZE, print them. SIZE as everywhere (8GiB, "
+    "512M); none goes back to the limit the process started with (the group limit it started with). The "
+    "process applies the new limit at its next allocation, free or memory query (cuMemGetInfo), and vram "
+    "top shows it at once.",
+    "Lowering kills nothing: memory the process holds stays; its allocations are refused (out of memory, "
+    "or served from host memory under vram run --overflow host) until its frees bring it under the new "
+    "limit, and vram top shows it as over limit meanwhile; with preallocation (no --growth) the memory "
+    "reserved above the new limit goes back to the card at once. Raising above the start limit is allowed "
+    "(an operator's choice) up to the card's memory, never above the limit of a Slurm job "
+    "(VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX: a ceiling).",
+    "Only the owner of a process (or root) can change its limit: the ledger is the user's own (a 0700 "
+    "directory). vram limit finds the process's ledger through /proc/PID/fd; root acts as the process's "
+    "owner. --group acts on your own ledger (root: sudo -u USER vram limit --group ...).",
+    "Groups rebalance: in a group with a budget, a guaranteed member (vram run --priority guaranteed, the "
+    "default) may use up to the budget less what the other guaranteed members use; an opportunistic member "
+    "(--priority opportunistic) gets what is left: while guaranteed members use memory its limit is lowered "
+    "to budget - their use - the other opportunistic members' use (it then refuses, or overflows to host "
+    "memory), and it is raised back to its own limit when they use nothing.",
+    NULL,
+};
+static const help_item help_limit_exit[] = {
+    { "0", NULL, "the limit is set (or printed)", NULL, NULL },
+    { "1", NULL, "an error: no such process, not yours, not under vram run, no running member of the group, "
+      "SIZE above the card or the Slurm job's ceiling, the ledger unavailable", NULL, NULL },
+    { "2", NULL, "usage error", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
 static const help_item help_top_options[] = {
     { "--json", NULL, "print JSON objects (keys pid, command, device, uuid, limit_bytes, in_use_bytes, "
-      "peak_bytes, free_bytes, group, group_limit_bytes, state, host_bytes, idle_sleep_seconds)", NULL, NULL },
+      "peak_bytes, free_bytes, group, group_limit_bytes, state, host_bytes, idle_sleep_seconds, over_limit, "
+      "start_limit_bytes, priority, overflow_bytes)", NULL, NULL },
     { "--once", NULL, "print one table (or object) and exit", NULL, NULL },
     { "--prometheus", NULL, "print the ledger once in Prometheus' text format (vram_* gauges, for "
       "node_exporter's textfile collector; README); not with --json", NULL, NULL },
@@ -220,8 +267,9 @@ static const help_item help_top_options[] = {
 };
 static const char *const help_top_about[] = {
     "List every process on this machine that runs under vram run: pid, command, device (ordinal as the "
-    "program numbers it / UUID), limit, in use, peak, free under the limit, group and group limit (vram run "
-    "--group NAME --group-limit SIZE). Slots of processes that are gone (kill -9 included) are reclaimed as "
+    "program numbers it / UUID), limit in force (vram limit may have moved it), in use, peak, free under the "
+    "limit, group and group limit (vram run --group NAME --group-limit SIZE), state (over limit when it "
+    "holds more than a lowered limit) and the host memory of its overflow (vram run --overflow host). Slots of processes that are gone (kill -9 included) are reclaimed as "
     "it reads; a corrupted ledger or one of another version is moved aside (ledger.bad.*) and rebuilt, "
     "keeping the slots of running processes; one truncated while top reads it is read again.",
     "In a terminal it redraws in place every second: a line per device (processes, in use, peaks, limits), "
@@ -304,6 +352,8 @@ const help_command help_commands[] = {
     { "sleep", NULL, "PID... | --group NAME", "put CUDA processes to sleep: their device memory to host memory, "
       "the card free", help_sleep_about, help_sleep_options, help_sleep_notes, help_sleep_exit },
     { "top", NULL, NULL, "show the processes running under vram run", help_top_about, help_top_options, NULL, help_top_exit },
+    { "limit", "PID|--group NAME", "[SIZE|none]", "change a running process's limit (or a group's budget)",
+      help_limit_about, help_limit_options, NULL, help_limit_exit },
     { "wake", NULL, "PID... | --group NAME", "wake processes put to sleep", help_wake_about, help_wake_options,
       NULL, help_wake_exit },
     { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
@@ -330,6 +380,8 @@ static const help_item env_library[] = {
       "(default 1x16GiB); \"@MAJOR.MINOR\" after a size sets the compute capability (default 9.0): "
       "\"2x24GiB@8.6,16GiB@7.5\"", NULL, NULL },
     { "VRAM_SIM_FAIL_ALLOC_AFTER", "N", "simulated driver: allocations fail after N have succeeded", NULL, NULL },
+    { "VRAM_SIM_SHARED", "FILE", "simulated cards shared by every process that names FILE: each sees the "
+      "memory the others take and give back", NULL, NULL },
     { "VRAM_FORCE_ALLOW_GROWTH", "true|false", "force memory growth on or off, overriding the program", NULL,
       NULL },
     { "VRAM_MEMORY_LIMIT", "SIZE", "cap every card at SIZE", NULL, NULL },
@@ -350,6 +402,13 @@ static const help_item env_run[] = {
     { "VRAM_LOG", "1", "one line on stderr for each allocation the limit refused", NULL, NULL },
     { "VRAM_GROUP", "NAME", "the process's group in the ledger", NULL, NULL },
     { "VRAM_GROUP_LIMIT", "BYTES", "the group's budget on each device (needs VRAM_GROUP)", NULL, NULL },
+    { "VRAM_PRIORITY", "guaranteed|opportunistic", "the process's priority in its group (vram help limit)", NULL,
+      NULL },
+    { "VRAM_OVERFLOW", "host|none", "host: allocations the limit or the card refuses go to host memory", NULL,
+      NULL },
+    { "VRAM_OVERFLOW_MAX", "SIZE", "the most host memory the overflow holds per device (0: none)", NULL, NULL },
+    { "VRAM_LIMIT_MAX", "SIZE", "the most vram limit may raise the limit to (set by the Slurm plugin); "
+      "VRAM_GROUP_LIMIT_MAX the same for the group budget", NULL, NULL },
     { "VRAM_IDLE_WATCHER", "PID:START:NS", "the idle watcher of vram run --idle-sleep (set by vram run and the "
       "Slurm plugin)", NULL, NULL },
     { "VRAM_LEDGER_DIR", "DIR", "the ledger's directory (absolute; made 0700; vram run, vram top)", NULL, NULL },

@@ -1,5 +1,5 @@
 /*
- * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`,
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`, `vram limit`,
  * `vram report`, `vram sleep`, `vram wake`, `vram help [COMMAND | trace]`, `--help`, `--version`, `--man` (the manual page vram(1)
  * in roff; the build writes vram.1 with it). What the help and the manual say is in help.c's tables.
  *
@@ -27,6 +27,7 @@
 #include "replay.h"
 #include "report.h"
 #include "run.h"
+#include "limit.h"
 #include "sleepwake.h"
 #include "top.h"
 
@@ -289,6 +290,11 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) {
         int rc = run_main(argc - 1, argv + 1);
         if (rc == -1) { print_command_help(stdout, "run"); return 0; }
+        return rc;
+    }
+    if (strcmp(cmd, "limit") == 0) {
+        int rc = limit_main(argc - 1, argv + 1);
+        if (rc == -1) { print_command_help(stdout, "limit"); return 0; }
         return rc;
     }
     if (strcmp(cmd, "sleep") == 0 || strcmp(cmd, "wake") == 0) {

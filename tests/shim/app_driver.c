@@ -43,7 +43,9 @@
  *                                         free=F total=T (cuMemGetInfo), "launch" -> launch=E
  *                                         (cuLaunchKernel of a dummy function), "poke V" -> poke=0
  *                                         and "peek" -> peek=0xV (the fake's contents word,
- *                                         fake_cuda_poke / fake_cuda_peek); exits at EOF
+ *                                         fake_cuda_poke / fake_cuda_peek), "held" -> held=B host=H
+ *                                         (the fake's device bytes of this process and its pinned
+ *                                         host bytes: fake_cuda_held, fake_cuda_host_held); exits at EOF
  *             refused KIND MIB [DEV]      a block of MIB (take=E), then its free, which the driver is
  *                                         to refuse (FAKE_CUDA_FAIL): before=F (cuMemGetInfo's free
  *                                         before the free), free=E, after=F, the same block again
@@ -519,6 +521,11 @@ int main(int argc, char **argv) {
                 printf("alloc=%d\n", (int)r);
             } else if (strncmp(line, "free", 4) == 0) {
                 printf("free=%d\n", n > 0 ? (int)give(&d, &live[--n]) : -1);
+            } else if (strncmp(line, "held", 4) == 0) {
+                void *fake = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_NOW);
+                fake_cuda_held_fn *held = fake ? (fake_cuda_held_fn *)dlsym(fake, "fake_cuda_held") : NULL;
+                fake_cuda_host_held_fn *host = fake ? (fake_cuda_host_held_fn *)dlsym(fake, "fake_cuda_host_held") : NULL;
+                printf("held=%zu host=%zu\n", held ? held(dev) : 0, host ? host() : 0);
             } else if (strncmp(line, "info", 4) == 0) {
                 size_t f = 0, t = 0;
                 CUresult r = d.get_info(&f, &t);

@@ -27,6 +27,7 @@
  *   fake_cuda_events()         how many events exist (created and not destroyed)
  *   fake_cuda_backed(a, n)     1 when every byte of [a, a + n) is device memory of this process (in
  *                              a mapping, or in an allocation a device pointer names), else 0
+ *   fake_cuda_host_held()      the bytes of pinned host memory (cuMemHostAlloc) this process holds
  *   fake_cuda_poke(v), fake_cuda_peek()  write and read the contents word of this process's device
  *                              memory (with FAKE_CUDA_SHARED; poke -1 and peek 0 without): a
  *                              checkpoint of the process keeps it aside, a restore brings it back
@@ -76,6 +77,7 @@
 #endif
 
 typedef size_t fake_cuda_held_fn(int dev);
+typedef size_t fake_cuda_host_held_fn(void);
 typedef int fake_cuda_fail_fn(const char *spec);
 typedef int fake_cuda_fail_next_fn(const char *symbol, unsigned long long n, int error);
 typedef int fake_cuda_stream_complete_fn(void *stream);
@@ -88,6 +90,7 @@ typedef int fake_cuda_poke_fn(unsigned long long value);
 typedef unsigned long long fake_cuda_peek_fn(void);
 
 SHIM_EXPORT size_t fake_cuda_held(int dev);
+SHIM_EXPORT size_t fake_cuda_host_held(void);
 SHIM_EXPORT int fake_cuda_fail(const char *spec);
 SHIM_EXPORT int fake_cuda_fail_next(const char *symbol, unsigned long long n, int error);
 SHIM_EXPORT int fake_cuda_stream_complete(void *stream);

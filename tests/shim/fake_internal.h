@@ -213,6 +213,9 @@ typedef CUresult cuda_fn_cuStreamQuery(CUstream stream);
     X(cuIpcOpenMemHandle, cuIpcOpenMemHandle)                                    \
     X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2)                              \
     X(cuIpcCloseMemHandle, cuIpcCloseMemHandle)                                  \
+    X(cuMemHostAlloc, cuMemHostAlloc)                                            \
+    X(cuMemFreeHost, cuMemFreeHost)                                              \
+    X(cuMemHostGetDevicePointer_v2, cuMemHostGetDevicePointer_v2)                \
     X(cuMemPoolCreate, cuMemPoolCreate)                                          \
     X(cuMemPoolDestroy, cuMemPoolDestroy)                                        \
     X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                          \

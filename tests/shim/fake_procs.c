@@ -72,6 +72,10 @@ static const fake_proc fake_procs[] = {
     P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
     P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
     P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    /* pinned host memory mapped for the device */
+    P("cuMemHostAlloc", 3020, cuMemHostAlloc),
+    P("cuMemFreeHost", 2000, cuMemFreeHost),
+    P("cuMemHostGetDevicePointer", 3020, cuMemHostGetDevicePointer_v2),
     P("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
     P("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
     /* plain memory: the CUDA < 3.2 entry points, then the _v2 ones */

@@ -111,7 +111,7 @@ check "vram sleep PID: exit 0, one line naming the process, its 512 MiB and its 
 OUT="$(top_field "$A" state) $(top_field "$A" in_use_bytes) $(top_field "$A" host_bytes)"
 check "vram top --json: A asleep, in use 0, host bytes 512 MiB" '[[ $OUT == "asleep 0 $((512 * MiB))" ]]'
 run "$VRAM" top --once
-check "vram top: the STATE and HOST columns" 'has "$OUT" "STATE" && grep -E "^$A .* asleep +512.0 MiB$" <<<"$OUT" >/dev/null'
+check "vram top: the STATE and HOST columns (then OVERFLOW: none)" 'has "$OUT" "STATE" && grep -E "^$A .* asleep +512.0 MiB +-$" <<<"$OUT" >/dev/null'
 run "$VRAM" top --prometheus
 check "vram top --prometheus: vram_process_asleep 1 and vram_process_host_bytes for A" \
     'grep -q "^vram_process_asleep{pid=\"$A\".*} 1$" <<<"$OUT" && grep -q "^vram_process_host_bytes{pid=\"$A\".*} $((512 * MiB))$" <<<"$OUT"'

@@ -166,6 +166,13 @@ check "no limit asked or given: the task runs as it would, CUDA_VISIBLE_DEVICES 
 run S --vram-fraction=0.25 --vram-growth "$APP" dlsym info
 check "--vram-fraction=0.25 of the 16 GiB card: 4 GiB" '[[ $RC -eq 0 ]] && has "$OUT" "total=$((4 * GiB))"'
 
+run S --vram-limit=1GiB --vram-growth --vram-overflow=host --vram-priority=opportunistic \
+    bash -c 'echo "max=$VRAM_LIMIT_MAX gmax=$VRAM_GROUP_LIMIT_MAX overflow=$VRAM_OVERFLOW priority=$VRAM_PRIORITY"; '"$APP"' dlsym fill alloc 256'
+check "--vram-overflow=host, --vram-priority: set for the task, the job's limit its ceiling; past the limit it overflows to host memory, up to as much again (1 + 1 GiB)" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "max=$GiB gmax=$GiB overflow=host priority=opportunistic" && has "$OUT" "bytes=$((2 * GiB)) err=2"'
+run S --vram-overflow=disk "$APP" dlsym info
+check "--vram-overflow=disk: refused" '[[ $RC -ne 0 ]] && has "$ERR" "vram: --vram-overflow=disk"'
+
 # ---- the job's tasks share one budget -----------------------------------------------------------
 run S -n 2 --vram-limit=1GiB --vram-growth bash -c 'sleep 3 | '"$APP"' dlsym hold alloc 600'
 check "two tasks of one job, 600 MiB each under 1 GiB: one gets it, the other CUDA_ERROR_OUT_OF_MEMORY" \
