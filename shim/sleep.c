@@ -112,7 +112,7 @@ static int sleep_may(int pid, const char *verb, char *msg, size_t len, int *rc) 
         char buf[1024], who[64];
         if (getpwuid_r(st.st_uid, &pw, buf, sizeof buf, &found) == 0 && found) snprintf(who, sizeof who, "%s", pw.pw_name);
         else snprintf(who, sizeof who, "uid %u", (unsigned)st.st_uid);
-        snprintf(msg, len, "PID %d belongs to %s, not to you: only its owner or root may %s it", pid, who, verb);
+        snprintf(msg, len, "PID %d belongs to %s, not to you: only its owner or root may %s", pid, who, verb);
         *rc = SLEEP_FAILED;
         return -1;
     }
@@ -202,12 +202,12 @@ static uint64_t sleep_cards(const sleep_slots *ss, int host, char *cards, size_t
 
 /* ---- sleep ----------------------------------------------------------------------------------------- */
 
-int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, char *msg, size_t len,
+int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, int claim, char *msg, size_t len,
                   uint64_t *host) {
     int rc = SLEEP_FAILED;
     char cmd[LEDGER_NAME_LEN], e[200], cards[512];
     *host = 0;
-    if (sleep_may(pid, "put to sleep", msg, len, &rc) != 0) return rc;
+    if (sleep_may(pid, "put it to sleep", msg, len, &rc) != 0) return rc;
     sleep_command(pid, cmd, sizeof cmd);
     CUprocessState st = CU_PROCESS_STATE_RUNNING;
     CUresult r = d->get_state(pid, &st);
@@ -218,7 +218,7 @@ int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, c
         return SLEEP_FAILED;
     }
     if (st == CU_PROCESS_STATE_CHECKPOINTED) {
-        sleep_mark_again(l, pid, LEDGER_ASLEEP);   /* a mark left by a sleeper that died */
+        if (claim) sleep_mark_again(l, pid, LEDGER_ASLEEP);   /* now this one's (and a dead sleeper's mark settled) */
         snprintf(msg, len, "PID %d (%s) is asleep already", pid, cmd);
         return SLEEP_ALREADY;
     }
@@ -351,7 +351,7 @@ static int sleep_budget_locked(ledger *l, const sleep_slots *ss, const char *to,
 int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char *msg, size_t len) {
     int rc = SLEEP_FAILED;
     char cmd[LEDGER_NAME_LEN], e[200], cards[512];
-    if (sleep_may(pid, "wake", msg, len, &rc) != 0) {
+    if (sleep_may(pid, "wake it", msg, len, &rc) != 0) {
         if (rc == SLEEP_GONE && l) {   /* died asleep: its memory went with it; its slots are freed */
             ledger_lock(l);
             ledger_reclaim_locked(l);

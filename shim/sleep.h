@@ -70,10 +70,11 @@ enum {
 void sleep_command(int pid, char *out, size_t len);
 
 /* Puts pid to sleep (lock within lock_ms, 0: no limit; checkpoint). `l` is the ledger (opened by the
- * caller; NULL: none); the marks name this process as the sleeper. Returns a SLEEP_* and one line in
- * msg (without the tool's prefix); *host gets the bytes its slots moved to host memory (0 when not
- * under vram run). */
-int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, char *msg, size_t len,
+ * caller; NULL: none); the marks name this process as the sleeper. A process asleep already
+ * (SLEEP_ALREADY) is marked as this process's with `claim` (vram sleep: an idle watcher then leaves
+ * it asleep until vram wake), else its marks stay. Returns a SLEEP_* and one line in msg (without the
+ * tool's prefix); *host gets the bytes its slots moved to host memory (0 when not under vram run). */
+int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, int claim, char *msg, size_t len,
                   uint64_t *host);
 
 /* Wakes pid (restore, unlock), onto the card of UUID `to` ("GPU-...") when not NULL (a process of one

@@ -58,6 +58,7 @@ typedef struct watched {
     uint64_t changed;              /* when it last moved (or the process was first seen, or woken) */
     uint64_t retry;                /* a refused wake: not before this */
     int asleep, said, seen, was;
+    int held;                      /* asleep by another's hand (vram sleep): left alone until woken */
 } watched;
 
 typedef struct watcher {
@@ -127,20 +128,41 @@ static void watch_scan(watcher *w, uint64_t now) {
                 p->page = watch_map(s->pid, s->start_time, s->activity_fd);
                 if (p->page) p->calls = __atomic_load_n(&p->page->calls, __ATOMIC_RELAXED);
             }
-            if (!p->seen) p->was = p->asleep, p->asleep = 0;
+            if (!p->seen) p->was = p->asleep || p->held, p->asleep = 0, p->held = 0;
             p->seen = 1;
             uint32_t st = __atomic_load_n(&s->sleep, __ATOMIC_ACQUIRE);
-            if (st == LEDGER_ASLEEP) p->asleep = 1;   /* by this watcher, or by vram sleep */
+            if (st == LEDGER_ASLEEP && s->sleeper_pid == w->pid && s->sleeper_start == w->start) p->asleep = 1;
+            else if (st == LEDGER_ASLEEP) p->held = 1;   /* vram sleep's: it stays asleep until vram wake */
         }
     }
     ledger_unlock(&w->l);
     for (int i = 0; i < w->n; i++) {
         watched *p = &w->w[i];
-        if (p->seen && p->was && !p->asleep) p->changed = now, p->retry = 0;   /* woken by vram wake */
+        if (p->seen && p->was && !p->asleep && !p->held) p->changed = now, p->retry = 0;   /* woken by vram wake */
         if (p->seen) continue;
         if (p->page) munmap((void *)p->page, LEDGER_ACTIVITY_BYTES);
         w->w[i--] = w->w[--w->n];
     }
+}
+
+/* Whether p is still asleep by this watcher's hand, as the ledger says now (a vram sleep of it since
+ * the last scan names another sleeper: then it is held, and left asleep). */
+static int watch_still_mine(watcher *w, watched *p) {
+    char err[256];
+    int mine = 0, other = 0;
+    ledger_lock(&w->l);
+    if (ledger_follow_locked(&w->l, 0, err, sizeof err) >= 0) {
+        for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+            const ledger_slot *s = &w->l.slots[i];
+            if (s->state != LEDGER_SLOT_LIVE || s->pid != p->pid || s->start_time != p->start) continue;
+            if (__atomic_load_n(&s->sleep, __ATOMIC_ACQUIRE) != LEDGER_ASLEEP) continue;
+            if (s->sleeper_pid == w->pid && s->sleeper_start == w->start) mine = 1;
+            else other = 1;
+        }
+    }
+    ledger_unlock(&w->l);
+    if (other) p->held = 1, p->asleep = 0;
+    return mine && !other;
 }
 
 static void watch_say_unseen(watcher *w, watched *p) {
@@ -175,8 +197,10 @@ static void watch_sleep(watcher *w, watched *p, uint64_t now) {
     uint64_t host = 0;
     watch_format_duration(w->idle_ns, dur, sizeof dur);
     uint64_t before = p->calls;
-    int r = sleep_process(&w->d, &w->l, p->pid, WATCH_LOCK_MS, msg, sizeof msg, &host);
-    if (r == SLEEP_DONE || r == SLEEP_ALREADY) {
+    int r = sleep_process(&w->d, &w->l, p->pid, WATCH_LOCK_MS, 0, msg, sizeof msg, &host);
+    if (r == SLEEP_ALREADY) {   /* put to sleep by hand meanwhile (vram sleep): left to vram wake */
+        p->held = 1;
+    } else if (r == SLEEP_DONE) {
         fprintf(stderr, "vram: no CUDA call for %s: %s\n", dur, msg);
         p->asleep = 1;
         p->said = 0;
@@ -208,10 +232,14 @@ static void watch_loop(watcher *w) {
                 continue;
             }
             uint64_t calls = __atomic_load_n(&p->page->calls, __ATOMIC_RELAXED);
+            if (p->held) {   /* put to sleep by hand: its calls wait for vram wake */
+                p->calls = calls;
+                continue;
+            }
             if (calls != p->calls) {
                 p->calls = calls;
                 p->changed = now;
-                if (p->asleep && now >= p->retry) watch_wake(w, p, now, "a CUDA call");
+                if (p->asleep && now >= p->retry && watch_still_mine(w, p)) watch_wake(w, p, now, "a CUDA call");
             } else if (p->asleep && p->retry && now >= p->retry) {
                 watch_wake(w, p, now, "a CUDA call");
             } else if (!p->asleep && now - p->changed >= w->idle_ns &&

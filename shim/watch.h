@@ -18,7 +18,8 @@
  * Every tick it reads the activity pages of its processes (found in the ledger every half second):
  * a count that moved is activity (and wakes a process asleep: its call is blocked in the driver
  * meanwhile); a process whose count has not moved for DURATION, with no synchronising call under way,
- * is put to sleep. A tick is 10 ms while one of its processes sleeps (a call waits at most that long
+ * is put to sleep. A process put to sleep by hand (`vram sleep`, or `vram sleep` of one the watcher put
+ * to sleep: the ledger names its sleeper) is left alone: its calls wait until `vram wake`. A tick is 10 ms while one of its processes sleeps (a call waits at most that long
  * before its wake starts), else a tenth of DURATION (at most 1 s). A wake refused for lack of room
  * is tried again every second (said once). It exits once the process that started it is gone and
  * none of its processes lives; SIGTERM makes it wake every process it put to sleep and exit. A

@@ -308,6 +308,8 @@ static const char *const help_sleep_notes[] = {
     "preload library sees allocations, kernel launches, the common copies and sets, and synchronisations; a "
     "process whose first call after its sleep is one it does not see (an event or stream query, a module "
     "load, a 2D copy) waits until a call it sees comes, from any of its threads, or until vram wake.",
+    "A process put to sleep by vram sleep stays asleep until vram wake, even under an idle watcher (its "
+    "calls wait).",
     NULL,
 };
 static const help_item help_sleep_exit[] = {

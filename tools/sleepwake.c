@@ -170,7 +170,8 @@ int sleep_main(int argc, char **argv, int wake) {
         char msg[1024];
         uint64_t host = 0;
         int r = wake ? wake_process(&d, lp, o->pids[i], o->device ? to : NULL, msg, sizeof msg)
-                     : sleep_process(&d, lp, o->pids[i], (unsigned)(o->timeout_ns / 1000000u), msg, sizeof msg, &host);
+                     : sleep_process(&d, lp, o->pids[i], (unsigned)(o->timeout_ns / 1000000u), 1, msg, sizeof msg,
+                                     &host);
         if (r == SLEEP_DONE || r == SLEEP_ALREADY) {
             printf("%s\n", msg);
         } else {

@@ -237,7 +237,7 @@ if [[ $(id -u) == 0 ]] && command -v setpriv >/dev/null; then
     say e "alloc 64"
     answer e 1 >/dev/null
     run setpriv --reuid=65534 --regid=65534 --clear-groups env XDG_RUNTIME_DIR= HOME=/nonexistent "$VRAM" sleep "${PID[e]}"
-    check "another user's process: refused, naming its owner" '[[ $RC == 1 ]] && has "$ERR" "belongs to root, not to you: only its owner or root may put to sleep it"'
+    check "another user's process: refused, naming its owner" '[[ $RC == 1 ]] && has "$ERR" "belongs to root, not to you: only its owner or root may put it to sleep"'
     stop e
 fi
 
@@ -272,6 +272,14 @@ check "... and idle again, it sleeps again" '[[ $OUT == ok ]]'
 say i "alloc 64"
 OUT=$(answer i 3 5)
 check "an allocation wakes it too" '[[ $OUT == alloc=0 ]]'
+run "$VRAM" sleep "$I"
+check "vram sleep of a watched process (awake, or put to sleep by its watcher): asleep by hand" '[[ $RC == 0 ]]'
+say i "launch"
+OUT=$(answer i 4 1)
+check "... its next call does not wake it: by hand, it sleeps until vram wake (no answer in 1 s)" '[[ -z $OUT ]]'
+run "$VRAM" wake "$I"
+OUT=$(answer i 4)
+check "... vram wake wakes it and its call goes on" '[[ $RC == 0 && $OUT == launch=0 ]]'
 stop i
 for _ in $(seq 100); do kill -0 "$W" 2>/dev/null || break; sleep 0.05; done
 check "the watcher exits once its program is gone" '! kill -0 "$W" 2>/dev/null'
