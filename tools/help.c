@@ -341,19 +341,19 @@ static const help_item help_wake_exit[] = {
 
 const help_command help_commands[] = {
     { "ls", NULL, NULL, "list the GPUs (or say why there is none)", help_ls_about, help_ls_options, NULL, help_ls_exit },
+    { "run", NULL, "-- CMD [ARGS]", "run an unmodified CUDA program under a device-memory limit", help_run_about,
+      help_run_options, help_run_notes, help_run_exit },
+    { "top", NULL, NULL, "show the processes running under vram run", help_top_about, help_top_options, NULL, help_top_exit },
+    { "limit", "PID|--group NAME", "[SIZE|none]", "change a running process's limit (or a group's budget)",
+      help_limit_about, help_limit_options, NULL, help_limit_exit },
+    { "sleep", NULL, "PID... | --group NAME", "put CUDA processes to sleep: their device memory to host memory, "
+      "the card free", help_sleep_about, help_sleep_options, help_sleep_notes, help_sleep_exit },
+    { "wake", NULL, "PID... | --group NAME", "wake processes put to sleep", help_wake_about, help_wake_options,
+      NULL, help_wake_exit },
     { "replay", "TRACE", NULL, "replay an allocation trace through vram and report peak memory and speed",
       help_replay_about, help_replay_options, help_replay_notes, help_replay_exit },
     { "report", "INPUT", NULL, "write one HTML page of a trace's or a PyTorch snapshot's memory over time",
       help_report_about, help_report_options, NULL, help_report_exit },
-    { "run", NULL, "-- CMD [ARGS]", "run an unmodified CUDA program under a device-memory limit", help_run_about,
-      help_run_options, help_run_notes, help_run_exit },
-    { "sleep", NULL, "PID... | --group NAME", "put CUDA processes to sleep: their device memory to host memory, "
-      "the card free", help_sleep_about, help_sleep_options, help_sleep_notes, help_sleep_exit },
-    { "top", NULL, NULL, "show the processes running under vram run", help_top_about, help_top_options, NULL, help_top_exit },
-    { "limit", "PID|--group NAME", "[SIZE|none]", "change a running process's limit (or a group's budget)",
-      help_limit_about, help_limit_options, NULL, help_limit_exit },
-    { "wake", NULL, "PID... | --group NAME", "wake processes put to sleep", help_wake_about, help_wake_options,
-      NULL, help_wake_exit },
     { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
