@@ -18,8 +18,9 @@
     "simulated card only; test_cuda.c's cuda_ipc_* share memory through the driver)"
 
 #define CUDA_SKIP_OFFLOAD                                                                           \
-    "sleeps with VRAM_SLEEP_OFFLOAD or checks the bytes a discard loses: the fake driver has no "   \
-    "pinned host memory nor copies (cuMemHostAlloc, cuMemcpyDtoH_v2), and no bytes of device memory"
+    "checks the bytes an offload keeps or a discard loses through host pointers, or fails copies on " \
+    "demand: the fake driver's device memory holds no bytes, its copies (cuMemcpyDtoH_v2, "          \
+    "cuMemcpyHtoD_v2) move none, and only the simulated card fails them (vram__sim_fail_copies)"
 
 /* clang-format off */
 #define CUDA_SKIPS(X) \

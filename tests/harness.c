@@ -140,8 +140,8 @@ void harness_hold_event_syncs(int on) {
 
 void harness_fail_copies(int copies, int host_allocs) {
     if (!on_cuda) vram__sim_fail_copies(copies, host_allocs);
-    else harness_fail(__FILE__, __LINE__, "the fake driver has no copies between host and device memory to fail "
-                      "(cuMemcpyDtoH_v2, cuMemHostAlloc): skip this test on the CUDA backend (cuda_skips.h)");
+    else harness_fail(__FILE__, __LINE__, "the fake driver does not fail its copies between host and device memory "
+                      "(cuMemcpyDtoH_v2, cuMemHostAlloc) on demand: skip this test on the CUDA backend (cuda_skips.h)");
 }
 
 int harness_syncs_waiting(void) {

@@ -24,8 +24,8 @@
 /* The simulated backend's test hooks (sim_hooks.h) act on the driver the tests run on: on the CUDA
  * backend (VRAM_TEST_BACKEND=cuda) harness.c does the same through the fake driver's backdoors
  * (tests/shim/fake_cuda.h): completes a stream's work, makes the next cuMemMap / cuMemUnmap /
- * cuEventRecord calls fail with the errors the simulated ones give, holds the waits. The fake has no
- * copies between host and device memory: harness_fail_copies fails the test there. */
+ * cuEventRecord calls fail with the errors the simulated ones give, holds the waits. The fake does not
+ * fail its copies between host and device memory on demand: harness_fail_copies fails the test there. */
 void harness_stream_complete(void *stream);
 void harness_fail_event_records(int n);
 void harness_fail_maps(int maps, int unmaps);

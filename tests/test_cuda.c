@@ -8,7 +8,6 @@
  * passes, and the driver holds no more than the library counts). test_driver_fail.c's and test_oom.c's
  * VRAM_SIM_FAIL_ALLOC_AFTER tests have their twins here.
  */
-#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -810,36 +809,60 @@ TEST(cuda_sleep_refused_unmap_is_said_and_counted) {
     check_driver_empty(1);
 }
 
-/* VRAM_SLEEP_OFFLOAD needs the driver's pinned host memory and copies: on a driver without them (the
- * fake has none) the sleep says which call is missing and that a discard needs none, and nothing
- * sleeps; a discard sleeps. Where the driver has them, the offload sleeps. */
-TEST(cuda_sleep_offload_needs_the_drivers_copies) {
+/* VRAM_SLEEP_OFFLOAD through the driver's pinned host memory and copies (cuMemHostAlloc,
+ * cuMemcpyDtoH_v2, cuMemcpyHtoD_v2): a refusal of any of them is said with the call and the driver's
+ * error, and changes nothing (a sleep leaves the blocks awake and backed, a wake leaves them asleep and
+ * the driver holding none of their memory); the pinned block kept after the wake goes back at the
+ * shutdown. */
+static size_t host_held(void) {
+    return ((fake_cuda_host_held_fn *)harness_fake("fake_cuda_host_held"))();
+}
+
+TEST(cuda_sleep_offload_through_the_drivers_copies) {
     use_sim("16GiB");
     CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
     void *w = NULL;
     CHECK_OK(vram_set_tag("w"));
     CHECK_OK(vram_malloc(&w, 4 * MiB, 0));
     CHECK_OK(vram_set_tag(NULL));
-    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    int has = lib != NULL && dlsym(lib, "cuMemHostAlloc") != NULL && dlsym(lib, "cuMemFreeHost") != NULL &&
-              dlsym(lib, "cuMemcpyDtoH_v2") != NULL && dlsym(lib, "cuMemcpyHtoD_v2") != NULL;
-    if (has) {
-        CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
-        CHECK_SIZE(INFO(0).asleep_host_bytes, ==, 4 * MiB);
-    } else {
-        CHECK_STATUS(VRAM_ERR_UNSUPPORTED, vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
-        CHECK_ERROR_CONTAINS("the NVIDIA driver has no cuMemHostAlloc (CUDA device 0)");
-        CHECK_ERROR_CONTAINS("VRAM_SLEEP_DISCARD needs none");
-        CHECK_SIZE(INFO(0).asleep_bytes, ==, 0);
-        CHECK(backed(w, 4 * MiB));
-        CHECK_ALL();
-        CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
-    }
+    plan("cuMemHostAlloc:1:CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    CHECK_ERROR_CONTAINS("cuMemHostAlloc");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 0);
+    CHECK(backed(w, 4 * MiB));
+    CHECK_ALL();
+    plan("cuMemcpyDtoH_v2:1:CUDA_ERROR_LAUNCH_FAILED");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    CHECK_ERROR_CONTAINS("cuMemcpyDtoH");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_LAUNCH_FAILED");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 0);
+    CHECK(backed(w, 4 * MiB));
+    CHECK_SIZE(host_held(), ==, 0);                                 /* the refused sleep's block went back */
+    CHECK_ALL();
+    plan(NULL);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    CHECK_SIZE(INFO(0).asleep_host_bytes, ==, 4 * MiB);
+    CHECK_SIZE(host_held(), ==, 4 * MiB);
     CHECK_SIZE(held(0), ==, 0);
+    CHECK_ALL();
+    plan("cuMemcpyHtoD_v2:1:CUDA_ERROR_LAUNCH_FAILED");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_wake(0, "w"));
+    CHECK_ERROR_CONTAINS("cuMemcpyHtoD");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 4 * MiB);
+    CHECK_SIZE(held(0), ==, 0);                                     /* what the wake mapped went back */
+    CHECK_ALL();
+    plan(NULL);
     CHECK_OK(vram_wake(0, "w"));
+    CHECK(backed(w, 4 * MiB));
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_SIZE(INFO(0).host_kept_bytes, ==, 4 * MiB);
     CHECK_OK(vram_free(w));
     CHECK_ALL();
-    if (lib != NULL) dlclose(lib);
+    CHECK_OK(vram_shutdown());
+    CHECK_SIZE(host_held(), ==, 0);
+    check_driver_empty(1);
 }
 
 /* Each driver call the backend makes, failing at its 1st, 2nd and 3rd call in the workload (with an

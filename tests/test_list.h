@@ -460,7 +460,7 @@
     X(cuda, cuda_refused_free_at_shutdown_is_said) \
     X(cuda, cuda_sleep_gives_the_driver_its_memory_back) \
     X(cuda, cuda_sleep_refused_unmap_is_said_and_counted) \
-    X(cuda, cuda_sleep_offload_needs_the_drivers_copies) \
+    X(cuda, cuda_sleep_offload_through_the_drivers_copies) \
     X(cuda, cuda_every_driver_call_fails_cleanly) \
     /* end of list */
 /* clang-format on */
