@@ -253,6 +253,21 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
 VRAM_API vram_status vram_set_memory_fraction(int logical_device, double fraction);
 VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fraction);
 
+/* A limit the program moves while it runs, within what the configuration allowed: from now on the
+ * logical device holds at most `bytes` of device memory (never more than its limit or its memory
+ * fraction). It may be lowered and raised back up to the logical device's limit (memory_limit_bytes of
+ * vram_list_logical_devices: what VRAM_MEMORY_LIMIT, `vram run`, the Slurm plugin, the program's
+ * configuration or the default set), never above it: more is VRAM_ERR_CONFLICT naming that limit, so
+ * that a program cannot lift a limit set from outside it. Lowering it under what the device holds
+ * kills nothing: live blocks stay, the idle memory above the new limit goes back at once, and requests
+ * that need more device memory fail with VRAM_ERR_OUT_OF_MEMORY naming the live limit (or go to host
+ * memory with the allocator option overflow:host) until frees bring the device under it
+ * (vram_memory_info's live_limit and over_limit show it). 0 takes no more device memory at all.
+ * Starts the runtime. vram_get_live_limit gives the live limit set (the logical device's limit until
+ * then) and, when `configured` is not NULL, that limit. */
+VRAM_API vram_status vram_set_live_limit(int logical_device, size_t bytes);
+VRAM_API vram_status vram_get_live_limit(int logical_device, size_t *bytes, size_t *configured);
+
 /* Allocator options, as one string of comma-separated key:value pairs (the environment variable
  * VRAM_ALLOC_CONF takes the same string and overrides what the program set; both are read at
  * start, so this fails with VRAM_ERR_ALREADY_INITIALIZED afterwards when it changes anything):
@@ -371,7 +386,22 @@ VRAM_API void  vram_plugin_release(void *ptr);
     /* plans not followed because, under a limit that was set, their range did not fit beside the   \
        memory the blocks from before their step hold (best fit goes on packing the step into the    \
        holes between those blocks; the detector stops) */                                           \
-    X(uint64_t, plan_refused)
+    X(uint64_t, plan_refused)                                                                       \
+    /* the limit in force now: the least of `limit`, the memory fraction's bytes, vram_set_live_limit's \
+       and a limit set on the process from outside (its card's, less what the card's other logical    \
+       devices hold); and the bytes held above it (0 when under: a limit lowered below what the device \
+       held, until enough blocks are freed; with growth off, the bytes in use above it) */            \
+    X(size_t, live_limit)                                                                           \
+    X(size_t, over_limit)                                                                           \
+    /* overflow to host memory (allocator option overflow:host): the bytes of host memory its blocks  \
+       hold now and their high-water mark, its blocks now, the requests it served since start, and    \
+       its cap (overflow_max_mb; 0 when overflow is off). These blocks are in none of the device      \
+       figures above (current, reserved, num_allocs) */                                               \
+    X(size_t, overflow_bytes)                                                                       \
+    X(size_t, overflow_peak)                                                                        \
+    X(uint64_t, overflow_blocks)                                                                    \
+    X(uint64_t, num_overflows)                                                                      \
+    X(size_t, overflow_max)
 
 typedef struct vram_memory_info {
 #define VRAM_MEMORY_INFO_FIELD_(type, name) type name;

@@ -404,6 +404,15 @@
     X(faults, faults_settings_after_start_one_rule) \
     X(faults, faults_a_request_waits_for_stream_frees_in_every_arena) \
     X(faults, faults_fork_while_threads_are_inside_vram) \
+    /* test_limits.c */ \
+    X(limits, live_limit_shrinks_under_live_blocks_without_touching_them) \
+    X(limits, live_limit_zero_takes_no_more_device_memory) \
+    X(limits, live_limit_caps_a_preallocated_pool) \
+    X(limits, live_limit_bad_arguments) \
+    X(limits, external_limit_applies_at_the_next_call) \
+    X(limits, external_limit_shrinks_under_live_blocks_until_frees) \
+    X(limits, external_limit_posted_before_the_start) \
+    X(limits, external_limit_bounds_a_card_shared_by_logical_devices) \
     /* test_cuda.c: the CUDA backend over tests/shim's fake driver (VRAM_TEST_BACKEND=cuda only) */ \
     X(cuda, cuda_listing) \
     X(cuda, cuda_listing_follows_visible_devices) \

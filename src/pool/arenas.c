@@ -86,6 +86,9 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     atomic_init(&p->shared.span_hi, 0);
     atomic_init(&p->shared.peak_reserved, 0);
     atomic_init(&p->shared.captures, 0);
+    atomic_init(&p->shared.fraction_cap, SIZE_MAX);
+    atomic_init(&p->shared.live_limit, SIZE_MAX);
+    atomic_init(&p->shared.external_cap, SIZE_MAX);
     pthread_mutex_init(&p->grow_lock, NULL);
     atomic_init(&p->arenas_ok, cfg->growth && cfg->caps.vmm_supported && (cfg->arenas == 0 || cfg->arenas > 1));
     atomic_init(&p->count, 1);
@@ -336,6 +339,7 @@ void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_inf
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);
+    vram__pool_limit_now(p, &info->live_limit, &info->over_limit);
 }
 
 void vram__pool_reset_peak(vram__pool *p, const vram__pool_thread *me) {
@@ -348,11 +352,78 @@ void vram__pool_reset_peak(vram__pool *p, const vram__pool_thread *me) {
     unlock_all(p);
 }
 
+/* ---- limits that move ----------------------------------------------------------------------- *
+ *
+ * The logical device's budget cap is the least of its limit (cfg.limit, fixed at start), the memory
+ * fraction's bytes and the live limit: each call that moves one stores it and recomputes the cap
+ * under grow_lock (so that two such calls at once leave the least of what they set); a limit set
+ * from outside the process (runtime/limits.c) is one more, and caps the card's budget too. Requests read
+ * the cap when they take memory from the card (arena_headroom), so a lower cap refuses from the next
+ * request on; what the pool holds above it stays until it is idle: it goes back at once
+ * (vram__pool_fit), and live blocks bring it down as they are freed. Nothing raises the cap above
+ * cfg.limit. The card's budget (runtime.c) has its own cap, lowered by a limit set from outside the
+ * process (runtime/limits.c), which vram__pool_fit honours too. */
+
+static void cap_update(vram__pool *p) {
+    pthread_mutex_lock(&p->grow_lock);
+    size_t cap = p->cfg.limit, f = atomic_load(&p->shared.fraction_cap), l = atomic_load(&p->shared.live_limit);
+    size_t e = atomic_load(&p->shared.external_cap);
+    if (f < cap) cap = f;
+    if (l < cap) cap = l;
+    if (e < cap) cap = e;
+    atomic_store(&p->shared.budget.cap, cap);
+    pthread_mutex_unlock(&p->grow_lock);
+}
+
+void vram__pool_fit(vram__pool *p) {
+    if (!p->cfg.growth) return;          /* a preallocation keeps its region: blocks are checked against the cap */
+    size_t cap = atomic_load(&p->shared.budget.cap), live = vram__pool_live_bytes(p);
+    size_t keep = cap > live ? cap - live : 0;
+    vram__card_budget *card = p->cfg.budget;
+    if (card != NULL) {                  /* the card's room for this pool: its cap less what the others hold */
+        size_t ccap = atomic_load(&card->cap), held = atomic_load(&card->reserved);
+        size_t mine = atomic_load(&p->shared.budget.reserved), others = held > mine ? held - mine : 0;
+        size_t room = ccap > others ? ccap - others : 0, ckeep = room > live ? room - live : 0;
+        if (ckeep < keep) keep = ckeep;
+    }
+    (void)vram__pool_trim(p, keep);      /* idle memory beyond goes back */
+}
+
 void vram__pool_set_fraction(vram__pool *p, size_t cap, double fraction) {
     atomic_store(&p->shared.fraction, fraction);
-    atomic_store(&p->shared.budget.cap, cap < p->cfg.limit ? cap : p->cfg.limit);
-    size_t live = vram__pool_live_bytes(p);
-    if (p->cfg.growth) (void)vram__pool_trim(p, cap > live ? cap - live : 0);   /* idle memory beyond goes back */
+    atomic_store(&p->shared.fraction_cap, cap);
+    cap_update(p);
+    vram__pool_fit(p);
+}
+
+void vram__pool_set_live_limit(vram__pool *p, size_t bytes) {
+    atomic_store(&p->shared.live_limit, bytes);
+    cap_update(p);
+    vram__pool_fit(p);
+}
+
+size_t vram__pool_live_limit(vram__pool *p) {
+    return atomic_load(&p->shared.live_limit);
+}
+
+void vram__pool_set_external_limit(vram__pool *p, size_t bytes) {
+    atomic_store(&p->shared.external_cap, bytes);
+    cap_update(p);
+    vram__pool_fit(p);
+}
+
+void vram__pool_limit_now(vram__pool *p, size_t *limit, size_t *over) {
+    size_t cap = atomic_load(&p->shared.budget.cap), held = atomic_load(&p->shared.budget.reserved);
+    vram__card_budget *card = p->cfg.budget;
+    if (!p->cfg.growth) {                 /* a preallocation holds its limit: its blocks are what count */
+        held = vram__pool_live_bytes(p);
+    } else if (card != NULL) {
+        size_t ccap = atomic_load(&card->cap), all = atomic_load(&card->reserved);
+        size_t others = all > held ? all - held : 0, room = ccap > others ? ccap - others : 0;
+        if (room < cap) cap = room;
+    }
+    *limit = cap;
+    *over = held > cap ? held - cap : 0;
 }
 
 double vram__pool_fraction(vram__pool *p) {
