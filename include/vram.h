@@ -313,6 +313,20 @@ VRAM_API vram_status vram_get_live_limit(int logical_device, size_t *bytes, size
  *                           by granule; any difference from the plan ends it, and best fit serves
  *                           from the memory held before it maps more (default true; false maps
  *                           larger pieces: fewer driver calls the first time memory is mapped)
+ *   overflow:host|none      a plain or stream-ordered request that the device cannot serve (its
+ *                           limit, memory fraction or live limit, a limit set from outside, or the
+ *                           card itself) gets host memory mapped into the device's address space,
+ *                           which its kernels read and write over the bus, instead of
+ *                           VRAM_ERR_OUT_OF_MEMORY (default none). Every request tries the device
+ *                           first; a block in host memory goes back at its free (a stream-ordered free
+ *                           or one used on other streams waits for those streams first), one never
+ *                           freed stays there. Private pools stay on the card; a block in host memory
+ *                           cannot be shared (vram_ipc_export: VRAM_ERR_UNSUPPORTED). vram_memory_info's
+ *                           overflow_* fields count it, apart from the device's figures
+ *   overflow_max_mb:N       the most host memory the overflow holds at once; beyond, the request fails
+ *                           with the out-of-memory error naming this cap (default: the logical
+ *                           device's limit, so that a runaway program holds at most twice its share;
+ *                           0: nothing goes to host memory)
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 /* Option i (from 0) of vram_set_alloc_conf, in the order of the library's table: its key ("vmm") and

@@ -295,6 +295,10 @@ typedef struct CUmulticastObjectProp_st {
 
 /* ---- cuGetProcAddress: its flags and (for _v2) the symbol status it reports ----------------- */
 
+/* cuMemHostAlloc's flags: pinned for every context; mapped into the device's address space */
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
+
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
 #define CU_GET_PROC_ADDRESS_LEGACY_STREAM 1
 #define CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM 2
@@ -392,6 +396,11 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuMemMapArrayAsync, CUresult, (CUarrayMapInfo *infos, unsigned int count, CUstream stream)) \
     /* what keeps a cuMemCreate allocation alive besides its handle */ \
     X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle *handle, void *addr)) \
+    /* pinned host memory mapped for the device (libvram's overflow:host where VMM cannot place memory \
+       on the host) */ \
+    X(cuMemHostAlloc, CUresult, (void **host, size_t bytesize, unsigned int flags)) \
+    X(cuMemFreeHost, CUresult, (void *host)) \
+    X(cuMemHostGetDevicePointer_v2, CUresult, (CUdeviceptr *dptr, void *host, unsigned int flags)) \
     X(cuMulticastCreate, CUresult, (CUmemGenericAllocationHandle *mc, const CUmulticastObjectProp *prop)) \
     X(cuMulticastBindMem, CUresult, (CUmemGenericAllocationHandle mc, size_t mc_offset, \
                                      CUmemGenericAllocationHandle mem, size_t mem_offset, size_t size, \

@@ -180,7 +180,7 @@ void        vram__pool_fit(vram__pool *pool);
 /* PyTorch's figures of every arena (vram_get_allocator_stats) and their accumulated counts' reset. */
 void        vram__pool_allocator_stats(vram__pool *pool, const vram__pool_thread *me, vram_allocator_stats *stats);
 void        vram__pool_reset_accumulated(vram__pool *pool);
-size_t      vram__pool_live_bytes(vram__pool *pool);
+size_t      vram__pool_live_bytes(vram__pool *pool);   /* of the blocks the program holds, in host memory too */
 /* Gives cached memory back to the driver until at most keep_bytes are reserved beyond live blocks
  * (as far as whole extents and regions allow). Memory whose free the driver refuses stays reserved
  * (it still holds it) and the refusal is returned with the driver's message; else VRAM_OK. */

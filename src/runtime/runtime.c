@@ -161,6 +161,9 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     cfg.arenas = rt.alloc_conf_in_force.arenas;
     cfg.thread_cache = rt.alloc_conf_in_force.thread_cache_mb < 0 ? VRAM_POOL_TCACHE_AUTO
                      : (size_t)rt.alloc_conf_in_force.thread_cache_mb * VRAM_MIB;
+    cfg.overflow = rt.alloc_conf_in_force.overflow;
+    cfg.overflow_max = rt.alloc_conf_in_force.overflow_max_mb < 0 ? limit   /* the default: see vram.h */
+                     : (size_t)rt.alloc_conf_in_force.overflow_max_mb * VRAM_MIB;
     snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
     snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
     vram_status s = vram__pool_create(&cfg, &l->pool);
