@@ -21,6 +21,11 @@
  * moment; reserved memory's peak is exact (one total kept as arenas map and unmap), the peak in use
  * is the sum of the arenas' peaks: exact with one arena, never below the exact peak with several.
  *
+ * Limits that move (the memory fraction, the live limit, a limit set from outside) are the caps of
+ * the shared budget, recomputed here under grow_lock ("limits that move" below). With overflow:host a
+ * request every arena refused goes to host memory (overflow.c); the pool's arena count then starts at
+ * 2 so that requests and frees take the path of several arenas, where it is tried.
+ *
  * Private pools (PyTorch's CUDA-graph pools and torch.cuda.MemPool): arenas of their own, in slots
  * beside the others, drawing on the same limit, that only requests made into them use. While in
  * use a private arena is pinned: nothing it holds is given back or moved, since a captured graph

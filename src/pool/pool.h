@@ -9,7 +9,9 @@
  * virtual memory management on the device, growth takes extra plain regions.
  *
  * The pool knows the backend only; the runtime gives it a limit, the card's shared budget and a
- * description of where the limit came from (for out-of-memory messages).
+ * description of where the limit came from (for out-of-memory messages). The limit may be lowered
+ * and raised back while the pool runs, never above it (a fraction, a live limit, a limit set from
+ * outside); with overflow on, what the device cannot serve goes to host memory mapped for it.
  */
 #ifndef VRAM_POOL_H
 #define VRAM_POOL_H

@@ -2,7 +2,7 @@
  * api_memory.c: the public functions of vram.h on a started runtime's memory: allocation and free
  * (plain, stream-ordered, PyTorch's owned-stream and release frees, record_stream), the logical
  * device of a card, private pools and captures, sharing with other processes (IPC), statistics,
- * the memory fraction, trim and check; and the layout of vram_memory_info for bindings (which
+ * the memory fraction and the live limit, trim and check; and the layout of vram_memory_info for bindings (which
  * needs no runtime). Each checks its arguments, enters the runtime (its read side, one
  * thread-local record a call), finds the logical device's pool and hands over.
  *
