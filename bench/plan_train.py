@@ -32,6 +32,7 @@ import time
 
 PYTORCH_CONF = {"torch": "", "torch-expandable": "expandable_segments:True", "cuda-async": "backend:cudaMallocAsync"}
 PLAN_KEYS = ("plan_bytes", "plan_steps", "plan_ends", "plan_given_back", "plan_slot_steps")
+DRIVER_KEYS = ("num_driver_allocs", "num_driver_frees", "num_driver_moves")  # vram's driver calls, cumulative
 
 
 def main():
@@ -84,12 +85,13 @@ def main():
         opt.zero_grad(set_to_none=True)
         torch.cuda.synchronize()
         ms = (time.perf_counter() - t0) * 1e3
-        info = vram.config.get_memory_info_full(0) if vram_mode else dict.fromkeys(PLAN_KEYS, 0)
+        info = vram.config.get_memory_info_full(0) if vram_mode else dict.fromkeys(PLAN_KEYS + DRIVER_KEYS, 0)
         rows.append({"step": step + 1, "ms": round(ms, 3), "peak_allocated": torch.cuda.max_memory_allocated(),
                      "reserved": torch.cuda.memory_reserved(), "allocated": torch.cuda.memory_allocated(),
                      "plan_bytes": info["plan_bytes"], "plan_steps": info["plan_steps"],
                      "plan_ends": info["plan_ends"], "plan_given_back": info["plan_given_back"],
-                     "plan_slot_steps": info["plan_slot_steps"]})
+                     "plan_slot_steps": info["plan_slot_steps"],
+                     "driver_calls": sum(info.get(k, 0) for k in DRIVER_KEYS)})
         print(json.dumps(rows[-1]), file=sys.stderr)
     used = None
     try:
@@ -103,6 +105,8 @@ def main():
     res = {"allocator": a.allocator, "plan": a.plan if vram_mode else None, "limit": a.limit, "steps": a.steps,
            "layers": a.layers, "d": a.d, "batch": a.batch, "seq": a.seq, "torch": torch.__version__,
            "vram_torch_mode": vram_mode, "first_five_steps_ms": round(sum(r["ms"] for r in rows[:5]), 3),
+           "driver_calls_first_five": rows[4]["driver_calls"],
+           "driver_calls_after_five": rows[-1]["driver_calls"] - rows[4]["driver_calls"],
            "step_ms_median_second_half": statistics.median(r["ms"] for r in tail),
            "peak_allocated_second_half": peak_step,
            "reserved_end": rows[-1]["reserved"],

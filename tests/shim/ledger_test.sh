@@ -149,29 +149,35 @@ check "vram top --once: a table with every process, its device and numbers" \
 if command -v tmux >/dev/null; then
     TSOCK=$TMP/tmux.sock
     screen_text() { tmux -S "$TSOCK" capture-pane -p -t vt; }
-    # wait_screen TEXT: until the screen shows TEXT (5 s at most); OUT is the last screen
+    # wait_screen TEXT: until the screen shows TEXT (10 s at most); OUT is the last screen
     wait_screen() {
-        for _ in $(seq 50); do OUT=$(screen_text 2>/dev/null || true); has "$OUT" "$1" && return 0; sleep 0.1; done
+        for _ in $(seq 100); do OUT=$(screen_text 2>/dev/null || true); has "$OUT" "$1" && return 0; sleep 0.1; done
+        return 1
+    }
+    # wait_true EXPR: until EXPR (evaluated on OUT, the screen) holds, 10 s at most: a loaded machine
+    # may show a screen half redrawn, or the history bar after more than one refresh
+    wait_true() {
+        for _ in $(seq 100); do OUT=$(screen_text 2>/dev/null || true); eval "$1" && return 0; sleep 0.1; done
         return 1
     }
     tmux -S "$TSOCK" -f /dev/null new-session -d -s vt -x 230 -y 40 \
         "env XDG_RUNTIME_DIR='$XDG_RUNTIME_DIR' '$VRAM' top; echo top-exited=\$?; sleep 30"
     RC=0; ERR=
-    wait_screen "sorted by pid" || true
-    check "live vram top (tmux): header, keys, a line per device and every process" \
-        'has "$OUT" "4 process slots" && has "$OUT" "keys: m in use" &&
+    SCREEN1='has "$OUT" "4 process slots" && has "$OUT" "keys: m in use" &&
          grep -qE "^device $UUID0 +2 processes +in use +356.0 MiB" <<<"$OUT" &&
          grep -qE "^device $UUID1 +2 processes +in use +576.0 MiB" <<<"$OUT" &&
          has "$OUT" "$PA " && has "$OUT" "$PB " && has "$OUT" "$PC " && has "$OUT" "$PD "'
+    wait_true "$SCREEN1" || true
+    check "live vram top (tmux): header, keys, a line per device and every process" "$SCREEN1"
+    SCREEN2='[[ $(grep -c "process slots" <<<"$OUT") == 1 ]] && grep -qE "^$PB .*\[ *[.:=+*#%@-]+\]$" <<<"$OUT"'
     sleep 1.2
-    OUT=$(screen_text)
-    check "live vram top: in place (one header on the screen) with a history bar per process" \
-        '[[ $(grep -c "process slots" <<<"$OUT") == 1 ]] && grep -qE "^$PB .*\[ *[.:=+*#%@-]+\]$" <<<"$OUT"'
+    wait_true "$SCREEN2" || true
+    check "live vram top: in place (one header on the screen) with a history bar per process" "$SCREEN2"
     tmux -S "$TSOCK" send-keys -t vt m
-    wait_screen "sorted by in use" || true
-    check "live vram top: key m sorts by use (B, 512 MiB, first; D, 64 MiB, last)" \
-        '[[ $(grep -E "^[0-9]+ +vram_shim" <<<"$OUT" | head -1) == "$PB "* &&
+    SCREEN3='has "$OUT" "sorted by in use" && [[ $(grep -E "^[0-9]+ +vram_shim" <<<"$OUT" | head -1) == "$PB "* &&
            $(grep -E "^[0-9]+ +vram_shim" <<<"$OUT" | tail -1) == "$PD "* ]]'
+    wait_true "$SCREEN3" || true
+    check "live vram top: key m sorts by use (B, 512 MiB, first; D, 64 MiB, last)" "$SCREEN3"
     tmux -S "$TSOCK" send-keys -t vt q
     wait_screen "top-exited=0" || true
     check "live vram top: q quits with status 0 and gives the screen back" \

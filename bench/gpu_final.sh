@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench/gpu_final.sh: the GPU runs that the simulated card cannot prove, at one tree, on a machine with
+# an NVIDIA GPU, PyTorch, JAX, CuPy, Lightning and transformers (the device machine of the project).
+# Each part writes its output to OUT (default build-gpu/final) as PART.txt (and .json/.jsonl where the
+# program writes one); parts run one after another so that timings do not share the card.
+#
+#   bash bench/gpu_final.sh compat fence pip        # correctness: PyTorch feature table and allocator
+#                                                   # tests under both allocators, the fence, pip install
+#   bash bench/gpu_final.sh plan stats              # the plan's cost and lightning_stats under vram
+#   bash bench/gpu_final.sh                         # only builds (Release, build-gpu/lib)
+#
+# Parts:
+#   compat  python/tests/torch_compat.py (every row) and python/tests/torch_allocator_port.py under the
+#           native allocator and under vram, the three at once
+#   fence   tests/gpu_fence.sh: every way of taking memory counted by vram run; PyTorch, JAX, CuPy;
+#           a group budget across processes
+#   pip     `pip install .` into a venv that sees the machine's PyTorch, with CUDA_HOME unset and nvcc
+#           off the PATH; vram.torch.install() there and the mode it got
+#   plan    bench/plan_train.py: the Llama loop (first five steps, per-step time, held/peak) with vram
+#           default against plan:false and PyTorch's three allocators; bench/train.py gpt2_generate with
+#           vram default against plan:false
+#   stats   bench/train.py lightning_stats under torch and vram (default and plan:false), and the cost of
+#           one torch.cuda.memory_stats() under each (bench/torch_stats_cost.py)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+OUT=${OUT_DIR:-build-gpu/final}
+B=build-gpu/lib
+mkdir -p "$OUT" "$B"
+PY=${PYTHON:-python3}
+{
+    echo "date: $(date -u +%FT%TZ)"
+    echo "commit: ${VRAM_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null || echo unknown)}"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+    $PY -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)'
+    nproc
+} >"$OUT/machine.txt" 2>&1
+if [ -z "${GPU_FINAL_NO_BUILD:-}" ]; then   # set by a caller that built already and runs parts at once
+    cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >"$OUT/build.log" 2>&1 &&
+        cmake --build "$B" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+fi
+export VRAM_LIBRARY=$PWD/$B/libvram.so PYTHONPATH=$PWD/python
+rc=0
+part() { echo "== $1 ($(date -u +%T))"; }
+
+for p in "$@"; do
+    case $p in
+    compat)
+        part compat   # three independent programs at once: they check behaviour, not time
+        timeout 500 $PY python/tests/torch_compat.py --json "$OUT/compat.json" >"$OUT/compat.txt" 2>&1 &
+        c1=$!
+        for a in native vram; do
+            timeout 500 $PY python/tests/torch_allocator_port.py --allocator $a --json "$OUT/port-$a.json" \
+                >"$OUT/port-$a.txt" 2>&1 &
+            eval "p_$a=\$!"
+        done
+        wait $c1 || rc=1
+        wait $p_native || rc=1
+        wait $p_vram || rc=1
+        tail -25 "$OUT/compat.txt"; tail -3 "$OUT/port-native.txt" "$OUT/port-vram.txt" ;;
+    fence)
+        part fence
+        timeout 300 bash tests/gpu_fence.sh build-gpu/run >"$OUT/fence.txt" 2>&1 || rc=1
+        grep -E '^\{|^==|FAIL|refused' "$OUT/fence.txt" ;;
+    pip)
+        part pip
+        (
+            set -e
+            rm -rf build-gpu/venv build-gpu/src && mkdir -p build-gpu/src
+            tar --exclude='./build*' --exclude=./.git -cf - . | tar -C build-gpu/src -xf -
+            $PY -m venv --system-site-packages build-gpu/venv
+            cd build-gpu/src
+            env -u CUDA_HOME PATH=/usr/local/bin:/usr/bin:/bin ../venv/bin/pip install --no-build-isolation . 2>&1 | tail -5
+            cd /tmp
+            env -u CUDA_HOME -u VRAM_LIBRARY -u PYTHONPATH PATH=/usr/local/bin:/usr/bin:/bin "$OLDPWD/../venv/bin/python" -c '
+import shutil, torch, vram, vram.torch
+print("nvcc on PATH:", shutil.which("nvcc"))
+vram.torch.install()
+print("vram from", vram.__file__); print("vram.torch.mode", vram.torch.mode)
+x = torch.randn(4096, 4096, device="cuda"); y = (x @ x).sum().item()
+print("allocated", torch.cuda.memory_allocated(), "reserved", torch.cuda.memory_reserved())
+assert vram.torch.mode == "allocator", vram.torch.mode'
+            env -u CUDA_HOME PATH=/usr/local/bin:/usr/bin:/bin "$OLDPWD/../venv/bin/vram" ls
+        ) >"$OUT/pip.txt" 2>&1 || rc=1
+        tail -12 "$OUT/pip.txt" ;;
+    plan)
+        part plan
+        for conf in "--plan true" "--plan false" "--allocator torch" "--allocator torch-expandable" "--allocator cuda-async"; do
+            timeout 200 $PY bench/plan_train.py $conf --steps 12 >>"$OUT/plan-llama.jsonl" 2>>"$OUT/plan-llama.err" || rc=1
+        done
+        $PY - "$OUT/plan-llama.jsonl" <<'PYEOF'
+import json, sys
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    print({k: r.get(k) for k in ("allocator", "plan", "vram_torch_mode", "first_five_steps_ms", "step_ms_median_second_half",
+                                 "peak_allocated_second_half", "reserved_max_second_half", "held_to_step_peak",
+                                 "nvidia_smi_used_end")})
+PYEOF
+        timeout 300 $PY bench/train.py --workloads gpt2_generate --allocators vram --repeat 2 --out "$OUT/gen-plan" \
+            >"$OUT/gen-plan.txt" 2>&1 || rc=1
+        timeout 300 $PY bench/train.py --workloads gpt2_generate --allocators vram,torch --repeat 2 --vram-alloc-conf plan:false \
+            --out "$OUT/gen-noplan" >"$OUT/gen-noplan.txt" 2>&1 || rc=1
+        tail -12 "$OUT/gen-plan.txt" "$OUT/gen-noplan.txt" ;;
+    stats)
+        part stats
+        timeout 200 $PY bench/torch_stats_cost.py >"$OUT/stats-cost.txt" 2>&1 || rc=1
+        cat "$OUT/stats-cost.txt"
+        timeout 400 $PY bench/train.py --workloads lightning_stats --allocators torch,vram --repeat 2 --out "$OUT/ls" \
+            >"$OUT/lightning.txt" 2>&1 || rc=1
+        timeout 300 $PY bench/train.py --workloads lightning_stats --allocators vram --repeat 2 --vram-alloc-conf plan:false \
+            --out "$OUT/ls-noplan" >"$OUT/lightning-noplan.txt" 2>&1 || rc=1
+        tail -12 "$OUT/lightning.txt" "$OUT/lightning-noplan.txt" ;;
+    *) echo "unknown part $p"; rc=2 ;;
+    esac
+done
+exit $rc
