@@ -454,6 +454,19 @@ static int thread_slot(vram__thread *me) {
     return me->slot;
 }
 
+/* vram__rt_read_enter's way through the rwlock (a writer, no slot, or RT_ATTENTION): out of line, so
+ * that the fast path keeps its registers (with the limits' call inside, it pushed more). */
+static VRAM_NOINLINE int read_enter_locked(vram__thread *me) {
+    rw_rdlock(&rt.lock);
+    if (atomic_load(&rt.initialized)) {
+        me->fast = 0;
+        if (atomic_load(&rt_writer) & RT_ATTENTION) vram__limits_apply();   /* a limit moved (limits.c) */
+        return 1;
+    }
+    rw_unlock(&rt.lock);
+    return 0;
+}
+
 int vram__rt_read_enter(vram__thread *me) {
     int slot = thread_slot(me);
     if (slot >= 0) {
@@ -473,14 +486,7 @@ int vram__rt_read_enter(vram__thread *me) {
         }
         atomic_store(&rt_slots[slot].active, 0);
     }
-    rw_rdlock(&rt.lock);
-    if (atomic_load(&rt.initialized)) {
-        me->fast = 0;
-        if (atomic_load(&rt_writer) & RT_ATTENTION) vram__limits_apply();   /* a limit moved (limits.c) */
-        return 1;
-    }
-    rw_unlock(&rt.lock);
-    return 0;
+    return read_enter_locked(me);
 }
 
 void vram__rt_leave(vram__thread *me) {
