@@ -472,6 +472,36 @@ TEST(cuda_memory_not_shareable) {
 }
 
 /* A driver without virtual memory management: growth by plain regions, vmm:true refused by name. */
+/* overflow:host places host memory with VMM on the fake (cuMemCreate on a host location: the card's
+ * bytes do not grow); without VMM the backend falls back to pinned mapped memory, which this fake
+ * driver lacks (cuMemHostAlloc): the request fails naming both, and nothing is held. */
+TEST(cuda_overflow_host_location_and_its_fallback) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    CHECK_OK(vram_set_alloc_conf("overflow:host"));
+    void *a = NULL;
+    CHECK_OK(vram_malloc(&a, 60 * MiB, 0));              /* on the card */
+    void *b = NULL;
+    size_t card = held(0);
+    CHECK_OK(vram_malloc(&b, 10 * MiB, 0));              /* host memory */
+    CHECK_SIZE(held(0), ==, card);
+    CHECK_SIZE(INFO(0).overflow_bytes, ==, 10 * MiB);
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+    set_env("FAKE_CUDA_VMM", "off");
+    CHECK_OK(vram_malloc(&a, 60 * MiB, 0));
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&b, 10 * MiB, 0));
+    CHECK_ERROR_CONTAINS("host memory (overflow:host) cannot serve it either: host memory for device 0: the driver "
+                         "places no virtual memory on the host and has no cuMemHostAlloc");
+    CHECK_SIZE(INFO(0).overflow_bytes, ==, 0);
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
 TEST(cuda_without_vmm) {
     use_sim("16GiB");
     set_env("FAKE_CUDA_VMM", "off");

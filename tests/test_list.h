@@ -441,6 +441,7 @@
     X(cuda, cuda_ipc_growth_memory_in_this_and_another_process) \
     X(cuda, cuda_ipc_plain_region) \
     X(cuda, cuda_memory_not_shareable) \
+    X(cuda, cuda_overflow_host_location_and_its_fallback) \
     X(cuda, cuda_without_vmm) \
     X(cuda, cuda_refused_release_keeps_its_bytes_counted) \
     X(cuda, cuda_refused_unmap_keeps_its_bytes_counted) \
