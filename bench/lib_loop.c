@@ -13,6 +13,10 @@
  * Prints the events and passes, then the wall time of one warm call: passes 2..PASSES (the first
  * maps the memory) timed with CLOCK_MONOTONIC, divided by their calls (bench/warm_ns.sh compares
  * libraries with it).
+ *
+ * With LIB_LOOP_STATS=N in the environment, the last pass also calls vram_get_allocator_stats (what
+ * torch.cuda.memory_stats() calls) every N events and says how many times: bench/plan_cost.sh counts
+ * those calls' instructions with callgrind's --toggle-collect.
  */
 #define _POSIX_C_SOURCE 200809L
 #include <dlfcn.h>
@@ -35,6 +39,7 @@ static vram_status (*free_fn)(void *);
 static vram_status (*growth_fn)(int, int);
 static const char *(*error_fn)(void);
 static vram_status (*info_fn)(int, vram_memory_info *);
+static vram_status (*stats_fn)(int, vram_allocator_stats *);
 static void *(*plugin_alloc_fn)(ptrdiff_t, int, void *);
 static void (*plugin_free_fn)(void *, ptrdiff_t, int, void *);
 static int plugin;                 /* through the plugin entry points */
@@ -64,9 +69,10 @@ static int load(const char *path) {
     growth_fn = (vram_status(*)(int, int))dlsym(lib, "vram_set_memory_growth");
     error_fn = (const char *(*)(void))dlsym(lib, "vram_last_error");
     info_fn = (vram_status(*)(int, vram_memory_info *))dlsym(lib, "vram_get_memory_info");
+    stats_fn = (vram_status(*)(int, vram_allocator_stats *))dlsym(lib, "vram_get_allocator_stats");
     plugin_alloc_fn = (void *(*)(ptrdiff_t, int, void *))dlsym(lib, "vram_plugin_alloc");
     plugin_free_fn = (void (*)(void *, ptrdiff_t, int, void *))dlsym(lib, "vram_plugin_free");
-    return malloc_fn && free_fn && growth_fn && error_fn && info_fn && plugin_alloc_fn && plugin_free_fn ? 0 : -1;
+    return malloc_fn && free_fn && growth_fn && error_fn && info_fn && stats_fn && plugin_alloc_fn && plugin_free_fn ? 0 : -1;
 }
 
 int main(int argc, char **argv) {
@@ -100,13 +106,23 @@ int main(int argc, char **argv) {
         fprintf(stderr, "lib_loop: no memory or no runtime\n");
         return 1;
     }
-    long failed_frees = 0;
+    long failed_frees = 0, stats_calls = 0;
+    const char *every_s = getenv("LIB_LOOP_STATS");
+    long every = every_s != NULL ? atol(every_s) : 0;
     struct timespec t0 = {0}, t1 = {0};
     long warm_calls = 0;
     for (int p = 0; p < passes; p++) {
         if (p == 1) clock_gettime(CLOCK_MONOTONIC, &t0);
         if (p >= 1) warm_calls += (long)n;
         for (size_t i = 0; i < n; i++) {
+            if (every > 0 && p == passes - 1 && i % (size_t)every == 0) {
+                vram_allocator_stats st;
+                if (stats_fn(0, &st) != VRAM_OK) {
+                    fprintf(stderr, "lib_loop: vram_get_allocator_stats: %s\n", error_fn());
+                    return 1;
+                }
+                stats_calls++;
+            }
             if (ev[i].op == 'a') {
                 if (do_alloc(&ptr[ev[i].id], ev[i].size) != 0) {
                     fprintf(stderr, "lib_loop: allocation %ld of %zu bytes failed: %s\n", ev[i].id, ev[i].size,
@@ -130,6 +146,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("%zu events, %d passes\n", n, passes);
+    if (stats_calls > 0) printf("stats calls: %ld\n", stats_calls);
     if (warm_calls > 0) {
         double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
         printf("warm call: %.2f ns (passes 2..%d, %ld calls)\n", ns / (double)warm_calls, passes, warm_calls);

@@ -8,6 +8,7 @@
  * passes, and the driver holds no more than the library counts). test_driver_fail.c's and test_oom.c's
  * VRAM_SIM_FAIL_ALLOC_AFTER tests have their twins here.
  */
+#include <dlfcn.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -473,19 +474,21 @@ TEST(cuda_memory_not_shareable) {
 
 /* A driver without virtual memory management: growth by plain regions, vmm:true refused by name. */
 /* overflow:host places host memory with VMM on the fake (cuMemCreate on a host location: the card's
- * bytes do not grow); without VMM the backend falls back to pinned mapped memory, which this fake
- * driver lacks (cuMemHostAlloc): the request fails naming both, and nothing is held. */
+ * bytes do not grow, no pinned host memory is taken); without VMM the backend falls back to pinned
+ * mapped memory (cuMemHostAlloc with DEVICEMAP): the fake then holds exactly the block's bytes of
+ * pinned host memory until its free. Nothing is left at the shutdown either way. */
 TEST(cuda_overflow_host_location_and_its_fallback) {
+    fake_cuda_host_held_fn *host_held = (fake_cuda_host_held_fn *)harness_fake("fake_cuda_host_held");
     use_sim("16GiB");
     CHECK_OK(vram_set_memory_growth(0, 1));
     CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
     CHECK_OK(vram_set_alloc_conf("overflow:host"));
-    void *a = NULL;
+    void *a = NULL, *b = NULL;
     CHECK_OK(vram_malloc(&a, 60 * MiB, 0));              /* on the card */
-    void *b = NULL;
     size_t card = held(0);
-    CHECK_OK(vram_malloc(&b, 10 * MiB, 0));              /* host memory */
+    CHECK_OK(vram_malloc(&b, 10 * MiB, 0));              /* host memory, with VMM */
     CHECK_SIZE(held(0), ==, card);
+    CHECK_SIZE(host_held(), ==, 0);
     CHECK_SIZE(INFO(0).overflow_bytes, ==, 10 * MiB);
     CHECK_OK(vram_free(b));
     CHECK_OK(vram_free(a));
@@ -493,10 +496,14 @@ TEST(cuda_overflow_host_location_and_its_fallback) {
     check_driver_empty(1);
     set_env("FAKE_CUDA_VMM", "off");
     CHECK_OK(vram_malloc(&a, 60 * MiB, 0));
-    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&b, 10 * MiB, 0));
-    CHECK_ERROR_CONTAINS("host memory (overflow:host) cannot serve it either: host memory for device 0: the driver "
-                         "places no virtual memory on the host and has no cuMemHostAlloc");
-    CHECK_SIZE(INFO(0).overflow_bytes, ==, 0);
+    card = held(0);
+    CHECK_OK(vram_malloc(&b, 10 * MiB, 0));              /* pinned mapped host memory */
+    CHECK_SIZE(held(0), ==, card);
+    CHECK_SIZE(host_held(), ==, 10 * MiB);
+    CHECK_SIZE(INFO(0).overflow_bytes, ==, 10 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_free(b));
+    CHECK_SIZE(host_held(), ==, 0);
     CHECK_OK(vram_free(a));
     CHECK_OK(vram_shutdown());
     check_driver_empty(1);
@@ -777,6 +784,98 @@ static const char *absorbed(const char *call) {
     if (strcmp(call, "cuEventQuery") == 0) return "a stream not known to be done yet: asked again or waited for";
     if (strcmp(call, "cuEventSynchronize") == 0) return "a wait that cannot be made (vram_trim's documented case)";
     return NULL;
+}
+
+/* ---- sleep and wake ------------------------------------------------------------------------------- */
+
+/* A tag's memory goes back to the driver at the sleep and is taken again at the wake, under the same
+ * addresses; the driver holds exactly what vram reserves throughout. */
+TEST(cuda_sleep_gives_the_driver_its_memory_back) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *w = NULL, *u = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 16 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    CHECK_OK(vram_malloc(&u, 4 * MiB, 0));
+    CHECK_SIZE(held(0), ==, 20 * MiB);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    CHECK_SIZE(held(0), ==, 4 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK(!backed(w, 16 * MiB) && backed(u, 4 * MiB));
+    CHECK_ALL();
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_SIZE(held(0), ==, 20 * MiB);
+    CHECK(backed(w, 16 * MiB));
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_free(u));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
+/* The driver refuses an unmap at the sleep: the tag sleeps all the same (its blocks marked, the rest of
+ * its memory given back), the refusal is said, and what the driver kept stays counted and is used again
+ * by the wake. */
+TEST(cuda_sleep_refused_unmap_is_said_and_counted) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *w = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 8 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    plan("cuMemUnmap:1:CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    CHECK_ERROR_CONTAINS("sleeps, but the driver kept some of its memory (still counted)");
+    CHECK_ERROR_CONTAINS("cuMemUnmap");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 8 * MiB);
+    CHECK_SIZE(held(0), ==, 2 * MiB);                              /* one granule kept */
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_ALL();
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_SIZE(held(0), ==, 8 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
+/* VRAM_SLEEP_OFFLOAD needs the driver's pinned host memory and copies: on a driver without them (the
+ * fake has none) the sleep says which call is missing and that a discard needs none, and nothing
+ * sleeps; a discard sleeps. Where the driver has them, the offload sleeps. */
+TEST(cuda_sleep_offload_needs_the_drivers_copies) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    void *w = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 4 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    int has = lib != NULL && dlsym(lib, "cuMemHostAlloc") != NULL && dlsym(lib, "cuMemFreeHost") != NULL &&
+              dlsym(lib, "cuMemcpyDtoH_v2") != NULL && dlsym(lib, "cuMemcpyHtoD_v2") != NULL;
+    if (has) {
+        CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+        CHECK_SIZE(INFO(0).asleep_host_bytes, ==, 4 * MiB);
+    } else {
+        CHECK_STATUS(VRAM_ERR_UNSUPPORTED, vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+        CHECK_ERROR_CONTAINS("the NVIDIA driver has no cuMemHostAlloc (CUDA device 0)");
+        CHECK_ERROR_CONTAINS("VRAM_SLEEP_DISCARD needs none");
+        CHECK_SIZE(INFO(0).asleep_bytes, ==, 0);
+        CHECK(backed(w, 4 * MiB));
+        CHECK_ALL();
+        CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    }
+    CHECK_SIZE(held(0), ==, 0);
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    if (lib != NULL) dlclose(lib);
 }
 
 /* Each driver call the backend makes, failing at its 1st, 2nd and 3rd call in the workload (with an

@@ -457,7 +457,8 @@ class RuntimeTest(IsolatedTestCase):
         self.assertEqual(list(info), ['current', 'peak', 'reserved', 'peak_reserved', 'limit', 'largest_free_block',
                                       'num_allocs', 'num_frees', 'num_ooms', 'num_driver_allocs', 'num_driver_frees', 'num_driver_moves',
                                       'plan_bytes', 'plan_steps', 'plan_ends', 'plan_given_back',
-                                      'plan_slot_steps', 'plan_refused', 'live_limit', 'over_limit', 'overflow_bytes',
+                                      'plan_slot_steps', 'plan_refused', 'asleep_bytes', 'asleep_host_bytes',
+                                      'host_kept_bytes', 'live_limit', 'over_limit', 'overflow_bytes',
                                       'overflow_peak', 'overflow_blocks', 'num_overflows', 'overflow_max'])
         self.assertEqual((info['plan_bytes'], info['plan_steps'], info['plan_ends']), (0, 0, 0))   # nothing repeated yet
         self.assertEqual(list(config.experimental.get_memory_info(0)), ['current', 'peak'])

@@ -73,18 +73,18 @@ static CUresult vmm_host(cuda_device *d, CUmemLocationType type, size_t size, ui
 /* Pinned mapped host memory (no VMM, or no host location for it). */
 static vram_status pinned_host(int dev, size_t size, uint64_t *dptr, size_t *held) {
     const cuda_api *a = &cuda_st.api;
-    if (a->HostAllocMapped == NULL || a->FreeHostMapped == NULL || a->HostGetDevicePointer == NULL) {
+    if (a->MemHostAlloc == NULL || a->MemFreeHost == NULL || a->HostGetDevicePointer == NULL) {
         return vram__fail(VRAM_ERR_UNSUPPORTED, "host memory for device %d: the driver places no virtual memory on "
                           "the host and has no cuMemHostAlloc / cuMemHostGetDevicePointer", dev);
     }
     size_t bytes = vram__round_up(size, OVERFLOW_PAGE);
     void *host = NULL;
-    CUDA_TRY(a->HostAllocMapped(&host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
+    CUDA_TRY(a->MemHostAlloc(&host, bytes, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP),
              "cuMemHostAlloc(%zu bytes, DEVICEMAP) for device %d", bytes, dev);
     CUdeviceptr p = 0;
     CUresult r = a->HostGetDevicePointer(&p, host, 0);
     if (r != CUDA_SUCCESS || p != (CUdeviceptr)(uintptr_t)host) {
-        a->FreeHostMapped(host);
+        a->MemFreeHost(host);
         if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemHostGetDevicePointer for device %d", dev);
         return vram__fail(VRAM_ERR_UNSUPPORTED, "host memory for device %d: its device address differs from its "
                           "host address (no unified addressing)", dev);
@@ -138,8 +138,8 @@ vram_status cuda_overflow_free(int dev, uint64_t dptr, size_t held) {
                 r = a->MemAddressFree((CUdeviceptr)dptr, held);
             }
         }
-    } else if (a->FreeHostMapped != NULL) {
-        r = a->FreeHostMapped((void *)(uintptr_t)dptr);
+    } else if (a->MemFreeHost != NULL) {
+        r = a->MemFreeHost((void *)(uintptr_t)dptr);
     }
     cuda_leave();
     if (r != CUDA_SUCCESS)

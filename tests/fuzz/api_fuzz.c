@@ -2,8 +2,9 @@
  * api_fuzz.c: libFuzzer harness for random sequences of public calls on the simulated card, with
  * vram_check after each: every input is a program of one-byte opcodes and their arguments (allocations
  * of all kinds, frees of every kind, record_stream, trim, memory fraction, live limits and limits
- * posted from outside, private pools, CUDA-graph captures, statistics, allocator options before the
- * start, overflow to host memory). Any broken invariant, crash or sanitizer report is a finding.
+ * posted from outside, private pools, CUDA-graph captures, tags, sleep and wake, statistics, allocator
+ * options before the start, overflow to host memory). Any broken invariant, crash or sanitizer report
+ * is a finding.
  * Built with the other fuzzers (VRAM_BUILD_FUZZERS=ON with clang; the library is instrumented too):
  *   build-fuzz/api_fuzz -max_total_time=60 tests/fuzz/corpus/api
  */
@@ -48,7 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         setenv("VRAM_SIM_DEVICES", "2x1GiB", 1);
         env_set = 1;
     }
+    static const char *tags[] = {NULL, "weights", "kv", "graph"};
     reader r = {data, data + size};
+    vram_set_tag(NULL);
     void *live[LIVE] = {0};
     int pools[4] = {-1, -1, -1, -1};
     int captures = 0;                                   /* vram_capture_begin without its end yet */
@@ -63,7 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
              (flags & 0xc0) == 0 ? "" : (flags & 0xc0) == 0x40 ? ",overflow:host" : ",overflow:host,overflow_max_mb:8");
     vram_set_alloc_conf(conf[0] == ',' ? conf + 1 : conf);
     while (r.p < r.end) {
-        unsigned op = take(&r) % 15, k = take(&r) % LIVE, dev = take(&r) & 1;
+        unsigned op = take(&r) % 18, k = take(&r) % LIVE, dev = take(&r) & 1;
         void *stream = (void *)(uintptr_t)(take(&r) % 3);   /* NULL, 0x1, 0x2 */
         switch (op) {
         case 0: case 1:
@@ -108,13 +111,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 captures--;
             }
             break;
-        case 13: {                                      /* the program's own limit, within the configured one */
+        case 12:
+            vram_set_tag(tags[k % 4]);
+            break;
+        case 13:
+            vram_sleep((int)dev, tags[k % 4], (take(&r) & 1) ? VRAM_SLEEP_DISCARD : VRAM_SLEEP_OFFLOAD);
+            break;
+        case 14:
+            vram_wake((int)dev, tags[k % 4]);
+            break;
+        case 15: {                                      /* the program's own limit, within the configured one */
             size_t configured = 0, live_limit = 0;
             if (vram_get_live_limit((int)dev, &live_limit, &configured) == VRAM_OK)
                 vram_set_live_limit((int)dev, take(&r) == 0 ? configured : configured / 256 * take(&r));
             break;
         }
-        case 14: {                                      /* a limit from outside: none, or some MiB */
+        case 16: {                                      /* a limit from outside: none, or some MiB */
             unsigned v = take(&r);
             vram__limit_post((int)dev, v < 32 ? SIZE_MAX : (size_t)v << 20);
             break;
@@ -158,5 +170,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vram_set_memory_limit(0, 0);
     vram__limit_post(0, SIZE_MAX);
     vram__limit_post(1, SIZE_MAX);
+    vram_set_tag(NULL);
     return 0;
 }
