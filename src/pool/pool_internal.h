@@ -135,6 +135,14 @@ typedef struct pool_shared {
     atomic_int        captures;       /* CUDA-graph captures underway (vram_capture_begin/_end): while
                                          above 0 no arena records, queries or waits for an event nor
                                          gives memory back or moves it (see stream_order.h, "captures") */
+    /* The limits that move while the pool runs (arenas.c, "limits that move"): budget.cap is the
+     * least of cfg.limit and these, recomputed under the pool's grow_lock whenever one changes */
+    _Atomic size_t    fraction_cap;   /* the memory fraction's bytes (SIZE_MAX: none set) */
+    _Atomic size_t    live_limit;     /* vram_set_live_limit's bytes, at most cfg.limit (SIZE_MAX: none) */
+    _Atomic size_t    external_cap;   /* a limit set on the process from outside, its card's (runtime/
+                                         limits.c; SIZE_MAX: none) */
+    struct pool_overflow *overflow;   /* host memory for what the device cannot serve (overflow.c);
+                                         NULL: overflow off. Set at creation, never changed */
 } pool_shared;
 
 struct pool_arena {
