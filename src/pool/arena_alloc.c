@@ -243,12 +243,13 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
     }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     vram_status s = VRAM_OK;
-    if (__builtin_expect(p->planner != NULL, 0) && plan_alloc_locked(p, size, rounded, stream, ptr, &s)) {
+    int plan = __builtin_expect(p->planner != NULL, 0) && plan_sees(p);   /* (not while its detector rests) */
+    if (plan && plan_alloc_locked(p, size, rounded, stream, ptr, &s)) {
         pool_lock_give(&p->lock);                             /* served by the plan (plan_arena.h) */
         return s;
     }
     s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet);
-    if (__builtin_expect(p->planner != NULL, 0) && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
+    if (plan && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
     pool_lock_give(&p->lock);
     return s;
 }
@@ -361,7 +362,8 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         live_take(p, addr);
     }
-    if (__builtin_expect(p->planner != NULL, 0) && plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {
+    if (__builtin_expect(p->planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
+        plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
         pool_lock_give(&p->lock);                 /* a slot of the plan's zone (plan_slots.c) */
         return VRAM_OK;
     }
