@@ -7,6 +7,10 @@
 #     pass, over 2 passes' calls (bench/plan_cost.sh's `instr`). Its reserved memory stops growing
 #     5,734 requests into the first pass (25,235 requests a pass): the plan's detector rests from
 #     there on (plan_arena.h), so the warm passes do not feed it.
+#   - one vram_get_allocator_stats (what torch.cuda.memory_stats() calls) costs no more than under
+#     plan:false, on transformer_varlen and on resnet50_train (a plan in force, served by slots):
+#     lib_loop's LIB_LOOP_STATS=1000 queries in the second of 2 passes, callgrind's --toggle-collect
+#     (bench/plan_cost.sh's `stats`).
 #
 #   tests/plan_cost_test.sh PATH/TO/lib_loop PATH/TO/libvram.so
 #
@@ -54,6 +58,14 @@ warm() {
     echo $(((three - one) / (2 * n)))
 }
 
+# stats TRACE CONF: instructions of one vram_get_allocator_stats
+stats() {
+    local all calls
+    all=$(LIB_LOOP_STATS=1000 refs "$1" "$2" 2 vram_get_allocator_stats)
+    calls=$(awk '/stats calls:/ {print $3}' "$TMP/loop")
+    echo $((all / calls))
+}
+
 # le A B: A <= B (decimals)
 le() { ${PYTHON:-python3} -c 'import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) else 1)' "$1" "$2"; }
 
@@ -62,6 +74,12 @@ off=$(warm transformer_varlen plan:false)
 bound=$(${PYTHON:-python3} -c "print($off * 1.05)")
 RC=0 OUT="default $on, plan:false $off instructions a warm call" ERR=
 check "transformer_varlen: a warm call $on <= 1.05 x plan:false's $off" 'le "$on" "$bound"'
+for t in transformer_varlen resnet50_train; do
+    on=$(stats $t "")
+    off=$(stats $t plan:false)
+    RC=0 OUT="default $on, plan:false $off instructions a query" ERR=
+    check "$t: a stats query $on <= plan:false's $off" 'le "$on" "$off"'
+done
 check "the comparison rejects what it should" '! le 106 105.0 && le 105 105.0'
 
 echo "$PASSED passed, $FAILED failed"
