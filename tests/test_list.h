@@ -117,6 +117,7 @@
     X(plan, plan_ended_serves_from_the_memory_held) \
     X(plan, plan_found_when_growth_wakes_the_resting_detector) \
     X(plan, plan_found_at_a_look_without_growth) \
+    X(plan, plan_gives_way_to_the_limit) \
     X(plan, plan_random_steps_keep_every_block) \
     X(plan, plan_on_one_stream_as_pytorch_allocates) \
     /* test_oom.c */ \

@@ -637,6 +637,47 @@ TEST(plan_found_at_a_look_without_growth) {
     check_counters_balanced();
 }
 
+/* Under a limit, a plan in force gives way before a request fails: W (8 MiB), then steps of a (16 MiB,
+ * freed at once) and k (2 MiB, kept: a cache that grows, unplanned) under a limit of 40 MiB. Without
+ * a plan, best fit serves 9 steps: step 10's a finds no 16 MiB free under the limit (k's fill the
+ * holes a left). With the plan (period 2, in force from step 3: a at the zone's start, 16 MiB), step
+ * 9's k found no free chunk outside the zone and the limit refused more, with a's 16 MiB idle in the
+ * zone: it failed ("no free block is large enough"), a step earlier than without the plan. Now the
+ * plan ends there (plan_ends 1 after 6 steps in force) and best fit places k in the zone's memory:
+ * 9 steps both ways, and step 10's a fails at the limit both ways. */
+TEST(plan_gives_way_to_the_limit) {
+    for (int plan = 0; plan <= 1; plan++) {
+        use_sim_growth(40 * PMiB, plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"
+                                       : "plan:false,map_ahead_mb:0,small_pool_kb:0");
+        void *w = NULL, *k[16] = {0};
+        CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+        int step = 1;
+        for (; step <= 16; step++) {
+            void *a = NULL;
+            vram_status s = vram_malloc(&a, 16 * PMiB, 0);
+            if (s != VRAM_OK) {
+                CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+                CHECK(strstr(vram_last_error(), "the memory limit of 41943040 bytes is reached") != NULL);
+                break;
+            }
+            CHECK_OK(vram_free(a));
+            CHECK_OK(vram_malloc(&k[step - 1], 2 * PMiB, 0));
+            fill(k[step - 1], 64 * KiB, (unsigned)step);
+        }
+        CHECK_INT(step, ==, 10);
+        for (int i = 0; i < 9; i++) CHECK(filled(k[i], 64 * KiB, (unsigned)i + 1));
+        vram_memory_info info = INFO(0);
+        CHECK_U64(info.plan_steps, ==, (plan ? 6 : 0));
+        CHECK_U64(info.plan_ends, ==, (plan ? 1 : 0));
+        CHECK_SIZE(info.plan_bytes, ==, 0);
+        for (int i = 0; i < 16; i++) if (k[i] != NULL) CHECK_OK(vram_free(k[i]));
+        CHECK_OK(vram_free(w));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
+}
+
 /* The plan in force, then a step whose a is freed only after c was requested: c's planned place
  * (offset 0) is still a's, the free chunk after b is not free there, so the plan ends and best fit
  * places c, not over a (a's bytes are checked after c is filled). Best fit serves on; vram_check holds throughout and

@@ -338,6 +338,13 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
     return 1;
 }
 
+int plan_give_way_locked(pool_arena *p) {
+    pool_planner *pl = p->planner;
+    if (pl == NULL || (!pl->armed && !pl->active)) return 0;
+    plan_end_locked(p);
+    return 1;
+}
+
 int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     pool_planner *pl = p->planner;
     if (c->slot) {                             /* a slot's (or one that was, before slot mode ended) */

@@ -95,6 +95,10 @@ int  plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream,
 /* After best fit served request c (pool lock held; only when plan_sees): the detector's note; may put
  * a plan in force, or rest the detector. */
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream);
+/* A request found no memory, even at the limit's fallbacks (pool lock held): a plan waiting or in force
+ * ends, its zone's free chunks and idle granules becoming best fit's; 1 when one did (the request
+ * tries again), 0 when there was none. */
+int  plan_give_way_locked(pool_arena *p);
 /* Block c is being freed (pool lock held), `at_once`: straight to the free bins (not stream-ordered
  * nor deferred). 1 when that is done (a slot's free, at once), 0 when the caller frees c. Nothing to
  * do (the caller may skip it) for a block with plan_id, plan_k and slot all 0: one the planner did
