@@ -19,6 +19,13 @@
 #   plan    bench/plan_train.py: the Llama loop (first five steps, per-step time, held/peak) with vram
 #           default against plan:false and PyTorch's three allocators; bench/train.py gpt2_generate with
 #           vram default against plan:false
+#   sleep   bench/gpu_sleep.py: a generate-then-train loop with the engine's tagged memory slept between
+#           phases, against the same loop undisturbed (identical tokens and losses); offload and wake
+#           bandwidth against a plain pinned copy; a CUDA graph replayed after a wake
+#   sleepproc  bench/gpu_sleep_proc.sh: vram sleep/wake PID of a PyTorch job and vram run --idle-sleep,
+#           against undisturbed runs; whether the driver's checkpoint API answers
+#   limits  bench/gpu_limits.sh: a job shrunk to 80% of its peak with --overflow host (at start and while it
+#           runs), its slowdown; a guaranteed and an opportunistic job under one budget
 #   stats   bench/train.py lightning_stats under torch and vram (default and plan:false), and the cost of
 #           one torch.cuda.memory_stats() under each (bench/torch_stats_cost.py)
 set -uo pipefail
@@ -109,6 +116,30 @@ PYEOF
         timeout 300 $PY bench/train.py --workloads lightning_stats --allocators vram --repeat 2 --vram-alloc-conf plan:false \
             --out "$OUT/ls-noplan" >"$OUT/lightning-noplan.txt" 2>&1 || rc=1
         tail -12 "$OUT/lightning.txt" "$OUT/lightning-noplan.txt" ;;
+    sleep)
+        part sleep
+        timeout 200 $PY bench/gpu_sleep.py loop --undisturbed >"$OUT/sleep-loop.jsonl" 2>"$OUT/sleep-loop.err" || rc=1
+        timeout 200 $PY bench/gpu_sleep.py loop >>"$OUT/sleep-loop.jsonl" 2>>"$OUT/sleep-loop.err" || rc=1
+        $PY - "$OUT/sleep-loop.jsonl" <<'PYEOF' || rc=1
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+ref = [r for r in rows if r["undisturbed"]]; slept = [r for r in rows if not r["undisturbed"]]
+assert ref and slept, "a run is missing"
+same = ref[0]["tokens"] == slept[0]["tokens"] and ref[0]["losses"] == slept[0]["losses"]
+print(json.dumps({"identical_to_undisturbed": same, "smi_used_mib": slept[0]["smi_used_mib"], "times": slept[0]["times"],
+                  "engine_bytes": slept[0]["engine_bytes"], "vram_torch_mode": slept[0]["vram_torch_mode"]}))
+sys.exit(0 if same else 1)
+PYEOF
+        timeout 300 $PY bench/gpu_sleep.py bandwidth --gib 8 >"$OUT/sleep-bandwidth.json" 2>"$OUT/sleep-bandwidth.err" || rc=1
+        cat "$OUT/sleep-bandwidth.json"; tail -3 "$OUT/sleep-bandwidth.err" ;;
+    sleepproc)
+        part sleepproc
+        timeout 300 bash bench/gpu_sleep_proc.sh build-gpu/run >"$OUT/sleep-proc.txt" 2>&1 || rc=1
+        grep -E '^\{|^==' "$OUT/sleep-proc.txt" ;;
+    limits)
+        part limits
+        timeout 400 bash bench/gpu_limits.sh build-gpu/run >"$OUT/limits.txt" 2>&1 || rc=1
+        grep -E '^\{|^==|^peak' "$OUT/limits.txt" ;;
     *) echo "unknown part $p"; rc=2 ;;
     esac
 done

@@ -233,6 +233,51 @@ VRAM_API vram_status vram_ipc_export(void *ptr, void *handle, size_t capacity, s
 VRAM_API vram_status vram_ipc_open(int physical_device, const void *handle, size_t length, void **ptr);
 VRAM_API vram_status vram_ipc_close(void *ptr);
 
+/* ---- sleep and wake ------------------------------------------------------------------------ */
+
+/* Tags, sleep and wake: memory leaves the card and comes back at the same addresses, as vLLM's sleep
+ * mode and torch_memory_saver's regions do, within vram's limits.
+ *
+ * vram_set_tag: the calling thread's later allocations (every allocation call, private pools created
+ * then included) carry `tag` (NULL: none); 1 to 63 bytes of printable ASCII, at most 32 distinct tags
+ * in a process (VRAM_ERR_CONFLICT beyond). With memory growth by virtual memory management each tag has
+ * an address range of its own, whose granules hold only its blocks; elsewhere (preallocation,
+ * vmm:false) tags are kept but change no placement, and vram_sleep refuses with the reason.
+ * vram_get_tag: the calling thread's tag (NULL: none), a string that lives as long as the process.
+ *
+ * vram_sleep: once the streams its blocks were allocated or used on (vram_record_stream; the legacy
+ * default stream for vram_malloc's) have finished, the memory of `tag` (NULL: every block of the
+ * logical device, its private pools', and everything the pool caches) goes back to the driver: every
+ * granule of it, the cached free memory too. VRAM_SLEEP_OFFLOAD first copies the live blocks' contents
+ * to pinned host memory (one copy per run of blocks that touch each other; the host block is kept after
+ * the wake for the next sleep, until vram_trim), VRAM_SLEEP_DISCARD does not.
+ * Their addresses stay reserved; the blocks stay allocated (current counts them, reserved does not:
+ * vram_memory_info's asleep_bytes and asleep_host_bytes say how many bytes sleep and how many host
+ * bytes hold them). Memory already asleep stays as it is. While asleep: a request under the tag (or,
+ * after a sleep without a tag, any request) fails with VRAM_ERR_OUT_OF_MEMORY saying so; freeing a
+ * block asleep is allowed (at once: no memory is involved). Refusals, before anything sleeps:
+ * VRAM_ERR_UNSUPPORTED for a pool that cannot keep addresses without their memory (preallocation,
+ * growth without virtual memory management, a block in a plain region), VRAM_ERR_CONFLICT while a
+ * CUDA-graph capture is underway or when memory of the tag was shared with another process
+ * (vram_ipc_export), VRAM_ERR_INVALID_ARGUMENT for a tag no block of the device ever carried, a bad
+ * mode or a malformed tag. A copy or host allocation that fails leaves everything awake as it was.
+ *
+ * vram_wake: maps physical memory again under the blocks asleep of `tag` (NULL: everything asleep on
+ * the logical device), at the same addresses, and copies offloaded contents back; a private pool in use
+ * (a CUDA graph's, whose replays use the addresses of its free blocks too) gets back every granule it
+ * had. All or nothing: when the limit, a memory fraction, the physical device's limit or the card
+ * cannot give the memory, it fails with VRAM_ERR_OUT_OF_MEMORY (the cause in the message, as any
+ * out-of-memory error) and everything stays asleep, nothing lost. Nothing asleep: VRAM_OK. */
+typedef enum vram_sleep_mode {
+    VRAM_SLEEP_OFFLOAD = 0,   /* contents to pinned host memory, back at the wake */
+    VRAM_SLEEP_DISCARD = 1    /* contents dropped: the blocks wake with undefined bytes */
+} vram_sleep_mode;
+
+VRAM_API vram_status vram_set_tag(const char *tag);
+VRAM_API vram_status vram_get_tag(const char **tag);
+VRAM_API vram_status vram_sleep(int logical_device, const char *tag, vram_sleep_mode mode);
+VRAM_API vram_status vram_wake(int logical_device, const char *tag);
+
 /* ---- giving memory back and allocator options ------------------------------------------- */
 
 /* Returns cached free memory of the logical device to the driver until at most `keep_bytes` are
@@ -242,6 +287,7 @@ VRAM_API vram_status vram_ipc_close(void *ptr);
  * PyTorch uses (see vram_plugin_free), and keeps that memory when the driver cannot wait.
  * Memory whose unmap or free the driver refuses stays reserved (the driver still holds it, so it
  * still counts against the limit): VRAM_ERR_DRIVER with the driver's call and error name.
+ * The pinned host memory kept from a vram_sleep (memory info's host_kept_bytes) goes back too.
  * Starts the runtime. */
 VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
 
@@ -332,7 +378,7 @@ VRAM_API void  vram_plugin_release(void *ptr);
  * it, and so does vram_memory_info_field, which bindings ask for the layout (Python builds its ctypes
  * structure from it); a new field goes at the end. */
 #define VRAM_MEMORY_INFO_FIELDS(X)                                                                  \
-    /* bytes held by live allocations (TensorFlow's 'current') */                                   \
+    /* bytes held by live allocations (TensorFlow's 'current'; blocks asleep included) */            \
     X(size_t, current)                                                                              \
     /* high-water mark of current since start or the last reset ('peak'); exact with one thread;    \
        with several, the sum of the arenas' peaks, counting blocks kept in thread caches: never     \
@@ -371,7 +417,15 @@ VRAM_API void  vram_plugin_release(void *ptr);
     /* plans not followed because, under a limit that was set, their range did not fit beside the   \
        memory the blocks from before their step hold (best fit goes on packing the step into the    \
        holes between those blocks; the detector stops) */                                           \
-    X(uint64_t, plan_refused)
+    X(uint64_t, plan_refused)                                                                       \
+    /* vram_sleep: the bytes of live blocks asleep (counted in current, not in reserved: their      \
+       memory is off the card), and the bytes of pinned host memory holding their contents (0 after  \
+       VRAM_SLEEP_DISCARD) */                                                                        \
+    X(size_t, asleep_bytes)                                                                         \
+    X(size_t, asleep_host_bytes)                                                                    \
+    /* pinned host memory an offload used, kept after its wake for the next sleep of the same memory \
+       (vram_trim and vram_shutdown give it back) */                                                 \
+    X(size_t, host_kept_bytes)
 
 typedef struct vram_memory_info {
 #define VRAM_MEMORY_INFO_FIELD_(type, name) type name;

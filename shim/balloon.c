@@ -16,6 +16,10 @@
  * VRAM_GROWTH unset or true: memory on demand, nothing taken up front (every call here returns at
  * once).
  *
+ * A limit that moves (limits.c) moves the balloon with it (shim_balloon_fit): a lowered limit
+ * releases the pieces above limit - in use at once (the difference goes back to the card), a raised
+ * one takes more as far as the card has room.
+ *
  * Invariants: balloon_bytes[d] is the sum of balloon_sz[d][0..balloon_n[d]), at most
  * limit - in use after each change but while a fill stopped short; balloon_state[d] goes from 0 to
  * 1 or -1 once (read atomically on the fast path). Locks: balloon_mu (taken before g.mu, never
@@ -197,6 +201,20 @@ void shim_balloon_refill(int dev) {
         fprintf(stderr, "vram: preallocation on device %d could not take freed memory back (cuMemCreate: %s; "
                 "another process may hold it): %s of the limit stay reserved, the rest is taken on demand\n",
                 dev, err, held);
+    }
+    pthread_mutex_unlock(&g.balloon_mu);
+}
+
+void shim_balloon_fit(int dev) {
+    if (dev < 0 || !g.prealloc || __atomic_load_n(&g.balloon_state[dev], __ATOMIC_ACQUIRE) != 1) return;
+    pthread_mutex_lock(&g.balloon_mu);
+    size_t target = shim_balloon_target(dev);
+    size_t released = shim_balloon_shrink_locked(dev, target);
+    (void)shim_balloon_fill_locked(dev);   /* a raised limit: taken back as far as the card has room */
+    if (released && g.log) {
+        char freed[32];
+        vram__format_bytes(freed, sizeof freed, released);
+        fprintf(stderr, "vram: the limit of device %d moved: the preallocation gave %s back to the card\n", dev, freed);
     }
     pthread_mutex_unlock(&g.balloon_mu);
 }

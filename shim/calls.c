@@ -8,6 +8,9 @@
  * and what the group has left; shim_view) and cuDeviceTotalMem (the limit, at most the card's
  * memory), in both forms. The other families have files of their own (shim.h's coverage table).
  *
+ * With VRAM_OVERFLOW=host a cuMemAlloc_v2 that the limit or the card refused is served from host
+ * memory (overflow.c), and its cuMemFree_v2 goes there.
+ *
  * Invariants: every wrapper returns the driver's result, or CUDA_ERROR_OUT_OF_MEMORY for a refusal
  * (then the driver was not called), or CUDA_ERROR_NOT_FOUND when the driver lacks the function; a
  * reservation made here is always settled (shim_settle) or given back (shim_unreserve). No lock is
@@ -28,8 +31,13 @@ SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
     pfn_cuMemAlloc_v2 real = SHIM_REAL(cuMemAlloc_v2);
     if (!real) return CUDA_ERROR_NOT_FOUND;
     int dev = dptr ? shim_current_device() : -1;
-    if (shim_take("cuMemAlloc", dev, bytesize) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
-    return shim_settle_ptr(real(dptr, bytesize), dptr, bytesize, dev);
+    if (shim_take("cuMemAlloc", dev, bytesize) != 0) return shim_overflow_alloc("cuMemAlloc", dptr, bytesize, dev);
+    CUresult r = real(dptr, bytesize);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && g.overflow && dev >= 0) {   /* the card refused: host memory */
+        shim_unreserve(dev, bytesize);
+        return shim_overflow_alloc("cuMemAlloc", dptr, bytesize, dev);
+    }
+    return shim_settle_ptr(r, dptr, bytesize, dev);
 }
 
 SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags) {
@@ -68,6 +76,8 @@ SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t
 SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr) {
     pfn_cuMemFree_v2 real = SHIM_REAL(cuMemFree_v2);
     if (!real) return CUDA_ERROR_NOT_FOUND;
+    CUresult overflow_r;
+    if (shim_overflow_free(dptr, &overflow_r)) return overflow_r;   /* an overflow block: cuMemFreeHost */
     shim_entry e;
     int counted = dptr && shim_forget(SHIM_KIND_PTR, dptr, &e);
     CUresult r = real(dptr);

@@ -34,7 +34,21 @@
     X(cuGraphLaunch_ptsz, cuGraphLaunch)                             \
     X(cuCtxDestroy, cuCtxDestroy_v2)                                 \
     X(cuDevicePrimaryCtxReset, cuDevicePrimaryCtxReset_v2)           \
-    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease)
+    X(cuDevicePrimaryCtxRelease_v2, cuDevicePrimaryCtxRelease)      \
+    X(cuStreamSynchronize_ptsz, cuStreamSynchronize)                 \
+    X(cuLaunchKernel_ptsz, cuLaunchKernel)                           \
+    X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx)                       \
+    X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel)     \
+    X(cuMemcpy_ptds, cuMemcpy)                                       \
+    X(cuMemcpyAsync_ptsz, cuMemcpyAsync)                             \
+    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2)                         \
+    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2)                         \
+    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2)                         \
+    X(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2)               \
+    X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2)               \
+    X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2)               \
+    X(cuMemsetD8Async_ptsz, cuMemsetD8Async)                         \
+    X(cuMemsetD32Async_ptsz, cuMemsetD32Async)
 
 #define SHIM_DRIVER_ALIAS_TYPES(alias, same_as) \
     typedef cuda_fn_##same_as cuda_fn_##alias;  \

@@ -17,6 +17,16 @@
  *                          is ignored, said on stderr.
  *   VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=SIZE   group.c; a group limit without a valid group limits
  *                          the process alone; VRAM_GROUP_LIMIT fails closed as VRAM_LIMIT does.
+ *   VRAM_IDLE_WATCHER=PID:START:NS   the idle watcher of vram run --idle-sleep (activity.c,
+ *                          shim/watch.c), set by vram run and the Slurm plugin.
+ *   VRAM_LIMIT_MAX=SIZE, VRAM_GROUP_LIMIT_MAX=SIZE   the most a limit (a group budget) set from
+ *                          outside by `vram limit` may be (the Slurm plugin sets them to its limit:
+ *                          a ceiling); unset, the card. Malformed: said, and the start limit is the
+ *                          ceiling (never none).
+ *   VRAM_PRIORITY=guaranteed|opportunistic   the process's priority in its group (group.c); another
+ *                          value is said and taken as guaranteed (the default).
+ *   VRAM_OVERFLOW=host|none, VRAM_OVERFLOW_MAX=SIZE   overflow to host memory (overflow.c) and its cap
+ *                          per device (default: the device's start limit, else its card; 0: none).
  *
  * Invariants: every field set here is written once, under shim_env_once, before any accounted call
  * reads it (the fast paths read it without a lock). The fork handlers take every lock of the shim
@@ -36,7 +46,7 @@
 #include "shim.h"
 
 shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INITIALIZER,
-                 .balloon_mu = PTHREAD_MUTEX_INITIALIZER, .shadow_fd = -1 };
+                 .balloon_mu = PTHREAD_MUTEX_INITIALIZER, .shadow_fd = -1, .activity_fd = -1 };
 
 /* ---- the variables --------------------------------------------------------------------------- */
 
@@ -68,9 +78,54 @@ static void shim_read_limit(const char *name, int dev, int src) {
     if (bytes == 0) return;
     for (int d = (dev < 0 ? 0 : dev); d < (dev < 0 ? SHIM_MAX_DEVICES : dev + 1); d++) {
         if (src == SHIM_LIMIT_ALL && g.limit_src[d] == SHIM_LIMIT_DEVICE) continue;
-        g.limit[d] = bytes;
-        g.limit_src[d] = src;
+        g.limit[d] = g.limit_start[d] = bytes;
+        g.limit_src[d] = g.limit_start_src[d] = src;
     }
+}
+
+/* A ceiling variable (VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX): its size, 0 when unset;
+ * one that is no size (or 0) is said, and `fallback` (the start limit) is the ceiling then. */
+static size_t shim_read_ceiling(const char *name, size_t fallback) {
+    const char *v = getenv(name);
+    size_t bytes = 0;
+    if (!v || !*v) return 0;
+    if (vram_parse_size(v, &bytes) != VRAM_OK || bytes == 0) {
+        fprintf(stderr, "vram: %s='%.80s' is not a size larger than zero: a limit set from outside stays at most "
+                "the start limit\n", name, v);
+        return fallback ? fallback : 1;
+    }
+    return bytes;
+}
+
+/* VRAM_PRIORITY, VRAM_OVERFLOW, VRAM_OVERFLOW_MAX, VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX. */
+static void shim_read_moving(void) {
+    const char *p = getenv("VRAM_PRIORITY");
+    if (p && *p) {
+        if (strcmp(p, "opportunistic") == 0) g.priority = LEDGER_PRIORITY_OPPORTUNISTIC;
+        else if (strcmp(p, "guaranteed") != 0)
+            fprintf(stderr, "vram: VRAM_PRIORITY='%.80s' is not guaranteed or opportunistic; guaranteed\n", p);
+    }
+    const char *o = getenv("VRAM_OVERFLOW");
+    if (o && *o) {
+        if (strcmp(o, "host") == 0) g.overflow = 1;
+        else if (strcmp(o, "none") != 0)
+            fprintf(stderr, "vram: VRAM_OVERFLOW='%.80s' is not host or none; no overflow\n", o);
+    }
+    const char *m = getenv("VRAM_OVERFLOW_MAX");
+    if (m && *m) {
+        size_t bytes = 0;
+        if (vram_parse_size(m, &bytes) != VRAM_OK) {
+            fprintf(stderr, "vram: VRAM_OVERFLOW_MAX='%.80s' is not a size; no overflow\n", m);
+            g.overflow = 0;
+        }
+        g.overflow_max = bytes;
+        g.overflow_max_set = 1;
+    }
+    size_t lowest = 0;
+    for (int d = 0; d < SHIM_MAX_DEVICES; d++)
+        if (g.limit_start[d] && (!lowest || g.limit_start[d] < lowest)) lowest = g.limit_start[d];
+    g.limit_max = shim_read_ceiling("VRAM_LIMIT_MAX", lowest);
+    g.group_limit_max = shim_read_ceiling("VRAM_GROUP_LIMIT_MAX", g.group_limit_start);
 }
 
 /* VRAM_GROUP=NAME, VRAM_GROUP_LIMIT=SIZE (a limit without a group is ignored, said on stderr). */
@@ -87,11 +142,29 @@ static void shim_read_group(void) {
         } else if (!g.group[0]) {
             /* a group limit with no group to share it: this process alone is held to it */
             fputs("vram: VRAM_GROUP_LIMIT without a valid VRAM_GROUP: it limits this process alone\n", stderr);
-            g.group_limit = bytes;
+            g.group_limit = g.group_limit_start = bytes;
         } else {
-            g.group_limit = bytes;
+            g.group_limit = g.group_limit_start = bytes;
         }
     }
+}
+
+/* VRAM_IDLE_WATCHER=PID:START:NS (set by vram run --idle-sleep and the Slurm plugin, not by hand): the
+ * idle watcher's pid and start time, and after how many nanoseconds without a driver call it puts the
+ * process to sleep. The process then makes an activity page (activity.c) and names the watcher in
+ * its slots; a value that does not parse is said and ignored (the process is not watched). */
+static void shim_read_watcher(void) {
+    const char *v = getenv("VRAM_IDLE_WATCHER");
+    if (!v || !*v) return;
+    int pid = 0, used = 0;
+    unsigned long long start = 0, ns = 0;
+    if (sscanf(v, "%d:%llu:%llu%n", &pid, &start, &ns, &used) != 3 || v[used] != '\0' || pid <= 0 || !start || !ns) {
+        fprintf(stderr, "vram: VRAM_IDLE_WATCHER='%.80s' is not PID:START:NS; ignored (no idle sleep)\n", v);
+        return;
+    }
+    g.watcher_pid = pid;
+    g.watcher_start = start;
+    g.idle_ns = ns;
 }
 
 /* A boolean variable into *value; unset or empty leaves it, another value is ignored (said). */
@@ -130,7 +203,12 @@ static void shim_fork_child(void) {
         g.balloon_n[d] = 0;
         g.balloon_short[d] = 0;
         g.balloon_slack[d] = 0;
+        g.limits_seen[d] = 0;
+        g.overflow_bytes[d] = 0;   /* the parent's overflow blocks are the parent's */
+        g.limit[d] = g.limit_start[d];
+        g.limit_src[d] = g.limit_start_src[d];
     }
+    g.group_limit = g.group_limit_start;
     if (g.table) memset(g.table, 0, g.cap * sizeof *g.table);
     g.count = 0;
     g.npins = 0;
@@ -141,6 +219,13 @@ static void shim_fork_child(void) {
     g.shadow_map = NULL;
     g.shadow = NULL;
     g.shadow_fd = -1;
+    /* the parent's activity page is the parent's (this child is single-threaded now: no one counts
+     * into it); the child makes its own at its first slot */
+    ledger_activity *a = g.activity;
+    __atomic_store_n(&g.activity, NULL, __ATOMIC_RELAXED);
+    if (a) munmap(a, LEDGER_ACTIVITY_BYTES);
+    if (g.activity_fd >= 0) close(g.activity_fd);
+    g.activity_fd = -1;
     pthread_mutex_unlock(&g.mu);
     pthread_mutex_unlock(&g.ledger_mu);
     pthread_mutex_unlock(&g.balloon_mu);
@@ -160,6 +245,8 @@ static void shim_env_init(void) {
     }
     shim_read_limit("VRAM_LIMIT", -1, SHIM_LIMIT_ALL);
     shim_read_group();
+    shim_read_watcher();
+    shim_read_moving();
     pthread_atfork(shim_fork_prepare, shim_fork_parent, shim_fork_child);
 }
 

@@ -27,7 +27,25 @@
  * meanwhile whoever made the new file carried this process's slot over from the old one
  * (ledger.h, "Faults to the file"), so a member that makes no call is still counted. With a group
  * limit, cuMemGetInfo's and NVML's free is at most what the group has left on the device
- * (shim_group_free).
+ * (shim_group_free). The slots of a process put to sleep (`vram sleep`, an idle watcher) count
+ * nothing in its group's sums while it sleeps (ledger.h); a waker that moved it to another card wrote
+ * that card's UUID into its slot, which the process takes as its own when it next follows the ledger
+ * (shim_slot_card_unsafe). With an idle watcher (VRAM_IDLE_WATCHER) each slot names the watcher and
+ * the process's activity page (activity.c) when it is claimed.
+ *
+ * Groups that rebalance (VRAM_PRIORITY; ledger_group_rebalance_locked). The policy, in full: a
+ * guaranteed member (the default) may use up to budget - what the group's other guaranteed members
+ * use on the card (opportunistic members do not count against it); an opportunistic member's limit
+ * is what is left, budget - the guaranteed members' use - the other opportunistic members' use,
+ * while the guaranteed members use anything, and its own limit again once they use nothing; an
+ * opportunistic member's allocation is also held to the whole group's use. Under the group's
+ * lock, each grouped allocation rebalances first (so the allocating member's own cap is current), a
+ * guaranteed member rebalances again after it took memory, and after each of its frees while the
+ * group had opportunistic members: their caps are written into their slots (group_cap, limits_gen
+ * bumped) and each applies its own at its next accounted call (limits.c), refusing, or overflowing
+ * to host memory, until its frees bring it under; with preallocation its balloon gives the
+ * difference back to the card. The budget is the group limit in force (VRAM_GROUP_LIMIT, or one set
+ * by `vram limit --group`, which a member joining the group takes from the others' slots).
  *
  * Invariants: g.slot[d] is this process's slot of device d in the mapped ledger or NULL; it is
  * written under ledger_mu and g.mu and read under g.mu; the counters are written only into a slot
@@ -64,6 +82,7 @@ void shim_publish_unsafe(int dev) {
         return;
     __atomic_store_n(&s->in_use, (uint64_t)g.used[dev], __ATOMIC_RELAXED);
     __atomic_store_n(&s->peak, (uint64_t)g.peak[dev], __ATOMIC_RELAXED);
+    __atomic_store_n(&s->overflow_bytes, (uint64_t)g.overflow_bytes[dev], __ATOMIC_RELAXED);
 }
 
 /* Copies this process's slot of `dev` into its shadow (ledger_shadow_create), the state last, or
@@ -79,6 +98,49 @@ static void shim_shadow_set_unsafe(int dev, const ledger_slot *s) {
     memcpy(t, &c, sizeof c);
     __atomic_store_n(&t->state, LEDGER_SLOT_LIVE, __ATOMIC_RELEASE);
 }
+/* The overflow cap of device dev (overflow.c): VRAM_OVERFLOW_MAX, else the device's start limit, else
+ * its card; 0 with overflow off. */
+static size_t shim_overflow_cap(int dev) {
+    if (!g.overflow) return 0;
+    if (g.overflow_max_set) return g.overflow_max;
+    return g.limit_start[dev] ? g.limit_start[dev] : g.card[dev];
+}
+
+/* A slot just claimed names the idle watcher and the activity page, when there is one (activity.c),
+ * and carries what the limits that move need (ledger.h): the priority, the ceilings, the card's size,
+ * the overflow cap, and the group budget set from outside that its group's members carry. Caller
+ * holds the ledger lock. */
+static void shim_slot_watch(ledger_slot *s) {
+    if (!s) return;
+    int dev = s->device;
+    s->priority = (uint32_t)g.priority;
+    s->limit_max = g.limit_max;
+    s->group_limit_max = g.group_limit_max;
+    s->card_bytes = dev >= 0 && dev < SHIM_MAX_DEVICES ? g.card[dev] : 0;
+    s->overflow_max = dev >= 0 && dev < SHIM_MAX_DEVICES ? shim_overflow_cap(dev) : 0;
+    if (g.group[0]) {
+        uint64_t budget = ledger_group_budget_set_locked(&g.ledger, g.group);
+        if (budget) {
+            s->group_limit_set = budget;
+            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+        }
+    }
+    if (!g.watcher_pid) return;
+    s->watcher_pid = g.watcher_pid;
+    s->watcher_start = g.watcher_start;
+    s->idle_ns = g.idle_ns;
+    s->activity_fd = g.activity ? g.activity_fd : -1;
+}
+
+/* The card of this process's device dev as its slot names it: a waker that moved the process to
+ * another card (vram wake --device) wrote that card's UUID there. Caller holds ledger_mu, the ledger
+ * lock and g.mu; s is this process's slot of dev. */
+static void shim_slot_card_unsafe(int dev, const ledger_slot *s) {
+    char uuid[LEDGER_UUID_LEN];
+    ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
+    if (uuid[0] && strcmp(uuid, g.uuid[dev]) != 0) memcpy(g.uuid[dev], uuid, sizeof uuid);
+}
+
 /* ---- a ledger file truncated under the mapping ---------------------------------------------------- *
  *
  * The ledger is a shared mapping of a file any process of the user may truncate; a store or load past
@@ -185,12 +247,21 @@ static int shim_follow_locked(void) {
         if (!s && !g.slot_tried[d]) continue;
         if (!s && r == 0) continue;   /* the ledger was full when this device came: it stays unlisted */
         if (s && r == 0 && s->state == LEDGER_SLOT_LIVE && s->pid == g.self_pid && s->start_time == g.self_start &&
-            s->device == d)
+            s->device == d) {
+            shim_slot_card_unsafe(d, s);
             continue;
+        }
         s = ledger_find_locked(&g.ledger, g.self_pid, g.self_start, d);
-        if (!s) s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
-                                        g.limit[d], g.group_limit);
+        if (s) {
+            shim_slot_card_unsafe(d, s);
+        } else {
+            s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
+                                    g.limit[d], g.group_limit);
+            shim_slot_watch(s);
+        }
         g.slot[d] = s;
+        g.limits_seen[d] = 0;   /* a slot found or claimed anew: its limits are read again */
+        if (s && s->limits_gen == 0) __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
         shim_shadow_set_unsafe(d, s);
         if (s) shim_publish_unsafe(d);
         reclaimed++;
@@ -219,11 +290,16 @@ void shim_register(int dev) {
         }
         memcpy(g.command, comm, sizeof comm);
         shim_device_uuid(dev, g.uuid[dev], sizeof g.uuid[dev]);
+        size_t card = 0;
+        if (g.real.cuDeviceTotalMem_v2 && g.real.cuDeviceTotalMem_v2(&card, dev) == CUDA_SUCCESS) g.card[dev] = card;
+        if (g.watcher_pid) shim_activity_start();   /* once: the page the watcher reads */
         ledger_lock(&g.ledger);
         ledger_slot *s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, dev, g.uuid[dev], g.group,
                                              comm, g.limit[dev], g.group_limit);
+        shim_slot_watch(s);
         pthread_mutex_lock(&g.mu);
         g.slot[dev] = s;
+        g.limits_seen[dev] = 0;
         shim_shadow_set_unsafe(dev, s);
         if (s) shim_publish_unsafe(dev);
         pthread_mutex_unlock(&g.mu);
@@ -269,7 +345,7 @@ void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_t total
 /* ---- group limits ------------------------------------------------------------------------------ */
 
 int shim_group_begin(int dev, uint64_t *total) {
-    if (!g.group_limit || __atomic_load_n(&g.ledger_state, __ATOMIC_ACQUIRE) != 1) return 0;
+    if (!__atomic_load_n(&g.group_limit, __ATOMIC_RELAXED) || __atomic_load_n(&g.ledger_state, __ATOMIC_ACQUIRE) != 1) return 0;
     int grouped = 0;
     pthread_mutex_lock(&g.ledger_mu);
     ledger_lock(&g.ledger);
@@ -291,6 +367,24 @@ int shim_group_begin(int dev, uint64_t *total) {
     }
     if (!grouped) shim_group_end();
     return grouped;
+}
+
+uint64_t shim_group_rebalance_locked(int dev) {
+    uint64_t budget = __atomic_load_n(&g.group_limit, __ATOMIC_RELAXED);
+    if (!g.group[0] || !g.slot[dev] || !budget || g.ledger_lost) return UINT64_MAX;
+    int opportunistic = 0;
+    uint64_t used = ledger_group_rebalance_locked(&g.ledger, g.group, g.uuid[dev], budget, &opportunistic);
+    __atomic_store_n(&g.saw_opportunistic, opportunistic > 0, __ATOMIC_RELAXED);
+    return g.ledger_lost ? UINT64_MAX : used;
+}
+
+void shim_group_freed(int dev) {
+    if (dev < 0 || g.priority == LEDGER_PRIORITY_OPPORTUNISTIC || !__atomic_load_n(&g.saw_opportunistic, __ATOMIC_RELAXED))
+        return;
+    uint64_t total = 0;
+    if (!shim_group_begin(dev, &total)) return;
+    if (total != UINT64_MAX) (void)shim_group_rebalance_locked(dev);
+    shim_group_end();
 }
 
 void shim_group_end(void) {

@@ -20,8 +20,13 @@
  * The real functions come from dlopen("libcuda.so.1") (the already loaded driver, found by its
  * soname) and the real dlsym (dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34"), else "GLIBC_2.2.5").
  *
+ * Every interposed call gets its driver function through shim_real_fn, which counts the call as the
+ * process's activity (activity.c) before the driver is called (the hot ACTIVITY entries through
+ * shim.h's shim_real_hot, which skips the pthread_once once g.real_ready is set).
+ *
  * Invariants: g.real is written once, inside shim_cuda_init under its pthread_once, and read only
- * after it (shim_real_fn, shim_cuda_load); the hook tables are constant. No lock of the shim is
+ * after it (shim_real_fn, shim_cuda_load, or shim_real_hot after its acquire load of g.real_ready,
+ * stored with release as the init's last step); the hook tables are constant. No lock of the shim is
  * taken here.
  */
 #ifndef _GNU_SOURCE
@@ -86,13 +91,20 @@ static void shim_cuda_init(void) {
 #undef X
     }
     if (g.log) shim_env_say(g.real.lib != NULL);
+    __atomic_store_n(&g.real_ready, 1, __ATOMIC_RELEASE);   /* shim_real_hot's fast path from now on */
 }
 
 void shim_cuda_load(void) { pthread_once(&shim_cuda_once, shim_cuda_init); }
 
-void *shim_real_fn(int i) {
+static void *shim_real_fn_uncounted(int i) {
     pthread_once(&shim_cuda_once, shim_cuda_init);
     return g.real.fn[i];
+}
+
+/* Every interposed call asks for its driver function first: the call is seen here (activity.c). */
+void *shim_real_fn(int i) {
+    shim_activity();
+    return shim_real_fn_uncounted(i);
 }
 
 int shim_current_device(void) {
@@ -135,7 +147,7 @@ void shim_device_uuid(int dev, char *out, size_t len) {
 static void *shim_proc_replacement(const char *symbol, void *driver_fn, int cuda_version, cuuint64_t flags) {
     int ptsz = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
     for (int i = 0; i < SHIM_NUM_HOOKS; i++)
-        if (driver_fn == shim_real_fn(i) || driver_fn == shim_hooks[i].wrapper) return shim_hooks[i].wrapper;
+        if (driver_fn == shim_real_fn_uncounted(i) || driver_fn == shim_hooks[i].wrapper) return shim_hooks[i].wrapper;
     if (strcmp(symbol, "cuGraphInstantiate") == 0 && cuda_version >= 12000) return NULL;
     int best = -1;
     for (int i = 0; i < SHIM_NUM_HOOKS; i++) {

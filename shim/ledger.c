@@ -3,7 +3,8 @@
  * rules): where the directory is (ledger_place: VRAM_LEDGER_DIR, an XDG_RUNTIME_DIR of this user's,
  * /dev/shm/vram-<uid>, or a place of the user's own when that one is taken), the directory and the
  * file, checking a header and building one, opening, following and
- * rebuilding the file under the lock, the lock, and claiming, finding, releasing and summing slots.
+ * rebuilding the file under the lock, the lock, and claiming, finding, releasing and summing slots
+ * (a sum skips the slots of processes asleep: their memory is in host memory).
  * What is learnt through /proc (a process's start time, whether a slot is alive, carrying the live
  * slots over into a file made anew) is ledger_proc.c's, which calls nothing here. Compiled into libvram_preload.so, `vram` (top, run) and the Slurm plugin.
  * Invariants and locks: ledger.h's (slots claimed and released under ledger.lock's flock, their
@@ -517,6 +518,7 @@ ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int de
     s->device = device;
     s->limit = limit;
     s->group_limit = group_limit;
+    s->activity_fd = -1;
     ledger_set_name(s->uuid, sizeof s->uuid, uuid);
     ledger_set_name(s->group, sizeof s->group, group);
     ledger_set_name(s->command, sizeof s->command, command);
@@ -545,10 +547,87 @@ uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uui
             ledger_free_slot(s);
             continue;
         }
+        if (__atomic_load_n(&s->sleep, __ATOMIC_RELAXED) == LEDGER_ASLEEP) continue;   /* in host memory */
         uint64_t u = __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
         total = u > UINT64_MAX - total ? UINT64_MAX : total + u;
     }
     return total;
+}
+
+/* The live, awake slot of `group` on `uuid` (stale ones freed on the way), for the sums below. */
+static int ledger_member(ledger_slot *s, const char *group, const char *uuid) {
+    if (s->state == 0 || strncmp(s->group, group, sizeof s->group) != 0 ||
+        (uuid && strncmp(s->uuid, uuid, sizeof s->uuid) != 0))
+        return 0;
+    if (!ledger_slot_alive(s)) {
+        ledger_free_slot(s);
+        return 0;
+    }
+    return 1;
+}
+
+uint64_t ledger_slot_limit(const ledger_slot *s) {
+    uint64_t set = __atomic_load_n(&s->limit_set, __ATOMIC_RELAXED);
+    uint64_t cap = __atomic_load_n(&s->group_cap, __ATOMIC_RELAXED);
+    if (set && s->limit_max && set > s->limit_max) set = s->limit_max;
+    if (set && s->card_bytes && set > s->card_bytes) set = s->card_bytes;
+    uint64_t lim = set ? set : s->limit;
+    return cap && (!lim || cap < lim) ? cap : lim;
+}
+
+uint64_t ledger_slot_group_limit(const ledger_slot *s) {
+    uint64_t set = __atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED);
+    if (set && s->group_limit_max && set > s->group_limit_max) set = s->group_limit_max;
+    return set ? set : s->group_limit;
+}
+
+uint64_t ledger_group_budget_set_locked(ledger *l, const char *group) {
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &l->slots[i];
+        uint64_t set = s->state ? __atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED) : 0;
+        if (set && ledger_member(s, group, NULL)) return set;
+    }
+    return 0;
+}
+
+static uint64_t ledger_sat_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
+
+/* What slot s holds on its card now (0 asleep: in host memory). */
+static uint64_t ledger_on_card(const ledger_slot *s) {
+    if (__atomic_load_n(&s->sleep, __ATOMIC_RELAXED) == LEDGER_ASLEEP) return 0;
+    return __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
+}
+
+uint64_t ledger_group_rebalance_locked(ledger *l, const char *group, const char *uuid, uint64_t budget,
+                                       int *opportunistic) {
+    uint64_t g = 0, o = 0;
+    int n = 0;
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &l->slots[i];
+        if (!ledger_member(s, group, uuid)) continue;
+        if (s->priority == LEDGER_PRIORITY_OPPORTUNISTIC) o = ledger_sat_add(o, ledger_on_card(s)), n++;
+        else g = ledger_sat_add(g, ledger_on_card(s));
+    }
+    *opportunistic = n;
+    if (n == 0) return g;
+    for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+        ledger_slot *s = &l->slots[i];
+        if (s->state != LEDGER_SLOT_LIVE || s->priority != LEDGER_PRIORITY_OPPORTUNISTIC ||
+            strncmp(s->group, group, sizeof s->group) != 0 || strncmp(s->uuid, uuid, sizeof s->uuid) != 0)
+            continue;
+        uint64_t cap = 0;
+        if (g > 0) {
+            uint64_t mine = ledger_on_card(s);   /* read again: the owner may have moved it meanwhile */
+            uint64_t others = o > mine ? o - mine : 0;
+            uint64_t taken = ledger_sat_add(g, others);
+            cap = taken >= budget ? 1 : budget - taken;
+        }
+        if (__atomic_load_n(&s->group_cap, __ATOMIC_RELAXED) != cap) {
+            __atomic_store_n(&s->group_cap, cap, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+        }
+    }
+    return g;
 }
 
 int ledger_valid_group(const char *name) {

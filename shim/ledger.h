@@ -46,6 +46,29 @@
  * (/proc/<pid>/stat field 22, so that a reused pid does not keep a dead process's slot); whoever
  * scans under the lock (vram top, a process checking its group limit, a process claiming a slot)
  * frees the stale ones.
+ *
+ * Sleep (layout 2; shim/sleep.h): a process put to sleep through the driver's checkpoint API (`vram
+ * sleep`, the idle watcher of `vram run --idle-sleep`) has its device memory in host memory. Its
+ * slots' sleep field says so; it is written, with host_bytes, slept_ns and the sleeper's identity,
+ * under the lock by whoever sleeps or wakes the process, never by the owner (which is locked by the
+ * driver meanwhile). LEDGER_ASLEEP slots hold nothing on their card: group sums skip them, and vram
+ * top shows their host_bytes; every other state counts in_use (a process is on its card until its
+ * checkpoint is done, and again from the moment a wake has passed the budget check). A waker that
+ * moves a process to another card (`vram wake --device`) rewrites its slot's uuid; the owner reads
+ * it back when it next takes the lock. A process under an idle watcher names the watcher in its
+ * slots (watcher_pid, watcher_start, idle_ns) and the descriptor of its activity page
+ * (activity_fd: a sealed memfd "vram-activity" holding a ledger_activity, which the watcher opens
+ * through /proc/<pid>/fd), all written by the owner when it claims the slot.
+ *
+ * Limits that move (layout 3; shim/limits.c, tools/limit.c): `vram limit PID SIZE` writes limit_set
+ * into the process's slots, `vram limit --group NAME SIZE` group_limit_set into every live member's,
+ * and a guaranteed member of a group with a budget writes group_cap into its opportunistic members'
+ * (ledger_group_rebalance_locked); each under the lock, then limits_gen is bumped. The owner compares
+ * limits_gen with the last it applied at each accounted call (one atomic load) and applies the new
+ * limits there: min(limit_set, else its start limit; group_cap), never above limit_max nor the card
+ * (it clamps from its own environment: the ledger is the user's file, so nothing in it can lift a
+ * ceiling the Slurm plugin set). Only the owner of a process (or root, switched to the owner's uid)
+ * can write its slots: the ledger's directory and files are the user's alone (0700, 0600).
  */
 #ifndef VRAM_SHIM_LEDGER_H
 #define VRAM_SHIM_LEDGER_H
@@ -56,7 +79,7 @@
 #include <sys/types.h>
 
 #define LEDGER_MAGIC 0x3152474c4d415256ull   /* "VRAMLGR1" little-endian */
-#define LEDGER_VERSION 1u
+#define LEDGER_VERSION 3u
 #define LEDGER_SLOTS 1024u
 #define LEDGER_SLOT_LIVE 0x45564c53u          /* "SLVE" */
 #define LEDGER_UUID_LEN 48
@@ -84,13 +107,71 @@ typedef struct ledger_slot {
     uint64_t peak;         /* bytes; written by the owner only */
     uint64_t limit;        /* bytes, 0 none */
     uint64_t group_limit;  /* bytes, 0 none */
-    char uuid[LEDGER_UUID_LEN];    /* "GPU-...", or "unknown-<ordinal>" */
+    char uuid[LEDGER_UUID_LEN];    /* "GPU-...", or "unknown-<ordinal>"; a waker that moved the process
+                                    * to another card writes that card's */
     char group[LEDGER_NAME_LEN];   /* "" when none */
     char command[LEDGER_NAME_LEN]; /* /proc/<pid>/comm */
+    /* layout 2: sleep and wake. Written under the lock by the sleeper or waker: */
+    uint32_t sleep;        /* LEDGER_AWAKE, LEDGER_SLEEPING, LEDGER_ASLEEP, LEDGER_WAKING */
+    int32_t sleeper_pid;   /* who last slept or woke it (its start time next), 0 none */
+    uint64_t sleeper_start;
+    uint64_t host_bytes;   /* asleep: the bytes of its device memory now in host memory */
+    uint64_t slept_ns;     /* CLOCK_REALTIME when it was put to sleep */
+    /* written by the owner when it claims the slot: */
+    int32_t watcher_pid;   /* its idle watcher (vram run --idle-sleep), 0 none */
+    int32_t activity_fd;   /* its descriptor of its activity page, -1 none */
+    uint64_t watcher_start;
+    uint64_t idle_ns;      /* the watcher puts it to sleep after this long without a driver call */
+    /* layout 3: limits that move ("Limits that move" above). Written under the lock by a setter
+     * (`vram limit`, a guaranteed member rebalancing its group), the generation bumped last: */
+    uint64_t limit_set;       /* the limit set from outside (vram limit PID), 0 none */
+    uint64_t group_limit_set; /* the group's budget set from outside (vram limit --group), 0 none */
+    uint64_t group_cap;       /* an opportunistic member's limit lowered for its group's guaranteed
+                               * members, 0 none */
+    uint32_t limits_gen;      /* bumped (atomic) after each of the three above changed */
+    uint32_t priority;        /* LEDGER_PRIORITY_*: written by the owner when it claims the slot */
+    /* written by the owner when it claims the slot: */
+    uint64_t limit_max;       /* the most a limit set from outside may be: VRAM_LIMIT_MAX (the Slurm
+                               * plugin's limit), 0 none (the card then) */
+    uint64_t group_limit_max; /* the same for the group's budget (VRAM_GROUP_LIMIT_MAX), 0 none */
+    uint64_t card_bytes;      /* the card's memory (cuDeviceTotalMem), 0 unknown */
+    uint64_t overflow_max;    /* overflow to host memory: its cap, 0 when overflow is off */
+    /* written by the owner alone, as in_use: */
+    uint64_t overflow_bytes;  /* the host memory its overflow blocks hold now */
+    uint64_t reserved[3];     /* zero; for later layouts */
 } ledger_slot;
 
+/* ledger_slot.priority (vram run --priority) */
+#define LEDGER_PRIORITY_GUARANTEED 0u      /* the default: never lowered for others */
+#define LEDGER_PRIORITY_OPPORTUNISTIC 1u   /* lowered while the group's guaranteed members need room */
+
+/* ledger_slot.sleep */
+#define LEDGER_AWAKE 0u
+#define LEDGER_SLEEPING 1u   /* being locked and checkpointed: still on its card */
+#define LEDGER_ASLEEP 2u     /* its device memory in host memory: nothing on its card */
+#define LEDGER_WAKING 3u     /* being restored: counted on its card again */
+
 _Static_assert(sizeof(ledger_header) == 64, "ledger header layout");
-_Static_assert(sizeof(ledger_slot) == 168, "ledger slot layout");
+_Static_assert(sizeof(ledger_slot) == 320, "ledger slot layout");
+
+/* The activity page of a process under an idle watcher: one page of a sealed memfd named
+ * "vram-activity" (it cannot shrink, so no mapping of it ever faults), made by the preload library
+ * at the process's first slot and mapped there for the process's life; the watcher maps it
+ * read-only through /proc/<pid>/fd/<activity_fd>. calls grows at every driver call the preload
+ * library sees (relaxed load and store by the owner's threads: a lost increment still changes the
+ * value); waits counts the synchronising calls in progress (atomic), during which the process is
+ * not idle. */
+#define LEDGER_ACTIVITY_MAGIC 0x5954495649544341ull   /* "ACTIVITY" little-endian */
+#define LEDGER_ACTIVITY_NAME "vram-activity"
+#define LEDGER_ACTIVITY_BYTES 4096u
+typedef struct ledger_activity {
+    uint64_t magic;
+    int32_t pid;
+    uint32_t pad;
+    uint64_t start_time;
+    uint64_t calls;
+    uint64_t waits;
+} ledger_activity;
 
 typedef struct ledger {
     int lock_fd, fd;
@@ -178,8 +259,26 @@ ledger_slot *ledger_find_locked(ledger *l, int pid, uint64_t start_time, int dev
 void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time);
 
 /* Under the lock: the bytes in use of the live slots of `group` on device `uuid` (stale slots are
- * reclaimed on the way; a total that would overflow saturates at UINT64_MAX). */
+ * reclaimed on the way; asleep slots count nothing; a total that would overflow saturates at
+ * UINT64_MAX). */
 uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uuid);
+
+/* The limit in force of slot s as its fields say (what its owner applies at its next accounted call):
+ * limit_set (at most limit_max and card_bytes) else the start limit, lowered to group_cap; 0 none.
+ * And its group's budget in force: group_limit_set (at most group_limit_max) else group_limit. */
+uint64_t ledger_slot_limit(const ledger_slot *s);
+uint64_t ledger_slot_group_limit(const ledger_slot *s);
+
+/* Under the lock: the group's budget set from outside (vram limit --group) that a live member of
+ * `group` carries, 0 none (a member joining takes it). */
+uint64_t ledger_group_budget_set_locked(ledger *l, const char *group);
+
+/* Under the lock: the group rebalances on `uuid` under `budget` (> 0): while its guaranteed members
+ * use G > 0, each opportunistic member's group_cap becomes budget - G - what the other opportunistic
+ * members use (at least 1 byte: a cap of 0 would read as none), and 0 (none) once G is 0; a slot
+ * whose cap changed has its limits_gen bumped. Returns G; *opportunistic: how many such members. */
+uint64_t ledger_group_rebalance_locked(ledger *l, const char *group, const char *uuid, uint64_t budget,
+                                       int *opportunistic);
 
 /* Copies a NUL-terminated, printable version of a slot string field (the file may hold garbage). */
 void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen);

@@ -14,6 +14,15 @@
  * pass a limit fails with CUDA_ERROR_OUT_OF_MEMORY, the program's normal error path; with
  * VRAM_LOG=1 one line on stderr says the vram limit was the cause, with the numbers.
  *
+ * Limits that move (ledger.h): the limit in force, g.limit[d], starts as VRAM_LIMIT(_<i>) and follows
+ * what the process's slot says at each accounted call (shim_limits_follow: one atomic load of the
+ * slot's limits_gen when nothing moved): the limit set from outside (`vram limit PID`), else the start
+ * limit, lowered to the group cap a guaranteed member of its group set (group.c), never above
+ * VRAM_LIMIT_MAX nor the card; and the group's budget, VRAM_GROUP_LIMIT or the one set from outside
+ * (`vram limit --group`), never above VRAM_GROUP_LIMIT_MAX. A limit lowered below what the process
+ * holds kills nothing: live memory stays, later allocations are refused (or overflow, overflow.c)
+ * until frees bring it under, and a balloon gives what is above the new limit back to the card.
+ *
  * Invariants: g.used[d] counts every reserved or recorded byte of device d and never wraps below 0;
  * with a limit, a reservation never takes g.used[d] past it (shim_adjust may: the driver already
  * holds what it reports); every change of g.used is published to the ledger (shim_publish_unsafe)
@@ -26,12 +35,65 @@
 
 #include "shim.h"
 
+/* ---- limits that move ------------------------------------------------------------------------------ */
+
+int shim_limits_follow_unsafe(int dev) {
+    ledger_slot *s = g.slot[dev];
+    if (!s || g.ledger_lost) return 0;
+    uint32_t gen = __atomic_load_n(&s->limits_gen, __ATOMIC_ACQUIRE);
+    if (gen == g.limits_seen[dev]) return 0;
+    if (__atomic_load_n(&s->state, __ATOMIC_ACQUIRE) != LEDGER_SLOT_LIVE || s->pid != g.self_pid ||
+        s->start_time != g.self_start)
+        return 0;   /* no longer this process's (a ledger re-initialised): the next follow finds it */
+    g.limits_seen[dev] = gen;
+    size_t set = (size_t)__atomic_load_n(&s->limit_set, __ATOMIC_RELAXED);
+    size_t cap = (size_t)__atomic_load_n(&s->group_cap, __ATOMIC_RELAXED);
+    size_t gset = (size_t)__atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED);
+    /* the ceilings come from this process's own environment and the driver, never from the ledger */
+    if (set && g.limit_max && set > g.limit_max) set = g.limit_max;
+    if (set && g.card[dev] && set > g.card[dev]) set = g.card[dev];
+    if (gset && g.group_limit_max && gset > g.group_limit_max) gset = g.group_limit_max;
+    size_t lim = set ? set : g.limit_start[dev];
+    int src = set ? SHIM_LIMIT_SET : g.limit_start_src[dev];
+    if (cap && (!lim || cap < lim)) {
+        lim = cap;
+        src = SHIM_LIMIT_CAP;
+    }
+    int changed = lim != g.limit[dev];
+    __atomic_store_n(&g.limit[dev], lim, __ATOMIC_RELAXED);
+    g.limit_src[dev] = src;
+    __atomic_store_n(&g.group_limit, gset ? gset : g.group_limit_start, __ATOMIC_RELAXED);
+    if (changed && g.log) {
+        char was[32], now[32];
+        vram__format_bytes(now, sizeof now, lim);
+        vram__format_bytes(was, sizeof was, g.used[dev]);
+        fprintf(stderr, "vram: the limit of device %d is now %s (%s; in use %s)\n", dev, lim ? now : "none",
+                src == SHIM_LIMIT_SET ? "set by vram limit"
+                : src == SHIM_LIMIT_CAP ? "lowered while the group's guaranteed members need room"
+                                        : "the start limit",
+                was);
+    }
+    return changed;
+}
+
+void shim_limits_follow(int dev) {
+    if (dev < 0 || !__atomic_load_n(&g.slot_tried[dev], __ATOMIC_ACQUIRE)) return;
+    pthread_mutex_lock(&g.mu);
+    int changed = shim_limits_follow_unsafe(dev);
+    pthread_mutex_unlock(&g.mu);
+    if (changed) shim_balloon_fit(dev);
+}
+
+/* ---- refusals -------------------------------------------------------------------------------------- */
+
 static void shim_log_refusal(const char *fn, int dev, size_t size, size_t used, size_t limit, int src) {
-    char req[32], in_use[32], lim[32], from[32];
+    char req[32], in_use[32], lim[32], from[64];
     vram__format_bytes(req, sizeof req, size);
     vram__format_bytes(in_use, sizeof in_use, used);
     vram__format_bytes(lim, sizeof lim, limit);
     if (src == SHIM_LIMIT_DEVICE) snprintf(from, sizeof from, "VRAM_LIMIT_%d", dev);
+    else if (src == SHIM_LIMIT_SET) snprintf(from, sizeof from, "vram limit");
+    else if (src == SHIM_LIMIT_CAP) snprintf(from, sizeof from, "the group's guaranteed members");
     else snprintf(from, sizeof from, "VRAM_LIMIT");
     fprintf(stderr,
             "vram: %s of %s (%zu bytes) on device %d refused: the vram limit would be exceeded "
@@ -53,28 +115,42 @@ static void shim_say_refusal(const char *fn, int dev, size_t size, size_t used, 
 }
 
 /* Reserves `size` bytes on `dev` against its limit and, with a group limit, against the group's
- * total on that device (group.c: the slow path, one scan of the ledger per allocation, taken only
+ * total on that device (group.c: the slow path, two scans of the ledger per allocation (the sum, the rebalance), taken only
  * when a group limit is set). 0 on success, -1 (logged when `say`) when a limit would be passed.
  * dev -1 is not accounted. Without a slot in the ledger (unavailable or full) the group limit still
  * holds, for this process's own usage (it fails closed, never open). */
 int shim_reserve(const char *fn, int dev, size_t size, int say) {
     if (dev < 0) return 0;
     shim_register(dev);
+    shim_limits_follow(dev);   /* a limit or group budget set from outside, before the group is read */
     shim_balloon_start(dev);
     shim_note_ledger_lost();
     uint64_t total = 0;
     int grouped = shim_group_begin(dev, &total);
+    /* a guaranteed member (the default) is held to what the group's guaranteed members use, an
+     * opportunistic one to the whole group's use (group.c); the rebalance first, so that this
+     * process's own group cap is current when it is applied below */
+    if (grouped && g.priority != LEDGER_PRIORITY_OPPORTUNISTIC && total != UINT64_MAX)
+        total = shim_group_rebalance_locked(dev);
+    else if (grouped && total != UINT64_MAX)
+        (void)shim_group_rebalance_locked(dev);
     pthread_mutex_lock(&g.mu);
-    size_t used = g.used[dev], limit = g.limit[dev];
-    if (g.group_limit && !grouped) total = used;
+    int moved = shim_limits_follow_unsafe(dev);
+    size_t used = g.used[dev], limit = g.limit[dev], group_limit = g.group_limit;
+    if (group_limit && !grouped) total = used;
     int over = (limit && (size > limit || used > limit - size)) || g.malformed[0];
-    int over_group = !over && g.group_limit && (size > g.group_limit || total > g.group_limit - size);
+    int over_group = !over && group_limit && (size > group_limit || total > group_limit - size);
     if (!over && !over_group) {
         g.used[dev] = used + size;
         shim_publish_unsafe(dev);
     }
     pthread_mutex_unlock(&g.mu);
+    /* a guaranteed member that took memory: its group's opportunistic members get less room */
+    if (grouped && !over && !over_group && g.priority != LEDGER_PRIORITY_OPPORTUNISTIC &&
+        __atomic_load_n(&g.saw_opportunistic, __ATOMIC_RELAXED))
+        (void)shim_group_rebalance_locked(dev);
     if (grouped) shim_group_end();
+    if (moved) shim_balloon_fit(dev);
     if (say) shim_say_refusal(fn, dev, size, used, over, over_group, total);
     if (over || over_group) return -1;
     shim_balloon_make_room(dev, size);
@@ -103,15 +179,19 @@ static int shim_record(int kind, unsigned long long key, size_t size, int dev) {
     return rc;
 }
 
-/* Subtracts bytes the driver freed from dev's use, then refills the balloon. */
+/* Subtracts bytes the driver freed from dev's use, then refills the balloon (to the limit in force,
+ * which a limit set from outside may have moved) and gives a guaranteed member's group its room back. */
 void shim_uncount(int dev, size_t size) {
     if (dev < 0) return;
     pthread_mutex_lock(&g.mu);
     g.used[dev] = g.used[dev] > size ? g.used[dev] - size : 0;
     shim_publish_unsafe(dev);
+    int moved = shim_limits_follow_unsafe(dev);
     pthread_mutex_unlock(&g.mu);
     shim_note_ledger_lost();
-    shim_balloon_refill(dev);
+    if (moved) shim_balloon_fit(dev);
+    else shim_balloon_refill(dev);
+    shim_group_freed(dev);
 }
 
 void shim_adjust(int dev, long long delta) {
@@ -207,6 +287,7 @@ int shim_view(int dev, size_t group_free, size_t *total, size_t *free_bytes) {
     int applied = 0;
     size_t limit = 0, used = 0, balloon = 0;
     if (dev >= 0) {
+        shim_limits_follow(dev);
         pthread_mutex_lock(&g.mu);
         limit = g.limit[dev];
         used = g.used[dev];

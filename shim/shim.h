@@ -19,10 +19,15 @@
  *                answered, giving bytes back at frees, the refusal messages, the program's view
  *   table.c      the table of live memory (pointers, arrays, handles, allocations, mappings, ...)
  *   balloon.c    preallocation (VRAM_GROWTH=0): the balloon of cuMemCreate pieces
+ *   overflow.c   overflow to host memory (VRAM_OVERFLOW=host): pinned host memory mapped for the
+ *                device for a cuMemAlloc the limit or the card refused, and its free
  *   group.c      the ledger glue (a slot per device, the shadow, a truncated or replaced file) and
  *                group limits
  *   env.c        the environment (VRAM_LIMIT, VRAM_LIMIT_<i>, VRAM_GROWTH, VRAM_LOG, VRAM_GROUP,
  *                VRAM_GROUP_LIMIT), read once; the process state g and what a fork child resets
+ *   activity.c   what an idle watcher sees of the process: its activity page (every interposed
+ *                call counts there, shim_activity) and the calls interposed only to be seen
+ *                (role ACTIVITY: kernel launches, copies, sets, synchronisations)
  *   ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with `vram top` and the
  *                Slurm plugin; ledger_proc.c: slot liveness and carrying live slots over into a
  *                file made anew, through /proc
@@ -62,13 +67,18 @@
  *   HOLDS  keeps memory held after the call that took it: counted until the driver frees it;
  *   GIVES  gives memory back: the count falls when the driver really freed it;
  *   VIEW   what the program sees of its card (the limit as the total);
- *   ROUTE  how the program finds the others (cuGetProcAddress).
+ *   ROUTE  how the program finds the others (cuGetProcAddress);
+ *   ACTIVITY  holds no memory the shim counts: interposed only so that an idle watcher sees the
+ *          process work (kernel launches, copies, sets, synchronisations; activity.c). Every entry
+ *          of every role counts as activity (shim_real_fn).
  * tests/shim/app_cover.c must define a scenario cover_<symbol> for every entry of role TAKES, HOLDS
  * and GIVES (its build fails otherwise), which tests/shim/shim_test.sh runs through dlsym and through
- * cuGetProcAddress, with and without a limit; tests/shim/coverage_test.sh checks this table and
- * SHIM_UNCOVERED against tests/shim/driver_symbols.txt, every symbol libcuda.so.1 of CUDA 13.0
- * exports, each classed hook, uncovered or none (holds no device memory of its own: copies, sets,
- * queries, streams, events, launches of kernels without memory nodes, ...).
+ * cuGetProcAddress, with and without a limit, and runs every ACTIVITY entry by both routes, checking
+ * that it reaches the driver's function of its own name and is counted; tests/shim/coverage_test.sh
+ * checks this table and SHIM_UNCOVERED against tests/shim/driver_symbols.txt, every symbol
+ * libcuda.so.1 of CUDA 13.0 exports, each classed hook, uncovered, hook+uncovered (an ACTIVITY
+ * entry that can also make the driver hold memory the shim does not count: the kernel launches) or
+ * none (holds no device memory of its own: copies, sets, queries, streams, events, ...).
  *
  * How each family is counted (the files' headers say more):
  *   calls.c      cuMemAlloc, cuMemAllocPitch (pitch x height), cuMemAllocManaged (on the current
@@ -159,7 +169,39 @@
     X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease", 7000, 0, GIVES)      \
     /* how the program finds the others (interpose.c) */                           \
     X(cuGetProcAddress, "cuGetProcAddress", 0, 0, ROUTE)                           \
-    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, ROUTE)
+    X(cuGetProcAddress_v2, "cuGetProcAddress", 12000, 0, ROUTE)                    \
+    /* what an idle watcher sees of a process (activity.c) */                      \
+    X(cuLaunchKernel, "cuLaunchKernel", 4000, 0, ACTIVITY)                         \
+    X(cuLaunchKernel_ptsz, "cuLaunchKernel", 7000, 1, ACTIVITY)                    \
+    X(cuLaunchKernelEx, "cuLaunchKernelEx", 11060, 0, ACTIVITY)                    \
+    X(cuLaunchKernelEx_ptsz, "cuLaunchKernelEx", 11060, 1, ACTIVITY)               \
+    X(cuLaunchCooperativeKernel, "cuLaunchCooperativeKernel", 9000, 0, ACTIVITY)   \
+    X(cuLaunchCooperativeKernel_ptsz, "cuLaunchCooperativeKernel", 9000, 1, ACTIVITY) \
+    X(cuMemcpy, "cuMemcpy", 4000, 0, ACTIVITY)                                     \
+    X(cuMemcpy_ptds, "cuMemcpy", 7000, 1, ACTIVITY)                                \
+    X(cuMemcpyAsync, "cuMemcpyAsync", 4000, 0, ACTIVITY)                           \
+    X(cuMemcpyAsync_ptsz, "cuMemcpyAsync", 7000, 1, ACTIVITY)                      \
+    X(cuMemcpyHtoD_v2, "cuMemcpyHtoD", 3020, 0, ACTIVITY)                          \
+    X(cuMemcpyHtoD_v2_ptds, "cuMemcpyHtoD", 7000, 1, ACTIVITY)                     \
+    X(cuMemcpyDtoH_v2, "cuMemcpyDtoH", 3020, 0, ACTIVITY)                          \
+    X(cuMemcpyDtoH_v2_ptds, "cuMemcpyDtoH", 7000, 1, ACTIVITY)                     \
+    X(cuMemcpyDtoD_v2, "cuMemcpyDtoD", 3020, 0, ACTIVITY)                          \
+    X(cuMemcpyDtoD_v2_ptds, "cuMemcpyDtoD", 7000, 1, ACTIVITY)                     \
+    X(cuMemcpyHtoDAsync_v2, "cuMemcpyHtoDAsync", 3020, 0, ACTIVITY)                \
+    X(cuMemcpyHtoDAsync_v2_ptsz, "cuMemcpyHtoDAsync", 7000, 1, ACTIVITY)           \
+    X(cuMemcpyDtoHAsync_v2, "cuMemcpyDtoHAsync", 3020, 0, ACTIVITY)                \
+    X(cuMemcpyDtoHAsync_v2_ptsz, "cuMemcpyDtoHAsync", 7000, 1, ACTIVITY)           \
+    X(cuMemcpyDtoDAsync_v2, "cuMemcpyDtoDAsync", 3020, 0, ACTIVITY)                \
+    X(cuMemcpyDtoDAsync_v2_ptsz, "cuMemcpyDtoDAsync", 7000, 1, ACTIVITY)           \
+    X(cuMemsetD8Async, "cuMemsetD8Async", 3020, 0, ACTIVITY)                       \
+    X(cuMemsetD8Async_ptsz, "cuMemsetD8Async", 7000, 1, ACTIVITY)                  \
+    X(cuMemsetD32Async, "cuMemsetD32Async", 3020, 0, ACTIVITY)                     \
+    X(cuMemsetD32Async_ptsz, "cuMemsetD32Async", 7000, 1, ACTIVITY)                \
+    X(cuStreamSynchronize, "cuStreamSynchronize", 2000, 0, ACTIVITY)               \
+    X(cuStreamSynchronize_ptsz, "cuStreamSynchronize", 7000, 1, ACTIVITY)          \
+    X(cuEventSynchronize, "cuEventSynchronize", 2000, 0, ACTIVITY)                 \
+    X(cuCtxSynchronize, "cuCtxSynchronize", 2000, 0, ACTIVITY)                     \
+    X(cuCtxSynchronize_v2, "cuCtxSynchronize", 13000, 0, ACTIVITY)
 
 /*
  * SHIM_UNCOVERED: the entry points through which the driver can hold device memory that vram does not
@@ -220,7 +262,7 @@
       "then and not given back by the checkpoint")
 
 /* The roles as numbers (for the tables compiled from SHIM_HOOKS). */
-enum { SHIM_ROLE_TAKES = 1, SHIM_ROLE_HOLDS, SHIM_ROLE_GIVES, SHIM_ROLE_VIEW, SHIM_ROLE_ROUTE };
+enum { SHIM_ROLE_TAKES = 1, SHIM_ROLE_HOLDS, SHIM_ROLE_GIVES, SHIM_ROLE_VIEW, SHIM_ROLE_ROUTE, SHIM_ROLE_ACTIVITY };
 
 enum {
 #define X(sym, base, ver, ptsz, role) SHIM_HOOK_##sym,
@@ -257,7 +299,8 @@ extern const shim_nvml_hook shim_nvml_hooks[SHIM_NUM_NVML_HOOKS];
     X(cuCtxGetLimit) X(cuDevicePrimaryCtxGetState) X(cuDevicePrimaryCtxRetain)       \
     X(cuMemPoolGetAttribute) X(cuDeviceGetMemPool) X(cuDeviceGetDefaultMemPool)      \
     X(cuDeviceGetGraphMemAttribute) X(cuGraphGetNodes) X(cuGraphNodeGetType)         \
-    X(cuGraphMemAllocNodeGetParams) X(cuGraphChildGraphNodeGetGraph)
+    X(cuGraphMemAllocNodeGetParams) X(cuGraphChildGraphNodeGetGraph)                 \
+    X(cuDeviceTotalMem_v2) X(cuMemHostAlloc) X(cuMemFreeHost) X(cuMemHostGetDevicePointer_v2)
 
 typedef struct shim_real {
     void *lib;                              /* libcuda.so.1, or NULL when it cannot be loaded */
@@ -291,8 +334,10 @@ enum {
                           * at: the limit's value before the program first set it; owner: 1 when the
                           * context is dev's primary context */
     SHIM_KIND_GRAPH,     /* key: a graph exec with memory nodes; owner: the mask of its devices */
-    SHIM_KIND_GRAPHDEV   /* key: exec | (dev + 1) << 56; size: what its memory nodes take on dev; at: the
+    SHIM_KIND_GRAPHDEV,  /* key: exec | (dev + 1) << 56; size: what its memory nodes take on dev; at: the
                           * graph-memory generation (held.c) it was mapped in, 0 when not mapped */
+    SHIM_KIND_OVERFLOW   /* key: the device pointer of an overflow block (overflow.c); at: its host
+                          * pointer (cuMemFreeHost's); size, dev: counted in g.overflow_bytes, not g.used */
 };
 
 typedef struct shim_entry {
@@ -306,13 +351,31 @@ typedef struct shim_entry {
     unsigned int refs, maps, pins, pad;
 } shim_entry;
 
-enum { SHIM_LIMIT_NONE = 0, SHIM_LIMIT_ALL = 1, SHIM_LIMIT_DEVICE = 2 };
+enum { SHIM_LIMIT_NONE = 0, SHIM_LIMIT_ALL = 1, SHIM_LIMIT_DEVICE = 2, SHIM_LIMIT_SET = 3, SHIM_LIMIT_CAP = 4 };
 
 typedef struct shim_state {
     pthread_mutex_t mu;                      /* guards used and the table */
     size_t used[SHIM_MAX_DEVICES];           /* bytes in use (reserved included) per device */
-    size_t limit[SHIM_MAX_DEVICES];          /* 0: none; set once, at the first interposed call */
-    int limit_src[SHIM_MAX_DEVICES];         /* SHIM_LIMIT_*; set once */
+    size_t limit[SHIM_MAX_DEVICES];          /* the limit in force, 0: none; written under g.mu (limits.c:
+                                              * the start limit, then what the ledger sets), read under it
+                                              * or with an atomic load */
+    int limit_src[SHIM_MAX_DEVICES];         /* SHIM_LIMIT_*: where limit[d] came from (as limit) */
+    size_t limit_start[SHIM_MAX_DEVICES];    /* VRAM_LIMIT / VRAM_LIMIT_<i>, 0 none; set once */
+    int limit_start_src[SHIM_MAX_DEVICES];   /* SHIM_LIMIT_ALL or _DEVICE (NONE); set once */
+    size_t limit_max, group_limit_max;       /* VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX: the most a limit or a
+                                              * group budget set from outside may be (the Slurm plugin's), 0
+                                              * none (the card); set once */
+    size_t group_limit_start;                /* VRAM_GROUP_LIMIT, 0 none; set once */
+    size_t card[SHIM_MAX_DEVICES];           /* the card's memory, 0 unknown (registration, under ledger_mu) */
+    uint32_t limits_seen[SHIM_MAX_DEVICES];  /* the slot's limits_gen last applied (under g.mu) */
+    int priority;                            /* LEDGER_PRIORITY_*, VRAM_PRIORITY; set once */
+    int saw_opportunistic;                   /* the group had opportunistic members at the last rebalance
+                                              * (relaxed atomics): a guaranteed member's frees rebalance */
+    int overflow;                            /* VRAM_OVERFLOW=host; set once */
+    size_t overflow_max;                     /* VRAM_OVERFLOW_MAX (0: the device's start limit, else its
+                                              * card); set once */
+    int overflow_max_set;
+    size_t overflow_bytes[SHIM_MAX_DEVICES]; /* host memory of the live overflow blocks, under mu */
     int log;                                 /* VRAM_LOG=1; set once */
     shim_entry *table;                       /* open addressing, linear probing (table.c) */
     size_t cap, count;                       /* cap is a power of two */
@@ -341,7 +404,8 @@ typedef struct shim_state {
     char group[LEDGER_NAME_LEN];             /* VRAM_GROUP, "" none; set once */
     char malformed[160];                     /* a limit variable that is no size: every allocation is
                                               * refused (fail closed), this says which; "" none */
-    size_t group_limit;                      /* VRAM_GROUP_LIMIT, 0 none; set once */
+    size_t group_limit;                      /* the group's budget in force, 0 none: VRAM_GROUP_LIMIT, then
+                                              * what the ledger sets (under g.mu; atomic loads elsewhere) */
     /* preallocation (VRAM_GROWTH=0): the balloon per device, under balloon_mu */
     int prealloc;                            /* VRAM_GROWTH=0; set once */
     pthread_mutex_t balloon_mu;              /* taken before g.mu; never together with ledger_mu */
@@ -355,9 +419,22 @@ typedef struct shim_state {
     int balloon_short[SHIM_MAX_DEVICES];     /* the last fill stopped below limit - in use (card full) */
     size_t balloon_slack[SHIM_MAX_DEVICES];  /* while short: released beyond what allocations took */
     int fallback_said;                       /* the on-demand note was printed */
+    /* the idle watcher (VRAM_IDLE_WATCHER; set once) and the activity page (activity.c) */
+    int watcher_pid;                         /* 0: no watcher */
+    uint64_t watcher_start, idle_ns;
+    ledger_activity *activity;               /* NULL, or mapped for the process's life (relaxed loads) */
+    int activity_fd;                         /* its descriptor, -1 none (under ledger_mu) */
+    int real_ready;                          /* g.real is loaded (set once, release, after it) */
 } shim_state;
 
 extern shim_state g;
+
+/* One more driver call seen (activity.c says why and what it costs): every interposed call, before
+ * the driver is called. */
+static inline void shim_activity(void) {
+    ledger_activity *a = __atomic_load_n(&g.activity, __ATOMIC_RELAXED);
+    if (a) __atomic_store_n(&a->calls, __atomic_load_n(&a->calls, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+}
 
 /* ---- env.c ------------------------------------------------------------------------------------ */
 
@@ -374,6 +451,14 @@ void shim_cuda_load(void);
 /* The driver's own function for hook `i`, or NULL (loads the driver first). */
 void *shim_real_fn(int i);
 #define SHIM_REAL(sym) ((pfn_##sym)shim_real_fn(SHIM_HOOK_##sym))
+/* The driver's function of hook i for the hot calls (the ACTIVITY entries: kernel launches, copies):
+ * counted as shim_real_fn does, without its call once the driver is loaded (an acquire load of
+ * g.real_ready), so that the wrapper can jump straight to the driver (activity.c says what it costs). */
+static inline void *shim_real_hot(int i) {
+    shim_activity();
+    if (__builtin_expect(__atomic_load_n(&g.real_ready, __ATOMIC_ACQUIRE), 1)) return g.real.fn[i];
+    return shim_real_fn(i);
+}
 /* The device of the calling thread's current context, or -1 (no context, or beyond the table). */
 int shim_current_device(void);
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", for messages (after the driver is loaded). */
@@ -406,6 +491,13 @@ void shim_freed(CUresult r, const shim_entry *e);
  * MIPMAP); when the driver failed or the table cannot hold it, the reservation goes back (and the
  * memory, freed with the kind's own call, with CUDA_ERROR_OUT_OF_MEMORY). */
 CUresult shim_settle(CUresult r, int kind, unsigned long long *value, size_t size, int dev);
+
+/* The limits set from outside (ledger.h, "Limits that move"): when dev's slot says they moved since
+ * they were last applied, applies them (g.limit, g.group_limit; a balloon fitted to the new limit).
+ * One atomic load when nothing moved. Caller holds no lock of the shim but held_mu. */
+void shim_limits_follow(int dev);
+/* Caller holds g.mu: the same without the balloon; 1 when dev's limit changed. */
+int shim_limits_follow_unsafe(int dev);
 
 enum { SHIM_VIEW_LIMIT = 1, SHIM_VIEW_GROUP = 2 };
 int shim_view(int dev, size_t group_free, size_t *total, size_t *free_bytes);
@@ -461,12 +553,28 @@ void shim_held_graph_trimmed(int dev);
 /* The device's allocation granularity (2 MiB when the driver does not say). */
 size_t shim_granularity(int dev);
 
+/* ---- activity.c ------------------------------------------------------------------------------- */
+
+/* Makes and maps the activity page (with a watcher; caller holds ledger_mu); 0 when there is one. */
+int shim_activity_start(void);
+
 /* ---- balloon.c -------------------------------------------------------------------------------- */
 
 void shim_balloon_start(int dev);
 void shim_balloon_make_room(int dev, size_t size);
 void shim_balloon_refill(int dev);
 size_t shim_balloon_bytes(int dev);
+/* After dev's limit moved: the balloon released down to, or filled up to, limit - in use. */
+void shim_balloon_fit(int dev);
+
+/* ---- overflow.c ------------------------------------------------------------------------------- */
+
+/* With VRAM_OVERFLOW=host: `size` bytes of host memory mapped for the device into *dptr, for an
+ * allocation the limit (or the card) refused; counted apart, under the cap. CUDA_ERROR_OUT_OF_MEMORY
+ * when overflow is off or its cap is reached, else the driver's error. */
+CUresult shim_overflow_alloc(const char *fn, CUdeviceptr *dptr, size_t size, int dev);
+/* A cuMemFree of an overflow block: 1 when dptr is one (*r: cuMemFreeHost's result), else 0. */
+int shim_overflow_free(CUdeviceptr dptr, CUresult *r);
 
 /* ---- group.c ---------------------------------------------------------------------------------- */
 
@@ -480,6 +588,11 @@ void shim_note_ledger_lost(void);
 int shim_group_begin(int dev, uint64_t *total);
 void shim_group_end(void);
 void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_t total);
+/* Caller holds the locks of shim_group_begin: the group rebalances on dev's card (ledger.h,
+ * ledger_group_rebalance_locked) under its budget; returns what its guaranteed members use. */
+uint64_t shim_group_rebalance_locked(int dev);
+/* After a guaranteed member's free: its group's opportunistic members get their room back. */
+void shim_group_freed(int dev);
 size_t shim_group_free_uuid(const char *uuid);
 size_t shim_group_free(int dev);
 

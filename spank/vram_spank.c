@@ -3,7 +3,8 @@
  *
  *   plugstack.conf:  required /usr/local/lib/slurm/vram.so [default_limit=SIZE] [shard_limit=SIZE]
  *                                                         [growth=0|1] [preload=PATH]
- *   srun / sbatch / salloc:  --vram-limit=SIZE  --vram-fraction=F  --vram-growth
+ *   srun / sbatch / salloc:  --vram-limit=SIZE  --vram-fraction=F  --vram-growth  --vram-idle-sleep=DURATION
+ *                            --vram-overflow=host|none  --vram-priority=guaranteed|opportunistic
  *
  * What it owns: the options and the site defaults, and the environment of every task, which it sets
  * in slurm_spank_task_init (in the task, just before exec) as `vram run` sets it:
@@ -16,10 +17,21 @@
  *   VRAM_GROUP         slurm-<job id>: every task of the job on a node is listed under it (vram top);
  *   VRAM_GROUP_LIMIT   the same limit: the job's tasks on the node share one budget per GPU;
  *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated);
+ *   VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX   the same limit (with --vram-fraction alone: the smallest
+ *                      GPU's): a ceiling, so that `vram limit` (shim/ledger.h, "Limits that move") can
+ *                      lower the job's limit and raise it back, never above what the job was given;
+ *   VRAM_OVERFLOW      from --vram-overflow (host: allocations past the limit go to host memory);
+ *   VRAM_PRIORITY      from --vram-priority (the job's tasks in their group slurm-<job id>);
  *   VRAM_LEDGER_DIR    the node's place of the user's ledger (ledger_place with LEDGER_PLACE_NODE: not
  *                      the XDG_RUNTIME_DIR or VRAM_LEDGER_DIR the job exported from the login node),
  *                      made and opened there first (the task is not started when it cannot be opened
- *                      safely), so that every task of the job and the epilog share one ledger.
+ *                      safely), so that every task of the job and the epilog share one ledger;
+ *   VRAM_IDLE_WATCHER  with --vram-idle-sleep=DURATION: the task's idle watcher (shim/watch.h), started
+ *                      here, in the task as the job's user, just before the exec (with the job's
+ *                      environment, which the driver may read): it puts the task (and every process
+ *                      under it) to sleep after DURATION without a CUDA call and wakes it at its next
+ *                      one, and exits once they are gone. When it cannot start (a driver without the
+ *                      checkpoint API) the task runs without idle sleep, said once on its stderr.
  * CUDA_VISIBLE_DEVICES stays as Slurm set it from the job's GPUs. In slurm_spank_job_epilog (slurmd,
  * as root) it frees the ledger slots of the job's processes that are gone (a task killed by
  * scancel or the node leaves one), in the job user's ledger at that place, in a child that runs as
@@ -58,6 +70,7 @@
 #include "common/cuda_abi.h"   /* the driver functions' types (pfn_cuInit, ...) */
 #include "ledger.h"
 #include "vram.h"
+#include "watch.h"
 
 /* The target hides everything (the library's and the ledger's code compiled in stays private);
  * what Slurm looks up is visible. */
@@ -70,6 +83,9 @@ SPANK_PLUGIN(vram, 1);
 static size_t opt_limit;          /* --vram-limit; 0: not given */
 static double opt_fraction;       /* --vram-fraction; 0: not given */
 static int opt_growth;            /* --vram-growth */
+static const char *opt_overflow;  /* --vram-overflow: "host", "none" or NULL */
+static const char *opt_priority;  /* --vram-priority: "guaranteed", "opportunistic" or NULL */
+static uint64_t opt_idle_ns;      /* --vram-idle-sleep; 0: not given */
 static size_t site_default_limit, site_shard_limit;
 static int site_growth;
 static char site_preload[4096];
@@ -116,12 +132,51 @@ static int opt_growth_cb(int val, const char *optarg, int remote) {
     return 0;
 }
 
+static int opt_overflow_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)remote;
+    if (optarg == NULL || (strcmp(optarg, "host") != 0 && strcmp(optarg, "none") != 0)) {
+        slurm_error("vram: --vram-overflow=%s: give host or none", optarg ? optarg : "");
+        return -1;
+    }
+    opt_overflow = strcmp(optarg, "host") == 0 ? "host" : "none";
+    return 0;
+}
+
+static int opt_priority_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)remote;
+    if (optarg == NULL || (strcmp(optarg, "guaranteed") != 0 && strcmp(optarg, "opportunistic") != 0)) {
+        slurm_error("vram: --vram-priority=%s: give guaranteed or opportunistic", optarg ? optarg : "");
+        return -1;
+    }
+    opt_priority = strcmp(optarg, "guaranteed") == 0 ? "guaranteed" : "opportunistic";
+    return 0;
+}
+
+static int opt_idle_cb(int val, const char *optarg, int remote) {
+    (void)val;
+    (void)remote;
+    if (optarg == NULL || vram__parse_duration(optarg, &opt_idle_ns) != 0) {
+        slurm_error("vram: --vram-idle-sleep=%s is not a duration: give a number and ms, s, m, h or d (30s, 10m, "
+                    "1.5h; at most a year)", optarg ? optarg : "");
+        return -1;
+    }
+    return 0;
+}
+
 struct spank_option spank_options[] = {
     {"vram-limit", "SIZE", "vram: GPU memory limit per GPU for the job's tasks together (e.g. 8GiB)", 1, 0,
      opt_limit_cb},
     {"vram-fraction", "F", "vram: limit each GPU to F (0 < F <= 1) of its memory", 1, 0, opt_fraction_cb},
     {"vram-growth", NULL, "vram: take GPU memory on demand instead of preallocating the limit", 0, 0,
      opt_growth_cb},
+    {"vram-overflow", "host|none", "vram: host: allocations past the limit go to host memory instead of failing",
+     1, 0, opt_overflow_cb},
+    {"vram-priority", "guaranteed|opportunistic", "vram: the job's priority when its group's limits rebalance",
+     1, 0, opt_priority_cb},
+    {"vram-idle-sleep", "DURATION", "vram: put a task to sleep (its GPU memory to host memory) after DURATION "
+     "without a CUDA call; it wakes at its next one", 1, 0, opt_idle_cb},
     SPANK_OPTIONS_TABLE_END};
 
 /* The plugstack.conf arguments; -1 (every job fails, with the reason) on one that does not parse. */
@@ -221,6 +276,31 @@ static int gpu_memory(spank_t sp, size_t *total, int cap) {
     return rc;
 }
 
+/* --vram-idle-sleep: the task's idle watcher (shim/watch.h), started from this process (the task, as
+ * the job's user, about to exec) with the job's environment (the driver it loads may read it: this
+ * process's own is slurmstepd's; it execs with the job's next, so changing it here loses nothing), the
+ * ledger in the job's place; VRAM_IDLE_WATCHER set for the task. A watcher that cannot start is said on
+ * the task's stderr and the task runs without idle sleep. -1 only when the environment cannot be set. */
+static int start_watcher(spank_t sp, uint32_t job, const char *ledger_dir) {
+    char **env = NULL;
+    if (spank_get_item(sp, S_JOB_ENV, &env) == ESPANK_SUCCESS && env) {
+        for (char **e = env; *e; e++) {
+            const char *eq = strchr(*e, '=');
+            if (!eq || eq == *e || (size_t)(eq - *e) >= 256) continue;
+            char name[256];
+            memcpy(name, *e, (size_t)(eq - *e));
+            name[eq - *e] = '\0';
+            setenv(name, eq + 1, 1);
+        }
+    }
+    char value[96], err[PATH_MAX + 600];
+    if (watch_start(opt_idle_ns, ledger_dir, value, sizeof value, err, sizeof err) != 0) {
+        fprintf(stderr, "vram: job %u: --vram-idle-sleep is off: %s\n", job, err);
+        return 0;
+    }
+    return set(sp, "VRAM_IDLE_WATCHER", value);
+}
+
 /* The limit per GPU the job asked for or the site gives it; 0: none. */
 static size_t job_limit(spank_t sp) {
     if (opt_limit) return opt_limit;
@@ -245,7 +325,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
         return ESPANK_ERROR;
     }
     size_t limit = job_limit(sp);
-    if (limit == 0 && opt_fraction == 0) return ESPANK_SUCCESS;   /* nothing asked, nothing given */
+    if (limit == 0 && opt_fraction == 0 && opt_idle_ns == 0) return ESPANK_SUCCESS;   /* nothing asked or given */
     char preload[4096], old[8192], value[8192 + 4096 + 2];
     if (preload_path(preload, sizeof preload) != 0) {
         slurm_error("vram: libvram_preload.so not found next to the plugin: set preload=PATH in plugstack.conf");
@@ -276,11 +356,16 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
         set(sp, "VRAM_GROWTH", opt_growth || site_growth ? "1" : "0") || set(sp, "VRAM_LEDGER_DIR", dir)) {
         return ESPANK_ERROR;
     }
-    if (limit && (set_size(sp, "VRAM_LIMIT", limit) || set_size(sp, "VRAM_GROUP_LIMIT", limit))) return ESPANK_ERROR;
+    if (limit && (set_size(sp, "VRAM_LIMIT", limit) || set_size(sp, "VRAM_GROUP_LIMIT", limit) ||
+                  set_size(sp, "VRAM_LIMIT_MAX", limit) || set_size(sp, "VRAM_GROUP_LIMIT_MAX", limit)))
+        return ESPANK_ERROR;
+    if ((opt_overflow && set(sp, "VRAM_OVERFLOW", opt_overflow)) || (opt_priority && set(sp, "VRAM_PRIORITY", opt_priority)))
+        return ESPANK_ERROR;
     if (opt_fraction > 0) {
         size_t total[SPANK_MAX_GPUS];
         int n = gpu_memory(sp, total, SPANK_MAX_GPUS);
         if (n < 0) return ESPANK_ERROR;
+        size_t smallest = 0;
         for (int i = 0; i < n; i++) {
             size_t cap = (size_t)((double)total[i] * opt_fraction);
             if (limit && limit < cap) cap = limit;
@@ -291,8 +376,11 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
             char name[32];
             snprintf(name, sizeof name, "VRAM_LIMIT_%d", i);
             if (set_size(sp, name, cap)) return ESPANK_ERROR;
+            if (!smallest || cap < smallest) smallest = cap;
         }
+        if (smallest && set_size(sp, "VRAM_LIMIT_MAX", smallest)) return ESPANK_ERROR;
     }
+    if (opt_idle_ns && start_watcher(sp, job, dir)) return ESPANK_ERROR;
     return ESPANK_SUCCESS;
 }
 

@@ -448,7 +448,7 @@ t_help_command() {
 }
 t_bare_usage() {
     run "$VRAM"
-    [[ $RC -eq 2 && $(wc -l <"$TMP/err") -le 12 && $ERR == *"vram help COMMAND"* && $ERR == *report* ]]
+    [[ $RC -eq 2 && $(wc -l <"$TMP/err") -le 14 && $ERR == *"vram help COMMAND"* && $ERR == *report* ]]
 }
 check "vram help COMMAND / COMMAND --help: that command's help only" t_help_command
 check "bare vram: a short usage" t_bare_usage

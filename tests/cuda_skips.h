@@ -17,13 +17,33 @@
     "reads and writes blocks through plain host pointers (device memory is host memory on the "     \
     "simulated card only; test_cuda.c's cuda_ipc_* share memory through the driver)"
 
+#define CUDA_SKIP_OFFLOAD                                                                           \
+    "checks the bytes an offload keeps or a discard loses through host pointers, or fails copies on " \
+    "demand: the fake driver's device memory holds no bytes, its copies (cuMemcpyDtoH_v2, "          \
+    "cuMemcpyHtoD_v2) move none, and only the simulated card fails them (vram__sim_fail_copies)"
+
 /* clang-format off */
 #define CUDA_SKIPS(X) \
+    /* test_sleep.c */ \
+    X(sleep_offload_wakes_at_the_same_addresses_with_the_bytes, CUDA_SKIP_OFFLOAD) \
+    X(sleep_discard_wakes_without_the_bytes, CUDA_SKIP_OFFLOAD) \
+    X(sleep_copies_a_run_of_blocks_at_once, CUDA_SKIP_OFFLOAD) \
+    X(sleep_wake_refused_by_the_limit_keeps_everything_asleep, CUDA_SKIP_OFFLOAD) \
+    X(sleep_wake_refused_by_the_card_undoes_its_mappings, \
+      "a forked process takes memory of the simulated card straight from the simulated driver " \
+      "(VRAM_SIM_SHARED); the fake's FAKE_CUDA_SHARED slot of a forked child is its parent's") \
+    X(sleep_offload_keeps_its_pinned_host_block_for_the_next_sleep, CUDA_SKIP_OFFLOAD) \
+    X(sleep_offload_host_copy_goes_with_the_last_block, CUDA_SKIP_OFFLOAD) \
+    X(sleep_private_pool_of_a_tag_wakes_whole, CUDA_SKIP_OFFLOAD) \
+    X(sleep_failed_copies_change_nothing, CUDA_SKIP_OFFLOAD) \
+    X(sleep_trim_and_idle_release_leave_a_tag_asleep, CUDA_SKIP_OFFLOAD) \
+    X(sleep_failed_in_a_later_arena_wakes_the_earlier_ones, CUDA_SKIP_OFFLOAD) \
     /* test_physical.c */ \
     X(physical_names_and_properties, \
       "the simulated cards' names and PCI bus ids (test_cuda.c's cuda_listing checks the driver's)") \
     /* test_oom.c */ \
     X(oom_card_full_names_driver_error, CUDA_SKIP_SIM_FAIL_ALLOC) \
+    X(oom_card_full_counts_no_other_process, CUDA_SKIP_SIM_FAIL_ALLOC) \
     X(oom_card_full_shared_by_two_logical_devices, CUDA_SKIP_SIM_FAIL_ALLOC) \
     /* test_alloc.c */ \
     X(alloc_blocks_are_usable_memory, CUDA_SKIP_HOST_BYTES) \

@@ -94,6 +94,7 @@ static const char *skip_reason(const test_entry *t) {
 #undef vram__sim_fail_maps
 #undef vram__sim_hold_event_syncs
 #undef vram__sim_syncs_waiting
+#undef vram__sim_fail_copies
 
 /* A backdoor of tests/shim's fake driver (loaded here if the library has not loaded it yet: the
  * same library then). */
@@ -135,6 +136,12 @@ void harness_fail_maps(int maps, int unmaps) {
 void harness_hold_event_syncs(int on) {
     if (!on_cuda) vram__sim_hold_event_syncs(on);
     else ((fake_cuda_hold_waits_fn *)harness_fake("fake_cuda_hold_waits"))(on);
+}
+
+void harness_fail_copies(int copies, int host_allocs) {
+    if (!on_cuda) vram__sim_fail_copies(copies, host_allocs);
+    else harness_fail(__FILE__, __LINE__, "the fake driver does not fail its copies between host and device memory "
+                      "(cuMemcpyDtoH_v2, cuMemHostAlloc) on demand: skip this test on the CUDA backend (cuda_skips.h)");
 }
 
 int harness_syncs_waiting(void) {
@@ -223,8 +230,9 @@ void harness_check_info_eq(const char *file, int line, const vram_memory_info *a
 }
 
 void harness_check_info_sane(const char *file, int line, const vram_memory_info *i) {
-    if (!(i->current <= i->reserved && i->reserved <= i->limit && i->current <= i->peak &&
-          i->reserved <= i->peak_reserved && i->largest_free_block <= i->reserved - i->current &&
+    size_t on_card = i->current - i->asleep_bytes;   /* (blocks asleep hold no memory: vram_sleep) */
+    if (!(i->asleep_bytes <= i->current && on_card <= i->reserved && i->reserved <= i->limit &&
+          i->current <= i->peak && i->reserved <= i->peak_reserved && i->largest_free_block <= i->reserved - on_card &&
           i->num_frees <= i->num_allocs)) {
         harness_fail(file, line,
                      "memory info is inconsistent: current %zu, peak %zu, reserved %zu, "

@@ -24,17 +24,20 @@
 /* The simulated backend's test hooks (sim_hooks.h) act on the driver the tests run on: on the CUDA
  * backend (VRAM_TEST_BACKEND=cuda) harness.c does the same through the fake driver's backdoors
  * (tests/shim/fake_cuda.h): completes a stream's work, makes the next cuMemMap / cuMemUnmap /
- * cuEventRecord calls fail with the errors the simulated ones give, holds the waits. */
+ * cuEventRecord calls fail with the errors the simulated ones give, holds the waits. The fake does not
+ * fail its copies between host and device memory on demand: harness_fail_copies fails the test there. */
 void harness_stream_complete(void *stream);
 void harness_fail_event_records(int n);
 void harness_fail_maps(int maps, int unmaps);
 void harness_hold_event_syncs(int on);
 int  harness_syncs_waiting(void);
+void harness_fail_copies(int copies, int host_allocs);
 #define vram__sim_stream_complete  harness_stream_complete
 #define vram__sim_fail_event_records harness_fail_event_records
 #define vram__sim_fail_maps        harness_fail_maps
 #define vram__sim_hold_event_syncs harness_hold_event_syncs
 #define vram__sim_syncs_waiting    harness_syncs_waiting
+#define vram__sim_fail_copies      harness_fail_copies
 
 #define KiB ((size_t)1 << 10)
 #define MiB ((size_t)1 << 20)

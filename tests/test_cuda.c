@@ -749,6 +749,122 @@ static const char *absorbed(const char *call) {
     return NULL;
 }
 
+/* ---- sleep and wake ------------------------------------------------------------------------------- */
+
+/* A tag's memory goes back to the driver at the sleep and is taken again at the wake, under the same
+ * addresses; the driver holds exactly what vram reserves throughout. */
+TEST(cuda_sleep_gives_the_driver_its_memory_back) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *w = NULL, *u = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 16 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    CHECK_OK(vram_malloc(&u, 4 * MiB, 0));
+    CHECK_SIZE(held(0), ==, 20 * MiB);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    CHECK_SIZE(held(0), ==, 4 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK(!backed(w, 16 * MiB) && backed(u, 4 * MiB));
+    CHECK_ALL();
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_SIZE(held(0), ==, 20 * MiB);
+    CHECK(backed(w, 16 * MiB));
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_free(u));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
+/* The driver refuses an unmap at the sleep: the tag sleeps all the same (its blocks marked, the rest of
+ * its memory given back), the refusal is said, and what the driver kept stays counted and is used again
+ * by the wake. */
+TEST(cuda_sleep_refused_unmap_is_said_and_counted) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 1 * GiB));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *w = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 8 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    plan("cuMemUnmap:1:CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_sleep(0, "w", VRAM_SLEEP_DISCARD));
+    CHECK_ERROR_CONTAINS("sleeps, but the driver kept some of its memory (still counted)");
+    CHECK_ERROR_CONTAINS("cuMemUnmap");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_ILLEGAL_ADDRESS");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 8 * MiB);
+    CHECK_SIZE(held(0), ==, 2 * MiB);                              /* one granule kept */
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_ALL();
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK_SIZE(held(0), ==, 8 * MiB);
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
+/* VRAM_SLEEP_OFFLOAD through the driver's pinned host memory and copies (cuMemHostAlloc,
+ * cuMemcpyDtoH_v2, cuMemcpyHtoD_v2): a refusal of any of them is said with the call and the driver's
+ * error, and changes nothing (a sleep leaves the blocks awake and backed, a wake leaves them asleep and
+ * the driver holding none of their memory); the pinned block kept after the wake goes back at the
+ * shutdown. */
+static size_t host_held(void) {
+    return ((fake_cuda_host_held_fn *)harness_fake("fake_cuda_host_held"))();
+}
+
+TEST(cuda_sleep_offload_through_the_drivers_copies) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    void *w = NULL;
+    CHECK_OK(vram_set_tag("w"));
+    CHECK_OK(vram_malloc(&w, 4 * MiB, 0));
+    CHECK_OK(vram_set_tag(NULL));
+    plan("cuMemHostAlloc:1:CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    CHECK_ERROR_CONTAINS("cuMemHostAlloc");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 0);
+    CHECK(backed(w, 4 * MiB));
+    CHECK_ALL();
+    plan("cuMemcpyDtoH_v2:1:CUDA_ERROR_LAUNCH_FAILED");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    CHECK_ERROR_CONTAINS("cuMemcpyDtoH");
+    CHECK_ERROR_CONTAINS("CUDA_ERROR_LAUNCH_FAILED");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 0);
+    CHECK(backed(w, 4 * MiB));
+    CHECK_SIZE(host_held(), ==, 0);                                 /* the refused sleep's block went back */
+    CHECK_ALL();
+    plan(NULL);
+    CHECK_OK(vram_sleep(0, "w", VRAM_SLEEP_OFFLOAD));
+    CHECK_SIZE(INFO(0).asleep_host_bytes, ==, 4 * MiB);
+    CHECK_SIZE(host_held(), ==, 4 * MiB);
+    CHECK_SIZE(held(0), ==, 0);
+    CHECK_ALL();
+    plan("cuMemcpyHtoD_v2:1:CUDA_ERROR_LAUNCH_FAILED");
+    CHECK_STATUS(VRAM_ERR_DRIVER, vram_wake(0, "w"));
+    CHECK_ERROR_CONTAINS("cuMemcpyHtoD");
+    CHECK_SIZE(INFO(0).asleep_bytes, ==, 4 * MiB);
+    CHECK_SIZE(held(0), ==, 0);                                     /* what the wake mapped went back */
+    CHECK_ALL();
+    plan(NULL);
+    CHECK_OK(vram_wake(0, "w"));
+    CHECK(backed(w, 4 * MiB));
+    CHECK_HELD_IS_RESERVED(0);
+    CHECK_SIZE(INFO(0).host_kept_bytes, ==, 4 * MiB);
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    CHECK_SIZE(host_held(), ==, 0);
+    check_driver_empty(1);
+}
+
 /* Each driver call the backend makes, failing at its 1st, 2nd and 3rd call in the workload (with an
  * error the library's own table does not name, so that the name comes from cuGetErrorName): no crash,
  * vram_check passes after every step, every failed step names a driver error and the call that failed

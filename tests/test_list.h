@@ -127,8 +127,12 @@
     X(oom, oom_limit_from_device_env_is_named) \
     X(oom, oom_limit_from_logical_configuration_is_named) \
     X(oom, oom_card_full_names_driver_error) \
+    X(oom, oom_card_full_counts_no_other_process) \
     X(oom, oom_card_full_shared_by_two_logical_devices) \
+    X(oom, oom_limit_left_by_the_bytes_in_use_is_named) \
+    X(oom, oom_limit_left_by_the_bytes_in_use_is_named_without_vmm) \
     X(oom, oom_fragmentation_is_named) \
+    X(oom, oom_fragmentation_with_growth_counts_the_room_to_grow) \
     X(oom, oom_growth_near_limit_names_the_limit) \
     X(oom, oom_names_the_bytes_stuck_in_shared_granules) \
     X(oom, oom_names_the_granules_the_bytes_in_use_need) \
@@ -267,6 +271,7 @@
     X(parse, parse_size_bad) \
     X(parse, parse_size_rejects_hexadecimal) \
     X(parse, parse_size_null_arguments) \
+    X(parse, parse_duration) \
     /* test_async.c */ \
     X(async, async_same_stream_reuses_at_once) \
     X(async, async_reaping_asks_each_stream_once) \
@@ -379,6 +384,32 @@
     X(allocstats, fraction_gives_idle_memory_back) \
     X(allocstats, fraction_caps_a_preallocated_pool) \
     X(allocstats, fraction_bad_arguments) \
+    /* test_sleep.c */ \
+    X(sleep, sleep_offload_wakes_at_the_same_addresses_with_the_bytes) \
+    X(sleep, sleep_discard_wakes_without_the_bytes) \
+    X(sleep, sleep_copies_a_run_of_blocks_at_once) \
+    X(sleep, sleep_tag_asleep_refuses_its_requests_only) \
+    X(sleep, sleep_wake_refused_by_the_limit_keeps_everything_asleep) \
+    X(sleep, sleep_wake_refused_by_the_card_undoes_its_mappings) \
+    X(sleep, sleep_another_process_sees_the_memory_come_and_go) \
+    X(sleep, sleep_without_a_tag_sleeps_everything) \
+    X(sleep, sleep_blocks_asleep_can_be_freed) \
+    X(sleep, sleep_offload_keeps_its_pinned_host_block_for_the_next_sleep) \
+    X(sleep, sleep_offload_host_copy_goes_with_the_last_block) \
+    X(sleep, sleep_statistics) \
+    X(sleep, sleep_refused_under_preallocation) \
+    X(sleep, sleep_refused_without_virtual_memory_management) \
+    X(sleep, sleep_refused_during_a_capture_and_for_memory_shared) \
+    X(sleep, sleep_bad_arguments) \
+    X(sleep, tag_is_the_threads_and_checked) \
+    X(sleep, sleep_private_pool_of_a_tag_wakes_whole) \
+    X(sleep, sleep_wake_within_the_physical_devices_limit) \
+    X(sleep, sleep_waits_for_the_streams_of_its_blocks) \
+    X(sleep, sleep_thread_caches_never_serve_blocks_asleep) \
+    X(sleep, sleep_ends_the_plan) \
+    X(sleep, sleep_trim_and_idle_release_leave_a_tag_asleep) \
+    X(sleep, sleep_failed_in_a_later_arena_wakes_the_earlier_ones) \
+    X(sleep, sleep_failed_copies_change_nothing) \
     /* test_private.c */ \
     X(private, private_memory_is_not_given_to_eager_requests) \
     X(private, private_memory_stays_while_in_use) \
@@ -431,6 +462,9 @@
     X(cuda, cuda_refused_plain_free_keeps_the_region) \
     X(cuda, cuda_refused_plain_free_at_the_limit_keeps_the_region) \
     X(cuda, cuda_refused_free_at_shutdown_is_said) \
+    X(cuda, cuda_sleep_gives_the_driver_its_memory_back) \
+    X(cuda, cuda_sleep_refused_unmap_is_said_and_counted) \
+    X(cuda, cuda_sleep_offload_through_the_drivers_copies) \
     X(cuda, cuda_every_driver_call_fails_cleanly) \
     /* end of list */
 /* clang-format on */

@@ -2,6 +2,7 @@
  * test_oom.c: out-of-memory failures name their cause (the limit and where it came from, the card
  * being full, fragmentation) with the numbers, and are counted in num_ooms.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -94,6 +95,31 @@ TEST(oom_card_full_names_driver_error) {
     CHECK_ALL();
 }
 
+/* The card full with only this process on it: the message's figures are the simulated card's. The
+ * driver gives two 64 MiB regions (VRAM_SIM_FAIL_ALLOC_AFTER=2), vram holds all the card's used bytes,
+ * so the card has 16 GiB less what vram reserved free, and other processes hold 0 bytes (counting
+ * vram's own regions as another's would make a crowded card out of an empty one). */
+TEST(oom_card_full_counts_no_other_process) {
+    use_sim("16GiB");
+    set_env("VRAM_SIM_FAIL_ALLOC_AFTER", "2");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_alloc_conf("vmm:false"));
+    void *blocks[64];
+    int n = 0;
+    vram_status s = VRAM_OK;
+    while (n < 64 && (s = vram_malloc(&blocks[n], 64 * MiB, 0)) == VRAM_OK) n++;
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+    size_t reserved = INFO(0).reserved;
+    CHECK_SIZE(reserved, >=, 128 * MiB);
+    char want[160];
+    snprintf(want, sizeof want, "the card has %zu of %zu bytes free and other processes (or other allocators "
+             "in this one) hold about 0 bytes", 16 * GiB - reserved, 16 * GiB);
+    CHECK_ERROR_CONTAINS(want);
+    CHECK_ALL();
+    for (int i = 0; i < n; i++) CHECK_OK(vram_free(blocks[i]));
+    CHECK_ALL();
+}
+
 TEST(oom_card_full_shared_by_two_logical_devices) {
     use_sim("16GiB");
     set_env("VRAM_SIM_FAIL_ALLOC_AFTER", "4");
@@ -110,9 +136,42 @@ TEST(oom_card_full_shared_by_two_logical_devices) {
     }
     CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
     CHECK_CONTAINS(vram_last_error(), "CUDA_ERROR_OUT_OF_MEMORY");
+    /* what both logical devices hold is vram's, not another process's */
+    CHECK_ERROR_CONTAINS("hold about 0 bytes");
     CHECK_ALL();
     for (int i = 0; i < n; i++) CHECK_OK(vram_free(blocks[i]));
     CHECK_ALL();
+}
+
+/* A request larger than what the limit leaves beside the bytes in use (but not than the limit) is
+ * refused because of the limit, in those words. Limit 64 MiB, no growth (the pool is the limit's
+ * region), 48 MiB in use: 32 MiB fits in the limit, not in the 16 MiB it leaves. The limit is the
+ * cause; the free bytes are not fragmented (they are one block of 16 MiB), and no granule rounding is
+ * involved (48 + 32 MiB is above 64 MiB in bytes already). With vmm:false the same. */
+static void check_limit_left_by_the_bytes_in_use(const char *conf) {
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    CHECK_OK(vram_set_alloc_conf(conf));
+    void *a = NULL, *p = NULL;
+    CHECK_OK(vram_malloc(&a, 48 * MiB, 0));
+    CHECK_SIZE(INFO(0).largest_free_block, ==, 16 * MiB);
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 32 * MiB, 0));
+    CHECK_ERROR_CONTAINS("cannot allocate 33554432 bytes: the memory limit of 67108864 bytes is reached "
+                         "(limit from vram_set_memory_limit(0, 67108864)). requested");
+    CHECK(strstr(vram_last_error(), "fragmentation") == NULL);
+    check_oom_figures();
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_malloc(&p, 32 * MiB, 0));
+    CHECK_OK(vram_free(p));
+    CHECK_ALL();
+}
+
+TEST(oom_limit_left_by_the_bytes_in_use_is_named) {
+    check_limit_left_by_the_bytes_in_use("vmm:true");
+}
+
+TEST(oom_limit_left_by_the_bytes_in_use_is_named_without_vmm) {
+    check_limit_left_by_the_bytes_in_use("vmm:false");
 }
 
 static int compare_ptrs(const void *a, const void *b) {
@@ -212,6 +271,32 @@ TEST(oom_names_the_bytes_stuck_in_shared_granules) {
     CHECK_OK(vram_free(p));
     CHECK_OK(vram_free(b));
     CHECK_OK(vram_free(c));
+    CHECK_ALL();
+}
+
+/* Fragmentation with growth: the free bytes held and the room the limit leaves to grow are counted
+ * together. Limit 16 MiB, 2 MiB granules, fourteen 1 MiB blocks side by side over [0, 14 MiB) (seven
+ * granules mapped, two blocks each); freeing every other one leaves 7 MiB in use and seven 1 MiB
+ * holes, each in a granule that keeps a live block (none idle, none can move or go back). A request
+ * of 3 MiB fits the limit in bytes (7 + 3 <= 16 MiB, in granules too), but no hole holds it, and in
+ * fresh addresses it needs two granules where the limit leaves one (16 - 14 MiB): fragmentation, with
+ * 7 MiB free in the pool + 2 MiB of room to grow = 9437184 bytes, all 7340032 free bytes stuck. */
+TEST(oom_fragmentation_with_growth_counts_the_room_to_grow) {
+    use_sim_growth(16 * MiB, "small_pool_kb:0,map_ahead_mb:0,plan:false");
+    void *blocks[14], *p = NULL;
+    for (int i = 0; i < 14; i++) CHECK_OK(vram_malloc(&blocks[i], 1 * MiB, 0));
+    qsort(blocks, 14, sizeof blocks[0], compare_ptrs);
+    CHECK_SIZE(INFO(0).reserved, ==, 14 * MiB);
+    for (int i = 0; i < 14; i += 2) CHECK_OK(vram_free(blocks[i]));
+    CHECK_SIZE(INFO(0).current, ==, 7 * MiB);
+    CHECK_SIZE(INFO(0).largest_free_block, ==, 1 * MiB);
+    CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 3 * MiB, 0));
+    CHECK_ERROR_CONTAINS("fragmentation: 9437184 bytes are free in the pool (counting room to grow) but no free "
+                         "block is large enough; 7340032 of the free bytes lie in granules shared with blocks in use");
+    check_oom_figures();
+    for (int i = 1; i < 14; i += 2) CHECK_OK(vram_free(blocks[i]));
+    CHECK_OK(vram_malloc(&p, 3 * MiB, 0));
+    CHECK_OK(vram_free(p));
     CHECK_ALL();
 }
 

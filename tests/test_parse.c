@@ -1,7 +1,8 @@
 /*
- * test_parse.c: vram_parse_size.
+ * test_parse.c: vram_parse_size, and the durations of the tools (vram__parse_duration).
  */
 #include "harness.h"
+#include "common/common.h"
 
 typedef struct size_case {
     const char *text;
@@ -63,4 +64,30 @@ TEST(parse_size_null_arguments) {
     size_t bytes = 0;
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_parse_size(NULL, &bytes));
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_parse_size("1G", NULL));
+}
+
+/* Durations (vram run --idle-sleep, --vram-idle-sleep): a number and ms, s, m, h or d (seconds when
+ * none); nothing else, nothing of 0, under a millisecond or over a year. */
+TEST(parse_duration) {
+    static const struct { const char *text; uint64_t ns; } good[] = {
+        {"30", 30000000000ull}, {"90s", 90000000000ull}, {"10m", 600000000000ull},
+        {"1.5h", 5400000000000ull}, {"500ms", 500000000ull}, {"1d", 86400000000000ull}, {".5s", 500000000ull},
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        uint64_t ns = 7;
+        if (vram__parse_duration(good[i].text, &ns) != 0 || ns != good[i].ns)
+            harness_fail(__FILE__, __LINE__, "vram__parse_duration(\"%s\") = %llu, expected %llu", good[i].text,
+                         (unsigned long long)ns, (unsigned long long)good[i].ns);
+    }
+    static const char *const bad[] = {"", "0", "0s", "-5s", "5x", "5 s", "s", "1e3", "0x10", "nan", "inf",
+                                      "0.1ms", "400d", "10min", "5sec", " 5s"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint64_t ns = 7;
+        if (vram__parse_duration(bad[i], &ns) == 0)
+            harness_fail(__FILE__, __LINE__, "vram__parse_duration(\"%s\") accepted (%llu ns)", bad[i],
+                         (unsigned long long)ns);
+        CHECK(ns == 7);
+    }
+    uint64_t ns = 0;
+    CHECK(vram__parse_duration(NULL, &ns) == -1);
 }

@@ -173,12 +173,25 @@ static const help_item help_run_options[] = {
       "[--group NAME [--group-limit SIZE]]", NULL },
     { "--group-limit", "SIZE", "(with --group) the group's processes together take at most SIZE on each "
       "device (by UUID); an allocation past it fails with CUDA_ERROR_OUT_OF_MEMORY (VRAM_GROUP_LIMIT, in "
-      "bytes). Costs one scan of the ledger under its lock per allocation of a grouped process. The ledger "
+      "bytes). Costs two scans of the ledger under its lock per allocation of a grouped process (three for a guaranteed member while its group has opportunistic ones). The ledger "
       "is checked first: a ledger directory of yours open to others is set to 0700 (said); one that cannot "
       "be opened safely (a symlink, another owner's, a file open to others) refuses the start with the "
       "reason (exit status 1)", "", NULL },
+    { "--priority", "guaranteed|opportunistic", "(with --group and --group-limit) the process's priority in its "
+      "group (VRAM_PRIORITY; default guaranteed): a guaranteed member may use up to the budget less what the "
+      "other guaranteed members use; an opportunistic member's limit is what is left, lowered while the "
+      "guaranteed members need room and raised back when they free it ('vram help limit')", NULL, NULL },
+    { "--overflow", "host|none", "host: an allocation (cuMemAlloc) that the limit or the card refuses is served "
+      "from pinned host memory mapped for the device (slower, over the bus) instead of failing; counted apart "
+      "(vram top's OVERFLOW) and freed by the program's cuMemFree (VRAM_OVERFLOW)", NULL, NULL },
+    { "--overflow-max", "SIZE", "(with --overflow host) the most host memory the overflow holds per device "
+      "(VRAM_OVERFLOW_MAX; default the device's limit, else its card)", NULL, NULL },
     { "--log", NULL, "VRAM_LOG=1: say on stderr when the vram limit (or group limit) refused an allocation",
       NULL, NULL },
+    { "--idle-sleep", "DURATION", "put CMD (and each process under it) to sleep after DURATION without a CUDA "
+      "call (500ms, 30s, 10m, 1.5h, 1d), waking it at its next call (vram help sleep); a watcher process started "
+      "before CMD does it (VRAM_IDLE_WATCHER). Without the driver's checkpoint API it is said in one line, and "
+      "off", NULL, NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };
 static const char *const help_run_about[] = {
@@ -206,9 +219,47 @@ static const help_item help_run_exit[] = {
     { NULL, NULL, NULL, NULL, NULL },
 };
 
+static const help_item help_limit_options[] = {
+    { "--device", "N", "(with PID) only the process's device N (as the program numbers it); else every device "
+      "it uses", NULL, NULL },
+    { "--group", "NAME", "change the budget of group NAME (vram run --group NAME --group-limit SIZE) instead: "
+      "every running member of yours takes it (and a member that joins later)", "", NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+static const char *const help_limit_about[] = {
+    "Change the device-memory limit of a running process under vram run (or the Slurm plugin), or with "
+    "--group NAME its group's budget, through the ledger; without SIZE, print them. SIZE as everywhere (8GiB, "
+    "512M); none goes back to the limit the process started with (the group limit it started with). The "
+    "process applies the new limit at its next allocation, free or memory query (cuMemGetInfo), and vram "
+    "top shows it at once.",
+    "Lowering kills nothing: memory the process holds stays; its allocations are refused (out of memory, "
+    "or served from host memory under vram run --overflow host) until its frees bring it under the new "
+    "limit, and vram top shows it as over limit meanwhile; with preallocation (no --growth) the memory "
+    "reserved above the new limit goes back to the card at once. Raising above the start limit is allowed "
+    "(an operator's choice) up to the card's memory, never above the limit of a Slurm job "
+    "(VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX: a ceiling).",
+    "Only the owner of a process (or root) can change its limit: the ledger is the user's own (a 0700 "
+    "directory). vram limit finds the process's ledger through /proc/PID/fd; root acts as the process's "
+    "owner. --group acts on your own ledger (root: sudo -u USER vram limit --group ...).",
+    "Groups rebalance: in a group with a budget, a guaranteed member (vram run --priority guaranteed, the "
+    "default) may use up to the budget less what the other guaranteed members use; an opportunistic member "
+    "(--priority opportunistic) gets what is left: while guaranteed members use memory its limit is lowered "
+    "to budget - their use - the other opportunistic members' use (it then refuses, or overflows to host "
+    "memory), and it is raised back to its own limit when they use nothing.",
+    NULL,
+};
+static const help_item help_limit_exit[] = {
+    { "0", NULL, "the limit is set (or printed)", NULL, NULL },
+    { "1", NULL, "an error: no such process, not yours, not under vram run, no running member of the group, "
+      "SIZE above the card or the Slurm job's ceiling, the ledger unavailable", NULL, NULL },
+    { "2", NULL, "usage error", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
 static const help_item help_top_options[] = {
     { "--json", NULL, "print JSON objects (keys pid, command, device, uuid, limit_bytes, in_use_bytes, "
-      "peak_bytes, free_bytes, group, group_limit_bytes)", NULL, NULL },
+      "peak_bytes, free_bytes, group, group_limit_bytes, state, host_bytes, idle_sleep_seconds, over_limit, "
+      "start_limit_bytes, priority, overflow_bytes)", NULL, NULL },
     { "--once", NULL, "print one table (or object) and exit", NULL, NULL },
     { "--prometheus", NULL, "print the ledger once in Prometheus' text format (vram_* gauges, for "
       "node_exporter's textfile collector; README); not with --json", NULL, NULL },
@@ -216,13 +267,16 @@ static const help_item help_top_options[] = {
 };
 static const char *const help_top_about[] = {
     "List every process on this machine that runs under vram run: pid, command, device (ordinal as the "
-    "program numbers it / UUID), limit, in use, peak, free under the limit, group and group limit (vram run "
-    "--group NAME --group-limit SIZE). Slots of processes that are gone (kill -9 included) are reclaimed as "
+    "program numbers it / UUID), limit in force (vram limit may have moved it), in use, peak, free under the "
+    "limit, group and group limit (vram run --group NAME --group-limit SIZE), state (over limit when it "
+    "holds more than a lowered limit) and the host memory of its overflow (vram run --overflow host). Slots of processes that are gone (kill -9 included) are reclaimed as "
     "it reads; a corrupted ledger or one of another version is moved aside (ledger.bad.*) and rebuilt, "
     "keeping the slots of running processes; one truncated while top reads it is read again.",
     "In a terminal it redraws in place every second: a line per device (processes, in use, peaks, limits), "
     "then the processes with a short history of their use; keys m (in use), k (peak), p (pid), d (device) "
     "sort, q quits. Elsewhere it prints the table every second until interrupted.",
+    "STATE is awake, or asleep (vram sleep, vram run --idle-sleep) with HOST, the bytes of its device memory "
+    "in host memory: a process asleep holds nothing on its card (IN USE 0) and counts nothing in its group.",
     NULL,
 };
 
@@ -233,15 +287,75 @@ static const help_item help_top_exit[] = {
     { NULL, NULL, NULL, NULL, NULL },
 };
 
+static const help_item help_sleep_options[] = {
+    { "--group", "NAME", "every running process of group NAME in the ledger (vram run --group, a Slurm job's "
+      "slurm-<id>)", "", NULL },
+    { "--timeout", "DURATION", "how long the lock waits for the CUDA calls under way (default 10s, at most 1h)",
+      NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+static const char *const help_sleep_about[] = {
+    "Put CUDA processes to sleep through the driver's process checkpoint API (CUDA 12.8 and later): their "
+    "CUDA calls block, their device memory moves to host memory and the card's memory is free for others. "
+    "vram top shows them asleep with their host footprint, and their usage leaves their group's budget. Any "
+    "CUDA process of yours (root: anyone's), under vram run or not (then vram knows nothing of its memory or "
+    "group). vram wake brings them back.",
+    NULL,
+};
+static const char *const help_sleep_notes[] = {
+    "vram run --idle-sleep DURATION (srun --vram-idle-sleep=DURATION) does it by itself: a process that has "
+    "made no CUDA call for DURATION goes to sleep, and wakes at its next call (it waits meanwhile). The "
+    "preload library sees allocations, kernel launches, the common copies and sets, and synchronisations; a "
+    "process whose first call after its sleep is one it does not see (an event or stream query, a module "
+    "load, a 2D copy) waits until a call it sees comes, from any of its threads, or until vram wake.",
+    "A process put to sleep by vram sleep stays asleep until vram wake, even under an idle watcher (its "
+    "calls wait).",
+    NULL,
+};
+static const help_item help_sleep_exit[] = {
+    { "0", NULL, "every process is asleep (or was)", NULL, NULL },
+    { "1", NULL, "an error (no checkpoint API, no such process, not yours, the driver refused: each said with "
+      "its reason)", NULL, NULL },
+    { "2", NULL, "usage error", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
+static const help_item help_wake_options[] = {
+    { "--group", "NAME", "every process of group NAME that sleeps", "", NULL },
+    { "--device", "DEV", "wake it on another card of the same kind (its index as vram ls shows it, or its "
+      "UUID), where the driver allows; for a process of one card under vram run", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+static const char *const help_wake_about[] = {
+    "Wake processes put to sleep (vram sleep, or an idle watcher): their memory goes back on the card at the "
+    "same addresses, then their CUDA calls go on. Refused, with the reason, when the card or the process's "
+    "group budget has no room for it (no overcommit): it stays asleep, nothing lost, and vram wake can be "
+    "tried again.",
+    NULL,
+};
+static const help_item help_wake_exit[] = {
+    { "0", NULL, "every process is awake (or was)", NULL, NULL },
+    { "3", NULL, "refused for lack of room on the card or in the group: it stays asleep", NULL, NULL },
+    { "1", NULL, "an error", NULL, NULL },
+    { "2", NULL, "usage error", NULL, NULL },
+    { NULL, NULL, NULL, NULL, NULL },
+};
+
 const help_command help_commands[] = {
     { "ls", NULL, NULL, "list the GPUs (or say why there is none)", help_ls_about, help_ls_options, NULL, help_ls_exit },
+    { "run", NULL, "-- CMD [ARGS]", "run an unmodified CUDA program under a device-memory limit", help_run_about,
+      help_run_options, help_run_notes, help_run_exit },
+    { "top", NULL, NULL, "show the processes running under vram run", help_top_about, help_top_options, NULL, help_top_exit },
+    { "limit", "PID|--group NAME", "[SIZE|none]", "change a running process's limit (or a group's budget)",
+      help_limit_about, help_limit_options, NULL, help_limit_exit },
+    { "sleep", NULL, "PID... | --group NAME", "put CUDA processes to sleep: their device memory to host memory, "
+      "the card free", help_sleep_about, help_sleep_options, help_sleep_notes, help_sleep_exit },
+    { "wake", NULL, "PID... | --group NAME", "wake processes put to sleep", help_wake_about, help_wake_options,
+      NULL, help_wake_exit },
     { "replay", "TRACE", NULL, "replay an allocation trace through vram and report peak memory and speed",
       help_replay_about, help_replay_options, help_replay_notes, help_replay_exit },
     { "report", "INPUT", NULL, "write one HTML page of a trace's or a PyTorch snapshot's memory over time",
       help_report_about, help_report_options, NULL, help_report_exit },
-    { "run", NULL, "-- CMD [ARGS]", "run an unmodified CUDA program under a device-memory limit", help_run_about,
-      help_run_options, help_run_notes, help_run_exit },
-    { "top", NULL, NULL, "show the processes running under vram run", help_top_about, help_top_options, NULL, help_top_exit },
     { NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL },
 };
 
@@ -266,6 +380,8 @@ static const help_item env_library[] = {
       "(default 1x16GiB); \"@MAJOR.MINOR\" after a size sets the compute capability (default 9.0): "
       "\"2x24GiB@8.6,16GiB@7.5\"", NULL, NULL },
     { "VRAM_SIM_FAIL_ALLOC_AFTER", "N", "simulated driver: allocations fail after N have succeeded", NULL, NULL },
+    { "VRAM_SIM_SHARED", "FILE", "simulated cards shared by every process that names FILE: each sees the "
+      "memory the others take and give back", NULL, NULL },
     { "VRAM_FORCE_ALLOW_GROWTH", "true|false", "force memory growth on or off, overriding the program", NULL,
       NULL },
     { "VRAM_MEMORY_LIMIT", "SIZE", "cap every card at SIZE", NULL, NULL },
@@ -286,6 +402,15 @@ static const help_item env_run[] = {
     { "VRAM_LOG", "1", "one line on stderr for each allocation the limit refused", NULL, NULL },
     { "VRAM_GROUP", "NAME", "the process's group in the ledger", NULL, NULL },
     { "VRAM_GROUP_LIMIT", "BYTES", "the group's budget on each device (needs VRAM_GROUP)", NULL, NULL },
+    { "VRAM_PRIORITY", "guaranteed|opportunistic", "the process's priority in its group (vram help limit)", NULL,
+      NULL },
+    { "VRAM_OVERFLOW", "host|none", "host: allocations the limit or the card refuses go to host memory", NULL,
+      NULL },
+    { "VRAM_OVERFLOW_MAX", "SIZE", "the most host memory the overflow holds per device (0: none)", NULL, NULL },
+    { "VRAM_LIMIT_MAX", "SIZE", "the most vram limit may raise the limit to (set by the Slurm plugin); "
+      "VRAM_GROUP_LIMIT_MAX the same for the group budget", NULL, NULL },
+    { "VRAM_IDLE_WATCHER", "PID:START:NS", "the idle watcher of vram run --idle-sleep (set by vram run and the "
+      "Slurm plugin)", NULL, NULL },
     { "VRAM_LEDGER_DIR", "DIR", "the ledger's directory (absolute; made 0700; vram run, vram top)", NULL, NULL },
     { "XDG_RUNTIME_DIR", "DIR", "else the ledger is in DIR/vram when DIR is yours here, else in "
       "/dev/shm/vram-<uid> (if another user took that name: /run/user/<uid>/vram, else "
@@ -311,7 +436,8 @@ const help_item help_exit_status[] = {
     { "0", NULL, "success", NULL, NULL },
     { "1", NULL, "error", NULL, NULL },
     { "2", NULL, "usage error (unknown command or option, missing or malformed argument)", NULL, NULL },
-    { "3", NULL, "vram replay: allocations failed", NULL, NULL },
+    { "3", NULL, "vram replay: allocations failed; vram wake: refused for lack of room (it stays asleep)",
+      NULL, NULL },
     { "130", NULL, "vram replay: interrupted", NULL, NULL },
     { NULL, NULL, NULL, NULL, NULL },
 };

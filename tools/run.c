@@ -1,5 +1,6 @@
 /*
- * run.c: `vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--log] -- CMD [ARGS]`.
+ * run.c: `vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F] [--group NAME
+ * [--group-limit SIZE]] [--idle-sleep DURATION] [--log] -- CMD [ARGS]`.
  *
  * Sets, then execvp's CMD:
  *   CUDA_VISIBLE_DEVICES  from --devices (the program's devices are then numbered from 0)
@@ -25,6 +26,17 @@
  *                         refuses the start with the reason (exit status 1). With or without one,
  *                         a ledger moved from its default place taken by another user (ledger.h,
  *                         "Where") is said on stderr.
+ *   VRAM_PRIORITY         from --priority guaranteed|opportunistic (needs --group): the process's
+ *                         priority when its group rebalances (shim/group.c)
+ *   VRAM_OVERFLOW         from --overflow host|none: allocations the limit or the card refuses go to
+ *                         host memory mapped for the device (shim/overflow.c)
+ *   VRAM_OVERFLOW_MAX     from --overflow-max SIZE, in bytes (needs --overflow host): its cap per device
+ *   VRAM_IDLE_WATCHER     with --idle-sleep DURATION: the idle watcher (shim/watch.h), started just
+ *                         before the exec, names itself here (PID:START:NS); CMD and every process
+ *                         under it that keeps the variable is put to sleep after DURATION without a
+ *                         CUDA call and woken at its next one. When the watcher cannot start (a driver
+ *                         without the checkpoint API, no ledger) one line says why and CMD runs
+ *                         without idle sleep.
  *   VRAM_LOG              1 with --log: the preload library says on stderr when the limit refused
  *   LD_PRELOAD            the absolute path of libvram_preload.so (next to this binary, in ../lib or
  *                         ../<libdir>), put first
@@ -46,8 +58,10 @@
 
 #include "cli.h"
 #include "common/visible.h"
+#include "common/common.h"
 #include "ledger.h"
 #include "run.h"
+#include "watch.h"
 
 #ifndef VRAM_INSTALL_LIBDIR
 #define VRAM_INSTALL_LIBDIR "lib"
@@ -66,6 +80,10 @@ typedef struct run_options {
     const char *group;
     int has_group_limit;
     size_t group_limit;
+    const char *priority, *overflow;
+    int has_overflow_max;
+    size_t overflow_max;
+    uint64_t idle_ns;  /* --idle-sleep; 0: not given */
 } run_options;
 
 __attribute__((format(printf, 1, 2)))
@@ -76,7 +94,9 @@ static int run_usage_error(const char *fmt, ...) {
     vfprintf(stderr, fmt, ap);
     va_end(ap);
     fputs("\nUsage: vram run [--devices LIST] [--growth] [--limit SIZE] [--fraction F]\n"
-          "                [--group NAME [--group-limit SIZE]] [--log] -- CMD [ARGS]\n"
+          "                [--group NAME [--group-limit SIZE] [--priority guaranteed|opportunistic]]\n"
+          "                [--overflow host|none [--overflow-max SIZE]] [--idle-sleep DURATION] [--log]\n"
+          "                -- CMD [ARGS]\n"
           "Without --growth the limit is preallocated: reserved on the card at the first allocation,\n"
           "so no other process can take it; --growth takes memory on demand.\n"
           "Try 'vram --help'.\n", stderr);
@@ -127,6 +147,34 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
             o->has_group_limit = 1;
             continue;
         }
+        if ((v = cli_option_value(argc, argv, &i, "--priority", &missing)) || missing) {
+            if (!v || (strcmp(v, "guaranteed") != 0 && strcmp(v, "opportunistic") != 0))
+                return run_usage_error("--priority needs guaranteed or opportunistic%s%s%s", v ? " (not '" : "",
+                                       v ? v : "", v ? "')" : "");
+            o->priority = v;
+            continue;
+        }
+        if ((v = cli_option_value(argc, argv, &i, "--overflow-max", &missing)) || missing) {
+            if (!v) return run_usage_error("--overflow-max needs a SIZE (e.g. 8GiB)");
+            if (cli_size(v, &o->overflow_max) != 0)
+                return run_usage_error("--overflow-max: bad size '%s' (" CLI_SIZE_HINT ")", v);
+            o->has_overflow_max = 1;
+            continue;
+        }
+        if ((v = cli_option_value(argc, argv, &i, "--overflow", &missing)) || missing) {
+            if (!v || (strcmp(v, "host") != 0 && strcmp(v, "none") != 0))
+                return run_usage_error("--overflow needs host or none%s%s%s", v ? " (not '" : "", v ? v : "",
+                                       v ? "')" : "");
+            o->overflow = v;
+            continue;
+        }
+        if ((v = cli_option_value(argc, argv, &i, "--idle-sleep", &missing)) || missing) {
+            if (!v) return run_usage_error("--idle-sleep needs a DURATION (e.g. 10m)");
+            if (vram__parse_duration(v, &o->idle_ns) != 0)
+                return run_usage_error("--idle-sleep: bad DURATION '%s' (a number and ms, s, m, h or d: 30s, 10m, "
+                                       "1.5h; at most a year)", v);
+            continue;
+        }
         if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
             if (!v) return run_usage_error("--group needs a NAME");
             if (!ledger_valid_group(v))
@@ -138,6 +186,9 @@ static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
         break;   /* the command */
     }
     if (o->has_group_limit && !o->group) return run_usage_error("--group-limit needs --group NAME");
+    if (o->priority && !o->group) return run_usage_error("--priority needs --group NAME");
+    if (o->has_overflow_max && !(o->overflow && strcmp(o->overflow, "host") == 0))
+        return run_usage_error("--overflow-max needs --overflow host");
     if (i >= argc) return run_usage_error("missing CMD");
     *cmd_at = i;
     return 0;
@@ -166,12 +217,13 @@ static int run_find_preload(char *out, size_t len, char *dir, size_t dir_len) {
     return -1;
 }
 
-/* Clears VRAM_LIMIT and every VRAM_LIMIT_<i> inherited from the environment. */
+/* Clears VRAM_LIMIT and every VRAM_LIMIT_<i> inherited from the environment (not VRAM_LIMIT_MAX). */
 static void run_clear_limits(void) {
     for (;;) {
         char name[64] = "";
         for (char **e = environ; e && *e; e++) {
-            if (strncmp(*e, "VRAM_LIMIT", 10) == 0 && ((*e)[10] == '=' || (*e)[10] == '_')) {
+            if (strncmp(*e, "VRAM_LIMIT", 10) == 0 && ((*e)[10] == '=' || (*e)[10] == '_') &&
+                strncmp(*e, "VRAM_LIMIT_MAX=", 15) != 0) {   /* a ceiling (the Slurm plugin's) stays */
                 size_t n = strcspn(*e, "=");
                 if (n < sizeof name) { memcpy(name, *e, n); name[n] = '\0'; }
                 break;
@@ -265,6 +317,18 @@ static void run_note_ledger(void) {
         fprintf(stderr, "vram run: %s\n", note);
 }
 
+/* --idle-sleep: the idle watcher (shim/watch.h) started, VRAM_IDLE_WATCHER set for the program; when it
+ * cannot start (no checkpoint API, no ledger) that is said in one line and the program runs without idle
+ * sleep. -1 only when the environment cannot be set. */
+static int run_start_watcher(uint64_t idle_ns) {
+    char env[96], err[PATH_MAX + 600];
+    if (watch_start(idle_ns, NULL, env, sizeof env, err, sizeof err) != 0) {
+        fprintf(stderr, "vram run: --idle-sleep is off: %s\n", err);
+        return 0;
+    }
+    return setenv("VRAM_IDLE_WATCHER", env, 1);
+}
+
 int run_main(int argc, char **argv) {
     run_options o = { 0 };
     int cmd_at = 0;
@@ -283,6 +347,11 @@ int run_main(int argc, char **argv) {
     if (o.fraction > 0 && (rc = run_set_fraction(&o)) != 0) return rc;
     if (setenv("VRAM_GROWTH", o.growth ? "1" : "0", 1) != 0) goto env_failed;
     if (o.log && setenv("VRAM_LOG", "1", 1) != 0) goto env_failed;
+    if (o.priority && setenv("VRAM_PRIORITY", o.priority, 1) != 0) goto env_failed;
+    if (o.overflow && setenv("VRAM_OVERFLOW", o.overflow, 1) != 0) goto env_failed;
+    if (o.overflow && (o.has_overflow_max ? run_set_size("VRAM_OVERFLOW_MAX", o.overflow_max) != 0
+                                          : unsetenv("VRAM_OVERFLOW_MAX") != 0))
+        goto env_failed;
     if (o.group) {
         if (setenv("VRAM_GROUP", o.group, 1) != 0) goto env_failed;
         if (o.has_group_limit ? run_set_size("VRAM_GROUP_LIMIT", o.group_limit) != 0
@@ -296,6 +365,7 @@ int run_main(int argc, char **argv) {
         run_note_ledger();
     }
     if (run_set_preload(lib) != 0) goto env_failed;
+    if (o.idle_ns && run_start_watcher(o.idle_ns) != 0) goto env_failed;
     fflush(NULL);
     execvp(argv[cmd_at], argv + cmd_at);
     int err = errno;

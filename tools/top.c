@@ -7,14 +7,22 @@
  * rebuilt, said on stderr), takes its lock, frees the stale slots (process gone, or its pid reused), copies the
  * live ones and prints one line per (process, device): pid, command, device ordinal (as the program
  * numbers it) and UUID, limit, in use, peak, free under the limit (0 when in use exceeds it, "-"
- * without a limit), group and group limit. --json prints one JSON object instead. Without --once the
- * table is printed again every second until interrupted.
+ * without a limit), group, group limit, state (awake, sleeping, asleep, waking: shim/sleep.h; "over
+ * limit" for one awake above its limit) and, for a process asleep, the bytes of its device memory in
+ * host memory (its in use is then 0: nothing of it is on its card), and the host memory of its
+ * overflow (vram run --overflow host). The limits are those in force (ledger_slot_limit: vram limit,
+ * a group's rebalance). --json prints one JSON object instead (state, host_bytes, the idle watcher's
+ * DURATION in idle_sleep_seconds, null without one, over_limit, start_limit_bytes, priority and
+ * overflow_bytes). Without --once the table is printed again every
+ * second until interrupted.
  *
  * --prometheus prints the snapshot once in Prometheus' text exposition format (0.0.4), for
  * node_exporter's textfile collector: gauges only, no timestamps, every family's HELP and TYPE even
  * when it has no sample, every series with label user (the ledger's owner: ledgers are per user, so
  * that files written for several users merge without two alike series). Per (process, device):
- * vram_process_{limit,in_use,peak}_bytes {pid, command, device, uuid, group (when in one)}; no limit
+ * vram_process_{limit,in_use,peak,host,overflow}_bytes, vram_process_asleep and vram_process_over_limit
+ * (1/0) {pid, command, device, uuid,
+ * group (when in one)}; in use 0 and host the bytes in host memory for a process asleep; no limit
  * series for a process without a limit (the ledger's 0: a series of 0 would read as a full card). Per (group,
  * UUID): vram_group_in_use_bytes (its live members summed, saturating as the preload library's check
  * does) and vram_group_limit_bytes (the smallest group limit of its members: the first to refuse;
@@ -56,9 +64,23 @@
 
 typedef struct top_row {
     int pid, device;
-    uint64_t in_use, peak, limit, group_limit;
+    uint32_t sleep;                      /* LEDGER_AWAKE ... */
+    uint64_t in_use, peak, limit, group_limit;   /* limit, group_limit: in force (ledger_slot_limit) */
+    uint64_t start_limit, overflow;      /* the limit it started with; its overflow in host memory */
+    uint32_t priority;
+    uint64_t host, idle_ns;              /* asleep: bytes in host memory; its idle watcher's DURATION, 0 none */
     char uuid[LEDGER_UUID_LEN], group[LEDGER_NAME_LEN], command[LEDGER_NAME_LEN];
 } top_row;
+
+static const char *top_state(const top_row *t) {
+    switch (t->sleep) {
+    case LEDGER_AWAKE: return "awake";
+    case LEDGER_SLEEPING: return "sleeping";
+    case LEDGER_ASLEEP: return "asleep";
+    case LEDGER_WAKING: return "waking";
+    default: return "?";
+    }
+}
 
 static int top_row_cmp(const void *a, const void *b) {
     const top_row *x = a, *y = b;
@@ -119,10 +141,19 @@ static int top_snapshot_once(top_row **rows, int *n, int *reclaimed, char *path,
         top_row *t = &r[k++];
         t->pid = s->pid;
         t->device = s->device;
+        t->sleep = __atomic_load_n(&s->sleep, __ATOMIC_ACQUIRE);
         t->in_use = __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
         t->peak = __atomic_load_n(&s->peak, __ATOMIC_RELAXED);
-        t->limit = s->limit;
-        t->group_limit = s->group_limit;
+        if (t->sleep == LEDGER_ASLEEP) {   /* nothing on its card: its memory is in host memory */
+            t->host = s->host_bytes;
+            t->in_use = 0;
+        }
+        t->idle_ns = s->watcher_pid ? s->idle_ns : 0;
+        t->limit = ledger_slot_limit(s);
+        t->start_limit = s->limit;
+        t->group_limit = ledger_slot_group_limit(s);
+        t->priority = s->priority;
+        t->overflow = __atomic_load_n(&s->overflow_bytes, __ATOMIC_RELAXED);
         ledger_copy_name(t->uuid, sizeof t->uuid, s->uuid, sizeof s->uuid);
         ledger_copy_name(t->group, sizeof t->group, s->group, sizeof s->group);
         ledger_copy_name(t->command, sizeof t->command, s->command, sizeof s->command);
@@ -164,13 +195,21 @@ static uint64_t top_free(const top_row *t) {
     return t->in_use >= t->limit ? 0 : t->limit - t->in_use;   /* never wraps */
 }
 
+/* Holds more than its limit (a limit lowered under it: vram limit, its group's guaranteed members). */
+static int top_over(const top_row *t) { return t->limit && t->in_use > t->limit; }
+
+/* The table's STATE: the sleep state, or "over limit" for a process awake above its limit. */
+static const char *top_table_state(const top_row *t) {
+    return t->sleep == LEDGER_AWAKE && top_over(t) ? "over limit" : top_state(t);
+}
+
 static void top_print_table(const top_row *r, int n, const char *path) {
     printf("vram top: %d process slot%s in %s\n", n, n == 1 ? "" : "s", path);
-    printf("%-8s %-16s %-44s %11s %11s %11s %11s %-16s %11s\n", "PID", "COMMAND", "DEVICE", "LIMIT", "IN USE",
-           "PEAK", "FREE", "GROUP", "GROUP LIMIT");
+    printf("%-8s %-16s %-44s %11s %11s %11s %11s %-16s %11s %-10s %11s %11s\n", "PID", "COMMAND", "DEVICE", "LIMIT",
+           "IN USE", "PEAK", "FREE", "GROUP", "GROUP LIMIT", "STATE", "HOST", "OVERFLOW");
     for (int i = 0; i < n; i++) {
         const top_row *t = &r[i];
-        char dev[64], lim[32], use[32], peak[32], fr[32], glim[32];
+        char dev[64], lim[32], use[32], peak[32], fr[32], glim[32], host[32], ovf[32];
         snprintf(dev, sizeof dev, "%d/%s", t->device, t->uuid);
         top_bytes(lim, sizeof lim, t->limit, 1);
         top_bytes(use, sizeof use, t->in_use, 0);
@@ -178,8 +217,12 @@ static void top_print_table(const top_row *r, int n, const char *path) {
         if (t->limit) top_bytes(fr, sizeof fr, top_free(t), 0);
         else snprintf(fr, sizeof fr, "-");
         top_bytes(glim, sizeof glim, t->group_limit, 1);
-        printf("%-8d %-16s %-44s %11s %11s %11s %11s %-16s %11s\n", t->pid, t->command, dev, lim, use, peak, fr,
-               t->group[0] ? t->group : "-", glim);
+        if (t->sleep == LEDGER_ASLEEP) top_bytes(host, sizeof host, t->host, 0);
+        else snprintf(host, sizeof host, "-");
+        if (t->overflow) top_bytes(ovf, sizeof ovf, t->overflow, 0);
+        else snprintf(ovf, sizeof ovf, "-");
+        printf("%-8d %-16s %-44s %11s %11s %11s %11s %-16s %11s %-10s %11s %11s\n", t->pid, t->command, dev, lim, use, peak,
+               fr, t->group[0] ? t->group : "-", glim, top_table_state(t), host, ovf);
     }
 }
 
@@ -200,7 +243,14 @@ static void top_print_json(const top_row *r, int n, const char *path, int reclai
         printf(", \"group\": ");
         if (t->group[0]) json_string(stdout, t->group);
         else printf("null");
-        printf(", \"group_limit_bytes\": %llu}", (unsigned long long)t->group_limit);
+        printf(", \"group_limit_bytes\": %llu, \"state\": \"%s\", \"host_bytes\": %llu, \"idle_sleep_seconds\": ",
+               (unsigned long long)t->group_limit, top_state(t), (unsigned long long)t->host);
+        if (t->idle_ns) printf("%.3f", (double)t->idle_ns / 1e9);
+        else printf("null");
+        printf(", \"over_limit\": %s, \"start_limit_bytes\": %llu, \"priority\": \"%s\", \"overflow_bytes\": %llu}",
+               top_over(t) ? "true" : "false", (unsigned long long)t->start_limit,
+               t->priority == LEDGER_PRIORITY_OPPORTUNISTIC ? "opportunistic" : "guaranteed",
+               (unsigned long long)t->overflow);
     }
     printf("]}\n");
 }
@@ -308,6 +358,15 @@ static int top_print_prometheus(const top_row *r, int n, const char *path) {
     for (int i = 0; i < n; i++) prom_process("vram_process_in_use_bytes", &r[i], user, r[i].in_use);
     prom_family("vram_process_peak_bytes", "The most device memory a process under vram run has held on a device.");
     for (int i = 0; i < n; i++) prom_process("vram_process_peak_bytes", &r[i], user, r[i].peak);
+    prom_family("vram_process_asleep", "1 when a process under vram run is asleep (vram sleep, idle sleep): its device memory in host memory.");
+    for (int i = 0; i < n; i++) prom_process("vram_process_asleep", &r[i], user, r[i].sleep == LEDGER_ASLEEP);
+    prom_family("vram_process_host_bytes", "The device memory of a process asleep that host memory holds (0 awake).");
+    for (int i = 0; i < n; i++) prom_process("vram_process_host_bytes", &r[i], user, r[i].host);
+
+    prom_family("vram_process_over_limit", "1 when a process under vram run holds more than its limit (a limit lowered under it).");
+    for (int i = 0; i < n; i++) prom_process("vram_process_over_limit", &r[i], user, top_over(&r[i]));
+    prom_family("vram_process_overflow_bytes", "Host memory serving a process's overflow (vram run --overflow host).");
+    for (int i = 0; i < n; i++) prom_process("vram_process_overflow_bytes", &r[i], user, r[i].overflow);
 
     prom_family("vram_group_limit_bytes", "The group limit of a vram group on a device: its members' smallest.");
     for (int k = 0; k < ng; k++) {
@@ -436,8 +495,8 @@ static void top_print_live(top_row *r, int n, const char *path, const history *h
            names[top_sort]);
     printf("keys: m in use  k peak  p pid  d device  q quit\033[K\n\033[K\n");
     top_print_devices(r, n);
-    printf("\033[K\n%-8s %-16s %-44s %11s %11s %11s %-16s %-*s\033[K\n", "PID", "COMMAND", "DEVICE", "LIMIT",
-           "IN USE", "PEAK", "GROUP", HISTORY_LEN, "HISTORY (of limit/peak)");
+    printf("\033[K\n%-8s %-16s %-44s %11s %11s %11s %-16s %-8s %-*s\033[K\n", "PID", "COMMAND", "DEVICE", "LIMIT",
+           "IN USE", "PEAK", "GROUP", "STATE", HISTORY_LEN, "HISTORY (of limit/peak)");
     for (int i = 0; i < n; i++) {
         const top_row *t = &r[i];
         char dev[64], lim[32], use[32], peak[32], bar[HISTORY_LEN + 1];
@@ -446,8 +505,8 @@ static void top_print_live(top_row *r, int n, const char *path, const history *h
         top_bytes(use, sizeof use, t->in_use, 0);
         top_bytes(peak, sizeof peak, t->peak, 0);
         history_bar(h, t, bar);
-        printf("%-8d %-16s %-44s %11s %11s %11s %-16s [%s]\033[K\n", t->pid, t->command, dev, lim, use, peak,
-               t->group[0] ? t->group : "-", bar);
+        printf("%-8d %-16s %-44s %11s %11s %11s %-16s %-8s [%s]\033[K\n", t->pid, t->command, dev, lim, use, peak,
+               t->group[0] ? t->group : "-", top_state(t), bar);
     }
     printf("\033[J");
     fflush(stdout);

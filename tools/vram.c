@@ -1,11 +1,12 @@
 /*
- * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`,
- * `vram report`, `vram help [COMMAND | trace]`, `--help`, `--version`, `--man` (the manual page vram(1)
+ * vram.c: the `vram` command-line tool: `vram ls`, `vram replay`, `vram run`, `vram top`, `vram limit`,
+ * `vram report`, `vram sleep`, `vram wake`, `vram help [COMMAND | trace]`, `--help`, `--version`, `--man` (the manual page vram(1)
  * in roff; the build writes vram.1 with it). What the help and the manual say is in help.c's tables.
  *
  * Exit status: 0 success, 1 an error (no GPU, bad trace, a failed library call), 2 a usage error
  * (unknown command or option, missing or malformed argument); replay: 3 when allocations failed
- * (unless --allow-failures), 130 when interrupted (replay.c). Everything goes through the public
+ * (unless --allow-failures), 130 when interrupted (replay.c); wake: 3 when refused for lack of room
+ * (sleepwake.c). Everything goes through the public
  * API in <vram.h>; the replay itself lives in replay.c (with replay_loop.c and replay_report.c),
  * trace reading in trace.c.
  */
@@ -26,6 +27,8 @@
 #include "replay.h"
 #include "report.h"
 #include "run.h"
+#include "limit.h"
+#include "sleepwake.h"
 #include "top.h"
 
 /* The help and the manual page: tables in help.c, printed by help_print.c. */
@@ -287,6 +290,16 @@ int main(int argc, char **argv) {
     if (strcmp(cmd, "run") == 0) {
         int rc = run_main(argc - 1, argv + 1);
         if (rc == -1) { print_command_help(stdout, "run"); return 0; }
+        return rc;
+    }
+    if (strcmp(cmd, "limit") == 0) {
+        int rc = limit_main(argc - 1, argv + 1);
+        if (rc == -1) { print_command_help(stdout, "limit"); return 0; }
+        return rc;
+    }
+    if (strcmp(cmd, "sleep") == 0 || strcmp(cmd, "wake") == 0) {
+        int rc = sleep_main(argc - 1, argv + 1, cmd[0] == 'w');
+        if (rc == -1) { print_command_help(stdout, cmd); return 0; }
         return rc;
     }
     if (strcmp(cmd, "top") == 0) {

@@ -86,6 +86,18 @@ class DevicesTest(IsolatedTestCase):
         config.experimental.set_memory_growth(0, False)
         self.assertIs(config.experimental.get_memory_growth('GPU:0'), False)
 
+    def test_index_is_an_int_alone(self):
+        """An index is an int: True (an int to Python, equal to 1), 1.0 and (1,) name no device, as
+        they name none in TensorFlow; nothing is set on GPU:1."""
+        for other in (True, 1.0, (1,)):
+            for call in (lambda: config.experimental.set_memory_growth(other, True),
+                         lambda: config.set_memory_limit(other, '1GiB')):
+                with self.assertRaises(ValueError) as caught:
+                    call()
+                self.assertEqual(str(caught.exception), "Unrecognized device: %r" % (other,))
+        self.assertIsNone(config.experimental.get_memory_growth(1))
+        self.assertIsNone(config.get_memory_limit(1))
+
     def test_memory_info_device_forms(self):
         logical = config.list_logical_devices()[1]
         ptr = vram.malloc(4096, device=logical)
@@ -419,7 +431,8 @@ class RuntimeTest(IsolatedTestCase):
         self.assertEqual(list(info), ['current', 'peak', 'reserved', 'peak_reserved', 'limit', 'largest_free_block',
                                       'num_allocs', 'num_frees', 'num_ooms', 'num_driver_allocs', 'num_driver_frees', 'num_driver_moves',
                                       'plan_bytes', 'plan_steps', 'plan_ends', 'plan_given_back',
-                                      'plan_slot_steps', 'plan_refused'])
+                                      'plan_slot_steps', 'plan_refused', 'asleep_bytes', 'asleep_host_bytes',
+                                      'host_kept_bytes'])
         self.assertEqual((info['plan_bytes'], info['plan_steps'], info['plan_ends']), (0, 0, 0))   # nothing repeated yet
         self.assertEqual(list(config.experimental.get_memory_info(0)), ['current', 'peak'])
         ptr = vram.malloc('1MiB')

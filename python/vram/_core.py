@@ -1,9 +1,11 @@
-"""The runtime's life cycle, raw allocation, sizes and device look-up, over libvram's C API.
+"""The runtime's life cycle, raw allocation, tags, sleep and wake, sizes and device look-up, over
+libvram's C API.
 
 Shared by vram.config (the tf.config face) and the top-level functions of the package.
 """
 import ctypes
 import re
+import threading
 
 from . import _lib
 from ._errors import VramError, check, status_error
@@ -205,6 +207,78 @@ def free(ptr):
 def trim(device, keep_bytes=0):
     """Returns cached free memory of a logical GPU to the driver until at most keep_bytes stay cached."""
     check(lib.vram_trim(logical_index(device), to_bytes(keep_bytes, "keep_bytes")))
+
+
+# ---- tags, sleep and wake --------------------------------------------------------------------
+
+def _tag_arg(tag):
+    """A tag for the C calls: bytes, or None; TypeError for what is no str (or None). The library says what
+    a malformed one is (empty, over 63 bytes, not printable ASCII); a NUL is caught here, where it would
+    cut the string."""
+    if tag is None:
+        return None
+    if not isinstance(tag, str):
+        raise TypeError("tag must be a string or None, not %r" % (tag,))
+    if "\x00" in tag:
+        raise ValueError("%r: a tag holds no NUL character" % (tag,))
+    return tag.encode("utf-8")
+
+
+def get_tag():
+    """The calling thread's tag (vram.tag, vram_set_tag), or None."""
+    out = ctypes.c_char_p()
+    check(lib.vram_get_tag(ctypes.byref(out)))
+    return out.value.decode("ascii") if out.value is not None else None
+
+
+class tag:  # noqa: N801 - a context manager used as a function: with vram.tag("weights"):
+    """Allocations the calling thread makes inside carry the tag (None: none), as vLLM's and
+    torch_memory_saver's regions do; vram.sleep(device, tag) then puts their memory to sleep. Thread-local
+    and nestable: the tag before is in force again on leaving. Under vram.torch, the tensors made inside
+    (a CUDA graph's private pool created inside included) carry it.
+
+        with vram.tag("weights"):
+            model = load()
+        vram.sleep(0, "weights")           # the weights leave the card, their addresses stay
+        vram.wake(0, "weights")            # back, at the same addresses, with their bytes
+
+    A tag is 1 to 63 bytes of printable ASCII (ValueError otherwise, TypeError for what is no str); a
+    process has at most 32 tags."""
+
+    def __init__(self, name):
+        self._name = _tag_arg(name)
+        self._before = threading.local()
+
+    def __enter__(self):
+        before = get_tag()
+        check(lib.vram_set_tag(self._name))
+        self._before.__dict__.setdefault("stack", []).append(before)
+        return self._name.decode("ascii") if self._name is not None else None
+
+    def __exit__(self, *exc):
+        before = self._before.stack.pop()
+        check(lib.vram_set_tag(before.encode("ascii") if before is not None else None))
+        return False
+
+
+def sleep(device, tag=None, offload=True):
+    """Puts the memory of `tag` on a logical GPU to sleep (None: every block of it, and everything its
+    pool caches), once the streams its blocks were used on have finished: the physical memory goes back
+    to the driver, the blocks stay allocated at their addresses. offload=True copies their bytes to pinned
+    host memory first (back at the wake), False drops them. Raises ValueError for a tag no block of the
+    device carried, vram.VramError where the pool cannot sleep (preallocation: the reason says)."""
+    if not isinstance(offload, bool):
+        raise TypeError("offload must be True or False, not %r" % (offload,))
+    name = _tag_arg(tag)
+    check(lib.vram_sleep(logical_index(device), name, _lib.SLEEP_OFFLOAD if offload else _lib.SLEEP_DISCARD))
+
+
+def wake(device, tag=None):
+    """Brings the memory of `tag` (None: everything asleep) on a logical GPU back: mapped again at the same
+    addresses, offloaded bytes copied back. All or nothing: vram.OutOfMemoryError (the message says
+    whether the limit, the physical device's limit or the card) and everything stays asleep, nothing lost."""
+    name = _tag_arg(tag)
+    check(lib.vram_wake(logical_index(device), name))
 
 
 # ---- diagnosis -------------------------------------------------------------------------------

@@ -86,7 +86,15 @@ _SIGNATURES = {
                                               ctypes.POINTER(ctypes.c_char_p), _size_p, _size_p]),
     "vram_reset_memory_stats": (ctypes.c_int, [ctypes.c_int]),
     "vram_parse_size": (ctypes.c_int, [ctypes.c_char_p, _size_p]),
+    "vram_set_tag": (ctypes.c_int, [ctypes.c_char_p]),
+    "vram_get_tag": (ctypes.c_int, [ctypes.POINTER(ctypes.c_char_p)]),
+    "vram_sleep": (ctypes.c_int, [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]),
+    "vram_wake": (ctypes.c_int, [ctypes.c_int, ctypes.c_char_p]),
 }
+
+# vram_sleep_mode (include/vram.h)
+SLEEP_OFFLOAD = 0
+SLEEP_DISCARD = 1
 
 
 def _installed_dirs():

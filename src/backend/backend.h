@@ -33,14 +33,17 @@ typedef struct vram__device_caps {
 } vram__device_caps;
 
 /* Counters of driver calls, for tests and benchmarks (the sim counts exactly; CUDA counts too):
- * one X(name) a call the backends count, successful calls only. The snapshot the counters() entry
- * fills, the backends' running counters and their reset and read come from it. */
+ * one X(name) a call the backends count, successful calls only, and (bytes_*) the bytes the copies
+ * moved. The snapshot the counters() entry fills, the backends' running counters and their reset and
+ * read come from it. */
 #define VRAM_BACKEND_COUNTERS(X)                                                                    \
     X(mem_alloc) X(mem_free)                                                                        \
     X(va_reserve) X(va_free)                                                                        \
     X(phys_create) X(phys_release)                                                                  \
     X(map) X(unmap)                                                                                 \
-    X(event_record) X(event_sync) X(event_query)
+    X(event_record) X(event_sync) X(event_query)                                                    \
+    X(host_alloc) X(host_free)                                                                      \
+    X(copy_to_host) X(copy_to_device) X(bytes_to_host) X(bytes_to_device)
 
 typedef struct vram__backend_counters {
 #define VRAM_COUNTER_FIELD_(name) uint64_t name;
@@ -57,6 +60,7 @@ typedef struct vram__backend_counts {
 } vram__backend_counts;
 
 #define vram__backend_count(counts, name) atomic_fetch_add_explicit(&(counts)->name, 1, memory_order_relaxed)
+#define vram__backend_count_n(counts, name, n) atomic_fetch_add_explicit(&(counts)->name, (n), memory_order_relaxed)
 
 static inline void vram__backend_counts_reset(vram__backend_counts *c) {
 #define VRAM_COUNTER_RESET_(name) atomic_store(&c->name, 0);
@@ -117,6 +121,17 @@ typedef struct vram__backend {
     vram_status (*event_query)(int dev, void *event, int *done);
     vram_status (*event_sync)(int dev, void *event);
     void        (*event_destroy)(int dev, void *event);
+
+    /* Page-locked (pinned) host memory of `size` bytes (cuMemHostAlloc), which the device copies
+     * to and from at the bus's full rate, and its free (cuMemFreeHost); VRAM_ERR_UNSUPPORTED where
+     * the driver has no such call. Copies between device memory (mapped: a plain allocation or
+     * mapped granules) and host memory (cuMemcpyDtoH / cuMemcpyHtoD): synchronous, the bytes are
+     * there when the call returns; each copy is one call and counts its bytes (bytes_to_host,
+     * bytes_to_device). */
+    vram_status (*host_alloc)(int dev, size_t size, void **host);
+    vram_status (*host_free)(int dev, void *host);
+    vram_status (*copy_to_host)(int dev, void *dst, uint64_t src, size_t size);
+    vram_status (*copy_to_device)(int dev, uint64_t dst, const void *src, size_t size);
 
     void        (*counters)(vram__backend_counters *out);
 } vram__backend;

@@ -7,7 +7,9 @@
  * Driver failures become VRAM_ERR_OUT_OF_MEMORY (CUDA_ERROR_OUT_OF_MEMORY) or VRAM_ERR_DRIVER, with
  * the call, the driver's error name and its description in the message. The virtual memory
  * management functions (cuMemCreate, ...) are optional: without them, or on a device without VMM,
- * caps.vmm_supported is 0 and va_*, phys_*, map and unmap return VRAM_ERR_UNSUPPORTED.
+ * caps.vmm_supported is 0 and va_*, phys_*, map and unmap return VRAM_ERR_UNSUPPORTED. So are pinned host
+ * memory and the copies (cuMemHostAlloc, cuMemFreeHost, cuMemcpyDtoH_v2, cuMemcpyHtoD_v2: vram_sleep's
+ * offload): without them those calls return VRAM_ERR_UNSUPPORTED naming the function missing.
  *
  * Invariants: a device keeps at most CUDA_EVENT_SPARES destroyed events, all created in its primary
  * context, for reuse; they are destroyed at close. Lock: a device's ev_lock guards its spare events
@@ -413,6 +415,67 @@ static void cuda_event_destroy(int dev, void *event) {
     if (pushed) cuda_leave();
 }
 
+/* ---- pinned host memory and copies ---------------------------------------------------------- */
+
+/* An optional driver function the call needs is missing (an old driver, or a sandbox that hides it). */
+static vram_status cuda_lacks(const char *symbol, int dev) {
+    return vram__fail(VRAM_ERR_UNSUPPORTED, "the NVIDIA driver has no %s (CUDA device %d): it is older than the "
+                      "call, or hides it", symbol, dev);
+}
+
+static vram_status cuda_host_alloc(int dev, size_t size, void **host) {
+    if (cuda_st.api.MemHostAlloc == NULL) return cuda_lacks("cuMemHostAlloc", dev);
+    vram_status s = cuda_enter(dev);
+    if (s != VRAM_OK) return s;
+    void *p = NULL;
+    CUresult r = cuda_st.api.MemHostAlloc(&p, size, CU_MEMHOSTALLOC_PORTABLE);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemHostAlloc(%zu bytes) for device %d", size, dev);
+    CUDA_COUNT(host_alloc);
+    *host = p;
+    return VRAM_OK;
+}
+
+static vram_status cuda_host_free(int dev, void *host) {
+    if (cuda_st.api.MemFreeHost == NULL) return cuda_lacks("cuMemFreeHost", dev);
+    vram_status s = cuda_enter(dev);
+    if (s != VRAM_OK) return s;
+    CUresult r = cuda_st.api.MemFreeHost(host);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemFreeHost(%p) for device %d", host, dev);
+    CUDA_COUNT(host_free);
+    return VRAM_OK;
+}
+
+/* Synchronous copies (the legacy default stream's: the call returns once the bytes are there). */
+static vram_status cuda_copy_to_host(int dev, void *dst, uint64_t src, size_t size) {
+    if (cuda_st.api.MemcpyDtoH == NULL) return cuda_lacks("cuMemcpyDtoH_v2", dev);
+    vram_status s = cuda_enter(dev);
+    if (s != VRAM_OK) return s;
+    CUresult r = cuda_st.api.MemcpyDtoH(dst, (CUdeviceptr)src, size);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) {
+        return cuda_fail(r, "cuMemcpyDtoH(0x%llx, %zu bytes) on device %d", (unsigned long long)src, size, dev);
+    }
+    CUDA_COUNT(copy_to_host);
+    vram__backend_count_n(&cuda_count, bytes_to_host, size);
+    return VRAM_OK;
+}
+
+static vram_status cuda_copy_to_device(int dev, uint64_t dst, const void *src, size_t size) {
+    if (cuda_st.api.MemcpyHtoD == NULL) return cuda_lacks("cuMemcpyHtoD_v2", dev);
+    vram_status s = cuda_enter(dev);
+    if (s != VRAM_OK) return s;
+    CUresult r = cuda_st.api.MemcpyHtoD((CUdeviceptr)dst, src, size);
+    cuda_leave();
+    if (r != CUDA_SUCCESS) {
+        return cuda_fail(r, "cuMemcpyHtoD(0x%llx, %zu bytes) on device %d", (unsigned long long)dst, size, dev);
+    }
+    CUDA_COUNT(copy_to_device);
+    vram__backend_count_n(&cuda_count, bytes_to_device, size);
+    return VRAM_OK;
+}
+
 static void cuda_counters(vram__backend_counters *out) {
     vram__backend_counts_read(&cuda_count, out);
 }
@@ -441,5 +504,9 @@ const vram__backend vram__backend_cuda = {
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,
     .event_destroy = cuda_event_destroy,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .copy_to_host = cuda_copy_to_host,
+    .copy_to_device = cuda_copy_to_device,
     .counters = cuda_counters,
 };

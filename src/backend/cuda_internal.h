@@ -34,7 +34,8 @@ typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
 /* X(field, type, symbol, older symbol or NULL, need): the driver functions the backend resolves
  * (cuda_load.c) into cuda_api's `field`, of type pfn_<type> (common/cuda_abi.h's table); `symbol` is
  * the name cuda.h maps the call to, the older one has the same ABI. CUDA_OPTIONAL functions may be
- * missing (IPC, names of errors); without every CUDA_VMM one there is no virtual memory management. */
+ * missing (IPC, names of errors, pinned host memory and copies); without every CUDA_VMM one there is no
+ * virtual memory management. */
 #define CUDA_BACKEND_FUNCTIONS(X) \
     X(Init, cuInit, "cuInit", NULL, CUDA_ESSENTIAL) \
     X(DriverGetVersion, cuDriverGetVersion, "cuDriverGetVersion", NULL, CUDA_OPTIONAL) \
@@ -71,7 +72,11 @@ typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
     X(MemImportFromShareableHandle, cuMemImportFromShareableHandle, "cuMemImportFromShareableHandle", NULL, CUDA_OPTIONAL) \
     X(IpcGetMemHandle, cuIpcGetMemHandle, "cuIpcGetMemHandle", NULL, CUDA_OPTIONAL) \
     X(IpcOpenMemHandle, cuIpcOpenMemHandle_v2, "cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle", CUDA_OPTIONAL) \
-    X(IpcCloseMemHandle, cuIpcCloseMemHandle, "cuIpcCloseMemHandle", NULL, CUDA_OPTIONAL)
+    X(IpcCloseMemHandle, cuIpcCloseMemHandle, "cuIpcCloseMemHandle", NULL, CUDA_OPTIONAL) \
+    X(MemHostAlloc, cuMemHostAlloc, "cuMemHostAlloc", NULL, CUDA_OPTIONAL) \
+    X(MemFreeHost, cuMemFreeHost, "cuMemFreeHost", NULL, CUDA_OPTIONAL) \
+    X(MemcpyDtoH, cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2", NULL, CUDA_OPTIONAL) \
+    X(MemcpyHtoD, cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2", NULL, CUDA_OPTIONAL)
 
 #define CUDA_API_FIELD(field, type, symbol, alt, need) pfn_##type field;
 typedef struct cuda_api {

@@ -17,6 +17,13 @@
  *     back (MADV_DONTNEED). The bytes therefore live in the address range, not in the handle: a
  *     handle unmapped and mapped elsewhere does not bring its data along (the pool moves only idle
  *     memory, which holds no block).
+ *   - Pinned host memory (host_alloc) is heap memory the sim keeps a record of; a copy between it
+ *     and device memory is a memcpy, made only when the device range is mapped (or a plain
+ *     allocation's) and the host range lies in one host block (sim_host.c).
+ *   - VRAM_SIM_SHARED=FILE makes the cards one machine's, shared with every process that names FILE
+ *     (as the fake driver's FAKE_CUDA_SHARED): each process's bytes per card in a slot of the file, a
+ *     slot of a process that is gone counting nothing; allocations and mem_info go by the sum, so one
+ *     process sees the memory another takes and gives back.
  *   - Sharing with other processes (IPC): a handle's first export gives it a memfd holding the
  *     bytes of its mapping (copied in, then the mapping is of the memfd: MAP_SHARED), and from then
  *     on it maps and unmaps that memfd, so its bytes follow it; phys_export hands out a dup of the
@@ -28,10 +35,11 @@
  *     number, event_sync to the event's own (the wait is instantaneous; after
  *     vram__sim_hold_event_syncs(1) it waits for vram__sim_stream_complete, as the driver waits for
  *     the stream). Tests make the next n event records fail with vram__sim_fail_event_records(n)
- *     (CUDA_ERROR_LAUNCH_FAILED); the next maps and unmaps with vram__sim_fail_maps(maps, unmaps).
+ *     (CUDA_ERROR_LAUNCH_FAILED); the next maps and unmaps with vram__sim_fail_maps(maps, unmaps); the
+ *     next copies and host allocations with vram__sim_fail_copies(copies, host_allocs).
  *
  * The rules (the driver's, and stricter where the pool never needs the freedom, to catch bugs)
- *   - VRAM_SIM_DEVICES, VRAM_SIM_FAIL_ALLOC_AFTER and CUDA_VISIBLE_DEVICES are read by open();
+ *   - VRAM_SIM_DEVICES, VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_SIM_SHARED and CUDA_VISIBLE_DEVICES are read by open();
  *     a malformed value is VRAM_ERR_INVALID_ARGUMENT naming the variable, no visible card is
  *     VRAM_ERR_NO_DEVICE. open() on an open backend is VRAM_OK and changes nothing; after close()
  *     the next open() reads the environment again and sets the counters to zero (as cuda.c does).
@@ -54,8 +62,8 @@
  *
  * The files: this one holds the state, open and close, devices, the accounting of a card's bytes,
  * plain memory and the backend table; sim_env.c the environment, sim_table.c the hash table,
- * sim_vmm.c reservations, handles, map and unmap and IPC, sim_events.c streams and events (what
- * they share: sim_internal.h). The test hooks named above are not part of the driver contract:
+ * sim_vmm.c reservations, handles, map and unmap and IPC, sim_events.c streams and events, sim_host.c
+ * host memory, copies and the shared cards (what they share: sim_internal.h). The test hooks named above are not part of the driver contract:
  * sim_hooks.c, declared in sim_hooks.h.
  */
 #include <errno.h>
@@ -128,6 +136,11 @@ void sim_drop_phys(uint64_t key, void *val) {
     sim_drop_record(key, val);
 }
 
+static void sim_drop_host(uint64_t addr, void *val) {
+    free((void *)(uintptr_t)addr);
+    free(val);
+}
+
 static void sim_reset_counters(void) {
     vram__backend_counts_reset(&sim_count);
 }
@@ -137,6 +150,8 @@ static void sim_reset(void) {
     sim_tab_clear(&sim_st.mems, sim_drop_mem);
     sim_tab_clear(&sim_st.phys, sim_drop_phys);
     sim_tab_clear(&sim_st.events, sim_drop_record);
+    sim_tab_clear(&sim_st.hosts, sim_drop_host);
+    sim_share_close();
     while (sim_st.resvs != NULL) {
         sim_resv *r = sim_st.resvs;
         sim_st.resvs = r->next;
@@ -150,6 +165,7 @@ static void sim_reset(void) {
         free(s);
     }
     memset(&sim_st, 0, sizeof sim_st);
+    sim_st.share_fd = -1;
 }
 
 static vram_status sim_open_locked(void) {
@@ -161,6 +177,7 @@ static vram_status sim_open_locked(void) {
     if (s == VRAM_OK) s = sim_parse_visible(getenv("CUDA_VISIBLE_DEVICES"), &cfg);
     if (s != VRAM_OK) return s;
     sim_reset();
+    if ((s = sim_share_open()) != VRAM_OK) return s;
     sim_st.cfg = cfg;
     for (int d = 0; d < cfg.ndev; d++) {
         sim_st.dev[d].card = cfg.dev_card[d];
@@ -224,7 +241,10 @@ static vram_status sim_mem_info_locked(int dev, size_t *free_bytes, size_t *tota
     vram_status s = sim_check_dev(dev);
     if (s != VRAM_OK) return s;
     const sim_device *d = &sim_st.dev[dev];
-    if (free_bytes != NULL) *free_bytes = d->capacity - d->used;
+    sim_share_lock();
+    size_t held = sim_card_held(dev);
+    sim_share_unlock();
+    if (free_bytes != NULL) *free_bytes = held < d->capacity ? d->capacity - held : 0;
     if (total_bytes != NULL) *total_bytes = d->capacity;
     return VRAM_OK;
 }
@@ -235,24 +255,44 @@ static vram_status sim_mem_info(int dev, size_t *free_bytes, size_t *total_bytes
 
 /* ---- allocation accounting ------------------------------------------------------------------ */
 
-/* May `size` more bytes be taken on dev? Fault injection first, then the card's capacity. */
+/* May `size` more bytes be taken on dev? Fault injection first, then the card's capacity (less what
+ * other processes hold on it, with VRAM_SIM_SHARED); taken at once when they may. */
 vram_status sim_take(const char *call, int dev, size_t size) {
-    const sim_device *d = &sim_st.dev[dev];
+    sim_device *d = &sim_st.dev[dev];
     size_t total = 0;
     if (sim_st.cfg.fail_set && sim_st.alloc_ok >= sim_st.cfg.fail_after)
         return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
                         "simulated: VRAM_SIM_FAIL_ALLOC_AFTER=%llu", sim_st.cfg.fail_after);
-    if (vram__add_ok(d->used, size, &total) && total <= d->capacity) return VRAM_OK;
-    char used[32], cap[32];
+    sim_share_lock();                          /* (the check and the take at once for every process) */
+    size_t held = sim_card_held(dev), others = held > d->used ? held - d->used : 0;
+    int room = vram__add_ok(held, size, &total) && total <= d->capacity;
+    if (room) {
+        d->used += size;
+        sim_share_write(dev);
+    }
+    sim_share_unlock();
+    if (room) return VRAM_OK;
+    char used[32], cap[32], other[96] = "";
     vram__format_bytes(used, sizeof used, d->used);
     vram__format_bytes(cap, sizeof cap, d->capacity);
+    if (others > 0) {
+        char o[32];
+        vram__format_bytes(o, sizeof o, others);
+        snprintf(other, sizeof other, ", %s by other processes (VRAM_SIM_SHARED)", o);
+    }
     return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
-                    "simulated card of %s: %s in use, %zu bytes free", cap, used,
-                    d->capacity - d->used);
+                    "simulated card of %s: %s in use%s, %zu bytes free", cap, used, other,
+                    held < d->capacity ? d->capacity - held : 0);
 }
 
-void sim_took(int dev, size_t size) {
-    sim_st.dev[dev].used += size;
+void sim_untake(int dev, size_t size) {
+    sim_share_lock();
+    sim_st.dev[dev].used -= size;
+    sim_share_write(dev);
+    sim_share_unlock();
+}
+
+void sim_took(void) {
     sim_st.alloc_ok++;
 }
 
@@ -269,19 +309,21 @@ static vram_status sim_mem_alloc_locked(int dev, size_t size, uint64_t *dptr) {
     sim_mem *m = malloc(sizeof *m);
     if (m == NULL || sim_tab_reserve(&sim_st.mems) != 0) {
         free(m);
+        sim_untake(dev, size);
         return sim_host_oom(call, dev);
     }
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         free(m);
+        sim_untake(dev, size);
         return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: host mmap: %s",
                         strerror(errno));
     }
     m->dev = dev;
     m->size = size;
     sim_tab_put(&sim_st.mems, (uint64_t)(uintptr_t)p, m);
-    sim_took(dev, size);
+    sim_took();
     SIM_COUNT(mem_alloc);
     *dptr = (uint64_t)(uintptr_t)p;
     return VRAM_OK;
@@ -303,7 +345,7 @@ static vram_status sim_mem_free_locked(int dev, uint64_t dptr) {
     if (munmap((void *)(uintptr_t)dptr, m->size) != 0)
         return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: host munmap: %s",
                         strerror(errno));
-    sim_st.dev[dev].used -= m->size;
+    sim_untake(dev, m->size);
     sim_tab_del(&sim_st.mems, dptr);
     free(m);
     SIM_COUNT(mem_free);
@@ -345,5 +387,9 @@ const vram__backend vram__backend_sim = {
     .event_query = sim_event_query,
     .event_sync = sim_event_sync,
     .event_destroy = sim_event_destroy,
+    .host_alloc = sim_host_alloc,
+    .host_free = sim_host_free,
+    .copy_to_host = sim_copy_to_host,
+    .copy_to_device = sim_copy_to_device,
     .counters = sim_counters,
 };

@@ -14,6 +14,13 @@ void vram__sim_fail_maps(int maps, int unmaps) {
     pthread_mutex_unlock(&sim_lock);
 }
 
+void vram__sim_fail_copies(int copies, int host_allocs) {
+    pthread_mutex_lock(&sim_lock);
+    sim_st.copy_failures = copies > 0 ? copies : 0;   /* (until the backend closes) */
+    sim_st.host_failures = host_allocs > 0 ? host_allocs : 0;
+    pthread_mutex_unlock(&sim_lock);
+}
+
 void vram__sim_fail_event_records(int n) {
     pthread_mutex_lock(&sim_lock);
     sim_st.event_failures = n > 0 ? n : 0;   /* (until the backend closes) */

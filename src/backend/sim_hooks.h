@@ -15,6 +15,9 @@ void vram__sim_fail_event_records(int n);
 /* The next `maps` maps fail (CUDA_ERROR_OUT_OF_MEMORY) and the next `unmaps` unmaps
  * (CUDA_ERROR_LAUNCH_FAILED); 0, 0 stops it. */
 void vram__sim_fail_maps(int maps, int unmaps);
+/* The next `copies` copies between host and device memory fail (CUDA_ERROR_LAUNCH_FAILED) and the next
+ * `host_allocs` pinned host allocations (CUDA_ERROR_OUT_OF_MEMORY); 0, 0 stops it. */
+void vram__sim_fail_copies(int copies, int host_allocs);
 /* With 1, event_sync blocks until vram__sim_stream_complete() reaches the event (as the driver's
  * does); 0 releases every waiter. vram__sim_syncs_waiting(): how many event_sync calls are blocked
  * now. */

@@ -10,6 +10,8 @@
  *   sim_table.c   the hash table of records (allocations, handles, events)
  *   sim_vmm.c     address reservations, physical handles, map and unmap, sharing (IPC)
  *   sim_events.c  streams and events
+ *   sim_host.c    pinned host memory, copies between it and device memory, and the cards shared
+ *                 with other processes (VRAM_SIM_SHARED)
  *   sim_hooks.c   the test hooks (sim_hooks.h)
  *
  * Lock: every sim_* call below that touches sim_st runs under sim_lock (the _locked entry points
@@ -107,6 +109,20 @@ typedef struct sim_device {
     size_t capacity, used;
 } sim_device;
 
+typedef struct sim_host {       /* a host_alloc block; its address is the key */
+    size_t size;
+} sim_host;
+
+/* VRAM_SIM_SHARED=FILE: the cards' use shared by every process that names FILE, a slot per process
+ * (its pid and its bytes on each card); a slot whose process is gone counts nothing, as the driver
+ * frees a process's memory when it ends. Changed and summed under the file's flock. */
+#define SIM_SHARE_SLOTS 128
+typedef struct sim_share_slot {
+    int32_t  pid;               /* 0: free */
+    int32_t  pad;
+    uint64_t used[SIM_MAX_CARDS];
+} sim_share_slot;
+
 typedef struct sim_state {
     int                open;
     sim_config         cfg;
@@ -114,7 +130,11 @@ typedef struct sim_state {
     unsigned long long alloc_ok;   /* successful allocations, for VRAM_SIM_FAIL_ALLOC_AFTER */
     int                event_failures;   /* event records still to fail (vram__sim_fail_event_records) */
     int                map_failures, unmap_failures;   /* maps / unmaps still to fail (vram__sim_fail_maps) */
-    sim_table          mems, phys, events;
+    int                copy_failures, host_failures;   /* copies / host allocations still to fail
+                                                           (vram__sim_fail_copies) */
+    sim_table          mems, phys, events, hosts;
+    sim_share_slot    *share;      /* VRAM_SIM_SHARED's slots (mapped), or NULL */
+    int                share_fd, share_me;   /* its descriptor and this process's slot */
     sim_resv          *resvs;
     sim_stream        *streams;
 } sim_state;
@@ -148,8 +168,12 @@ vram_status sim_fail(vram_status s, const char *call, int dev, const char *error
 vram_status sim_host_oom(const char *call, int dev);
 vram_status sim_check_dev(int dev);
 void sim_drop_phys(uint64_t key, void *val);
+/* May `size` more bytes be taken on dev (fault injection, the card's capacity, with VRAM_SIM_SHARED the
+ * other processes' use)? On VRAM_OK they are counted as taken; sim_untake gives them back (a failure
+ * after the check, or a free), sim_took counts a successful allocation. */
 vram_status sim_take(const char *call, int dev, size_t size);
-void sim_took(int dev, size_t size);
+void sim_untake(int dev, size_t size);
+void sim_took(void);
 
 /* sim_table.c */
 void *sim_tab_get(const sim_table *t, uint64_t key);
@@ -176,6 +200,27 @@ vram_status sim_phys_import(int dev, int fd, size_t size, uint64_t *handle);
 vram_status sim_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]);
 vram_status sim_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr);
 vram_status sim_ipc_close(int dev, uint64_t dptr);
+
+/* sim_vmm.c: whether [addr, addr + size) is device memory of dev: in one plain allocation, or mapped
+ * without a gap in one reservation (under sim_lock) */
+int sim_device_range(int dev, uint64_t addr, size_t size);
+
+/* sim_host.c: the backend entry points (they take sim_lock); the shared cards under it */
+vram_status sim_host_alloc(int dev, size_t size, void **host);
+vram_status sim_host_free(int dev, void *host);
+vram_status sim_copy_to_host(int dev, void *dst, uint64_t src, size_t size);
+vram_status sim_copy_to_device(int dev, uint64_t dst, const void *src, size_t size);
+/* VRAM_SIM_SHARED: opens the file and takes a slot (VRAM_ERR_INVALID_ARGUMENT naming the variable when it
+ * cannot); sim_share_close gives the slot back. Between sim_share_lock and sim_share_unlock (the file's
+ * flock): sim_share_write stores dev's used bytes in this process's slot, sim_card_held gives the bytes
+ * held on dev's card: by every live process (their slots), or without the variable this one's. Without
+ * it the others do nothing. */
+vram_status sim_share_open(void);
+void sim_share_close(void);
+void sim_share_lock(void);
+void sim_share_unlock(void);
+void sim_share_write(int dev);
+size_t sim_card_held(int dev);
 
 /* sim_events.c: the backend entry points (they take sim_lock); sim_stream_find under it */
 sim_stream *sim_stream_find(void *stream);

@@ -127,6 +127,7 @@ static vram_status sim_phys_create_locked(int dev, size_t size, uint64_t *handle
     sim_phys *h = malloc(sizeof *h);
     if (h == NULL || sim_tab_reserve(&sim_st.phys) != 0) {
         free(h);
+        sim_untake(dev, size);
         return sim_host_oom(call, dev);
     }
     h->dev = dev;
@@ -135,7 +136,7 @@ static vram_status sim_phys_create_locked(int dev, size_t size, uint64_t *handle
     h->fd = -1;
     h->imported = 0;
     sim_tab_put(&sim_st.phys, (uint64_t)(uintptr_t)h, h);
-    sim_took(dev, size);
+    sim_took();
     SIM_COUNT(phys_create);
     *handle = (uint64_t)(uintptr_t)h;
     return VRAM_OK;
@@ -158,7 +159,7 @@ static vram_status sim_phys_release_locked(int dev, uint64_t handle) {
         return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "simulated: the handle is still mapped at 0x%llx; unmap it first",
                         (unsigned long long)h->mapped_va);
-    if (!h->imported) sim_st.dev[dev].used -= h->size;
+    if (!h->imported) sim_untake(dev, h->size);
     sim_tab_del(&sim_st.phys, handle);
     sim_drop_phys(handle, h);
     SIM_COUNT(phys_release);
@@ -377,4 +378,25 @@ vram_status sim_ipc_close(int dev, uint64_t dptr) {
     (void)dptr;
     return sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcCloseMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
                     "simulated: plain allocations are not shared with other processes");
+}
+
+/* ---- device ranges (for copies) ------------------------------------------------------------- */
+
+int sim_device_range(int dev, uint64_t addr, size_t size) {
+    uint64_t end = 0;
+    if (size == 0 || !vram__add_ok(addr, size, &end)) return 0;
+    for (size_t i = 0; i < sim_st.mems.cap; i++) {        /* a plain allocation holding it whole */
+        const sim_mem *m = sim_st.mems.slots[i].val;
+        uint64_t base = sim_st.mems.slots[i].key;
+        if (m != NULL && m->dev == dev && addr >= base && end <= base + m->size) return 1;
+    }
+    sim_resv *r = sim_resv_holding(dev, addr, size);
+    if (r == NULL) return 0;
+    size_t i = sim_piece_at(r, addr);                       /* the first piece at or above addr ... */
+    if (i > 0 && (i == r->npieces || r->pieces[i].va > addr)) i--;   /* ... or the one holding it */
+    for (uint64_t at = addr; at < end; i++) {               /* mapped pieces, one after the other */
+        if (i >= r->npieces || r->pieces[i].va > at || r->pieces[i].va + r->pieces[i].size <= at) return 0;
+        at = r->pieces[i].va + r->pieces[i].size;
+    }
+    return 1;
 }

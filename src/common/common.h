@@ -39,6 +39,9 @@ void vram__format_bytes(char *buf, size_t len, size_t bytes);
 
 /* Parses a boolean environment value: true/false/1/0/yes/no/on/off. 0 on success. */
 int vram__parse_bool(const char *text, int *value);
+/* Parses a duration: a number (a decimal point allowed) and a unit, ms, s, m, h or d (none:
+ * seconds): "30", "90s", "1.5h", "500ms". 0 with *ns set (more than 0, at most a year), else -1. */
+int vram__parse_duration(const char *text, uint64_t *ns);
 /* strtod in the "C" locale whatever the program's (a decimal point, never a comma): sizes and
  * fractions mean the same in every locale. */
 double vram__strtod_c(const char *text, char **end);

@@ -1,7 +1,8 @@
 /*
  * cuda_abi.h: the part of the CUDA driver API (cuda.h) that vram's code uses, for its three users of
  * the driver: the backend (backend/cuda.c, cuda_load.c), the preload library (shim/, whose exported
- * functions shim/cuda_driver.h declares) and the Slurm plugin (spank/vram_spank.c). Handles, result
+ * functions shim/cuda_driver.h declares), the Slurm plugin (spank/vram_spank.c), and shim/sleep.c's
+ * process checkpoint API (`vram sleep`, `vram wake`, the idle watcher). Handles, result
  * codes, the enums and structs of the calls used, and one table of the driver functions,
  * VRAM_CUDA_FUNCTIONS, which gives each function's type (cuda_fn_<symbol>) and pointer type
  * (pfn_<symbol>). Written out by hand so that nothing needs a CUDA toolkit to build; values and
@@ -29,6 +30,8 @@ typedef struct CUmipmappedArray_st *CUmipmappedArray;
 typedef struct CUgraph_st *CUgraph;
 typedef struct CUgraphNode_st *CUgraphNode;
 typedef struct CUgraphExec_st *CUgraphExec;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUlaunchConfig_st CUlaunchConfig;     /* cuLaunchKernelEx's; only passed through here */
 typedef unsigned int CUdeviceptr_v1;                   /* the 32-bit address of the CUDA < 3.2 entry points */
 
 typedef struct CUuuid_st {
@@ -49,8 +52,10 @@ typedef enum cudaError_enum {
     CUDA_ERROR_INVALID_DEVICE = 101,
     CUDA_ERROR_INVALID_CONTEXT = 201,
     CUDA_ERROR_INVALID_HANDLE = 400,
+    CUDA_ERROR_ILLEGAL_STATE = 401,
     CUDA_ERROR_NOT_FOUND = 500,
     CUDA_ERROR_NOT_READY = 600,
+    CUDA_ERROR_NOT_PERMITTED = 800,
     CUDA_ERROR_NOT_SUPPORTED = 801,
     CUDA_ERROR_SYSTEM_DRIVER_MISMATCH = 803,
     CUDA_ERROR_UNKNOWN = 999
@@ -293,7 +298,50 @@ typedef struct CUmulticastObjectProp_st {
     unsigned long long flags;
 } CUmulticastObjectProp;
 
+/* ---- the process checkpoint API (CUDA 12.8 and later; `vram sleep`, `vram wake`) -------------- */
+
+/* Another process (same user, or root) locks a CUDA process (its CUDA calls block), checkpoints it
+ * (its device memory goes to host memory, the GPU's memory is released), later restores it (onto the
+ * same GPUs, or others of the same kind by gpuPairs) and unlocks it. */
+typedef enum CUprocessState_enum {
+    CU_PROCESS_STATE_RUNNING = 0,
+    CU_PROCESS_STATE_LOCKED,                /* its CUDA calls block */
+    CU_PROCESS_STATE_CHECKPOINTED,          /* its device memory is in host memory */
+    CU_PROCESS_STATE_FAILED                 /* an uncorrectable error during a checkpoint or restore */
+} CUprocessState;
+
+typedef struct CUcheckpointLockArgs_st {
+    unsigned int timeoutMs;                 /* 0: no timeout; else the process stays RUNNING after it */
+    unsigned int reserved0;
+    cuuint64_t reserved1[7];
+} CUcheckpointLockArgs;
+
+typedef struct CUcheckpointCheckpointArgs_st {
+    cuuint64_t reserved[8];
+} CUcheckpointCheckpointArgs;
+
+typedef struct CUcheckpointGpuPair_st {
+    CUuuid oldUuid;                         /* a GPU the process was checkpointed on */
+    CUuuid newUuid;                         /* the GPU (same chip) to restore it onto */
+} CUcheckpointGpuPair;
+
+typedef struct CUcheckpointRestoreArgs_st {
+    CUcheckpointGpuPair *gpuPairs;          /* NULL, or a pair for every checkpointed GPU */
+    unsigned int gpuPairsCount;
+    char reserved[52 - sizeof(CUcheckpointGpuPair *)];
+    cuuint64_t reserved1;
+} CUcheckpointRestoreArgs;
+
+typedef struct CUcheckpointUnlockArgs_st {
+    cuuint64_t reserved[8];
+} CUcheckpointUnlockArgs;
+
 /* ---- cuGetProcAddress: its flags and (for _v2) the symbol status it reports ----------------- */
+
+/* cuMemHostAlloc's flags: pinned for every context, not only the caller's; mapped into the device's
+ * address space */
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
 
 #define CU_GET_PROC_ADDRESS_DEFAULT 0
 #define CU_GET_PROC_ADDRESS_LEGACY_STREAM 1
@@ -366,6 +414,11 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuIpcGetMemHandle, CUresult, (CUipcMemHandle *handle, CUdeviceptr dptr)) \
     X(cuIpcOpenMemHandle_v2, CUresult, (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)) \
     X(cuIpcCloseMemHandle, CUresult, (CUdeviceptr dptr)) \
+    /* pinned host memory and the copies between it and device memory (vram_sleep's offload) */ \
+    X(cuMemHostAlloc, CUresult, (void **host, size_t bytesize, unsigned int flags)) \
+    X(cuMemFreeHost, CUresult, (void *host)) \
+    X(cuMemcpyDtoH_v2, CUresult, (void *dst, CUdeviceptr src, size_t bytes)) \
+    X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr dst, const void *src, size_t bytes)) \
     /* events */ \
     X(cuEventCreate, CUresult, (CUevent *event, unsigned int flags)) \
     X(cuEventRecord, CUresult, (CUevent event, CUstream stream)) \
@@ -373,6 +426,34 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuEventSynchronize, CUresult, (CUevent event)) \
     X(cuEventDestroy_v2, CUresult, (CUevent event)) \
     X(cuStreamSynchronize, CUresult, (CUstream stream)) \
+    X(cuCtxSynchronize, CUresult, (void)) \
+    X(cuCtxSynchronize_v2, CUresult, (CUcontext ctx)) \
+    /* kernel launches, copies and sets (the preload library counts them as a process's activity) */ \
+    X(cuLaunchKernel, CUresult, (CUfunction f, unsigned int grid_x, unsigned int grid_y, unsigned int grid_z, \
+                                 unsigned int block_x, unsigned int block_y, unsigned int block_z, \
+                                 unsigned int shared_bytes, CUstream stream, void **params, void **extra)) \
+    X(cuLaunchKernelEx, CUresult, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra)) \
+    X(cuLaunchCooperativeKernel, CUresult, (CUfunction f, unsigned int grid_x, unsigned int grid_y, \
+                                            unsigned int grid_z, unsigned int block_x, unsigned int block_y, \
+                                            unsigned int block_z, unsigned int shared_bytes, CUstream stream, \
+                                            void **params)) \
+    X(cuMemcpy, CUresult, (CUdeviceptr dst, CUdeviceptr src, size_t bytes)) \
+    X(cuMemcpyAsync, CUresult, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
+    X(cuMemcpyHtoD_v2, CUresult, (CUdeviceptr dst, const void *src, size_t bytes)) \
+    X(cuMemcpyDtoH_v2, CUresult, (void *dst, CUdeviceptr src, size_t bytes)) \
+    X(cuMemcpyDtoD_v2, CUresult, (CUdeviceptr dst, CUdeviceptr src, size_t bytes)) \
+    X(cuMemcpyHtoDAsync_v2, CUresult, (CUdeviceptr dst, const void *src, size_t bytes, CUstream stream)) \
+    X(cuMemcpyDtoHAsync_v2, CUresult, (void *dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
+    X(cuMemcpyDtoDAsync_v2, CUresult, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream stream)) \
+    X(cuMemsetD8Async, CUresult, (CUdeviceptr dst, unsigned char value, size_t count, CUstream stream)) \
+    X(cuMemsetD32Async, CUresult, (CUdeviceptr dst, unsigned int value, size_t count, CUstream stream)) \
+    /* the process checkpoint API (CUDA 12.8 and later) */ \
+    X(cuCheckpointProcessGetRestoreThreadId, CUresult, (int pid, int *tid)) \
+    X(cuCheckpointProcessGetState, CUresult, (int pid, CUprocessState *state)) \
+    X(cuCheckpointProcessLock, CUresult, (int pid, CUcheckpointLockArgs *args)) \
+    X(cuCheckpointProcessCheckpoint, CUresult, (int pid, CUcheckpointCheckpointArgs *args)) \
+    X(cuCheckpointProcessRestore, CUresult, (int pid, CUcheckpointRestoreArgs *args)) \
+    X(cuCheckpointProcessUnlock, CUresult, (int pid, CUcheckpointUnlockArgs *args)) \
     /* the CUDA < 3.2 entry points (32-bit sizes and addresses; the driver still exports them) */ \
     X(cuMemAlloc, CUresult, (CUdeviceptr_v1 *dptr, unsigned int bytesize)) \
     X(cuMemAllocPitch, CUresult, (CUdeviceptr_v1 *dptr, unsigned int *pitch, unsigned int width_bytes, \
@@ -392,6 +473,11 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuMemMapArrayAsync, CUresult, (CUarrayMapInfo *infos, unsigned int count, CUstream stream)) \
     /* what keeps a cuMemCreate allocation alive besides its handle */ \
     X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle *handle, void *addr)) \
+    /* pinned host memory mapped for the device (libvram's overflow:host where VMM cannot place memory \
+       on the host) */ \
+    X(cuMemHostAlloc, CUresult, (void **host, size_t bytesize, unsigned int flags)) \
+    X(cuMemFreeHost, CUresult, (void *host)) \
+    X(cuMemHostGetDevicePointer_v2, CUresult, (CUdeviceptr *dptr, void *host, unsigned int flags)) \
     X(cuMulticastCreate, CUresult, (CUmemGenericAllocationHandle *mc, const CUmulticastObjectProp *prop)) \
     X(cuMulticastBindMem, CUresult, (CUmemGenericAllocationHandle mc, size_t mc_offset, \
                                      CUmemGenericAllocationHandle mem, size_t mem_offset, size_t size, \
@@ -466,6 +552,9 @@ static inline void cuda_abi_error_text(CUresult r, pfn_cuGetErrorName get_name, 
         { CUDA_ERROR_SYSTEM_DRIVER_MISMATCH, "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH",
           "system has unsupported display driver / cuda driver combination" },
         { CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported" },
+        { CUDA_ERROR_NOT_PERMITTED, "CUDA_ERROR_NOT_PERMITTED", "operation not permitted" },
+        { CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE", "the operation cannot be performed in the present state" },
+        { CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready" },
     };
     const char *name = NULL, *text = NULL;
     if (get_name && get_name(r, &name) != CUDA_SUCCESS) name = NULL;
@@ -496,5 +585,15 @@ _Static_assert(sizeof(CUDA_MEM_ALLOC_NODE_PARAMS) == 120, "CUDA_MEM_ALLOC_NODE_P
 _Static_assert(offsetof(CUDA_MEM_ALLOC_NODE_PARAMS, bytesize) == 104, "CUDA_MEM_ALLOC_NODE_PARAMS layout");
 _Static_assert(sizeof(CUDA_GRAPH_INSTANTIATE_PARAMS) == 32, "CUDA_GRAPH_INSTANTIATE_PARAMS layout");
 _Static_assert(sizeof(CUmulticastObjectProp) == 32, "CUmulticastObjectProp layout");
+_Static_assert(sizeof(CUprocessState) == 4, "CUprocessState layout");
+_Static_assert(sizeof(CUcheckpointLockArgs) == 64, "CUcheckpointLockArgs layout");
+_Static_assert(offsetof(CUcheckpointLockArgs, reserved1) == 8, "CUcheckpointLockArgs layout");
+_Static_assert(sizeof(CUcheckpointCheckpointArgs) == 64, "CUcheckpointCheckpointArgs layout");
+_Static_assert(sizeof(CUcheckpointGpuPair) == 32, "CUcheckpointGpuPair layout");
+_Static_assert(offsetof(CUcheckpointGpuPair, newUuid) == 16, "CUcheckpointGpuPair layout");
+_Static_assert(sizeof(CUcheckpointRestoreArgs) == 64, "CUcheckpointRestoreArgs layout");
+_Static_assert(offsetof(CUcheckpointRestoreArgs, gpuPairsCount) == 8, "CUcheckpointRestoreArgs layout");
+_Static_assert(offsetof(CUcheckpointRestoreArgs, reserved1) == 56, "CUcheckpointRestoreArgs layout");
+_Static_assert(sizeof(CUcheckpointUnlockArgs) == 64, "CUcheckpointUnlockArgs layout");
 
 #endif /* VRAM_CUDA_ABI_H */

@@ -115,6 +115,26 @@ int vram__parse_bool(const char *text, int *value) {
     return -1;
 }
 
+int vram__parse_duration(const char *text, uint64_t *ns) {
+    static const struct { const char *unit; double ns; } units[] = {
+        { "", 1e9 }, { "ms", 1e6 }, { "s", 1e9 }, { "m", 60e9 }, { "h", 3600e9 }, { "d", 86400e9 },
+    };
+    if (text == NULL || !(isdigit((unsigned char)*text) || *text == '.')) return -1;
+    char *end = NULL;
+    double v = vram__strtod_c(text, &end);
+    if (end == text || !isfinite(v) || v <= 0) return -1;
+    for (const char *c = text; c < end; c++)   /* digits and one point only: no sign, hex or exponent */
+        if (!isdigit((unsigned char)*c) && *c != '.') return -1;
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
+        if (strcmp(end, units[i].unit) != 0) continue;
+        double t = v * units[i].ns;
+        if (t < 1e6 || t > 366.0 * 86400e9) return -1;   /* at least a millisecond, at most a year */
+        *ns = (uint64_t)t;
+        return 0;
+    }
+    return -1;
+}
+
 /* The unit at *end (none; B; K, M, G or T, each with an optional i and an optional B after it): its
  * power of two, with *end moved past it; -1 for an unknown unit. */
 static int size_unit(const char **end) {

@@ -48,6 +48,7 @@
  *   split_merge.c   chunk records, split and merge
  *   stream_order.c  pending stream-ordered frees, blocks used on other streams, solo, captures
  *   backing.c       regions, budgets, mapping growth, moving and giving back idle memory, trim
+ *   sleep.c         sleep and wake: all the memory off the card and back at the same addresses
  *   stats.c         PyTorch's allocator statistics
  *   oom.c           the out-of-memory report
  */
@@ -157,6 +158,8 @@ vram_status arena_destroy(pool_arena *p) {
         if (s != VRAM_OK && plain) region_drop(r);
         if (s != VRAM_OK && refusal == VRAM_OK) refusal = s;
     }
+    arena_sleep_drop(p);                  /* (no block left: its host copy, what to map again) */
+    (void)arena_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
     chunk_free_spares(p);
     for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
     tc_destroy(p);
@@ -204,6 +207,7 @@ void arena_info_locked(pool_arena *p, vram_memory_info *info) {
         .num_driver_moves = p->num_driver_moves,
     };
     plan_arena_info_locked(p, info);
+    arena_sleep_info_locked(p, info);
 }
 
 size_t arena_live_bytes(pool_arena *p) {
@@ -311,6 +315,9 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
         *owned = pool_owns_locked(p, addr);
         s = vram__fail(VRAM_ERR_INVALID_POINTER, "vram_ipc_export(%p): not a live block of %s (freed, or not the "
                        "start of a block vram handed out)", ptr, p->cfg.name);
+    } else if (c->asleep) {
+        s = vram__fail(VRAM_ERR_CONFLICT, "vram_ipc_export(%p): the block is asleep (vram_sleep), its memory off "
+                       "the card; vram_wake it first", ptr);
     } else {
         s = ipc_export_locked(p, c, out, capacity, length, offset);
     }

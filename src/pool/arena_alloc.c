@@ -237,6 +237,12 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
         return VRAM_OK;
     }
     pool_lock_take_by(&p->lock, me);                              /* (its bias, lock.h) */
+    if (__builtin_expect(p->asleep, 0)) {                         /* its memory is off the card (sleep.c) */
+        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : arena_asleep_refusal(p, size);
+        if (quiet != NULL) *quiet = GROW_ASLEEP;
+        pool_lock_give(&p->lock);
+        return s;
+    }
     if (!p->cfg.growth && rounded > arena_headroom_live(p)) {   /* a fraction below the preallocation */
         vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : pool_oom_locked(p, size, rounded, GROW_LIMIT);
         if (quiet != NULL) *quiet = GROW_LIMIT;
@@ -269,7 +275,9 @@ vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stre
         }
     }
     vram_status s = VRAM_OK;
-    if (size == 0 || addr % VRAM_POOL_UNIT != 0 || rounded < size || c == NULL || c->state != CHUNK_FREE ||
+    if (p->asleep) {
+        s = arena_asleep_refusal(p, size);
+    } else if (size == 0 || addr % VRAM_POOL_UNIT != 0 || rounded < size || c == NULL || c->state != CHUNK_FREE ||
         addr + rounded > c->addr + c->size) {
         s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_malloc_at(%p, %zu): not a free range of %s",
                        (void *)(uintptr_t)addr, size, p->cfg.name);
@@ -333,6 +341,12 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
     pool_lock_take_by(&p->lock, me);
     pool_chunk *c = own_event ? live_get(p, addr) : live_take_unused(p, addr);
     if (c == NULL) return free_unknown_unlock(p, ptr, how, &req->owned);
+    if (__builtin_expect(c->asleep, 0)) {         /* no memory under it: free at once (sleep.c) */
+        if (own_event || c->uses != NULL) live_take(p, addr);
+        arena_sleep_free_locked(p, c);
+        pool_lock_give(&p->lock);
+        return VRAM_OK;
+    }
     vram__free_kind asked = how;
     if (how == VRAM_POOL_FREE_ALLOC_STREAM) {     /* the stream it was handed out on */
         how = VRAM_POOL_FREE_OWNED_STREAM;

@@ -40,6 +40,7 @@
 
 #define POOL_ARENAS VRAM_POOL_MAX_ARENAS
 #define POOL_PRIVATE VRAM_POOL_MAX_PRIVATE
+#define POOL_TAGS VRAM_POOL_MAX_TAGS
 enum { PRIVATE_UNUSED = 0, PRIVATE_IN_USE = 1, PRIVATE_RELEASED = 2 };
 #define POOL_ARRIVALS 256        /* threads told apart by arrival; later ones go by their sequence */
 
@@ -63,14 +64,26 @@ struct vram__pool {
     _Atomic(pool_arena *) priv[POOL_PRIVATE];
     atomic_int            priv_state[POOL_PRIVATE];
     uint64_t              priv_lo[POOL_PRIVATE], priv_hi[POOL_PRIVATE];
+    /* tags' arenas (growth by mapping): tag k's at k - 1, created on its first request (grow_lock),
+     * with its range; ntags: 1 + the highest k created, for the owner lookup */
+    atomic_int            ntags;
+    _Atomic(pool_arena *) tagged[POOL_TAGS];
+    uint64_t              tag_lo[POOL_TAGS], tag_hi[POOL_TAGS];
 };
 
-/* Every arena, private ones included: i over [0, POOL_ARENAS + POOL_PRIVATE). */
+/* Every arena, private ones and tags' included: i over [0, ALL_ARENAS), in that order (the order in
+ * which lock_all takes them). */
 static pool_arena *any_arena(vram__pool *p, int i) {
     return i < POOL_ARENAS ? atomic_load_explicit(&p->arena[i], memory_order_acquire)
-                           : atomic_load_explicit(&p->priv[i - POOL_ARENAS], memory_order_acquire);
+         : i < POOL_ARENAS + POOL_PRIVATE ? atomic_load_explicit(&p->priv[i - POOL_ARENAS], memory_order_acquire)
+                                          : atomic_load_explicit(&p->tagged[i - POOL_ARENAS - POOL_PRIVATE],
+                                                                 memory_order_acquire);
 }
-#define ALL_ARENAS (POOL_ARENAS + POOL_PRIVATE)
+#define ALL_ARENAS (POOL_ARENAS + POOL_PRIVATE + POOL_TAGS)
+/* The private pool's slot of arena index i, or -1 for the device's and the tags' arenas. */
+static int private_slot(int i) {
+    return i >= POOL_ARENAS && i < POOL_ARENAS + POOL_PRIVATE ? i - POOL_ARENAS : -1;
+}
 
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
@@ -96,6 +109,8 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
         atomic_init(&p->priv[i], NULL);
         atomic_init(&p->priv_state[i], PRIVATE_UNUSED);
     }
+    atomic_init(&p->ntags, 0);
+    for (int i = 0; i < POOL_TAGS; i++) atomic_init(&p->tagged[i], NULL);
     pool_arena *a = NULL;
     vram_status s = arena_create(cfg, &p->shared, &a);
     if (s != VRAM_OK) {
@@ -190,8 +205,57 @@ static pool_arena *thread_arena(vram__pool *p, vram__pool_thread *me) {
 static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *me, size_t size, int async,
                                void *stream, void **ptr, int others);
 
+/* Whether the pool gives tags arenas of their own: growth by mapping (elsewhere a tag is ignored, and
+ * vram_sleep says why the pool cannot sleep). */
+static int pool_tags_arenas(const vram__pool *p) {
+    return p->cfg.growth && p->cfg.caps.vmm_supported;
+}
+
+/* Tag `tag`'s arena, created on its first request: *a, or NULL when the pool gives tags none. */
+static vram_status tag_arena(vram__pool *p, unsigned tag, pool_arena **a) {
+    *a = atomic_load_explicit(&p->tagged[tag - 1], memory_order_acquire);
+    if (*a != NULL || !pool_tags_arenas(p)) return VRAM_OK;
+    vram_status s = VRAM_OK;
+    pthread_mutex_lock(&p->grow_lock);
+    *a = atomic_load(&p->tagged[tag - 1]);
+    if (*a == NULL) {
+        vram__pool_config cfg = p->cfg;      /* the device's options, but no thread caches nor plan */
+        cfg.thread_cache = 0;
+        cfg.plan = 0;
+        s = arena_create(&cfg, &p->shared, a);
+        if (s == VRAM_OK) {
+            (*a)->tag = tag;
+            arena_range(*a, &p->tag_lo[tag - 1], &p->tag_hi[tag - 1]);
+            atomic_store_explicit(&p->tagged[tag - 1], *a, memory_order_release);
+            if (atomic_load(&p->ntags) < (int)tag) atomic_store(&p->ntags, (int)tag);
+            atomic_fetch_add(&p->count, 1);           /* frees now search beyond the first arena */
+        } else {
+            s = vram__fail_wrap(s, "an address range of its own for the tag '%s' on %s", vram__tag_name(tag),
+                                p->cfg.name);
+            *a = NULL;
+        }
+    }
+    pthread_mutex_unlock(&p->grow_lock);
+    return s;
+}
+
+/* A request of a thread with a tag: into the tag's arena (others are not tried: its blocks live in its
+ * range alone), or the device's arenas as any where the pool gives tags none. */
+static VRAM_NOINLINE vram_status alloc_tagged(vram__pool *p, vram__pool_thread *me, size_t size, int async,
+                                              void *stream, void **ptr) {
+    pool_arena *a = NULL;
+    vram_status s = size <= p->cfg.limit ? tag_arena(p, me->tag, &a) : VRAM_OK;
+    if (s != VRAM_OK) return s;
+    if (a != NULL) return alloc_among(p, a, me, size, async, stream, ptr, 0);
+    a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed) : thread_arena(p, me);
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || size > p->cfg.limit)
+        return arena_alloc(a, me, size, async, stream, ptr, NULL);
+    return alloc_among(p, a, me, size, async, stream, ptr, !async);
+}
+
 vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, int async, void *stream,
                              void **ptr) {
+    if (__builtin_expect(me->tag != 0, 0)) return alloc_tagged(p, me, size, async, stream, ptr);
     pool_arena *a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed)
                                                  : thread_arena(p, me);
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || size > p->cfg.limit)
@@ -207,6 +271,7 @@ static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *
     grow_result why = GROW_OK;
     vram_status s = arena_alloc(a, me, size, async, stream, ptr, &why);
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
+    if (why == GROW_ASLEEP) return arena_asleep_refusal(a, size);   /* (no other arena serves its requests) */
     /* The limit is shared: the other arenas give back their idle memory, once their stream-ordered
      * frees in flight have completed (a private pool in use gives nothing), then each is tried. */
     for (int i = 0; i < ALL_ARENAS; i++) {
@@ -222,7 +287,7 @@ static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     vram_memory_info info;                             /* every arena's figures, of one moment */
     vram__pool_info(p, me, &info);
-    arena_figures all = {info.current, info.reserved, info.largest_free_block};
+    arena_figures all = {info.current - info.asleep_bytes, info.reserved, info.largest_free_block};   /* (on the card) */
     return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
 }
 
@@ -259,6 +324,11 @@ static inline __attribute__((always_inline)) pool_arena *pool_owner(vram__pool *
     for (int i = 0; i < np; i++) {
         pool_arena *a = atomic_load_explicit(&p->priv[i], memory_order_acquire);
         if (a != NULL && addr >= p->priv_lo[i] && addr < p->priv_hi[i]) return a;
+    }
+    int nt = atomic_load_explicit(&p->ntags, memory_order_acquire);
+    for (int i = 0; i < nt; i++) {
+        pool_arena *a = atomic_load_explicit(&p->tagged[i], memory_order_acquire);
+        if (a != NULL && addr >= p->tag_lo[i] && addr < p->tag_hi[i]) return a;
     }
     return owner_by_memory(p, addr);
 }
@@ -333,6 +403,9 @@ void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_inf
         info->plan_given_back += one.plan_given_back;
         info->plan_slot_steps += one.plan_slot_steps;
         info->plan_refused += one.plan_refused;
+        info->asleep_bytes += one.asleep_bytes;
+        info->asleep_host_bytes += one.asleep_host_bytes;
+        info->host_kept_bytes += one.host_kept_bytes;
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);
@@ -396,13 +469,19 @@ vram_status vram__pool_trim(vram__pool *p, size_t keep_bytes) {
         pool_arena *a = any_arena(p, i);
         vram_status s = a != NULL ? arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;
         if (refusal == VRAM_OK) refusal = s;
+        if (a != NULL) {                              /* (sleep.c: the pinned host block of a sleep) */
+            arena_lock(a, NULL);
+            s = arena_host_kept_free_locked(a);
+            arena_unlock(a);
+        }
+        if (refusal == VRAM_OK) refusal = s;
     }
     return refusal;
 }
 
 /* ---- private pools ---------------------------------------------------------------------------- */
 
-vram_status vram__pool_private_create(vram__pool *p, int *id) {
+vram_status vram__pool_private_create(vram__pool *p, unsigned tag, int *id) {
     pthread_mutex_lock(&p->grow_lock);
     int n = atomic_load(&p->nprivate), k = 0;
     for (; k < n; k++) {                               /* a released slot with no block left */
@@ -430,7 +509,12 @@ vram_status vram__pool_private_create(vram__pool *p, int *id) {
         }
     }
     if (s == VRAM_OK) {
-        arena_set_pinned(p->priv[k], 1);
+        pool_arena *a = p->priv[k];
+        arena_lock(a, NULL);
+        arena_sleep_drop(a);                           /* (a slot made anew: it slept with no block left) */
+        a->tag = pool_tags_arenas(p) ? tag : 0;        /* its blocks carry its creator's tag */
+        arena_unlock(a);
+        arena_set_pinned(a, 1);
         atomic_store(&p->priv_state[k], PRIVATE_IN_USE);
         *id = k;
     }
@@ -488,7 +572,7 @@ void vram__pool_segments(vram__pool *p, vram_segment_info *segs, size_t seg_cap,
     lock_all(p, NULL);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        int slot = i < POOL_ARENAS ? -1 : i - POOL_ARENAS;
+        int slot = private_slot(i);
         if (a != NULL && (slot < 0 || atomic_load(&p->priv_state[slot]) != PRIVATE_UNUSED))
             arena_snapshot_locked(a, slot, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
     }
@@ -520,4 +604,169 @@ vram_status vram__pool_check(vram__pool *p) {
         return vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): its arenas hold more than its limit", p->cfg.name);
     }
     return VRAM_OK;
+}
+
+/* ---- sleep and wake ---------------------------------------------------------------------------- */
+
+/* The arenas of `tag` (0: every arena) that sleep and wake with it, locked in slot order: the tag's
+ * arena, the private pools created under it (in use, or released and still holding blocks). grow_lock
+ * held (no arena is created meanwhile). Returns how many. */
+static int lock_tag_arenas(vram__pool *p, unsigned tag, pool_arena **out) {
+    int n = 0;
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *a = any_arena(p, i);
+        int slot = private_slot(i);
+        size_t bytes = 0;
+        if (a == NULL || (tag != 0 && a->tag != tag)) continue;
+        if (slot >= 0 && (atomic_load(&p->priv_state[slot]) == PRIVATE_UNUSED ||
+                          (atomic_load(&p->priv_state[slot]) == PRIVATE_RELEASED && arena_live_count(a, &bytes) == 0)))
+            continue;
+        arena_lock(a, NULL);
+        out[n++] = a;
+    }
+    return n;
+}
+
+static void unlock_arenas(pool_arena **a, int n) {
+    for (int i = n - 1; i >= 0; i--) arena_unlock(a[i]);
+}
+
+/* What `tag` names in messages: "the tag 'kv'", or "every block" for 0. */
+static void tag_words(unsigned tag, char *out, size_t len) {
+    if (tag != 0) snprintf(out, len, "the tag '%s'", vram__tag_name(tag));
+    else snprintf(out, len, "%s", "every block");
+}
+
+/* Why the pool cannot sleep at all (preallocation, growth without mapping: its first arena says), or
+ * VRAM_OK. No lock held. */
+static vram_status sleep_unsupported(vram__pool *p, const char *call) {
+    if (pool_tags_arenas(p)) return VRAM_OK;
+    pool_arena *a = atomic_load(&p->arena[0]);
+    arena_lock(a, NULL);
+    vram_status s = arena_sleep_check_locked(a);
+    arena_unlock(a);
+    return s != VRAM_OK ? vram__fail_wrap(s, "%s", call) : VRAM_OK;
+}
+
+/* A tag that names no arena of the pool (n 0): VRAM_ERR_INVALID_ARGUMENT; else VRAM_OK. */
+static vram_status sleep_targets(vram__pool *p, unsigned tag, int n, const char *call) {
+    if (n == 0 && tag != 0) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: no block of %s was ever allocated under the tag '%s' "
+                          "(vram_set_tag)", call, p->cfg.name, vram__tag_name(tag));
+    }
+    return VRAM_OK;
+}
+
+/* The idle memory of the pool's arenas that are not among a[0 .. n) (locked by the caller) goes back,
+ * once their frees in flight have completed: room under the limit for a wake, as a request that does
+ * not fit gets it (alloc_among). grow_lock held: no other path holds two arena locks meanwhile. */
+static void trim_others(vram__pool *p, pool_arena **a, int n) {
+    for (int i = 0; i < ALL_ARENAS; i++) {
+        pool_arena *b = any_arena(p, i);
+        int mine = 0;
+        for (int k = 0; k < n && !mine; k++) mine = a[k] == b;
+        if (b != NULL && !mine) arena_trim_settled(b);
+    }
+}
+
+/* Wakes a[0 .. n) (asleep), all or nothing, among all[0 .. nall) (locked: the tag's arenas); `what` and
+ * `call` name the tag and the call in messages. */
+static vram_status wake_locked(vram__pool *p, pool_arena **all, int nall, pool_arena **a, int n, const char *what,
+                               const char *call) {
+    vram_status s = VRAM_OK;
+    size_t need = 0;
+    int planned = 0, taken = 0, mapped = 0;          /* how many arenas went through each step */
+    grow_result why = GROW_OK;
+    for (; planned < n && s == VRAM_OK; planned++) {
+        size_t one = 0;
+        s = arena_wake_plan_locked(a[planned], &one);
+        need += one;
+    }
+    for (int again = 1; taken < n && s == VRAM_OK; taken++) {   /* the budgets, all at once */
+        why = arena_wake_budget_locked(a[taken]);
+        if (why != GROW_OK && again) {               /* the other arenas' idle memory first, once */
+            again = 0;
+            trim_others(p, all, nall);
+            why = arena_wake_budget_locked(a[taken]);
+        }
+        if (why != GROW_OK) s = pool_wake_oom(a[taken], what, need, why);
+    }
+    while (mapped < n && s == VRAM_OK) {             /* (one the driver refused counts: what it mapped goes back) */
+        pool_arena *b = a[mapped++];
+        s = arena_wake_map_locked(b);
+        if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_wake_oom(b, what, need, GROW_DRIVER);
+        else if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
+    }
+    for (int i = 0; i < n && s == VRAM_OK; i++) {
+        s = arena_wake_copy_locked(a[i]);
+        if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
+    }
+    for (int i = 0; i < n; i++) {
+        if (s == VRAM_OK) arena_wake_done_locked(a[i]);
+        else if (i < planned) arena_wake_undo_locked(a[i], i < mapped);
+    }
+    return s;
+}
+
+vram_status vram__pool_sleep(vram__pool *p, unsigned tag, int offload) {
+    pool_arena *a[ALL_ARENAS], *slept[ALL_ARENAS];
+    char call[192], what[96];
+    tag_words(tag, what, sizeof what);
+    snprintf(call, sizeof call, "vram_sleep(%s, %s)", p->cfg.name, what);
+    vram_status s = sleep_unsupported(p, call);
+    if (s != VRAM_OK) return s;
+    pthread_mutex_lock(&p->grow_lock);
+    int n = lock_tag_arenas(p, tag, a);
+    s = sleep_targets(p, tag, n, call);
+    for (int i = 0; i < n && s == VRAM_OK; i++) {   /* every one checked before any sleeps */
+        s = arena_sleep_check_locked(a[i]);
+        if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
+    }
+    /* A failure that left an arena awake (a copy, pinned host memory, a stream that cannot be waited
+     * for) wakes those this call put to sleep before it: all or nothing. An arena that went to sleep
+     * though the driver kept some of its memory (a refused unmap) counts as asleep: the others go on,
+     * and the refusal is returned at the end. */
+    int nslept = 0;
+    vram_status kept = VRAM_OK;
+    char why[1024] = "";
+    for (int i = 0; i < n && s == VRAM_OK; i++) {
+        int before = a[i]->asleep;
+        vram_status one = arena_sleep_locked(a[i], offload);
+        if (!before && a[i]->asleep) slept[nslept++] = a[i];
+        if (one != VRAM_OK && a[i]->asleep) {
+            if (kept == VRAM_OK) kept = vram__fail_wrap(one, "%s", call);
+            if (why[0] == '\0') snprintf(why, sizeof why, "%s", vram_last_error());
+        } else if (one != VRAM_OK) {
+            s = vram__fail_wrap(one, "%s", call);
+        }
+    }
+    if (s != VRAM_OK && nslept > 0) {
+        snprintf(why, sizeof why, "%s", vram_last_error());
+        vram_status back = wake_locked(p, a, n, slept, nslept, what, call);
+        if (back == VRAM_OK) s = vram__fail(s, "%s", why);
+        else s = vram__fail(s, "%s; the memory that had gone to sleep before could not wake again (%s): vram_wake "
+                            "brings it back", why, vram_last_error());
+    } else if (s == VRAM_OK && kept != VRAM_OK) {
+        s = vram__fail(kept, "%s", why);
+    }
+    unlock_arenas(a, n);
+    pthread_mutex_unlock(&p->grow_lock);
+    return s;
+}
+
+vram_status vram__pool_wake(vram__pool *p, unsigned tag) {
+    pool_arena *all[ALL_ARENAS], *a[ALL_ARENAS];
+    char call[192], what[96];
+    tag_words(tag, what, sizeof what);
+    snprintf(call, sizeof call, "vram_wake(%s, %s)", p->cfg.name, what);
+    pthread_mutex_lock(&p->grow_lock);
+    int nall = lock_tag_arenas(p, tag, all), n = 0;
+    vram_status s = nall == 0 && tag != 0 ? sleep_targets(p, tag, 0, call) : VRAM_OK;
+    for (int i = 0; i < nall; i++) {
+        if (all[i]->asleep) a[n++] = all[i];
+    }
+    if (s == VRAM_OK) s = wake_locked(p, all, nall, a, n, what, call);
+    unlock_arenas(all, nall);
+    pthread_mutex_unlock(&p->grow_lock);
+    return s;
 }

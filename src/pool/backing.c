@@ -148,7 +148,7 @@ vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
 
 /* Books what a call of vmm.c changed: the bytes held (the budget gets back what was given back)
  * and the driver calls. */
-static void vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
+void vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
     if (d->mapped > d->unmapped) note_reserved_locked(p, d->mapped - d->unmapped, 1);
     if (d->mapped < d->unmapped) {
         note_reserved_locked(p, d->unmapped - d->mapped, 0);
@@ -383,7 +383,7 @@ grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
  * bytes counted) and ends the trim: VRAM_OK, or the refusal. */
 static vram_status trim_plain_regions_locked(pool_arena *p, size_t keep) {
     if (arena_still(p)) return VRAM_OK;
-    for (pool_region **link = &p->regions; *link != NULL && p->reserved - p->current > keep;) {
+    for (pool_region **link = &p->regions; *link != NULL && arena_cached(p) > keep;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
             if (solo_fence_locked(p) != 0) return VRAM_OK;
@@ -402,13 +402,17 @@ static vram_status trim_plain_regions_locked(pool_arena *p, size_t keep) {
     return VRAM_OK;
 }
 
+vram_status arena_trim_plain_locked(pool_arena *p) {
+    return trim_plain_regions_locked(p, 0);
+}
+
 static vram_status pool_trim_locked(pool_arena *p, size_t keep) {
     plan_slots_leave_locked(p);                  /* the plan's zone: its free chunks are idle too */
     pool_flush_caches_locked(p);
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
-    size_t excess = p->reserved - p->current;
+    size_t excess = arena_cached(p);
     if (excess <= keep) return VRAM_OK;
     vram_status refusal = VRAM_OK;
     if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep, &refusal);
@@ -422,14 +426,14 @@ void arena_trim_settled(pool_arena *p) {
     if (p->pending != NULL) pending_reap_locked(p, 1);
     if (p->deferred != NULL) deferred_reap_locked(p, 1);
     (void)pool_trim_locked(p, 0);
-    p->idle_low = p->reserved - p->current;
+    p->idle_low = arena_cached(p);
     pool_lock_give(&p->lock);
 }
 
 vram_status arena_trim(pool_arena *p, size_t keep_bytes) {
     pool_lock_take(&p->lock);
     vram_status s = pool_trim_locked(p, keep_bytes);
-    p->idle_low = p->reserved - p->current;
+    p->idle_low = arena_cached(p);
     pool_lock_give(&p->lock);
     return s;
 }
@@ -470,8 +474,8 @@ void arena_idle_tick(pool_arena *p) {
             p->idle_fence_failed = 1;
         }
     }
-    size_t excess = p->reserved - p->current, unused = p->idle_low < excess ? p->idle_low : excess;
+    size_t excess = arena_cached(p), unused = p->idle_low < excess ? p->idle_low : excess;
     if (unused > 0) (void)trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
-    p->idle_low = p->reserved - p->current;
+    p->idle_low = arena_cached(p);
     pool_lock_give(&p->lock);
 }

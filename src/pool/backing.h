@@ -42,6 +42,13 @@ vram_status region_release(pool_arena *p, pool_region *r);
 /* Frees region r's records (its chunks and r), nothing of the driver's. */
 void        region_drop(pool_region *r);
 
+/* Books what a call of vmm.c changed: the bytes held (the budgets get back what was given back) and
+ * the driver calls. */
+void        vmm_note_locked(pool_arena *p, const pool_vmm_change *d);
+/* Gives back the plain regions with no block in them (not in a private pool in use nor during a
+ * capture): VRAM_OK, or the driver's refusal (that region stays, counted). */
+vram_status arena_trim_plain_locked(pool_arena *p);
+
 /* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped and marks it in
  * use: maps what is missing within the limit and the card budget, moving idle extents under it and
  * then giving idle ones back first when the limit would be crossed. */

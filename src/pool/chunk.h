@@ -27,6 +27,10 @@ typedef struct pool_chunk {
     uint8_t              bin_fl, bin_sl;     /* FREE: that class, noted when indexed */
     uint8_t              slot;               /* USED: handed out as a slot of the plan's zone (plan_slots.c),
                                               * never parked; set at its hand-out, cleared at its free */
+    uint8_t              asleep;             /* USED: a block of an arena asleep (sleep.c): its memory is off
+                                              * the card, so it is never parked nor taken from a cache; set
+                                              * (under its shard's lock) when the arena sleeps, cleared at
+                                              * its wake or its free */
     int                  state;
     void                *stream;             /* PENDING: the stream the free was ordered on; USED: the
                                               * stream of the stream-ordered request that got it (NULL

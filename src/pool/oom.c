@@ -133,3 +133,34 @@ vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result wh
     pool_lock_give(&p->lock);
     return s;
 }
+
+vram_status pool_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
+    char driver_msg[1024], cause[1536];
+    snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
+    size_t reserved = atomic_load(&p->shared->reserved);
+    size_t limit = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);   /* (a fraction's) */
+    if (limit > p->cfg.limit) limit = p->cfg.limit;
+    if (why == GROW_DRIVER) {
+        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
+        char others[192] = "";
+        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
+            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
+            snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes (or other "
+                     "allocators in this one) hold about %zu bytes", card_free, card_total, other);
+        }
+        snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s", driver_msg,
+                 others);
+    } else if (why == GROW_CARD_LIMIT) {
+        snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
+                 p->cfg.budget->cap_source);
+    } else if (limit < p->cfg.limit) {
+        snprintf(cause, sizeof cause, "the memory fraction %g of the card (%zu bytes, vram_set_memory_fraction) "
+                 "would be passed", atomic_load(&p->shared->fraction), limit);
+    } else {
+        snprintf(cause, sizeof cause, "the memory limit of %zu bytes (limit from %s) would be passed: the memory "
+                 "awake holds %zu bytes of it", p->cfg.limit, p->cfg.limit_source, reserved);
+    }
+    return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "out of memory on %s: cannot wake %s: its blocks need %zu bytes on the "
+                      "card again: %s. Nothing was woken and nothing is lost: free memory, or sleep something else, "
+                      "and wake it again", p->cfg.name, what, need, cause);
+}

@@ -370,6 +370,13 @@ int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     return 0;
 }
 
+void plan_arena_end_locked(pool_arena *p) {
+    pool_planner *pl = p->planner;
+    if (pl == NULL) return;
+    if (pl->active || pl->armed) plan_end_locked(p);
+    else plan_slots_leave_locked(p);
+}
+
 void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
     const pool_planner *pl = p->planner;
     if (pl == NULL) return;

@@ -119,6 +119,9 @@ int  plan_slots_due_ok(const pool_arena *p, uint32_t k);
 /* The idle tick: slot mode is left when no step began since the last tick (the program stopped
  * stepping), so that the zone's idle memory can go back as any. */
 void plan_slots_idle_locked(pool_arena *p);
+/* The plan in force (or waiting for its first step) ends, as at a difference (pool lock held): the
+ * arena goes to sleep (sleep.c). Nothing without a planner. */
+void plan_arena_end_locked(pool_arena *p);
 /* The plan's figures of vram_memory_info (pool lock held): zeros without a planner. */
 void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info);
 

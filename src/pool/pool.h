@@ -79,11 +79,28 @@ typedef struct vram__pool_thread_arena {
 } vram__pool_thread_arena;
 typedef struct vram__pool_thread {
     unsigned                 seq;                   /* 1 + the order of the thread's first call; 0: none yet */
+    unsigned                 tag;                   /* vram_set_tag's: the tag its requests carry (tags.c; 0:
+                                                       none). Written by the thread itself only */
     vram__pool_thread_arena  arenas[VRAM_POOL_THREAD_POOLS];   /* the last pools, by uid */
     const struct pool_arena *tc_pool;               /* the last arena whose cache the thread took */
     uint64_t                 tc_uid;
     struct pool_tcache      *tc;
 } vram__pool_thread;
+
+/* Tags (tags.c): the names the program gives its allocations (vram_set_tag), numbered from 1 in the
+ * order they were first set, process-wide, kept until the process ends (their names are read without a
+ * lock). A tag is 1 to VRAM_POOL_TAG_MAX bytes of printable ASCII. */
+#define VRAM_POOL_MAX_TAGS 32
+#define VRAM_POOL_TAG_MAX 63
+/* The number of `name` (interned now if new): VRAM_ERR_INVALID_ARGUMENT for a malformed name,
+ * VRAM_ERR_CONFLICT when VRAM_POOL_MAX_TAGS tags exist already; `call` names the caller in messages. */
+vram_status vram__tag_intern(const char *call, const char *name, unsigned *id);
+/* VRAM_ERR_INVALID_ARGUMENT (saying why, `call` naming the caller) for a malformed name; else VRAM_OK. */
+vram_status vram__tag_check(const char *call, const char *name);
+/* The number of `name`, or 0 when it was never interned (or is malformed). */
+unsigned    vram__tag_find(const char *name);
+/* The name of tag `id` (from 1), NULL for 0 or a number that is none. */
+const char *vram__tag_name(unsigned id);
 
 /* Creates a pool; without growth takes the whole limit from the driver now. */
 vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out);
@@ -139,7 +156,8 @@ static inline const char *vram__pool_free_name(vram__free_kind how) {
 
 /* Private pools (arenas.c): arenas of their own on the same limit, for requests made into them only
  * (PyTorch's CUDA-graph pools). Each call says why it refused; `id` is the pool's slot. */
-vram_status vram__pool_private_create(vram__pool *pool, int *id);
+/* The pool carries `tag` (its creator's: vram_set_tag; 0 none): it sleeps and wakes with the tag. */
+vram_status vram__pool_private_create(vram__pool *pool, unsigned tag, int *id);
 vram_status vram__pool_private_alloc(vram__pool *pool, vram__pool_thread *me, int id, size_t size, void *stream,
                                      void **ptr);
 vram_status vram__pool_private_release(vram__pool *pool, int id);
@@ -170,5 +188,21 @@ vram_status vram__pool_trim(vram__pool *pool, size_t keep_bytes);
  * previous tick; then starts a new period. */
 void        vram__pool_idle_tick(vram__pool *pool);
 vram_status vram__pool_check(vram__pool *pool);
+
+/* Sleep and wake (sleep.c for one arena, arenas.c over them): the arenas of tag `tag` (the tag's own,
+ * and the private pools created under it; 0: every arena) give their physical memory back once the
+ * streams their blocks were used on have finished, their blocks' bytes first copied to pinned host
+ * memory when `offload`; their addresses stay reserved. Every arena involved is checked before any
+ * sleeps (VRAM_ERR_UNSUPPORTED for a pool that cannot keep its addresses without its memory, with the
+ * reason; VRAM_ERR_CONFLICT for a capture underway or memory shared with another process;
+ * VRAM_ERR_INVALID_ARGUMENT for a tag no block of the pool ever carried). An arena asleep stays so. A
+ * failure that leaves an arena awake (a copy, pinned host memory, a stream wait) wakes those the call
+ * had put to sleep: all or nothing. */
+vram_status vram__pool_sleep(vram__pool *pool, unsigned tag, int offload);
+/* Maps physical memory again under the blocks of the arenas of `tag` (0: every arena) asleep, at
+ * their addresses, and copies their bytes back: all or nothing, within the limit, the card's budget
+ * and what the driver gives, else VRAM_ERR_OUT_OF_MEMORY (or the driver's failure) and every arena
+ * stays asleep as it was. */
+vram_status vram__pool_wake(vram__pool *pool, unsigned tag);
 
 #endif /* VRAM_POOL_H */

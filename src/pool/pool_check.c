@@ -3,7 +3,8 @@
  * and verifies the invariants
  * stated in arena.c's header: chunks tile their regions, free neighbours are merged, the free bins,
  * the pointer table, the pending list and the extents agree with the chunks, the counters agree
- * with the blocks, and reserved stays within the limit and the card's budget.
+ * with the blocks, reserved stays within the limit and the card's budget, and an arena asleep
+ * (sleep.c) has every block marked asleep, its unmapped granules understood as asleep, not lost.
  */
 #include <stdio.h>
 
@@ -61,7 +62,9 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
         }
         t->used_count++;
         t->used_bytes += c->size;
-        t->region_busy += c->size;
+        /* a block asleep lies over unmapped granules (but those the driver refused to give back) */
+        t->region_busy += c->asleep && r->kind == REGION_VMM ? pool_vmm_mapped_bytes(&r->vmm, c->addr, c->size)
+                                                             : c->size;
         return NULL;
     case CHUNK_PENDING:
         if (c->event == NULL) t->unrecorded++;   /* an owned-stream free whose event comes later */
@@ -190,6 +193,7 @@ vram_status arena_check(pool_arena *p) {
     if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);
+    if (why == NULL) why = arena_sleep_check_marks_locked(p);
     if (why != NULL) {
     } else if (t.free_count != p->bins.count + p->sbins.count + p->pbins.count ||
                t.free_bytes != p->bins.bytes + p->sbins.bytes + p->pbins.bytes) {

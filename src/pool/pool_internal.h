@@ -150,8 +150,12 @@ struct pool_arena {
                                       * the pool lock) */
     uint64_t          uid;           /* this arena among all created in the process (ids.c) */
     pool_shared      *shared;        /* what the logical device's arenas share */
+    unsigned          tag;           /* the tag its blocks carry (tags.c; 0: none): a tag's arena, or a
+                                      * private pool created under it (set under the pool's grow_lock) */
     /* under the pool lock */
     _Alignas(64) pool_lock lock;
+    int               asleep;        /* the arena sleeps (sleep.c): its memory is off the card, its live
+                                      * blocks are marked asleep, it serves no request until its wake */
     pool_region      *regions;
     pool_region      *vmm;           /* the range growth maps into, for a pool that grows by mapping */
     free_bins         bins;          /* free chunks, by size class (of the small zone: sbins) */
@@ -201,6 +205,11 @@ struct pool_arena {
                                       * addresses, freed blocks included) */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
     free_bins         pbins;         /* free chunks of the plan's zone */
+    struct pool_sleep *sleep;        /* while asleep, or while a private pool that slept keeps what to map
+                                      * again (sleep.c); NULL otherwise */
+    void             *host_kept;     /* the pinned host block of the last offload, kept after its wake for the
+                                      * next sleep (sleep.c; NULL: none), and its bytes */
+    size_t            host_kept_bytes;
     pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
 };
 
@@ -236,9 +245,9 @@ typedef struct arena_figures {      /* every arena of a logical device together 
 
 vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out);
 vram_status arena_destroy(pool_arena *p);
-/* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, or
- * no growth at all. */
-typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF } grow_result;
+/* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, no
+ * growth at all, or the arena is asleep (sleep.c). */
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF, GROW_ASLEEP } grow_result;
 
 /* With `quiet` non-NULL an out-of-memory failure is not reported (no message, not counted): *quiet
  * says why, for arena_oom to report once every arena was tried. */
@@ -290,6 +299,41 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
  * there are. */
 size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);
 
+/* sleep.c: one arena's sleep and wake (arenas.c runs them over the arenas of a tag, each locked) */
+/* Why the arena cannot sleep now (VRAM_ERR_UNSUPPORTED, VRAM_ERR_CONFLICT with the message), or VRAM_OK. */
+vram_status arena_sleep_check_locked(pool_arena *p);
+/* Puts the arena to sleep (offload: its blocks' bytes copied to pinned host memory first). On failure
+ * nothing changed; an unmap or release the driver refused is returned after the arena went to sleep
+ * all the same (that memory stays mapped and counted). */
+vram_status arena_sleep_locked(pool_arena *p, int offload);
+/* Wake, in steps, so that several arenas wake all or nothing: plan (the bytes to map: *need), take
+ * them from the budgets (GROW_OK or which refused), map, copy back; undo gives back what map took
+ * (after a failed map or copy), done ends the sleep. Each needs the one before it. */
+vram_status arena_wake_plan_locked(pool_arena *p, size_t *need);
+grow_result arena_wake_budget_locked(pool_arena *p);
+vram_status arena_wake_map_locked(pool_arena *p);
+vram_status arena_wake_copy_locked(pool_arena *p);
+void        arena_wake_undo_locked(pool_arena *p, int mapped);
+void        arena_wake_done_locked(pool_arena *p);
+/* The refusal of a request of `size` bytes to an arena asleep (VRAM_ERR_OUT_OF_MEMORY, not counted as
+ * an out-of-memory error: nothing is full). */
+vram_status arena_asleep_refusal(const pool_arena *p, size_t size);
+/* The figures of vram_memory_info: bytes of blocks asleep, bytes of host memory holding them, pinned
+ * host memory kept for the next sleep. */
+void        arena_sleep_info_locked(const pool_arena *p, vram_memory_info *info);
+/* The free of block c (USED, asleep; out of the pointer table) of an arena asleep: no memory involved. */
+void        arena_sleep_free_locked(pool_arena *p, pool_chunk *c);
+/* What the arena keeps of a sleep, dropped (its destruction, a private slot made anew with no block). */
+void        arena_sleep_drop(pool_arena *p);
+/* The pinned host block kept from the last wake goes back to the driver (vram_trim, the destruction);
+ * VRAM_OK, or the driver's refusal (the block is forgotten all the same). */
+vram_status arena_host_kept_free_locked(pool_arena *p);
+/* vram_check's part: the marks agree with the arena's state and its record. NULL, or why not. */
+const char *arena_sleep_check_marks_locked(pool_arena *p);
+/* oom.c: a wake refused by the limit, the card's budget or the driver (its message for `what`, a tag or
+ * "every block"); nothing counted. */
+vram_status pool_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why);
+
 /* for pool_check.c and pool_snapshot.c */
 void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins
                                                                         (split_merge.c) */
@@ -305,6 +349,12 @@ int         pool_owns_locked(const pool_arena *p, uint64_t addr);
  * request could get within memory held. */
 vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why);
 size_t      pool_largest_free_locked(const pool_arena *p);
+
+/* The bytes the arena holds beyond its live blocks: reserved - current, 0 when blocks asleep (whose
+ * bytes count in current and hold no memory) make current the larger. */
+static inline size_t arena_cached(const pool_arena *p) {
+    return p->reserved > p->current ? p->reserved - p->current : 0;
+}
 
 /* The free bins that index chunk c: the small zone's, the plan's zone's or the rest's. */
 static inline free_bins *pool_bins_of(pool_arena *p, const pool_chunk *c) {

@@ -105,7 +105,7 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     }
     pool_shard *sh = pool_shard_of(p, c->addr);
     pool_spin_lock(&sh->lock);
-    int room = ptr_map_insert(&sh->map, c->addr, c) == 0;
+    int room = !c->asleep && ptr_map_insert(&sh->map, c->addr, c) == 0;   /* (asleep: its arena's flush takes it) */
     pool_spin_unlock(&sh->lock);
     if (!room) {                       /* no host memory for the table: let the pool say so */
         pool_spin_unlock(&tc->lock);
@@ -131,7 +131,7 @@ int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     pool_spin_lock(&sh->lock);
     pool_chunk *c = ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
     tc_bin *b = c ? bin_of(tc, c->size) : NULL;
-    int park = c != NULL && c->uses == NULL && !c->slot &&   /* (a slot of the plan's zone: plan_slots.c) */
+    int park = c != NULL && c->uses == NULL && !c->slot && !c->asleep &&   /* (a slot: plan_slots.c; asleep: sleep.c) */
                c->size <= p->tc_max_block && c->size <= p->tc_cap - cached && (b->head == NULL || b->size == c->size);
     if (park) ptr_map_take(&sh->map, addr);
     pool_spin_unlock(&sh->lock);

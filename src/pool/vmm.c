@@ -599,6 +599,100 @@ void pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
     memset(v->touched_bits, 0, words * sizeof *v->touched_bits);
 }
 
+/* ---- sleep and wake ------------------------------------------------------------------------- */
+
+int64_t pool_vmm_exported(const pool_vmm *v) {
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        if (v->ext[e].size != 0 && v->ext[e].fd >= 0) return (int64_t)v->ext[e].offset;
+    }
+    return -1;
+}
+
+void pool_vmm_unmap_all(pool_vmm *v, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        if (v->ext[e].size != 0) (void)extent_unmap(v, e, chg);   /* (a refusal leaves it as it was) */
+    }
+    v->stale = 1;
+}
+
+size_t pool_vmm_bit_words(const pool_vmm *v) {
+    return ((v->va_size >> v->gran_shift) + 63) / 64;
+}
+
+void pool_vmm_bits_add(const pool_vmm *v, uint64_t *bits, uint64_t addr, size_t size) {
+    bits_set(bits, granule_of(v, addr), granule_of(v, addr + size - 1));
+}
+
+size_t pool_vmm_bits_unmapped(const pool_vmm *v, uint64_t *want) {
+    size_t n = 0;
+    for (size_t w = 0, words = pool_vmm_bit_words(v); w < words; w++) {
+        want[w] &= ~v->mapped_bits[w];
+        n += (size_t)__builtin_popcountll(want[w]);
+    }
+    return n << v->gran_shift;
+}
+
+uint64_t *pool_vmm_bits_mapped(const pool_vmm *v) {
+    size_t words = pool_vmm_bit_words(v);
+    uint64_t *bits = malloc(words * sizeof *bits);
+    if (bits != NULL) memcpy(bits, v->mapped_bits, words * sizeof *bits);
+    return bits;
+}
+
+/* The first granule in [g, last] whose bit in `bits` is `bit`, or last + 1. */
+static size_t next_bit(const uint64_t *bits, size_t g, size_t last, int bit) {
+    while (g <= last) {
+        uint64_t word = bits[g / 64];
+        word = (bit ? word : ~word) >> (g % 64);
+        if (word != 0) {
+            g += (size_t)__builtin_ctzll(word);
+            return g <= last ? g : last + 1;
+        }
+        g = (g / 64 + 1) * 64;
+    }
+    return last + 1;
+}
+
+vram_status pool_vmm_map_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
+    size_t last = (v->va_size >> v->gran_shift) - 1, max_run = v->max_extent >> v->gran_shift;
+    for (size_t g = next_bit(bits, 0, last, 1); g <= last; g = next_bit(bits, g, last, 1)) {
+        size_t end = next_bit(bits, g, last, 0);
+        while (g < end) {
+            size_t run = end - g < max_run ? end - g : max_run;
+            if (!all_mapped(v, g, g)) {           /* (the caller asks for unmapped granules only) */
+                vram_status s = extent_map(v, g, run, chg);
+                if (s != VRAM_OK) return s;
+            }
+            g += run;
+        }
+    }
+    return VRAM_OK;
+}
+
+void pool_vmm_unmap_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg) {
+    *chg = (pool_vmm_change){0};
+    for (int32_t e = 0; e < v->next_slot; e++) {
+        const pool_extent *x = &v->ext[e];
+        if (x->size == 0) continue;
+        size_t g = x->offset >> v->gran_shift, last = g + (x->size >> v->gran_shift) - 1;
+        if (next_bit(bits, g, last, 0) > last) (void)extent_unmap(v, e, chg);   /* wholly in bits[] */
+    }
+    v->stale = 1;
+}
+
+size_t pool_vmm_mapped_bytes(const pool_vmm *v, uint64_t addr, size_t size) {
+    uint64_t end = addr + size;
+    size_t n = 0;
+    for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last; g++) {
+        if (!(v->mapped_bits[g / 64] & (1ull << (g % 64)))) continue;
+        uint64_t gs = v->base + ((uint64_t)g << v->gran_shift), ge = gs + v->gran;
+        n += (size_t)((end < ge ? end : ge) - (addr > gs ? addr : gs));
+    }
+    return n;
+}
+
 int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
     size_t mapped = 0, idle = 0, zone_bytes[2] = {0, 0}, zone_count[2] = {0, 0};
     for (int32_t e = 0; e < v->next_slot; e++) {

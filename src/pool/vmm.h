@@ -135,6 +135,29 @@ size_t      pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg);
  * over them freed and not mapped during it), then starts the next period (see the pool's idle
  * release). The first call only starts noting freed granules: nothing is known idle before it. */
 void        pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg);
+/* ---- sleep and wake (sleep.c): every extent given back at once, granules mapped again by a bitmap */
+
+/* The offset in the range of an extent exported to other processes (its descriptor kept), or -1. */
+int64_t     pool_vmm_exported(const pool_vmm *v);
+/* Gives back every extent, in use or not (their blocks' bytes are elsewhere or not needed); what the
+ * driver refuses stays mapped and counted (chg->refused). */
+void        pool_vmm_unmap_all(pool_vmm *v, pool_vmm_change *chg);
+/* The granule bitmap's words: (granules + 63) / 64. */
+size_t      pool_vmm_bit_words(const pool_vmm *v);
+/* Sets in bits[] the granules under [addr, addr + size). */
+void        pool_vmm_bits_add(const pool_vmm *v, uint64_t *bits, uint64_t addr, size_t size);
+/* Of the granules set in want[], keeps those unmapped (want &= ~mapped) and returns their bytes. */
+size_t      pool_vmm_bits_unmapped(const pool_vmm *v, uint64_t *want);
+/* The mapped granules as a bitmap (a copy; NULL without host memory). */
+uint64_t   *pool_vmm_bits_mapped(const pool_vmm *v);
+/* Maps every granule set in bits[] (all unmapped), in runs of at most max_extent; on failure what it
+ * mapped stays (pool_vmm_unmap_bits gives it back). */
+vram_status pool_vmm_map_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg);
+/* Gives back every extent that lies in the granules set in bits[] (what pool_vmm_map_bits mapped). */
+void        pool_vmm_unmap_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg);
+/* The bytes of [addr, addr + size) that lie in mapped granules. */
+size_t      pool_vmm_mapped_bytes(const pool_vmm *v, uint64_t addr, size_t size);
+
 /* Verifies the granule table against the extents and their counts; 0 when sound, else writes why
  * into msg. */
 int         pool_vmm_check(const pool_vmm *v, char *msg, size_t len);

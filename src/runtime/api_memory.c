@@ -1,7 +1,8 @@
 /*
  * api_memory.c: the public functions of vram.h on a started runtime's memory: allocation and free
  * (plain, stream-ordered, PyTorch's owned-stream and release frees, record_stream), the logical
- * device of a card, private pools and captures, sharing with other processes (IPC), statistics,
+ * device of a card, private pools and captures, tags and sleep and wake, sharing with other processes
+ * (IPC), statistics,
  * the memory fraction, trim and check; and the layout of vram_memory_info for bindings (which
  * needs no runtime). Each checks its arguments, enters the runtime (its read side, one
  * thread-local record a call), finds the logical device's pool and hands over.
@@ -164,7 +165,7 @@ vram_status vram_private_pool_create(int logical_device, int *pool) {
     vram__pool *p = NULL;
     vram_status s = enter_logical(me, logical_device, &p);
     if (s != VRAM_OK) return s;
-    s = vram__pool_private_create(p, pool);
+    s = vram__pool_private_create(p, me->pool.tag, pool);
     vram__rt_leave(me);
     return s;
 }
@@ -229,6 +230,69 @@ vram_status vram_private_malloc_at(void *ptr, size_t size, int logical_device, i
     vram_status s = enter_logical(me, logical_device, &p);
     if (s != VRAM_OK) return s;
     s = vram__pool_private_alloc_at(p, pool, ptr, size, stream);
+    vram__rt_leave(me);
+    return s;
+}
+
+/* ---- tags, sleep and wake ------------------------------------------------------------------------- */
+
+vram_status vram_set_tag(const char *tag) {
+    vram__thread *me = vram__rt_self();
+    unsigned id = 0;
+    if (tag != NULL) {
+        vram_status s = vram__tag_intern("vram_set_tag", tag, &id);
+        if (s != VRAM_OK) return s;
+    }
+    me->pool.tag = id;                                 /* (the thread's own record: no lock) */
+    return VRAM_OK;
+}
+
+vram_status vram_get_tag(const char **tag) {
+    if (tag == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_tag: tag is NULL");
+    *tag = vram__tag_name(vram__rt_self()->pool.tag);
+    return VRAM_OK;
+}
+
+/* The number of tag `tag` for vram_sleep and vram_wake (`call`): 0 for NULL; a tag never set is
+ * VRAM_ERR_INVALID_ARGUMENT, as a malformed one. */
+static vram_status tag_asked(const char *call, const char *tag, unsigned *id) {
+    *id = 0;
+    if (tag == NULL) return VRAM_OK;
+    unsigned found = vram__tag_find(tag);
+    if (found != 0) {
+        *id = found;
+        return VRAM_OK;
+    }
+    vram_status s = vram__tag_check(call, tag);          /* (says what is malformed; nothing interned) */
+    if (s != VRAM_OK) return s;
+    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: no allocation was ever made under the tag '%s' (vram_set_tag)",
+                      call, tag);
+}
+
+vram_status vram_sleep(int logical_device, const char *tag, vram_sleep_mode mode) {
+    if (mode != VRAM_SLEEP_OFFLOAD && mode != VRAM_SLEEP_DISCARD) {
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_sleep: mode %d is neither VRAM_SLEEP_OFFLOAD (0) nor "
+                          "VRAM_SLEEP_DISCARD (1)", (int)mode);
+    }
+    unsigned id = 0;
+    vram_status s = tag_asked("vram_sleep", tag, &id);
+    if (s != VRAM_OK) return s;
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    if ((s = enter_logical(me, logical_device, &p)) != VRAM_OK) return s;
+    s = vram__pool_sleep(p, id, mode == VRAM_SLEEP_OFFLOAD);
+    vram__rt_leave(me);
+    return s;
+}
+
+vram_status vram_wake(int logical_device, const char *tag) {
+    unsigned id = 0;
+    vram_status s = tag_asked("vram_wake", tag, &id);
+    if (s != VRAM_OK) return s;
+    vram__thread *me = vram__rt_self();
+    vram__pool *p = NULL;
+    if ((s = enter_logical(me, logical_device, &p)) != VRAM_OK) return s;
+    s = vram__pool_wake(p, id);
     vram__rt_leave(me);
     return s;
 }

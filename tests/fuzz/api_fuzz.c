@@ -2,7 +2,8 @@
  * api_fuzz.c: libFuzzer harness for random sequences of public calls on the simulated card, with
  * vram_check after each: every input is a program of one-byte opcodes and their arguments (allocations
  * of all kinds, frees of every kind, record_stream, trim, memory fraction, private pools, CUDA-graph
- * captures, statistics, allocator options before the start). Any broken invariant, crash or sanitizer report is a finding.
+ * captures, tags, sleep and wake, statistics, allocator options before the start). Any broken invariant,
+ * crash or sanitizer report is a finding.
  * Built with the other fuzzers (VRAM_BUILD_FUZZERS=ON with clang; the library is instrumented too):
  *   build-fuzz/api_fuzz -max_total_time=60 tests/fuzz/corpus/api
  */
@@ -46,7 +47,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         setenv("VRAM_SIM_DEVICES", "2x1GiB", 1);
         env_set = 1;
     }
+    static const char *tags[] = {NULL, "weights", "kv", "graph"};
     reader r = {data, data + size};
+    vram_set_tag(NULL);
     void *live[LIVE] = {0};
     int pools[4] = {-1, -1, -1, -1};
     int captures = 0;                                   /* vram_capture_begin without its end yet */
@@ -58,7 +61,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                   "hold_large_mb:4,extent_mb:4", "thread_cache_mb:0", "vmm:false"};
     vram_set_alloc_conf(confs[(flags >> 3) & 7]);
     while (r.p < r.end) {
-        unsigned op = take(&r) % 13, k = take(&r) % LIVE, dev = take(&r) & 1;
+        unsigned op = take(&r) % 16, k = take(&r) % LIVE, dev = take(&r) & 1;
         void *stream = (void *)(uintptr_t)(take(&r) % 3);   /* NULL, 0x1, 0x2 */
         switch (op) {
         case 0: case 1:
@@ -103,6 +106,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 captures--;
             }
             break;
+        case 12:
+            vram_set_tag(tags[k % 4]);
+            break;
+        case 13:
+            vram_sleep((int)dev, tags[k % 4], (take(&r) & 1) ? VRAM_SLEEP_DISCARD : VRAM_SLEEP_OFFLOAD);
+            break;
+        case 14:
+            vram_wake((int)dev, tags[k % 4]);
+            break;
         default: {
             vram_allocator_stats st;
             vram_memory_info info;
@@ -140,5 +152,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     vram_set_alloc_conf(NULL);
     vram_set_memory_limit(0, 0);
+    vram_set_tag(NULL);
     return 0;
 }

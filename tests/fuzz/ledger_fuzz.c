@@ -128,6 +128,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         ledger_copy_name(group, sizeof group, s->group, sizeof s->group);
         ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
         (void)ledger_group_total_locked(&l, group, uuid);
+        /* the limits that move, read from whatever the file holds: the limit in force never above
+         * the ceilings a set limit is held to, and a rebalance under any budget never wraps */
+        uint64_t lim = ledger_slot_limit(s), set = s->limit_set;
+        if (set && !s->group_cap && s->limit_max && lim > s->limit_max) die("a set limit above its ceiling");
+        if (s->group_cap && lim > s->group_cap) die("a limit above its group cap");
+        if (group[0] && strlen(group) == strnlen(s->group, sizeof s->group)) {
+            int opportunistic = 0;
+            uint64_t budget = s->group_limit ? s->group_limit : 1;
+            (void)ledger_group_rebalance_locked(&l, group, uuid, budget, &opportunistic);
+            if (s->priority == LEDGER_PRIORITY_OPPORTUNISTIC && s->group_cap > budget) die("a cap above the budget");
+        }
     }
     /* a slot of this process's own (as the preload library claims them) fits and is found */
     uint64_t start = 0;
@@ -137,6 +148,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         mine->in_use = UINT64_MAX - 1;
         if (ledger_find_locked(&l, (int)getpid(), start, 0) != mine) die("a claimed slot is not found");
         if (ledger_group_total_locked(&l, "g", "GPU-fuzz") < UINT64_MAX - 1) die("a group total wrapped");
+        /* a guaranteed member holding nearly everything: every opportunistic member of "g" on the card is
+         * capped at 1 byte (never 0, which would read as none) */
+        int opportunistic = 0;
+        if (ledger_group_rebalance_locked(&l, "g", "GPU-fuzz", 1ull << 30, &opportunistic) < UINT64_MAX - 1)
+            die("a guaranteed total wrapped");
+        for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
+            const ledger_slot *s = &l.slots[i];
+            if (s->state == LEDGER_SLOT_LIVE && s->priority == LEDGER_PRIORITY_OPPORTUNISTIC &&
+                strncmp(s->group, "g", sizeof s->group) == 0 && strncmp(s->uuid, "GPU-fuzz", sizeof s->uuid) == 0 &&
+                s->group_cap != 1)
+                die("an opportunistic member not capped under a full budget");
+        }
         ledger_release_locked(mine, (int)getpid(), start);
     }
     ledger_unlock(&l);

@@ -17,6 +17,8 @@
  *   app_cover list        the entry points with a scenario: "SYMBOL ROLE", one a line
  *   app_cover hooks       every entry of SHIM_HOOKS: "SYMBOL ROLE"
  *   app_cover uncovered   shim.h's SHIM_UNCOVERED: "SYMBOL", one a line
+ *   app_cover activity ROUTE  every entry of role ACTIVITY, found by ROUTE, reaches the driver's
+ *                         function of its own name and is counted (run_activity)
  *   app_cover ROUTE SYMBOL   runs cover_<SYMBOL>, the entry point found by ROUTE: dlsym (the exported
  *                         symbol) or proc (cuGetProcAddress_v2 with the table's base name, version and
  *                         per-thread-stream flag); prints what it saw and "cover SYMBOL ok", or
@@ -32,7 +34,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim.h"   /* the coverage table; nothing of the shim is linked */
+#include "fake_cuda.h"   /* fake_cuda_fail_next */
+#include "shim.h"        /* the coverage table; nothing of the shim is linked */
 
 #define MiB (1ull << 20)
 #define CHUNK (256 * MiB)
@@ -877,6 +880,7 @@ typedef struct cover_entry {
 #define COVER_GIVES(sym, base, ver, ptsz) { #sym, base, "GIVES", ver, ptsz, cover_##sym },
 #define COVER_VIEW(sym, base, ver, ptsz)  /* tests/shim/shim_test.sh's info and NVML checks */
 #define COVER_ROUTE(sym, base, ver, ptsz) /* every scenario's proc route */
+#define COVER_ACTIVITY(sym, base, ver, ptsz) /* `app_cover activity ROUTE` (below) */
 
 static const cover_entry entries[] = {
 #define X(sym, base, ver, ptsz, role) COVER_##role(sym, base, ver, ptsz)
@@ -892,18 +896,160 @@ static const char *const uncovered[] = {
 #undef X
 };
 
+/* ---- the entries of role ACTIVITY: each reaches the driver's function of its own name, counted ---- */
+
+/* A call of each with harmless arguments (the fake runs nothing): a dummy function handle, a block of
+ * device memory and a host buffer of 16 bytes, the default stream, an event, the current context. */
+static CUdeviceptr act_dev;
+static unsigned char act_host[16];
+static CUevent act_event;
+static CUcontext act_ctx;
+static unsigned char act_config[64];   /* a CUlaunchConfig's place (the fake does not read it) */
+#define ACT_F ((CUfunction)(uintptr_t)0x1000)
+#define ACT_CFG ((const CUlaunchConfig *)(const void *)act_config)
+#define ACT_CALLS(X)                                                                        \
+    X(cuLaunchKernel, (ACT_F, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))                      \
+    X(cuLaunchKernel_ptsz, (ACT_F, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL))                 \
+    X(cuLaunchKernelEx, (ACT_CFG, ACT_F, NULL, NULL))                                      \
+    X(cuLaunchKernelEx_ptsz, (ACT_CFG, ACT_F, NULL, NULL))                                 \
+    X(cuLaunchCooperativeKernel, (ACT_F, 1, 1, 1, 1, 1, 1, 0, NULL, NULL))                 \
+    X(cuLaunchCooperativeKernel_ptsz, (ACT_F, 1, 1, 1, 1, 1, 1, 0, NULL, NULL))            \
+    X(cuMemcpy, (act_dev, act_dev + 16, 16))                                               \
+    X(cuMemcpy_ptds, (act_dev, act_dev + 16, 16))                                          \
+    X(cuMemcpyAsync, (act_dev, act_dev + 16, 16, NULL))                                    \
+    X(cuMemcpyAsync_ptsz, (act_dev, act_dev + 16, 16, NULL))                               \
+    X(cuMemcpyHtoD_v2, (act_dev, act_host, 16))                                            \
+    X(cuMemcpyHtoD_v2_ptds, (act_dev, act_host, 16))                                       \
+    X(cuMemcpyDtoH_v2, (act_host, act_dev, 16))                                            \
+    X(cuMemcpyDtoH_v2_ptds, (act_host, act_dev, 16))                                       \
+    X(cuMemcpyDtoD_v2, (act_dev, act_dev + 16, 16))                                        \
+    X(cuMemcpyDtoD_v2_ptds, (act_dev, act_dev + 16, 16))                                   \
+    X(cuMemcpyHtoDAsync_v2, (act_dev, act_host, 16, NULL))                                 \
+    X(cuMemcpyHtoDAsync_v2_ptsz, (act_dev, act_host, 16, NULL))                            \
+    X(cuMemcpyDtoHAsync_v2, (act_host, act_dev, 16, NULL))                                 \
+    X(cuMemcpyDtoHAsync_v2_ptsz, (act_host, act_dev, 16, NULL))                            \
+    X(cuMemcpyDtoDAsync_v2, (act_dev, act_dev + 16, 16, NULL))                             \
+    X(cuMemcpyDtoDAsync_v2_ptsz, (act_dev, act_dev + 16, 16, NULL))                        \
+    X(cuMemsetD8Async, (act_dev, 7, 16, NULL))                                             \
+    X(cuMemsetD8Async_ptsz, (act_dev, 7, 16, NULL))                                        \
+    X(cuMemsetD32Async, (act_dev, 7, 4, NULL))                                             \
+    X(cuMemsetD32Async_ptsz, (act_dev, 7, 4, NULL))                                        \
+    X(cuStreamSynchronize, (NULL))                                                         \
+    X(cuStreamSynchronize_ptsz, (NULL))                                                    \
+    X(cuEventSynchronize, (act_event))                                                     \
+    X(cuCtxSynchronize, ())                                                                \
+    X(cuCtxSynchronize_v2, (act_ctx))
+
+#define ACT_DEFINE(sym, args) \
+    static CUresult act_##sym(void *fn) { return ((pfn_##sym)fn) args; }
+ACT_CALLS(ACT_DEFINE)
+#undef ACT_DEFINE
+
+typedef struct act_entry {
+    const char *symbol, *base;
+    int version, ptsz;
+    CUresult (*call)(void *fn);
+} act_entry;
+
+/* From the coverage table: an entry of role ACTIVITY without a call above does not build. */
+#define ACT_TAKES(sym, base, ver, ptsz)
+#define ACT_HOLDS(sym, base, ver, ptsz)
+#define ACT_GIVES(sym, base, ver, ptsz)
+#define ACT_VIEW(sym, base, ver, ptsz)
+#define ACT_ROUTE(sym, base, ver, ptsz)
+#define ACT_ACTIVITY(sym, base, ver, ptsz) { #sym, base, ver, ptsz, act_##sym },
+static const act_entry act_entries[] = {
+#define X(sym, base, ver, ptsz, role) ACT_##role(sym, base, ver, ptsz)
+    SHIM_HOOKS(X)
+#undef X
+};
+
+/* The preload library's activity page in this process (/proc/self/maps: the mapping of the memfd
+ * "vram-activity"), or NULL (not under vram run, or no idle watcher named). */
+static const ledger_activity *act_page(void) {
+    FILE *f = fopen("/proc/self/maps", "re");
+    char line[512];
+    const ledger_activity *a = NULL;
+    while (f && !a && fgets(line, sizeof line, f)) {
+        unsigned long lo = 0;
+        if (strstr(line, "/memfd:" LEDGER_ACTIVITY_NAME) && sscanf(line, "%lx-", &lo) == 1)
+            a = (const ledger_activity *)(uintptr_t)lo;
+    }
+    if (f) fclose(f);
+    return a;
+}
+
+static void *resolve_route(const char *symbol, const char *base, int version, int ptsz, const char *route);
+
+/* `app_cover activity ROUTE`: every ACTIVITY entry, found by ROUTE, is called twice: the first call is
+ * planned to fail (fake_cuda_fail_next on its own exported name, CUDA_ERROR_LAUNCH_FAILED = 719),
+ * which shows it reached that very function of the driver, the second succeeds; under vram run with
+ * an idle watcher named (VRAM_IDLE_WATCHER) both are counted on the activity page, and no wait is left
+ * counted after a synchronising call. Prints "activity SYMBOL ok" or "... FAIL: why", then
+ * "activity_page=0|1"; exits 1 when one failed. */
+static int run_activity(const char *route) {
+    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        fprintf(stderr, "app_cover: cannot load libcuda.so.1: %s\n", dlerror());
+        return 3;
+    }
+    fake_cuda_fail_next_fn *fail_next = (fake_cuda_fail_next_fn *)need("fake_cuda_fail_next");
+    CUdevice dev;
+    if (D(cuInit)(0) != CUDA_SUCCESS || D(cuDeviceGet)(&dev, 0) != CUDA_SUCCESS ||
+        D(cuDevicePrimaryCtxRetain)(&act_ctx, dev) != CUDA_SUCCESS || D(cuCtxSetCurrent)(act_ctx) != CUDA_SUCCESS ||
+        D(cuMemAlloc_v2)(&act_dev, 1u << 20) != CUDA_SUCCESS ||   /* (the first slot: the page is made) */
+        D(cuEventCreate)(&act_event, 0) != CUDA_SUCCESS || D(cuEventRecord)(act_event, NULL) != CUDA_SUCCESS) {
+        fputs("app_cover: no device 0\n", stderr);
+        return 3;
+    }
+    const ledger_activity *page = act_page();
+    int bad = 0;
+    for (size_t i = 0; i < sizeof act_entries / sizeof act_entries[0]; i++) {
+        const act_entry *e = &act_entries[i];
+        void *fn = resolve_route(e->symbol, e->base, e->version, e->ptsz, route);
+        char why[160] = "";
+        if (!fn) {
+            snprintf(why, sizeof why, "%s does not give it (base %s, version %d)", route, e->base, e->version);
+        } else {
+            unsigned long long before = page ? __atomic_load_n(&page->calls, __ATOMIC_RELAXED) : 0;
+            if (fail_next(e->symbol, 1, 719) != 0) snprintf(why, sizeof why, "the fake has no %s", e->symbol);
+            CUresult r1 = e->call(fn), r2 = e->call(fn);
+            unsigned long long after = page ? __atomic_load_n(&page->calls, __ATOMIC_RELAXED) : 0;
+            if (why[0]) {
+            } else if (r1 != 719) {
+                snprintf(why, sizeof why, "the planned failure of %s did not come back (%d): another function was called",
+                         e->symbol, (int)r1);
+            } else if (r2 != CUDA_SUCCESS) {
+                snprintf(why, sizeof why, "the second call failed (%d)", (int)r2);
+            } else if (page && after < before + 2) {
+                snprintf(why, sizeof why, "not counted: calls went from %llu to %llu", before, after);
+            } else if (page && __atomic_load_n(&page->waits, __ATOMIC_RELAXED) != 0) {
+                snprintf(why, sizeof why, "waits left at %llu", (unsigned long long)page->waits);
+            }
+        }
+        if (why[0]) printf("activity %s FAIL: %s\n", e->symbol, why), bad = 1;
+        else printf("activity %s ok\n", e->symbol);
+    }
+    printf("activity_page=%d\n", page != NULL);
+    return bad;
+}
+
 /* The entry point by the route: the exported symbol, or cuGetProcAddress_v2 (itself asked for by
  * cuGetProcAddress_v2, as the CUDA runtime does) with the table's base name, version and flag. */
-static void *resolve(const cover_entry *e, const char *route) {
-    if (!strcmp(route, "dlsym")) return need(e->symbol);
+static void *resolve_route(const char *symbol, const char *base, int version, int ptsz, const char *route) {
+    if (!strcmp(route, "dlsym")) return need(symbol);
     pfn_cuGetProcAddress_v2 gpa = D(cuGetProcAddress_v2);
     void *self = NULL, *fn = NULL;
     CUdriverProcAddressQueryResult st;
     if (gpa("cuGetProcAddress", &self, 12000, 0, &st) != CUDA_SUCCESS || !self) return NULL;
     gpa = (pfn_cuGetProcAddress_v2)self;
-    cuuint64_t flags = e->ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
-    if (gpa(e->base, &fn, e->version, flags, &st) != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS) return NULL;
+    cuuint64_t flags = ptsz ? CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM : CU_GET_PROC_ADDRESS_DEFAULT;
+    if (gpa(base, &fn, version, flags, &st) != CUDA_SUCCESS || st != CU_GET_PROC_ADDRESS_SUCCESS) return NULL;
     return fn;
+}
+
+static void *resolve(const cover_entry *e, const char *route) {
+    return resolve_route(e->symbol, e->base, e->version, e->ptsz, route);
 }
 
 int main(int argc, char **argv) {
@@ -920,12 +1066,14 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < sizeof hooks / sizeof hooks[0]; i++) printf("%s\n", hooks[i]);
         return 0;
     }
+    if (argc == 3 && !strcmp(argv[1], "activity") && (!strcmp(argv[2], "dlsym") || !strcmp(argv[2], "proc")))
+        return run_activity(argv[2]);
     if (argc == 2 && !strcmp(argv[1], "uncovered")) {
         for (size_t i = 0; i < sizeof uncovered / sizeof uncovered[0]; i++) printf("%s\n", uncovered[i]);
         return 0;
     }
     if (argc != 3 || (strcmp(argv[1], "dlsym") && strcmp(argv[1], "proc"))) {
-        fputs("usage: app_cover list | hooks | uncovered | dlsym|proc SYMBOL\n", stderr);
+        fputs("usage: app_cover list | hooks | uncovered | dlsym|proc SYMBOL | activity dlsym|proc\n", stderr);
         return 2;
     }
     const cover_entry *e = NULL;

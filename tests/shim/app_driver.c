@@ -30,6 +30,9 @@
  *                                         for every NVML device i (libnvidia-ml.so.1 by dlopen +
  *                                         dlsym): "nvml i total= free= used=" (GetMemoryInfo) and
  *                                         "nvml_v2 i total= reserved= free= used=" (_v2)
+ *             launches N                  1 MiB on device 0, then N cuLaunchKernel of a dummy
+ *                                         function (dlsym): launches=N ns_per_launch=T (what a
+ *                                         launch costs, with and without vram run: shim/activity.c)
  *             churn SEED MS MAXMIB [DEV]  for MS milliseconds, random steps 0-2 ms apart (seeded):
  *                                         a block of 16..MAXMIB MiB by cuMemAlloc, or a live one
  *                                         freed (16 live at most); then all freed: churn ok=N
@@ -37,7 +40,12 @@
  *             script [DEV]                commands on stdin, one a line, each answered by one
  *                                         flushed line: "alloc MIB" -> alloc=E (cuMemAlloc),
  *                                         "free" -> free=E (the newest live block), "info" ->
- *                                         free=F total=T (cuMemGetInfo); exits at EOF
+ *                                         free=F total=T (cuMemGetInfo), "launch" -> launch=E
+ *                                         (cuLaunchKernel of a dummy function), "poke V" -> poke=0
+ *                                         and "peek" -> peek=0xV (the fake's contents word,
+ *                                         fake_cuda_poke / fake_cuda_peek), "held" -> held=B host=H
+ *                                         (the fake's device bytes of this process and its pinned
+ *                                         host bytes: fake_cuda_held, fake_cuda_host_held); exits at EOF
  *             refused KIND MIB [DEV]      a block of MIB (take=E), then its free, which the driver is
  *                                         to refuse (FAKE_CUDA_FAIL): before=F (cuMemGetInfo's free
  *                                         before the free), free=E, after=F, the same block again
@@ -54,6 +62,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -61,6 +70,7 @@
 #include <unistd.h>
 
 #include "cuda_driver.h"
+#include "fake_cuda.h"
 #include "nvml_types.h"
 
 #define MAX_CHUNKS 200
@@ -481,6 +491,22 @@ int main(int argc, char **argv) {
         print_info(&d, dev, "free_after");
         return 0;
     }
+    if (strcmp(sc, "launches") == 0 && argc >= 4) {   /* the cost of a kernel launch (activity.c) */
+        use_device(&d, 0);
+        chunk c;
+        if (take(&d, K_ALLOC, 1u << 20, 0, &c) != CUDA_SUCCESS) die("alloc failed", "");   /* the slot, the page */
+        pfn_cuLaunchKernel launch = (pfn_cuLaunchKernel)need_dlsym("cuLaunchKernel");
+        unsigned long long n = strtoull(argv[3], NULL, 10);
+        struct timespec t0, t1;
+        clock_gettime(CLOCK_MONOTONIC, &t0);
+        for (unsigned long long i = 0; i < n; i++)
+            if (launch((CUfunction)(uintptr_t)0x1000, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL) != CUDA_SUCCESS)
+                die("launch failed", "");
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+        printf("launches=%llu ns_per_launch=%.1f\n", n, n ? ns / (double)n : 0.0);
+        return 0;
+    }
     if (strcmp(sc, "script") == 0) {
         int dev = argc > 3 ? atoi(argv[3]) : 0;
         use_device(&d, dev);
@@ -495,10 +521,24 @@ int main(int argc, char **argv) {
                 printf("alloc=%d\n", (int)r);
             } else if (strncmp(line, "free", 4) == 0) {
                 printf("free=%d\n", n > 0 ? (int)give(&d, &live[--n]) : -1);
+            } else if (strncmp(line, "held", 4) == 0) {
+                void *fake = dlopen("libcuda.so.1", RTLD_NOLOAD | RTLD_NOW);
+                fake_cuda_held_fn *held = fake ? (fake_cuda_held_fn *)dlsym(fake, "fake_cuda_held") : NULL;
+                fake_cuda_host_held_fn *host = fake ? (fake_cuda_host_held_fn *)dlsym(fake, "fake_cuda_host_held") : NULL;
+                printf("held=%zu host=%zu\n", held ? held(dev) : 0, host ? host() : 0);
             } else if (strncmp(line, "info", 4) == 0) {
                 size_t f = 0, t = 0;
                 CUresult r = d.get_info(&f, &t);
                 printf("free=%zu total=%zu err=%d\n", f, t, (int)r);
+            } else if (strncmp(line, "launch", 6) == 0) {
+                pfn_cuLaunchKernel launch = (pfn_cuLaunchKernel)need_dlsym("cuLaunchKernel");
+                printf("launch=%d\n", (int)launch((CUfunction)(uintptr_t)0x1000, 1, 1, 1, 1, 1, 1, 0, NULL, NULL, NULL));
+            } else if (strncmp(line, "poke ", 5) == 0) {
+                fake_cuda_poke_fn *poke = (fake_cuda_poke_fn *)need_dlsym("fake_cuda_poke");
+                printf("poke=%d\n", poke(strtoull(line + 5, NULL, 0)));
+            } else if (strncmp(line, "peek", 4) == 0) {
+                fake_cuda_peek_fn *peek = (fake_cuda_peek_fn *)need_dlsym("fake_cuda_peek");
+                printf("peek=0x%llx\n", peek());
             } else {
                 printf("unknown=%s", line);
             }

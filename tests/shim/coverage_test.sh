@@ -2,7 +2,8 @@
 # coverage_test.sh: the preload library's coverage table (shim/shim.h: SHIM_HOOKS and SHIM_UNCOVERED)
 # is complete for the driver API vram builds against, and says what it does:
 #   - every symbol libcuda.so.1 of CUDA 13.0 exports is classed in tests/shim/driver_symbols.txt, and
-#     the classes agree with the table (hook: in SHIM_HOOKS; uncovered: in SHIM_UNCOVERED);
+#     the classes agree with the table (hook: in SHIM_HOOKS; uncovered: in SHIM_UNCOVERED;
+#     hook+uncovered: in both, an entry of role ACTIVITY, interposed only to see the process work);
 #   - libvram_preload.so exports exactly the table's hooks (and NVML's and dlsym): nothing is
 #     interposed outside the table;
 #   - the README names every entry point that is not covered;
@@ -30,18 +31,22 @@ source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"   # check
 "$COVER" uncovered | sort >"$TMP/uncovered"
 grep -v '^#' "$SYMBOLS" | awk 'NF' >"$TMP/classed"
 awk '{print $1}' "$TMP/classed" | sort >"$TMP/symbols"
-awk '$2 == "hook" {print $1}' "$TMP/classed" | sort >"$TMP/class_hook"
-awk '$2 == "uncovered" {print $1}' "$TMP/classed" | sort >"$TMP/class_uncovered"
+awk '$2 == "hook" || $2 == "hook+uncovered" {print $1}' "$TMP/classed" | sort >"$TMP/class_hook"
+awk '$2 == "uncovered" || $2 == "hook+uncovered" {print $1}' "$TMP/classed" | sort >"$TMP/class_uncovered"
+awk '$2 == "hook+uncovered" {print $1}' "$TMP/classed" | sort >"$TMP/class_both"
+"$COVER" hooks | awk '$2 == "ACTIVITY" {print $1}' | sort >"$TMP/activity"
 
-bad_classes=$(awk 'NF != 2 || ($2 != "hook" && $2 != "uncovered" && $2 != "none")' "$TMP/classed")
-check "driver_symbols.txt: each line is 'SYMBOL hook|uncovered|none'" '[[ -z $bad_classes ]]'
+bad_classes=$(awk 'NF != 2 || ($2 != "hook" && $2 != "uncovered" && $2 != "hook+uncovered" && $2 != "none")' "$TMP/classed")
+check "driver_symbols.txt: each line is 'SYMBOL hook|uncovered|hook+uncovered|none'" '[[ -z $bad_classes ]]'
 dups=$(uniq -d "$TMP/symbols")
 check "driver_symbols.txt: each symbol once" '[[ -z $dups ]]'
-check "the hooks of SHIM_HOOKS are the symbols classed hook" 'diff "$TMP/hooks" "$TMP/class_hook"'
-check "the entries of SHIM_UNCOVERED are the symbols classed uncovered" \
+check "the hooks of SHIM_HOOKS are the symbols classed hook or hook+uncovered" 'diff "$TMP/hooks" "$TMP/class_hook"'
+check "the entries of SHIM_UNCOVERED are the symbols classed uncovered or hook+uncovered" \
     'diff "$TMP/uncovered" "$TMP/class_uncovered"'
-check "no entry point is both interposed and listed as not covered" \
-    '[[ -z $(comm -12 "$TMP/hooks" "$TMP/uncovered") ]]'
+check "an entry point both interposed and listed as not covered is classed hook+uncovered" \
+    'diff <(comm -12 "$TMP/hooks" "$TMP/uncovered") "$TMP/class_both"'
+check "... and is interposed only to be seen (role ACTIVITY), never to count memory" \
+    '[[ -z $(comm -23 "$TMP/class_both" "$TMP/activity") ]]'
 
 nm -D --defined-only "$PRELOAD" | awk '$2 == "T" && $3 ~ /^cu/ {print $3}' | sort >"$TMP/exported"
 check "libvram_preload.so exports exactly the driver symbols of SHIM_HOOKS" 'diff "$TMP/hooks" "$TMP/exported"'

@@ -100,19 +100,36 @@ typedef struct fake_share_slot {
     unsigned long long used[FAKE_MAX_DEVICES];
 } fake_share_slot;
 
-/* after the slots: unsigned long long peak[FAKE_MAX_DEVICES], the highest sum of live processes' bytes */
+/* after the slots: unsigned long long peak[FAKE_MAX_DEVICES], the highest sum of live processes' bytes
+ * per card; after the peaks, a fake_ckpt_slot per slot (the same index): the checkpoint API's state */
 #define FAKE_SHARE_PEAK_AT (FAKE_SHARE_SLOTS * sizeof(fake_share_slot))
-#define FAKE_SHARE_BYTES (FAKE_SHARE_PEAK_AT + FAKE_MAX_DEVICES * sizeof(unsigned long long))
+#define FAKE_SHARE_CKPT_AT (FAKE_SHARE_PEAK_AT + FAKE_MAX_DEVICES * sizeof(unsigned long long))
+#define FAKE_SHARE_BYTES (FAKE_SHARE_CKPT_AT + FAKE_SHARE_SLOTS * sizeof(fake_ckpt_slot))
 
 static fake_share_slot *fake_share;   /* the mapping, or NULL when not shared */
 static int fake_share_fd = -1, fake_share_tried, fake_share_me = -1;
 
 static int fake_pid_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
 
-/* Opens the shared file once and claims this process's slot (caller holds fake_mu). */
+static fake_ckpt_slot *fake_ckpt_slots(void) { return (fake_ckpt_slot *)((char *)fake_share + FAKE_SHARE_CKPT_AT); }
+
+/* The card the process of slot i uses for its ordinal o: o itself, unless a restore moved it. */
+static int fake_slot_card(int i, int o) {
+    int c = fake_ckpt_slots()[i].card[o];
+    return c > 0 ? c - 1 : o;
+}
+
+static void fake_share_open_once_unsafe(void);
+
+/* Opens the shared file once and claims this process's slot (caller holds fake_mu); fake_share_tried
+ * is set last, so that a reader that sees it (the gate, without the lock) sees fake_share too. */
 static void fake_share_open_unsafe(void) {
     if (fake_share_tried) return;
-    fake_share_tried = 1;
+    fake_share_open_once_unsafe();
+    __atomic_store_n(&fake_share_tried, 1, __ATOMIC_RELEASE);
+}
+
+static void fake_share_open_once_unsafe(void) {
     const char *path = getenv("FAKE_CUDA_SHARED");
     if (!path || !*path) return;
     size_t len = FAKE_SHARE_BYTES;
@@ -129,6 +146,7 @@ static void fake_share_open_unsafe(void) {
         if (t[i].pid == 0 || t[i].pid == (int)getpid() || !fake_pid_alive(t[i].pid)) me = i;
     if (me >= 0) {
         memset(&t[me], 0, sizeof t[me]);
+        memset((char *)m + FAKE_SHARE_CKPT_AT + (size_t)me * sizeof(fake_ckpt_slot), 0, sizeof(fake_ckpt_slot));
         t[me].pid = (int)getpid();
         fake_share = t;
         fake_share_fd = fd;
@@ -138,15 +156,22 @@ static void fake_share_open_unsafe(void) {
     if (me < 0) { munmap(m, len); close(fd); }
 }
 
-/* Bytes held on dev: this process's alone, or every live process's (caller holds fake_mu and,
+/* Bytes held on card `card` by every live process (caller holds fake_mu and the flock; shared). */
+static size_t fake_card_used_unsafe(int card) {
+    size_t sum = 0;
+    for (int i = 0; i < FAKE_SHARE_SLOTS; i++) {
+        if (!fake_share[i].pid || (i != fake_share_me && !fake_pid_alive(fake_share[i].pid))) continue;
+        for (int o = 0; o < FAKE_MAX_DEVICES; o++)
+            if (fake_share[i].used[o] && fake_slot_card(i, o) == card) sum += fake_share[i].used[o];
+    }
+    return sum;
+}
+
+/* Bytes held on dev's card: this process's alone, or every live process's (caller holds fake_mu and,
  * when shared, the flock). */
 static size_t fake_used_unsafe(int dev) {
     if (!fake_share) return fake_used[dev];
-    size_t sum = 0;
-    for (int i = 0; i < FAKE_SHARE_SLOTS; i++)
-        if (fake_share[i].pid && (i == fake_share_me || fake_pid_alive(fake_share[i].pid)))
-            sum += fake_share[i].used[dev];
-    return sum;
+    return fake_card_used_unsafe(fake_slot_card(fake_share_me, dev));
 }
 
 void fake_lock(void) {
@@ -166,8 +191,9 @@ static void fake_publish_unsafe(int dev) {
     if (!fake_share) return;
     fake_share[fake_share_me].used[dev] = fake_used[dev];
     unsigned long long *peak = (unsigned long long *)((char *)fake_share + FAKE_SHARE_PEAK_AT);
-    size_t sum = fake_used_unsafe(dev);
-    if (sum > peak[dev]) peak[dev] = sum;
+    int card = fake_slot_card(fake_share_me, dev);
+    size_t sum = fake_card_used_unsafe(card);
+    if (sum > peak[card]) peak[card] = sum;
 }
 
 static int fake_fits_unsafe(int dev, size_t bytes) {
@@ -202,6 +228,73 @@ void fake_unhold_unsafe(int dev, size_t bytes) {
     if (dev < 0 || dev >= FAKE_MAX_DEVICES || bytes == 0) return;
     fake_used[dev] = bytes > fake_used[dev] ? 0 : fake_used[dev] - bytes;
     fake_publish_unsafe(dev);
+}
+
+/* ---- the checkpoint API's side of the shared file (fake_ckpt.c has the calls) -------------------- */
+
+/* The calling process's slot of the shared file, opened at its first call (the gate needs it). */
+static fake_ckpt_slot *fake_ckpt_mine(void) {
+    if (!__atomic_load_n(&fake_share_tried, __ATOMIC_ACQUIRE)) {
+        pthread_mutex_lock(&fake_mu);
+        fake_share_open_unsafe();
+        pthread_mutex_unlock(&fake_mu);
+    }
+    return fake_share ? &fake_ckpt_slots()[fake_share_me] : NULL;
+}
+
+void fake_gate_enter(void) {
+    fake_ckpt_slot *me = fake_ckpt_mine();
+    if (!me) return;
+    for (;;) {
+        __atomic_add_fetch(&me->inflight, 1, __ATOMIC_SEQ_CST);
+        if (__atomic_load_n(&me->state, __ATOMIC_SEQ_CST) == CU_PROCESS_STATE_RUNNING) return;
+        __atomic_sub_fetch(&me->inflight, 1, __ATOMIC_SEQ_CST);
+        while (__atomic_load_n(&me->state, __ATOMIC_SEQ_CST) != CU_PROCESS_STATE_RUNNING) usleep(1000);
+    }
+}
+
+void fake_gate_leave(void) {
+    fake_ckpt_slot *me = fake_share ? &fake_ckpt_slots()[fake_share_me] : NULL;
+    if (me) __atomic_sub_fetch(&me->inflight, 1, __ATOMIC_SEQ_CST);
+}
+
+int fake_ckpt_find_unsafe(int pid, fake_ckpt_slot **ck, unsigned long long **used) {
+    fake_share_open_unsafe();
+    if (!fake_share || pid <= 0) return -1;
+    for (int i = 0; i < FAKE_SHARE_SLOTS; i++) {
+        if (fake_share[i].pid != pid || !fake_pid_alive(pid)) continue;
+        *ck = &fake_ckpt_slots()[i];
+        *used = fake_share[i].used;
+        return i;
+    }
+    return -1;
+}
+
+size_t fake_ckpt_card_room_unsafe(int card) {
+    size_t used = fake_card_used_unsafe(card), bytes = fake_card_bytes(card);
+    return used >= bytes ? 0 : bytes - used;
+}
+
+int fake_ckpt_slot_card(int slot, int ordinal) { return fake_slot_card(slot, ordinal); }
+
+/* The contents word of this process's device memory (fake_ckpt.c says what a checkpoint does to it);
+ * reading or writing device memory waits while the process is locked, as any driver call does. */
+SHIM_EXPORT int fake_cuda_poke(unsigned long long value) {
+    fake_ckpt_slot *me = fake_ckpt_mine();
+    if (!me) return -1;
+    fake_gate_enter();
+    __atomic_store_n(&me->data, value, __ATOMIC_SEQ_CST);
+    fake_gate_leave();
+    return 0;
+}
+
+SHIM_EXPORT unsigned long long fake_cuda_peek(void) {
+    fake_ckpt_slot *me = fake_ckpt_mine();
+    if (!me) return 0;
+    fake_gate_enter();
+    unsigned long long v = __atomic_load_n(&me->data, __ATOMIC_SEQ_CST);
+    fake_gate_leave();
+    return v;
 }
 
 SHIM_EXPORT size_t fake_cuda_held(int dev) {
@@ -379,10 +472,12 @@ static int fake_mem_cards_cc(size_t bytes[FAKE_MAX_DEVICES], int *cc) {
 
 static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]) { return fake_mem_cards_cc(bytes, NULL); }
 
-/* The card of ordinal dev (CUDA_VISIBLE_DEVICES renumbers them); -1 for none. */
+/* The card of ordinal dev (CUDA_VISIBLE_DEVICES renumbers them; a restore may have moved this
+ * process's ordinal to another card); -1 for none. */
 static int fake_card_of(CUdevice dev) {
     int phys[FAKE_MAX_DEVICES], visible = fake_visible(phys);
     if (dev < 0 || dev >= FAKE_MAX_DEVICES) return -1;
+    if (fake_share && fake_ckpt_slots()[fake_share_me].card[dev] > 0) return fake_ckpt_slots()[fake_share_me].card[dev] - 1;
     return visible >= 0 ? (dev < visible ? phys[dev] : -1) : dev;
 }
 

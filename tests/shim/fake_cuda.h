@@ -27,6 +27,11 @@
  *   fake_cuda_events()         how many events exist (created and not destroyed)
  *   fake_cuda_backed(a, n)     1 when every byte of [a, a + n) is device memory of this process (in
  *                              a mapping, or in an allocation a device pointer names), else 0
+ *   fake_cuda_host_held()      the bytes of pinned host memory (cuMemHostAlloc) this process holds
+ *   fake_cuda_poke(v), fake_cuda_peek()  write and read the contents word of this process's device
+ *                              memory (with FAKE_CUDA_SHARED; poke -1 and peek 0 without): a
+ *                              checkpoint of the process keeps it aside, a restore brings it back
+ *                              (fake_ckpt.c); both wait while the process is locked
  *
  * Variables (read at each call unless said otherwise)
  *   FAKE_CUDA_DEVICES=N        N cards (default 2, at most 16)
@@ -55,7 +60,11 @@
  *                              fake_cuda_stream_complete, as the simulated backend's streams; by
  *                              default it is done as soon as it is queued
  *   FAKE_CUDA_PROC=internal    cuGetProcAddress hands out internal entry points, not the exports
- *   FAKE_CUDA_SHARED=FILE      the cards are shared by every process naming FILE
+ *   FAKE_CUDA_SHARED=FILE      the cards are shared by every process naming FILE; the process
+ *                              checkpoint API (fake_ckpt.c) acts on the processes sharing them
+ *   FAKE_CUDA_CHECKPOINT=off   every call of the checkpoint API is CUDA_ERROR_NOT_SUPPORTED (a
+ *                              sandbox that refuses it); the library built in fakecuda-nockpt/ has
+ *                              no checkpoint API at all (a driver older than CUDA 12.8)
  *   FAKE_CUDA_UUID_BASE=N      added to the last byte of every UUID
  */
 #ifndef VRAM_FAKE_CUDA_H
@@ -68,6 +77,7 @@
 #endif
 
 typedef size_t fake_cuda_held_fn(int dev);
+typedef size_t fake_cuda_host_held_fn(void);
 typedef int fake_cuda_fail_fn(const char *spec);
 typedef int fake_cuda_fail_next_fn(const char *symbol, unsigned long long n, int error);
 typedef int fake_cuda_stream_complete_fn(void *stream);
@@ -76,8 +86,11 @@ typedef void fake_cuda_hold_waits_fn(int on);
 typedef int fake_cuda_waiting_fn(void);
 typedef size_t fake_cuda_events_fn(void);
 typedef int fake_cuda_backed_fn(unsigned long long addr, size_t size);
+typedef int fake_cuda_poke_fn(unsigned long long value);
+typedef unsigned long long fake_cuda_peek_fn(void);
 
 SHIM_EXPORT size_t fake_cuda_held(int dev);
+SHIM_EXPORT size_t fake_cuda_host_held(void);
 SHIM_EXPORT int fake_cuda_fail(const char *spec);
 SHIM_EXPORT int fake_cuda_fail_next(const char *symbol, unsigned long long n, int error);
 SHIM_EXPORT int fake_cuda_stream_complete(void *stream);
@@ -86,5 +99,7 @@ SHIM_EXPORT void fake_cuda_hold_waits(int on);
 SHIM_EXPORT int fake_cuda_waiting(void);
 SHIM_EXPORT size_t fake_cuda_events(void);
 SHIM_EXPORT int fake_cuda_backed(unsigned long long addr, size_t size);
+SHIM_EXPORT int fake_cuda_poke(unsigned long long value);
+SHIM_EXPORT unsigned long long fake_cuda_peek(void);
 
 #endif /* VRAM_FAKE_CUDA_H */

@@ -186,6 +186,12 @@ static CUresult fake_stream_sync(CUstream stream) {
     return CUDA_SUCCESS;
 }
 
+/* CUDA 13's version: the context given (NULL: the current one); the fake waits for every stream. */
+CUresult impl_cuCtxSynchronize_v2(CUcontext ctx) {
+    (void)ctx;
+    return impl_cuCtxSynchronize();
+}
+
 CUresult impl_cuStreamSynchronize(CUstream stream) { return fake_stream_sync(stream); }
 CUresult impl_cuStreamSynchronize_ptsz(CUstream stream) { return fake_stream_sync(stream); }
 
@@ -304,6 +310,7 @@ FAKE_EXPORT(cuStreamQuery, (CUstream stream), (stream))
 FAKE_EXPORT(cuStreamSynchronize, (CUstream stream), (stream))
 FAKE_EXPORT(cuStreamSynchronize_ptsz, (CUstream stream), (stream))
 FAKE_EXPORT(cuCtxSynchronize, (void), ())
+FAKE_EXPORT(cuCtxSynchronize_v2, (CUcontext ctx), (ctx))
 FAKE_EXPORT(cuEventCreate, (CUevent *event, unsigned int flags), (event, flags))
 FAKE_EXPORT(cuEventRecord, (CUevent event, CUstream stream), (event, stream))
 FAKE_EXPORT(cuEventQuery, (CUevent event), (event))

@@ -8,7 +8,7 @@
  * fake_cuda.h.
  *
  * Layers (calls run one way): fake_cuda.c and fake_fault.c (core) <- fake_mem.c, fake_vmm.c,
- * fake_graph.c, fake_events.c <- fake_procs.c. Locks: fake_mu (fake_lock / fake_unlock, which with
+ * fake_graph.c, fake_events.c, fake_launch.c, fake_ckpt.c <- fake_procs.c. Locks: fake_mu (fake_lock / fake_unlock, which with
  * FAKE_CUDA_SHARED also hold the shared file's flock) for memory, contexts and their limits; every
  * *_unsafe function wants it held. fake_fault.c's and fake_events.c's own locks are never held with
  * it or with each other. No function calls the driver's exported symbols (a call from inside the
@@ -98,6 +98,33 @@ fake_block *fake_block_find_unsafe(unsigned long long key);
 fake_block *fake_block_containing_unsafe(unsigned long long addr);   /* the block addr lies in */
 void fake_block_remove_unsafe(fake_block *b);       /* invalidates every fake_block pointer */
 
+/* ---- the checkpoint API's state in the shared file (fake_cuda.c; the calls: fake_ckpt.c) ---------- */
+
+/* Per slot of FAKE_CUDA_SHARED (the same index as the process's usage): what another process did to
+ * this one through the checkpoint API. state and inflight are atomics shared by the processes; the
+ * rest is changed under the file's flock (fake_lock). */
+typedef struct fake_ckpt_slot {
+    int state;                                    /* CUprocessState */
+    int inflight;                                 /* the process's calls inside the driver now */
+    unsigned long long saved[FAKE_MAX_DEVICES];   /* checkpointed: its bytes per ordinal, off the cards */
+    int card[FAKE_MAX_DEVICES];                   /* 0: ordinal o is card o; else card + 1 (a restore moved it) */
+    unsigned long long data, saved_data;          /* the contents word (fake_cuda_poke); saved while checkpointed */
+} fake_ckpt_slot;
+
+/* Every call of the driver passes the gate (FAKE_EXPORT): while its process is locked or
+ * checkpointed the call waits (polling, 1 ms) until it is unlocked; a call inside counts in inflight,
+ * which a lock waits to drain. Without FAKE_CUDA_SHARED there is no gate (no other process can lock
+ * this one). */
+void fake_gate_enter(void);
+void fake_gate_leave(void);
+/* Under fake_lock: the slot index of live process pid in the shared file with its checkpoint state
+ * and usage per ordinal, or -1 (not shared, no such CUDA process). */
+int fake_ckpt_find_unsafe(int pid, fake_ckpt_slot **ck, unsigned long long **used);
+/* Under fake_lock: what card `card` has left (every live process's bytes). */
+size_t fake_ckpt_card_room_unsafe(int card);
+/* The card slot `slot`'s process uses for its ordinal. */
+int fake_ckpt_slot_card(int slot, int ordinal);
+
 /* ---- fault injection and the driver's error names (fake_fault.c) --------------------------------- */
 
 /* CUDA_SUCCESS, or the error FAKE_CUDA_FAIL / fake_cuda_fail() planned for this call of `symbol`
@@ -112,13 +139,11 @@ typedef CUresult cuda_fn_cuCtxCreate_v2(CUcontext *ctx, unsigned int flags, CUde
 typedef CUresult cuda_fn_cuCtxCreate_v3(CUcontext *ctx, void *affinity_params, int num_params, unsigned int flags,
                                         CUdevice dev);
 typedef CUresult cuda_fn_cuCtxCreate_v4(CUcontext *ctx, void *create_params, unsigned int flags, CUdevice dev);
-typedef cuda_fn_cuStreamSynchronize cuda_fn_cuStreamSynchronize_ptsz;
 typedef cuda_fn_cuEventDestroy_v2 cuda_fn_cuEventDestroy;
 typedef cuda_fn_cuIpcOpenMemHandle_v2 cuda_fn_cuIpcOpenMemHandle;
 typedef CUresult cuda_fn_cuStreamCreate(CUstream *stream, unsigned int flags);
 typedef CUresult cuda_fn_cuStreamDestroy_v2(CUstream stream);
 typedef CUresult cuda_fn_cuStreamQuery(CUstream stream);
-typedef CUresult cuda_fn_cuCtxSynchronize(void);
 
 /* X(symbol, type): every driver function the fake has. */
 #define FAKE_FUNCTIONS(X)                                                        \
@@ -188,6 +213,9 @@ typedef CUresult cuda_fn_cuCtxSynchronize(void);
     X(cuIpcOpenMemHandle, cuIpcOpenMemHandle)                                    \
     X(cuIpcOpenMemHandle_v2, cuIpcOpenMemHandle_v2)                              \
     X(cuIpcCloseMemHandle, cuIpcCloseMemHandle)                                  \
+    X(cuMemHostAlloc, cuMemHostAlloc)                                            \
+    X(cuMemFreeHost, cuMemFreeHost)                                              \
+    X(cuMemHostGetDevicePointer_v2, cuMemHostGetDevicePointer_v2)                \
     X(cuMemPoolCreate, cuMemPoolCreate)                                          \
     X(cuMemPoolDestroy, cuMemPoolDestroy)                                        \
     X(cuMemPoolTrimTo, cuMemPoolTrimTo)                                          \
@@ -245,7 +273,50 @@ typedef CUresult cuda_fn_cuCtxSynchronize(void);
     X(cuDeviceGetGraphMemAttribute, cuDeviceGetGraphMemAttribute)                \
     /* fake_procs.c */                                                           \
     X(cuGetProcAddress, cuGetProcAddress)                                        \
-    X(cuGetProcAddress_v2, cuGetProcAddress_v2)
+    X(cuGetProcAddress_v2, cuGetProcAddress_v2)                                  \
+    /* fake_launch.c: kernel launches, copies and sets (they run nothing) */     \
+    X(cuLaunchKernel, cuLaunchKernel)                                            \
+    X(cuLaunchKernel_ptsz, cuLaunchKernel_ptsz)                                  \
+    X(cuLaunchKernelEx, cuLaunchKernelEx)                                        \
+    X(cuLaunchKernelEx_ptsz, cuLaunchKernelEx_ptsz)                              \
+    X(cuLaunchCooperativeKernel, cuLaunchCooperativeKernel)                      \
+    X(cuLaunchCooperativeKernel_ptsz, cuLaunchCooperativeKernel_ptsz)            \
+    X(cuMemcpy, cuMemcpy)                                                        \
+    X(cuMemcpy_ptds, cuMemcpy_ptds)                                              \
+    X(cuMemcpyAsync, cuMemcpyAsync)                                              \
+    X(cuMemcpyAsync_ptsz, cuMemcpyAsync_ptsz)                                    \
+    X(cuMemcpyHtoD_v2, cuMemcpyHtoD_v2)                                          \
+    X(cuMemcpyHtoD_v2_ptds, cuMemcpyHtoD_v2_ptds)                                \
+    X(cuMemcpyDtoH_v2, cuMemcpyDtoH_v2)                                          \
+    X(cuMemcpyDtoH_v2_ptds, cuMemcpyDtoH_v2_ptds)                                \
+    X(cuMemcpyDtoD_v2, cuMemcpyDtoD_v2)                                          \
+    X(cuMemcpyDtoD_v2_ptds, cuMemcpyDtoD_v2_ptds)                                \
+    X(cuMemcpyHtoDAsync_v2, cuMemcpyHtoDAsync_v2)                                \
+    X(cuMemcpyHtoDAsync_v2_ptsz, cuMemcpyHtoDAsync_v2_ptsz)                      \
+    X(cuMemcpyDtoHAsync_v2, cuMemcpyDtoHAsync_v2)                                \
+    X(cuMemcpyDtoHAsync_v2_ptsz, cuMemcpyDtoHAsync_v2_ptsz)                      \
+    X(cuMemcpyDtoDAsync_v2, cuMemcpyDtoDAsync_v2)                                \
+    X(cuMemcpyDtoDAsync_v2_ptsz, cuMemcpyDtoDAsync_v2_ptsz)                      \
+    X(cuMemsetD8Async, cuMemsetD8Async)                                          \
+    X(cuMemsetD8Async_ptsz, cuMemsetD8Async_ptsz)                                \
+    X(cuMemsetD32Async, cuMemsetD32Async)                                        \
+    X(cuMemsetD32Async_ptsz, cuMemsetD32Async_ptsz)                              \
+    X(cuCtxSynchronize_v2, cuCtxSynchronize_v2)                                  \
+    FAKE_CHECKPOINT_FUNCTIONS(X)
+
+/* fake_ckpt.c: the process checkpoint API (not in the build of FAKE_NO_CHECKPOINT, a driver older than
+ * CUDA 12.8). Not gated: they act on other processes. */
+#ifdef FAKE_NO_CHECKPOINT
+#define FAKE_CHECKPOINT_FUNCTIONS(X)
+#else
+#define FAKE_CHECKPOINT_FUNCTIONS(X)                                             \
+    X(cuCheckpointProcessGetRestoreThreadId, cuCheckpointProcessGetRestoreThreadId) \
+    X(cuCheckpointProcessGetState, cuCheckpointProcessGetState)                  \
+    X(cuCheckpointProcessLock, cuCheckpointProcessLock)                          \
+    X(cuCheckpointProcessCheckpoint, cuCheckpointProcessCheckpoint)              \
+    X(cuCheckpointProcessRestore, cuCheckpointProcessRestore)                    \
+    X(cuCheckpointProcessUnlock, cuCheckpointProcessUnlock)
+#endif
 
 /* Per function: the exported symbol, its internal twin fault_<symbol> (the same call at another
  * address, which cuGetProcAddress hands out with FAKE_CUDA_PROC=internal) and impl_<symbol>, what
@@ -257,8 +328,20 @@ typedef CUresult cuda_fn_cuCtxSynchronize(void);
 FAKE_FUNCTIONS(FAKE_DECLARE)
 #undef FAKE_DECLARE
 
-/* The internal twin (a planned failure, else impl_<symbol>) and the exported symbol that calls it. */
+/* The internal twin (the gate, a planned failure, else impl_<symbol>) and the exported symbol that
+ * calls it. */
 #define FAKE_EXPORT(symbol, params, args)                                                  \
+    CUresult fault_##symbol params {                                                       \
+        fake_gate_enter();                                                                 \
+        CUresult fault_r_ = fake_fault(#symbol);                                           \
+        if (fault_r_ == CUDA_SUCCESS) fault_r_ = impl_##symbol args;                       \
+        fake_gate_leave();                                                                 \
+        return fault_r_;                                                                   \
+    }                                                                                      \
+    SHIM_EXPORT CUresult symbol params { return fault_##symbol args; }
+
+/* The same without the gate (the checkpoint API: a call about another process). */
+#define FAKE_EXPORT_UNGATED(symbol, params, args)                                          \
     CUresult fault_##symbol params {                                                       \
         CUresult fault_r_ = fake_fault(#symbol);                                           \
         return fault_r_ != CUDA_SUCCESS ? fault_r_ : impl_##symbol args;                   \

@@ -33,6 +33,14 @@
  * CUDA_ERROR_INVALID_CONTEXT, as the driver answers, and once that process is gone
  * CUDA_ERROR_INVALID_VALUE; cuIpcCloseMemHandle unmaps it.
  *
+ * Pinned host memory: cuMemHostAlloc maps `bytesize` bytes of host memory (anonymous, reserved
+ * lazily: nothing of a card), kept in a list with its flags; cuMemHostGetDevicePointer_v2 (flags 0)
+ * gives the device's address of a block allocated with CU_MEMHOSTALLOC_DEVICEMAP: the host address
+ * itself, as with unified addressing (any other pointer, or a block without the flag, is
+ * CUDA_ERROR_INVALID_VALUE); cuMemFreeHost unmaps a block (an unknown pointer is
+ * CUDA_ERROR_INVALID_VALUE, and so is cuMemFree_v2 of one: it is no device memory). Held bytes:
+ * fake_cuda_host_held.
+ *
  * Invariants: for every pool, U <= R (R <= maxSize when it has one) and U is the sum of its live
  * blocks; R of every pool is in held[] (fake_cuda.c). Locks: fake_mu (fake_lock) around every
  * access to the pools and the blocks.
@@ -46,6 +54,7 @@
 #include <signal.h>
 #include <stdint.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "fake_internal.h"
@@ -597,6 +606,70 @@ CUresult impl_cuIpcCloseMemHandle(CUdeviceptr dptr) {
     return r;
 }
 
+/* ---- pinned host memory ------------------------------------------------------------------------------ */
+
+typedef struct fake_host_block {
+    void *p;
+    size_t size;
+    unsigned int flags;
+} fake_host_block;
+
+static fake_host_block *fake_hosts;
+static size_t fake_nhosts, fake_hosts_cap;
+
+/* The block at p (fake_mu held), or NULL. */
+static fake_host_block *fake_host_find_unsafe(const void *p) {
+    for (size_t i = 0; i < fake_nhosts; i++)
+        if (fake_hosts[i].p == p) return &fake_hosts[i];
+    return NULL;
+}
+
+CUresult impl_cuMemHostAlloc(void **host, size_t bytesize, unsigned int flags) {
+    if (!host || bytesize == 0 || (flags & ~0x7u)) return CUDA_ERROR_INVALID_VALUE;
+    void *p = mmap(NULL, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    fake_lock();
+    int ok = fake_reserve((void **)&fake_hosts, &fake_hosts_cap, fake_nhosts, 1, sizeof *fake_hosts) == 0;
+    if (ok) fake_hosts[fake_nhosts++] = (fake_host_block){ .p = p, .size = bytesize, .flags = flags };
+    fake_unlock();
+    if (!ok) {
+        munmap(p, bytesize);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    *host = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult impl_cuMemFreeHost(void *host) {
+    fake_lock();
+    fake_host_block *b = fake_host_find_unsafe(host);
+    fake_host_block gone = b ? *b : (fake_host_block){ 0 };
+    if (b) *b = fake_hosts[--fake_nhosts];
+    fake_unlock();
+    if (!gone.p) return CUDA_ERROR_INVALID_VALUE;
+    munmap(gone.p, gone.size);
+    return CUDA_SUCCESS;
+}
+
+CUresult impl_cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *host, unsigned int flags) {
+    if (!dptr || flags != 0) return CUDA_ERROR_INVALID_VALUE;
+    fake_lock();
+    fake_host_block *b = fake_host_find_unsafe(host);
+    int mapped = b && (b->flags & CU_MEMHOSTALLOC_DEVICEMAP);
+    fake_unlock();
+    if (!mapped) return CUDA_ERROR_INVALID_VALUE;
+    *dptr = (CUdeviceptr)(uintptr_t)host;
+    return CUDA_SUCCESS;
+}
+
+SHIM_EXPORT size_t fake_cuda_host_held(void) {
+    size_t held = 0;
+    fake_lock();
+    for (size_t i = 0; i < fake_nhosts; i++) held += fake_hosts[i].size;
+    fake_unlock();
+    return held;
+}
+
 /* ---- the exported functions ---------------------------------------------------------------------- */
 
 FAKE_EXPORT(cuMemAlloc_v2, (CUdeviceptr *dptr, size_t bytesize), (dptr, bytesize))
@@ -635,3 +708,6 @@ FAKE_EXPORT(cuIpcOpenMemHandle, (CUdeviceptr *dptr, CUipcMemHandle handle, unsig
 FAKE_EXPORT(cuIpcOpenMemHandle_v2, (CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags),
             (dptr, handle, flags))
 FAKE_EXPORT(cuIpcCloseMemHandle, (CUdeviceptr dptr), (dptr))
+FAKE_EXPORT(cuMemHostAlloc, (void **host, size_t bytesize, unsigned int flags), (host, bytesize, flags))
+FAKE_EXPORT(cuMemFreeHost, (void *host), (host))
+FAKE_EXPORT(cuMemHostGetDevicePointer_v2, (CUdeviceptr *dptr, void *host, unsigned int flags), (dptr, host, flags))

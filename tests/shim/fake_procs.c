@@ -72,6 +72,10 @@ static const fake_proc fake_procs[] = {
     P("cuIpcOpenMemHandle", 4010, cuIpcOpenMemHandle),
     P("cuIpcOpenMemHandle", 11000, cuIpcOpenMemHandle_v2),
     P("cuIpcCloseMemHandle", 4010, cuIpcCloseMemHandle),
+    /* pinned host memory mapped for the device */
+    P("cuMemHostAlloc", 3020, cuMemHostAlloc),
+    P("cuMemFreeHost", 2000, cuMemFreeHost),
+    P("cuMemHostGetDevicePointer", 3020, cuMemHostGetDevicePointer_v2),
     P("cuMemExportToShareableHandle", 10020, cuMemExportToShareableHandle),
     P("cuMemImportFromShareableHandle", 10020, cuMemImportFromShareableHandle),
     /* plain memory: the CUDA < 3.2 entry points, then the _v2 ones */
@@ -151,6 +155,43 @@ static const fake_proc fake_procs[] = {
     P("cuDeviceGetGraphMemAttribute", 11040, cuDeviceGetGraphMemAttribute),
     P("cuGetProcAddress", 11030, cuGetProcAddress),
     P("cuGetProcAddress", 12000, cuGetProcAddress_v2),
+    /* launches, copies, sets, synchronisation */
+    P("cuCtxSynchronize", 13000, cuCtxSynchronize_v2),
+    P("cuLaunchKernel", 4000, cuLaunchKernel),
+    PTSZ("cuLaunchKernel", 7000, cuLaunchKernel_ptsz),
+    P("cuLaunchKernelEx", 11060, cuLaunchKernelEx),
+    PTSZ("cuLaunchKernelEx", 11060, cuLaunchKernelEx_ptsz),
+    P("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel),
+    PTSZ("cuLaunchCooperativeKernel", 9000, cuLaunchCooperativeKernel_ptsz),
+    P("cuMemcpy", 4000, cuMemcpy),
+    PTSZ("cuMemcpy", 7000, cuMemcpy_ptds),
+    P("cuMemcpyAsync", 4000, cuMemcpyAsync),
+    PTSZ("cuMemcpyAsync", 7000, cuMemcpyAsync_ptsz),
+    P("cuMemcpyHtoD", 3020, cuMemcpyHtoD_v2),
+    PTSZ("cuMemcpyHtoD", 7000, cuMemcpyHtoD_v2_ptds),
+    P("cuMemcpyDtoH", 3020, cuMemcpyDtoH_v2),
+    PTSZ("cuMemcpyDtoH", 7000, cuMemcpyDtoH_v2_ptds),
+    P("cuMemcpyDtoD", 3020, cuMemcpyDtoD_v2),
+    PTSZ("cuMemcpyDtoD", 7000, cuMemcpyDtoD_v2_ptds),
+    P("cuMemcpyHtoDAsync", 3020, cuMemcpyHtoDAsync_v2),
+    PTSZ("cuMemcpyHtoDAsync", 7000, cuMemcpyHtoDAsync_v2_ptsz),
+    P("cuMemcpyDtoHAsync", 3020, cuMemcpyDtoHAsync_v2),
+    PTSZ("cuMemcpyDtoHAsync", 7000, cuMemcpyDtoHAsync_v2_ptsz),
+    P("cuMemcpyDtoDAsync", 3020, cuMemcpyDtoDAsync_v2),
+    PTSZ("cuMemcpyDtoDAsync", 7000, cuMemcpyDtoDAsync_v2_ptsz),
+    P("cuMemsetD8Async", 3020, cuMemsetD8Async),
+    PTSZ("cuMemsetD8Async", 7000, cuMemsetD8Async_ptsz),
+    P("cuMemsetD32Async", 3020, cuMemsetD32Async),
+    PTSZ("cuMemsetD32Async", 7000, cuMemsetD32Async_ptsz),
+#ifndef FAKE_NO_CHECKPOINT
+    /* the process checkpoint API (CUDA 12.8) */
+    P("cuCheckpointProcessGetRestoreThreadId", 12080, cuCheckpointProcessGetRestoreThreadId),
+    P("cuCheckpointProcessGetState", 12080, cuCheckpointProcessGetState),
+    P("cuCheckpointProcessLock", 12080, cuCheckpointProcessLock),
+    P("cuCheckpointProcessCheckpoint", 12080, cuCheckpointProcessCheckpoint),
+    P("cuCheckpointProcessRestore", 12080, cuCheckpointProcessRestore),
+    P("cuCheckpointProcessUnlock", 12080, cuCheckpointProcessUnlock),
+#endif
 };
 
 #undef P

@@ -32,7 +32,7 @@ export XDG_RUNTIME_DIR=$TMP/run
 mkdir -m 700 "$XDG_RUNTIME_DIR"
 LEDGER_DIR=$XDG_RUNTIME_DIR/vram
 LEDGER=$LEDGER_DIR/ledger
-LEDGER_SIZE=$((64 + 1024 * 168))
+LEDGER_SIZE=$((64 + 1024 * 320))
 PASSED=0
 FAILED=0
 declare -A HOLD_PID HOLD_FD
@@ -109,8 +109,8 @@ top_json() { run "$VRAM" top --once --json; }
 row() {
     local group=null free=$7
     [[ $8 != - ]] && group="\"$8\""
-    printf '{"pid": %s, "command": "vram_shim_app_d", "device": %s, "uuid": "%s", "limit_bytes": %s, "in_use_bytes": %s, "peak_bytes": %s, "free_bytes": %s, "group": %s, "group_limit_bytes": %s}' \
-        "$1" "$2" "$3" "$4" "$5" "$6" "$free" "$group" "$9"
+    printf '{"pid": %s, "command": "vram_shim_app_d", "device": %s, "uuid": "%s", "limit_bytes": %s, "in_use_bytes": %s, "peak_bytes": %s, "free_bytes": %s, "group": %s, "group_limit_bytes": %s, "state": "awake", "host_bytes": 0, "idle_sleep_seconds": null, "over_limit": false, "start_limit_bytes": %s, "priority": "guaranteed", "overflow_bytes": 0}' \
+        "$1" "$2" "$3" "$4" "$5" "$6" "$free" "$group" "$9" "$4"
 }
 
 # ---- several processes show up in vram top with their numbers ---------------------------------------
@@ -236,10 +236,11 @@ if command -v promtool >/dev/null; then
     # samples: OUT's sample lines, sorted (to compare with the expected ones, sorted)
     samples() { grep -v '^#' <<<"$OUT" | LC_ALL=C sort; }
     FAMILIES="vram_ledger_info vram_ledger_live_slots vram_ledger_max_slots vram_process_limit_bytes
-              vram_process_in_use_bytes vram_process_peak_bytes vram_group_limit_bytes vram_group_in_use_bytes"
+              vram_process_in_use_bytes vram_process_peak_bytes vram_process_asleep vram_process_host_bytes
+              vram_process_over_limit vram_process_overflow_bytes vram_group_limit_bytes vram_group_in_use_bytes"
     families_ok() {
         for f in $FAMILIES; do has "$OUT" "# HELP $f " && has "$OUT" "# TYPE $f gauge" || return 1; done
-        [[ $(grep -c '^# TYPE' <<<"$OUT") == 8 ]]
+        [[ $(grep -c '^# TYPE' <<<"$OUT") == 12 ]]
     }
     run "$VRAM" top --prometheus
     EXPECT="vram_ledger_info{path=\"$LEDGER\",user=\"$U\"} 1
@@ -284,6 +285,10 @@ $(proc vram_process_peak_bytes p2 0 $UUID0 ga $((128 * MiB)))
 $(proc vram_process_peak_bytes p3 1 $UUID1 ga $((300 * MiB)))
 $(proc vram_process_peak_bytes p4 1 $UUID1 - $((512 * MiB)))
 $(proc vram_process_peak_bytes p5 0 $UUID0 gb $((64 * MiB)) "$ODD_LABEL")
+$(for p in p1:0:$UUID0:ga p2:0:$UUID0:ga p3:1:$UUID1:ga p4:1:$UUID1:- p5:0:$UUID0:gb; do
+    IFS=: read -r n d u g <<<"$p"; c=; [[ $n == p5 ]] && c=$ODD_LABEL
+    proc vram_process_asleep $n $d $u $g 0 "$c"; proc vram_process_host_bytes $n $d $u $g 0 "$c"
+    proc vram_process_over_limit $n $d $u $g 0 "$c"; proc vram_process_overflow_bytes $n $d $u $g 0 "$c"; done)
 vram_group_limit_bytes{group=\"ga\",uuid=\"$UUID0\",user=\"$U\"} $((2 * GiB))
 vram_group_limit_bytes{group=\"gb\",uuid=\"$UUID0\",user=\"$U\"} $GiB
 vram_group_in_use_bytes{group=\"ga\",uuid=\"$UUID0\",user=\"$U\"} $((384 * MiB))
@@ -412,7 +417,7 @@ check "garbage over the header: detected (magic) and rebuilt" \
 printf '\x63\x00\x00\x00' | dd of="$LEDGER" bs=1 seek=8 conv=notrunc status=none
 run "$VRAM" top --once --json
 check "a ledger of another layout version: detected and rebuilt" \
-    '[[ $RC == 0 ]] && has "$ERR" "of another version (layout 99, this is 1)" && [[ $(bad_count) == 3 ]]'
+    '[[ $RC == 0 ]] && has "$ERR" "of another version (layout 99, this is 3)" && [[ $(bad_count) == 3 ]]'
 printf '\x01' | dd of="$LEDGER" bs=1 seek=48 conv=notrunc status=none
 run "$VRAM" top --once --json
 check "a header byte changed: the checksum catches it" \

@@ -134,6 +134,19 @@ ncover=$("$COVER" list | wc -l)
 check "all $ncover scenarios of the coverage table: counted, refused past the limit, given back (dlsym, proc; growth, preallocation)" \
     '[[ -z $cover_failed ]] || { echo "failed:$cover_failed"; false; }'
 
+# ---- the entries of role ACTIVITY (kernel launches, copies, sets, synchronisations): interposed only so that an
+# idle watcher sees the process work. Each, through dlsym and through cuGetProcAddress, reaches the driver's
+# function of its own name (a failure planned on that name comes back) and, under vram run with a watcher
+# named, is counted on the process's activity page.
+for route in dlsym proc; do
+    run "$COVER" activity $route
+    check "$route: every ACTIVITY entry reaches the driver's function of its name (no vram)" \
+        '[[ $RC == 0 ]] && ! has "$OUT" FAIL && has "$OUT" "activity_page=0"'
+    run "$VRAM" run --growth -- env VRAM_IDLE_WATCHER=$$:1:60000000000 "$COVER" activity $route
+    check "$route: under vram run each ACTIVITY entry passes to its own driver function and is counted" \
+        '[[ $RC == 0 ]] && ! has "$OUT" FAIL && has "$OUT" "activity_page=1" && [[ $(grep -c " ok$" <<<"$OUT") -ge 30 ]]'
+done
+
 # ---- NVML: nvmlDeviceGetMemoryInfo / _v2 (the fake libnvidia-ml.so.1 enumerates both 16 GiB cards) ----
 M256=268435456 M512=536870912
 run "$APP" dlsym nvml 256

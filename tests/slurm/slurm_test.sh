@@ -166,6 +166,13 @@ check "no limit asked or given: the task runs as it would, CUDA_VISIBLE_DEVICES 
 run S --vram-fraction=0.25 --vram-growth "$APP" dlsym info
 check "--vram-fraction=0.25 of the 16 GiB card: 4 GiB" '[[ $RC -eq 0 ]] && has "$OUT" "total=$((4 * GiB))"'
 
+run S --vram-limit=1GiB --vram-growth --vram-overflow=host --vram-priority=opportunistic \
+    bash -c 'echo "max=$VRAM_LIMIT_MAX gmax=$VRAM_GROUP_LIMIT_MAX overflow=$VRAM_OVERFLOW priority=$VRAM_PRIORITY"; '"$APP"' dlsym fill alloc 256'
+check "--vram-overflow=host, --vram-priority: set for the task, the job's limit its ceiling; past the limit it overflows to host memory, up to as much again (1 + 1 GiB)" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "max=$GiB gmax=$GiB overflow=host priority=opportunistic" && has "$OUT" "bytes=$((2 * GiB)) err=2"'
+run S --vram-overflow=disk "$APP" dlsym info
+check "--vram-overflow=disk: refused" '[[ $RC -ne 0 ]] && has "$ERR" "vram: --vram-overflow=disk"'
+
 # ---- the job's tasks share one budget -----------------------------------------------------------
 run S -n 2 --vram-limit=1GiB --vram-growth bash -c 'sleep 3 | '"$APP"' dlsym hold alloc 600'
 check "two tasks of one job, 600 MiB each under 1 GiB: one gets it, the other CUDA_ERROR_OUT_OF_MEMORY" \
@@ -203,6 +210,17 @@ run timeout 60 srun --vram-fraction=1.5 touch "$TMP/ran"
 check "--vram-fraction=1.5: refused" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "vram: --vram-fraction=1.5"'
 run timeout 60 srun --vram-limit=0 touch "$TMP/ran"
 check "--vram-limit=0: refused (a limit never means none)" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "is 0 bytes"'
+
+# ---- --vram-idle-sleep: the task's watcher puts it to sleep when idle and wakes it at its next call ------
+# (FAKE_CUDA_SHARED in the job's environment: the fake driver's checkpoint API acts across processes)
+run env FAKE_CUDA_SHARED="$TMP/cards" timeout 60 srun --quiet --vram-idle-sleep=300ms --vram-growth \
+    bash -c '(echo "alloc 64"; sleep 2; echo launch) | '"$APP"' dlsym script 0'
+check "--vram-idle-sleep=300ms: the task is put to sleep when idle, woken by its next call (a kernel launch)" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "alloc=0" && has "$OUT" "launch=0" &&
+     has "$ERR" "vram: no CUDA call for 300ms: PID" && has "$ERR" "is asleep: its 64.00 MiB" &&
+     has "$ERR" "vram: a CUDA call: PID"'
+run timeout 60 srun --vram-idle-sleep=0 touch "$TMP/ran"
+check "--vram-idle-sleep=0: refused" '[[ $RC -ne 0 && ! -e $TMP/ran ]] && has "$ERR" "vram: --vram-idle-sleep=0 is not a duration"'
 
 # ---- scancel: vram top shows the job while it runs, no slot is left after -----------------------
 JOB=$(sbatch --parsable --output="$TMP/jobC.out" \
