@@ -95,6 +95,7 @@
     /* test_plan.c */ \
     X(plan, plan_repeating_step) \
     X(plan, plan_found_across_2_32_requests) \
+    X(plan, plan_not_found_across_a_gap) \
     X(plan, plan_step_below_the_bar) \
     X(plan, plan_step_that_changes_once) \
     X(plan, plan_step_that_never_repeats) \
@@ -114,6 +115,9 @@
     X(plan, plan_slots_block_shared_by_ipc) \
     X(plan, plan_places_a_block_living_into_the_next_step) \
     X(plan, plan_ended_serves_from_the_memory_held) \
+    X(plan, plan_found_when_growth_wakes_the_resting_detector) \
+    X(plan, plan_found_at_a_look_without_growth) \
+    X(plan, plan_gives_way_to_the_limit) \
     X(plan, plan_random_steps_keep_every_block) \
     X(plan, plan_on_one_stream_as_pytorch_allocates) \
     /* test_oom.c */ \

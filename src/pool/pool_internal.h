@@ -178,6 +178,8 @@ struct pool_arena {
                                       * its first step, its first step runs until the settle request,
                                       * or one ended (0 while a plan is followed after that) */
     struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
+    uint64_t          plan_nap;      /* with a planner: requests left until its resting detector looks
+                                      * again (plan_sees); 0: the planner sees every request */
     pool_chunk       *last_taken;    /* the chunk the last hand-out gave (arena_take_locked) */
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     pool_chunk       *pending_tail;  /* the oldest */
