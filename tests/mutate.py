@@ -365,7 +365,7 @@ MUTANTS = [
     M("conf_whole_range", "src/runtime/env.c",
       "if (errno != 0 || end == value || *end != '\\0' || n < min || n > max) return -1;",
       "if (errno != 0 || end == value || *end != '\\0' || n < min) return -1;",
-      "arenas:N (1 to 8): a value out of range is refused", r"vram\.(env|faults)"),
+      "arenas:N (1 to 8): a value out of range is refused", r"vram\.(env|faults|perthread)"),
     M("conf_env_overrides_program", "src/runtime/runtime.c",
       "        vram_status s = vram__alloc_conf_parse(env->alloc_conf_text, \"VRAM_ALLOC_CONF\", &rt.alloc_conf,\n                                               &rt.alloc_conf_in_force);",
       "        vram_status s = vram__alloc_conf_parse(\"\", \"VRAM_ALLOC_CONF\", &rt.alloc_conf,\n                                               &rt.alloc_conf_in_force);",
