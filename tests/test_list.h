@@ -242,6 +242,7 @@
     X(env, env_memory_limit_overrides_larger_api_limit) \
     X(env, env_memory_limit_overrides_smaller_api_limit) \
     X(env, env_memory_limit_bad_values) \
+    X(env, env_memory_limit_of_zero_bytes_is_refused) \
     X(env, env_memory_limit_above_card_is_conflict) \
     X(env, env_memory_limit_per_card) \
     X(env, env_memory_limit_per_card_takes_precedence) \
