@@ -368,6 +368,8 @@
     X(release, vmm_async_tight_limit_waits_and_remaps) \
     X(release, vmm_maps_ahead_only_in_a_burst) \
     X(release, vmm_map_ahead_saves_driver_calls) \
+    X(release, vmm_map_ahead_default_is_64_mib) \
+    X(release, vmm_small_pool_default_is_256_kib) \
     /* test_allocstats.c */ \
     X(allocstats, allocstats_blocks_by_kind) \
     X(allocstats, allocstats_reserved_and_segments_by_zone) \

@@ -1666,6 +1666,53 @@ TEST(vmm_map_ahead_saves_driver_calls) {
     CHECK_U64(creates[1], <=, 5);
 }
 
+/* map_ahead_mb's default is 64: with 1536 MiB held, a growth in a burst maps 64 MiB beyond its
+ * block (1536 / 16 = 96 MiB, capped at 64), in one extent large enough for both. */
+TEST(vmm_map_ahead_default_is_64_mib) {
+    CHECK_OK(vram_set_alloc_conf("extent_mb:2048"));
+    start_growth(8 * GiB);
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 1536 * MiB, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 1536 * MiB);
+    CHECK_OK(vram_malloc(&b, 4 * MiB, 0));           /* a burst: 4 MiB + 64 MiB ahead */
+    CHECK_SIZE(INFO(0).reserved, ==, 1604 * MiB);
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(a));
+    CHECK_ALL();
+}
+
+/* small_pool_kb's default is 256: a request of at most 256 KiB lies in the small zone's segment, a
+ * larger one in the rest. */
+TEST(vmm_small_pool_default_is_256_kib) {
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    start_growth(1 * GiB);
+    void *in = NULL, *out = NULL;
+    CHECK_OK(vram_malloc(&in, 200 * KiB, 0));
+    CHECK_OK(vram_malloc(&out, 300 * KiB, 0));
+    vram_segment_info segs[4];
+    vram_block_info blocks[8];
+    size_t ns = 0, nb = 0;
+    CHECK_OK(vram_get_segments(0, segs, 4, &ns, blocks, 8, &nb));
+    CHECK_SIZE(ns, ==, 2);
+    CHECK_SIZE(nb, <=, 8);
+    int found = 0;
+    for (size_t i = 0; i < ns && i < 4; i++) {
+        uintptr_t lo = (uintptr_t)segs[i].address, hi = lo + segs[i].size;
+        if ((uintptr_t)in >= lo && (uintptr_t)in < hi) {
+            CHECK_INT(segs[i].small, ==, 1);
+            found |= 1;
+        }
+        if ((uintptr_t)out >= lo && (uintptr_t)out < hi) {
+            CHECK_INT(segs[i].small, ==, 0);
+            found |= 2;
+        }
+    }
+    CHECK_INT(found, ==, 3);
+    CHECK_OK(vram_free(in));
+    CHECK_OK(vram_free(out));
+    CHECK_ALL();
+}
+
 TEST(vmm_second_pass_reuses_memory) {
     /* only what blocks need is mapped; best fit's reuse (the plan of a repeating step moves memory
      * once into a zone of its own: the plan_* tests) */
