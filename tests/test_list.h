@@ -347,6 +347,7 @@
     X(release, alloc_conf_kept_across_shutdown) \
     X(release, alloc_conf_vmm_false_prealloc_unchanged) \
     X(release, alloc_conf_extent_and_hold_peak_strings) \
+    X(release, alloc_conf_extent_default_with_a_limit_and_no_plan) \
     X(release, alloc_conf_extent_mb_gives_back_finely) \
     X(release, alloc_conf_hold_peak) \
     X(release, idle_release_returns_unused_memory) \

@@ -1200,6 +1200,18 @@ TEST(alloc_conf_extent_and_hold_peak_strings) {
     printf("  extent_mb:1 -> %s%s%s\n", vram_status_name(s), s ? ": " : "", s ? vram_last_error() : "");
 }
 
+/* A chosen limit maps one granule per extent by default with plan:false too (not the limit / 256
+ * of a pool without one). */
+TEST(alloc_conf_extent_default_with_a_limit_and_no_plan) {
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,plan:false"));
+    start_growth(1 * GiB);
+    void *big = NULL;
+    CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
+    CHECK_U64(sim_counters().phys_create, ==, 32);     /* not 16 extents of 1 GiB / 256 */
+    CHECK_OK(vram_free(big));
+    CHECK_ALL();
+}
+
 /* Extents under a chosen limit are one granule each, so a trim can give back everything around a
  * small live block; extent_mb:4 (or the default of a pool without a chosen limit, limit / 256) maps
  * larger extents, and the freed block's extent stays while any byte of it is in use. */
