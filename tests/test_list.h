@@ -207,6 +207,7 @@
     X(perthread, tcache_parked_blocks_of_another_thread_serve_it_too) \
     X(perthread, tcache_trim_and_shutdown_give_parked_memory_back) \
     X(perthread, tcache_off_keeps_every_block_in_the_pool) \
+    X(perthread, tcache_default_is_the_limit_over_256) \
     X(perthread, tcache_option_is_checked) \
     X(perthread, arenas_one_thread_keeps_one) \
     X(perthread, arenas_second_thread_gets_its_own_and_figures_add_up) \
