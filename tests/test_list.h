@@ -16,6 +16,7 @@
     X(physical, physical_names_and_properties) \
     X(physical, physical_null_count_is_invalid) \
     X(physical, physical_cuda_visible_devices_selects_card) \
+    X(physical, physical_cuda_visible_devices_uuid_and_end_of_list) \
     X(physical, physical_cuda_visible_devices_empty_is_no_device) \
     X(physical, physical_bogus_backend_is_invalid) \
     X(physical, physical_cuda_backend) \
