@@ -43,7 +43,7 @@ PY=${PYTHON:-python3}
 } >"$OUT/machine.txt" 2>&1
 if [ -z "${GPU_FINAL_NO_BUILD:-}" ]; then   # set by a caller that built already and runs parts at once
     cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >"$OUT/build.log" 2>&1 &&
-        cmake --build "$B" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -30 "$OUT/build.log"; exit 1; }
+        cmake --build "$B" -j "$(nproc)" >>"$OUT/build.log" 2>&1 || { tail -n 30 "$OUT/build.log"; exit 1; }
 fi
 export VRAM_LIBRARY=$PWD/$B/libvram.so PYTHONPATH=$PWD/python
 rc=0
@@ -63,7 +63,7 @@ for p in "$@"; do
         wait $c1 || rc=1
         wait $p_native || rc=1
         wait $p_vram || rc=1
-        tail -25 "$OUT/compat.txt"; tail -3 "$OUT/port-native.txt" "$OUT/port-vram.txt" ;;
+        tail -n 25 "$OUT/compat.txt"; tail -n 3 "$OUT/port-native.txt" "$OUT/port-vram.txt" ;;
     fence)
         part fence
         timeout 300 bash tests/gpu_fence.sh build-gpu/run >"$OUT/fence.txt" 2>&1 || rc=1
@@ -76,7 +76,8 @@ for p in "$@"; do
             tar --exclude='./build*' --exclude=./.git -cf - . | tar -C build-gpu/src -xf -
             $PY -m venv --system-site-packages build-gpu/venv
             cd build-gpu/src
-            env -u CUDA_HOME PATH=/usr/local/bin:/usr/bin:/bin ../venv/bin/pip install --no-build-isolation . 2>&1 | tail -5
+            env -u CUDA_HOME PATH="$(dirname "$(command -v cmake)"):/usr/local/bin:/usr/bin:/bin" \
+                ../venv/bin/pip install --no-build-isolation . 2>&1
             cd /tmp
             env -u CUDA_HOME -u VRAM_LIBRARY -u PYTHONPATH PATH=/usr/local/bin:/usr/bin:/bin "$OLDPWD/../venv/bin/python" -c '
 import shutil, torch, vram, vram.torch
@@ -88,7 +89,7 @@ print("allocated", torch.cuda.memory_allocated(), "reserved", torch.cuda.memory_
 assert vram.torch.mode == "allocator", vram.torch.mode'
             env -u CUDA_HOME PATH=/usr/local/bin:/usr/bin:/bin "$OLDPWD/../venv/bin/vram" ls
         ) >"$OUT/pip.txt" 2>&1 || rc=1
-        tail -12 "$OUT/pip.txt" ;;
+        tail -n 12 "$OUT/pip.txt" ;;
     plan)
         part plan
         for conf in "--plan true" "--plan false" "--allocator torch" "--allocator torch-expandable" "--allocator cuda-async"; do
@@ -106,7 +107,7 @@ PYEOF
             >"$OUT/gen-plan.txt" 2>&1 || rc=1
         timeout 300 $PY bench/train.py --workloads gpt2_generate --allocators vram,torch --repeat 2 --vram-alloc-conf plan:false \
             --out "$OUT/gen-noplan" >"$OUT/gen-noplan.txt" 2>&1 || rc=1
-        tail -12 "$OUT/gen-plan.txt" "$OUT/gen-noplan.txt" ;;
+        tail -n 12 "$OUT/gen-plan.txt" "$OUT/gen-noplan.txt" ;;
     stats)
         part stats
         timeout 200 $PY bench/torch_stats_cost.py >"$OUT/stats-cost.txt" 2>&1 || rc=1
@@ -115,7 +116,7 @@ PYEOF
             >"$OUT/lightning.txt" 2>&1 || rc=1
         timeout 300 $PY bench/train.py --workloads lightning_stats --allocators vram --repeat 2 --vram-alloc-conf plan:false \
             --out "$OUT/ls-noplan" >"$OUT/lightning-noplan.txt" 2>&1 || rc=1
-        tail -12 "$OUT/lightning.txt" "$OUT/lightning-noplan.txt" ;;
+        tail -n 12 "$OUT/lightning.txt" "$OUT/lightning-noplan.txt" ;;
     sleep)
         part sleep
         timeout 200 $PY bench/gpu_sleep.py loop --undisturbed >"$OUT/sleep-loop.jsonl" 2>"$OUT/sleep-loop.err" || rc=1
@@ -131,7 +132,7 @@ print(json.dumps({"identical_to_undisturbed": same, "smi_used_mib": slept[0]["sm
 sys.exit(0 if same else 1)
 PYEOF
         timeout 300 $PY bench/gpu_sleep.py bandwidth --gib 8 >"$OUT/sleep-bandwidth.json" 2>"$OUT/sleep-bandwidth.err" || rc=1
-        cat "$OUT/sleep-bandwidth.json"; tail -3 "$OUT/sleep-bandwidth.err" ;;
+        cat "$OUT/sleep-bandwidth.json"; tail -n 3 "$OUT/sleep-bandwidth.err" ;;
     sleepproc)
         part sleepproc
         timeout 300 bash bench/gpu_sleep_proc.sh build-gpu/run >"$OUT/sleep-proc.txt" 2>&1 || rc=1

@@ -299,6 +299,21 @@ VRAM_API vram_status vram_trim(int logical_device, size_t keep_bytes);
 VRAM_API vram_status vram_set_memory_fraction(int logical_device, double fraction);
 VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fraction);
 
+/* A limit the program moves while it runs, within what the configuration allowed: from now on the
+ * logical device holds at most `bytes` of device memory (never more than its limit or its memory
+ * fraction). It may be lowered and raised back up to the logical device's limit (memory_limit_bytes of
+ * vram_list_logical_devices: what VRAM_MEMORY_LIMIT, `vram run`, the Slurm plugin, the program's
+ * configuration or the default set), never above it: more is VRAM_ERR_CONFLICT naming that limit, so
+ * that a program cannot lift a limit set from outside it. Lowering it under what the device holds
+ * kills nothing: live blocks stay, the idle memory above the new limit goes back at once, and requests
+ * that need more device memory fail with VRAM_ERR_OUT_OF_MEMORY naming the live limit (or go to host
+ * memory with the allocator option overflow:host) until frees bring the device under it
+ * (vram_memory_info's live_limit and over_limit show it). 0 takes no more device memory at all.
+ * Starts the runtime. vram_get_live_limit gives the live limit set (the logical device's limit until
+ * then) and, when `configured` is not NULL, that limit. */
+VRAM_API vram_status vram_set_live_limit(int logical_device, size_t bytes);
+VRAM_API vram_status vram_get_live_limit(int logical_device, size_t *bytes, size_t *configured);
+
 /* Allocator options, as one string of comma-separated key:value pairs (the environment variable
  * VRAM_ALLOC_CONF takes the same string and overrides what the program set; both are read at
  * start, so this fails with VRAM_ERR_ALREADY_INITIALIZED afterwards when it changes anything):
@@ -344,6 +359,21 @@ VRAM_API vram_status vram_get_memory_fraction(int logical_device, double *fracti
  *                           by granule; any difference from the plan ends it, and best fit serves
  *                           from the memory held before it maps more (default true; false maps
  *                           larger pieces: fewer driver calls the first time memory is mapped)
+ *   overflow:host|none      a plain or stream-ordered request that the device cannot serve (its
+ *                           limit, memory fraction or live limit, a limit set from outside, or the
+ *                           card itself) gets host memory mapped into the device's address space,
+ *                           which its kernels read and write over the bus, instead of
+ *                           VRAM_ERR_OUT_OF_MEMORY (default none). Every request tries the device
+ *                           first; a block in host memory goes back at its free (a stream-ordered free
+ *                           or one used on other streams waits for those streams first), one never
+ *                           freed stays there. Private pools and tagged requests (vram_set_tag: what
+ *                           vram_sleep puts to sleep) stay on the card; a block in host memory
+ *                           cannot be shared (vram_ipc_export: VRAM_ERR_UNSUPPORTED). vram_memory_info's
+ *                           overflow_* fields count it, apart from the device's figures
+ *   overflow_max_mb:N       the most host memory the overflow holds at once; beyond, the request fails
+ *                           with the out-of-memory error naming this cap (default: the logical
+ *                           device's limit, so that a runaway program holds at most twice its share;
+ *                           0: nothing goes to host memory)
  * A malformed string is VRAM_ERR_INVALID_ARGUMENT naming the key. NULL or "" resets the defaults. */
 VRAM_API vram_status vram_set_alloc_conf(const char *conf);
 /* Option i (from 0) of vram_set_alloc_conf, in the order of the library's table: its key ("vmm") and
@@ -425,7 +455,22 @@ VRAM_API void  vram_plugin_release(void *ptr);
     X(size_t, asleep_host_bytes)                                                                    \
     /* pinned host memory an offload used, kept after its wake for the next sleep of the same memory \
        (vram_trim and vram_shutdown give it back) */                                                 \
-    X(size_t, host_kept_bytes)
+    X(size_t, host_kept_bytes)                                                                      \
+    /* the limit in force now: the least of `limit`, the memory fraction's bytes, vram_set_live_limit's \
+       and a limit set on the process from outside (its card's, less what the card's other logical    \
+       devices hold); and the bytes held above it (0 when under: a limit lowered below what the device \
+       held, until enough blocks are freed; with growth off, the bytes in use above it) */            \
+    X(size_t, live_limit)                                                                           \
+    X(size_t, over_limit)                                                                           \
+    /* overflow to host memory (allocator option overflow:host): the bytes of host memory its blocks  \
+       hold now and their high-water mark, its blocks now, the requests it served since start, and    \
+       its cap (overflow_max_mb; 0 when overflow is off). These blocks are in none of the device      \
+       figures above (current, reserved, num_allocs) */                                               \
+    X(size_t, overflow_bytes)                                                                       \
+    X(size_t, overflow_peak)                                                                        \
+    X(uint64_t, overflow_blocks)                                                                    \
+    X(uint64_t, num_overflows)                                                                      \
+    X(size_t, overflow_max)
 
 typedef struct vram_memory_info {
 #define VRAM_MEMORY_INFO_FIELD_(type, name) type name;

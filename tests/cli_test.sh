@@ -202,6 +202,11 @@ t_replay_limit() {
     run "$VRAM" replay "$TMP/two_mib.trace" --limit 1MiB --json --allow-failures
     one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 1 ]]
 }
+t_replay_overflow() {   # the 2 MiB block above a 1 MiB limit goes to host memory: said in the JSON and the text
+    run env VRAM_ALLOC_CONF=overflow:host,overflow_max_mb:4 "$VRAM" replay "$TMP/two_mib.trace" --growth --limit 1MiB --json
+    one_json_object && [[ $RC -eq 0 && $(json_value failed_allocs) == 0 && $(json_value overflow_allocs) == 1 &&
+        $(json_value overflow_peak_bytes) == 2097152 && $ERR == *"overflow:         1 requests served from host memory"* ]]
+}
 # tail_is RATIO RESERVED LIVE: $OUT's tail figures are these (and the tail line is in the text, $ERR).
 tail_is() {
     [[ $(json_value tail_reserved_to_live) == "$1" && $(json_value tail_reserved_bytes) == "$2" &&
@@ -244,6 +249,7 @@ check "replay of the same trace gzip-compressed, with --growth" t_replay_small_g
 check "replay reports the allocator options in force (the policy's, the environment's)" t_replay_conf_in_force
 check "replay without --json prints the text report" t_replay_text
 check "replay --limit 1MiB with a 2 MiB alloc: failed_allocs 1, exit 3 (0 with --allow-failures)" t_replay_limit
+check "replay --limit 1MiB with overflow:host: the 2 MiB alloc served from host memory, overflow_allocs 1" t_replay_overflow
 check "replay --json: tail_reserved_to_live over pass 1's last quarter, as computed by hand" t_replay_tail
 check "replay --json: reserved_to_live = peak reserved / peak live, as computed by hand" t_replay_ratio
 check "replay of a malformed line exits 1 naming the line" t_replay_malformed

@@ -472,6 +472,42 @@ TEST(cuda_memory_not_shareable) {
 }
 
 /* A driver without virtual memory management: growth by plain regions, vmm:true refused by name. */
+/* overflow:host places host memory with VMM on the fake (cuMemCreate on a host location: the card's
+ * bytes do not grow, no pinned host memory is taken); without VMM the backend falls back to pinned
+ * mapped memory (cuMemHostAlloc with DEVICEMAP): the fake then holds exactly the block's bytes of
+ * pinned host memory until its free. Nothing is left at the shutdown either way. */
+TEST(cuda_overflow_host_location_and_its_fallback) {
+    fake_cuda_host_held_fn *host_held = (fake_cuda_host_held_fn *)harness_fake("fake_cuda_host_held");
+    use_sim("16GiB");
+    CHECK_OK(vram_set_memory_growth(0, 1));
+    CHECK_OK(vram_set_memory_limit(0, 64 * MiB));
+    CHECK_OK(vram_set_alloc_conf("overflow:host"));
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 60 * MiB, 0));              /* on the card */
+    size_t card = held(0);
+    CHECK_OK(vram_malloc(&b, 10 * MiB, 0));              /* host memory, with VMM */
+    CHECK_SIZE(held(0), ==, card);
+    CHECK_SIZE(host_held(), ==, 0);
+    CHECK_SIZE(INFO(0).overflow_bytes, ==, 10 * MiB);
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+    set_env("FAKE_CUDA_VMM", "off");
+    CHECK_OK(vram_malloc(&a, 60 * MiB, 0));
+    card = held(0);
+    CHECK_OK(vram_malloc(&b, 10 * MiB, 0));              /* pinned mapped host memory */
+    CHECK_SIZE(held(0), ==, card);
+    CHECK_SIZE(host_held(), ==, 10 * MiB);
+    CHECK_SIZE(INFO(0).overflow_bytes, ==, 10 * MiB);
+    CHECK_ALL();
+    CHECK_OK(vram_free(b));
+    CHECK_SIZE(host_held(), ==, 0);
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_shutdown());
+    check_driver_empty(1);
+}
+
 TEST(cuda_without_vmm) {
     use_sim("16GiB");
     set_env("FAKE_CUDA_VMM", "off");

@@ -345,7 +345,7 @@ TEST(env_alloc_conf_options_documented) {
     CHECK_CONTAINS(header, " " #k ":");                                                            \
     CHECK_INT(vram_alloc_conf_option(i, &key, &value), ==, 1);                                    \
     CHECK_STR_EQ(key, #k);                                                                         \
-    CHECK_STR_EQ(value, strcmp(#kind, "BOOL") == 0 ? "true|false" : "N");                          \
+    CHECK_STR_EQ(value, strcmp(#kind, "BOOL") == 0 ? "true|false" : strcmp(#kind, "PLACE") == 0 ? "none|host" : "N"); \
     i++;
     VRAM_ALLOC_CONF_OPTIONS(DOCUMENTED)
 #undef DOCUMENTED

@@ -96,6 +96,7 @@
     /* test_plan.c */ \
     X(plan, plan_repeating_step) \
     X(plan, plan_found_across_2_32_requests) \
+    X(plan, plan_not_found_across_a_gap) \
     X(plan, plan_step_below_the_bar) \
     X(plan, plan_step_that_changes_once) \
     X(plan, plan_step_that_never_repeats) \
@@ -115,6 +116,9 @@
     X(plan, plan_slots_block_shared_by_ipc) \
     X(plan, plan_places_a_block_living_into_the_next_step) \
     X(plan, plan_ended_serves_from_the_memory_held) \
+    X(plan, plan_found_when_growth_wakes_the_resting_detector) \
+    X(plan, plan_found_at_a_look_without_growth) \
+    X(plan, plan_gives_way_to_the_limit) \
     X(plan, plan_random_steps_keep_every_block) \
     X(plan, plan_on_one_stream_as_pytorch_allocates) \
     /* test_oom.c */ \
@@ -441,6 +445,27 @@
     X(faults, faults_settings_after_start_one_rule) \
     X(faults, faults_a_request_waits_for_stream_frees_in_every_arena) \
     X(faults, faults_fork_while_threads_are_inside_vram) \
+    /* test_limits.c */ \
+    X(limits, live_limit_shrinks_under_live_blocks_without_touching_them) \
+    X(limits, live_limit_zero_takes_no_more_device_memory) \
+    X(limits, live_limit_caps_a_preallocated_pool) \
+    X(limits, live_limit_bad_arguments) \
+    X(limits, external_limit_applies_at_the_next_call) \
+    X(limits, external_limit_shrinks_under_live_blocks_until_frees) \
+    X(limits, external_limit_posted_before_the_start) \
+    X(limits, external_limit_bounds_a_card_shared_by_logical_devices) \
+    X(limits, overflow_serves_what_the_limit_cannot) \
+    X(limits, overflow_is_off_by_default) \
+    X(limits, overflow_prefers_the_device_once_it_has_room) \
+    X(limits, overflow_cap_refuses_naming_it) \
+    X(limits, overflow_serves_a_request_above_the_limit) \
+    X(limits, overflow_serves_requests_over_a_lowered_limit) \
+    X(limits, overflow_stream_ordered_free_waits_for_its_stream) \
+    X(limits, overflow_host_refusal_keeps_the_driver_error) \
+    X(limits, overflow_blocks_keep_the_runtime_running) \
+    X(limits, overflow_private_pools_stay_on_the_card) \
+    X(limits, overflow_options_bad_values) \
+    X(limits, overflow_cap_zero_serves_nothing) \
     /* test_cuda.c: the CUDA backend over tests/shim's fake driver (VRAM_TEST_BACKEND=cuda only) */ \
     X(cuda, cuda_listing) \
     X(cuda, cuda_listing_follows_visible_devices) \
@@ -457,6 +482,7 @@
     X(cuda, cuda_ipc_growth_memory_in_this_and_another_process) \
     X(cuda, cuda_ipc_plain_region) \
     X(cuda, cuda_memory_not_shareable) \
+    X(cuda, cuda_overflow_host_location_and_its_fallback) \
     X(cuda, cuda_without_vmm) \
     X(cuda, cuda_refused_release_keeps_its_bytes_counted) \
     X(cuda, cuda_refused_unmap_keeps_its_bytes_counted) \

@@ -145,6 +145,31 @@ TEST(plan_found_across_2_32_requests) {
     feed_done(&f);
 }
 
+/* The steps of plan_repeating_step with a gap after step 2 (requests 0-6 fed, then plan_note_gap: the
+ * owner stopped feeding for a while, plan_arena.h). Fed through, the period is confirmed at request 7;
+ * after the gap no 4-gram may reach back before request 7: request n's period-3 match ends at n - 3,
+ * whose 4-gram starts at n - 6, so the first is at request 13 (x5), and it is confirmed there (its
+ * last four requests repeat). The step starts in [8, 10] where the fewest bytes were live: before
+ * request 10 (x4), W alone; the next step in phase is at 16, the places those of plan_repeating_step. */
+TEST(plan_not_found_across_a_gap) {
+    feed f;
+    feed_init(&f);
+    feed_script(&f, "a W 1048576;" STEP STEP);
+    plan_note_gap(&f.d);
+    feed_script(&f, STEP STEP STEP STEP);
+    CHECK_INT(f.nplans, ==, 1);
+    pool_plan *p = &f.plans[0];
+    CHECK_U64(f.fired_at[0], ==, 13);
+    CHECK_U64(p->period, ==, 3);
+    CHECK_U64(p->start_request, ==, 16);
+    CHECK_U64(p->planned, ==, 3);
+    CHECK_U64(p->offset[0], ==, 8192);
+    CHECK_U64(p->offset[1], ==, 0);
+    CHECK_U64(p->offset[2], ==, 8192);
+    CHECK_SIZE(p->top, ==, 12288);
+    feed_done(&f);
+}
+
 /* The steps of plan_repeating_step with the owner's bar (min_live) at 16385 bytes: a step requests
  * 4096 + 8192 + 4096 = 16384 bytes in all, so its planned blocks (live peak 12288) cannot reach the
  * bar, and the detector sees that from the sizes alone: the period still counts as found (once, at
@@ -549,6 +574,113 @@ TEST(plan_ended_serves_from_the_memory_held) {
     CHECK_OK(vram_free(w));
     CHECK_OK(vram_shutdown());
     check_counters_balanced();
+}
+
+/* Requests that repeat nothing, each freed at once, sizes 64 KiB to 1 MiB: `n` of them, in memory
+ * already held after the first few (reserved memory does not grow). */
+static void noise(int n) {
+    test_rng rng = rng_make(40);
+    for (int i = 0; i < n; i++) {
+        void *x = NULL;
+        CHECK_OK(vram_malloc(&x, rng_size_log(&rng, 64 * KiB, 1 * PMiB), 0));
+        CHECK_OK(vram_free(x));
+    }
+}
+
+/* The detector rests after 16,384 requests with no growth of reserved memory (plan_arena.h): 20,000
+ * requests of noise() put it to rest (plan_found_at_a_look_without_growth). Then alloc_step's step
+ * maps 64 MiB more: the growth wakes it from the next request on (step 1's b, its history starting
+ * there), and it makes the plan where it does without the rest (step 3's b, plan_repeating_step),
+ * followed from step 4 (steps 4 to 10). */
+TEST(plan_found_when_growth_wakes_the_resting_detector) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    noise(20000);
+    for (int step = 1; step <= 10; step++) alloc_step(&a, &b, &c, 1);
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_steps, ==, 7);
+    CHECK_U64(info.plan_ends, ==, 0);
+    CHECK_SIZE(info.plan_bytes, ==, 48 * PMiB);
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* The detector at rest is fed nothing: a step that forms with no growth (its memory held already: a
+ * 64 MiB block freed before) after noise() put the detector to rest (at request 16,386: W, the 64
+ * MiB block, then 16,384 without growth) is found only at the detector's next look, PLAN_NAP requests
+ * later (3,145,728; plan_arena.c), and then within a few steps: after more than (3,145,728 - 20,000)
+ * / 3 steps and fewer than (3,145,728 + 98,304) / 3 (counted by 64), a plan in force and never ended.
+ * Fed every request, the detector finds it in the third step. */
+TEST(plan_found_at_a_look_without_growth) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL, *d = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    CHECK_OK(vram_malloc(&d, 64 * PMiB, 0));
+    CHECK_OK(vram_free(d));
+    noise(20000);
+    size_t reserved = INFO(0).reserved;
+    long steps = 0;
+    while (steps < (3145728 + 98304) / 3 + 64 && (steps % 64 != 0 || INFO(0).plan_steps == 0)) {
+        CHECK_OK(vram_malloc(&a, 16 * PMiB, 0));             /* alloc_step's requests, nothing written */
+        CHECK_OK(vram_malloc(&b, 16 * PMiB, 0));
+        CHECK_OK(vram_free(a));
+        CHECK_OK(vram_malloc(&c, 32 * PMiB, 0));
+        CHECK_OK(vram_free(b));
+        CHECK_OK(vram_free(c));
+        steps++;
+    }
+    CHECK_U64(INFO(0).plan_steps, >, 0);
+    CHECK_U64(INFO(0).plan_ends, ==, 0);
+    CHECK_U64((uint64_t)steps, >, (3145728 - 20000) / 3);     /* not before the look */
+    CHECK_SIZE(INFO(0).peak_reserved, ==, reserved);        /* (nothing grew) */
+    CHECK_ALL();
+    CHECK_OK(vram_free(w));
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
+/* Under a limit, a plan in force gives way before a request fails: W (8 MiB), then steps of a (16 MiB,
+ * freed at once) and k (2 MiB, kept: a cache that grows, unplanned) under a limit of 40 MiB. Without
+ * a plan, best fit serves 9 steps: step 10's a finds no 16 MiB free under the limit (k's fill the
+ * holes a left). With the plan (period 2, in force from step 3: a at the zone's start, 16 MiB), step
+ * 9's k found no free chunk outside the zone and the limit refused more, with a's 16 MiB idle in the
+ * zone: it failed ("no free block is large enough"), a step earlier than without the plan. Now the
+ * plan ends there (plan_ends 1 after 6 steps in force) and best fit places k in the zone's memory:
+ * 9 steps both ways, and step 10's a fails at the limit both ways. */
+TEST(plan_gives_way_to_the_limit) {
+    for (int plan = 0; plan <= 1; plan++) {
+        use_sim_growth(40 * PMiB, plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"
+                                       : "plan:false,map_ahead_mb:0,small_pool_kb:0");
+        void *w = NULL, *k[16] = {0};
+        CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+        int step = 1;
+        for (; step <= 16; step++) {
+            void *a = NULL;
+            vram_status s = vram_malloc(&a, 16 * PMiB, 0);
+            if (s != VRAM_OK) {
+                CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
+                CHECK(strstr(vram_last_error(), "the memory limit of 41943040 bytes is reached") != NULL);
+                break;
+            }
+            CHECK_OK(vram_free(a));
+            CHECK_OK(vram_malloc(&k[step - 1], 2 * PMiB, 0));
+            fill(k[step - 1], 64 * KiB, (unsigned)step);
+        }
+        CHECK_INT(step, ==, 10);
+        for (int i = 0; i < 9; i++) CHECK(filled(k[i], 64 * KiB, (unsigned)i + 1));
+        vram_memory_info info = INFO(0);
+        CHECK_U64(info.plan_steps, ==, (plan ? 6 : 0));
+        CHECK_U64(info.plan_ends, ==, (plan ? 1 : 0));
+        CHECK_SIZE(info.plan_bytes, ==, 0);
+        for (int i = 0; i < 16; i++) if (k[i] != NULL) CHECK_OK(vram_free(k[i]));
+        CHECK_OK(vram_free(w));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
 }
 
 /* The plan in force, then a step whose a is freed only after c was requested: c's planned place

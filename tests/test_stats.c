@@ -180,7 +180,7 @@ TEST(stats_memory_info_fields_reported) {
         CHECK_SIZE(size, ==, strcmp(type, "size_t") == 0 ? sizeof(size_t) : sizeof(uint64_t));
         end = offset + size;
     }
-    CHECK_INT(n, ==, 21);
+    CHECK_INT(n, ==, 28);
     CHECK_SIZE(end, ==, sizeof(vram_memory_info));
     CHECK_INT(vram_memory_info_field(-1, &name, NULL, NULL, NULL), ==, 0);
     CHECK_INT(vram_memory_info_field(n, &name, NULL, NULL, NULL), ==, 0);
@@ -193,6 +193,8 @@ TEST(stats_memory_info_fields_reported) {
         { "asleep_bytes", offsetof(vram_memory_info, asleep_bytes) },
         { "asleep_host_bytes", offsetof(vram_memory_info, asleep_host_bytes) },
         { "host_kept_bytes", offsetof(vram_memory_info, host_kept_bytes) },
+        { "over_limit", offsetof(vram_memory_info, over_limit) },
+        { "overflow_max", offsetof(vram_memory_info, overflow_max) },
     };
     for (size_t k = 0; k < sizeof known / sizeof known[0]; k++) {
         int found = 0;

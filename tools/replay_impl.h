@@ -86,6 +86,8 @@ typedef struct replay_result {
     uint64_t plan_steps, plan_ends;        /* the repeating step's plan (plan:true): steps under one, ends */
     uint64_t plan_slot_steps;              /* of plan_steps, those served by a lookup (slot mode) */
     uint64_t plan_refused;                 /* plans not followed: their range did not fit the limit */
+    size_t   overflow_peak;                /* overflow:host: the most host memory its blocks held at once */
+    uint64_t num_overflows;                /* requests host memory served (the device could not) */
     size_t   plan_given_back;              /* bytes given back when plans came into force */
     int      growth;
     char     backend[32];

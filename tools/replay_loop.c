@@ -384,6 +384,8 @@ int replay_run_runtime(replay_job *job, replay_result *r) {
         r->plan_ends = info.plan_ends;
         r->plan_slot_steps = info.plan_slot_steps;
         r->plan_refused = info.plan_refused;
+        r->overflow_peak = info.overflow_peak;
+        r->num_overflows = info.num_overflows;
         r->plan_given_back = info.plan_given_back;
     }
     for (int p = 0; p < job->passes_run; p++) {

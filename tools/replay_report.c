@@ -106,6 +106,7 @@ void replay_print_json(const replay_options *opt, const replay_job *job, const r
     printf(", \"plan_steps\": %" PRIu64 ", \"plan_slot_steps\": %" PRIu64 ", \"plan_ends\": %" PRIu64
            ", \"plan_given_back_bytes\": %zu, \"plan_refused\": %" PRIu64, r->plan_steps, r->plan_slot_steps,
            r->plan_ends, r->plan_given_back, r->plan_refused);
+    printf(", \"overflow_allocs\": %" PRIu64 ", \"overflow_peak_bytes\": %zu", r->num_overflows, r->overflow_peak);
     json_count_or_null("driver_allocs_warm", s.has_warm, s.driver_allocs_warm);
     json_count_or_null("driver_frees_warm", s.has_warm, s.driver_frees_warm);
     json_count_or_null("driver_moves_warm", s.has_warm, s.driver_moves_warm);
@@ -183,6 +184,9 @@ void replay_print_text(const replay_options *opt, const replay_job *job, const r
     if (r->plan_refused > 0)
         fprintf(f, "plan refused:     %" PRIu64 " (the plan's range did not fit beside the blocks from before its step"
                    " under the limit: best fit placed the steps)\n", r->plan_refused);
+    if (r->num_overflows > 0)
+        fprintf(f, "overflow:         %" PRIu64 " requests served from host memory (overflow:host), at most %.2f GiB"
+                   " (%zu bytes) there at once\n", r->num_overflows, (double)r->overflow_peak / gib, r->overflow_peak);
     fprintf(f, "failed allocs:    %zu\n", r->failed_allocs);
     if (r->failed_allocs) fprintf(f, "first failure:    %s\n", r->first_error);
     if (job->interrupted)

@@ -387,6 +387,44 @@ class RuntimeTest(IsolatedTestCase):
         config.trim('GPU:0', keep_bytes='64MiB')     # within what may stay: nothing goes back
         self.assertEqual(config.get_memory_info_full(0)['reserved'], cached)
 
+    def test_live_limit(self):
+        config.experimental.set_memory_growth(0, True)
+        config.set_logical_device_configuration(0, [config.LogicalDeviceConfiguration(memory_limit=256)])
+        self.assertEqual(vram.get_live_limit('GPU:0'), (256 << 20, 256 << 20))
+        a = vram.malloc('64MiB')
+        vram.free(vram.malloc('32MiB'))
+        vram.set_live_limit(0, '48MiB')                 # under the 64 MiB in use: nothing live is touched
+        info = config.get_memory_info_full(0)
+        self.assertEqual((info['current'], info['reserved']), (64 << 20, 64 << 20))
+        self.assertEqual((info['live_limit'], info['over_limit']), (48 << 20, 16 << 20))
+        with self.assertRaisesRegex(vram.OutOfMemoryError, "the live limit of 50331648 bytes"):
+            vram.malloc('2MiB')
+        vram.free(a)
+        self.assertEqual(config.get_memory_info_full(0)['over_limit'], 0)
+        with self.assertRaisesRegex(ValueError, "more than the 268435456 bytes the configuration allowed"):
+            vram.set_live_limit(0, (256 << 20) + 1)
+        with self.assertRaises(TypeError):
+            vram.set_live_limit(0, 1.5)
+        with self.assertRaises(ValueError):
+            vram.set_live_limit(0, -1)
+        vram.set_live_limit('GPU:0', 256 << 20)
+        self.assertEqual(vram.get_live_limit(0), (256 << 20, 256 << 20))
+
+    def test_overflow_to_host_memory(self):
+        config.experimental.set_memory_growth(0, True)
+        config.set_logical_device_configuration(0, [config.LogicalDeviceConfiguration(memory_limit=64)])
+        os.environ["VRAM_ALLOC_CONF"] = "overflow:host,overflow_max_mb:32"   # (this test's child only)
+        a = vram.malloc('48MiB')
+        b = vram.malloc('24MiB')                        # 16 MiB left on the device: host memory
+        info = config.get_memory_info_full(0)
+        self.assertEqual((info['overflow_bytes'], info['overflow_blocks'], info['overflow_max']),
+                         (24 << 20, 1, 32 << 20))
+        with self.assertRaisesRegex(vram.OutOfMemoryError, "its cap overflow_max_mb of 33554432 bytes"):
+            vram.malloc('24MiB')
+        vram.free(b)
+        vram.free(a)
+        self.assertEqual(config.get_memory_info_full(0)['overflow_bytes'], 0)
+
     def test_memory_info_struct_matches_the_header(self):
         """ctypes' vram_memory_info has include/vram.h's fields (VRAM_MEMORY_INFO_FIELDS), in order and of
         their types, where the library lays them out (a missing field lets vram_get_memory_info write past
@@ -432,7 +470,8 @@ class RuntimeTest(IsolatedTestCase):
                                       'num_allocs', 'num_frees', 'num_ooms', 'num_driver_allocs', 'num_driver_frees', 'num_driver_moves',
                                       'plan_bytes', 'plan_steps', 'plan_ends', 'plan_given_back',
                                       'plan_slot_steps', 'plan_refused', 'asleep_bytes', 'asleep_host_bytes',
-                                      'host_kept_bytes'])
+                                      'host_kept_bytes', 'live_limit', 'over_limit', 'overflow_bytes',
+                                      'overflow_peak', 'overflow_blocks', 'num_overflows', 'overflow_max'])
         self.assertEqual((info['plan_bytes'], info['plan_steps'], info['plan_ends']), (0, 0, 0))   # nothing repeated yet
         self.assertEqual(list(config.experimental.get_memory_info(0)), ['current', 'peak'])
         ptr = vram.malloc('1MiB')

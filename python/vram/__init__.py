@@ -19,13 +19,14 @@ after the start, ValueError for unrecognized devices and bad arguments, vram.Out
 """
 from . import config
 from . import cupy, torch  # noqa: F401  (vram.torch.install(), vram.cupy.install(); import nothing heavy)
-from ._core import (diagnose, free, get_tag, init, is_initialized, malloc, parse_size, shutdown, sleep, tag, trim,
-                    version, wake)
+from ._core import (diagnose, free, get_live_limit, get_tag, init, is_initialized, malloc, parse_size,
+                    set_live_limit, shutdown, sleep, tag, trim, version, wake)
 from ._errors import OutOfMemoryError, VramError
 
 __version__ = version()
 
 __all__ = [
     "config", "cupy", "torch", "diagnose", "free", "get_tag", "init", "is_initialized", "malloc", "parse_size",
-    "shutdown", "sleep", "tag", "trim", "wake", "OutOfMemoryError", "VramError", "__version__",
+    "shutdown", "sleep", "tag", "trim", "wake", "set_live_limit", "get_live_limit",
+    "OutOfMemoryError", "VramError", "__version__",
 ]

@@ -209,6 +209,23 @@ def trim(device, keep_bytes=0):
     check(lib.vram_trim(logical_index(device), to_bytes(keep_bytes, "keep_bytes")))
 
 
+def set_live_limit(device, limit):
+    """Moves a logical GPU's limit while the program runs (vram_set_live_limit): `limit` bytes (an int or
+    a size string), at most what the configuration allowed it (ValueError naming that limit above it; a
+    limit set from outside cannot be lifted). Lowered under what it holds, live blocks stay and its cached
+    memory above goes back; requests that need more device memory raise vram.OutOfMemoryError (or go to
+    host memory with the allocator option overflow:host) until frees bring it under. Starts the runtime."""
+    check(lib.vram_set_live_limit(logical_index(device), to_bytes(limit, "limit")))
+
+
+def get_live_limit(device):
+    """(the live limit set, the limit the configuration allowed) of a logical GPU, in bytes; the live
+    limit is the configured one until set_live_limit."""
+    live, configured = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    check(lib.vram_get_live_limit(logical_index(device), ctypes.byref(live), ctypes.byref(configured)))
+    return live.value, configured.value
+
+
 # ---- tags, sleep and wake --------------------------------------------------------------------
 
 def _tag_arg(tag):

@@ -38,6 +38,7 @@ typedef struct vram__device_caps {
  * read come from it. */
 #define VRAM_BACKEND_COUNTERS(X)                                                                    \
     X(mem_alloc) X(mem_free)                                                                        \
+    X(overflow_alloc) X(overflow_free)                                                              \
     X(va_reserve) X(va_free)                                                                        \
     X(phys_create) X(phys_release)                                                                  \
     X(map) X(unmap)                                                                                 \
@@ -113,6 +114,17 @@ typedef struct vram__backend {
     vram_status (*ipc_get)(int dev, uint64_t dptr, unsigned char handle[64]);
     vram_status (*ipc_open)(int dev, const unsigned char handle[64], uint64_t *dptr);
     vram_status (*ipc_close)(int dev, uint64_t dptr);
+
+    /* Host memory for what the device's memory cannot hold (the allocator option overflow:host):
+     * at least `size` bytes of host memory at *dptr, an address in the device's address space that
+     * its kernels read and write (over the bus); *held: the bytes the host holds for it (`size`
+     * rounded up to the driver's unit). Never counted against the card. The CUDA driver gives it
+     * with virtual memory management and a host location (cuMemCreate with
+     * CU_MEM_LOCATION_TYPE_HOST_NUMA, mapped and given to the device) where it can, else as pinned
+     * mapped host memory (cuMemHostAlloc with CU_MEMHOSTALLOC_DEVICEMAP, cuMemHostGetDevicePointer).
+     * overflow_free gives back what overflow_alloc gave at dptr (`held`: its *held). */
+    vram_status (*overflow_alloc)(int dev, size_t size, uint64_t *dptr, size_t *held);
+    vram_status (*overflow_free)(int dev, uint64_t dptr, size_t held);
 
     /* Stream ordering: record an event on `stream` (a CUstream; NULL is the default stream), ask
      * whether it completed, wait for it, give it back (event_destroy: a backend may keep it and

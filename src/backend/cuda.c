@@ -23,7 +23,7 @@
 
 #include "backend/cuda_internal.h"
 
-static vram__backend_counts cuda_count;
+vram__backend_counts cuda_count;   /* (cuda_overflow.c counts too) */
 
 #define CUDA_COUNT(field) vram__backend_count(&cuda_count, field)
 
@@ -500,6 +500,8 @@ const vram__backend vram__backend_cuda = {
     .ipc_get = cuda_ipc_get,
     .ipc_open = cuda_ipc_open,
     .ipc_close = cuda_ipc_close,
+    .overflow_alloc = cuda_overflow_alloc,
+    .overflow_free = cuda_overflow_free,
     .event_record = cuda_event_record,
     .event_query = cuda_event_query,
     .event_sync = cuda_event_sync,

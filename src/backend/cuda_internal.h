@@ -8,6 +8,7 @@
  *                primary context
  *   cuda.c       the contract's calls (backend.h): devices, memory, virtual memory management,
  *                IPC, events, the counters and the backend table
+ *   cuda_overflow.c  host memory mapped for a device (overflow:host)
  *
  * Invariants: cuda_st is written only by cuda_load / cuda_unload, which the runtime serialises with
  * every other call (open and close run under its write lock); a device's ctx goes from NULL to the
@@ -76,7 +77,10 @@ typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
     X(MemHostAlloc, cuMemHostAlloc, "cuMemHostAlloc", NULL, CUDA_OPTIONAL) \
     X(MemFreeHost, cuMemFreeHost, "cuMemFreeHost", NULL, CUDA_OPTIONAL) \
     X(MemcpyDtoH, cuMemcpyDtoH_v2, "cuMemcpyDtoH_v2", NULL, CUDA_OPTIONAL) \
-    X(MemcpyHtoD, cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2", NULL, CUDA_OPTIONAL)
+    X(MemcpyHtoD, cuMemcpyHtoD_v2, "cuMemcpyHtoD_v2", NULL, CUDA_OPTIONAL) \
+    X(MemRetainAllocationHandle, cuMemRetainAllocationHandle, "cuMemRetainAllocationHandle", NULL, CUDA_OPTIONAL) \
+    X(HostGetDevicePointer, cuMemHostGetDevicePointer_v2, "cuMemHostGetDevicePointer_v2", \
+      "cuMemHostGetDevicePointer", CUDA_OPTIONAL)
 
 #define CUDA_API_FIELD(field, type, symbol, alt, need) pfn_##type field;
 typedef struct cuda_api {
@@ -135,5 +139,11 @@ vram_status cuda_enter(int dev);
 void cuda_leave(void);
 /* As cuda_enter, for the virtual memory management calls: VRAM_ERR_UNSUPPORTED without them. */
 vram_status cuda_enter_vmm(int dev, cuda_device **out);
+
+/* ---- cuda_overflow.c: host memory for overflow (backend.h's overflow_alloc / overflow_free) ---- */
+
+vram_status cuda_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held);
+vram_status cuda_overflow_free(int dev, uint64_t dptr, size_t held);
+extern vram__backend_counts cuda_count;
 
 #endif /* VRAM_BACKEND_CUDA_INTERNAL_H */

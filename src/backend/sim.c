@@ -63,7 +63,8 @@
  * The files: this one holds the state, open and close, devices, the accounting of a card's bytes,
  * plain memory and the backend table; sim_env.c the environment, sim_table.c the hash table,
  * sim_vmm.c reservations, handles, map and unmap and IPC, sim_events.c streams and events, sim_host.c
- * host memory, copies and the shared cards (what they share: sim_internal.h). The test hooks named above are not part of the driver contract:
+ * host memory, copies and the shared cards, sim_overflow.c host memory for overflow (what they share:
+ * sim_internal.h). The test hooks named above are not part of the driver contract:
  * sim_hooks.c, declared in sim_hooks.h.
  */
 #include <errno.h>
@@ -147,6 +148,7 @@ static void sim_reset_counters(void) {
 
 /* Frees everything and forgets the configuration. */
 static void sim_reset(void) {
+    sim_overflow_reset_locked();
     sim_tab_clear(&sim_st.mems, sim_drop_mem);
     sim_tab_clear(&sim_st.phys, sim_drop_phys);
     sim_tab_clear(&sim_st.events, sim_drop_record);
@@ -383,6 +385,8 @@ const vram__backend vram__backend_sim = {
     .ipc_get = sim_ipc_get,
     .ipc_open = sim_ipc_open,
     .ipc_close = sim_ipc_close,
+    .overflow_alloc = sim_overflow_alloc,
+    .overflow_free = sim_overflow_free,
     .event_record = sim_event_record,
     .event_query = sim_event_query,
     .event_sync = sim_event_sync,

@@ -24,4 +24,9 @@ void vram__sim_fail_copies(int copies, int host_allocs);
 void vram__sim_hold_event_syncs(int on);
 int  vram__sim_syncs_waiting(void);
 
+/* Overflow (sim_overflow.c): the host bytes device `dev`'s overflow memory holds now (apart from the
+ * card's), and the next n overflow allocations fail (CUDA_ERROR_OUT_OF_MEMORY); 0 stops it. */
+size_t vram__sim_overflow_bytes(int dev);
+void   vram__sim_fail_overflow(int n);
+
 #endif /* VRAM_BACKEND_SIM_HOOKS_H */

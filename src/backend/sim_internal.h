@@ -13,6 +13,7 @@
  *   sim_host.c    pinned host memory, copies between it and device memory, and the cards shared
  *                 with other processes (VRAM_SIM_SHARED)
  *   sim_hooks.c   the test hooks (sim_hooks.h)
+ *   sim_overflow.c host memory for overflow (overflow:host), counted apart from the card's
  *
  * Lock: every sim_* call below that touches sim_st runs under sim_lock (the _locked entry points
  * and the helpers they call); the backend entry points take it themselves.
@@ -228,5 +229,11 @@ vram_status sim_event_record(int dev, void *stream, void **event);
 vram_status sim_event_query(int dev, void *event, int *done);
 vram_status sim_event_sync(int dev, void *event);
 void sim_event_destroy(int dev, void *event);
+
+/* sim_overflow.c: host memory for overflow (the backend entry points take sim_lock); everything it
+ * holds freed at close (sim_lock held) */
+vram_status sim_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held);
+vram_status sim_overflow_free(int dev, uint64_t dptr, size_t held);
+void sim_overflow_reset_locked(void);
 
 #endif /* VRAM_BACKEND_SIM_INTERNAL_H */

@@ -473,10 +473,8 @@ typedef enum CUdriverProcAddressQueryResult_enum {
     X(cuMemMapArrayAsync, CUresult, (CUarrayMapInfo *infos, unsigned int count, CUstream stream)) \
     /* what keeps a cuMemCreate allocation alive besides its handle */ \
     X(cuMemRetainAllocationHandle, CUresult, (CUmemGenericAllocationHandle *handle, void *addr)) \
-    /* pinned host memory mapped for the device (libvram's overflow:host where VMM cannot place memory \
-       on the host) */ \
-    X(cuMemHostAlloc, CUresult, (void **host, size_t bytesize, unsigned int flags)) \
-    X(cuMemFreeHost, CUresult, (void *host)) \
+    /* the device's address of pinned mapped host memory (libvram's overflow:host where VMM cannot \
+       place memory on the host) */ \
     X(cuMemHostGetDevicePointer_v2, CUresult, (CUdeviceptr *dptr, void *host, unsigned int flags)) \
     X(cuMulticastCreate, CUresult, (CUmemGenericAllocationHandle *mc, const CUmulticastObjectProp *prop)) \
     X(cuMulticastBindMem, CUresult, (CUmemGenericAllocationHandle mc, size_t mc_offset, \

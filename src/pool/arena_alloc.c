@@ -167,7 +167,8 @@ static int alloc_wait_helps_locked(pool_arena *p) {
 /* The retry ladder of a request under the lock: the bins (and the caller's pending frees), then
  * waiting for pending frees, flushing the thread caches, a mapped run before new memory, growth,
  * the limit's fallbacks, waiting for frees and uses in flight, and last the out-of-memory report
- * (or, with quiet, its cause for arenas.c to report once every arena was tried). */
+ * (or, with quiet, its cause for arenas.c to report once every arena was tried); before failing, a
+ * plan in force or waiting gives way (its zone's memory becomes best fit's). */
 static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream,
                                      void **ptr, grow_result *quiet) {
     for (;;) {
@@ -207,6 +208,7 @@ static vram_status pool_alloc_locked(pool_arena *p, size_t size, size_t rounded,
             s = alloc_at_limit_locked(p, size, rounded, stream, ptr, &why);
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && alloc_wait_helps_locked(p)) continue;
+        if (s == VRAM_ERR_OUT_OF_MEMORY && p->plan_hi != 0 && plan_give_way_locked(p)) continue;   /* (its zone's */
         if (s == VRAM_ERR_OUT_OF_MEMORY && quiet != NULL) *quiet = why;
         else if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_oom_locked(p, size, rounded, why);
         if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
@@ -249,12 +251,13 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
     }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     vram_status s = VRAM_OK;
-    if (__builtin_expect(p->planner != NULL, 0) && plan_alloc_locked(p, size, rounded, stream, ptr, &s)) {
+    int plan = __builtin_expect(p->planner != NULL, 0) && plan_sees(p);   /* (not while its detector rests) */
+    if (plan && plan_alloc_locked(p, size, rounded, stream, ptr, &s)) {
         pool_lock_give(&p->lock);                             /* served by the plan (plan_arena.h) */
         return s;
     }
     s = pool_alloc_locked(p, size, rounded, async, stream, ptr, quiet);
-    if (__builtin_expect(p->planner != NULL, 0) && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
+    if (plan && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
     pool_lock_give(&p->lock);
     return s;
 }
@@ -375,7 +378,8 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         live_take(p, addr);
     }
-    if (__builtin_expect(p->planner != NULL, 0) && plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {
+    if (__builtin_expect(p->planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
+        plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
         pool_lock_give(&p->lock);                 /* a slot of the plan's zone (plan_slots.c) */
         return VRAM_OK;
     }

@@ -21,6 +21,11 @@
  * moment; reserved memory's peak is exact (one total kept as arenas map and unmap), the peak in use
  * is the sum of the arenas' peaks: exact with one arena, never below the exact peak with several.
  *
+ * Limits that move (the memory fraction, the live limit, a limit set from outside) are the caps of
+ * the shared budget, recomputed here under grow_lock ("limits that move" below). With overflow:host a
+ * request every arena refused goes to host memory (overflow.c); the pool's arena count then starts at
+ * 2 so that requests and frees take the path of several arenas, where it is tried.
+ *
  * Private pools (PyTorch's CUDA-graph pools and torch.cuda.MemPool): arenas of their own, in slots
  * beside the others, drawing on the same limit, that only requests made into them use. While in
  * use a private arena is pinned: nothing it holds is given back or moved, since a captured graph
@@ -35,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/overflow.h"
 #include "pool/plan_arena.h"
 #include "pool/pool_internal.h"
 
@@ -99,9 +105,14 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     atomic_init(&p->shared.span_hi, 0);
     atomic_init(&p->shared.peak_reserved, 0);
     atomic_init(&p->shared.captures, 0);
+    atomic_init(&p->shared.fraction_cap, SIZE_MAX);
+    atomic_init(&p->shared.live_limit, SIZE_MAX);
+    atomic_init(&p->shared.external_cap, SIZE_MAX);
     pthread_mutex_init(&p->grow_lock, NULL);
     atomic_init(&p->arenas_ok, cfg->growth && cfg->caps.vmm_supported && (cfg->arenas == 0 || cfg->arenas > 1));
-    atomic_init(&p->count, 1);
+    /* with overflow on, 2: requests and frees take the path of several arenas (alloc_among,
+     * pool_owner), where the overflow is tried; the one-arena path stays as it was */
+    atomic_init(&p->count, cfg->overflow ? 2 : 1);
     p->arenas = cfg->arenas > 0 && cfg->arenas < POOL_ARENAS ? cfg->arenas : POOL_ARENAS;
     for (int i = 0; i < POOL_ARENAS; i++) atomic_init(&p->arena[i], NULL);
     atomic_init(&p->nprivate, 0);
@@ -112,8 +123,10 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     atomic_init(&p->ntags, 0);
     for (int i = 0; i < POOL_TAGS; i++) atomic_init(&p->tagged[i], NULL);
     pool_arena *a = NULL;
-    vram_status s = arena_create(cfg, &p->shared, &a);
+    vram_status s = cfg->overflow ? overflow_create(cfg, &p->shared, &p->shared.overflow) : VRAM_OK;
+    if (s == VRAM_OK) s = arena_create(cfg, &p->shared, &a);
     if (s != VRAM_OK) {
+        (void)overflow_destroy(p->shared.overflow);
         pthread_mutex_destroy(&p->grow_lock);
         free(p);
         return s;
@@ -134,6 +147,11 @@ vram_status vram__pool_destroy(vram__pool *p) {
         if (a != NULL) blocks += arena_live_count(a, &b);
         bytes += b;
     }
+    if (p->shared.overflow != NULL) {
+        size_t b = 0;
+        blocks += overflow_live(p->shared.overflow, &b);
+        bytes += b;
+    }
     if (blocks > 0) {
         return vram__fail(VRAM_ERR_CONFLICT, "%s still has %zu live allocations (%zu bytes); free them first",
                           p->cfg.name, blocks, bytes);
@@ -144,6 +162,8 @@ vram_status vram__pool_destroy(vram__pool *p) {
         vram_status s = a != NULL ? arena_destroy(a) : VRAM_OK;
         if (refusal == VRAM_OK) refusal = s;
     }
+    vram_status s = overflow_destroy(p->shared.overflow);
+    if (refusal == VRAM_OK) refusal = s;
     pthread_mutex_destroy(&p->grow_lock);
     free(p);
     return refusal;
@@ -204,6 +224,7 @@ static pool_arena *thread_arena(vram__pool *p, vram__pool_thread *me) {
 
 static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *me, size_t size, int async,
                                void *stream, void **ptr, int others);
+static size_t device_live_bytes(vram__pool *p);
 
 /* Whether the pool gives tags arenas of their own: growth by mapping (elsewhere a tag is ignored, and
  * vram_sleep says why the pool cannot sleep). */
@@ -258,7 +279,7 @@ vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, 
     if (__builtin_expect(me->tag != 0, 0)) return alloc_tagged(p, me, size, async, stream, ptr);
     pool_arena *a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed)
                                                  : thread_arena(p, me);
-    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || size > p->cfg.limit)
+    if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || (size > p->cfg.limit && !p->cfg.overflow))
         return arena_alloc(a, me, size, async, stream, ptr, NULL);   /* one arena: as it always was */
     return alloc_among(p, a, me, size, async, stream, ptr, !async);
 }
@@ -274,21 +295,34 @@ static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *
     if (why == GROW_ASLEEP) return arena_asleep_refusal(a, size);   /* (no other arena serves its requests) */
     /* The limit is shared: the other arenas give back their idle memory, once their stream-ordered
      * frees in flight have completed (a private pool in use gives nothing), then each is tried. */
-    for (int i = 0; i < ALL_ARENAS; i++) {
+    for (int i = 0; i < ALL_ARENAS && size <= p->cfg.limit; i++) {
         pool_arena *b = any_arena(p, i);
         if (b != NULL && b != a) arena_trim_settled(b);
     }
-    s = arena_alloc(a, me, size, async, stream, ptr, &why);
-    for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others; i++) {
+    if (size <= p->cfg.limit) s = arena_alloc(a, me, size, async, stream, ptr, &why);
+    for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others && size <= p->cfg.limit; i++) {
         pool_arena *b = atomic_load(&p->arena[i]);
         grow_result other_why = GROW_OK;
         if (b != NULL && b != a) s = arena_alloc(b, me, size, 0, NULL, ptr, &other_why);
     }
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
+    /* host memory, for the device's own requests (a private pool's stay on the card: its graph's) */
+    char host_why[512] = "";
+    int device_arena = 0;
+    for (int i = 0; i < POOL_ARENAS; i++) device_arena |= atomic_load(&p->arena[i]) == a;
+    if (p->shared.overflow != NULL && device_arena) {
+        s = overflow_alloc(p->shared.overflow, size, async ? stream : NULL, ptr);
+        if (s == VRAM_OK) return s;
+        snprintf(host_why, sizeof host_why, "%s", vram_last_error());
+    }
     vram_memory_info info;                             /* every arena's figures, of one moment */
     vram__pool_info(p, me, &info);
     arena_figures all = {info.current - info.asleep_bytes, info.reserved, info.largest_free_block};   /* (on the card) */
-    return arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
+    s = arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
+    if (host_why[0] == '\0') return s;
+    char device_why[1536];                             /* (vram__fail writes where vram_last_error reads) */
+    snprintf(device_why, sizeof device_why, "%s", vram_last_error());
+    return vram__fail(s, "%s; %s", device_why, host_why);
 }
 
 int vram__pool_may_own(vram__pool *p, const void *ptr) {
@@ -339,21 +373,39 @@ static vram_status not_owned(const char *call, void *ptr, int *owned) {
     return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): not in the memory of this logical device", call, ptr);
 }
 
+/* A free of an address no arena holds: a block in host memory (overflow), or none of the pool's. */
+static VRAM_NOINLINE vram_status free_elsewhere(vram__pool *p, void *ptr, vram__free_req *req) {
+    if (p->shared.overflow != NULL) {
+        vram_status s = overflow_free(p->shared.overflow, ptr, req);
+        if (s == VRAM_OK || req->owned) return s;
+    }
+    return not_owned(vram__pool_free_name(req->how), ptr, &req->owned);
+}
+
 vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, vram__free_req *req) {
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
         return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, req);
     pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
-    return a != NULL ? arena_free(a, me, ptr, req) : not_owned(vram__pool_free_name(req->how), ptr, &req->owned);
+    return a != NULL ? arena_free(a, me, ptr, req) : free_elsewhere(p, ptr, req);
 }
 
 vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int *owned) {
     pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
+    if (a == NULL && p->shared.overflow != NULL) {
+        vram_status s = overflow_record_stream(p->shared.overflow, ptr, stream, owned);
+        if (s == VRAM_OK || *owned) return s;
+    }
     return a != NULL ? arena_record_stream(a, ptr, stream, owned) : not_owned("vram_record_stream", ptr, owned);
 }
 
 vram_status vram__pool_ipc_export(vram__pool *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
                                   size_t *offset, int *owned) {
     pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
+    if (a == NULL && p->shared.overflow != NULL && overflow_owns(p->shared.overflow, ptr)) {
+        *owned = 1;
+        return vram__fail(VRAM_ERR_UNSUPPORTED, "vram_ipc_export(%p): the block lives in host memory (overflow:host), "
+                          "which is not shared with other processes", ptr);
+    }
     return a != NULL ? arena_ipc_export(a, ptr, out, capacity, length, offset, owned)
                      : not_owned("vram_ipc_export", ptr, owned);
 }
@@ -409,6 +461,8 @@ void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_inf
     }
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);
+    vram__pool_limit_now(p, &info->live_limit, &info->over_limit);
+    if (p->shared.overflow != NULL) overflow_info(p->shared.overflow, info);
 }
 
 void vram__pool_reset_peak(vram__pool *p, const vram__pool_thread *me) {
@@ -421,11 +475,78 @@ void vram__pool_reset_peak(vram__pool *p, const vram__pool_thread *me) {
     unlock_all(p);
 }
 
+/* ---- limits that move ----------------------------------------------------------------------- *
+ *
+ * The logical device's budget cap is the least of its limit (cfg.limit, fixed at start), the memory
+ * fraction's bytes and the live limit: each call that moves one stores it and recomputes the cap
+ * under grow_lock (so that two such calls at once leave the least of what they set); a limit set
+ * from outside the process (runtime/limits.c) is one more, and caps the card's budget too. Requests read
+ * the cap when they take memory from the card (arena_headroom), so a lower cap refuses from the next
+ * request on; what the pool holds above it stays until it is idle: it goes back at once
+ * (vram__pool_fit), and live blocks bring it down as they are freed. Nothing raises the cap above
+ * cfg.limit. The card's budget (runtime.c) has its own cap, lowered by a limit set from outside the
+ * process (runtime/limits.c), which vram__pool_fit honours too. */
+
+static void cap_update(vram__pool *p) {
+    pthread_mutex_lock(&p->grow_lock);
+    size_t cap = p->cfg.limit, f = atomic_load(&p->shared.fraction_cap), l = atomic_load(&p->shared.live_limit);
+    size_t e = atomic_load(&p->shared.external_cap);
+    if (f < cap) cap = f;
+    if (l < cap) cap = l;
+    if (e < cap) cap = e;
+    atomic_store(&p->shared.budget.cap, cap);
+    pthread_mutex_unlock(&p->grow_lock);
+}
+
+void vram__pool_fit(vram__pool *p) {
+    if (!p->cfg.growth) return;          /* a preallocation keeps its region: blocks are checked against the cap */
+    size_t cap = atomic_load(&p->shared.budget.cap), live = device_live_bytes(p);
+    size_t keep = cap > live ? cap - live : 0;
+    vram__card_budget *card = p->cfg.budget;
+    if (card != NULL) {                  /* the card's room for this pool: its cap less what the others hold */
+        size_t ccap = atomic_load(&card->cap), held = atomic_load(&card->reserved);
+        size_t mine = atomic_load(&p->shared.budget.reserved), others = held > mine ? held - mine : 0;
+        size_t room = ccap > others ? ccap - others : 0, ckeep = room > live ? room - live : 0;
+        if (ckeep < keep) keep = ckeep;
+    }
+    (void)vram__pool_trim(p, keep);      /* idle memory beyond goes back */
+}
+
 void vram__pool_set_fraction(vram__pool *p, size_t cap, double fraction) {
     atomic_store(&p->shared.fraction, fraction);
-    atomic_store(&p->shared.budget.cap, cap < p->cfg.limit ? cap : p->cfg.limit);
-    size_t live = vram__pool_live_bytes(p);
-    if (p->cfg.growth) (void)vram__pool_trim(p, cap > live ? cap - live : 0);   /* idle memory beyond goes back */
+    atomic_store(&p->shared.fraction_cap, cap);
+    cap_update(p);
+    vram__pool_fit(p);
+}
+
+void vram__pool_set_live_limit(vram__pool *p, size_t bytes) {
+    atomic_store(&p->shared.live_limit, bytes);
+    cap_update(p);
+    vram__pool_fit(p);
+}
+
+size_t vram__pool_live_limit(vram__pool *p) {
+    return atomic_load(&p->shared.live_limit);
+}
+
+void vram__pool_set_external_limit(vram__pool *p, size_t bytes) {
+    atomic_store(&p->shared.external_cap, bytes);
+    cap_update(p);
+    vram__pool_fit(p);
+}
+
+void vram__pool_limit_now(vram__pool *p, size_t *limit, size_t *over) {
+    size_t cap = atomic_load(&p->shared.budget.cap), held = atomic_load(&p->shared.budget.reserved);
+    vram__card_budget *card = p->cfg.budget;
+    if (!p->cfg.growth) {                 /* a preallocation holds its limit: its blocks are what count */
+        held = device_live_bytes(p);
+    } else if (card != NULL) {
+        size_t ccap = atomic_load(&card->cap), all = atomic_load(&card->reserved);
+        size_t others = all > held ? all - held : 0, room = ccap > others ? ccap - others : 0;
+        if (room < cap) cap = room;
+    }
+    *limit = cap;
+    *over = held > cap ? held - cap : 0;
 }
 
 double vram__pool_fraction(vram__pool *p) {
@@ -452,13 +573,20 @@ void vram__pool_reset_accumulated(vram__pool *p) {
     unlock_all(p);
 }
 
-size_t vram__pool_live_bytes(vram__pool *p) {
+/* The bytes of the blocks the program holds in device memory. */
+static size_t device_live_bytes(vram__pool *p) {
     size_t n = 0;
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a != NULL) n += arena_live_bytes(a);
     }
     return n;
+}
+
+size_t vram__pool_live_bytes(vram__pool *p) {
+    size_t host = 0;
+    if (p->shared.overflow != NULL) (void)overflow_live(p->shared.overflow, &host);
+    return device_live_bytes(p) + host;
 }
 
 /* The other arenas give back all they can (private pools in use nothing), the first keeps at most
@@ -603,7 +731,7 @@ vram_status vram__pool_check(vram__pool *p) {
         atomic_load(&p->shared.reserved) > atomic_load(&p->shared.budget.reserved)) {
         return vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): its arenas hold more than its limit", p->cfg.name);
     }
-    return VRAM_OK;
+    return p->shared.overflow != NULL ? overflow_check(p->shared.overflow) : VRAM_OK;
 }
 
 /* ---- sleep and wake ---------------------------------------------------------------------------- */

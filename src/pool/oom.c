@@ -1,6 +1,7 @@
 /*
  * oom.c: the out-of-memory report of an arena: what stood in the way of a request (the card
- * itself, the physical device's limit, a memory fraction, the limit, a private pool's share of it,
+ * itself, the physical device's limit, a limit set from outside the process, a live limit
+ * (vram_set_live_limit), a memory fraction, the limit, a private pool's share of it,
  * or fragmentation), with the figures that show it, and the largest block a request could get.
  *
  * Counts each report in num_ooms. The arena's pool lock is held by the callers of the _locked
@@ -54,6 +55,27 @@ static void oom_stuck_sentence(const pool_arena *p, size_t stuck, size_t current
              ? ", and the bytes in use, those and the request's whole granules together exceed the limit" : "");
 }
 
+/* What set the cap in force below the logical device's limit (a limit that moves: arenas.c), as the
+ * report's cause; `reserved`: what the device holds, which may be above it. */
+static void oom_moved_cap(const pool_arena *p, size_t limit, size_t reserved, char *out, size_t len) {
+    char above[160] = "";
+    if (reserved > limit) {
+        snprintf(above, sizeof above, " (the device holds %zu bytes, %zu above it, until blocks are freed)",
+                 reserved, reserved - limit);
+    }
+    if (atomic_load(&p->shared->external_cap) == limit) {
+        snprintf(out, len, "the limit of %zu bytes set on this process from outside it (vram limit) is reached%s",
+                 limit, above);
+    } else if (atomic_load(&p->shared->live_limit) == limit) {
+        snprintf(out, len, "the live limit of %zu bytes (vram_set_live_limit; the limit configured is %zu bytes, "
+                 "from %s) is reached%s", limit, p->cfg.limit, p->cfg.limit_source, above);
+    } else {
+        snprintf(out, len, "the memory fraction %g of the card (%zu bytes, set by vram_set_memory_fraction: "
+                 "PyTorch's set_per_process_memory_fraction) is reached%s", atomic_load(&p->shared->fraction),
+                 limit, above);
+    }
+}
+
 /* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
  * logical device (summed by arenas.c). */
 static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t rounded, grow_result why,
@@ -64,7 +86,6 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     size_t largest_free = all ? all->largest_free : pool_largest_free_locked(p);
     size_t limit = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);   /* (a fraction's) */
     if (limit > p->cfg.limit) limit = p->cfg.limit;
-    double fraction = atomic_load(&p->shared->fraction);
     size_t growable = p->cfg.growth && reserved < limit ? limit - reserved : 0;
     size_t free_bytes = reserved - current, gran = p->cfg.caps.granularity;
     char cause[1536], stuck_msg[384];
@@ -79,12 +100,14 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
         }
         snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s",
                  driver_msg, others);
+    } else if (why == GROW_CARD_LIMIT && atomic_load(&p->cfg.budget->external) == atomic_load(&p->cfg.budget->cap)) {
+        snprintf(cause, sizeof cause, "the limit of %zu bytes set on this process's card from outside it (vram "
+                 "limit) is reached, shared by its logical devices", atomic_load(&p->cfg.budget->cap));
     } else if (why == GROW_CARD_LIMIT) {
         snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
                  p->cfg.budget->cap_source);
-    } else if (limit < p->cfg.limit && rounded > limit - (current < limit ? current : limit)) {
-        snprintf(cause, sizeof cause, "the memory fraction %g of the card (%zu bytes, set by "
-                 "vram_set_memory_fraction: PyTorch's set_per_process_memory_fraction) is reached", fraction, limit);
+    } else if (limit < p->cfg.limit && (reserved > limit || rounded > limit - (current < limit ? current : limit))) {
+        oom_moved_cap(p, limit, p->cfg.growth ? reserved : current, cause, sizeof cause);
     } else if (p->pinned && all != NULL && why == GROW_LIMIT) {
         snprintf(cause, sizeof cause, "the memory limit of %zu bytes is reached (limit from %s): %zu bytes are "
                  "in use and %zu held free by the device's other pools, which a private pool (a CUDA graph's) "

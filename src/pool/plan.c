@@ -4,7 +4,8 @@
  * Invariants: requests are numbered from 0 in the order fed; the history ring holds the last
  * PLAN_HISTORY of them (request n at n % PLAN_HISTORY); `live` is the bytes of the requests fed and
  * not freed; `candidate` is 0 or a period P with key[n - k] == key[n - k - P] for the last `run`
- * requests n - k. No lock: the owner serializes its calls.
+ * requests n - k, all from `since` on (the history before a gap joins nothing after it). No lock: the
+ * owner serializes its calls.
  */
 #include "pool/plan.h"
 
@@ -278,8 +279,8 @@ static int block_life(const plan_detector *d, uint64_t s, uint32_t P, uint32_t i
         *e = (end - t0) + (r->dies - end);
         return 1;
     }
-    if (s + i < P || !same_key(d, s + i, s + i - P) || prev->dies == UINT64_MAX || prev->dies < t0 ||
-        prev->dies >= r->born) {
+    if (s + i < P || s + i - P < d->since || !same_key(d, s + i, s + i - P) || prev->dies == UINT64_MAX ||
+        prev->dies < t0 || prev->dies >= r->born) {
         return 0;
     }
     *e = (end - t0) + (prev->dies - t0);
@@ -423,6 +424,7 @@ static uint32_t find_candidate(const plan_detector *d, uint64_t n) {
             return 0;
         }
         m -= back;
+        if (m < d->since + 3) return 0;     /* (its 4-gram reaches across a gap: not a repetition) */
         uint64_t P = n - m;
         if (P <= d->floor) continue;
         int match = 1;
@@ -478,6 +480,11 @@ int plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t 
     d->fired = d->candidate;
     d->floor = 0;
     return 1;
+}
+
+void plan_note_gap(plan_detector *d) {
+    d->since = d->requests;
+    d->candidate = d->run = d->fired = d->floor = 0;
 }
 
 void plan_note_free(plan_detector *d, uint64_t id, size_t size) {

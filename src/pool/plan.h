@@ -8,8 +8,9 @@
  * space than the step's live peak (best fit, which cannot know lifetimes, loses 1-9% on the
  * repository's traces: bench/placement.c).
  *
- * The detector is fed every request (size rounded, stream) and every free, and answers, without
- * any marker from the program: the period P (requests per step), where a step starts, and a plan:
+ * The detector is fed every request (size rounded, stream) and every free (an owner that stops
+ * feeding it for a while says so: plan_note_gap; no period is found across the gap), and answers,
+ * without any marker from the program: the period P (requests per step), where a step starts, and a plan:
  * for each request of the step, its offset in a range of `top` bytes, or PLAN_UNPLANNED for a block
  * that outlives its step (weights, optimizer state, a cache that grows; those stay with best fit).
  *
@@ -109,6 +110,8 @@ typedef struct plan_detector {
                                    request floor_until (then the same period may be found again) */
     uint64_t      floor_until;
     uint32_t      fired;        /* the period whose plan was made (0: none since the last break) */
+    uint64_t      since;        /* the first request fed after a gap (plan_note_gap; 0: none): a period
+                                   is found, and a block's life read, only among requests from it on */
     int           off;          /* 1: too little host memory; the detector sees nothing more */
     size_t        min_live;     /* the owner's bar: a step whose planned blocks peak below it is not
                                    placed (no plan made, the period still counts as found) */
@@ -125,6 +128,10 @@ void plan_detector_free(plan_detector *d);
 int  plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t *id, pool_plan *plan);
 /* Feeds the free of request `id` of `size` bytes (one that plan_note_request numbered). */
 void plan_note_free(plan_detector *d, uint64_t id, size_t size);
+/* Says that requests went unseen since the last one fed (the owner stopped feeding it for a while):
+ * the candidate period is dropped, and no period is found across the gap, nor a block's life read
+ * from a request before it. The frees of requests fed before it are still fed. */
+void plan_note_gap(plan_detector *d);
 
 /* Places `n` blocks (size[i], alive over [born[i], dies[i])) largest first, each at the lowest
  * offset where no block alive at the same time lies; with `cycle` > 0 the times repeat every cycle

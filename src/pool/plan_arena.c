@@ -25,6 +25,15 @@
  * plan would move memory into a zone for little. */
 #define PLAN_MIN_SHARE 4   /* 1/4 */
 
+/* The detector rests once PLAN_QUIET requests were fed with no growth of reserved memory (a step that
+ * repeats is found within a few of its lengths of its last growth: on the repository's training
+ * traces within 4,100 requests, the optimizer's state made in the second step being the last growth);
+ * resting, it looks again every PLAN_NAP requests, for PLAN_LOOK requests: three lengths of the
+ * longest step it finds, the time to find one that formed without growth. */
+#define PLAN_QUIET ((int64_t)PLAN_MAX_STEP / 2)
+#define PLAN_LOOK  (3 * (int64_t)PLAN_MAX_STEP)
+#define PLAN_NAP   (32 * (uint64_t)PLAN_LOOK)
+
 void plan_arena_enable(pool_arena *p) {
     pool_planner *pl = calloc(1, sizeof *pl);
     if (pl == NULL) return;
@@ -70,10 +79,12 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
     }
 }
 
-/* The plan is followed no more: best fit serves from now on, in all memory, the zone's too. */
+/* The plan is followed no more: best fit serves from now on, in all memory, the zone's too; the
+ * detector, fed again, has PLAN_QUIET requests to find what the program does now. */
 static void plan_end_locked(pool_arena *p) {
     pool_planner *pl = p->planner;
     plan_slots_leave_locked(p);
+    pl->quiet = 0;
     if (pl->active) pl->ends++;
     pl->active = pl->armed = 0;
     p->plan_hold = 1;
@@ -163,9 +174,28 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     pl->given_back = pl->settle_due = 0;
 }
 
+/* The detector rests: the arena stops calling the planner (plan_sees) for PLAN_NAP requests. */
+static void plan_rest_locked(pool_arena *p) {
+    p->planner->resting = 1;
+    p->plan_nap = PLAN_NAP;
+}
+
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
     pool_planner *pl = p->planner;
-    if (pl->active || pl->det.off || tc_parking(p)) return;
+    if (pl->active) return;
+    int grew = p->reserved > pl->reserved_seen;
+    pl->reserved_seen = p->reserved;
+    if (pl->resting) {                          /* reserved memory grew, or a look */
+        pl->resting = 0;
+        plan_note_gap(&pl->det);
+        pl->quiet = grew ? 0 : PLAN_QUIET - PLAN_LOOK;
+    } else if (grew) {
+        pl->quiet = 0;
+    }
+    if (pl->det.off || tc_parking(p)) {         /* nothing to feed */
+        if (!pl->armed) plan_rest_locked(p);
+        return;
+    }
     if (p->current > pl->live_high) {
         pl->live_high = p->current;
         pl->det.min_live = pl->live_high / PLAN_MIN_SHARE;
@@ -176,6 +206,7 @@ void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *strea
     c->plan_id = id + 1;
     if (made == 1 && !pl->armed) plan_arm_locked(p, &plan);
     else if (made == 1) plan_free(&plan);
+    if (++pl->quiet >= PLAN_QUIET && !pl->armed) plan_rest_locked(p);
 }
 
 static int by_address(const void *a, const void *b) {
@@ -304,6 +335,13 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
     if (pl->first) c = zone_chunk_at(p, c != NULL ? c : p->plan_first, p->plan_lo + plan->offset[k]);
     if (!plan_take_locked(p, c, k, size, rounded, stream, ptr)) return 0;
     *s = VRAM_OK;
+    return 1;
+}
+
+int plan_give_way_locked(pool_arena *p) {
+    pool_planner *pl = p->planner;
+    if (pl == NULL || (!pl->armed && !pl->active)) return 0;
+    plan_end_locked(p);
     return 1;
 }
 

@@ -2,7 +2,12 @@
  * plan_arena.h: an arena following the plan of its repeating step (plan_arena.c; the plan itself:
  * plan.h).
  *
- * The arena's detector is fed every request best fit serves and every free. Once it confirms a
+ * The arena's detector is fed every request best fit serves and every free of a block it was fed,
+ * while it can matter: it rests (is fed nothing, for a counter's cost a request) once PLAN_QUIET
+ * requests went by with no growth of reserved memory and no plan waiting or followed, until reserved
+ * memory grows again, a plan ends, or, every PLAN_NAP requests, for a look of PLAN_LOOK requests
+ * (long enough to find a step of PLAN_MAX_STEP requests that formed without growth); the requests it
+ * did not see are a gap in its history (plan_note_gap). Once it confirms a
  * step whose planned blocks are a large part of what the arena holds, the arena carves the plan's
  * zone at the end of the VMM region (under a limit that was set, only when the zone fits it beside
  * the memory held outside the zone at the first step; else the plan is refused and detection stops): `top` bytes behind a zone edge, whose free chunks are indexed
@@ -66,19 +71,38 @@ typedef struct pool_planner {
     pool_chunk  **sorted;        /* [planned]: scratch for leaving slot mode */
     pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */
     size_t        given_back_bytes;     /* given back when plans came into force */
+    /* the detector at rest (plan_noted_locked) */
+    int           resting;       /* not fed: p->plan_nap counts the requests down to its next look */
+    int64_t       quiet;         /* requests fed since reserved memory last grew or a plan ended (a look
+                                    starts below 0: it lasts PLAN_LOOK requests) */
+    size_t        reserved_seen; /* the arena's reserved bytes at the last request fed */
 } pool_planner;
+
+/* Whether the planner sees this request (pool lock held, p->planner set): not while its detector
+ * rests and no plan waits or is followed (p->plan_nap counts down to its next look; growth of
+ * reserved memory ends the rest at the next request, note_reserved_locked). */
+static inline int plan_sees(pool_arena *p) {
+    return p->plan_nap == 0 || --p->plan_nap == 0;
+}
 
 /* Gives arena p a planner (nothing when there is no host memory for one: p plans nothing). */
 void plan_arena_enable(pool_arena *p);
 void plan_arena_destroy(pool_arena *p);
 
-/* Before best fit (pool lock held): 1 when the plan served the request (*s, *ptr set); 0 when best
- * fit must (the request was unplanned, or the plan just ended). */
+/* Before best fit (pool lock held; only when plan_sees): 1 when the plan served the request (*s, *ptr
+ * set); 0 when best fit must (the request was unplanned, or the plan just ended). */
 int  plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, vram_status *s);
-/* After best fit served request c (pool lock held): the detector's note; may put a plan in force. */
+/* After best fit served request c (pool lock held; only when plan_sees): the detector's note; may put
+ * a plan in force, or rest the detector. */
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream);
+/* A request found no memory, even at the limit's fallbacks (pool lock held): a plan waiting or in force
+ * ends, its zone's free chunks and idle granules becoming best fit's; 1 when one did (the request
+ * tries again), 0 when there was none. */
+int  plan_give_way_locked(pool_arena *p);
 /* Block c is being freed (pool lock held), `at_once`: straight to the free bins (not stream-ordered
- * nor deferred). 1 when that is done (a slot's free, at once), 0 when the caller frees c. */
+ * nor deferred). 1 when that is done (a slot's free, at once), 0 when the caller frees c. Nothing to
+ * do (the caller may skip it) for a block with plan_id, plan_k and slot all 0: one the planner did
+ * not see. */
 int  plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
 /* Slot mode (plan_slots.c), pool lock held. Enter: at a step's start, when the zone is mapped whole
  * and holds no live block but those of the step before that live into this one: 1 when it did.

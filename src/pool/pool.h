@@ -9,7 +9,9 @@
  * virtual memory management on the device, growth takes extra plain regions.
  *
  * The pool knows the backend only; the runtime gives it a limit, the card's shared budget and a
- * description of where the limit came from (for out-of-memory messages).
+ * description of where the limit came from (for out-of-memory messages). The limit may be lowered
+ * and raised back while the pool runs, never above it (a fraction, a live limit, a limit set from
+ * outside); with overflow on, what the device cannot serve goes to host memory mapped for it.
  */
 #ifndef VRAM_POOL_H
 #define VRAM_POOL_H
@@ -26,6 +28,8 @@ typedef struct vram__card_budget {
     _Atomic size_t cap;        /* SIZE_MAX when the card has no limit of its own (a logical device's
                                   may be lowered while the pool runs: vram__pool_set_fraction) */
     char           cap_source[VRAM_SOURCE_LEN];
+    _Atomic size_t external;   /* a limit set on the process from outside it (the runtime's
+                                  vram__limit_post), SIZE_MAX: none; cap is then at most this */
 } vram__card_budget;
 
 typedef struct vram__pool_config {
@@ -60,6 +64,9 @@ typedef struct vram__pool_config {
     size_t               thread_cache;   /* bytes of freed blocks one thread cache may park (0: none;
                                             VRAM_POOL_TCACHE_AUTO: limit / 256, at most 64 MiB) */
     char                 name[64];       /* "/device:GPU:0", for messages */
+    int                  overflow;       /* 1: a request the device cannot serve gets host memory mapped
+                                            for the device (overflow.c); 0: it fails */
+    size_t               overflow_max;   /* the most bytes of host memory the overflow holds at once */
 } vram__pool_config;
 
 #define VRAM_POOL_TCACHE_AUTO SIZE_MAX
@@ -175,10 +182,25 @@ void        vram__pool_reset_peak(vram__pool *pool, const vram__pool_thread *me)
  * of the card (for messages and vram__pool_fraction). Idle memory beyond goes back now. */
 void        vram__pool_set_fraction(vram__pool *pool, size_t cap, double fraction);
 double      vram__pool_fraction(vram__pool *pool);   /* 1 until set */
+/* The program's own limit while it runs (vram_set_live_limit): from now on the pool holds at most
+ * min(its limit, the fraction's, bytes) (bytes at most cfg.limit: the caller checks), and the idle
+ * memory beyond goes back now; SIZE_MAX lifts it. Live blocks stay: until they are freed the pool
+ * holds more than its limit, and requests for more device memory fail (or overflow). */
+void        vram__pool_set_live_limit(vram__pool *pool, size_t bytes);
+size_t      vram__pool_live_limit(vram__pool *pool);   /* SIZE_MAX until set */
+/* The same for a limit set on the process from outside (its card's: runtime/limits.c), SIZE_MAX
+ * none; the card's budget is capped too, so that the card's logical devices stay under it together. */
+void        vram__pool_set_external_limit(vram__pool *pool, size_t bytes);
+/* The limit in force now (the least of the pool's limit, the fraction's, the live limit and what
+ * its card's budget leaves it), and the bytes the pool holds above it (0 when under). */
+void        vram__pool_limit_now(vram__pool *pool, size_t *limit, size_t *over);
+/* Gives idle memory back until the pool holds no more than its own cap and its card's budget allow
+ * (the card's external limit lowered: runtime/limits.c); live blocks stay. */
+void        vram__pool_fit(vram__pool *pool);
 /* PyTorch's figures of every arena (vram_get_allocator_stats) and their accumulated counts' reset. */
 void        vram__pool_allocator_stats(vram__pool *pool, const vram__pool_thread *me, vram_allocator_stats *stats);
 void        vram__pool_reset_accumulated(vram__pool *pool);
-size_t      vram__pool_live_bytes(vram__pool *pool);
+size_t      vram__pool_live_bytes(vram__pool *pool);   /* of the blocks the program holds, in host memory too */
 /* Gives cached memory back to the driver until at most keep_bytes are reserved beyond live blocks
  * (as far as whole extents and regions allow). Memory whose free the driver refuses stays reserved
  * (it still holds it) and the refusal is returned with the driver's message; else VRAM_OK. */

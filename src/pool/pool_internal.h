@@ -135,6 +135,14 @@ typedef struct pool_shared {
     atomic_int        captures;       /* CUDA-graph captures underway (vram_capture_begin/_end): while
                                          above 0 no arena records, queries or waits for an event nor
                                          gives memory back or moves it (see stream_order.h, "captures") */
+    /* The limits that move while the pool runs (arenas.c, "limits that move"): budget.cap is the
+     * least of cfg.limit and these, recomputed under the pool's grow_lock whenever one changes */
+    _Atomic size_t    fraction_cap;   /* the memory fraction's bytes (SIZE_MAX: none set) */
+    _Atomic size_t    live_limit;     /* vram_set_live_limit's bytes, at most cfg.limit (SIZE_MAX: none) */
+    _Atomic size_t    external_cap;   /* a limit set on the process from outside, its card's (runtime/
+                                         limits.c; SIZE_MAX: none) */
+    struct pool_overflow *overflow;   /* host memory for what the device cannot serve (overflow.c);
+                                         NULL: overflow off. Set at creation, never changed */
 } pool_shared;
 
 struct pool_arena {
@@ -170,6 +178,8 @@ struct pool_arena {
                                       * its first step, its first step runs until the settle request,
                                       * or one ended (0 while a plan is followed after that) */
     struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
+    uint64_t          plan_nap;      /* with a planner: requests left until its resting detector looks
+                                      * again (plan_sees); 0: the planner sees every request */
     pool_chunk       *last_taken;    /* the chunk the last hand-out gave (arena_take_locked) */
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     pool_chunk       *pending_tail;  /* the oldest */

@@ -7,7 +7,9 @@
  * Invariants: of the [0] (all) figures the paths keep only blocks' peak and requested bytes'
  * current and peak; the rest is the arena's own counts and the kinds' sums (stats_sync_all_locked),
  * brought up to date before every query and reset. held and segs follow every driver call
- * (stats_held_locked). Everything here is under the arena's pool lock.
+ * (stats_held_locked). A query's idle memory is the extents' (recounted), or with extents of one
+ * granule each the mapped granules under no block (the same figure, from one walk of the chunks).
+ * Everything here is under the arena's pool lock.
  */
 #include "pool/plan_arena.h"
 #include "pool/stats.h"
@@ -64,6 +66,7 @@ void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
         p->reserved += delta;
         if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
         if (p->reserved > p->hold_mark) p->hold_mark = p->reserved;
+        if (p->plan_nap > 1) p->plan_nap = 1;  /* the plan's detector looks from the next request on */
         size_t all = atomic_fetch_add(&p->shared->reserved, delta) + delta;   /* driver calls only */
         size_t peak = atomic_load(&p->shared->peak_reserved);
         while (all > peak && !atomic_compare_exchange_weak(&p->shared->peak_reserved, &peak, all)) {
@@ -166,14 +169,37 @@ static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split
     split_n[0] = split_n[1] + split_n[2];
 }
 
+/* The idle memory of the VMM region by zone (idle[1]: the small zone's, idle[2]: the rest), when its
+ * extents are one granule each (a plan, a chosen limit): the mapped granules under no block (USED or
+ * PENDING: all mapped), from one walk of its chunks, which go up by address (a granule two blocks
+ * share counted once). Not the extents' counts: recounting them walks every extent, thousands of
+ * granules, three times. */
+static void stats_idle_granules_locked(const pool_arena *p, size_t idle[3]) {
+    const pool_vmm *v = &p->vmm->vmm;
+    size_t busy[3] = {0, 0, 0}, last = SIZE_MAX;          /* the last granule counted */
+    for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
+        if (c->state == CHUNK_FREE) continue;
+        size_t g = (size_t)((c->addr - v->base) >> v->gran_shift);
+        size_t end = (size_t)((c->addr + c->size - 1 - v->base) >> v->gran_shift);
+        busy[c->addr < p->small_end ? 1 : 2] += (end - g + 1 - (g == last)) << v->gran_shift;
+        last = end;
+    }
+    idle[1] = v->zone_bytes[0] > busy[1] ? v->zone_bytes[0] - busy[1] : 0;
+    idle[2] = v->zone_bytes[1] > busy[2] ? v->zone_bytes[1] - busy[2] : 0;
+}
+
 void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
     pool_stats *st = &p->stats;
     plan_slots_leave_locked(p);                        /* the zone's blocks as chunks (plan_slots.c) */
     pool_flush_caches_locked(p);                       /* parked blocks are the pool's, not the program's */
     stats_sync_all_locked(p);
-    vmm_recount_locked(p);
     size_t idle[3] = {0, 0, 0};
-    if (p->vmm != NULL) pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);
+    if (p->vmm != NULL && p->vmm->vmm.max_extent == p->vmm->vmm.gran) {
+        stats_idle_granules_locked(p, idle);
+    } else if (p->vmm != NULL) {
+        vmm_recount_locked(p);
+        pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);
+    }
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {   /* a region with no block */
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) idle[2] += r->held;
     }

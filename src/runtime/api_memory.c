@@ -3,7 +3,7 @@
  * (plain, stream-ordered, PyTorch's owned-stream and release frees, record_stream), the logical
  * device of a card, private pools and captures, tags and sleep and wake, sharing with other processes
  * (IPC), statistics,
- * the memory fraction, trim and check; and the layout of vram_memory_info for bindings (which
+ * the memory fraction and the live limit, trim and check; and the layout of vram_memory_info for bindings (which
  * needs no runtime). Each checks its arguments, enters the runtime (its read side, one
  * thread-local record a call), finds the logical device's pool and hands over.
  *
@@ -431,6 +431,7 @@ vram_status vram_set_memory_fraction(int logical_device, double fraction) {
     if (s != VRAM_OK) return s;
     size_t total = rt.devices[rt.logical[logical_device].info.physical_index].total_bytes;
     vram__pool_set_fraction(pool, (size_t)(fraction * (double)total), fraction);
+    vram__limits_watch();                              /* over it: idle memory goes back at the next calls */
     vram__rt_leave(me);
     return VRAM_OK;
 }
@@ -442,6 +443,37 @@ vram_status vram_get_memory_fraction(int logical_device, double *fraction) {
     vram_status s = enter_logical(me, logical_device, &pool);
     if (s != VRAM_OK) return s;
     *fraction = vram__pool_fraction(pool);
+    vram__rt_leave(me);
+    return VRAM_OK;
+}
+
+vram_status vram_set_live_limit(int logical_device, size_t bytes) {
+    vram__thread *me = vram__rt_self();
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(me, logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    size_t configured = rt.logical[logical_device].info.memory_limit_bytes;
+    if (bytes > configured) {
+        s = vram__fail(VRAM_ERR_CONFLICT, "vram_set_live_limit(%d, %zu): more than the %zu bytes the configuration "
+                       "allowed %s (a live limit may be lowered and raised back up to that, not beyond)",
+                       logical_device, bytes, configured, rt.logical[logical_device].info.name);
+    } else {
+        vram__pool_set_live_limit(pool, bytes);
+        vram__limits_watch();                          /* over it: idle memory goes back at the next calls */
+    }
+    vram__rt_leave(me);
+    return s;
+}
+
+vram_status vram_get_live_limit(int logical_device, size_t *bytes, size_t *configured) {
+    vram__thread *me = vram__rt_self();
+    if (bytes == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_live_limit: bytes is NULL");
+    vram__pool *pool = NULL;
+    vram_status s = enter_logical(me, logical_device, &pool);
+    if (s != VRAM_OK) return s;
+    size_t limit = rt.logical[logical_device].info.memory_limit_bytes, live = vram__pool_live_limit(pool);
+    *bytes = live < limit ? live : limit;
+    if (configured != NULL) *configured = limit;
     vram__rt_leave(me);
     return VRAM_OK;
 }

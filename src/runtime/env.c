@@ -108,7 +108,7 @@ static int parse_whole(const char *value, unsigned long long min, unsigned long 
 
 /* One option of VRAM_ALLOC_CONF_OPTIONS (env.h): its key, kind, range and what a bad value is told;
  * set stores a parsed value in its field, same compares the field of two sets. */
-enum { CONF_BOOL, CONF_WHOLE };
+enum { CONF_BOOL, CONF_WHOLE, CONF_PLACE };
 static const struct conf_option {
     const char        *key;
     int                kind;
@@ -124,7 +124,10 @@ enum { CONF_OPTIONS = (int)(sizeof conf_options / sizeof conf_options[0]) };
 int vram_alloc_conf_option(int i, const char **key, const char **value) {
     if (i < 0 || i >= CONF_OPTIONS) return 0;
     if (key != NULL) *key = conf_options[i].key;
-    if (value != NULL) *value = conf_options[i].kind == CONF_BOOL ? "true|false" : "N";
+    if (value != NULL) {
+        *value = conf_options[i].kind == CONF_BOOL ? "true|false" : conf_options[i].kind == CONF_PLACE ? "none|host"
+                                                                                                      : "N";
+    }
     return 1;
 }
 
@@ -138,6 +141,14 @@ static void conf_set(vram__alloc_conf *c, int opt, unsigned long long n) {
 /* A true boolean option compares as on or off (auto vmm, -1, counts as on); a number as itself. */
 #define CONF_SAME_BOOL(x, y) (((x) != 0) == ((y) != 0))
 #define CONF_SAME_WHOLE(x, y) ((x) == (y))
+#define CONF_SAME_PLACE(x, y) ((x) == (y))
+
+/* A PLACE value: none 0, host 1 (as written, no other spelling). */
+static int parse_place(const char *value, unsigned long long *out) {
+    if (strcmp(value, "none") != 0 && strcmp(value, "host") != 0) return -1;
+    *out = strcmp(value, "host") == 0;
+    return 0;
+}
 
 /* One key:value pair of an allocator option string. */
 static vram_status conf_apply(const char *key, const char *value, const char *origin, vram__alloc_conf *c) {
@@ -146,7 +157,9 @@ static vram_status conf_apply(const char *key, const char *value, const char *or
         unsigned long long n = 0;
         if (strcmp(key, o->key) != 0) continue;
         int on = 0;
-        if (o->kind == CONF_BOOL ? vram__parse_bool(value, &on) != 0 : parse_whole(value, o->min, o->max, &n) != 0) {
+        if (o->kind == CONF_BOOL    ? vram__parse_bool(value, &on) != 0
+            : o->kind == CONF_PLACE ? parse_place(value, &n) != 0
+                                    : parse_whole(value, o->min, o->max, &n) != 0) {
             char want[160];
             snprintf(want, sizeof want, o->want, o->max);
             return conf_value_error(origin, key, value, want);

@@ -24,7 +24,7 @@ typedef struct vram__env_size {
 /* Allocator options (vram_set_alloc_conf / VRAM_ALLOC_CONF), one line each:
  *   X(key, kind, type, default, min, max, want)
  * key names the option and its field in vram__alloc_conf; kind is BOOL (true|false, ...: min and max
- * unused) or WHOLE (decimal digits alone, in [min, max]); want is what a bad value is told (a printf
+ * unused), WHOLE (decimal digits alone, in [min, max]) or PLACE (none or host: 0 or 1); want is what a bad value is told (a printf
  * format given max). The struct, its defaults, the parser, the equality check, the list of known
  * keys in the unknown-option message and vram_alloc_conf_option (from which `vram --help` lists the
  * keys) come from it, in this order. What each option means for the pool: runtime.c's pool
@@ -54,7 +54,12 @@ typedef struct vram__env_size {
     X(arenas, WHOLE, int, VRAM_POOL_MAX_ARENAS, 1, VRAM_POOL_MAX_ARENAS,                            \
       "use a whole number from 1 (every thread in one arena) to %llu")                             \
     /* growth by mapping: find the repeating step and place it from its plan (on by default) */     \
-    X(plan, BOOL, int, 1, 0, 1, "use true or false")
+    X(plan, BOOL, int, 1, 0, 1, "use true or false")                                                \
+    /* where a request the device cannot serve goes: none (it fails) or host memory mapped for the  \
+       device (1) */                                                                                \
+    X(overflow, PLACE, int, 0, 0, 1, "use host (overflow to host memory) or none")                  \
+    /* MiB of host memory the overflow may hold at once; -1: the logical device's limit */          \
+    X(overflow_max_mb, WHOLE, long long, -1, 0, 1u << 30, "use a whole number of MiB (0: no overflow at all)")
 
 typedef struct vram__alloc_conf {
 #define VRAM_ALLOC_CONF_FIELD_(key, kind, type, def, min, max, want) type key;

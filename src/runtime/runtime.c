@@ -161,6 +161,9 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     cfg.arenas = rt.alloc_conf_in_force.arenas;
     cfg.thread_cache = rt.alloc_conf_in_force.thread_cache_mb < 0 ? VRAM_POOL_TCACHE_AUTO
                      : (size_t)rt.alloc_conf_in_force.thread_cache_mb * VRAM_MIB;
+    cfg.overflow = rt.alloc_conf_in_force.overflow;
+    cfg.overflow_max = rt.alloc_conf_in_force.overflow_max_mb < 0 ? limit   /* the default: see vram.h */
+                     : (size_t)rt.alloc_conf_in_force.overflow_max_mb * VRAM_MIB;
     snprintf(cfg.limit_source, sizeof cfg.limit_source, "%s", source);
     snprintf(cfg.name, sizeof cfg.name, "%s", l->info.name);
     vram_status s = vram__pool_create(&cfg, &l->pool);
@@ -173,6 +176,7 @@ static vram_status start_card_wlocked(int i, const card_plan *plan) {
     vram__card_budget *b = &rt.budgets[i];
     atomic_store(&b->reserved, 0);
     b->cap = plan->cap ? plan->cap : SIZE_MAX;
+    atomic_store(&b->external, SIZE_MAX);      /* (a limit posted from outside: applied at the first call) */
     snprintf(b->cap_source, sizeof b->cap_source, "%s", plan->cap ? plan->cap_source : "none");
     rt.growth_in_force[i] = plan->growth;
     rt.limit_in_force[i] = plan->cap;
@@ -353,6 +357,7 @@ vram_status vram__rt_start_wlocked(void) {
         return vram__fail(s, "%s", why);
     }
     atomic_store(&rt.initialized, 1);
+    vram__limits_started();               /* limits posted from outside before the start: at the first call */
     return VRAM_OK;
 }
 
@@ -390,7 +395,10 @@ vram_status vram__rt_stop_wlocked(void) {
  * them. A plain reader-writer lock would make every such call write one shared cache line; instead
  * each thread announces itself in a slot of its own cache line (biased locking), and a writer
  * takes the rwlock, raises `rt_writer` and waits until every slot is clear. Readers that see the
- * flag, and threads beyond RT_SLOTS, take the rwlock's read side. A reader and a writer must not
+ * flag, and threads beyond RT_SLOTS, take the rwlock's read side. The same word's RT_ATTENTION
+ * (limits.c: a limit posted from outside, or a logical device over a limit that moved) sends
+ * readers the same way, where the first applies what is pending: no instruction more on the warm
+ * path. A reader and a writer must not
  * miss each other: the reader stores its slot then loads the flag, the writer stores the flag then
  * loads the slots, and each needs a full fence between its store and its load. The writer (rare:
  * start, shutdown, configuration) pays for both with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
@@ -408,7 +416,8 @@ typedef struct rt_slot {
 
 static rt_slot         rt_slots[RT_SLOTS];
 static atomic_int      rt_slot_taken[RT_SLOTS];
-static atomic_int      rt_writer;
+atomic_int             vram__rt_writer;   /* RT_WRITER | RT_ATTENTION (runtime.h) */
+#define rt_writer vram__rt_writer
 static atomic_int      rt_asym;        /* 1 once writers fence for readers (membarrier registered);
                                         * set under the writer lock, never cleared */
 static pthread_once_t  rt_key_once = PTHREAD_ONCE_INIT;
@@ -445,6 +454,19 @@ static int thread_slot(vram__thread *me) {
     return me->slot;
 }
 
+/* vram__rt_read_enter's way through the rwlock (a writer, no slot, or RT_ATTENTION): out of line, so
+ * that the fast path keeps its registers (with the limits' call inside, it pushed more). */
+static VRAM_NOINLINE int read_enter_locked(vram__thread *me) {
+    rw_rdlock(&rt.lock);
+    if (atomic_load(&rt.initialized)) {
+        me->fast = 0;
+        if (atomic_load(&rt_writer) & RT_ATTENTION) vram__limits_apply();   /* a limit moved (limits.c) */
+        return 1;
+    }
+    rw_unlock(&rt.lock);
+    return 0;
+}
+
 int vram__rt_read_enter(vram__thread *me) {
     int slot = thread_slot(me);
     if (slot >= 0) {
@@ -454,7 +476,7 @@ int vram__rt_read_enter(vram__thread *me) {
         } else {
             atomic_store(&rt_slots[slot].active, 1);
         }
-        if (!atomic_load(&rt_writer)) {
+        if (!atomic_load(&rt_writer)) {              /* (nor RT_ATTENTION: limits.c) */
             if (atomic_load(&rt.initialized)) {
                 me->fast = 1;
                 return 1;
@@ -464,13 +486,7 @@ int vram__rt_read_enter(vram__thread *me) {
         }
         atomic_store(&rt_slots[slot].active, 0);
     }
-    rw_rdlock(&rt.lock);
-    if (atomic_load(&rt.initialized)) {
-        me->fast = 0;
-        return 1;
-    }
-    rw_unlock(&rt.lock);
-    return 0;
+    return read_enter_locked(me);
 }
 
 void vram__rt_leave(vram__thread *me) {
@@ -499,7 +515,7 @@ void vram__rt_write_lock(void) {
         if (asym_register()) atomic_store(&rt_asym, 1);
         atomic_store(&rt_asym_tried, 1);
     }
-    atomic_store(&rt_writer, 1);
+    atomic_fetch_or(&rt_writer, RT_WRITER);
     if (atomic_load(&rt_asym)) vram__membarrier_fence();   /* the readers' fence (above) */
     for (int i = 0; i < RT_SLOTS; i++) {
         while (atomic_load(&rt_slots[i].active)) sched_yield();
@@ -507,7 +523,7 @@ void vram__rt_write_lock(void) {
 }
 
 void vram__rt_write_unlock(void) {
-    atomic_store(&rt_writer, 0);
+    atomic_fetch_and(&rt_writer, ~RT_WRITER);
     rw_unlock(&rt.lock);
 }
 
@@ -543,7 +559,7 @@ static void fork_child(void) {
     pthread_cond_init(&rt.lock.cv, NULL);
     pthread_mutex_unlock(&rt.lock.mu);
     for (int i = 0; i < RT_SLOTS; i++) atomic_store(&rt_slots[i].active, 0);
-    atomic_store(&rt_writer, 0);
+    atomic_fetch_and(&rt_writer, ~RT_WRITER);
 }
 
 __attribute__((constructor)) static void fork_handlers_install(void) {

@@ -97,6 +97,34 @@ void        vram__rt_leave(vram__thread *me);
  * fence for them; -1 before the first writer decided. For tests. */
 int         vram__rt_readers_fence(void);
 
+/* The word readers test on entry (runtime.c): RT_WRITER while a writer holds the runtime, RT_ATTENTION
+ * while a limit that moves needs applying (limits.c); either sends readers through the rwlock. */
+extern atomic_int vram__rt_writer;
+enum { RT_WRITER = 1, RT_ATTENTION = 2 };
+
+/* ---- limits that move (limits.c) ---- */
+
+/* A limit on this process's use of physical card `physical_index` (the driver's ordinal), set from
+ * outside it: the hook for `vram limit` through the ledger (the caller reads the ledger and posts
+ * what it finds), `bytes` or SIZE_MAX to lift it. It only stores the value and raises RT_ATTENTION:
+ * lock-free and async-signal-safe, callable from any thread, inside vram's calls or not, before the
+ * start too. The next call that enters the runtime (an allocation, a free, a query) applies it: the
+ * card's budget and each of its logical devices are capped at min(what the configuration allowed,
+ * bytes) at once, and the idle memory above goes back; live blocks stay (the devices are over their
+ * limit until they are freed). A value above the configured limit changes nothing: nothing lifts a
+ * limit from outside either. An ordinal out of range is ignored. */
+void   vram__limit_post(int physical_index, size_t bytes);
+size_t vram__limit_posted(int physical_index);     /* SIZE_MAX: none */
+/* Raises RT_ATTENTION: a logical device may be over its limit, so calls give idle memory back until
+ * it is under (vram_set_live_limit, vram_set_memory_fraction). */
+void   vram__limits_watch(void);
+/* Runtime held for reading (vram__rt_read_enter's slow path): applies the limits posted since the last
+ * time, gives back the idle memory of every logical device over its limit, and raises RT_ATTENTION
+ * again while one still is (its next calls come back here until frees bring it under). */
+void   vram__limits_apply(void);
+/* The runtime started (runtime.c, writer lock held): limits posted before apply at the first call. */
+void   vram__limits_started(void);
+
 /* For the framework faces (src/faces): vram_free_async on a stream that the caller keeps alive as
  * long as the runtime runs, as PyTorch does with its streams. No event is recorded per free: while
  * one stream has all the stream-ordered requests the block is free at once (the pool waits for

@@ -1,9 +1,10 @@
 /*
  * api_fuzz.c: libFuzzer harness for random sequences of public calls on the simulated card, with
  * vram_check after each: every input is a program of one-byte opcodes and their arguments (allocations
- * of all kinds, frees of every kind, record_stream, trim, memory fraction, private pools, CUDA-graph
- * captures, tags, sleep and wake, statistics, allocator options before the start). Any broken invariant,
- * crash or sanitizer report is a finding.
+ * of all kinds, frees of every kind, record_stream, trim, memory fraction, live limits and limits
+ * posted from outside, private pools, CUDA-graph captures, tags, sleep and wake, statistics, allocator
+ * options before the start, overflow to host memory). Any broken invariant, crash or sanitizer report
+ * is a finding.
  * Built with the other fuzzers (VRAM_BUILD_FUZZERS=ON with clang; the library is instrumented too):
  *   build-fuzz/api_fuzz -max_total_time=60 tests/fuzz/corpus/api
  */
@@ -14,6 +15,7 @@
 
 #include "backend/backend.h"
 #include "backend/sim_hooks.h"
+#include "runtime/runtime.h"
 #include "vram.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -59,9 +61,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (flags & 4) vram_set_memory_limit(0, (size_t)(take(&r) + 1) << 20);
     static const char *confs[] = {"", "arenas:1,plan:true", "small_pool_kb:0", "map_ahead_mb:0,extent_mb:2", "hold_peak:true",
                                   "hold_large_mb:4,extent_mb:4", "thread_cache_mb:0", "vmm:false"};
-    vram_set_alloc_conf(confs[(flags >> 3) & 7]);
+    char conf[96];
+    snprintf(conf, sizeof conf, "%s%s", confs[(flags >> 3) & 7],
+             (flags & 0xc0) == 0 ? "" : (flags & 0xc0) == 0x40 ? ",overflow:host" : ",overflow:host,overflow_max_mb:8");
+    vram_set_alloc_conf(conf[0] == ',' ? conf + 1 : conf);
     while (r.p < r.end) {
-        unsigned op = take(&r) % 16, k = take(&r) % LIVE, dev = take(&r) & 1;
+        unsigned op = take(&r) % 18, k = take(&r) % LIVE, dev = take(&r) & 1;
         void *stream = (void *)(uintptr_t)(take(&r) % 3);   /* NULL, 0x1, 0x2 */
         switch (op) {
         case 0: case 1:
@@ -115,6 +120,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         case 14:
             vram_wake((int)dev, tags[k % 4]);
             break;
+        case 15: {                                      /* the program's own limit, within the configured one */
+            size_t configured = 0, live_limit = 0;
+            if (vram_get_live_limit((int)dev, &live_limit, &configured) == VRAM_OK)
+                vram_set_live_limit((int)dev, take(&r) == 0 ? configured : configured / 256 * take(&r));
+            break;
+        }
+        case 16: {                                      /* a limit from outside: none, or some MiB */
+            unsigned v = take(&r);
+            vram__limit_post((int)dev, v < 32 ? SIZE_MAX : (size_t)v << 20);
+            break;
+        }
         default: {
             vram_allocator_stats st;
             vram_memory_info info;
@@ -152,6 +168,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     }
     vram_set_alloc_conf(NULL);
     vram_set_memory_limit(0, 0);
+    vram__limit_post(0, SIZE_MAX);
+    vram__limit_post(1, SIZE_MAX);
     vram_set_tag(NULL);
     return 0;
 }
