@@ -770,12 +770,14 @@ MUTANTS = [
 
     # ---- the PyTorch / CuPy faces (without a GPU) ----------------------------------------------------
     M("torch_fraction_ignored", "src/pool/arenas.c",
-      "atomic_store(&p->shared.budget.cap, cap < p->cfg.limit ? cap : p->cfg.limit);",
-      "atomic_store(&p->shared.budget.cap, p->cfg.limit);",
+      "    if (f < cap) cap = f;\n",
+      "",
       "set_per_process_memory_fraction() (also after the start)", r"vram\.(allocstats|stats|oom|growth)|python"),
     M("torch_mempool_to_eager", "src/pool/arenas.c",
-      "    for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others; i++) {\n        pool_arena *b = atomic_load(&p->arena[i]);",
-      "    for (int i = 0; i < ALL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others; i++) {\n        pool_arena *b = any_arena(p, i);",
+      "    for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others && size <= p->cfg.limit; i++) {\n"
+      "        pool_arena *b = atomic_load(&p->arena[i]);",
+      "    for (int i = 0; i < ALL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others && size <= p->cfg.limit; i++) {\n"
+      "        pool_arena *b = any_arena(p, i);",
       "torch.cuda.MemPool: its memory never goes to eager tensors until the graph is released", r"vram\.private"),
     M("torch_install_without_pytorch", "python/vram/torch.py",
       "        import torch  # (without PyTorch: ImportError, before anything is tried)",
