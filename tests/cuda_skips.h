@@ -41,6 +41,8 @@
     /* test_physical.c */ \
     X(physical_names_and_properties, \
       "the simulated cards' names and PCI bus ids (test_cuda.c's cuda_listing checks the driver's)") \
+    X(physical_cuda_visible_devices_uuid_and_end_of_list, \
+      "the simulated backend's reading of CUDA_VISIBLE_DEVICES (the fake driver reads card indices only)") \
     /* test_oom.c */ \
     X(oom_card_full_names_driver_error, CUDA_SKIP_SIM_FAIL_ALLOC) \
     X(oom_card_full_counts_no_other_process, CUDA_SKIP_SIM_FAIL_ALLOC) \

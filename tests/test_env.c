@@ -100,6 +100,24 @@ TEST(env_memory_limit_bad_values) {
     CHECK_SIZE(INFO(0).limit, ==, 1 * GiB);
 }
 
+/* A limit never turns into no limit: a size of 0 bytes, or one that rounds to nothing, is refused
+ * by name, for every card and for one. */
+TEST(env_memory_limit_of_zero_bytes_is_refused) {
+    use_sim("2x16GiB");
+    const char *zero[] = {"0", "0.4", "0K"};
+    const char *names[] = {"VRAM_MEMORY_LIMIT", "VRAM_MEMORY_LIMIT_1"};
+    for (size_t n = 0; n < 2; n++) {
+        for (size_t i = 0; i < sizeof zero / sizeof zero[0]; i++) {
+            set_env(names[n], zero[i]);
+            check_init_rejects(names[n], zero[i]);
+            CHECK_CONTAINS(vram_last_error(), "larger than zero");
+        }
+        set_env(names[n], NULL);
+    }
+    CHECK_OK(vram_init());
+    CHECK_SIZE(INFO(1).limit, ==, tf_default_limit(16 * GiB));
+}
+
 TEST(env_memory_limit_above_card_is_conflict) {
     use_sim("16GiB");
     set_env("VRAM_MEMORY_LIMIT", "100GiB");

@@ -16,6 +16,7 @@
     X(physical, physical_names_and_properties) \
     X(physical, physical_null_count_is_invalid) \
     X(physical, physical_cuda_visible_devices_selects_card) \
+    X(physical, physical_cuda_visible_devices_uuid_and_end_of_list) \
     X(physical, physical_cuda_visible_devices_empty_is_no_device) \
     X(physical, physical_bogus_backend_is_invalid) \
     X(physical, physical_cuda_backend) \
@@ -211,6 +212,7 @@
     X(perthread, tcache_parked_blocks_of_another_thread_serve_it_too) \
     X(perthread, tcache_trim_and_shutdown_give_parked_memory_back) \
     X(perthread, tcache_off_keeps_every_block_in_the_pool) \
+    X(perthread, tcache_default_is_the_limit_over_256) \
     X(perthread, tcache_option_is_checked) \
     X(perthread, arenas_one_thread_keeps_one) \
     X(perthread, arenas_second_thread_gets_its_own_and_figures_add_up) \
@@ -246,6 +248,7 @@
     X(env, env_memory_limit_overrides_larger_api_limit) \
     X(env, env_memory_limit_overrides_smaller_api_limit) \
     X(env, env_memory_limit_bad_values) \
+    X(env, env_memory_limit_of_zero_bytes_is_refused) \
     X(env, env_memory_limit_above_card_is_conflict) \
     X(env, env_memory_limit_per_card) \
     X(env, env_memory_limit_per_card_takes_precedence) \
@@ -350,6 +353,7 @@
     X(release, alloc_conf_kept_across_shutdown) \
     X(release, alloc_conf_vmm_false_prealloc_unchanged) \
     X(release, alloc_conf_extent_and_hold_peak_strings) \
+    X(release, alloc_conf_extent_default_with_a_limit_and_no_plan) \
     X(release, alloc_conf_extent_mb_gives_back_finely) \
     X(release, alloc_conf_hold_peak) \
     X(release, idle_release_returns_unused_memory) \
@@ -371,6 +375,8 @@
     X(release, vmm_async_tight_limit_waits_and_remaps) \
     X(release, vmm_maps_ahead_only_in_a_burst) \
     X(release, vmm_map_ahead_saves_driver_calls) \
+    X(release, vmm_map_ahead_default_is_64_mib) \
+    X(release, vmm_small_pool_default_is_256_kib) \
     /* test_allocstats.c */ \
     X(allocstats, allocstats_blocks_by_kind) \
     X(allocstats, allocstats_reserved_and_segments_by_zone) \

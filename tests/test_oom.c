@@ -280,7 +280,8 @@ TEST(oom_names_the_bytes_stuck_in_shared_granules) {
  * holes, each in a granule that keeps a live block (none idle, none can move or go back). A request
  * of 3 MiB fits the limit in bytes (7 + 3 <= 16 MiB, in granules too), but no hole holds it, and in
  * fresh addresses it needs two granules where the limit leaves one (16 - 14 MiB): fragmentation, with
- * 7 MiB free in the pool + 2 MiB of room to grow = 9437184 bytes, all 7340032 free bytes stuck. */
+ * 7 MiB free in the pool + 2 MiB of room to grow = 9437184 bytes, all 7340032 free bytes stuck; the
+ * bytes in use, the stuck ones and the request's two granules (18 MiB) exceed the limit. */
 TEST(oom_fragmentation_with_growth_counts_the_room_to_grow) {
     use_sim_growth(16 * MiB, "small_pool_kb:0,map_ahead_mb:0,plan:false");
     void *blocks[14], *p = NULL;
@@ -293,6 +294,7 @@ TEST(oom_fragmentation_with_growth_counts_the_room_to_grow) {
     CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, vram_malloc(&p, 3 * MiB, 0));
     CHECK_ERROR_CONTAINS("fragmentation: 9437184 bytes are free in the pool (counting room to grow) but no free "
                          "block is large enough; 7340032 of the free bytes lie in granules shared with blocks in use");
+    CHECK_ERROR_CONTAINS("together exceed the limit");   /* 7 + 7 + 4 > 16 MiB, where 7 + 4 alone fit */
     check_oom_figures();
     for (int i = 1; i < 14; i += 2) CHECK_OK(vram_free(blocks[i]));
     CHECK_OK(vram_malloc(&p, 3 * MiB, 0));

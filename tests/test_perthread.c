@@ -162,6 +162,31 @@ TEST(tcache_off_keeps_every_block_in_the_pool) {
     CHECK_ALL();
 }
 
+/* thread_cache_mb's default: the limit / 256 (4 MiB of a 1 GiB limit), each block at most a quarter
+ * of that. With 8 MiB free in the pool (no growth, so no cache is emptied): a freed 2 MiB block goes
+ * back to the pool, and another thread's request gets it again (the best fit); a freed 1 MiB block is
+ * parked, and the other thread gets other memory. */
+TEST(tcache_default_is_the_limit_over_256) {
+    start_growth(1 * GiB, "map_ahead_mb:0,arenas:1");
+    on_other_thread(256, 0);
+    void *x = NULL, *w = NULL, *z = NULL, *a = NULL;
+    CHECK_OK(vram_malloc(&x, 2 * MiB, 0));
+    CHECK_OK(vram_malloc(&w, 1 * MiB, 0));            /* keeps x's hole apart from z's */
+    CHECK_OK(vram_malloc(&z, 8 * MiB, 0));
+    CHECK_OK(vram_free(z));                           /* too large for a cache: free in the pool */
+    CHECK_OK(vram_free(x));
+    void *y = on_other_thread(2 * MiB, 1);
+    CHECK_PTR(y, ==, x);
+    CHECK_OK(vram_free(y));
+    CHECK_OK(vram_malloc(&a, 1 * MiB, 0));
+    CHECK_OK(vram_free(a));
+    y = on_other_thread(1 * MiB, 1);
+    CHECK(y != NULL && y != a);
+    CHECK_OK(vram_free(y));
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+}
+
 TEST(tcache_option_is_checked) {
     use_sim("16GiB");
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_set_alloc_conf("thread_cache_mb:-1"));

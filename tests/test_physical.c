@@ -2,6 +2,7 @@
  * test_physical.c: enumerating physical devices, which loads the backend but does not start the
  * runtime; CUDA_VISIBLE_DEVICES; the choice of backend.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "harness.h"
@@ -76,6 +77,32 @@ TEST(physical_cuda_visible_devices_selects_card) {
     CHECK_INT(devs[0].index, ==, 0);
     CHECK_STR_EQ(devs[0].name, "/physical_device:GPU:0");
     CHECK_SIZE(devs[0].total_bytes, ==, 24 * GiB);
+}
+
+/* CUDA_VISIBLE_DEVICES as the driver reads it: a card's "GPU-" UUID names it, and the list ends at
+ * the first entry that names no card or one already listed. */
+TEST(physical_cuda_visible_devices_uuid_and_end_of_list) {
+    use_sim("80GiB,24GiB,16GiB");
+    vram_physical_device devs[3];
+    int n = -1;
+    CHECK_OK(vram_list_physical_devices(devs, 3, &n));
+    CHECK_INT(n, ==, 3);
+    char uuid[sizeof devs[1].uuid];
+    snprintf(uuid, sizeof uuid, "%s", devs[1].uuid);
+    CHECK(strncmp(uuid, "GPU-", 4) == 0);
+    static const struct {
+        const char *visible;
+        int n;
+        size_t first;
+    } cases[] = {{NULL, 1, 24 * GiB}, {"2,x,0", 1, 16 * GiB}, {"2,2,0", 1, 16 * GiB}, {"1,0,7,2", 2, 24 * GiB}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        CHECK_OK(vram_shutdown());
+        set_env("CUDA_VISIBLE_DEVICES", cases[i].visible ? cases[i].visible : uuid);
+        n = -1;
+        CHECK_OK(vram_list_physical_devices(devs, 3, &n));
+        CHECK_INT(n, ==, cases[i].n);
+        CHECK_SIZE(devs[0].total_bytes, ==, cases[i].first);
+    }
 }
 
 TEST(physical_cuda_visible_devices_empty_is_no_device) {

@@ -1200,6 +1200,18 @@ TEST(alloc_conf_extent_and_hold_peak_strings) {
     printf("  extent_mb:1 -> %s%s%s\n", vram_status_name(s), s ? ": " : "", s ? vram_last_error() : "");
 }
 
+/* A chosen limit maps one granule per extent by default with plan:false too (not the limit / 256
+ * of a pool without one). */
+TEST(alloc_conf_extent_default_with_a_limit_and_no_plan) {
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0,plan:false"));
+    start_growth(1 * GiB);
+    void *big = NULL;
+    CHECK_OK(vram_malloc(&big, 64 * MiB, 0));
+    CHECK_U64(sim_counters().phys_create, ==, 32);     /* not 16 extents of 1 GiB / 256 */
+    CHECK_OK(vram_free(big));
+    CHECK_ALL();
+}
+
 /* Extents under a chosen limit are one granule each, so a trim can give back everything around a
  * small live block; extent_mb:4 (or the default of a pool without a chosen limit, limit / 256) maps
  * larger extents, and the freed block's extent stays while any byte of it is in use. */
@@ -1664,6 +1676,53 @@ TEST(vmm_map_ahead_saves_driver_calls) {
     }
     CHECK_U64(creates[0], ==, 64);
     CHECK_U64(creates[1], <=, 5);
+}
+
+/* map_ahead_mb's default is 64: with 1536 MiB held, a growth in a burst maps 64 MiB beyond its
+ * block (1536 / 16 = 96 MiB, capped at 64), in one extent large enough for both. */
+TEST(vmm_map_ahead_default_is_64_mib) {
+    CHECK_OK(vram_set_alloc_conf("extent_mb:2048"));
+    start_growth(8 * GiB);
+    void *a = NULL, *b = NULL;
+    CHECK_OK(vram_malloc(&a, 1536 * MiB, 0));
+    CHECK_SIZE(INFO(0).reserved, ==, 1536 * MiB);
+    CHECK_OK(vram_malloc(&b, 4 * MiB, 0));           /* a burst: 4 MiB + 64 MiB ahead */
+    CHECK_SIZE(INFO(0).reserved, ==, 1604 * MiB);
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_free(a));
+    CHECK_ALL();
+}
+
+/* small_pool_kb's default is 256: a request of at most 256 KiB lies in the small zone's segment, a
+ * larger one in the rest. */
+TEST(vmm_small_pool_default_is_256_kib) {
+    CHECK_OK(vram_set_alloc_conf("map_ahead_mb:0"));
+    start_growth(1 * GiB);
+    void *in = NULL, *out = NULL;
+    CHECK_OK(vram_malloc(&in, 200 * KiB, 0));
+    CHECK_OK(vram_malloc(&out, 300 * KiB, 0));
+    vram_segment_info segs[4];
+    vram_block_info blocks[8];
+    size_t ns = 0, nb = 0;
+    CHECK_OK(vram_get_segments(0, segs, 4, &ns, blocks, 8, &nb));
+    CHECK_SIZE(ns, ==, 2);
+    CHECK_SIZE(nb, <=, 8);
+    int found = 0;
+    for (size_t i = 0; i < ns && i < 4; i++) {
+        uintptr_t lo = (uintptr_t)segs[i].address, hi = lo + segs[i].size;
+        if ((uintptr_t)in >= lo && (uintptr_t)in < hi) {
+            CHECK_INT(segs[i].small, ==, 1);
+            found |= 1;
+        }
+        if ((uintptr_t)out >= lo && (uintptr_t)out < hi) {
+            CHECK_INT(segs[i].small, ==, 0);
+            found |= 2;
+        }
+    }
+    CHECK_INT(found, ==, 3);
+    CHECK_OK(vram_free(in));
+    CHECK_OK(vram_free(out));
+    CHECK_ALL();
 }
 
 TEST(vmm_second_pass_reuses_memory) {

@@ -420,6 +420,8 @@ run "$VRAM" run --limit 0 -- true
 check "zero limit: usage error" '[[ $RC == 2 ]] && has "$ERR" "--limit: bad size"'
 run "$VRAM" run --fraction 1.5 -- true
 check "bad fraction: usage error" '[[ $RC == 2 ]] && has "$ERR" "--fraction: bad number"'
+run "$VRAM" run --fraction 0 -- true
+check "zero fraction: usage error (a limit never turns into no limit)" '[[ $RC == 2 ]] && has "$ERR" "--fraction: bad number"'
 run "$VRAM" run --devices "0;1" -- true
 check "bad device list: usage error" '[[ $RC == 2 ]] && has "$ERR" "--devices: bad LIST"'
 run "$VRAM" run --frobnicate -- true
