@@ -9,6 +9,7 @@
  */
 #include <stdio.h>
 
+#include "common/ledger_member.h"
 #include "pool/plan_arena.h"
 
 /* Largest free block within memory held from the driver: in the VMM region, the longest mapped
@@ -100,6 +101,9 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
         }
         snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s",
                  driver_msg, others);
+    } else if (why == GROW_CARD_LIMIT && p->cfg.budget->member != NULL &&
+               ledger_member_refusal(p->cfg.budget->member, p->cfg.budget->member_card, cause, sizeof cause)) {
+        /* the ledger's gate refused (a group's budget, a limit set from outside): its sentence */
     } else if (why == GROW_CARD_LIMIT && atomic_load(&p->cfg.budget->external) == atomic_load(&p->cfg.budget->cap)) {
         snprintf(cause, sizeof cause, "the limit of %zu bytes set on this process's card from outside it (vram "
                  "limit) is reached, shared by its logical devices", atomic_load(&p->cfg.budget->cap));
