@@ -8,22 +8,26 @@
 # truncated one, a missing slot, a ledger directory that cannot be used (open to others, another user's):
 # no crash, no hang, no limit lifted.
 #
-#   tests/ledger_lib_test.sh VRAM LEDGER_APP
+#   tests/ledger_lib_test.sh VRAM LEDGER_APP FAKE_CUDA_DIR
+#
+# The last part runs the program on libvram's CUDA backend over tests/shim's fake libcuda.so.1, where the
+# preload library counts libvram's driver calls: libvram follows the preload library's slot (one row in
+# vram top, nothing counted twice) and both hold the same limit.
 #
 # ledger_app answers one line per command (start, alloc MIB, free, info, quit). map_ahead_mb:0 keeps the
 # bytes each process holds on the card equal to its blocks' (exact counts). The ledger goes to a private
 # VRAM_LEDGER_DIR. Prints each check with PASS/FAIL, then "N passed, N failed"; exits 1 when one failed.
 set -euo pipefail
 
-if [[ $# -ne 2 ]]; then
-    echo "usage: $0 VRAM LEDGER_APP" >&2
+if [[ $# -ne 3 ]]; then
+    echo "usage: $0 VRAM LEDGER_APP FAKE_CUDA_DIR" >&2
     exit 2
 fi
-VRAM=$1 APP=$2
+VRAM=$1 APP=$2 FAKE=$3
 
 unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_PRIORITY \
       VRAM_OVERFLOW VRAM_OVERFLOW_MAX VRAM_LIMIT_MAX VRAM_GROUP_LIMIT_MAX VRAM_MEMORY_LIMIT VRAM_FORCE_ALLOW_GROWTH \
-      VRAM_ALLOC_CONF VRAM_MEMORY_FRACTION
+      VRAM_ALLOC_CONF VRAM_MEMORY_FRACTION FAKE_CUDA_DEVICES FAKE_CUDA_MEM FAKE_CUDA_SHARED
 for v in $(compgen -e | grep -E '^VRAM_(MEMORY_)?LIMIT_' || true); do unset "$v"; done
 
 MiB=1048576
@@ -284,6 +288,32 @@ check "a slot freed under its owner: it claims one again, and vram limit reaches
     '[[ $OUT == "in_use_bytes=$((256 * MiB)) limit_bytes=$((128 * MiB)) | rc=0 | live_limit=$GiB" ]]'
 say f quit
 stop f
+
+# ---- the CUDA backend under the preload library: libvram follows its slot -------------------------------------
+start c VRAM_BACKEND=cuda LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" --growth --limit 1GiB
+says c start "alloc 256" "alloc 256"
+OUT="$ANSWERS | $("$VRAM" top --once --json | python3 -c 'import json, sys; print(len([p for p in json.load(sys.stdin)["processes"] if p["pid"] == int(sys.argv[1])]))' "${PID[c]}") $(slot c in_use_bytes limit_bytes)"
+check "libvram on the CUDA backend under vram run: one slot, the preload library's, counting what libvram's pools took from the driver" \
+    '[[ $OUT == "start=OK alloc=OK alloc=OK | 1 in_use_bytes=$((512 * MiB)) limit_bytes=$GiB" ]]'
+run "$VRAM" limit "${PID[c]}" 256MiB
+until_info c "live_limit=$((256 * MiB)) over_limit=$((256 * MiB))" live_limit over_limit
+OUT="rc=$RC | $INFO"
+says c "alloc 64"
+OUT="$OUT | $ANSWERS"
+check "... vram limit PID reaches libvram's pools through that slot: over its limit, its request refused by libvram naming vram limit (not a full card)" \
+    '[[ $OUT == "rc=0 | live_limit=$((256 * MiB)) over_limit=$((256 * MiB)) | alloc=ERR" ]] && has "$ANSWER" "from outside it (vram limit)"'
+says c free info
+OUT="$ANSWERS $(slot c in_use_bytes over_limit)"
+check "... a free brings it under (the next call gives the freed memory back to the driver), the preload library's count follows" \
+    '[[ $OUT == "free=OK current=$((256 * MiB)) in_use_bytes=$((256 * MiB)) over_limit=false" ]]'
+run "$VRAM" limit "${PID[c]}" none
+until_info c "live_limit=$GiB" live_limit
+says c "alloc 512" "alloc 512"
+OUT="rc=$RC $INFO $ANSWERS $(slot c in_use_bytes)"
+check "... vram limit PID none: both back at 1 GiB (768 MiB fit, 1280 MiB do not)" \
+    '[[ $OUT == "rc=0 live_limit=$GiB alloc=OK alloc=ERR in_use_bytes=$((768 * MiB))" ]]'
+say c quit
+stop c
 
 # ---- outside vram run, a ledger directory that cannot be used: unlisted, no limit lifted ----------------------
 # (vram run refuses to start a group under such a ledger; a libvram program given VRAM_GROUP by hand is listed
