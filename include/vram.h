@@ -522,6 +522,12 @@ typedef struct vram_allocator_stats {
     int64_t   num_device_alloc, num_device_free;   /* driver calls that created / released memory, a
                                                       move (growth) counting once in each */
     int64_t   max_split_size;       /* -1: any free block may be split */
+    /* overflow to host memory (allocator option overflow:host): the host memory its blocks hold and
+     * its blocks, as figures of their own (current, peak, allocated, freed; all 0 with overflow off).
+     * They are in none of the device's figures above, nor in PyTorch's (vram.torch leaves them out of
+     * torch.cuda.memory_stats) */
+    vram_stat overflow_bytes;
+    vram_stat overflow_blocks;
 } vram_allocator_stats;
 
 /* Blocks parked in thread caches go back to the pool first, so every figure is of blocks the

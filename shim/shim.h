@@ -575,6 +575,11 @@ void shim_balloon_fit(int dev);
  * allocation the limit (or the card) refused; counted apart, under the cap. CUDA_ERROR_OUT_OF_MEMORY
  * when overflow is off or its cap is reached, else the driver's error. */
 CUresult shim_overflow_alloc(const char *fn, CUdeviceptr *dptr, size_t size, int dev);
+/* The same for cuMemAllocPitch_v2: rows of width_bytes rounded up to SHIM_OVERFLOW_PITCH bytes (*pitch),
+ * height of them. CUDA_ERROR_OUT_OF_MEMORY as above, or when the size does not fit in size_t. */
+#define SHIM_OVERFLOW_PITCH 512
+CUresult shim_overflow_alloc_pitch(const char *fn, CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
+                                   size_t height, int dev);
 /* A cuMemFree of an overflow block: 1 when dptr is one (*r: cuMemFreeHost's result), else 0. */
 int shim_overflow_free(CUdeviceptr dptr, CUresult *r);
 

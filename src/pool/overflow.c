@@ -47,6 +47,8 @@ struct pool_overflow {
     ovf_block           *late;       /* freed during a capture: released after it */
     size_t               bytes, peak;
     uint64_t             served;
+    vram_stat            st_bytes, st_blocks;   /* vram_get_allocator_stats' figures (their own peaks and
+                                                   accumulations: reset by the stats' resets, not `peak`) */
 };
 
 vram_status overflow_create(const vram__pool_config *cfg, pool_shared *shared, pool_overflow **out) {
@@ -89,6 +91,18 @@ static void publish_bytes(pool_overflow *o, long long delta) {
     ledger_member_overflow(b->member, b->member_card, now);
 }
 
+/* The allocator statistics' figures after a block of `bytes` came (+1) or went (-1) (lock held). */
+static void stat_moved(pool_overflow *o, int dir, size_t bytes) {
+    vram_stat *s[2] = { &o->st_bytes, &o->st_blocks };
+    int64_t by[2] = { (int64_t)bytes, 1 };
+    for (int i = 0; i < 2; i++) {
+        s[i]->current += dir * by[i];
+        if (dir > 0) s[i]->allocated += by[i];
+        else s[i]->freed += by[i];
+        if (s[i]->current > s[i]->peak) s[i]->peak = s[i]->current;
+    }
+}
+
 /* Gives block b's host memory back (lock held; b out of the table already): VRAM_OK, or the
  * driver's refusal, b unchanged. */
 static vram_status release_block(pool_overflow *o, ovf_block *b) {
@@ -96,6 +110,7 @@ static vram_status release_block(pool_overflow *o, ovf_block *b) {
     if (s != VRAM_OK) return s;
     o->bytes -= b->c.size;
     publish_bytes(o, -(long long)b->c.size);
+    stat_moved(o, -1, b->c.size);
     free(b->uses);
     free(b);
     return VRAM_OK;
@@ -194,6 +209,7 @@ vram_status overflow_alloc(pool_overflow *o, size_t size, void *stream, void **p
             span_widen(o->shared, addr, addr + held);
             o->bytes += held;
             publish_bytes(o, (long long)held);
+            stat_moved(o, 1, held);
             if (o->bytes > o->peak) o->peak = o->bytes;
             o->served++;
             *ptr = (void *)(uintptr_t)addr;
@@ -278,6 +294,23 @@ void overflow_info(pool_overflow *o, vram_memory_info *info) {
     info->overflow_blocks = o->table.count;
     info->num_overflows = o->served;
     info->overflow_max = o->cap;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void overflow_stats(pool_overflow *o, vram_allocator_stats *stats) {
+    pthread_mutex_lock(&o->lock);
+    stats->overflow_bytes = o->st_bytes;
+    stats->overflow_blocks = o->st_blocks;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void overflow_reset_stats(pool_overflow *o, int peaks) {
+    pthread_mutex_lock(&o->lock);
+    vram_stat *s[2] = { &o->st_bytes, &o->st_blocks };
+    for (int i = 0; i < 2; i++) {
+        if (peaks) s[i]->peak = s[i]->current;
+        else s[i]->allocated = s[i]->freed = 0;
+    }
     pthread_mutex_unlock(&o->lock);
 }
 
