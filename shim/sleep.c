@@ -154,13 +154,32 @@ static int sleep_ledger_lock(ledger *l, int pid, sleep_slots *out) {
     return 0;
 }
 
-/* Sets every slot's sleep field (and the sleeper, this process). */
+/* The sleeper the ledger names: this process, or the one sleep_act_for named. */
+static int sleep_for_pid;
+static uint64_t sleep_for_start;
+
+void sleep_act_for(int pid, uint64_t start) {
+    sleep_for_pid = pid;
+    sleep_for_start = start;
+}
+
+static int sleep_self(uint64_t *start) {
+    if (sleep_for_pid) {
+        *start = sleep_for_start;
+        return sleep_for_pid;
+    }
+    *start = 0;
+    ledger_start_time((int)getpid(), start);
+    return (int)getpid();
+}
+
+/* Sets every slot's sleep field (and the sleeper, this process or the one it acts for). */
 static void sleep_mark(sleep_slots *ss, uint32_t state) {
     uint64_t start = 0;
-    ledger_start_time((int)getpid(), &start);
+    int self = sleep_self(&start);
     for (int i = 0; i < ss->n; i++) {
         ledger_slot *s = ss->s[i];
-        s->sleeper_pid = (int)getpid();
+        s->sleeper_pid = self;
         s->sleeper_start = start;
         uint32_t was = s->sleep;
         if (state == LEDGER_ASLEEP && was != LEDGER_ASLEEP && was != LEDGER_WAKING) {   /* (a wake undone keeps them) */
@@ -385,7 +404,8 @@ int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char
         for (int i = 0; ledgered && i < ss.n; i++) {
             uint64_t start = 0;
             const ledger_slot *s = ss.s[i];
-            if (s->sleep == LEDGER_SLEEPING && s->sleeper_pid && s->sleeper_pid != (int)getpid() &&
+            uint64_t self_start;
+            if (s->sleep == LEDGER_SLEEPING && s->sleeper_pid && s->sleeper_pid != sleep_self(&self_start) &&
                 ledger_start_time(s->sleeper_pid, &start) == 0 && start == s->sleeper_start) {
                 ledger_unlock(l);
                 snprintf(msg, len, "PID %d (%s) is being put to sleep by PID %d: try again", pid, cmd, s->sleeper_pid);
