@@ -205,7 +205,7 @@
 
 /*
  * SHIM_UNCOVERED: the entry points through which the driver can hold device memory that vram does not
- * count, and why. The README lists them (tests/shim/coverage_test.sh checks that it names each).
+ * count, and why. docs/reference.md lists them (tests/shim/coverage_test.sh checks that it names each).
  */
 #define SHIM_UNCOVERED(X)                                                                                 \
     X(cuMemAllocHost, "page-locked host memory, not device memory")                                   \
