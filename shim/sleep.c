@@ -154,26 +154,14 @@ static int sleep_ledger_lock(ledger *l, int pid, sleep_slots *out) {
     return 0;
 }
 
-/* The sleeper the ledger names: this process, or the one sleep_act_for named. */
-static int sleep_for_pid;
-static uint64_t sleep_for_start;
-
-void sleep_act_for(int pid, uint64_t start) {
-    sleep_for_pid = pid;
-    sleep_for_start = start;
-}
-
+/* This process as the ledger names a sleeper. */
 static int sleep_self(uint64_t *start) {
-    if (sleep_for_pid) {
-        *start = sleep_for_start;
-        return sleep_for_pid;
-    }
     *start = 0;
     ledger_start_time((int)getpid(), start);
     return (int)getpid();
 }
 
-/* Sets every slot's sleep field (and the sleeper, this process or the one it acts for). */
+/* Sets every slot's sleep field (and the sleeper, this process). */
 static void sleep_mark(sleep_slots *ss, uint32_t state) {
     uint64_t start = 0;
     int self = sleep_self(&start);

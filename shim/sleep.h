@@ -54,11 +54,6 @@ typedef struct sleep_driver {
 int sleep_driver_open(sleep_driver *d, int init, char *err, size_t errlen);
 void sleep_driver_close(sleep_driver *d);
 
-/* From now on, this process sleeps and wakes processes on behalf of process `pid` (started at `start`,
- * ledger_start_time's): the ledger names that one as the sleeper (the idle watcher's child for each
- * step acts for the watcher, watch.c). */
-void sleep_act_for(int pid, uint64_t start);
-
 /* "CUDA_ERROR_OUT_OF_MEMORY (out of memory)" */
 void sleep_error_text(const sleep_driver *d, CUresult r, char *buf, size_t len);
 

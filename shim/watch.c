@@ -174,82 +174,9 @@ static void watch_say_unseen(watcher *w, watched *p) {
     p->said = 1;
 }
 
-/* One sleep (wake 0) or wake of `pid`, made by a child process that starts the driver (cuInit) for it
- * and is gone after, as `vram sleep` and `vram wake` are fresh processes: the watcher itself never
- * starts the driver. (With the driver of CUDA 13.0, 580.159, a watcher that started the driver once
- * and made the checkpoint itself was refused the restore: cuCheckpointProcessGetState answered
- * CUDA_ERROR_NOT_INITIALIZED, where a fresh process woke the same process.) The child acts for the
- * watcher: the ledger names the watcher as the sleeper. The result comes back through a pipe; a child
- * that dies first is a failed step. */
-typedef struct watch_step {
-    int r;
-    uint64_t host;
-    char msg[1024];
-} watch_step;
-
-static int watch_act(watcher *w, int wake, int pid, char *msg, size_t len, uint64_t *host) {
-    int fds[2];
-    watch_step st;
-    memset(&st, 0, sizeof st);
-    if (pipe2(fds, O_CLOEXEC) != 0) {
-        snprintf(msg, len, "PID %d: the watcher cannot make a pipe (%s)", pid, strerror(errno));
-        return SLEEP_FAILED;
-    }
-    pid_t c = fork();
-    if (c == 0) {
-        close(fds[0]);
-        sleep_act_for(w->pid, w->start);
-        CUresult ir = w->d.init(0);
-        if (ir != CUDA_SUCCESS) {
-            char e[160];
-            sleep_error_text(&w->d, ir, e, sizeof e);
-            snprintf(st.msg, sizeof st.msg, "the CUDA driver did not start (cuInit: %s)", e);
-            st.r = SLEEP_FAILED;
-        } else if (wake) {
-            st.r = wake_process(&w->d, &w->l, pid, NULL, st.msg, sizeof st.msg);
-        } else {
-            st.r = sleep_process(&w->d, &w->l, pid, WATCH_LOCK_MS, 0, st.msg, sizeof st.msg, &st.host);
-        }
-        size_t off = 0;
-        while (off < sizeof st) {
-            ssize_t n = write(fds[1], (char *)&st + off, sizeof st - off);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) break;
-            off += (size_t)n;
-        }
-        _exit(0);
-    }
-    close(fds[1]);
-    if (c < 0) {
-        close(fds[0]);
-        snprintf(msg, len, "PID %d: the watcher cannot fork (%s)", pid, strerror(errno));
-        return SLEEP_FAILED;
-    }
-    size_t got = 0;
-    while (got < sizeof st) {
-        ssize_t n = read(fds[0], (char *)&st + got, sizeof st - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) break;
-        got += (size_t)n;
-    }
-    close(fds[0]);
-    int status = 0;
-    while (waitpid(c, &status, 0) < 0 && errno == EINTR) {
-    }
-    if (got != sizeof st) {
-        snprintf(msg, len, "PID %d: the watcher's %s step died (%s %d)", pid, wake ? "wake" : "sleep",
-                 WIFSIGNALED(status) ? "signal" : "exit status", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-        return SLEEP_FAILED;
-    }
-    st.msg[sizeof st.msg - 1] = '\0';
-    snprintf(msg, len, "%s", st.msg);
-    if (host) *host = st.host;
-    return st.r;
-}
-
 static void watch_wake(watcher *w, watched *p, uint64_t now, const char *why) {
     char msg[1024];
-    int r = watch_act(w, 1, p->pid, msg, sizeof msg, NULL);
+    int r = wake_process(&w->d, &w->l, p->pid, NULL, msg, sizeof msg);
     if (r == SLEEP_DONE || r == SLEEP_ALREADY) {
         fprintf(stderr, "vram: %s: %s\n", why, msg);
         p->asleep = 0;
@@ -270,7 +197,7 @@ static void watch_sleep(watcher *w, watched *p, uint64_t now) {
     uint64_t host = 0;
     watch_format_duration(w->idle_ns, dur, sizeof dur);
     uint64_t before = p->calls;
-    int r = watch_act(w, 0, p->pid, msg, sizeof msg, &host);
+    int r = sleep_process(&w->d, &w->l, p->pid, WATCH_LOCK_MS, 0, msg, sizeof msg, &host);
     if (r == SLEEP_ALREADY) {   /* put to sleep by hand meanwhile (vram sleep): left to vram wake */
         p->held = 1;
     } else if (r == SLEEP_DONE) {
@@ -371,7 +298,7 @@ static void watch_child(int root, uint64_t root_start, uint64_t idle_ns, const c
     w.idle_ns = idle_ns;
     int ok = ledger_start_time(w.pid, &w.start) == 0;
     if (!ok) snprintf(err, sizeof err, "cannot read /proc/%d/stat", w.pid);
-    if (ok && sleep_driver_open(&w.d, 0, err, sizeof err) != 0) ok = 0;   /* cuInit in each step's child */
+    if (ok && sleep_driver_open(&w.d, 1, err, sizeof err) != 0) ok = 0;
     int ledger_failed = 0;
     if (ok && (ledger_dir ? ledger_open_in(&w.l, ledger_dir, err, sizeof err) : ledger_open(&w.l, err, sizeof err)) != 0)
         ok = 0, ledger_failed = 1;

@@ -13,10 +13,8 @@
  * The watcher: forked twice (reparented away from the program, which never sees it as a child) into
  * its own session (no terminal signals reach it), its standard input and output on /dev/null, its
  * standard error the program's (it says there, one line each, when it puts a process to sleep or
- * wakes it, and why it cannot). It loads the driver (without starting it) and opens the ledger before the
- * program starts: watch_start returns only once it runs, or with the reason it cannot. Each sleep and
- * each wake is made by a child of the watcher that starts the driver (cuInit: a restore needs it) and
- * exits after, as `vram sleep` and `vram wake` do (watch.c says why).
+ * wakes it, and why it cannot). It loads the driver (cuInit: a restore needs it) and opens the ledger
+ * before the program starts: watch_start returns only once it runs, or with the reason it cannot.
  * Every tick it reads the activity pages of its processes (found in the ledger every half second):
  * a count that moved is activity (and wakes a process asleep: its call is blocked in the driver
  * meanwhile); a process whose count has not moved for DURATION, with no synchronising call under way,
