@@ -515,7 +515,9 @@ def build(results):
     notes += [para(
         "The host moves host-bound steps between processes of the same allocator: an allocator's slowest "
         "round (its median step) against its fastest is at most %s. On lightning_stats vram was "
-        "slower than the fastest PyTorch allocator in each round (%s), which is not explained yet. "
+        "slower than the fastest PyTorch allocator in each round (%s); on the H100 at a later tree it was not "
+        "(-0.92%% and -0.38%% a round, CPUs not pinned; GPU runs of the whole tree below): what made the gap "
+        "is not known. "
         "cudaMallocAsync's peak on timm_vit is its pool's high-water mark after cuDNN's benchmark tried its "
         "largest workspaces. Under the tight limits, plain cuMemAlloc completes %s." % (
             ", ".join("+%.1f%% on %s" % (spreads[w], w) for w in HOST_BOUND[:-1]) + " and +%.1f%% on %s" % (
