@@ -331,10 +331,10 @@ MUTANTS = [
       "the limit's message names where it came from (vram_set_memory_limit, the variable, the logical device)",
       r"vram\.(oom|env)"),
     M("oom_card_full_others", "src/pool/oom.c",
-      "        char others[160] = \"\";\n        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
-      "            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;",
-      "        char others[160] = \"\";\n        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
-      "            size_t other = card_total - card_free;",
+      "    char others[192] = \"\";\n    if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
+      "        size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;",
+      "    char others[192] = \"\";\n    if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
+      "        size_t other = card_total - card_free;",
       "the card itself full: the driver's CUDA_ERROR_OUT_OF_MEMORY and how much other processes hold",
       r"vram\.(oom|driver_fail)"),
     M("oom_fragmentation_room", "src/pool/oom.c",

@@ -317,6 +317,30 @@ static vram_status free_event_locked(pool_arena *p, void *stream, pool_event **e
     return VRAM_OK;
 }
 
+/* Block c, out of the pointer table, freed at once (VRAM_POOL_FREE_NOW: to the free bins) or on
+ * `stream` (PENDING there, with event e or none yet); a block the plan placed goes back to the plan.
+ * Gives the arena lock back. */
+static vram_status free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream,
+                                       pool_event *e) {
+    if (__builtin_expect(p->planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
+        plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
+        pool_lock_give(&p->lock);                 /* a slot of the plan's zone (plan_slots.c) */
+        return VRAM_OK;
+    }
+    if (how == VRAM_POOL_FREE_NOW) {
+        pool_release_used_locked(p, c);
+        pool_lock_give(&p->lock);
+        return VRAM_OK;
+    }
+    note_used_locked(p, c, 0);
+    c->state = CHUNK_PENDING;
+    c->stream = stream;
+    c->event = e;
+    pending_link_locked(p, pending_merge_locked(p, c));
+    pool_lock_give(&p->lock);
+    return VRAM_OK;
+}
+
 /* A free by its kind: VRAM_POOL_FREE_NOW goes to the free bins (or a thread cache), a stream-ordered
  * one becomes PENDING on its stream (an owned-stream free on the solo stream goes to the bins at
  * once), a block with uses on other streams is deferred (stream_order.c). A block is always in the
@@ -378,21 +402,5 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         live_take(p, addr);
     }
-    if (__builtin_expect(p->planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
-        plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
-        pool_lock_give(&p->lock);                 /* a slot of the plan's zone (plan_slots.c) */
-        return VRAM_OK;
-    }
-    if (how == VRAM_POOL_FREE_NOW) {
-        pool_release_used_locked(p, c);
-        pool_lock_give(&p->lock);
-        return VRAM_OK;
-    }
-    note_used_locked(p, c, 0);
-    c->state = CHUNK_PENDING;
-    c->stream = stream;
-    c->event = e;
-    pending_link_locked(p, pending_merge_locked(p, c));
-    pool_lock_give(&p->lock);
-    return VRAM_OK;
+    return free_by_kind_unlock(p, c, how, stream, e);
 }

@@ -76,6 +76,19 @@ static void oom_moved_cap(const pool_arena *p, size_t limit, size_t reserved, ch
     }
 }
 
+/* The cause when the driver refused memory: the card is full, with what other processes hold
+ * (`reserved`: what this process holds when it has no card budget). */
+static void oom_card_full(const pool_arena *p, size_t reserved, const char *driver_msg, char *out, size_t len) {
+    size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
+    char others[192] = "";
+    if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
+        size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
+        snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes (or other "
+                 "allocators in this one) hold about %zu bytes", card_free, card_total, other);
+    }
+    snprintf(out, len, "the card itself is full: the driver refused more memory (%s)%s", driver_msg, others);
+}
+
 /* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
  * logical device (summed by arenas.c). */
 static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t rounded, grow_result why,
@@ -91,15 +104,7 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     char cause[1536], stuck_msg[384];
     oom_stuck_sentence(p, all ? 0 : stuck, current, rounded, limit, stuck_msg, sizeof stuck_msg);
     if (why == GROW_DRIVER) {
-        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
-        char others[160] = "";
-        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
-            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
-            snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes "
-                     "(or other allocators in this one) hold about %zu bytes", card_free, card_total, other);
-        }
-        snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s",
-                 driver_msg, others);
+        oom_card_full(p, reserved, driver_msg, cause, sizeof cause);
     } else if (why == GROW_CARD_LIMIT && atomic_load(&p->cfg.budget->external) == atomic_load(&p->cfg.budget->cap)) {
         snprintf(cause, sizeof cause, "the limit of %zu bytes set on this process's card from outside it (vram "
                  "limit) is reached, shared by its logical devices", atomic_load(&p->cfg.budget->cap));
@@ -164,15 +169,7 @@ vram_status pool_wake_oom(pool_arena *p, const char *what, size_t need, grow_res
     size_t limit = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);   /* (a fraction's) */
     if (limit > p->cfg.limit) limit = p->cfg.limit;
     if (why == GROW_DRIVER) {
-        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
-        char others[192] = "";
-        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
-            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
-            snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes (or other "
-                     "allocators in this one) hold about %zu bytes", card_free, card_total, other);
-        }
-        snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s", driver_msg,
-                 others);
+        oom_card_full(p, reserved, driver_msg, cause, sizeof cause);
     } else if (why == GROW_CARD_LIMIT) {
         snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
                  p->cfg.budget->cap_source);

@@ -165,6 +165,18 @@ static const char *check_stats_locked(const pool_arena *p) {
     return NULL;
 }
 
+/* The lengths of the pending and deferred lists (walked by their links); NULL, or why not right. */
+static const char *check_lists_locked(const pool_arena *p, size_t *pending, size_t *deferred) {
+    const pool_chunk *last = NULL;
+    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) (*pending)++;
+    for (const pool_chunk *c = p->deferred; c != NULL && *deferred <= p->deferred_count; c = c->uses->next) {
+        if (c->uses == NULL || c->uses->nevents == 0) break;
+        (*deferred)++;
+        last = c;
+    }
+    return last != p->deferred_tail ? "the deferred list's last block is not its tail" : NULL;
+}
+
 vram_status arena_check(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
@@ -181,14 +193,7 @@ vram_status arena_check(pool_arena *p) {
     }
     if (why == NULL && t.parked_count != parked) why = "parked chunks and the thread caches disagree";
     size_t pending = 0, deferred = 0;
-    const pool_chunk *last = NULL;
-    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
-    for (const pool_chunk *c = p->deferred; c != NULL && deferred <= p->deferred_count; c = c->uses->next) {
-        if (c->uses == NULL || c->uses->nevents == 0) break;
-        deferred++;
-        last = c;
-    }
-    if (why == NULL && last != p->deferred_tail) why = "the deferred list's last block is not its tail";
+    if (why == NULL) why = check_lists_locked(p, &pending, &deferred);
     if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
