@@ -8,7 +8,8 @@
 
 graph: the file-level call graph of the pool (src/pool): file A calls file B when a function defined
 in A calls a function defined in B. A header's own functions (static helpers, inline ones) count as
-its .c file's (split_merge.h's as split_merge.c's), a header without a .c file is a node of its own.
+its .c file's (split_merge.h's as split_merge.c's), a header without a .c file is a node of its own,
+and so is arena.h, the interface of all the arena's files, whose inline accessors must call nothing.
 Prints each file's callees with one function pair naming the edge, then every strongly connected
 component of more than one file (a call circle: Tarjan's algorithm), and exits 1 when there is one:
 calls among the pool's files run one way (docs/DESIGN.md, "Layers"); --known-circle accepts exactly
@@ -134,9 +135,14 @@ def match_brace(text, i):
 
 # ---- graph ----------------------------------------------------------------------------------------
 
+# Headers that are the interface of several files, not one file's own: their functions are a node of
+# their own, and may call no function of another file (checked: accessors of the structures only).
+INTERFACE_HEADERS = {"arena.h"}
+
+
 def node_of(path, names):
     base = os.path.basename(path)
-    if base.endswith(".h") and base[:-2] + ".c" in names:
+    if base.endswith(".h") and base[:-2] + ".c" in names and base not in INTERFACE_HEADERS:
         return base[:-2] + ".c"
     return base
 
@@ -224,6 +230,10 @@ def cmd_graph(args):
         if outs:
             print("%s -> %s" % (v, ", ".join("%s (%s -> %s)" % (b, f, g) for b, (f, g) in outs)))
     comps = sccs(nodes, edges)
+    calling = sorted("%s (%s -> %s)" % (b, f, g) for (a, b), (f, g) in edges.items() if a in INTERFACE_HEADERS)
+    if calling:
+        print("code_shape.py graph: the interface header arena.h calls other files: %s" % ", ".join(calling))
+        return 1
     for c in comps:
         print("call circle (%d files): %s" % (len(c), " ".join(c)))
     if known is not None and comps == [known]:

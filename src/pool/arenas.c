@@ -42,7 +42,7 @@
 
 #include "pool/overflow.h"
 #include "pool/plan_arena.h"
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 #define POOL_ARENAS VRAM_POOL_MAX_ARENAS
 #define POOL_PRIVATE VRAM_POOL_MAX_PRIVATE
@@ -132,7 +132,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
         return s;
     }
     arena_range(a, &p->lo[0], &p->hi[0]);
-    if (cfg->plan && a->vmm != NULL) plan_arena_enable(a);
+    if (cfg->plan && a->vmm != NULL) arena_enable_plan(a);
     atomic_store(&p->arena[0], a);
     *out = p;
     return VRAM_OK;
@@ -338,7 +338,7 @@ static VRAM_NOINLINE pool_arena *owner_by_memory(vram__pool *p, uint64_t addr) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
         arena_lock(a, NULL);
-        int owns = pool_owns_locked(a, addr);
+        int owns = arena_owns_locked(a, addr);
         arena_unlock(a);
         if (owns) return a;
     }
@@ -817,12 +817,12 @@ static vram_status wake_locked(vram__pool *p, pool_arena **all, int nall, pool_a
             trim_others(p, all, nall);
             why = arena_wake_budget_locked(a[taken]);
         }
-        if (why != GROW_OK) s = pool_wake_oom(a[taken], what, need, why);
+        if (why != GROW_OK) s = arena_wake_oom(a[taken], what, need, why);
     }
     while (mapped < n && s == VRAM_OK) {             /* (one the driver refused counts: what it mapped goes back) */
         pool_arena *b = a[mapped++];
         s = arena_wake_map_locked(b);
-        if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_wake_oom(b, what, need, GROW_DRIVER);
+        if (s == VRAM_ERR_OUT_OF_MEMORY) s = arena_wake_oom(b, what, need, GROW_DRIVER);
         else if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
     }
     for (int i = 0; i < n && s == VRAM_OK; i++) {

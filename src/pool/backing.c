@@ -10,8 +10,9 @@
  * mapping and before the budget goes back, so that the shared sum never exceeds the limit; the
  * budgets hold at least the arena's reserved bytes; nothing is given back or moved while the arena
  * is still (a private pool in use, a capture underway), and memory a solo stream may still touch
- * only after its fence. Everything here is under the arena's pool lock, except arena_idle_tick's
- * wait for the solo fence, made without it.
+ * only after its fence. Everything here is under the arena lock, except backing_idle_fence's wait
+ * for the solo fence, made without it. Trim and the idle tick run after the front door settled the
+ * arena (slot mode left, the thread caches flushed).
  */
 #include <stdlib.h>
 
@@ -406,9 +407,7 @@ vram_status arena_trim_plain_locked(pool_arena *p) {
     return trim_plain_regions_locked(p, 0);
 }
 
-static vram_status pool_trim_locked(pool_arena *p, size_t keep) {
-    plan_slots_leave_locked(p);                  /* the plan's zone: its free chunks are idle too */
-    pool_flush_caches_locked(p);
+vram_status backing_trim_locked(pool_arena *p, size_t keep) {
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
@@ -420,32 +419,14 @@ static vram_status pool_trim_locked(pool_arena *p, size_t keep) {
     return refusal != VRAM_OK ? refusal : s;
 }
 
-void arena_trim_settled(pool_arena *p) {
-    pool_lock_take(&p->lock);
-    pool_flush_caches_locked(p);
-    if (p->pending != NULL) pending_reap_locked(p, 1);
-    if (p->deferred != NULL) deferred_reap_locked(p, 1);
-    (void)pool_trim_locked(p, 0);
-    p->idle_low = arena_cached(p);
-    pool_lock_give(&p->lock);
-}
-
-vram_status arena_trim(pool_arena *p, size_t keep_bytes) {
-    pool_lock_take(&p->lock);
-    vram_status s = pool_trim_locked(p, keep_bytes);
-    p->idle_low = arena_cached(p);
-    pool_lock_give(&p->lock);
-    return s;
-}
-
-void arena_idle_tick(pool_arena *p) {
+int backing_idle_fence(pool_arena *p) {
     /* One stream (solo): a block freed at once may still be used by work queued on the stream. The
      * extents given back below have been idle since before the previous tick, so the event that tick
      * recorded on the stream covers their last frees: wait for it here, without the lock, so that
      * allocations go on while the stream drains (under the lock they waited for the whole queue once
      * a period). */
     const vram__backend *be = p->cfg.backend;
-    if (capture_underway(p)) return;             /* no wait, nothing given back: the next tick */
+    if (capture_underway(p)) return -1;          /* no wait, nothing given back: the next tick */
     pool_lock_take(&p->lock);
     void *fence = p->idle_fence;
     int fenced = !p->idle_fence_failed;
@@ -456,9 +437,11 @@ void arena_idle_tick(pool_arena *p) {
         if (be->event_sync(p->cfg.dev, fence) != VRAM_OK) fenced = 0;
         be->event_destroy(p->cfg.dev, fence);
     }
-    pool_lock_take(&p->lock);
-    plan_slots_idle_locked(p);                   /* a plan no longer stepping: its zone's memory too */
-    pool_flush_caches_locked(p);
+    return fenced;
+}
+
+void backing_idle_release_locked(pool_arena *p, int fenced) {
+    const vram__backend *be = p->cfg.backend;
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
@@ -477,5 +460,4 @@ void arena_idle_tick(pool_arena *p) {
     size_t excess = arena_cached(p), unused = p->idle_low < excess ? p->idle_low : excess;
     if (unused > 0) (void)trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
     p->idle_low = arena_cached(p);
-    pool_lock_give(&p->lock);
 }

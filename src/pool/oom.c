@@ -4,12 +4,13 @@
  * (vram_set_live_limit), a memory fraction, the limit, a private pool's share of it,
  * or fragmentation), with the figures that show it, and the largest block a request could get.
  *
- * Counts each report in num_ooms. The arena's pool lock is held by the callers of the _locked
- * functions; arena_oom takes it itself (arenas.c reports once every arena was tried).
+ * A reader (arena.h): the front door settles the arena first (slot mode left, the extents
+ * recounted), so that the report sees every block as a chunk. Counts each report in num_ooms.
+ * Arena lock held.
  */
 #include <stdio.h>
 
-#include "pool/plan_arena.h"
+#include "pool/arena.h"
 
 /* Largest free block within memory held from the driver: in the VMM region, the longest mapped
  * run inside a free chunk (classes are visited largest first, and the walk stops once no class can
@@ -35,10 +36,10 @@ size_t pool_largest_free_locked(const pool_arena *p) {
 }
 
 /* With growth by mapping: the free bytes of the arena that lie in granules shared with blocks in
- * use (mapped, not idle), which neither move under another block nor go back. Recounts the extents. */
-static size_t oom_stuck_locked(pool_arena *p) {
+ * use (mapped, not idle), which neither move under another block nor go back. The extents are
+ * recounted (the front door settles them before a report). */
+static size_t oom_stuck_locked(const pool_arena *p) {
     if (p->vmm == NULL) return 0;
-    vmm_recount_locked(p);
     size_t free_bytes = p->reserved - p->current, idle = p->vmm->vmm.idle;
     return free_bytes > idle ? free_bytes - idle : 0;
 }
@@ -147,22 +148,12 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
                       largest_free, free_bytes);
 }
 
-vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
-    plan_slots_leave_locked(p);              /* the report walks the chunks */
+vram_status oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
     p->num_ooms++;
-    return pool_oom_report(p, size, rounded, why, NULL, oom_stuck_locked(p));
+    return pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
 }
 
-vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
-    pool_lock_take(&p->lock);
-    plan_slots_leave_locked(p);
-    p->num_ooms++;
-    vram_status s = pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
-    pool_lock_give(&p->lock);
-    return s;
-}
-
-vram_status pool_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
+vram_status oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why) {
     char driver_msg[1024], cause[1536];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     size_t reserved = atomic_load(&p->shared->reserved);

@@ -257,56 +257,67 @@ static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
     return c != NULL && c->addr <= at && c->addr < p->plan_hi ? c : NULL;
 }
 
-/* Hands out planned request k's block at its place in the zone from chunk c (free, holding the
- * place): 1, or 0 when c does not hold it or the limit refuses (the plan ends then). */
-static int plan_take_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t size, size_t rounded, void *stream,
-                            void **ptr) {
+/* Planned request k's place in the zone, cut from chunk c (free, holding the place): PLAN_PLACE with
+ * *place, for the allocation path to hand out (plan_placed_locked then), or, when c does not hold
+ * the place, PLAN_BEST_FIT (the plan ends). */
+static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t rounded, int before_first,
+                             pool_chunk **place) {
     pool_planner *pl = p->planner;
     uint64_t at = p->plan_lo + pl->plan.offset[k];
-    grow_result why = GROW_OK;
     if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
-        (c = chunk_cut_at_locked(p, c, at)) == NULL ||
-        arena_take_locked(p, c, size, rounded, stream, ptr, &why) != VRAM_OK) {   /* (the limit: best */
-        plan_end_locked(p);                                                         /*  fit tries, reports) */
+        (c = chunk_cut_at_locked(p, c, at)) == NULL) {
+        plan_end_locked(p);
+        return PLAN_BEST_FIT;
+    }
+    pl->place_k = k;
+    pl->place_before_first = before_first;
+    *place = c;
+    return PLAN_PLACE;
+}
+
+int plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream) {
+    pool_planner *pl = p->planner;
+    if (taken == NULL) {                       /* (the limit: best fit tries, and reports) */
+        plan_end_locked(p);
         return 0;
     }
-    p->last_taken->plan_k = k + 1;
-    pl->chunk[k] = p->last_taken;
+    uint32_t k = pl->place_k;
+    taken->plan_k = k + 1;
+    pl->chunk[k] = taken;
+    if (pl->place_before_first) plan_noted_locked(p, taken, rounded, stream);   /* (the detector counts it) */
     return 1;
 }
 
 /* A request while a plan waits for its first step (the step before it): one that lives into the
  * first step is placed in the zone already, so that the first step finds it where the plan says. */
-static int plan_before_first_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr) {
+static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream, pool_chunk **place) {
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
     uint64_t k = pl->det.requests + plan->period - plan->start_request;   /* (in [1, period)) */
     if (k >= plan->period || plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) ||
         arena_still(p)) {
         plan_end_locked(p);
-        return 0;
+        return PLAN_BEST_FIT;
     }
-    if (!plan->wraps[k]) return 0;
+    if (!plan->wraps[k]) return PLAN_BEST_FIT;
     uint64_t at = p->plan_lo + plan->offset[k];
-    if (!plan_take_locked(p, zone_chunk_at(p, p->plan_first, at), (uint32_t)k, size, rounded, stream, ptr)) return 0;
-    plan_noted_locked(p, p->last_taken, rounded, stream);   /* (the detector counts it as any) */
-    return 1;
+    return plan_place_locked(p, zone_chunk_at(p, p->plan_first, at), (uint32_t)k, rounded, 1, place);
 }
 
-int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, vram_status *s) {
+int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place) {
     pool_planner *pl = p->planner;
     if (pl->armed && pl->det.requests == pl->plan.start_request) {
         pl->armed = p->plan_hold = 0;
         pl->active = 1;
         pl->pos = 0;
     }
-    if (pl->armed) return (*s = VRAM_OK, plan_before_first_locked(p, size, rounded, stream, ptr));
-    if (!pl->active) return 0;
+    if (pl->armed) return plan_before_first_locked(p, rounded, stream, place);
+    if (!pl->active) return PLAN_BEST_FIT;
     const pool_plan *plan = &pl->plan;
     uint32_t k = pl->pos;
     if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {
         plan_end_locked(p);
-        return 0;
+        return PLAN_BEST_FIT;
     }
     if (pl->settle_due && k == plan->settle % plan->period) {
         pl->settle_due = p->plan_hold = 0;
@@ -319,23 +330,20 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
             pl->slot_misses++;
             plan_slots_leave_locked(p);        /* a block freed late: the zone's chunks decide */
         } else if (plan->offset[k] == PLAN_UNPLANNED) {
-            return 0;
+            return PLAN_BEST_FIT;
         } else if (plan_slot_take_locked(p, k, size, stream, ptr)) {
-            *s = VRAM_OK;
-            return 1;
+            return PLAN_SERVED;
         } else {
             plan_slots_leave_locked(p);
         }
     }
-    if (plan->offset[k] == PLAN_UNPLANNED) return 0;
+    if (plan->offset[k] == PLAN_UNPLANNED) return PLAN_BEST_FIT;
     /* the free chunk holding the place starts where the planned block below it ends; in the first
      * step, blocks of the step before may lie there or not: a walk up from the last one known */
     int32_t q = pl->first ? plan->below_first[k] : plan->below[k];
     pool_chunk *c = q < 0 ? p->plan_first : pl->chunk[q] != NULL ? pl->chunk[q]->next : NULL;
     if (pl->first) c = zone_chunk_at(p, c != NULL ? c : p->plan_first, p->plan_lo + plan->offset[k]);
-    if (!plan_take_locked(p, c, k, size, rounded, stream, ptr)) return 0;
-    *s = VRAM_OK;
-    return 1;
+    return plan_place_locked(p, c, k, rounded, 0, place);
 }
 
 int plan_give_way_locked(pool_arena *p) {

@@ -24,6 +24,7 @@
  * (then chunk[k] == slot[k], and the record's `slot` is 1) and FREE otherwise; no slot is in the
  * free bins or a thread cache (tc_park refuses records with `slot` set). Pool lock held throughout.
  */
+#include "pool/pointer_table.h"
 #include "pool/plan_arena.h"
 
 #include <stdlib.h>

@@ -44,7 +44,7 @@ typedef struct vram__pool_config {
     size_t               max_extent;     /* growth: largest physical extent mapped at once; larger ones
                                             cost fewer driver calls, smaller ones go back more finely.
                                             0: limit / 256, between one granule and 256 MiB;
-                                            limit / 128, at most 1 GiB, from 64 GiB (pool_internal.h);
+                                            limit / 128, at most 1 GiB, from 64 GiB (arena.h);
                                             one granule when limit_chosen or plan */
     int                  limit_chosen;   /* the limit was set for this pool (an environment variable,
                                             vram_set_memory_limit, a fraction, a logical device's size),

@@ -89,7 +89,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
     if (sum != r->size) return "chunk sizes do not add up to the region";
     if (r->kind == REGION_VMM) {
         static _Thread_local char msg[256];
-        vmm_recount_locked(p);           /* counted lazily: recounted here from the blocks */
+        /* (counted lazily: the front door recounted them from the blocks before the check) */
         if (pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
         size_t busy = 0;
         for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
@@ -177,12 +177,10 @@ static const char *check_lists_locked(const pool_arena *p, size_t *pending, size
     return last != p->deferred_tail ? "the deferred list's last block is not its tail" : NULL;
 }
 
-vram_status arena_check(pool_arena *p) {
+vram_status check_locked(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;
-    pool_lock_take(&p->lock);
-    plan_slots_leave_locked(p);              /* the zone's chunks, checked as any (plan_slots.c) */
     for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock);
     for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock);
     size_t parked = 0, mapped = 0;
@@ -198,7 +196,6 @@ vram_status arena_check(pool_arena *p) {
     if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);
-    if (why == NULL) why = arena_sleep_check_marks_locked(p);
     if (why != NULL) {
     } else if (t.free_count != p->bins.count + p->sbins.count + p->pbins.count ||
                t.free_bytes != p->bins.bytes + p->sbins.bytes + p->pbins.bytes) {
@@ -228,6 +225,5 @@ vram_status arena_check(pool_arena *p) {
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
     for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->live[i].lock);
     for (int i = TC_SLOTS - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
-    pool_lock_give(&p->lock);
     return s;
 }

@@ -37,6 +37,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/pointer_table.h"
 #include "pool/backing.h"
 #include "pool/plan_arena.h"
 #include "pool/split_merge.h"
@@ -88,7 +89,7 @@ static void unmark_free_locked(pool_arena *p) {
 
 /* ---- going to sleep --------------------------------------------------------------------------- */
 
-vram_status arena_sleep_check_locked(pool_arena *p) {
+vram_status sleep_check_locked(pool_arena *p) {
     if (p->asleep) return VRAM_OK;                       /* (it stays as it is) */
     if (!p->cfg.growth) {
         return vram__fail(VRAM_ERR_UNSUPPORTED, "%s preallocates its memory (memory growth is off): its blocks lie in "
@@ -257,7 +258,7 @@ static void record_free(pool_arena *p, pool_sleep *rec) {
     free(rec);
 }
 
-vram_status arena_sleep_locked(pool_arena *p, int offload) {
+vram_status sleep_locked(pool_arena *p, int offload) {
     if (p->asleep) return VRAM_OK;
     if (p->planner != NULL) plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
     pool_flush_caches_locked(p);
@@ -300,7 +301,7 @@ vram_status arena_sleep_locked(pool_arena *p, int offload) {
 
 /* ---- asleep ------------------------------------------------------------------------------------ */
 
-vram_status arena_asleep_refusal(const pool_arena *p, size_t size) {
+vram_status sleep_refusal(const pool_arena *p, size_t size) {
     const char *tag = vram__tag_name(p->tag);
     char whose[128];
     if (tag != NULL) snprintf(whose, sizeof whose, "the memory of the tag '%s'", tag);
@@ -309,13 +310,13 @@ vram_status arena_asleep_refusal(const pool_arena *p, size_t size) {
                       "(vram_sleep), off the card until vram_wake brings it back", p->cfg.name, size, whose);
 }
 
-void arena_sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
+void sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
     info->asleep_bytes = p->asleep ? p->sleep->bytes : 0;
     info->asleep_host_bytes = p->asleep && p->sleep->host != NULL ? p->sleep->host_bytes : 0;
     info->host_kept_bytes = p->host_kept_bytes;
 }
 
-vram_status arena_host_kept_free_locked(pool_arena *p) {
+vram_status sleep_host_kept_free_locked(pool_arena *p) {
     void *host = p->host_kept;
     p->host_kept = NULL;
     p->host_kept_bytes = 0;
@@ -324,7 +325,7 @@ vram_status arena_host_kept_free_locked(pool_arena *p) {
                         : VRAM_OK;
 }
 
-void arena_sleep_free_locked(pool_arena *p, pool_chunk *c) {
+void sleep_free_locked(pool_arena *p, pool_chunk *c) {
     pool_sleep *rec = p->sleep;
     if (p->planner != NULL) (void)plan_free_locked(p, c, 1);   /* (the detector's note; no plan is in force) */
     c->asleep = 0;
@@ -339,13 +340,13 @@ void arena_sleep_free_locked(pool_arena *p, pool_chunk *c) {
     }
 }
 
-void arena_sleep_drop(pool_arena *p) {
+void sleep_drop(pool_arena *p) {
     record_free(p, p->sleep);
     p->sleep = NULL;
     p->asleep = 0;
 }
 
-const char *arena_sleep_check_marks_locked(pool_arena *p) {
+const char *sleep_check_marks_locked(pool_arena *p) {
     if ((p->asleep != 0) != (p->sleep != NULL)) return "an arena asleep has no record of its sleep, or the reverse";
     size_t bytes = 0;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
@@ -366,7 +367,7 @@ const char *arena_sleep_check_marks_locked(pool_arena *p) {
 
 /* ---- waking ------------------------------------------------------------------------------------ */
 
-vram_status arena_wake_plan_locked(pool_arena *p, size_t *need) {
+vram_status wake_plan_locked(pool_arena *p, size_t *need) {
     pool_sleep *rec = p->sleep;
     pool_vmm *v = &p->vmm->vmm;
     size_t words = pool_vmm_bit_words(v);
@@ -383,13 +384,13 @@ vram_status arena_wake_plan_locked(pool_arena *p, size_t *need) {
     return VRAM_OK;
 }
 
-grow_result arena_wake_budget_locked(pool_arena *p) {
+grow_result wake_budget_locked(pool_arena *p) {
     grow_result why = arena_budget_take(p, p->sleep->need);
     p->sleep->taken = why == GROW_OK;
     return why;
 }
 
-vram_status arena_wake_map_locked(pool_arena *p) {
+vram_status wake_map_locked(pool_arena *p) {
     pool_sleep *rec = p->sleep;
     pool_vmm_change d;
     vram_status s = pool_vmm_map_bits(&p->vmm->vmm, rec->want, &d);
@@ -399,7 +400,7 @@ vram_status arena_wake_map_locked(pool_arena *p) {
     return s;
 }
 
-vram_status arena_wake_copy_locked(pool_arena *p) {
+vram_status wake_copy_locked(pool_arena *p) {
     pool_sleep *rec = p->sleep;
     const vram__backend *be = p->cfg.backend;
     if (rec->host == NULL) return VRAM_OK;                   /* discarded, or no block left */
@@ -424,7 +425,7 @@ vram_status arena_wake_copy_locked(pool_arena *p) {
     return VRAM_OK;
 }
 
-void arena_wake_undo_locked(pool_arena *p, int mapped) {
+void wake_undo_locked(pool_arena *p, int mapped) {
     pool_sleep *rec = p->sleep;
     if (mapped) {                       /* what the map made goes back (the budgets with it) */
         pool_vmm_change d;
@@ -439,7 +440,7 @@ void arena_wake_undo_locked(pool_arena *p, int mapped) {
     rec->want = NULL;
 }
 
-void arena_wake_done_locked(pool_arena *p) {
+void wake_done_locked(pool_arena *p) {
     mark_all_locked(p, 0);
     p->vmm->vmm.stale = 1;
     if (p->sleep->host != NULL && p->host_kept == NULL) {   /* kept for the next sleep (offload_locked) */
@@ -447,5 +448,5 @@ void arena_wake_done_locked(pool_arena *p) {
         p->host_kept_bytes = p->sleep->host_bytes;
         p->sleep->host = NULL;
     }
-    arena_sleep_drop(p);
+    sleep_drop(p);
 }

@@ -1,7 +1,8 @@
 /*
  * split_merge.c: the chunks of a region (chunk.h): their records (recycled through the arena's
  * spare list), the split of a chunk into a block and a rest, the cut of a free chunk at an address,
- * and the merge of a chunk that becomes free with its free address neighbours.
+ * the merge of a chunk that becomes free with its free address neighbours, and the pending list's
+ * links (split_merge.h), which a split of a PENDING chunk keeps.
  *
  * Invariants kept: the chunks tile their region in address order; no two FREE chunks are
  * neighbours except across a zone's edge (the small zone's end, the plan's zone's ends: the zones

@@ -1,7 +1,8 @@
 /*
- * split_merge.h: chunk records and the cuts and joins of chunks (split_merge.c). The record
- * allocator, the unlink and the front cut of a free chunk are helpers of the header (POOL_HELPER,
- * pool_internal.h): every hand-out and free passes through them. Pool lock held for all of them.
+ * split_merge.h: chunk records, the cuts and joins of chunks (split_merge.c) and the links of the
+ * pending list (PENDING chunks; their events are stream_order.c's). The record allocator, the
+ * unlink, the front cut of a free chunk and the pending links are helpers of the header
+ * (POOL_HELPER, arena.h): every hand-out and free passes through them. Arena lock held for all.
  */
 #ifndef VRAM_POOL_SPLIT_MERGE_H
 #define VRAM_POOL_SPLIT_MERGE_H
@@ -9,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 /* A chunk record, recycled or new (NULL without host memory). */
 POOL_HELPER pool_chunk *chunk_new_locked(pool_arena *p) {
@@ -72,6 +73,25 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
     c->addr += size;
     free_bins_resize(bins, c, c->size - size);
     return b;
+}
+
+/* ---- the pending list: PENDING chunks, newest first (stream_order.c owns its events) ---------- */
+
+POOL_HELPER void pending_unlink_locked(pool_arena *p, pool_chunk *c) {
+    if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
+    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
+    c->pend_prev = c->pend_next = NULL;
+    p->pending_count--;
+    if (c->event == NULL) p->unrecorded--;
+}
+
+POOL_HELPER void pending_link_locked(pool_arena *p, pool_chunk *c) {
+    c->pend_prev = NULL;
+    c->pend_next = p->pending;
+    if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;
+    p->pending = c;
+    p->pending_count++;
+    if (c->event == NULL) p->unrecorded++;
 }
 
 #endif /* VRAM_POOL_SPLIT_MERGE_H */

@@ -1,6 +1,6 @@
 /*
  * stats.c: PyTorch's allocator statistics of one arena (vram_get_allocator_stats, pool_stats in
- * pool_internal.h): the figures by kind (all, small, large) of blocks, requested bytes, segments
+ * arena.h): the figures by kind (all, small, large) of blocks, requested bytes, segments
  * and memory held, the active and inactive-split figures computed at a query, and the resets of
  * peaks and of accumulated figures. The hand-out and free paths keep their part through stats.h.
  *
@@ -9,9 +9,9 @@
  * brought up to date before every query and reset. held and segs follow every driver call
  * (stats_held_locked). A query's idle memory is the extents' (recounted), or with extents of one
  * granule each the mapped granules under no block (the same figure, from one walk of the chunks).
- * Everything here is under the arena's pool lock.
+ * A reader (arena.h): the front door settles the arena before a query (slot mode left, the thread
+ * caches flushed, the extents recounted unless by granule). Everything here is under the arena lock.
  */
-#include "pool/plan_arena.h"
 #include "pool/stats.h"
 
 /* A figure set to `v` (what is held changed): what it gained counts as added. */
@@ -109,7 +109,7 @@ static void stat_reset_accumulated(pool_stat *st) {
     st->cur0 = st->cur;
 }
 
-void arena_reset_peak_locked(pool_arena *p) {
+void stats_reset_peak_locked(pool_arena *p) {
     pool_stats *st = &p->stats;
     p->peak = p->current;
     p->peak_reserved = p->reserved;
@@ -122,7 +122,7 @@ void arena_reset_peak_locked(pool_arena *p) {
     }
 }
 
-void arena_reset_accumulated_locked(pool_arena *p) {
+void stats_reset_accumulated_locked(pool_arena *p) {
     pool_stats *st = &p->stats;
     stats_sync_all_locked(p);
     stats_for_each(st, stat_reset_accumulated);
@@ -188,17 +188,14 @@ static void stats_idle_granules_locked(const pool_arena *p, size_t idle[3]) {
     idle[2] = v->zone_bytes[1] > busy[2] ? v->zone_bytes[1] - busy[2] : 0;
 }
 
-void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
+void stats_query_locked(pool_arena *p, vram_allocator_stats *out) {
     pool_stats *st = &p->stats;
-    plan_slots_leave_locked(p);                        /* the zone's blocks as chunks (plan_slots.c) */
-    pool_flush_caches_locked(p);                       /* parked blocks are the pool's, not the program's */
     stats_sync_all_locked(p);
     size_t idle[3] = {0, 0, 0};
-    if (p->vmm != NULL && p->vmm->vmm.max_extent == p->vmm->vmm.gran) {
+    if (p->vmm != NULL && stats_idle_by_granule(p)) {
         stats_idle_granules_locked(p, idle);
     } else if (p->vmm != NULL) {
-        vmm_recount_locked(p);
-        pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);
+        pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);   /* (recounted: stats_idle_by_granule) */
     }
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {   /* a region with no block */
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) idle[2] += r->held;

@@ -8,12 +8,12 @@
  * event; only its own stream takes it before its event completed. A deferred block is USED, out of
  * the pointer table and of the counts, in the deferred list, until every event of its uses
  * completed. While a capture is underway no event is recorded, queried or waited for here. The
- * arena's pool lock guards all of it (functions ending in _locked; free_deferred_unlock and
- * arena_record_stream take or give it back themselves).
+ * arena's lock guards all of it (functions ending in _locked; free_deferred_unlock gives it back).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/pointer_table.h"
 #include "pool/split_merge.h"
 #include "pool/stats.h"
 #include "pool/stream_order.h"
@@ -149,8 +149,7 @@ pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
  * allocation that would otherwise fail, as in PyTorch's allocator; the list is looked at (without
  * waiting) before each search, one pointer test when it is empty. */
 
-/* c (live) is also used on `stream`. */
-static vram_status uses_add_locked(pool_chunk *c, void *stream) {
+vram_status uses_add_locked(pool_chunk *c, void *stream) {
     pool_uses *u = c->uses;
     for (int i = 0; u != NULL && i < u->n; i++) {      /* (its own stream too: it may be freed on another) */
         if (u->use[i].stream == stream) return VRAM_OK;
@@ -273,21 +272,6 @@ VRAM_NOINLINE void deferred_reap_locked(pool_arena *p, int wait) {
         chunk_make_free_locked(p, c, 1);
         c = next;
     }
-}
-
-vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned) {
-    uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    *owned = 1;
-    pool_lock_take(&p->lock);
-    pool_chunk *c = live_get(p, addr);
-    vram_status s = c != NULL ? uses_add_locked(c, stream) : VRAM_ERR_INVALID_POINTER;
-    if (c == NULL) {
-        *owned = pool_owns_locked(p, addr);
-        s = vram__fail(s, "vram_record_stream(%p): not a live block of %s (freed, or not the start of a block "
-                       "vram handed out)", ptr, p->cfg.name);
-    }
-    pool_lock_give(&p->lock);
-    return s;
 }
 
 /* ---- one stream ----------------------------------------------------------------------------- *

@@ -34,7 +34,7 @@
  */
 #include <stdlib.h>
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 _Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of two");
 
