@@ -71,6 +71,7 @@
 enum { SETTLE_SLOTS = 1, SETTLE_CACHES = 2, SETTLE_EXTENTS = 4 };
 
 static void settle_locked(pool_arena *p, unsigned what) {
+    POOL_ASSERT_LOCKED(p);
     if (what & SETTLE_SLOTS) plan_slots_leave_locked(p);
     if (what & SETTLE_CACHES) pool_flush_caches_locked(p);
     if (what & SETTLE_EXTENTS) vmm_recount_locked(p);
@@ -79,6 +80,7 @@ static void settle_locked(pool_arena *p, unsigned what) {
 /* The out-of-memory error of a request of this arena alone (counted): the report walks the chunks
  * and reads the extents' counts. */
 static VRAM_NOINLINE vram_status oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
+    POOL_ASSERT_LOCKED(p);
     settle_locked(p, SETTLE_SLOTS | SETTLE_EXTENTS);
     return oom_report_locked(p, size, rounded, why, NULL);
 }
@@ -87,6 +89,7 @@ static VRAM_NOINLINE vram_status oom_locked(pool_arena *p, size_t size, size_t r
  * arenas.c to report once every arena was tried). Out of line: the warm path pays one test. */
 static VRAM_NOINLINE vram_status alloc_failed_locked(pool_arena *p, size_t size, size_t rounded, vram_status s,
                                                      grow_result *quiet) {
+    POOL_ASSERT_LOCKED(p);
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     if (quiet == NULL) return oom_locked(p, size, rounded, p->failed);
     *quiet = p->failed;
@@ -130,6 +133,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     p->tc_max_block = tcache / 4;
     p->uid = pool_new_uid();
     vram_status s = tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
+    pool_lock_take(&p->lock);                         /* (no other thread knows p yet: for the _locked calls) */
     if (s == VRAM_OK && !cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
         if (arena_budget_take(p, cfg->limit) != GROW_OK) {
             s = vram__fail(VRAM_ERR_CONFLICT, "%s: taking its %zu bytes at start would exceed the "
@@ -143,6 +147,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
         if (p->cfg.small_max > 0 && small == 0) small = gran;
         s = region_add_vmm_locked(p, small, growth_va_size(&p->cfg));
     }
+    pool_lock_give(&p->lock);
     if (p->small_end == 0) p->cfg.small_max = 0;     /* no small zone: every request in the bins */
     if (s != VRAM_OK) {
         char why[1024];                          /* the cause, whatever the cleanup says */
@@ -291,6 +296,7 @@ static vram_status free_unknown_unlock(pool_arena *p, void *ptr, vram__free_kind
 
 /* The event of a vram_free_async, recorded on `stream` into a new record (*e, one reference). */
 static vram_status free_event_locked(pool_arena *p, void *stream, pool_event **e) {
+    POOL_ASSERT_LOCKED(p);
     *e = malloc(sizeof **e);
     vram_status s = *e ? p->cfg.backend->event_record(p->cfg.dev, stream, &(*e)->event)
                        : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
@@ -334,6 +340,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         pool_lock_give(&p->lock);
         return VRAM_OK;
     }
+    POOL_ASSERT_CHUNK(c);
     vram__free_kind asked = how;
     if (how == VRAM_POOL_FREE_ALLOC_STREAM) {     /* the stream it was handed out on */
         how = VRAM_POOL_FREE_OWNED_STREAM;
@@ -380,6 +387,7 @@ void arena_unlock(pool_arena *p) {
 }
 
 void arena_info_locked(pool_arena *p, vram_memory_info *info) {
+    POOL_ASSERT_LOCKED(p);
     tc_stats st;
     tc_stats_locked(p, &st);
     *info = (vram_memory_info){
@@ -455,6 +463,7 @@ size_t arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
  * needs), *offset: where the block lies in the span the receiver maps. */
 static vram_status ipc_export_locked(pool_arena *p, const pool_chunk *c, unsigned char *out, size_t capacity,
                                      size_t *length, size_t *offset) {
+    POOL_ASSERT_LOCKED(p);
     ipc_head head = {.pid = (int32_t)getpid()};
     memcpy(head.magic, IPC_MAGIC, sizeof head.magic);
     unsigned char plain[IPC_PLAIN_BYTES];
@@ -536,14 +545,17 @@ void arena_enable_plan(pool_arena *p) {
 /* ---- the readers: statistics, the out-of-memory report, the check, the memory map --------------- */
 
 void arena_reset_peak_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     stats_reset_peak_locked(p);
 }
 
 void arena_reset_accumulated_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     stats_reset_accumulated_locked(p);
 }
 
 void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
+    POOL_ASSERT_LOCKED(p);
     /* the zone's blocks as chunks; parked blocks are the pool's, not the program's; the extents'
      * idle bytes, unless counted granule by granule from the chunks */
     int by_granule = p->vmm == NULL || stats_idle_by_granule(p);
@@ -571,6 +583,7 @@ vram_status arena_check(pool_arena *p) {
 
 void arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
                            size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
+    POOL_ASSERT_LOCKED(p);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);   /* parked blocks are free for the program */
     snapshot_locked(p, private_pool, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
 }
@@ -610,34 +623,42 @@ void arena_idle_tick(pool_arena *p) {
 /* ---- sleep and wake (sleep.c) ----------------------------------------------------------------- */
 
 vram_status arena_sleep_check_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     return sleep_check_locked(p);
 }
 
 vram_status arena_sleep_locked(pool_arena *p, int offload) {
+    POOL_ASSERT_LOCKED(p);
     return sleep_locked(p, offload);
 }
 
 vram_status arena_wake_plan_locked(pool_arena *p, size_t *need) {
+    POOL_ASSERT_LOCKED(p);
     return wake_plan_locked(p, need);
 }
 
 grow_result arena_wake_budget_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     return wake_budget_locked(p);
 }
 
 vram_status arena_wake_map_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     return wake_map_locked(p);
 }
 
 vram_status arena_wake_copy_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     return wake_copy_locked(p);
 }
 
 void arena_wake_undo_locked(pool_arena *p, int mapped) {
+    POOL_ASSERT_LOCKED(p);
     wake_undo_locked(p, mapped);
 }
 
 void arena_wake_done_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     wake_done_locked(p);
 }
 
@@ -654,5 +675,6 @@ void arena_sleep_drop(pool_arena *p) {
 }
 
 vram_status arena_host_kept_free_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     return sleep_host_kept_free_locked(p);
 }

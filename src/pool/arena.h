@@ -451,6 +451,7 @@ void        snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *
 
 /* Whether addr lies in memory of one of the arena's regions (arena lock held). */
 static inline int arena_owns_locked(const pool_arena *p, uint64_t addr) {
+    POOL_ASSERT_LOCKED(p);
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         if (addr >= r->base && addr - r->base < r->size) return 1;
     }

@@ -38,6 +38,7 @@ static free_bins *pool_zone_bins(pool_arena *p, size_t rounded) {
 /* Finds a chunk for `rounded` bytes: the free bins of its zone (a small request goes to the other
  * zone once its own is full), or a chunk freed on the caller's stream. */
 static pool_chunk *pool_find_locked(pool_arena *p, size_t rounded, int async, void *stream) {
+    POOL_ASSERT_LOCKED(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
     free_bins *zone = pool_zone_bins(p, rounded);
@@ -73,6 +74,7 @@ static int mapped_fit_visit(pool_chunk *c, void *ctx, size_t *floor) {
 }
 
 static pool_chunk *pool_find_mapped_locked(pool_arena *p, free_bins *bins, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     mapped_fit best = {size, NULL, 0};
     free_bins_ascending(bins, size, mapped_fit_visit, &best);
     return best.chunk != NULL ? chunk_cut_at_locked(p, best.chunk, best.at) : NULL;
@@ -83,6 +85,9 @@ static pool_chunk *pool_find_mapped_locked(pool_arena *p, free_bins *bins, size_
  * and nothing changed. */
 vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
                               void **ptr, grow_result *why) {
+    POOL_ASSERT_LOCKED(p);
+    int reused = c->state == CHUNK_PENDING;
+    (void)reused;
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
         chunk_split_locked(p, c, rounded);
@@ -112,6 +117,8 @@ vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t 
     note_used_locked(p, c, 1);
     p->last_taken = c;
     *ptr = (void *)(uintptr_t)c->addr;
+    POOL_ASSERT_CHUNK(c);
+    if (!reused) POOL_DEBUG_FILL(p, c, POOL_FILL_NEW);   /* (a stream's own pending free: its bytes) */
     return VRAM_OK;
 }
 
@@ -126,6 +133,7 @@ static int pool_would_grow_locked(const pool_chunk *c, size_t rounded) {
 /* Whether flushing the thread caches and recording the unrecorded frees could spare this request a
  * growth or a failure: cheapest tests first, the scan of the caches last. */
 static int pool_flush_helps_locked(pool_arena *p, const pool_chunk *c, size_t rounded) {
+    POOL_ASSERT_LOCKED(p);
     if (p->unrecorded == 0 && !tc_parking(p)) return 0;      /* nothing could be handed back */
     if (!pool_would_grow_locked(c, rounded)) return 0;
     return p->unrecorded > 0 || tc_holds_any(p);
@@ -135,6 +143,7 @@ static int pool_flush_helps_locked(pool_arena *p, const pool_chunk *c, size_t ro
  * serves, or the limit's last partial granule as a plain region (exactly what is left). */
 static vram_status alloc_at_limit_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr,
                                          grow_result *why) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *m = pool_find_mapped_locked(p, &p->bins, rounded);   /* either zone now */
     if (m == NULL && p->small_end != 0) m = pool_find_mapped_locked(p, &p->sbins, rounded);
     if (m != NULL) return arena_take_locked(p, m, size, rounded, stream, ptr, why);
@@ -147,6 +156,7 @@ static vram_status alloc_at_limit_locked(pool_arena *p, size_t size, size_t roun
 /* A request found no memory: waits for the frees still in flight on streams, then for the blocks
  * still used on other streams; 1 when either gave memory back (the request tries again). */
 static int alloc_wait_helps_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->pending != NULL) {
         size_t pending = p->pending_count;
         pending_reap_locked(p, 1);
@@ -174,6 +184,7 @@ static int alloc_wait_helps_locked(pool_arena *p) {
  * waiting gives way (its zone's memory becomes best fit's). VRAM_ERR_OUT_OF_MEMORY with p->failed,
  * the cause, for the front door to report. */
 vram_status alloc_best_fit_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream, void **ptr) {
+    POOL_ASSERT_LOCKED(p);
     for (;;) {
         pool_chunk *c = pool_find_locked(p, rounded, async, stream);
         if (c == NULL && p->pending != NULL) {
@@ -239,6 +250,7 @@ vram_status free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind ho
 }
 
 int alloc_planned_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *place = NULL;
     int r = plan_alloc_locked(p, size, rounded, stream, ptr, &place);
     if (r != PLAN_PLACE) return r == PLAN_SERVED;

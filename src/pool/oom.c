@@ -25,6 +25,7 @@ static int largest_mapped_visit(pool_chunk *c, void *ctx, size_t *floor) {
 }
 
 size_t pool_largest_free_locked(const pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL) {
         pool_chunk *largest = free_bins_largest(&p->bins);
         return largest ? largest->size : 0;
@@ -39,6 +40,7 @@ size_t pool_largest_free_locked(const pool_arena *p) {
  * use (mapped, not idle), which neither move under another block nor go back. The extents are
  * recounted (the front door settles them before a report). */
 static size_t oom_stuck_locked(const pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL) return 0;
     size_t free_bytes = p->reserved - p->current, idle = p->vmm->vmm.idle;
     return free_bytes > idle ? free_bytes - idle : 0;
@@ -149,6 +151,7 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
 }
 
 vram_status oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
+    POOL_ASSERT_LOCKED(p);
     p->num_ooms++;
     return pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
 }

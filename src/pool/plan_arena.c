@@ -60,6 +60,7 @@ void plan_arena_destroy(pool_arena *p) {
  * first and the last merged with their free neighbours outside), its blocks become best fit's. One
  * walk over the zone's chunks. */
 static void plan_zone_dissolve_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *first = p->plan_first, *last = NULL;
     uint64_t hi = p->plan_hi;
     if (hi == 0) return;
@@ -82,6 +83,7 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
 /* The plan is followed no more: best fit serves from now on, in all memory, the zone's too; the
  * detector, fed again, has PLAN_QUIET requests to find what the program does now. */
 static void plan_end_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     plan_slots_leave_locked(p);
     pl->quiet = 0;
@@ -95,6 +97,7 @@ static void plan_end_locked(pool_arena *p) {
  * free), away from the memory best fit holds at the bottom (the zone's memory comes from moves, when
  * the plan starts); 0, or -1 when the end is not free or too small. */
 static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
+    POOL_ASSERT_LOCKED(p);
     size_t gran = p->cfg.caps.granularity;
     pool_chunk *c = p->vmm != NULL ? p->vmm->last : NULL;
     if (c == NULL || c->state != CHUNK_FREE || c->addr < p->small_end || c->size < bytes + gran) return -1;
@@ -127,6 +130,7 @@ static int held_at_first_step(const pool_chunk *c, const pool_plan *plan) {
 /* The bytes of memory that the blocks hold outside the zone of `plan` at its first step (held_at_first_step): the
  * granules under them in the VMM region, each once, and the plain regions whole. */
 static size_t held_outside_plan_locked(const pool_arena *p, const pool_plan *plan) {
+    POOL_ASSERT_LOCKED(p);
     size_t gran = p->cfg.caps.granularity, held = 0, last = SIZE_MAX;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         if (r->kind != REGION_VMM) held += r->held;
@@ -146,6 +150,7 @@ static size_t held_outside_plan_locked(const pool_arena *p, const pool_plan *pla
  * granule to spare) is dropped and the detector stops: best fit packs the step into the holes
  * between those blocks, which the zone cannot use (resnet50_train at peak live / 0.995). */
 static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     size_t gran = p->cfg.caps.granularity, bytes = vram__round_up(plan->top, gran);
     if (p->cfg.limit_chosen && plan->planned > 0 &&
@@ -176,11 +181,13 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
 
 /* The detector rests: the arena stops calling the planner (plan_sees) for PLAN_NAP requests. */
 static void plan_rest_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     p->planner->resting = 1;
     p->plan_nap = PLAN_NAP;
 }
 
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl->active) return;
     int grew = p->reserved > pl->reserved_seen;
@@ -235,6 +242,7 @@ static vmm_range *wrap_places(const pool_arena *p, size_t *n) {
  * holds (idle memory moves under a block before more is mapped); there the zone's unmapped rest
  * gets the idle memory and what is idle outside goes back (plan_alloc_locked). */
 static void plan_step_begins_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     pl->steps++;
     pl->first = !pl->given_back;
@@ -262,6 +270,7 @@ static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
  * the place, PLAN_BEST_FIT (the plan ends). */
 static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t rounded, int before_first,
                              pool_chunk **place) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     uint64_t at = p->plan_lo + pl->plan.offset[k];
     if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
@@ -276,6 +285,7 @@ static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t ro
 }
 
 int plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (taken == NULL) {                       /* (the limit: best fit tries, and reports) */
         plan_end_locked(p);
@@ -291,6 +301,7 @@ int plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *s
 /* A request while a plan waits for its first step (the step before it): one that lives into the
  * first step is placed in the zone already, so that the first step finds it where the plan says. */
 static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream, pool_chunk **place) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
     uint64_t k = pl->det.requests + plan->period - plan->start_request;   /* (in [1, period)) */
@@ -305,6 +316,7 @@ static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream,
 }
 
 int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl->armed && pl->det.requests == pl->plan.start_request) {
         pl->armed = p->plan_hold = 0;
@@ -347,6 +359,7 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
 }
 
 int plan_give_way_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL || (!pl->armed && !pl->active)) return 0;
     plan_end_locked(p);
@@ -354,6 +367,7 @@ int plan_give_way_locked(pool_arena *p) {
 }
 
 int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (c->slot) {                             /* a slot's (or one that was, before slot mode ended) */
         uint32_t k = c->plan_k - 1;
@@ -379,6 +393,7 @@ int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
 }
 
 void plan_arena_end_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL) return;
     if (pl->active || pl->armed) plan_end_locked(p);
@@ -386,6 +401,7 @@ void plan_arena_end_locked(pool_arena *p) {
 }
 
 void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
+    POOL_ASSERT_LOCKED(p);
     const pool_planner *pl = p->planner;
     if (pl == NULL) return;
     info->plan_bytes = pl->active ? (size_t)(p->plan_hi - p->plan_lo) : 0;

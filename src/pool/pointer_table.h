@@ -19,7 +19,7 @@ POOL_HELPER int shards_shared(const pool_arena *p) {
 /* The shard of addr, its lock taken when the shards are shared; shard_open gives it back. */
 POOL_HELPER pool_shard *shard_hold(pool_arena *p, uint64_t addr, int shared) {
     pool_shard *sh = pool_shard_of(p, addr);
-    if (shared) pool_spin_lock(&sh->lock);
+    if (shared) pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
     return sh;
 }
 

@@ -18,6 +18,7 @@ typedef struct check_tally {
 
 static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const pool_chunk *c,
                                       check_tally *t) {
+    POOL_ASSERT_LOCKED(p);
     if (c->region != r) return "a chunk points to another region";
     if (c->size == 0 || c->size % VRAM_POOL_UNIT != 0 || c->addr % VRAM_POOL_UNIT != 0) {
         return "a chunk is empty or not 256-byte aligned";
@@ -77,6 +78,7 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
 }
 
 static const char *check_region_locked(pool_arena *p, const pool_region *r, check_tally *t) {
+    POOL_ASSERT_LOCKED(p);
     if (r->first != NULL && r->first->addr != r->base) return "the first chunk does not start the region";
     size_t sum = 0;
     t->region_busy = 0;
@@ -103,6 +105,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
 
 /* The thread caches: every parked chunk is USED, marked, of its bin's size, and the bytes agree. */
 static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
+    POOL_ASSERT_LOCKED(p);
     for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
         const pool_tcache *tc = &p->tc[i];
         size_t bytes = 0;
@@ -123,6 +126,7 @@ static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
 /* Every free chunk of the small zone is in its bins, of the plan's zone in its own, every other one
  * in the rest's. */
 static const char *check_zones_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     size_t n[2] = {0, 0}, bytes[2] = {0, 0};
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
@@ -144,6 +148,7 @@ static const char *check_zones_locked(pool_arena *p) {
 
 /* PyTorch's figures (pool_stats) agree with the pool's own counts; kinds add up to all. */
 static const char *check_stats_locked(const pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     const pool_stats *st = &p->stats;
     const pool_stat *by[] = {st->req, st->segs, st->held};   /* (blocks and bytes of all: the pool's own) */
     for (size_t i = 0; i < sizeof by / sizeof by[0]; i++) {
@@ -167,6 +172,7 @@ static const char *check_stats_locked(const pool_arena *p) {
 
 /* The lengths of the pending and deferred lists (walked by their links); NULL, or why not right. */
 static const char *check_lists_locked(const pool_arena *p, size_t *pending, size_t *deferred) {
+    POOL_ASSERT_LOCKED(p);
     const pool_chunk *last = NULL;
     for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) (*pending)++;
     for (const pool_chunk *c = p->deferred; c != NULL && *deferred <= p->deferred_count; c = c->uses->next) {
@@ -178,11 +184,12 @@ static const char *check_lists_locked(const pool_arena *p, size_t *pending, size
 }
 
 vram_status check_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;
-    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock);
-    for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock);
+    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock, POOL_RANK_TCACHE);
+    for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock, POOL_RANK_SHARD);
     size_t parked = 0, mapped = 0;
     why = check_caches_locked(p, &parked);
     for (int i = 0; i < POOL_SHARDS; i++) mapped += p->live[i].map.count;

@@ -59,6 +59,7 @@ static void snap_segment(snap_out *o, const pool_arena *p, int private_pool, int
 
 void snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
                      vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
+    POOL_ASSERT_LOCKED(p);
     snap_out o = {segs, seg_cap, *nsegs, blocks, block_cap, *nblocks};
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         const pool_chunk *c = r->first;

@@ -67,6 +67,7 @@ typedef struct pool_sleep {
 /* Sets (1) or clears (0) the mark of every USED chunk, under its shard's lock when the shards are
  * shared (a cache's take or park reads it there). */
 static void mark_all_locked(pool_arena *p, uint8_t asleep) {
+    POOL_ASSERT_LOCKED(p);
     int shared = shards_shared(p);
     for (pool_region *r = p->regions; r != NULL; r = r->next) {
         for (pool_chunk *c = r->first; c != NULL; c = c->next) {
@@ -80,6 +81,7 @@ static void mark_all_locked(pool_arena *p, uint8_t asleep) {
 
 /* Clears the marks of chunks that are not USED (blocks parked when the marks were set, freed since). */
 static void unmark_free_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     for (pool_region *r = p->regions; r != NULL; r = r->next) {
         for (pool_chunk *c = r->first; c != NULL; c = c->next) {
             if (c->state != CHUNK_USED) c->asleep = 0;
@@ -90,6 +92,7 @@ static void unmark_free_locked(pool_arena *p) {
 /* ---- going to sleep --------------------------------------------------------------------------- */
 
 vram_status sleep_check_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;                       /* (it stays as it is) */
     if (!p->cfg.growth) {
         return vram__fail(VRAM_ERR_UNSUPPORTED, "%s preallocates its memory (memory growth is off): its blocks lie in "
@@ -147,6 +150,7 @@ static int stream_add(void ***s, size_t *n, size_t *cap, void *stream) {
 /* Waits for every stream a live block was allocated on (NULL: vram_malloc's, the legacy default
  * stream) or used on (vram_record_stream), and for the frees in flight. */
 static vram_status wait_streams_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 1);
@@ -186,6 +190,7 @@ static vram_status wait_streams_locked(pool_arena *p) {
  * no block live in a plain region); *bytes their sum. NULL with *n 0 when there is no block; NULL with
  * *n 1 without host memory. */
 static sleep_run *live_runs_locked(pool_arena *p, size_t *n, size_t *bytes) {
+    POOL_ASSERT_LOCKED(p);
     sleep_run *runs = NULL;
     size_t cap = 0;
     *n = *bytes = 0;
@@ -215,6 +220,7 @@ static sleep_run *live_runs_locked(pool_arena *p, size_t *n, size_t *bytes) {
  * it is large enough (pinning memory costs more than copying it: an RL loop's sleeps after the first
  * copy at the bus's rate), else a new one (the one kept, too small, goes first). */
 static vram_status offload_locked(pool_arena *p, pool_sleep *rec) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     vram_status s = VRAM_OK;
     if (p->host_kept != NULL && p->host_kept_bytes >= rec->bytes) {
@@ -259,6 +265,7 @@ static void record_free(pool_arena *p, pool_sleep *rec) {
 }
 
 vram_status sleep_locked(pool_arena *p, int offload) {
+    POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;
     if (p->planner != NULL) plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
     pool_flush_caches_locked(p);
@@ -311,12 +318,14 @@ vram_status sleep_refusal(const pool_arena *p, size_t size) {
 }
 
 void sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
+    POOL_ASSERT_LOCKED(p);
     info->asleep_bytes = p->asleep ? p->sleep->bytes : 0;
     info->asleep_host_bytes = p->asleep && p->sleep->host != NULL ? p->sleep->host_bytes : 0;
     info->host_kept_bytes = p->host_kept_bytes;
 }
 
 vram_status sleep_host_kept_free_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     void *host = p->host_kept;
     p->host_kept = NULL;
     p->host_kept_bytes = 0;
@@ -326,6 +335,7 @@ vram_status sleep_host_kept_free_locked(pool_arena *p) {
 }
 
 void sleep_free_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     if (p->planner != NULL) (void)plan_free_locked(p, c, 1);   /* (the detector's note; no plan is in force) */
     c->asleep = 0;
@@ -347,6 +357,7 @@ void sleep_drop(pool_arena *p) {
 }
 
 const char *sleep_check_marks_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if ((p->asleep != 0) != (p->sleep != NULL)) return "an arena asleep has no record of its sleep, or the reverse";
     size_t bytes = 0;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
@@ -368,6 +379,7 @@ const char *sleep_check_marks_locked(pool_arena *p) {
 /* ---- waking ------------------------------------------------------------------------------------ */
 
 vram_status wake_plan_locked(pool_arena *p, size_t *need) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     pool_vmm *v = &p->vmm->vmm;
     size_t words = pool_vmm_bit_words(v);
@@ -385,12 +397,14 @@ vram_status wake_plan_locked(pool_arena *p, size_t *need) {
 }
 
 grow_result wake_budget_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     grow_result why = arena_budget_take(p, p->sleep->need);
     p->sleep->taken = why == GROW_OK;
     return why;
 }
 
 vram_status wake_map_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     pool_vmm_change d;
     vram_status s = pool_vmm_map_bits(&p->vmm->vmm, rec->want, &d);
@@ -401,6 +415,7 @@ vram_status wake_map_locked(pool_arena *p) {
 }
 
 vram_status wake_copy_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     const vram__backend *be = p->cfg.backend;
     if (rec->host == NULL) return VRAM_OK;                   /* discarded, or no block left */
@@ -426,6 +441,7 @@ vram_status wake_copy_locked(pool_arena *p) {
 }
 
 void wake_undo_locked(pool_arena *p, int mapped) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     if (mapped) {                       /* what the map made goes back (the budgets with it) */
         pool_vmm_change d;
@@ -441,6 +457,7 @@ void wake_undo_locked(pool_arena *p, int mapped) {
 }
 
 void wake_done_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     mark_all_locked(p, 0);
     p->vmm->vmm.stale = 1;
     if (p->sleep->host != NULL && p->host_kept == NULL) {   /* kept for the next sleep (offload_locked) */

@@ -14,6 +14,7 @@
 
 /* A chunk record, recycled or new (NULL without host memory). */
 POOL_HELPER pool_chunk *chunk_new_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *c = p->spare;
     if (c != NULL) {
         p->spare = c->next;
@@ -26,6 +27,7 @@ POOL_HELPER pool_chunk *chunk_new_locked(pool_arena *p) {
 }
 
 POOL_HELPER void chunk_recycle_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     c->next = p->spare;
     p->spare = c;
 }
@@ -34,6 +36,7 @@ void chunk_free_spares(pool_arena *p);   /* the recycled records, back to the ho
 
 /* c out of its region's address list; its record recycled. */
 POOL_HELPER void chunk_unlink_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pool_region *r = c->region;
     if (c->prev) c->prev->next = c->next; else r->first = c->next;
     if (c->next) c->next->prev = c->prev; else r->last = c->prev;
@@ -55,6 +58,7 @@ pool_chunk *chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at);
  * chunks as cutting c and indexing the rest anew, one remove and one insert fewer). c whole when
  * the rest would be less than a unit or no record can be had. */
 POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     free_bins *bins = pool_bins_of(p, c);
     pool_chunk *b = c->size - size >= VRAM_POOL_UNIT ? chunk_new_locked(p) : NULL;
     if (b == NULL) {
@@ -78,6 +82,7 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
 /* ---- the pending list: PENDING chunks, newest first (stream_order.c owns its events) ---------- */
 
 POOL_HELPER void pending_unlink_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
     if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
     c->pend_prev = c->pend_next = NULL;
@@ -86,6 +91,7 @@ POOL_HELPER void pending_unlink_locked(pool_arena *p, pool_chunk *c) {
 }
 
 POOL_HELPER void pending_link_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     c->pend_prev = NULL;
     c->pend_next = p->pending;
     if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;

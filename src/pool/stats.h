@@ -40,6 +40,7 @@ void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add);
 
 /* Block c is handed out (alloc) or comes back. */
 POOL_HELPER void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     size_t size = c->size;
     int k = stat_kind(size);

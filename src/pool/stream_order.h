@@ -68,6 +68,7 @@ int solo_fence_locked(pool_arena *p);
 
 /* A request (async: stream-ordered, on `stream`) is about to be served. */
 POOL_HELPER void solo_note_request_locked(pool_arena *p, int async, void *stream) {
+    POOL_ASSERT_LOCKED(p);
     if (p->solo == SOLO_NONE && async) {
         p->solo = SOLO_ON;
         p->solo_stream = stream;

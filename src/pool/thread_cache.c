@@ -96,7 +96,7 @@ static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
 
 int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
-    pool_spin_lock(&tc->lock);
+    pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     tc_bin *b = bin_of(tc, rounded);
     pool_chunk *c = b->size == rounded ? b->head : NULL;
     if (c == NULL) {
@@ -104,7 +104,7 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
         return 0;
     }
     pool_shard *sh = pool_shard_of(p, c->addr);
-    pool_spin_lock(&sh->lock);
+    pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
     int room = !c->asleep && ptr_map_insert(&sh->map, c->addr, c) == 0;   /* (asleep: its arena's flush takes it) */
     pool_spin_unlock(&sh->lock);
     if (!room) {                       /* no host memory for the table: let the pool say so */
@@ -125,10 +125,10 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
 
 int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     if (!atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
-    pool_spin_lock(&tc->lock);
+    pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     size_t cached = atomic_load_explicit(&tc->cached, memory_order_relaxed);
     pool_shard *sh = pool_shard_of(p, addr);
-    pool_spin_lock(&sh->lock);
+    pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
     pool_chunk *c = ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
     tc_bin *b = c ? bin_of(tc, c->size) : NULL;
     int park = c != NULL && c->uses == NULL && !c->slot && !c->asleep &&   /* (a slot: plan_slots.c; asleep: sleep.c) */
@@ -160,12 +160,13 @@ int tc_holds_any(pool_arena *p) {
 }
 
 pool_chunk *tc_flush_all_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *first = NULL, **tail = &first;      /* in the order of the caches and their bins */
     if (p->tc_cap == 0) return NULL;
     for (int i = 0; i < TC_SLOTS; i++) {
         pool_tcache *tc = &p->tc[i];
         if (atomic_load_explicit(&tc->cached, memory_order_relaxed) == 0) continue;
-        pool_spin_lock(&tc->lock);
+        pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
         for (int k = 0; k < TC_BINS; k++) {
             for (pool_chunk *c = tc->bin[k].head; c != NULL; c = c->cache_next) {
                 c->cached = 0;
@@ -182,10 +183,11 @@ pool_chunk *tc_flush_all_locked(pool_arena *p) {
 }
 
 void tc_stats_locked(pool_arena *p, tc_stats *out) {
+    POOL_ASSERT_LOCKED(p);
     *out = (tc_stats){0};
     for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
         pool_tcache *tc = &p->tc[i];
-        pool_spin_lock(&tc->lock);
+        pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
         out->hits += tc->hits;
         out->parks += tc->parks;
         out->cached += atomic_load_explicit(&tc->cached, memory_order_relaxed);
