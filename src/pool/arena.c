@@ -27,7 +27,7 @@
  *   - chunks tile every region in address order; sizes are multiples of 256 and positive;
  *   - no two FREE chunks are neighbours, except across the end of the small zone; every FREE chunk
  *     is in its zone's free bins and nothing else is;
- *   - every USED chunk is in the pointer map under its address; PENDING chunks are in the pending
+ *   - every USED chunk is in the pointer table under its address; PENDING chunks are in the pending
  *     list; current == the sum of USED sizes; reserved == the bytes held from the driver;
  *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes;
  *   - in the VMM region, each extent's busy count, once recounted (the counts are kept lazily, see
@@ -123,7 +123,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
                           : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
     }
     pool_lock_init(&p->lock);
-    for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->live[i].lock.held, 0);
+    for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->ptr_table[i].lock.held, 0);
     size_t tcache = cfg->thread_cache;
     if (tcache == VRAM_POOL_TCACHE_AUTO) {
         tcache = cfg->limit / 256;
@@ -196,7 +196,7 @@ vram_status arena_destroy(pool_arena *p) {
     sleep_drop(p);                        /* (no block left: its host copy, what to map again) */
     (void)sleep_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
     chunk_free_spares(p);
-    for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
+    for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->ptr_table[i].map);
     tc_destroy(p);
     plan_arena_destroy(p);
     pool_lock_give(&p->lock);
@@ -313,7 +313,7 @@ static vram_status free_event_locked(pool_arena *p, void *stream, pool_event **e
 /* A free by its kind: VRAM_POOL_FREE_NOW goes to the free bins (or a thread cache), a stream-ordered
  * one becomes PENDING on its stream (an owned-stream free on the solo stream goes to the bins at
  * once), a block with uses on other streams is deferred (stream_order.c). A block is always in the
- * table, a cache or the pool's; it leaves the table under the pool lock, so vram_check sees no gap.
+ * table, a cache or the pool's; it leaves the table under the arena lock, so vram_check sees no gap.
  * A free that records events (its own, or for a block's uses on other streams) takes it out only
  * once they are recorded, so that a failure leaves everything as it was. vram_free_async records an
  * event of its own here, except during a capture: then it is recorded after it, as owned-stream
@@ -332,10 +332,10 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         how = VRAM_POOL_FREE_OWNED_STREAM;
     }
     pool_lock_take_by(&p->lock, me);
-    pool_chunk *c = own_event ? live_get(p, addr) : live_take_unused(p, addr);
+    pool_chunk *c = own_event ? ptr_table_get(p, addr) : ptr_table_take_unused(p, addr);
     if (c == NULL) return free_unknown_unlock(p, ptr, how, &req->owned);
     if (__builtin_expect(c->asleep, 0)) {         /* no memory under it: free at once (sleep.c) */
-        if (own_event || c->uses != NULL) live_take(p, addr);
+        if (own_event || c->uses != NULL) ptr_table_take(p, addr);
         sleep_free_locked(p, c);
         pool_lock_give(&p->lock);
         return VRAM_OK;
@@ -353,7 +353,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         free(c->uses);                            /* used on its owned-stream free's stream alone: */
         c->uses = NULL;                           /* that order covers it (this free fails no more) */
-        live_take(p, addr);
+        ptr_table_take(p, addr);
     }
     if (how == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
         if (stream == p->solo_stream) {
@@ -370,7 +370,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
             pool_lock_give(&p->lock);
             return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
         }
-        live_take(p, addr);
+        ptr_table_take(p, addr);
     }
     return free_by_kind_unlock(p, c, how, stream, e);
 }
@@ -507,7 +507,7 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
     pool_lock_take(&p->lock);
-    pool_chunk *c = live_get(p, addr);
+    pool_chunk *c = ptr_table_get(p, addr);
     vram_status s;
     if (c == NULL) {
         *owned = arena_owns_locked(p, addr);
@@ -527,7 +527,7 @@ vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *own
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
     pool_lock_take(&p->lock);
-    pool_chunk *c = live_get(p, addr);
+    pool_chunk *c = ptr_table_get(p, addr);
     vram_status s = c != NULL ? uses_add_locked(c, stream) : VRAM_ERR_INVALID_POINTER;
     if (c == NULL) {
         *owned = arena_owns_locked(p, addr);

@@ -6,20 +6,22 @@
  * stream_order.h, stats.h, pointer_table.h, plan_arena.h) hold only what the warm path inlines.
  *
  * Words (one meaning each, here and in docs/DESIGN.md):
- *   device allocator  the allocator of one logical device (vram__pool, arenas.c): its arenas, its
- *                     private pools, one budget.
+ *   device allocator  the allocator of one logical device (vram__pool, arenas.c; "pool" in the
+ *                     vram__pool_* names): its arenas, its private pools (each by its private pool
+ *                     index), one budget.
  *   arena             one best-fit coalescing allocator (pool_arena) with its own lock, the
  *                     *arena lock* (`lock`, lock.h): functions named `*_locked` need it held.
  *   region / chunk / block   memory an arena holds (plain, or the VMM range); a piece of a region in
  *                     address order (FREE, USED, PENDING); a USED chunk the program holds.
- *   pointer table     every live block by its address (`live`, pointer_table.h: shards of ptr_map).
+ *   pointer table     every live block by its address (`ptr_table`, pointer_table.h: shards of a ptr_map each).
  *   thread cache / parked    a thread's cache of blocks it freed, by exact size; a block in it.
  *   pending / deferred       freed on a stream, waiting for its event; freed while still used on
  *                     other streams, waiting for theirs (stream_order.c).
  *   solo              every stream-ordered request of the arena came on one stream.
  *   plan / zone / slot mode  the repeating step's placement (plan.c, plan_arena.c); the range at the
  *                     end of the VMM region it is placed in; a settled plan served by a lookup of a
- *                     record per planned request (plan_slots.c).
+ *                     record per planned request, its slot (plan_slots.c). "Slot" means nothing else
+ *                     in the pool (threads are spread over TC_CACHES thread caches).
  *   settle            what the front door does before anything walks the chunks or counts memory:
  *                     leave slot mode, flush the thread caches, recount the extents (arena.c).
  *
@@ -82,7 +84,7 @@ typedef struct pool_region {
 } pool_region;
 
 /* Live blocks by address, in shards with a lock each, so that frees on several threads do not
- * meet on one lock. Lock order: pool lock, then a thread cache, then a shard. */
+ * meet on one lock. Lock order: arena lock, then a thread cache, then a shard. */
 #define POOL_SHARDS 64
 
 typedef struct pool_shard {
@@ -91,9 +93,9 @@ typedef struct pool_shard {
 } pool_shard;
 
 /* Thread caches (thread_cache.c): blocks the program freed, parked by exact size for the next
- * request of that size on the same thread, without the pool lock. Threads are spread over
- * TC_SLOTS caches by the order in which they first allocated. */
-#define TC_SLOTS 64
+ * request of that size on the same thread, without the arena lock. Threads are spread over
+ * TC_CACHES caches by the order in which they first allocated. */
+#define TC_CACHES 64
 #define TC_BINS 64
 
 typedef struct tc_bin {
@@ -127,7 +129,7 @@ typedef struct pool_uses {
 typedef struct pool_arena pool_arena;
 
 /* PyTorch's statistics (vram_get_allocator_stats), by kind: [0] all, [1] small (blocks of at most
- * VRAM_SMALL_BLOCK; the small zone's memory), [2] large. Under the pool lock. */
+ * VRAM_SMALL_BLOCK; the small zone's memory), [2] large. Under the arena lock. */
 typedef struct pool_stat {
     size_t   cur, peak;
     uint64_t in;      /* added since start or the last reset of accumulated figures */
@@ -182,21 +184,21 @@ typedef struct pool_shared {
 typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF, GROW_ASLEEP } grow_result;
 
 struct pool_arena {
-    /* read by every call without the pool lock, written at creation (and tc_first / tc_multi once):
+    /* read by every call without the arena lock, written at creation (and tc_first / tc_multi once):
      * kept off the cache lines the lock and the counters below write */
     _Alignas(64) vram__pool_config cfg;
-    pool_tcache      *tc;            /* TC_SLOTS caches */
+    pool_tcache      *tc;            /* TC_CACHES caches */
     size_t            tc_cap;        /* bytes one cache may hold; 0: park nothing */
     size_t            tc_max_block;  /* largest block a cache takes */
     atomic_int        tc_first;      /* the first cache used, -1 before; */
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on, and
                                       * the pointer table's shards take their own locks (set under
-                                      * the pool lock) */
+                                      * the arena lock) */
     uint64_t          uid;           /* this arena among all created in the process (ids.c) */
     pool_shared      *shared;        /* what the logical device's arenas share */
     unsigned          tag;           /* the tag its blocks carry (tags.c; 0: none): a tag's arena, or a
                                       * private pool created under it (set under the pool's grow_lock) */
-    /* under the pool lock */
+    /* under the arena lock */
     _Alignas(64) pool_lock lock;
     int               asleep;        /* the arena sleeps (sleep.c): its memory is off the card, its live
                                       * blocks are marked asleep, it serves no request until its wake */
@@ -256,7 +258,7 @@ struct pool_arena {
     size_t            host_kept_bytes;
     grow_result       failed;        /* why the last request that found no memory failed (arena_alloc.c),
                                       * for the front door's report */
-    pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
+    pool_shard        ptr_table[POOL_SHARDS];   /* each on its own cache line */
 };
 
 /* ids.c: the process-wide sequences */
@@ -275,14 +277,14 @@ int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk *
 int         tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
 int         tc_parking(const pool_arena *p);         /* caches may park (several threads, a cap) */
 int         tc_holds_any(pool_arena *p);
-/* Takes every parked block out of the caches (pool lock held): they are returned linked through
+/* Takes every parked block out of the caches (arena lock held): they are returned linked through
  * cache_next, still USED, for the arena to release (pool_flush_caches_locked). */
 pool_chunk *tc_flush_all_locked(pool_arena *p);
 typedef struct tc_stats {
     size_t   cached;          /* bytes parked */
     uint64_t hits, parks;
 } tc_stats;
-void        tc_stats_locked(pool_arena *p, tc_stats *out);      /* pool lock held */
+void        tc_stats_locked(pool_arena *p, tc_stats *out);      /* arena lock held */
 
 /* ==== the front door (arena.c): every call the device allocator (arenas.c) makes on an arena ===== */
 
@@ -334,7 +336,7 @@ void        arena_trim_settled(pool_arena *p);
 void        arena_idle_tick(pool_arena *p);
 vram_status arena_check(pool_arena *p);
 /* The arena's segments and blocks appended to the arrays (the counts go on past the capacities);
- * private_pool: its slot, -1 for the device's own arenas. Flushes the thread caches. */
+ * private_pool: its index, -1 for the device's own arenas. Flushes the thread caches. */
 void        arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
                                   size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks);
 /* The arena's reserved range [lo, hi) (VMM arenas; 0, 0 otherwise). It never moves. */
@@ -479,7 +481,7 @@ static inline int pool_zone_edge(const pool_arena *p, uint64_t addr) {
 
 /* the pointer table's shards */
 static inline pool_shard *pool_shard_of(pool_arena *p, uint64_t addr) {
-    return &p->live[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
+    return &p->ptr_table[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
 }
 
 /* The helpers the files of an arena share from headers (pointer_table.h, split_merge.h, stats.h,

@@ -9,7 +9,7 @@
  * pending on a stream (deferred ones: stream_order.c).
  *
  * Invariants: a block is always in the pointer table, a thread cache or the arena's lists; it
- * leaves the table under the pool lock, and a free that records events takes it out only once they
+ * leaves the table under the arena lock, and a free that records events takes it out only once they
  * are recorded, so that a failure leaves everything as it was. A failed hand-out changes nothing.
  * Everything here runs under the arena lock, which the front door took (free_by_kind_unlock gives it
  * back).
@@ -102,7 +102,7 @@ vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t 
             return VRAM_ERR_OUT_OF_MEMORY;
         }
     }
-    if (live_put(p, c) != 0) {             /* before anything is handed out: c goes back as it was */
+    if (ptr_table_put(p, c) != 0) {             /* before anything is handed out: c goes back as it was */
         if (c->state == CHUNK_PENDING) pending_link_locked(p, c);   /* its stream may still use it */
         else chunk_make_free_locked(p, c, 1);
         return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");

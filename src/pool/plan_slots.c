@@ -108,7 +108,7 @@ static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool
             pl->reserve = c;
         } else {
             c->prev = c->next = NULL;     /* a live slot now: chunk[k] (tc_multi is 0: no thread */
-            c->slot = 1;                  /* parks without the pool lock; when one does, it sees this) */
+            c->slot = 1;                  /* parks without the arena lock; when one does, it sees this) */
         }
         if (end) break;
     }
@@ -236,7 +236,7 @@ int plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, 
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     pool_chunk *c = pl->slot[k];
-    if (c->state != CHUNK_FREE || live_put(p, c) != 0) return 0;
+    if (c->state != CHUNK_FREE || ptr_table_put(p, c) != 0) return 0;
     c->state = CHUNK_USED;
     c->slot = 1;
     c->stream = stream;

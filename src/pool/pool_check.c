@@ -106,7 +106,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
 /* The thread caches: every parked chunk is USED, marked, of its bin's size, and the bytes agree. */
 static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
     POOL_ASSERT_LOCKED(p);
-    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
+    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) {
         const pool_tcache *tc = &p->tc[i];
         size_t bytes = 0;
         for (int k = 0; k < TC_BINS; k++) {
@@ -188,11 +188,11 @@ vram_status check_locked(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;
-    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock, POOL_RANK_TCACHE);
-    for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock, POOL_RANK_SHARD);
+    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) pool_spin_lock(&p->tc[i].lock, POOL_RANK_TCACHE);
+    for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->ptr_table[i].lock, POOL_RANK_SHARD);
     size_t parked = 0, mapped = 0;
     why = check_caches_locked(p, &parked);
-    for (int i = 0; i < POOL_SHARDS; i++) mapped += p->live[i].map.count;
+    for (int i = 0; i < POOL_SHARDS; i++) mapped += p->ptr_table[i].map.count;
     for (const pool_region *r = p->regions; r != NULL && why == NULL; r = r->next) {
         why = check_region_locked(p, r, &t);
     }
@@ -230,7 +230,7 @@ vram_status check_locked(pool_arena *p) {
     }
     vram_status s = VRAM_OK;
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
-    for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->live[i].lock);
-    for (int i = TC_SLOTS - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
+    for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->ptr_table[i].lock);
+    for (int i = TC_CACHES - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
     return s;
 }

@@ -30,7 +30,7 @@
  * marked asleep, none is parked, and record->bytes is their size; a chunk marked asleep is USED. A
  * block's bytes are at host + its run's host_off + its offset in the run. host_kept is set only while
  * the arena is awake (a sleep takes it or frees it). Everything here runs under
- * the arena's pool lock; the marks are written under the shards' locks too (thread_cache.c reads them
+ * the arena lock; the marks are written under the shards' locks too (thread_cache.c reads them
  * under those).
  */
 #include <stdio.h>

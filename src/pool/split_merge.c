@@ -7,7 +7,7 @@
  * Invariants kept: the chunks tile their region in address order; no two FREE chunks are
  * neighbours except across a zone's edge (the small zone's end, the plan's zone's ends: the zones
  * never merge); every FREE chunk is in its zone's free bins; plan_first starts the plan's zone.
- * Everything here is under the arena's pool lock.
+ * Everything here is under the arena lock.
  */
 #include "pool/split_merge.h"
 #include "pool/stats.h"

@@ -203,7 +203,7 @@ VRAM_NOINLINE vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, vra
                                    vram__pool_free_name(asked), (void *)(uintptr_t)c->addr);
         }
     }
-    live_take(p, c->addr);
+    ptr_table_take(p, c->addr);
     u->nevents = n;
     u->done = 0;
     u->unrecorded = later;

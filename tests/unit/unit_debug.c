@@ -74,15 +74,15 @@ UNIT_TEST(debug, locked_function_without_the_lock_aborts) {
 
 static void arena_lock_after_a_shard(void) {
     pool_arena *p = bare_arena();
-    pool_spin_lock(&p->live[0].lock, POOL_RANK_SHARD);
+    pool_spin_lock(&p->ptr_table[0].lock, POOL_RANK_SHARD);
     pool_lock_take(&p->lock);                   /* against the order: arena, cache, shard */
 }
 
 static void shard_after_the_arena_lock(void) {
     pool_arena *p = bare_arena();
     pool_lock_take(&p->lock);
-    pool_spin_lock(&p->live[0].lock, POOL_RANK_SHARD);
-    pool_spin_unlock(&p->live[0].lock);
+    pool_spin_lock(&p->ptr_table[0].lock, POOL_RANK_SHARD);
+    pool_spin_unlock(&p->ptr_table[0].lock);
     pool_lock_give(&p->lock);
 }
 
