@@ -288,6 +288,20 @@ check "a slot freed under its owner: it claims one again, and vram limit reaches
     '[[ $OUT == "in_use_bytes=$((256 * MiB)) limit_bytes=$((128 * MiB)) | rc=0 | live_limit=$GiB" ]]'
 say f quit
 stop f
+start h --growth --group g4 --group-limit 1GiB
+says h start "alloc 256"
+rm -f "$L"
+ln -s "$TMP/card" "$L"
+says h "alloc 256"
+OUT="$ANSWERS"
+ERR1=$ANSWER
+rm -f "$L"
+says h "alloc 256"
+OUT="$OUT $ANSWERS $(slot h in_use_bytes)"
+check "a group member whose ledger was replaced by a file it cannot open refuses to grow (its group's use unknown), and goes on once it can" \
+    '[[ $OUT == "alloc=ERR alloc=OK in_use_bytes=$((512 * MiB))" ]] && has "$ERR1" "the ledger was replaced and the new one cannot be opened"'
+say h quit
+stop h
 
 # ---- the CUDA backend under the preload library: libvram follows its slot -------------------------------------
 start c VRAM_BACKEND=cuda LD_LIBRARY_PATH="$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" --growth --limit 1GiB

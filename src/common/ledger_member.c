@@ -179,6 +179,13 @@ int ledger_member_take(ledger_member *m, int i, size_t bytes) {
                 (void)ledger_group_rebalance_locked(&m->l, m->group, c->uuid, budget, &opportunistic);
             }
         }
+    } else if (m->open && !locked && m->group[0] && (m->group_limit || c->kept_gset)) {
+        /* the file at the path was replaced and cannot be opened: the group's use is unknown, so its
+         * allocations are refused until it can be (as the preload library does), never its own use alone */
+        ok = 0;
+        snprintf(c->refused, sizeof c->refused, "the ledger was replaced and the new one cannot be opened, so the "
+                 "use of its group %s is unknown: its requests for more of the card are refused until it can be",
+                 m->group);
     } else if (m->group_limit && want > m->group_limit) {
         /* unlisted (no ledger, or no slot left in it): the group's budget holds for this process's own use */
         ok = 0;

@@ -26,7 +26,8 @@
  * access could fault. A ledger that cannot be opened (another user's directory, a file of the wrong
  * kind) leaves the process unlisted: the gate then holds a grouped process to its group's budget for its
  * own use alone (fails closed, as the preload library does), and nothing from the ledger can lift a limit
- * (what is posted is at most the configuration's, runtime/limits.c). A slot that went missing is claimed
+ * (what is posted is at most the configuration's, runtime/limits.c); a ledger replaced by a file that
+ * cannot be opened refuses a grouped process's takes until it can be (its group's use is unknown). A slot that went missing is claimed
  * again (own) or looked for again (follow) at the next wait or take.
  *
  * Locks: `mu` (the member's state and its use of the ledger lock, which does not exclude threads of one
