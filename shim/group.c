@@ -122,7 +122,7 @@ static void shim_slot_watch(ledger_slot *s) {
         uint64_t budget = ledger_group_budget_set_locked(&g.ledger, g.group);
         if (budget) {
             s->group_limit_set = budget;
-            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+            ledger_gen_bump(s);
         }
     }
     if (!g.watcher_pid) return;
@@ -262,7 +262,7 @@ static int shim_follow_locked(void) {
         g.slot[d] = s;
         shim_sleep_slot_unsafe();
         g.limits_seen[d] = 0;   /* a slot found or claimed anew: its limits are read again */
-        if (s && s->limits_gen == 0) __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+        if (s && s->limits_gen == 0) ledger_gen_bump(s);
         shim_shadow_set_unsafe(d, s);
         if (s) shim_publish_unsafe(d);
         reclaimed++;

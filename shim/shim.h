@@ -1,8 +1,10 @@
 /*
  * shim.h: the inside of libvram_preload.so, the LD_PRELOAD library of `vram run`: it caps the device
  * memory an unmodified CUDA program takes by interposing on the CUDA driver API. A sibling of
- * libvram, not a layer on it: it shares src/common (sizes, formatting, CUDA_VISIBLE_DEVICES, compiled
- * in hidden) and the ledger format (ledger.h) with `vram top`, nothing else.
+ * libvram, not a layer on it: it shares src/common (sizes, formatting, CUDA_VISIBLE_DEVICES, the
+ * ledger: compiled in hidden) with libvram and `vram top`, nothing else. A libvram program under
+ * `vram run` on the CUDA backend follows this library's slots (common/ledger_member.h, "follow"):
+ * its driver calls are counted here once.
  *
  * The files, one concern each (their headers say what they own, their invariants and locks), calls
  * running one way, from the interposed calls down:
@@ -28,9 +30,9 @@
  *   activity.c   what an idle watcher sees of the process: its activity page (every interposed
  *                call counts there, shim_activity) and the calls interposed only to be seen
  *                (role ACTIVITY: kernel launches, copies, sets, synchronisations)
- *   ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with `vram top` and the
- *                Slurm plugin; ledger_proc.c: slot liveness and carrying live slots over into a
- *                file made anew, through /proc
+ *   src/common/ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with libvram,
+ *                `vram top` and the Slurm plugin; ledger_proc.c: slot liveness and carrying live slots
+ *                over into a file made anew, through /proc
  *
  * Locks, in the order they are taken: held.c's held_mu (never while holding another), balloon_mu,
  * then ledger_mu (never together with balloon_mu), the ledger's flock, then g.mu (the counters and the
@@ -50,7 +52,7 @@
 
 #include "common/common.h"
 #include "cuda_driver.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "nvml_types.h"
 
 #define SHIM_MAX_DEVICES 64
@@ -586,6 +588,11 @@ void shim_balloon_fit(int dev);
  * allocation the limit (or the card) refused; counted apart, under the cap. CUDA_ERROR_OUT_OF_MEMORY
  * when overflow is off or its cap is reached, else the driver's error. */
 CUresult shim_overflow_alloc(const char *fn, CUdeviceptr *dptr, size_t size, int dev);
+/* The same for cuMemAllocPitch_v2: rows of width_bytes rounded up to SHIM_OVERFLOW_PITCH bytes (*pitch),
+ * height of them. CUDA_ERROR_OUT_OF_MEMORY as above, or when the size does not fit in size_t. */
+#define SHIM_OVERFLOW_PITCH 512
+CUresult shim_overflow_alloc_pitch(const char *fn, CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
+                                   size_t height, int dev);
 /* A cuMemFree of an overflow block: 1 when dptr is one (*r: cuMemFreeHost's result), else 0. */
 int shim_overflow_free(CUdeviceptr dptr, CUresult *r);
 

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "common/ledger.h"
 #include "sleep.h"
 
 #define WATCH_MAX 256                 /* processes watched at once */

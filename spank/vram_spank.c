@@ -18,7 +18,7 @@
  *   VRAM_GROUP_LIMIT   the same limit: the job's tasks on the node share one budget per GPU;
  *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated);
  *   VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX   the same limit (with --vram-fraction alone: the smallest
- *                      GPU's): a ceiling, so that `vram limit` (shim/ledger.h, "Limits that move") can
+ *                      GPU's): a ceiling, so that `vram limit` (src/common/ledger.h, "Limits that move") can
  *                      lower the job's limit and raise it back, never above what the job was given;
  *   VRAM_OVERFLOW      from --vram-overflow (host: allocations past the limit go to host memory);
  *   VRAM_PRIORITY      from --vram-priority (the job's tasks in their group slurm-<job id>);
@@ -68,7 +68,7 @@
 
 #include "common/common.h"
 #include "common/cuda_abi.h"   /* the driver functions' types (pfn_cuInit, ...) */
-#include "ledger.h"
+#include "common/ledger.h"
 #include "vram.h"
 #include "watch.h"
 

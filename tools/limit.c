@@ -1,7 +1,7 @@
 /*
  * limit.c: `vram limit PID [SIZE|none] [--device N]` and `vram limit --group NAME [SIZE|none]`: the
  * limit of a running process under `vram run` (or the Slurm plugin), or its group's budget, changed
- * from outside, through the ledger (shim/ledger.h, "Limits that move").
+ * from outside, through the ledger (src/common/ledger.h, "Limits that move").
  *
  * PID: the process's ledger is the one it has open (its ledger.lock among /proc/PID/fd, whatever
  * environment this command runs in); its slots (one per device it used, or the one of --device N)
@@ -41,7 +41,7 @@
 
 #include "cli.h"
 #include "common/common.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "limit.h"
 
 __attribute__((format(printf, 1, 2)))
@@ -158,7 +158,8 @@ static int limit_pid(int pid, int has_size, uint64_t size, int device) {
         if (slots[k]->limit_max && size > slots[k]->limit_max) {
             limit_bytes(max, sizeof max, slots[k]->limit_max);
             rc = limit_error("%s is above the ceiling of process %d on device %d (%s = %llu bytes: VRAM_LIMIT_MAX, the "
-                             "limit the Slurm job was given); refused", want, pid, slots[k]->device, max,
+                             "limit the Slurm job was given, or the limit a program that allocates through libvram "
+                             "started with); refused", want, pid, slots[k]->device, max,
                              (unsigned long long)slots[k]->limit_max);
         } else if (slots[k]->card_bytes && size > slots[k]->card_bytes) {
             limit_bytes(max, sizeof max, slots[k]->card_bytes);
@@ -169,7 +170,7 @@ static int limit_pid(int pid, int has_size, uint64_t size, int device) {
     for (int k = 0; rc == 0 && k < n; k++) {
         if (has_size) {
             __atomic_store_n(&slots[k]->limit_set, size, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&slots[k]->limits_gen, 1, __ATOMIC_RELEASE);
+            ledger_gen_bump(slots[k]);
         }
         limit_print_slot(slots[k]);
     }
@@ -204,7 +205,7 @@ static int limit_group(const char *group, int has_size, uint64_t size) {
         if (s->state != LEDGER_SLOT_LIVE || strncmp(s->group, group, sizeof s->group) != 0) continue;
         if (has_size) {
             __atomic_store_n(&s->group_limit_set, size, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+            ledger_gen_bump(s);
         }
         uint64_t budget = ledger_slot_group_limit(s);
         char b[32], u[32], uuid[LEDGER_UUID_LEN];

@@ -8,8 +8,11 @@
  *   VRAM_LIMIT_<i>        from --fraction: F x device <i>'s memory (read with
  *                         vram_list_physical_devices after CUDA_VISIBLE_DEVICES is set), or the
  *                         smaller of that and --limit. --limit or --fraction first clear the
- *                         VRAM_LIMIT* the environment had.
- *   VRAM_GROWTH           1 with --growth: memory is taken on demand, nothing up front. Else 0:
+ *                         VRAM_LIMIT* and VRAM_MEMORY_LIMIT* the environment had. The preload
+ *                         library and libvram read the same variables (a libvram program under
+ *                         vram run enforces the same limit; README, "Environment variables").
+ *   VRAM_GROWTH           1 with --growth: memory is taken on demand, nothing up front (an inherited
+ *                         VRAM_FORCE_ALLOW_GROWTH, its older name, is cleared). Else 0:
  *                         preallocation, as in the library: the preload library reserves each
  *                         limited device's limit on the card at the program's first allocation
  *                         there (cuMemCreate pieces it gives up as the program allocates and
@@ -59,7 +62,7 @@
 #include "cli.h"
 #include "common/visible.h"
 #include "common/common.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "run.h"
 #include "watch.h"
 
@@ -212,12 +215,15 @@ static int run_find_preload(char *out, size_t len, char *dir, size_t dir_len) {
     return -1;
 }
 
-/* Clears VRAM_LIMIT and every VRAM_LIMIT_<i> inherited from the environment (not VRAM_LIMIT_MAX). */
+/* Clears VRAM_LIMIT and every VRAM_LIMIT_<i> inherited from the environment (not VRAM_LIMIT_MAX), and
+ * their older names VRAM_MEMORY_LIMIT(_<i>), which the library and the preload library also read. */
 static void run_clear_limits(void) {
     for (;;) {
         char name[64] = "";
         for (char **e = environ; e && *e; e++) {
-            if (strncmp(*e, "VRAM_LIMIT", 10) == 0 && ((*e)[10] == '=' || (*e)[10] == '_') &&
+            const char *v = strncmp(*e, "VRAM_MEMORY_LIMIT", 17) == 0 ? *e + 17
+                          : strncmp(*e, "VRAM_LIMIT", 10) == 0 ? *e + 10 : NULL;
+            if (v && (*v == '=' || *v == '_') &&
                 strncmp(*e, "VRAM_LIMIT_MAX=", 15) != 0) {   /* a ceiling (the Slurm plugin's) stays */
                 size_t n = strcspn(*e, "=");
                 if (n < sizeof name) { memcpy(name, *e, n); name[n] = '\0'; }
@@ -340,7 +346,8 @@ int run_main(int argc, char **argv) {
     if (o.has_limit || o.fraction > 0) run_clear_limits();
     if (o.has_limit && run_set_size("VRAM_LIMIT", o.limit) != 0) goto env_failed;
     if (o.fraction > 0 && (rc = run_set_fraction(&o)) != 0) return rc;
-    if (setenv("VRAM_GROWTH", o.growth ? "1" : "0", 1) != 0) goto env_failed;
+    if (setenv("VRAM_GROWTH", o.growth ? "1" : "0", 1) != 0 || unsetenv("VRAM_FORCE_ALLOW_GROWTH") != 0)
+        goto env_failed;   /* (its older name, which would disagree) */
     if (o.log && setenv("VRAM_LOG", "1", 1) != 0) goto env_failed;
     if (o.priority && setenv("VRAM_PRIORITY", o.priority, 1) != 0) goto env_failed;
     if (o.overflow && setenv("VRAM_OVERFLOW", o.overflow, 1) != 0) goto env_failed;

@@ -28,7 +28,7 @@
 
 #include "cli.h"
 #include "common/common.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "sleep.h"
 #include "sleepwake.h"
 

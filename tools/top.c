@@ -1,7 +1,7 @@
 /*
  * top.c: `vram top [--json] [--once] [--prometheus]`.
  *
- * Opens the ledger (shim/ledger.h, "Where": VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram, else
+ * Opens the ledger (src/common/ledger.h, "Where": VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram, else
  * /dev/shm/vram-<uid>, or a place of the user's own when that one is another user's, said once on
  * stderr; created when missing; a corrupted ledger or one of another version is moved aside and
  * rebuilt, said on stderr), takes its lock, frees the stale slots (process gone, or its pid reused), copies the
@@ -58,7 +58,7 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "common/ledger.h"
 #include "json.h"
 #include "top.h"
 

@@ -473,6 +473,7 @@ void vram__pool_reset_peak(vram__pool *p, const vram__pool_thread *me) {
     }
     atomic_store(&p->shared.peak_reserved, atomic_load(&p->shared.reserved));
     unlock_all(p);
+    if (p->shared.overflow != NULL) overflow_reset_stats(p->shared.overflow, 1);
 }
 
 /* ---- limits that move ----------------------------------------------------------------------- *
@@ -562,6 +563,7 @@ void vram__pool_allocator_stats(vram__pool *p, const vram__pool_thread *me, vram
         if (a != NULL) arena_allocator_stats_locked(a, stats);
     }
     unlock_all(p);
+    if (p->shared.overflow != NULL) overflow_stats(p->shared.overflow, stats);   /* (its lock: no arena's held) */
 }
 
 void vram__pool_reset_accumulated(vram__pool *p) {
@@ -571,6 +573,7 @@ void vram__pool_reset_accumulated(vram__pool *p) {
         if (a != NULL) arena_reset_accumulated_locked(a);
     }
     unlock_all(p);
+    if (p->shared.overflow != NULL) overflow_reset_stats(p->shared.overflow, 0);
 }
 
 /* The bytes of the blocks the program holds in device memory. */

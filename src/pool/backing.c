@@ -6,6 +6,11 @@
  * high-water mark, the hold_peak / hold_large policies) and giving memory back (vram_trim, idle
  * release by the low-water mark and stale extents).
  *
+ * A card whose process is in the ledger with slots of its own (common/ledger_member.h) has a gate:
+ * every take from the card budget passes it (a group's budget, a limit set from outside, checked and
+ * published under the ledger's lock) and every give is published; a refusal is GROW_CARD_LIMIT, whose
+ * report (oom.c) gives the gate's sentence.
+ *
  * Invariants: reserved == the bytes held from the driver, changed (note_reserved_locked) after
  * mapping and before the budget goes back, so that the shared sum never exceeds the limit; the
  * budgets hold at least the arena's reserved bytes; nothing is given back or moved while the arena
@@ -16,6 +21,7 @@
  */
 #include <stdlib.h>
 
+#include "common/ledger_member.h"
 #include "pool/backing.h"
 #include "pool/plan_arena.h"
 #include "pool/split_merge.h"
@@ -30,11 +36,19 @@ static int budget_take(vram__card_budget *b, size_t bytes) {
     do {
         if (cur > cap || bytes > cap - cur) return 0;
     } while (!atomic_compare_exchange_weak(&b->reserved, &cur, cur + bytes));
+    /* a process in the ledger: its group's budget and a limit set from outside, checked and published
+     * under the ledger's lock (growth only: a warm call takes nothing from the card) */
+    if (b->member != NULL && !ledger_member_take(b->member, b->member_card, bytes)) {
+        atomic_fetch_sub(&b->reserved, bytes);
+        return 0;
+    }
     return 1;
 }
 
 static void budget_give(vram__card_budget *b, size_t bytes) {
-    if (b != NULL) atomic_fetch_sub(&b->reserved, bytes);
+    if (b == NULL) return;
+    atomic_fetch_sub(&b->reserved, bytes);
+    if (b->member != NULL) ledger_member_give(b->member, b->member_card, bytes);
 }
 
 /* The budgets an arena draws on: its logical device's, shared with its sibling arenas (the

@@ -10,6 +10,7 @@
  */
 #include <stdio.h>
 
+#include "common/ledger_member.h"
 #include "pool/arena.h"
 
 /* Largest free block within memory held from the driver: in the VMM region, the longest mapped
@@ -108,6 +109,9 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     oom_stuck_sentence(p, all ? 0 : stuck, current, rounded, limit, stuck_msg, sizeof stuck_msg);
     if (why == GROW_DRIVER) {
         oom_card_full(p, reserved, driver_msg, cause, sizeof cause);
+    } else if (why == GROW_CARD_LIMIT && p->cfg.budget->member != NULL &&
+               ledger_member_refusal(p->cfg.budget->member, p->cfg.budget->member_card, cause, sizeof cause)) {
+        /* the ledger's gate refused (a group's budget, a limit set from outside): its sentence */
     } else if (why == GROW_CARD_LIMIT && atomic_load(&p->cfg.budget->external) == atomic_load(&p->cfg.budget->cap)) {
         snprintf(cause, sizeof cause, "the limit of %zu bytes set on this process's card from outside it (vram "
                  "limit) is reached, shared by its logical devices", atomic_load(&p->cfg.budget->cap));

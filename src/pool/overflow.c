@@ -13,13 +13,15 @@
  * capture to end (`late`), never above cap; blocks == the live blocks (the table's count). Lock:
  * `lock` (a mutex: the backend's calls are slow anyway) guards everything; no arena lock is held
  * when it is taken, and the backend is called under it (an event sync included: frees of host
- * memory wait for the GPU).
+ * memory wait for the GPU). A process in the ledger publishes the card's overflow bytes under it
+ * (the member's mutex, then the ledger's lock: common/ledger_member.h).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ledger_member.h"
 #include "pool/overflow.h"
 #include "pool/ptr_map.h"
 
@@ -40,10 +42,13 @@ struct pool_overflow {
     size_t               cap;
     char                 name[64];
     pool_shared         *shared;
+    vram__card_budget   *budget;     /* the card's (its overflow bytes published to the ledger), or NULL */
     ptr_map              table;      /* live blocks by address */
     ovf_block           *late;       /* freed during a capture: released after it */
     size_t               bytes, peak;
     uint64_t             served;
+    vram_stat            st_bytes, st_blocks;   /* vram_get_allocator_stats' figures (their own peaks and
+                                                   accumulations: reset by the stats' resets, not `peak`) */
 };
 
 vram_status overflow_create(const vram__pool_config *cfg, pool_shared *shared, pool_overflow **out) {
@@ -54,6 +59,7 @@ vram_status overflow_create(const vram__pool_config *cfg, pool_shared *shared, p
     o->dev = cfg->dev;
     o->cap = cfg->overflow_max;
     o->shared = shared;
+    o->budget = cfg->budget;
     snprintf(o->name, sizeof o->name, "%s", cfg->name);
     *out = o;
     return VRAM_OK;
@@ -75,12 +81,36 @@ static vram_status wait_streams(pool_overflow *o, ovf_block *b, int ordered, voi
     return VRAM_OK;
 }
 
+/* The card's overflow bytes moved by `delta` (lock held): a process in the ledger publishes them, so
+ * that vram top shows them (the card's pools together: several logical devices may share it). */
+static void publish_bytes(pool_overflow *o, long long delta) {
+    vram__card_budget *b = o->budget;
+    if (b == NULL || b->member == NULL) return;
+    size_t now = delta >= 0 ? atomic_fetch_add(&b->overflow, (size_t)delta) + (size_t)delta
+                            : atomic_fetch_sub(&b->overflow, (size_t)-delta) - (size_t)-delta;
+    ledger_member_overflow(b->member, b->member_card, now);
+}
+
+/* The allocator statistics' figures after a block of `bytes` came (+1) or went (-1) (lock held). */
+static void stat_moved(pool_overflow *o, int dir, size_t bytes) {
+    vram_stat *s[2] = { &o->st_bytes, &o->st_blocks };
+    int64_t by[2] = { (int64_t)bytes, 1 };
+    for (int i = 0; i < 2; i++) {
+        s[i]->current += dir * by[i];
+        if (dir > 0) s[i]->allocated += by[i];
+        else s[i]->freed += by[i];
+        if (s[i]->current > s[i]->peak) s[i]->peak = s[i]->current;
+    }
+}
+
 /* Gives block b's host memory back (lock held; b out of the table already): VRAM_OK, or the
  * driver's refusal, b unchanged. */
 static vram_status release_block(pool_overflow *o, ovf_block *b) {
     vram_status s = o->backend->overflow_free(o->dev, b->c.addr, b->c.size);
     if (s != VRAM_OK) return s;
     o->bytes -= b->c.size;
+    publish_bytes(o, -(long long)b->c.size);
+    stat_moved(o, -1, b->c.size);
     free(b->uses);
     free(b);
     return VRAM_OK;
@@ -178,6 +208,8 @@ vram_status overflow_alloc(pool_overflow *o, size_t size, void *stream, void **p
         } else {
             span_widen(o->shared, addr, addr + held);
             o->bytes += held;
+            publish_bytes(o, (long long)held);
+            stat_moved(o, 1, held);
             if (o->bytes > o->peak) o->peak = o->bytes;
             o->served++;
             *ptr = (void *)(uintptr_t)addr;
@@ -262,6 +294,23 @@ void overflow_info(pool_overflow *o, vram_memory_info *info) {
     info->overflow_blocks = o->table.count;
     info->num_overflows = o->served;
     info->overflow_max = o->cap;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void overflow_stats(pool_overflow *o, vram_allocator_stats *stats) {
+    pthread_mutex_lock(&o->lock);
+    stats->overflow_bytes = o->st_bytes;
+    stats->overflow_blocks = o->st_blocks;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void overflow_reset_stats(pool_overflow *o, int peaks) {
+    pthread_mutex_lock(&o->lock);
+    vram_stat *s[2] = { &o->st_bytes, &o->st_blocks };
+    for (int i = 0; i < 2; i++) {
+        if (peaks) s[i]->peak = s[i]->current;
+        else s[i]->allocated = s[i]->freed = 0;
+    }
     pthread_mutex_unlock(&o->lock);
 }
 

@@ -33,6 +33,11 @@ vram_status overflow_record_stream(pool_overflow *o, void *ptr, void *stream, in
 int         overflow_owns(pool_overflow *o, const void *ptr);
 /* Its figures into info's overflow_* fields. */
 void        overflow_info(pool_overflow *o, vram_memory_info *info);
+/* vram_get_allocator_stats' overflow_bytes and overflow_blocks; their resets (peaks: the peaks to the
+ * current values, as vram_reset_memory_stats; else allocated and freed to 0, as
+ * vram_reset_accumulated_stats). */
+void        overflow_stats(pool_overflow *o, vram_allocator_stats *stats);
+void        overflow_reset_stats(pool_overflow *o, int peaks);
 /* Its counts agree with its blocks and stay under the cap. */
 vram_status overflow_check(pool_overflow *o);
 

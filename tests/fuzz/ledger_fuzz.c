@@ -1,5 +1,5 @@
 /*
- * ledger_fuzz.c: libFuzzer harness for the ledger reader (shim/ledger.c): what ledger_open does with a
+ * ledger_fuzz.c: libFuzzer harness for the ledger reader (src/common/ledger.c): what ledger_open does with a
  * file any process of the user may have written (header checks, rebuild, the live slots carried over,
  * the slots' liveness and names), and what vram top and a group limit then read. The first input byte
  * picks how the rest becomes the file: 0 the bytes as they are (any size), 1 over a valid fresh
@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "common/ledger.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -27,7 +27,9 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -570,19 +572,49 @@ static int ledger_member(ledger_slot *s, const char *group, const char *uuid) {
     return 1;
 }
 
-uint64_t ledger_slot_limit(const ledger_slot *s) {
+/* ---- limits that move (ledger.h) ------------------------------------------------------------------- */
+
+void ledger_gen_bump(ledger_slot *s) {
+    __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+    /* a shared futex on the mapped file: a libvram watcher blocked in ledger_gen_wait on this slot wakes
+     * (nothing happens when none waits); the kernel reads the word, so a truncated file is EFAULT there */
+    syscall(SYS_futex, &s->limits_gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int ledger_gen_wait(const ledger_slot *s, uint32_t seen, int timeout_ms) {
+    struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+    long r = syscall(SYS_futex, &s->limits_gen, FUTEX_WAIT, seen, &ts, NULL, 0);
+    if (r == 0) return 1;
+    return errno == EAGAIN ? 1 : errno == EFAULT ? -1 : 0;
+}
+
+uint64_t ledger_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t limit_max, uint64_t card, int *src) {
     uint64_t set = __atomic_load_n(&s->limit_set, __ATOMIC_RELAXED);
     uint64_t cap = __atomic_load_n(&s->group_cap, __ATOMIC_RELAXED);
-    if (set && s->limit_max && set > s->limit_max) set = s->limit_max;
-    if (set && s->card_bytes && set > s->card_bytes) set = s->card_bytes;
-    uint64_t lim = set ? set : s->limit;
-    return cap && (!lim || cap < lim) ? cap : lim;
+    if (set && limit_max && set > limit_max) set = limit_max;
+    if (set && card && set > card) set = card;
+    uint64_t lim = set ? set : start;
+    int from = set ? LEDGER_LIMIT_FROM_SET : LEDGER_LIMIT_FROM_START;
+    if (cap && (!lim || cap < lim)) {
+        lim = cap;
+        from = LEDGER_LIMIT_FROM_CAP;
+    }
+    if (src) *src = from;
+    return lim;
+}
+
+uint64_t ledger_group_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t group_limit_max) {
+    uint64_t set = __atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED);
+    if (set && group_limit_max && set > group_limit_max) set = group_limit_max;
+    return set ? set : start;
+}
+
+uint64_t ledger_slot_limit(const ledger_slot *s) {
+    return ledger_limit_in_force(s, s->limit, s->limit_max, s->card_bytes, NULL);
 }
 
 uint64_t ledger_slot_group_limit(const ledger_slot *s) {
-    uint64_t set = __atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED);
-    if (set && s->group_limit_max && set > s->group_limit_max) set = s->group_limit_max;
-    return set ? set : s->group_limit;
+    return ledger_group_limit_in_force(s, s->group_limit, s->group_limit_max);
 }
 
 uint64_t ledger_group_budget_set_locked(ledger *l, const char *group) {
@@ -628,7 +660,7 @@ uint64_t ledger_group_rebalance_locked(ledger *l, const char *group, const char 
         }
         if (__atomic_load_n(&s->group_cap, __ATOMIC_RELAXED) != cap) {
             __atomic_store_n(&s->group_cap, cap, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+            ledger_gen_bump(s);
         }
     }
     return g;

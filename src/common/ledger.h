@@ -1,6 +1,7 @@
 /*
  * ledger.h: the per-machine ledger of processes under `vram run`, shared by libvram_preload.so
- * (which writes its own slots) and `vram top` (which reads them). Compiled into both.
+ * (which writes its own slots), libvram (a program that allocates through it: ledger_member.h),
+ * `vram top`, `vram limit` and the Slurm plugin (src/common: compiled into each, hidden).
  *
  * Where (ledger_place, the one place this is decided, for the preload library, vram top, vram run and
  * the Slurm plugin), the first that applies:
@@ -262,6 +263,22 @@ void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time);
  * reclaimed on the way; asleep slots count nothing; a total that would overflow saturates at
  * UINT64_MAX). */
 uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uuid);
+
+/* Bumps s's limits_gen (after a setter changed limit_set, group_limit_set or group_cap, under the lock)
+ * and wakes whoever waits for it (ledger_gen_wait: a libvram process's watcher). */
+void ledger_gen_bump(ledger_slot *s);
+/* Blocks until s's limits_gen is no longer `seen` or timeout_ms passed (a shared futex on the mapped
+ * file: the kernel reads the word, so a file truncated under the mapping is an error here, never a
+ * SIGBUS). 1 it moved (or was not `seen` already), 0 the time passed, -1 the word cannot be read. */
+int  ledger_gen_wait(const ledger_slot *s, uint32_t seen, int timeout_ms);
+
+/* The limit in force of slot s for its owner: limit_set (at most limit_max and card, when not 0) else
+ * `start`, lowered to group_cap; 0 none. The owner passes the ceilings of its own environment and
+ * driver (nothing in the ledger, the user's file, lifts one); *src (when not NULL) says which applied.
+ * And its group's budget: group_limit_set (at most group_limit_max) else `start`. */
+enum { LEDGER_LIMIT_FROM_START, LEDGER_LIMIT_FROM_SET, LEDGER_LIMIT_FROM_CAP };
+uint64_t ledger_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t limit_max, uint64_t card, int *src);
+uint64_t ledger_group_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t group_limit_max);
 
 /* The limit in force of slot s as its fields say (what its owner applies at its next accounted call):
  * limit_set (at most limit_max and card_bytes) else the start limit, lowered to group_cap; 0 none.
