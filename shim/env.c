@@ -145,7 +145,7 @@ static void shim_read_moving(void) {
 static void shim_read_group(void) {
     const char *name = getenv("VRAM_GROUP"), *lim = getenv("VRAM_GROUP_LIMIT");
     if (name && *name) {
-        if (ledger_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
+        if (vram__ledger_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
         else fprintf(stderr, "vram: VRAM_GROUP='%s' is not a group name (1-31 of A-Z a-z 0-9 . _ -); ignored\n", name);
     }
     if (lim && *lim) {
@@ -226,7 +226,7 @@ static void shim_fork_child(void) {
     if (g.table) memset(g.table, 0, g.cap * sizeof *g.table);
     g.count = 0;
     g.npins = 0;
-    if (g.ledger_state == 1) ledger_close(&g.ledger);
+    if (g.ledger_state == 1) vram__ledger_close(&g.ledger);
     g.ledger_state = 0;
     if (g.shadow_map) munmap(g.shadow_map, SHIM_LEDGER_BYTES);
     if (g.shadow_fd >= 0) close(g.shadow_fd);   /* the parent's; the child makes its own */

@@ -48,13 +48,13 @@ int shim_limits_follow_unsafe(int dev) {
     g.limits_seen[dev] = gen;
     /* the ceilings come from this process's own environment and the driver, never from the ledger */
     int from = LEDGER_LIMIT_FROM_START;
-    size_t lim = (size_t)ledger_limit_in_force(s, g.limit_start[dev], g.limit_max, g.card[dev], &from);
+    size_t lim = (size_t)vram__ledger_limit_in_force(s, g.limit_start[dev], g.limit_max, g.card[dev], &from);
     int src = from == LEDGER_LIMIT_FROM_SET ? SHIM_LIMIT_SET : from == LEDGER_LIMIT_FROM_CAP ? SHIM_LIMIT_CAP
                                                                                            : g.limit_start_src[dev];
     int changed = lim != g.limit[dev];
     __atomic_store_n(&g.limit[dev], lim, __ATOMIC_RELAXED);
     g.limit_src[dev] = src;
-    __atomic_store_n(&g.group_limit, (size_t)ledger_group_limit_in_force(s, g.group_limit_start, g.group_limit_max),
+    __atomic_store_n(&g.group_limit, (size_t)vram__ledger_group_limit_in_force(s, g.group_limit_start, g.group_limit_max),
                      __ATOMIC_RELAXED);
     if (changed && g.log) {
         char was[32], now[32];

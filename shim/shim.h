@@ -393,7 +393,7 @@ typedef struct shim_state {
     int ledger_lost_said;
     ledger ledger;
     ledger_slot *slot[SHIM_MAX_DEVICES];     /* written under ledger_mu and g.mu; read under g.mu */
-    int shadow_fd;                           /* ledger_shadow_create's memfd, or -1 (under ledger_mu) */
+    int shadow_fd;                           /* vram__ledger_shadow_create's memfd, or -1 (under ledger_mu) */
     void *shadow_map;                        /* its mapping (LEDGER_FILE_SIZE bytes), or NULL */
     ledger_slot *shadow;                     /* its slots: this process's slot of device d at d; the
                                               * counters written with the ledger's, under g.mu */
@@ -428,7 +428,7 @@ typedef struct shim_state {
     ledger_slot *sleep_slot;                 /* the slot whose sleep field holds the process's calls while
                                               * it is asleep (shim_activity): its first slot, NULL none;
                                               * written under g.mu (shim_sleep_slot_unsafe), read relaxed:
-                                              * a ledger left behind stays readable (ledger_follow_locked) */
+                                              * a ledger left behind stays readable (vram__ledger_follow_locked) */
     int activity_fd;                         /* its descriptor, -1 none (under ledger_mu) */
     int real_ready;                          /* g.real is loaded (set once, release, after it) */
 } shim_state;
@@ -609,7 +609,7 @@ int shim_group_begin(int dev, uint64_t *total);
 void shim_group_end(void);
 void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_t total);
 /* Caller holds the locks of shim_group_begin: the group rebalances on dev's card (ledger.h,
- * ledger_group_rebalance_locked) under its budget; returns what its guaranteed members use. */
+ * vram__ledger_group_rebalance_locked) under its budget; returns what its guaranteed members use. */
 uint64_t shim_group_rebalance_locked(int dev);
 /* After a guaranteed member's free: its group's opportunistic members get their room back. */
 void shim_group_freed(int dev);

@@ -262,8 +262,8 @@ MUTANTS = [
       "a coalescing allocator: freed neighbours merge", r"vram\.(alloc|unit)"),
 
     M("async_pending_taken_early", "src/pool/stream_order.c",
-      "        if (done) pending_settle_locked(p, c);",
-      "        if (1) pending_settle_locked(p, c);",
+      "        if (done) vram__pending_settle_locked(p, c);",
+      "        if (1) vram__pending_settle_locked(p, c);",
       "stream-ordered as cudaMallocAsync: a block freed on a stream goes to other streams only once the stream "
       "is past the free", r"vram\.async"),
     M("record_stream_ignored", "src/pool/stream_order.c",
@@ -277,17 +277,17 @@ MUTANTS = [
       "hold_large_mb:N: a large block takes idle memory from holes it does not fit instead of mapping more",
       r"vram\.(release|async|growth)"),
     M("plan_serves_a_differing_request", "src/pool/plan_arena.c",
-      "    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {\n"
+      "    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || vram__tc_parking(p) || arena_still(p)) {\n"
       "        plan_end_locked(p);\n        return PLAN_BEST_FIT;\n    }\n    if (pl->settle_due",
-      "    if (plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {\n"
+      "    if (plan->stream[k] != (uintptr_t)stream || vram__tc_parking(p) || arena_still(p)) {\n"
       "        plan_end_locked(p);\n        return PLAN_BEST_FIT;\n    }\n    if (pl->settle_due",
       "plan: any request that differs from the plan ends it and best fit serves again",
       r"vram\.plan|plan_|placement"),
 
     # ---- vram_trim, idle release -------------------------------------------------------------
     M("trim_keep_each_arena_audit", "src/pool/arenas.c",
-      "vram_status s = a != NULL ? arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;",
-      "vram_status s = a != NULL ? arena_trim(a, keep_bytes) : VRAM_OK;",
+      "vram_status s = a != NULL ? vram__arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;",
+      "vram_status s = a != NULL ? vram__arena_trim(a, keep_bytes) : VRAM_OK;",
       "vram_trim(device, keep_bytes) keeps keep_bytes in total (the audit's survivor)", r"vram\.perthread"),
     M("trim_keeps_too_much", "src/pool/backing.c",
       "    if (p->vmm != NULL) vmm_unmap_idle_locked(p, excess - keep, &refusal);",
@@ -454,8 +454,8 @@ MUTANTS = [
       "for (int i = 0; i < 1; i++, cfg->ncards++) {",
       "VRAM_SIM_DEVICES: 2x16GiB is two cards", r"vram\.(env|physical)"),
     M("sim_fail_after_off_by_one", "src/backend/sim.c",
-      "if (sim_st.cfg.fail_set && sim_st.alloc_ok >= sim_st.cfg.fail_after)",
-      "if (sim_st.cfg.fail_set && sim_st.alloc_ok > sim_st.cfg.fail_after)",
+      "if (vram__sim_st.cfg.fail_set && vram__sim_st.alloc_ok >= vram__sim_st.cfg.fail_after)",
+      "if (vram__sim_st.cfg.fail_set && vram__sim_st.alloc_ok > vram__sim_st.cfg.fail_after)",
       "VRAM_SIM_FAIL_ALLOC_AFTER: the simulated driver's allocations succeed N times, then fail",
       r"vram\.(driver_fail|env|faults)"),
     M("visible_uuid", "src/backend/sim_env.c",
@@ -479,8 +479,8 @@ MUTANTS = [
       "the card itself full (the driver's CUDA_ERROR_OUT_OF_MEMORY) is an out-of-memory error, on the CUDA backend",
       r"vram_cuda"),
     M("cuda_refused_free_counted", "src/backend/cuda.c",
-      "    if (r != CUDA_SUCCESS) return cuda_fail(r, \"cuMemFree(0x%llx) on device %d\",",
-      "    if (0) return cuda_fail(r, \"cuMemFree(0x%llx) on device %d\",",
+      "    if (r != CUDA_SUCCESS) return vram__cuda_fail(r, \"cuMemFree(0x%llx) on device %d\",",
+      "    if (0) return vram__cuda_fail(r, \"cuMemFree(0x%llx) on device %d\",",
       "bytes come back to a limit only once the driver has freed them (a refused cuMemFree, CUDA backend)",
       r"vram_cuda"),
 
@@ -650,7 +650,7 @@ MUTANTS = [
       "--group-limit: the group's processes together take at most SIZE on each device (by UUID)",
       r"shim_ledger|shim_faults"),
     M("group_dead_member_counted", "src/common/ledger.c",
-      "        if (!ledger_slot_alive(s)) {\n            ledger_free_slot(s);\n            continue;\n        }\n        if (__atomic_load_n(&s->sleep",
+      "        if (!vram__ledger_slot_alive(s)) {\n            ledger_free_slot(s);\n            continue;\n        }\n        if (__atomic_load_n(&s->sleep",
       "        if (__atomic_load_n(&s->sleep",
       "vram top lists only live members; a dead member's bytes do not count against its group",
       r"shim_ledger|shim_faults"),
@@ -759,12 +759,12 @@ MUTANTS = [
       "    if (v == 0 && 0) {\n        slurm_error(\"vram: %s=%s is 0 bytes",
       "a bad value is refused by srun before anything runs", r"slurm"),
     M("slurm_ledger_node_place", "spank/vram_spank.c",
-      "if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, note, sizeof note, err, sizeof err) != 0 ||",
-      "if (ledger_place(dir, sizeof dir, 0, note, sizeof note, err, sizeof err) != 0 ||",
+      "if (vram__ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, note, sizeof note, err, sizeof err) != 0 ||",
+      "if (vram__ledger_place(dir, sizeof dir, 0, note, sizeof note, err, sizeof err) != 0 ||",
       "the job's tasks keep their ledger where the node keeps the user's, whatever XDG_RUNTIME_DIR or "
       "VRAM_LEDGER_DIR the job brought", r"slurm"),
     M("slurm_epilog_frees", "spank/vram_spank.c",
-      "    (void)ledger_reclaim_locked(&l);\n    int alive = 0;",
+      "    (void)vram__ledger_reclaim_locked(&l);\n    int alive = 0;",
       "    int alive = 0;",
       "when the job ends (scancel included) the plugin frees its processes' ledger slots", r"slurm"),
 

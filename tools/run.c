@@ -160,7 +160,7 @@ static int run_value_option(int argc, char **argv, int *i, run_options *o) {
                                    "1.5h; at most a year)", v);
     } else if ((v = cli_option_value(argc, argv, i, "--group", &missing)) || missing) {
         if (!v) return run_usage_error("--group needs a NAME");
-        if (!ledger_valid_group(v)) return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
+        if (!vram__ledger_valid_group(v)) return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
         o->group = v;
     } else {
         return 1;
@@ -296,17 +296,17 @@ static int run_set_preload(const char *lib) {
  * owner's, a file open to others) the program is not started and the reason is said. 0 to go on. */
 static int run_check_ledger(const char *cmd) {
     char said[PATH_MAX + 128], err[512];
-    int r = ledger_repair_dir(said, sizeof said);
+    int r = vram__ledger_repair_dir(said, sizeof said);
     if (r > 0) fprintf(stderr, "vram run: %s\n", said);
     ledger l;
-    if (ledger_open(&l, err, sizeof err) != 0) {
+    if (vram__ledger_open(&l, err, sizeof err) != 0) {
         fprintf(stderr, "vram run: not starting '%s': its group limit needs the ledger, which cannot be opened "
                 "safely: %s (remove or fix it; vram makes a new one)\n", cmd, err);
         return 1;
     }
     if (l.rebuilt[0]) fprintf(stderr, "vram run: the ledger %s\n", l.rebuilt);
     if (l.note[0]) fprintf(stderr, "vram run: %s\n", l.note);
-    ledger_close(&l);
+    vram__ledger_close(&l);
     return 0;
 }
 
@@ -314,7 +314,7 @@ static int run_check_ledger(const char *cmd) {
  * is said when its default place is another user's. */
 static void run_note_ledger(void) {
     char dir[PATH_MAX], note[2 * PATH_MAX], err[PATH_MAX + 256];
-    if (ledger_place(dir, sizeof dir, 0, note, sizeof note, err, sizeof err) == 0 && note[0])
+    if (vram__ledger_place(dir, sizeof dir, 0, note, sizeof note, err, sizeof err) == 0 && note[0])
         fprintf(stderr, "vram run: %s\n", note);
 }
 

@@ -3,7 +3,7 @@
  * member, the faults and the locks): its slots claimed, found again after a fault, published; the gate
  * of its cards' budgets under a group (the preload library's policy, ledger.c's rebalance); the wait
  * for a change of its limits (a shared futex on the slot's limits_gen, woken by every setter:
- * ledger_gen_bump) and the limits in force read back (ledger_limit_in_force).
+ * vram__ledger_gen_bump) and the limits in force read back (vram__ledger_limit_in_force).
  *
  * Invariants: card[i].slot is NULL or points into m->l's current mapping, and is read or written only
  * under mu and the ledger lock, after member_lock made the mapping current; own, the slot's in_use is
@@ -26,7 +26,7 @@
 
 static uint64_t member_sat_add(uint64_t a, uint64_t b) { return b > UINT64_MAX - a ? UINT64_MAX : a + b; }
 
-void ledger_member_init(ledger_member *m) {
+void vram__ledger_member_init(ledger_member *m) {
     memset(m, 0, sizeof *m);
     pthread_mutex_init(&m->mu, NULL);
     m->l.fd = m->l.lock_fd = -1;
@@ -56,7 +56,7 @@ static void member_publish(ledger_member_card *c) {
     __atomic_store_n(&c->slot->overflow_bytes, c->overflow, __ATOMIC_RELAXED);
 }
 
-/* Own: what a slot just claimed carries besides ledger_claim_locked's fields (as the preload library's
+/* Own: what a slot just claimed carries besides vram__ledger_claim_locked's fields (as the preload library's
  * shim_slot_watch): priority, ceilings, the card's size, the overflow's cap, the group's budget set
  * from outside that its members carry, and the counters. */
 static void member_slot_fill(ledger_member *m, ledger_member_card *c, ledger_slot *s) {
@@ -68,10 +68,10 @@ static void member_slot_fill(ledger_member *m, ledger_member_card *c, ledger_slo
     s->card_bytes = c->card_bytes;
     s->overflow_max = c->overflow_max;
     if (m->group[0]) {
-        uint64_t budget = ledger_group_budget_set_locked(&m->l, m->group);
+        uint64_t budget = vram__ledger_group_budget_set_locked(&m->l, m->group);
         if (budget) s->group_limit_set = budget;
     }
-    ledger_gen_bump(s);
+    vram__ledger_gen_bump(s);
 }
 
 /* Under mu: takes the ledger lock, follows the file at the path when it is no longer the one mapped
@@ -80,11 +80,11 @@ static void member_slot_fill(ledger_member *m, ledger_member_card *c, ledger_slo
  * it (not open, or the file at the path cannot be opened: the mapping may be stale). */
 static int member_lock(ledger_member *m) {
     if (!m->open) return 0;
-    ledger_lock(&m->l);
+    vram__ledger_lock(&m->l);
     char err[512];
-    int r = ledger_follow_locked(&m->l, 0, err, sizeof err);
+    int r = vram__ledger_follow_locked(&m->l, 0, err, sizeof err);
     if (r < 0) {
-        ledger_unlock(&m->l);
+        vram__ledger_unlock(&m->l);
         return 0;
     }
     for (int i = 0; i < LEDGER_MEMBER_CARDS; i++) {
@@ -94,9 +94,9 @@ static int member_lock(ledger_member *m) {
         if (s && __atomic_load_n(&s->state, __ATOMIC_ACQUIRE) == LEDGER_SLOT_LIVE && s->pid == m->pid &&
             s->start_time == m->start && s->device == i)
             continue;
-        s = ledger_find_locked(&m->l, m->pid, m->start, i);
+        s = vram__ledger_find_locked(&m->l, m->pid, m->start, i);
         if (!s && !m->follow) {
-            s = ledger_claim_locked(&m->l, m->pid, m->start, i, c->uuid, m->group, m->command, c->start_limit,
+            s = vram__ledger_claim_locked(&m->l, m->pid, m->start, i, c->uuid, m->group, m->command, c->start_limit,
                                     m->group_limit);
             if (s) {   /* after a fault, what was set from outside survives in this process's memory of it */
                 s->limit_set = c->kept_set;
@@ -112,20 +112,20 @@ static int member_lock(ledger_member *m) {
     return 1;
 }
 
-int ledger_member_open(ledger_member *m) {
+int vram__ledger_member_open(ledger_member *m) {
     pthread_mutex_lock(&m->mu);
     m->pid = (int)getpid();
     member_command(m->command);
     char err[sizeof m->said - 64];
     int rc = -1;
-    if (ledger_start_time(m->pid, &m->start) != 0) {
+    if (vram__ledger_start_time(m->pid, &m->start) != 0) {
         snprintf(m->said, sizeof m->said, "cannot read /proc/%d/stat", m->pid);
-    } else if (ledger_open(&m->l, err, sizeof err) != 0) {
+    } else if (vram__ledger_open(&m->l, err, sizeof err) != 0) {
         snprintf(m->said, sizeof m->said, "%s", err);
     } else {
         m->open = 1;
         rc = 0;
-        if (member_lock(m)) ledger_unlock(&m->l);
+        if (member_lock(m)) vram__ledger_unlock(&m->l);
     }
     pthread_mutex_unlock(&m->mu);
     return rc;
@@ -140,7 +140,7 @@ static void member_refused_limit(ledger_member_card *c, uint64_t lim, int src, s
              (unsigned long long)lim, (unsigned long long)c->held, bytes);
 }
 
-int ledger_member_take(ledger_member *m, int i, size_t bytes) {
+int vram__ledger_member_take(ledger_member *m, int i, size_t bytes) {
     if (i < 0 || i >= LEDGER_MEMBER_CARDS) return 1;
     ledger_member_card *c = &m->card[i];
     pthread_mutex_lock(&m->mu);
@@ -149,18 +149,18 @@ int ledger_member_take(ledger_member *m, int i, size_t bytes) {
     c->refused[0] = '\0';
     if (locked && c->slot) {
         ledger_slot *s = c->slot;
-        uint64_t budget = m->group[0] ? ledger_group_limit_in_force(s, m->group_limit, m->group_limit_max) : 0;
+        uint64_t budget = m->group[0] ? vram__ledger_group_limit_in_force(s, m->group_limit, m->group_limit_max) : 0;
         uint64_t total = 0;
         if (budget) {
             /* the rebalance first, so that this member's own group cap is current below */
             int opportunistic = 0;
-            uint64_t guaranteed = ledger_group_rebalance_locked(&m->l, m->group, c->uuid, budget, &opportunistic);
+            uint64_t guaranteed = vram__ledger_group_rebalance_locked(&m->l, m->group, c->uuid, budget, &opportunistic);
             m->saw_opportunistic = opportunistic > 0;
-            total = m->priority == LEDGER_PRIORITY_OPPORTUNISTIC ? ledger_group_total_locked(&m->l, m->group, c->uuid)
+            total = m->priority == LEDGER_PRIORITY_OPPORTUNISTIC ? vram__ledger_group_total_locked(&m->l, m->group, c->uuid)
                                                                  : guaranteed;
         }
         int src = LEDGER_LIMIT_FROM_START;
-        uint64_t lim = ledger_limit_in_force(s, 0, m->limit_max, c->card_bytes, &src);
+        uint64_t lim = vram__ledger_limit_in_force(s, 0, m->limit_max, c->card_bytes, &src);
         if (lim && want > lim) {
             ok = 0;
             member_refused_limit(c, lim, src, bytes);
@@ -176,7 +176,7 @@ int ledger_member_take(ledger_member *m, int i, size_t bytes) {
             member_publish(c);
             if (budget && m->priority != LEDGER_PRIORITY_OPPORTUNISTIC && m->saw_opportunistic) {
                 int opportunistic = 0;   /* the opportunistic members get less room */
-                (void)ledger_group_rebalance_locked(&m->l, m->group, c->uuid, budget, &opportunistic);
+                (void)vram__ledger_group_rebalance_locked(&m->l, m->group, c->uuid, budget, &opportunistic);
             }
         }
     } else if (m->open && !locked && m->group[0] && (m->group_limit || c->kept_gset)) {
@@ -195,12 +195,12 @@ int ledger_member_take(ledger_member *m, int i, size_t bytes) {
                  m->said[0] ? m->said : "no slot was free");
     }
     if (ok && c->held != want) c->held = want;
-    if (locked) ledger_unlock(&m->l);
+    if (locked) vram__ledger_unlock(&m->l);
     pthread_mutex_unlock(&m->mu);
     return ok;
 }
 
-int ledger_member_refusal(ledger_member *m, int i, char *buf, size_t len) {
+int vram__ledger_member_refusal(ledger_member *m, int i, char *buf, size_t len) {
     if (i < 0 || i >= LEDGER_MEMBER_CARDS) return 0;
     pthread_mutex_lock(&m->mu);
     int refused = m->card[i].refused[0] != '\0';
@@ -209,32 +209,32 @@ int ledger_member_refusal(ledger_member *m, int i, char *buf, size_t len) {
     return refused;
 }
 
-void ledger_member_give(ledger_member *m, int i, size_t bytes) {
+void vram__ledger_member_give(ledger_member *m, int i, size_t bytes) {
     if (i < 0 || i >= LEDGER_MEMBER_CARDS) return;
     ledger_member_card *c = &m->card[i];
     pthread_mutex_lock(&m->mu);
     c->held = c->held > bytes ? c->held - bytes : 0;
     if (member_lock(m)) {
         member_publish(c);
-        uint64_t budget = m->group[0] && c->slot ? ledger_group_limit_in_force(c->slot, m->group_limit,
+        uint64_t budget = m->group[0] && c->slot ? vram__ledger_group_limit_in_force(c->slot, m->group_limit,
                                                                                 m->group_limit_max) : 0;
         if (budget && m->priority != LEDGER_PRIORITY_OPPORTUNISTIC && m->saw_opportunistic) {
             int opportunistic = 0;   /* the opportunistic members get their room back */
-            (void)ledger_group_rebalance_locked(&m->l, m->group, c->uuid, budget, &opportunistic);
+            (void)vram__ledger_group_rebalance_locked(&m->l, m->group, c->uuid, budget, &opportunistic);
             m->saw_opportunistic = opportunistic > 0;
         }
-        ledger_unlock(&m->l);
+        vram__ledger_unlock(&m->l);
     }
     pthread_mutex_unlock(&m->mu);
 }
 
-void ledger_member_overflow(ledger_member *m, int i, size_t bytes) {
+void vram__ledger_member_overflow(ledger_member *m, int i, size_t bytes) {
     if (i < 0 || i >= LEDGER_MEMBER_CARDS) return;
     pthread_mutex_lock(&m->mu);
     m->card[i].overflow = bytes;
     if (member_lock(m)) {
         member_publish(&m->card[i]);
-        ledger_unlock(&m->l);
+        vram__ledger_unlock(&m->l);
     }
     pthread_mutex_unlock(&m->mu);
 }
@@ -244,7 +244,7 @@ static void member_futex(const void *word, int op, uint32_t val, int timeout_ms)
     syscall(SYS_futex, word, op, val, op == FUTEX_WAIT ? &ts : NULL, NULL, 0);
 }
 
-void ledger_member_wait(ledger_member *m, int timeout_ms) {
+void vram__ledger_member_wait(ledger_member *m, int timeout_ms) {
     pthread_mutex_lock(&m->mu);
     const ledger_slot *s = NULL;
     uint32_t seen = 0;
@@ -261,14 +261,14 @@ void ledger_member_wait(ledger_member *m, int timeout_ms) {
     if (stop) return;
     /* s may be unmapped meanwhile by a follow of another thread: the kernel then says EFAULT (no fault
      * in this process), and a mapping put at its address is a spurious wake at worst */
-    if (s) (void)ledger_gen_wait(s, seen, timeout_ms);
+    if (s) (void)vram__ledger_gen_wait(s, seen, timeout_ms);
     else member_futex(&m->idle_word, FUTEX_WAIT, idle, timeout_ms);
     pthread_mutex_lock(&m->mu);
     m->waiting_on = NULL;
     pthread_mutex_unlock(&m->mu);
 }
 
-void ledger_member_wake_all(ledger_member *m) {
+void vram__ledger_member_wake_all(ledger_member *m) {
     pthread_mutex_lock(&m->mu);
     m->stop = 1;
     const void *w = m->waiting_on;
@@ -278,7 +278,7 @@ void ledger_member_wake_all(ledger_member *m) {
     pthread_mutex_unlock(&m->mu);
 }
 
-int ledger_member_poll(ledger_member *m, uint64_t limit[LEDGER_MEMBER_CARDS]) {
+int vram__ledger_member_poll(ledger_member *m, uint64_t limit[LEDGER_MEMBER_CARDS]) {
     int changed = 0;
     pthread_mutex_lock(&m->mu);
     int locked = member_lock(m);
@@ -289,7 +289,7 @@ int ledger_member_poll(ledger_member *m, uint64_t limit[LEDGER_MEMBER_CARDS]) {
         if (locked && c->slot) {
             uint32_t gen = __atomic_load_n(&c->slot->limits_gen, __ATOMIC_ACQUIRE);
             /* the ceilings are this process's own (its environment, the card): nothing in the ledger lifts one */
-            uint64_t lim = ledger_limit_in_force(c->slot, 0, m->limit_max, c->card_bytes, NULL);
+            uint64_t lim = vram__ledger_limit_in_force(c->slot, 0, m->limit_max, c->card_bytes, NULL);
             changed += !c->polled || lim != c->limit;
             if (!m->follow) {
                 c->kept_set = __atomic_load_n(&c->slot->limit_set, __ATOMIC_RELAXED);
@@ -303,34 +303,34 @@ int ledger_member_poll(ledger_member *m, uint64_t limit[LEDGER_MEMBER_CARDS]) {
         /* unlisted now (the ledger unavailable, the slot gone): the last limit read stays in force */
         limit[i] = c->limit ? c->limit : UINT64_MAX;
     }
-    if (locked) ledger_unlock(&m->l);
+    if (locked) vram__ledger_unlock(&m->l);
     pthread_mutex_unlock(&m->mu);
     return changed;
 }
 
-void ledger_member_close(ledger_member *m) {
+void vram__ledger_member_close(ledger_member *m) {
     pthread_mutex_lock(&m->mu);
     if (m->open) {
-        ledger_lock(&m->l);
+        vram__ledger_lock(&m->l);
         char err[512];
-        if (!m->follow && ledger_follow_locked(&m->l, 0, err, sizeof err) >= 0) {
+        if (!m->follow && vram__ledger_follow_locked(&m->l, 0, err, sizeof err) >= 0) {
             for (int i = 0; i < LEDGER_MEMBER_CARDS; i++) {
-                ledger_slot *s = m->card[i].used ? ledger_find_locked(&m->l, m->pid, m->start, i) : NULL;
-                if (s) ledger_release_locked(s, m->pid, m->start);
+                ledger_slot *s = m->card[i].used ? vram__ledger_find_locked(&m->l, m->pid, m->start, i) : NULL;
+                if (s) vram__ledger_release_locked(s, m->pid, m->start);
                 m->card[i].slot = NULL;
             }
         }
-        ledger_unlock(&m->l);
-        ledger_close(&m->l);
+        vram__ledger_unlock(&m->l);
+        vram__ledger_close(&m->l);
         m->open = 0;
     }
     for (int i = 0; i < LEDGER_MEMBER_CARDS; i++) m->card[i].slot = NULL;
     pthread_mutex_unlock(&m->mu);
 }
 
-void ledger_member_forget(ledger_member *m) {
+void vram__ledger_member_forget(ledger_member *m) {
     pthread_mutex_init(&m->mu, NULL);   /* (a thread of the parent may have held it at the fork) */
-    if (m->open) ledger_close(&m->l);   /* this process's descriptors: the parent keeps its lock and slots */
+    if (m->open) vram__ledger_close(&m->l);   /* this process's descriptors: the parent keeps its lock and slots */
     m->open = 0;
     for (int i = 0; i < LEDGER_MEMBER_CARDS; i++) m->card[i].slot = NULL;
 }

@@ -137,7 +137,7 @@ typedef enum vram__free_kind {
  * for vram_malloc, the caller's stream when async. See stream_order.c for the stream rules. */
 vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t size, int async, void *stream,
                              void **ptr);
-/* A free as the pool is asked it (vram__pool_free, arena_free): how it is ordered and on which
+/* A free as the pool is asked it (vram__pool_free, vram__arena_free): how it is ordered and on which
  * stream; and, set by the pool, whether ptr lies inside memory the pool holds (live or not), so
  * that a caller looking for the owner of a pointer needs one call per pool (the pool's answer is
  * final when owned is set). */

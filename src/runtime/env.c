@@ -258,7 +258,7 @@ static vram_status read_ledger(vram__env *env) {
     const char *v = getenv("VRAM_GROUP");
     vram_status s = VRAM_OK;
     if (v != NULL && v[0] != '\0') {
-        if (!ledger_valid_group(v)) {
+        if (!vram__ledger_valid_group(v)) {
             return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_GROUP='%s' is not valid: use 1 to %d of A-Z a-z 0-9 . _ -",
                               v, LEDGER_NAME_LEN - 1);
         }

@@ -131,11 +131,11 @@ static void *watcher_main(void *arg) {
     (void)arg;
     uint64_t limit[LEDGER_MEMBER_CARDS];
     while (!atomic_load(&watcher_stop)) {
-        if (ledger_member_poll(&member, limit) > 0) {
+        if (vram__ledger_member_poll(&member, limit) > 0) {
             for (int i = 0; i < LEDGER_MEMBER_CARDS && i < VRAM_MAX_DEVICES; i++)
                 if (member.card[i].used) vram__limit_post(i, limit[i] >= SIZE_MAX ? SIZE_MAX : (size_t)limit[i]);
         }
-        ledger_member_wait(&member, 250);
+        vram__ledger_member_wait(&member, 250);
     }
     return NULL;
 }
@@ -145,7 +145,7 @@ vram_status vram__limits_link_wlocked(const vram__env *env, const size_t *start_
     /* under the preload library, the CUDA backend's driver calls are its to count: its slots are followed */
     int follow = preload && strcmp(rt.backend->name, "cuda") == 0;
     if (!follow && !preload && !env->group[0] && !env->ledger_dir_set) return VRAM_OK;   /* not listed */
-    ledger_member_init(&member);
+    vram__ledger_member_init(&member);
     member.follow = follow;
     snprintf(member.group, sizeof member.group, "%s", env->group);
     member.group_limit = env->group[0] && env->group_limit.set ? env->group_limit.bytes : 0;
@@ -164,7 +164,7 @@ vram_status vram__limits_link_wlocked(const vram__env *env, const size_t *start_
         c->overflow_max = !a->overflow ? 0 : a->overflow_max_mb < 0 ? (start_limit[i] ? start_limit[i] : c->card_bytes)
                                                                     : (uint64_t)a->overflow_max_mb * VRAM_MIB;
     }
-    if (ledger_member_open(&member) != 0) {
+    if (vram__ledger_member_open(&member) != 0) {
         const char *log = getenv("VRAM_LOG");
         if (member.group_limit || (log && strcmp(log, "1") == 0))
             fprintf(stderr, "vram: the ledger is unavailable (%s): this process is not listed by vram top, a limit set "
@@ -191,7 +191,7 @@ vram_status vram__limits_link_wlocked(const vram__env *env, const size_t *start_
 void vram__limits_watcher_stop_wlocked(void) {
     if (!watcher_running) return;
     atomic_store(&watcher_stop, 1);
-    ledger_member_wake_all(&member);
+    vram__ledger_member_wake_all(&member);
     pthread_join(watcher, NULL);
     watcher_running = 0;
 }
@@ -200,7 +200,7 @@ void vram__limits_unlink_wlocked(void) {
     vram__limits_watcher_stop_wlocked();
     if (!member_on) return;
     for (int i = 0; i < VRAM_MAX_DEVICES; i++) rt.budgets[i].member = NULL;
-    ledger_member_close(&member);
+    vram__ledger_member_close(&member);
     member_on = 0;
 }
 
@@ -208,6 +208,6 @@ void vram__limits_forked(void) {
     watcher_running = 0;                     /* (it stayed in the parent) */
     if (!member_on) return;
     for (int i = 0; i < VRAM_MAX_DEVICES; i++) rt.budgets[i].member = NULL;
-    ledger_member_forget(&member);           /* the slots are the parent's */
+    vram__ledger_member_forget(&member);           /* the slots are the parent's */
     member_on = 0;
 }
