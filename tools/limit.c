@@ -115,6 +115,28 @@ static void limit_print_slot(const ledger_slot *s) {
            now && use > now ? ": over its limit" : "");
 }
 
+/* A new limit `size` for process pid's n slots: 0, or the error said (above a slot's ceiling or its card);
+ * every slot is checked before any is changed. */
+static int limit_check_size(ledger_slot *const *slots, int n, uint64_t size, int pid) {
+    for (int k = 0; k < n; k++) {
+        char want[32], max[32];
+        limit_bytes(want, sizeof want, size);
+        if (slots[k]->limit_max && size > slots[k]->limit_max) {
+            limit_bytes(max, sizeof max, slots[k]->limit_max);
+            return limit_error("%s is above the ceiling of process %d on device %d (%s = %llu bytes: VRAM_LIMIT_MAX, "
+                               "the limit the Slurm job was given, or the limit a program that allocates through "
+                               "libvram started with); refused", want, pid, slots[k]->device, max,
+                               (unsigned long long)slots[k]->limit_max);
+        }
+        if (slots[k]->card_bytes && size > slots[k]->card_bytes) {
+            limit_bytes(max, sizeof max, slots[k]->card_bytes);
+            return limit_error("%s is above the memory of the card of process %d's device %d (%s = %llu bytes); "
+                               "refused", want, pid, slots[k]->device, max, (unsigned long long)slots[k]->card_bytes);
+        }
+    }
+    return 0;
+}
+
 static int limit_pid(int pid, int has_size, uint64_t size, int device) {
     char proc[64];
     struct stat st;
@@ -152,21 +174,7 @@ static int limit_pid(int pid, int has_size, uint64_t size, int device) {
                         : limit_error("process %d has no slot for device %d in the ledger %s (it has not used that "
                                       "device)", pid, device, l.path);
     }
-    for (int k = 0; rc == 0 && k < n && has_size && size; k++) {   /* every slot checked before any is changed */
-        char want[32], max[32];
-        limit_bytes(want, sizeof want, size);
-        if (slots[k]->limit_max && size > slots[k]->limit_max) {
-            limit_bytes(max, sizeof max, slots[k]->limit_max);
-            rc = limit_error("%s is above the ceiling of process %d on device %d (%s = %llu bytes: VRAM_LIMIT_MAX, the "
-                             "limit the Slurm job was given, or the limit a program that allocates through libvram "
-                             "started with); refused", want, pid, slots[k]->device, max,
-                             (unsigned long long)slots[k]->limit_max);
-        } else if (slots[k]->card_bytes && size > slots[k]->card_bytes) {
-            limit_bytes(max, sizeof max, slots[k]->card_bytes);
-            rc = limit_error("%s is above the memory of the card of process %d's device %d (%s = %llu bytes); refused",
-                             want, pid, slots[k]->device, max, (unsigned long long)slots[k]->card_bytes);
-        }
-    }
+    if (rc == 0 && has_size && size) rc = limit_check_size(slots, n, size, pid);
     for (int k = 0; rc == 0 && k < n; k++) {
         if (has_size) {
             __atomic_store_n(&slots[k]->limit_set, size, __ATOMIC_RELAXED);

@@ -317,6 +317,64 @@ static void prom_user(char *out, size_t len) {
         snprintf(out, len, "%lu", (unsigned long)geteuid());
 }
 
+/* The ledger's families: which ledger, its live and its whole slots. */
+static void prom_ledger(int n, const char *path, const char *user) {
+    prom_family("vram_ledger_info", "The ledger of processes under vram run that vram top read (value 1).");
+    printf("vram_ledger_info{");
+    prom_label("path", path, 1);
+    prom_label("user", user, 0);
+    printf("} 1\n");
+    prom_family("vram_ledger_live_slots", "Slots of running processes in the ledger, one per process and device.");
+    printf("vram_ledger_live_slots{");
+    prom_label("user", user, 1);
+    printf("} %d\n", n);
+    prom_family("vram_ledger_max_slots", "Slots in the ledger; a device of a process finding none free is not listed.");
+    printf("vram_ledger_max_slots{");
+    prom_label("user", user, 1);
+    printf("} %u\n", LEDGER_SLOTS);
+}
+
+/* One series a process and device for each of the process families. */
+static void prom_processes(const top_row *r, int n, const char *user) {
+    prom_family("vram_process_limit_bytes", "The vram limit of a process under vram run on a device (no series: no limit).");
+    for (int i = 0; i < n; i++)
+        if (r[i].limit) prom_process("vram_process_limit_bytes", &r[i], user, r[i].limit);
+    prom_family("vram_process_in_use_bytes", "Device memory a process under vram run holds on a device.");
+    for (int i = 0; i < n; i++) prom_process("vram_process_in_use_bytes", &r[i], user, r[i].in_use);
+    prom_family("vram_process_peak_bytes", "The most device memory a process under vram run has held on a device.");
+    for (int i = 0; i < n; i++) prom_process("vram_process_peak_bytes", &r[i], user, r[i].peak);
+    prom_family("vram_process_asleep", "1 when a process under vram run is asleep (vram sleep, idle sleep): its device memory in host memory.");
+    for (int i = 0; i < n; i++) prom_process("vram_process_asleep", &r[i], user, r[i].sleep == LEDGER_ASLEEP);
+    prom_family("vram_process_host_bytes", "The device memory of a process asleep that host memory holds (0 awake).");
+    for (int i = 0; i < n; i++) prom_process("vram_process_host_bytes", &r[i], user, r[i].host);
+
+    prom_family("vram_process_over_limit", "1 when a process under vram run holds more than its limit (a limit lowered under it).");
+    for (int i = 0; i < n; i++) prom_process("vram_process_over_limit", &r[i], user, top_over(&r[i]));
+    prom_family("vram_process_overflow_bytes", "Host memory serving a process's overflow (vram run --overflow host).");
+    for (int i = 0; i < n; i++) prom_process("vram_process_overflow_bytes", &r[i], user, r[i].overflow);
+}
+
+/* The group families: a group's limit (its members' smallest) and its use, per group and card. */
+static void prom_groups(const prom_group *g, int ng, const char *user) {
+    prom_family("vram_group_limit_bytes", "The group limit of a vram group on a device: its members' smallest.");
+    for (int k = 0; k < ng; k++) {
+        if (!g[k].limit) continue;
+        printf("vram_group_limit_bytes{");
+        prom_label("group", g[k].group, 1);
+        prom_label("uuid", g[k].uuid, 0);
+        prom_label("user", user, 0);
+        printf("} %llu\n", (unsigned long long)g[k].limit);
+    }
+    prom_family("vram_group_in_use_bytes", "Device memory the running members of a vram group hold on a device together.");
+    for (int k = 0; k < ng; k++) {
+        printf("vram_group_in_use_bytes{");
+        prom_label("group", g[k].group, 1);
+        prom_label("uuid", g[k].uuid, 0);
+        prom_label("user", user, 0);
+        printf("} %llu\n", (unsigned long long)g[k].in_use);
+    }
+}
+
 /* 0, or 1 when the output could not be written (said on stderr). */
 static int top_print_prometheus(const top_row *r, int n, const char *path) {
     char user[256];
@@ -336,55 +394,9 @@ static int top_print_prometheus(const top_row *r, int n, const char *path) {
         if (r[i].group_limit && (!g[k].limit || r[i].group_limit < g[k].limit)) g[k].limit = r[i].group_limit;
     }
     qsort(g, (size_t)ng, sizeof *g, prom_group_cmp);
-
-    prom_family("vram_ledger_info", "The ledger of processes under vram run that vram top read (value 1).");
-    printf("vram_ledger_info{");
-    prom_label("path", path, 1);
-    prom_label("user", user, 0);
-    printf("} 1\n");
-    prom_family("vram_ledger_live_slots", "Slots of running processes in the ledger, one per process and device.");
-    printf("vram_ledger_live_slots{");
-    prom_label("user", user, 1);
-    printf("} %d\n", n);
-    prom_family("vram_ledger_max_slots", "Slots in the ledger; a device of a process finding none free is not listed.");
-    printf("vram_ledger_max_slots{");
-    prom_label("user", user, 1);
-    printf("} %u\n", LEDGER_SLOTS);
-
-    prom_family("vram_process_limit_bytes", "The vram limit of a process under vram run on a device (no series: no limit).");
-    for (int i = 0; i < n; i++)
-        if (r[i].limit) prom_process("vram_process_limit_bytes", &r[i], user, r[i].limit);
-    prom_family("vram_process_in_use_bytes", "Device memory a process under vram run holds on a device.");
-    for (int i = 0; i < n; i++) prom_process("vram_process_in_use_bytes", &r[i], user, r[i].in_use);
-    prom_family("vram_process_peak_bytes", "The most device memory a process under vram run has held on a device.");
-    for (int i = 0; i < n; i++) prom_process("vram_process_peak_bytes", &r[i], user, r[i].peak);
-    prom_family("vram_process_asleep", "1 when a process under vram run is asleep (vram sleep, idle sleep): its device memory in host memory.");
-    for (int i = 0; i < n; i++) prom_process("vram_process_asleep", &r[i], user, r[i].sleep == LEDGER_ASLEEP);
-    prom_family("vram_process_host_bytes", "The device memory of a process asleep that host memory holds (0 awake).");
-    for (int i = 0; i < n; i++) prom_process("vram_process_host_bytes", &r[i], user, r[i].host);
-
-    prom_family("vram_process_over_limit", "1 when a process under vram run holds more than its limit (a limit lowered under it).");
-    for (int i = 0; i < n; i++) prom_process("vram_process_over_limit", &r[i], user, top_over(&r[i]));
-    prom_family("vram_process_overflow_bytes", "Host memory serving a process's overflow (vram run --overflow host).");
-    for (int i = 0; i < n; i++) prom_process("vram_process_overflow_bytes", &r[i], user, r[i].overflow);
-
-    prom_family("vram_group_limit_bytes", "The group limit of a vram group on a device: its members' smallest.");
-    for (int k = 0; k < ng; k++) {
-        if (!g[k].limit) continue;
-        printf("vram_group_limit_bytes{");
-        prom_label("group", g[k].group, 1);
-        prom_label("uuid", g[k].uuid, 0);
-        prom_label("user", user, 0);
-        printf("} %llu\n", (unsigned long long)g[k].limit);
-    }
-    prom_family("vram_group_in_use_bytes", "Device memory the running members of a vram group hold on a device together.");
-    for (int k = 0; k < ng; k++) {
-        printf("vram_group_in_use_bytes{");
-        prom_label("group", g[k].group, 1);
-        prom_label("uuid", g[k].uuid, 0);
-        prom_label("user", user, 0);
-        printf("} %llu\n", (unsigned long long)g[k].in_use);
-    }
+    prom_ledger(n, path, user);
+    prom_processes(r, n, user);
+    prom_groups(g, ng, user);
     free(g);
     int e = fflush(stdout) != 0 ? errno : 0;
     if (e || ferror(stdout)) {
