@@ -155,6 +155,19 @@ check "past the limit: CUDA_ERROR_OUT_OF_MEMORY" 'has "$OUT" "bytes=$GiB err=2"'
 run S --vram-limit=1GiB "$APP" dlsym fill alloc 256
 check "preallocated (no --vram-growth): the same limit" 'has "$OUT" "bytes=$GiB err=2"'
 
+# growth=1 in plugstack.conf: the default for a job that does not say --vram-growth (each srun and step
+# reads plugstack.conf again). Without it a task preallocates its limit at its first allocation (the fake
+# driver holds the whole 1 GiB for a block of 256 MiB); with it the task holds only its block.
+held_256='printf "alloc 256\nheld\n" | '"$APP"' dlsym script'
+run S --vram-limit=1GiB bash -c 'echo "growth=$VRAM_GROWTH"; '"$held_256"
+check "the site's default growth (none in plugstack.conf): a task without --vram-growth holds its whole 1 GiB limit for 256 MiB" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "growth=0" && has "$OUT" "alloc=0" && has "$OUT" "held=$GiB "'
+echo "required $SPANK preload=$PRELOAD shard_limit=1GiB growth=1" >"$TMP/plugstack.conf"
+run S --vram-limit=1GiB bash -c 'echo "growth=$VRAM_GROWTH"; '"$held_256"
+check "growth=1 in plugstack.conf: a task without --vram-growth grows (it holds its 256 MiB block only)" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "growth=1" && has "$OUT" "alloc=0" && has "$OUT" "held=$((GiB / 4)) "'
+echo "required $SPANK preload=$PRELOAD shard_limit=1GiB" >"$TMP/plugstack.conf"
+
 run S --gres=shard:2 bash -c 'echo "group=$VRAM_GROUP"; '"$APP"' dlsym info'
 check "2 shards of 1 GiB (plugstack.conf shard_limit): a 2 GiB limit, group slurm-<job>" \
     '[[ $RC -eq 0 ]] && has "$OUT" "total=$((2 * GiB))" && [[ $OUT =~ group=slurm-[0-9]+ ]]'
