@@ -706,6 +706,12 @@ run "$VRAM" run --group-limit 1GiB -- true
 check "--group-limit without --group: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group-limit needs --group"'
 run "$VRAM" run --group "a b" -- true
 check "bad group name: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group: bad NAME"'
+# a name fills the ledger's 32-byte field with its NUL: 31 characters at most
+name31=$(printf 'g%.0s' {1..31})
+run "$VRAM" run --growth --group "$name31" -- env
+check "a group name of 31 characters is taken" '[[ $RC == 0 ]] && has "$OUT" "VRAM_GROUP=$name31"'
+run "$VRAM" run --growth --group "${name31}g" -- true
+check "a group name of 32 characters: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group: bad NAME '"'"'${name31}g'"'"'"'
 run "$VRAM" run --group g --group-limit 0 -- true
 check "zero group limit: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group-limit: bad size"'
 run "$VRAM" top --frobnicate
