@@ -583,6 +583,10 @@ run env LD_PRELOAD="$PRELOAD" VRAM_GROWTH=1 VRAM_GROUP=gg VRAM_GROUP_LIMIT=1GiB 
 check "... the preload library alone (no vram run) runs on, its group limit failing closed on its own usage" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 " && has "$ERR" "the ledger is unavailable" &&
      has "$ERR" "its group limit holds for its own usage alone"'
+chmod 750 "$LEDGER_DIR"
+run "$VRAM" top --once
+check "a ledger directory open to its group alone (750) is refused too" \
+    '[[ $RC == 1 ]] && has "$ERR" "has mode 750; it must not be open to group or others"'
 chmod 777 "$LEDGER_DIR"
 hold um --group gg --group-limit 1GiB -- alloc 768 0
 wait_held um
@@ -591,6 +595,10 @@ check "vram run --group-limit repairs a ledger directory of the user's at mode 7
     '[[ $RC == 0 ]] && [[ $(stat -c %a "$LEDGER_DIR") == 700 ]] && has "$(cat $TMP/um.err)" "had mode 777 (open to group or others); set it to 0700" &&
      [[ $(held um) == 0 ]] && has "$OUT" "chunks=2 "'
 release um
+chmod 770 "$LEDGER_DIR"
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym info 0
+check "... and one open to its group alone (770): set to 0700 too, said" \
+    '[[ $RC == 0 ]] && [[ $(stat -c %a "$LEDGER_DIR") == 700 ]] && has "$ERR" "had mode 770 (open to group or others); set it to 0700"'
 mkdir -m 700 "$TMP/run2" "$TMP/elsewhere"
 ln -s "$TMP/elsewhere" "$TMP/run2/vram"
 run env XDG_RUNTIME_DIR="$TMP/run2" "$VRAM" top --once
