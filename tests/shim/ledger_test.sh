@@ -687,6 +687,12 @@ if [[ $(id -u) == 0 ]] && command -v useradd >/dev/null && command -v setpriv >/
         '[[ $RC == 0 ]] && has "$OUT" "\"pid\": ${HOLD_PID[sq1]}, " && has "$OUT" "\"group\": \"sq\""'
     release sq1
     release sq2
+    # a ledger directory named outright (VRAM_LEDGER_DIR) that belongs to someone else: refused, even to root
+    install -d -o "$SQ_A" -g "$SQ_A" -m 700 "$TMP/ledger-of-a"
+    run env VRAM_LEDGER_DIR="$TMP/ledger-of-a" "$VRAM" top --once
+    check "a ledger directory of another user (VRAM_LEDGER_DIR) is refused, naming its owner" \
+        '[[ $RC == 1 ]] && has "$ERR" "$TMP/ledger-of-a belongs to uid $UA, not to this user (uid $(id -u)); refused" &&
+         [[ ! -e $TMP/ledger-of-a/ledger ]]'
     if [[ -d /run/user && ! -e /run/user/$UB ]]; then
         install -d -o "$SQ_B" -g "$SQ_B" -m 700 "/run/user/$UB"     # as logind makes it at B's login
         SQ_DIRS+=("/run/user/$UB")
