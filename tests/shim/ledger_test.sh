@@ -388,6 +388,9 @@ top_json
 check "vram top shows the group and its limit" \
     'has "$OUT" "$(row ${HOLD_PID[g1]} 0 $UUID0 0 $((768 * MiB)) $((768 * MiB)) null gg $GiB)"'
 kill9 g1
+run "$VRAM" run --growth $G -- "$APP" dlsym info 0
+check "after kill -9 of a member holding 768 MiB, cuMemGetInfo's free is the group's whole 1 GiB again" \
+    '[[ $RC == 0 ]] && has "$OUT" "free=$GiB "'
 hold g4 $G -- alloc 768 0
 wait_held g4
 OUT="g4=$(held g4)"
