@@ -75,6 +75,12 @@ for p in "$@"; do
             rm -rf build-gpu/venv build-gpu/src && mkdir -p build-gpu/src
             tar --exclude='./build*' --exclude=./.git -cf - . | tar -C build-gpu/src -xf -
             $PY -m venv --system-site-packages build-gpu/venv
+            # the machine's PyTorch may live in a user site (~/.local), which a venv does not see: a .pth
+            # names the folder that holds it (after the venv's own, so that the venv's vram wins)
+            tsite=$($PY -c 'import os, torch; print(os.path.dirname(os.path.dirname(torch.__file__)))')
+            vsite=$(build-gpu/venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+            build-gpu/venv/bin/python -c 'import torch' 2>/dev/null || echo "$tsite" >"$vsite/machine-torch.pth"
+            echo "PyTorch from $tsite"
             cd build-gpu/src
             env -u CUDA_HOME PATH="$(dirname "$(command -v cmake)"):/usr/local/bin:/usr/bin:/bin" \
                 ../venv/bin/pip install --no-build-isolation . 2>&1

@@ -11,14 +11,8 @@
 #     results identical to an undisturbed run.
 # One JSON line per part; exit 1 if a check failed.
 set -uo pipefail
-B=${1:-build-run}
-cmake -S . -B "$B" -DCMAKE_BUILD_TYPE=Release -DVRAM_BUILD_TESTS=OFF >/dev/null &&
-    cmake --build "$B" -j "$(nproc)" --target vram vram_preload >/dev/null || exit 1
-PY=${PYTHON:-python3}
-V=$B/vram
-T=$(mktemp -d)
-export VRAM_LEDGER_DIR=$T/ledger CUBLAS_WORKSPACE_CONFIG=:4096:8
-fails=0
+# shellcheck source=bench/gpu_proc.sh
+source bench/gpu_proc.sh   # B, PY, V, T, fails; builds vram and the preload library
 smi() { nvidia-smi --query-gpu=memory.used --format=csv,noheader,nounits -i 0; }
 ms() { date +%s%3N; }
 

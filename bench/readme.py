@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
-"""bench/readme.py: the README's Results section, printed from the results files in bench/results/.
+"""bench/readme.py: the README's Results section (and bench/README.md's notes on it), printed from the
+results files in bench/results/.
 
   python3 bench/readme.py [--results DIR]
-      prints the section's text (what follows its "## Results" heading): the table and every sentence
-      that gives a figure, each figure computed from the committed results files named in SOURCES below,
-      with the command that measured it, its date and its machine.
-  python3 bench/readme.py --check README.md
-      exits 1, with a diff, when the README's Results section is not exactly what the first form prints
-      (ctest bench_readme): a figure edited by hand on either side fails.
-  python3 bench/readme.py --write README.md
-      replaces the README's Results section with what the first form prints.
+      prints the README's section (what follows its "## Results" heading): the table and the sentences
+      around it, each figure computed from the committed results files named in SOURCES below, with the
+      command that measured it, its date and its machine.
+  python3 bench/readme.py --notes
+      prints bench/README.md's "Notes on the README's table" (the sentences behind the table's figures:
+      the plan's share, what moves between runs, the plan's cost), computed the same way.
+  python3 bench/readme.py --check README.md bench/README.md
+      exits 1, with a diff, when a file's part (README.md's Results, bench/README.md's notes) is not
+      exactly what the first two forms print (ctest bench_readme): a figure edited by hand on either side
+      fails.
+  python3 bench/readme.py --write README.md bench/README.md
+      replaces those parts with what is printed.
   python3 bench/readme.py --self-test
       checks the readers and the figures' arithmetic on made-up files (ctest bench_readme_selftest).
 
@@ -424,6 +429,16 @@ def para(text):
 
 def section(results=RESULTS):
     """The README's Results section after its heading, as a string (no trailing newline)."""
+    return build(results)[0]
+
+
+def notes(results=RESULTS):
+    """bench/README.md's section on the README's table (NOTES) after its heading (no trailing newline)."""
+    return build(results)[1]
+
+
+def build(results):
+    """(the README's Results section, bench/README.md's notes on it): the table and the sentences."""
     train_rows = train_figures(results)
     by, lhead = llama_figures(results)
     limits = [limit_figures(results, *spec) for spec in SOURCES["limit"]]
@@ -440,14 +455,12 @@ def section(results=RESULTS):
     machine = machines.pop()
     nine = COUNT.get(len(traces), str(len(traces)))
 
-    out = [para("On one NVIDIA %s. `python3 bench/readme.py` prints this section from the results files in "
-                "[`bench/results/`](bench/results/README.md), and ctest `bench_readme` checks that the two agree; "
-                "each row gives the command that measured it and its date. Training: step time (pooled over the "
-                "rounds; vram against the fastest PyTorch allocator) and peak reserved memory, vram with growth "
-                "and no limit. Tight limit: traces completed without a failed allocation at a limit %s and %s "
-                "full, and the smallest limit (to %s) under which each trace completes. Bold: vram's figure "
-                "where it is the best of its row (memory held, traces completed, smallest limit)." % (machine, fraction_pct(limits[0][0]), fraction_pct(limits[1][0]),
-                                          fraction_pct(grid["step"]))), ""]
+    out = [para("On one NVIDIA %s; `python3 bench/readme.py` prints this section from "
+                "[`bench/results/`](bench/results/README.md) (ctest `bench_readme` checks it). Training: step time "
+                "(pooled over the rounds; vram against the fastest PyTorch allocator) and peak reserved, vram with "
+                "growth and no limit. Tight limit: traces completed at a limit %s and %s full, and the smallest "
+                "limit (to %s) each trace completes under. Bold: vram where it is the best of its row." % (
+                    machine, fraction_pct(limits[0][0]), fraction_pct(limits[1][0]), fraction_pct(grid["step"]))), ""]
     out.append("| workload | " + " | ".join(c[0] for c in COLUMNS) + " | command, date |")
     out.append("|---" * (len(COLUMNS) + 2) + "|")
     last = None
@@ -464,11 +477,15 @@ def section(results=RESULTS):
     out.append("| smallest limit a trace runs under, / its peak live (%s traces) | %s | %s; vram: %s |" % (
         nine, " | ".join(bisect_row(grid, traces, bcells)), ran(bpeers), ran(bvram)))
     out.append("")
+    out.append(para(
+        "The plan's share, what moves between runs and the plan's cost: [notes](bench/README.md#notes-on-the-readmes-table); "
+        "every other measurement and the method: [`bench/README.md`](bench/README.md)."))
 
+    notes = []
     v, vf = by["vram"], by["vram-false"]
     peaks = sorted(o["peak_allocated_second_half"] for o in by.values())
     peak = train.gib(peaks[0]) + ("" if train.gib(peaks[0]) == train.gib(peaks[-1]) else "-" + train.gib(peaks[-1]))
-    out += [para(
+    notes += [para(
         "llama_plan is a Hugging Face `LlamaForCausalLM` training loop (%d layers, d=%d, batch %d x %d, bf16, AdamW, "
         "%d steps) whose step's peak allocated is %s GiB under every allocator. vram's plan of the repeating "
         "step (allocator option `plan`, on by default) is in force on %d of the %d steps; over the second half "
@@ -484,21 +501,23 @@ def section(results=RESULTS):
             raise ResultsError("%s: %s's peak is higher with the plan: the sentence below would be wrong"
                                % (SOURCES["plan_train"], w))
         figs.append(train.pct((t_ms / f_ms - 1.0) * 100.0))
-    out += [para(
-        "The rows above llama_plan were measured before the plan was on by default. With it on (%s, %s), "
+    notes += [para(
+        "The README's rows above llama_plan were measured before the plan was on by default. With it on (%s, %s), "
         "gpt2's, resnet50's and bert_varlen's steps take %s, %s and %s against `plan:false` (one process "
         "each) and their peaks reserved are no higher; gpt2_generate's step moved by more between processes "
-        "of the same build (bench/README.md)." % (code(phead["command"]), phead["date"], *figs)), ""]
+        "of the same build (below)." % (code(phead["command"]), phead["date"], *figs)), ""]
 
     spreads = {w: max(spread_pct(x) for x in spread.values()) for w, _, _, _, spread, _ in train_rows}
     lightning = next(p for w, _, _, _, _, p in train_rows if w == "lightning_stats")
     if not lightning or not all(x > 0 for x in lightning):
         raise ResultsError("lightning_stats: vram was not slower in every round: the sentence below would be wrong")
     cumem = [l[1].get("cumemalloc") for l in limits]
-    out += [para(
+    notes += [para(
         "The host moves host-bound steps between processes of the same allocator: an allocator's slowest "
         "round (its median step) against its fastest is at most %s. On lightning_stats vram was "
-        "slower than the fastest PyTorch allocator in each round (%s), which is not explained yet. "
+        "slower than the fastest PyTorch allocator in each round (%s); on the H100 at a later tree it was not "
+        "(-0.92%% and -0.38%% a round, CPUs not pinned; GPU runs of the whole tree below): what made the gap "
+        "is not known. "
         "cudaMallocAsync's peak on timm_vit is its pool's high-water mark after cuDNN's benchmark tried its "
         "largest workspaces. Under the tight limits, plain cuMemAlloc completes %s." % (
             ", ".join("+%.1f%% on %s" % (spreads[w], w) for w in HOST_BOUND[:-1]) + " and +%.1f%% on %s" % (
@@ -510,7 +529,7 @@ def section(results=RESULTS):
     false5 = five.get("plan:false")
     if true5 is None or false5 is None:
         raise ResultsError("%s: needs plan:true and plan:false lines" % SOURCES["first_steps"])
-    out += [para(
+    notes += [para(
         "What the plan costs: memory is mapped granule by granule and moved into the plan's range once, so "
         "the llama_plan loop's first five steps take {:,} ms with it against {:,} ms with `plan:false` "
         "({}, {}, each a fresh process); watching for the repeating step costs {:.2f}-{:.2f} ns an event on "
@@ -518,46 +537,63 @@ def section(results=RESULTS):
         "plan included ({}, {}: the detector alone).".format(
             true5, false5, code(fhead["command"]), fhead["date"], d_none[0], d_none[1], COUNT.get(n_none, n_none),
             d_some[0], d_some[1], COUNT.get(n_some, n_some), code(dhead["command"]), dhead["date"])), ""]
-    out.append(para(
-        "Method, every other measurement (allocator speed on the %s traces, threads, instructions per call, "
-        "`vram run` overhead, several GPUs) and the raw results: [`bench/README.md`](bench/README.md) and "
-        "[`bench/results/`](bench/results/README.md)." % nine))
-    return "\n".join(out)
+    return "\n".join(out), "\n".join(notes).rstrip("\n")
 
 
-# ---- the README ---------------------------------------------------------------------------------
+# ---- the README and bench/README.md -------------------------------------------------------------
 
-def readme_section(path):
-    """(text before the section's body, the body, text after it) of README.md's "## Results"."""
-    text = read_text(path)
-    m = re.search(r"^## Results\n\n", text, re.M)
+# Each printed part and the heading it stands under: the README's Results section, and bench/README.md's
+# notes on its table. A file is checked (or written) for each of these headings it holds.
+PARTS = [("## Results", section), ("### Notes on the README's table", notes)]
+
+
+def part_of(text, heading):
+    """(text before the part's body, the body, text after it), or None where text lacks the heading: the
+    body runs to the next heading of the same level or above."""
+    m = re.search(r"^%s\n\n" % re.escape(heading), text, re.M)
     if not m:
-        raise ResultsError("%s: no '## Results' heading followed by a blank line" % path)
-    end = re.search(r"^## ", text[m.end():], re.M)
+        return None
+    level = len(heading) - len(heading.lstrip("#"))
+    end = re.search(r"^#{1,%d} " % level, text[m.end():], re.M)
     stop = m.end() + end.start() if end else len(text)
     return text[:m.end()], text[m.end():stop], text[stop:]
 
 
+def readme_section(path, parts=None):
+    """[(heading, printer, (before, body, after))] for each part the file holds; at least one."""
+    text = read_text(path)
+    found = [(h, fn, part_of(text, h)) for h, fn in (parts or PARTS)]
+    found = [x for x in found if x[2]]
+    if not found:
+        raise ResultsError("%s: none of the headings %s followed by a blank line" % (
+            path, ", ".join("'%s'" % h for h, _ in (parts or PARTS))))
+    return found
+
+
 def check(path, results):
-    _, body, _ = readme_section(path)
-    want = section(results)
-    if body.rstrip("\n") == want:
-        print("%s: the Results section is what bench/readme.py prints" % path)
-        return 0
-    sys.stdout.writelines(difflib.unified_diff((body.rstrip("\n") + "\n").splitlines(True), (want + "\n").splitlines(True),
-                                               "%s (Results)" % path, "bench/readme.py", n=1))
-    print("\n%s: the Results section differs from what bench/readme.py prints from bench/results/ (above: "
-          "- the README, + the files); fix the side that is wrong (python3 bench/readme.py --write %s "
-          "writes the printed one)" % (path, path))
-    return 1
+    rc = 0
+    for heading, fn, (_, body, _) in readme_section(path):
+        want = fn(results)
+        if body.rstrip("\n") == want:
+            print("%s: '%s' is what bench/readme.py prints" % (path, heading))
+            continue
+        sys.stdout.writelines(difflib.unified_diff((body.rstrip("\n") + "\n").splitlines(True),
+                                                   (want + "\n").splitlines(True),
+                                                   "%s (%s)" % (path, heading), "bench/readme.py", n=1))
+        print("\n%s: '%s' differs from what bench/readme.py prints from bench/results/ (above: - the file, + "
+              "the results); fix the side that is wrong (python3 bench/readme.py --write %s writes the printed "
+              "one)" % (path, heading, path))
+        rc = 1
+    return rc
 
 
 def write(path, results):
-    before, body, after = readme_section(path)
-    want = section(results) + "\n" + ("\n" if after else "")
-    with open(path, "w", encoding="utf-8") as f:
-        f.write(before + want + after)
-    print("%s: Results section written" % path)
+    for heading, fn, _ in readme_section(path):
+        before, body, after = part_of(read_text(path), heading)
+        want = fn(results) + "\n" + ("\n" if after else "")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(before + want + after)
+        print("%s: '%s' written" % (path, heading))
     return 0
 
 
@@ -565,18 +601,20 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--results", default=RESULTS, help="the results files' folder (default bench/results/)")
     g = ap.add_mutually_exclusive_group()
-    g.add_argument("--check", metavar="README", help="exit 1 when README's Results section is not what is printed")
-    g.add_argument("--write", metavar="README", help="replace README's Results section with what is printed")
+    g.add_argument("--check", metavar="FILE", nargs="+",
+                   help="exit 1 when a part (README.md's Results, bench/README.md's notes) is not what is printed")
+    g.add_argument("--write", metavar="FILE", nargs="+", help="replace each file's parts with what is printed")
+    g.add_argument("--notes", action="store_true", help="print bench/README.md's notes on the table instead")
     g.add_argument("--self-test", action="store_true", help="check the readers and the arithmetic on made-up files")
     args = ap.parse_args(argv)
     try:
         if args.self_test:
             return self_test()
         if args.check:
-            return check(args.check, args.results)
+            return max(check(f, args.results) for f in args.check)
         if args.write:
-            return write(args.write, args.results)
-        print(section(args.results))
+            return max(write(f, args.results) for f in args.write)
+        print(notes(args.results) if args.notes else section(args.results))
         return 0
     except ResultsError as e:
         print("bench/readme.py: %s" % e, file=sys.stderr)
@@ -680,8 +718,13 @@ def self_test():
             wrong = made("README2.md", open(good).read().replace("**9 of 9**", "**8 of 9**", 1))
             ok(check(wrong, RESULTS) == 1, "a figure typed into the README fails --check")
             ok("-| nine traces under a limit 95% full" in quiet.getvalue(), "--check shows the line")
-            wrong = made("README3.md", open(good).read().replace("1.0038 x", "1.004 x", 1))
-            ok(check(wrong, RESULTS) == 1, "a figure in a sentence fails --check")
+            bench = made("BENCH.md", "# b\n\n## Figures\n\n### Notes on the README's table\n\n" + notes(RESULTS) +
+                         "\n\n### Next\n\ntext\n")
+            ok(check(bench, RESULTS) == 0, "bench/README.md's notes as printed pass --check")
+            wrong = made("BENCH2.md", open(bench).read().replace("1.0038 x", "1.004 x", 1))
+            ok(check(wrong, RESULTS) == 1, "a figure in a sentence of the notes fails --check")
+            ok(write(wrong, RESULTS) == 0 and open(wrong).read() == open(bench).read(),
+               "--write restores the notes and keeps the next section")
             moved = made("README4.md", open(good).read().replace("## After", "more\n\n## After", 1))
             ok(check(moved, RESULTS) == 1, "a sentence added to the section fails --check")
             ok(write(moved, RESULTS) == 0 and check(moved, RESULTS) == 0 and

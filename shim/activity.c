@@ -20,10 +20,14 @@
  * through shim_real_hot (no pthread_once once the driver is loaded). Measured with callgrind over the
  * fake driver (tests/shim/app_driver.c `launches N`, the difference of two N): a cuLaunchKernel
  * costs 283 instructions without vram, 319 under vram run, 323 with the activity page (an idle
- * watcher): the interposition 36 instructions, the count 4, a few ns. Calls the shim does not interpose (queries, events,
- * stream waits, module loads, 2D/3D and peer copies, ...) are not seen: a process whose next call
- * after an idle spell is one of them blocks in the driver until a call the shim sees comes (from any
- * of its threads) or until `vram wake PID`.
+ * watcher): the interposition 36 instructions, the count 4, a few ns. The sleep gate (a process
+ * asleep holds its calls in the preload library, shim_sleep_gate) adds 6 to each interposed call of a
+ * process with a ledger slot: 169 -> 175 a launch under vram run (callgrind, LD_PRELOAD of the shim
+ * into `vram_shim_app_driver dlsym launches N`, N 1000 and 3000, default build type, 2026-12-05). Calls the shim does not interpose (queries, events,
+ * stream waits, module loads, 2D/3D and peer copies, ...) are not seen and not held: a process whose
+ * next call after an idle spell is one of them goes into the driver while asleep (the checkpoint API
+ * documents that its lock holds every call; a launch there faulted on the real driver, shim.h's
+ * shim_activity), until a call the shim sees comes (from any of its threads) or `vram wake PID`.
  *
  * Invariants: g.activity is NULL, or the page, mapped until the process ends (never unmapped while
  * another thread may count into it; a fork child unmaps the parent's page, being single-threaded
@@ -38,6 +42,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -65,6 +70,26 @@ int shim_activity_start(void) {
     g.activity_fd = fd;
     __atomic_store_n(&g.activity, a, __ATOMIC_RELEASE);
     return 0;
+}
+
+/* The calls of a process asleep wait here: from the first mark of a sleep (LEDGER_SLEEPING, before the
+ * driver's lock) to the last of its wake (LEDGER_AWAKE, after the driver's unlock), polled every
+ * millisecond (a wake takes hundreds). The slot is read again each time: a slot found anew (the
+ * ledger replaced) or dropped (exit, fork) is followed. */
+void shim_sleep_gate(void) {
+    for (;;) {
+        ledger_slot *s = __atomic_load_n(&g.sleep_slot, __ATOMIC_ACQUIRE);
+        if (!s || __atomic_load_n(&s->sleep, __ATOMIC_ACQUIRE) == LEDGER_AWAKE) return;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* The slot the gate reads: the first of g.slot (g.mu held). */
+void shim_sleep_slot_unsafe(void) {
+    ledger_slot *first = NULL;
+    for (int d = 0; d < SHIM_MAX_DEVICES && !first; d++) first = g.slot[d];
+    __atomic_store_n(&g.sleep_slot, first, __ATOMIC_RELEASE);
 }
 
 /* A synchronising call runs: the process waits for its GPU, it is not idle. */

@@ -192,6 +192,7 @@ static void shim_fork_parent(void) {
 }
 
 static void shim_fork_child(void) {
+    __atomic_store_n(&g.sleep_slot, NULL, __ATOMIC_RELAXED);   /* the parent's sleep is the parent's */
     for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
         g.slot[d] = NULL;
         g.slot_tried[d] = 0;

@@ -260,6 +260,7 @@ static int shim_follow_locked(void) {
             shim_slot_watch(s);
         }
         g.slot[d] = s;
+        shim_sleep_slot_unsafe();
         g.limits_seen[d] = 0;   /* a slot found or claimed anew: its limits are read again */
         if (s && s->limits_gen == 0) __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
         shim_shadow_set_unsafe(d, s);
@@ -299,6 +300,7 @@ void shim_register(int dev) {
         shim_slot_watch(s);
         pthread_mutex_lock(&g.mu);
         g.slot[dev] = s;
+        shim_sleep_slot_unsafe();
         g.limits_seen[dev] = 0;
         shim_shadow_set_unsafe(dev, s);
         if (s) shim_publish_unsafe(dev);
@@ -324,6 +326,7 @@ __attribute__((destructor)) static void shim_unregister(void) {
             g.slot[d] = NULL;
             shim_shadow_set_unsafe(d, NULL);
         }
+        shim_sleep_slot_unsafe();
         pthread_mutex_unlock(&g.mu);
         ledger_unlock(&g.ledger);
     }

@@ -443,7 +443,11 @@ int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {
     n.map = NULL;
     n.rebuilt[0] = '\0';
     if (ledger_attach_locked(&n, err, errlen) != 0) return -1;
-    munmap(l->map, l->size);
+    /* the old mapping's addresses stay readable, as zeros (a slot there reads as an awake, empty one),
+     * for a reader that took a pointer into it without a lock (the preload library's sleep gate, shim.h):
+     * address space only, no memory */
+    if (mmap(l->map, l->size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+        munmap(l->map, l->size);
     close(l->fd);
     *l = n;
     return 1;

@@ -34,6 +34,31 @@ static size_t shim_overflow_cap_of(int dev) {
     return g.card[dev] ? g.card[dev] : SIZE_MAX;
 }
 
+/* Counts size bytes more in dev's overflow (held: the bytes there before) when the cap allows them;
+ * -1 when it does not (said under --log). */
+static int shim_overflow_reserve(const char *fn, size_t size, int dev, size_t *held) {
+    size_t cap = shim_overflow_cap_of(dev);
+    pthread_mutex_lock(&g.mu);
+    *held = g.overflow_bytes[dev];
+    int over = size > cap || *held > cap - size;
+    if (!over) {
+        g.overflow_bytes[dev] = *held + size;
+        shim_publish_unsafe(dev);
+    }
+    pthread_mutex_unlock(&g.mu);
+    if (over && g.log) {
+        char req[32], now[32], max[32];
+        vram__format_bytes(req, sizeof req, size);
+        vram__format_bytes(now, sizeof now, *held);
+        vram__format_bytes(max, sizeof max, cap);
+        fprintf(stderr, "vram: %s of %s (%zu bytes) on device %d refused: its overflow to host memory would pass "
+                "its cap (overflow %s = %zu bytes, cap %s = %zu bytes, from %s); returning "
+                "CUDA_ERROR_OUT_OF_MEMORY\n", fn, req, size, dev, now, *held, max, cap,
+                g.overflow_max_set ? "VRAM_OVERFLOW_MAX" : "the device's limit");
+    }
+    return over ? -1 : 0;
+}
+
 CUresult shim_overflow_alloc(const char *fn, CUdeviceptr *dptr, size_t size, int dev) {
     if (!g.overflow || dev < 0 || !dptr || size == 0) return CUDA_ERROR_OUT_OF_MEMORY;
     shim_cuda_load();
@@ -42,28 +67,8 @@ CUresult shim_overflow_alloc(const char *fn, CUdeviceptr *dptr, size_t size, int
                            "no cuMemHostAlloc); returning CUDA_ERROR_OUT_OF_MEMORY\n", fn, size, dev);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    size_t cap = shim_overflow_cap_of(dev);
-    pthread_mutex_lock(&g.mu);
-    size_t held = g.overflow_bytes[dev];
-    int over = size > cap || held > cap - size;
-    if (!over) {
-        g.overflow_bytes[dev] = held + size;
-        shim_publish_unsafe(dev);
-    }
-    pthread_mutex_unlock(&g.mu);
-    if (over) {
-        if (g.log) {
-            char req[32], now[32], max[32];
-            vram__format_bytes(req, sizeof req, size);
-            vram__format_bytes(now, sizeof now, held);
-            vram__format_bytes(max, sizeof max, cap);
-            fprintf(stderr, "vram: %s of %s (%zu bytes) on device %d refused: its overflow to host memory would pass "
-                    "its cap (overflow %s = %zu bytes, cap %s = %zu bytes, from %s); returning "
-                    "CUDA_ERROR_OUT_OF_MEMORY\n", fn, req, size, dev, now, held, max, cap,
-                    g.overflow_max_set ? "VRAM_OVERFLOW_MAX" : "the device's limit");
-        }
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    }
+    size_t held = 0;
+    if (shim_overflow_reserve(fn, size, dev, &held) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
     void *host = NULL;
     CUdeviceptr d = 0;
     CUresult r = g.real.cuMemHostAlloc(&host, size, CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_PORTABLE);

@@ -205,7 +205,7 @@
 
 /*
  * SHIM_UNCOVERED: the entry points through which the driver can hold device memory that vram does not
- * count, and why. The README lists them (tests/shim/coverage_test.sh checks that it names each).
+ * count, and why. docs/reference.md lists them (tests/shim/coverage_test.sh checks that it names each).
  */
 #define SHIM_UNCOVERED(X)                                                                                 \
     X(cuMemAllocHost, "page-locked host memory, not device memory")                                   \
@@ -423,17 +423,28 @@ typedef struct shim_state {
     int watcher_pid;                         /* 0: no watcher */
     uint64_t watcher_start, idle_ns;
     ledger_activity *activity;               /* NULL, or mapped for the process's life (relaxed loads) */
+    ledger_slot *sleep_slot;                 /* the slot whose sleep field holds the process's calls while
+                                              * it is asleep (shim_activity): its first slot, NULL none;
+                                              * written under g.mu (shim_sleep_slot_unsafe), read relaxed:
+                                              * a ledger left behind stays readable (ledger_follow_locked) */
     int activity_fd;                         /* its descriptor, -1 none (under ledger_mu) */
     int real_ready;                          /* g.real is loaded (set once, release, after it) */
 } shim_state;
 
 extern shim_state g;
 
+void shim_sleep_gate(void);
+
 /* One more driver call seen (activity.c says why and what it costs): every interposed call, before
- * the driver is called. */
+ * the driver is called; then, while the process is asleep (put to sleep by `vram sleep` or its idle
+ * watcher: its slot's sleep field is not LEDGER_AWAKE), the call waits here until it is awake
+ * (shim_sleep_gate), rather than in the driver: a launch into a process whose memory was checkpointed
+ * faulted on the real driver (activity.c). */
 static inline void shim_activity(void) {
     ledger_activity *a = __atomic_load_n(&g.activity, __ATOMIC_RELAXED);
     if (a) __atomic_store_n(&a->calls, __atomic_load_n(&a->calls, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+    ledger_slot *s = __atomic_load_n(&g.sleep_slot, __ATOMIC_RELAXED);
+    if (s && __builtin_expect(__atomic_load_n(&s->sleep, __ATOMIC_ACQUIRE) != LEDGER_AWAKE, 0)) shim_sleep_gate();
 }
 
 /* ---- env.c ------------------------------------------------------------------------------------ */
@@ -557,6 +568,8 @@ size_t shim_granularity(int dev);
 
 /* Makes and maps the activity page (with a watcher; caller holds ledger_mu); 0 when there is one. */
 int shim_activity_start(void);
+/* g.sleep_slot follows g.slot: after every change of g.slot (g.mu held). */
+void shim_sleep_slot_unsafe(void);
 
 /* ---- balloon.c -------------------------------------------------------------------------------- */
 

@@ -154,13 +154,20 @@ static int sleep_ledger_lock(ledger *l, int pid, sleep_slots *out) {
     return 0;
 }
 
+/* This process as the ledger names a sleeper. */
+static int sleep_self(uint64_t *start) {
+    *start = 0;
+    ledger_start_time((int)getpid(), start);
+    return (int)getpid();
+}
+
 /* Sets every slot's sleep field (and the sleeper, this process). */
 static void sleep_mark(sleep_slots *ss, uint32_t state) {
     uint64_t start = 0;
-    ledger_start_time((int)getpid(), &start);
+    int self = sleep_self(&start);
     for (int i = 0; i < ss->n; i++) {
         ledger_slot *s = ss->s[i];
-        s->sleeper_pid = (int)getpid();
+        s->sleeper_pid = self;
         s->sleeper_start = start;
         uint32_t was = s->sleep;
         if (state == LEDGER_ASLEEP && was != LEDGER_ASLEEP && was != LEDGER_WAKING) {   /* (a wake undone keeps them) */
@@ -200,23 +207,62 @@ static uint64_t sleep_cards(const sleep_slots *ss, int host, char *cards, size_t
     return sum;
 }
 
+/* pid's command name into cmd and the driver's state of it into *st; -1 with msg when the driver does
+ * not know it as a CUDA process. */
+static int sleep_state(const sleep_driver *d, int pid, char *cmd, size_t cmdlen, CUprocessState *st, char *msg,
+                       size_t len) {
+    sleep_command(pid, cmd, cmdlen);
+    CUresult r = d->get_state(pid, st);
+    if (r == CUDA_SUCCESS) return 0;
+    char e[200];
+    sleep_error_text(d, r, e, sizeof e);
+    snprintf(msg, len, "PID %d (%s): the driver does not know it as a CUDA process (cuCheckpointProcessGetState: %s)",
+             pid, cmd, e);
+    return -1;
+}
+
 /* ---- sleep ----------------------------------------------------------------------------------------- */
+
+/* Locks pid's CUDA calls (waiting up to lock_ms) and checkpoints it; unlocked again when the checkpoint
+ * fails. 0, or -1 with the reason in msg ("stays awake: ..."). */
+static int sleep_checkpoint(const sleep_driver *d, int pid, const char *cmd, unsigned lock_ms, char *msg, size_t len) {
+    CUcheckpointLockArgs la;
+    memset(&la, 0, sizeof la);
+    la.timeoutMs = lock_ms;
+    CUresult r = d->lock(pid, &la);
+    const char *step = "cuCheckpointProcessLock";
+    int locking = 1;
+    if (r == CUDA_SUCCESS) {
+        CUcheckpointCheckpointArgs ca;
+        memset(&ca, 0, sizeof ca);
+        r = d->checkpoint(pid, &ca);
+        step = "cuCheckpointProcessCheckpoint";
+        locking = 0;
+        if (r != CUDA_SUCCESS) {
+            CUcheckpointUnlockArgs ua;
+            memset(&ua, 0, sizeof ua);
+            d->unlock(pid, &ua);   /* it goes on running */
+        }
+    }
+    if (r == CUDA_SUCCESS) return 0;
+    char e[200];
+    sleep_error_text(d, r, e, sizeof e);
+    if (r == CUDA_ERROR_NOT_READY && locking)
+        snprintf(msg, len, "PID %d (%s) stays awake: its CUDA calls did not stop within %u ms (%s: %s)", pid, cmd,
+                 lock_ms, step, e);
+    else
+        snprintf(msg, len, "PID %d (%s) stays awake: the driver refused (%s: %s)", pid, cmd, step, e);
+    return -1;
+}
 
 int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, int claim, char *msg, size_t len,
                   uint64_t *host) {
     int rc = SLEEP_FAILED;
-    char cmd[LEDGER_NAME_LEN], e[200], cards[512];
+    char cmd[LEDGER_NAME_LEN], cards[512];
     *host = 0;
     if (sleep_may(pid, "put it to sleep", msg, len, &rc) != 0) return rc;
-    sleep_command(pid, cmd, sizeof cmd);
     CUprocessState st = CU_PROCESS_STATE_RUNNING;
-    CUresult r = d->get_state(pid, &st);
-    if (r != CUDA_SUCCESS) {
-        sleep_error_text(d, r, e, sizeof e);
-        snprintf(msg, len, "PID %d (%s): the driver does not know it as a CUDA process (cuCheckpointProcessGetState: "
-                 "%s)", pid, cmd, e);
-        return SLEEP_FAILED;
-    }
+    if (sleep_state(d, pid, cmd, sizeof cmd, &st, msg, len) != 0) return SLEEP_FAILED;
     if (st == CU_PROCESS_STATE_CHECKPOINTED) {
         if (claim) sleep_mark_again(l, pid, LEDGER_ASLEEP);   /* now this one's (and a dead sleeper's mark settled) */
         snprintf(msg, len, "PID %d (%s) is asleep already", pid, cmd);
@@ -233,32 +279,8 @@ int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, i
         sleep_mark(&ss, LEDGER_SLEEPING);   /* still on its cards: counted */
         ledger_unlock(l);
     }
-    CUcheckpointLockArgs la;
-    memset(&la, 0, sizeof la);
-    la.timeoutMs = lock_ms;
-    r = d->lock(pid, &la);
-    const char *step = "cuCheckpointProcessLock";
-    int locking = 1;
-    if (r == CUDA_SUCCESS) {
-        CUcheckpointCheckpointArgs ca;
-        memset(&ca, 0, sizeof ca);
-        r = d->checkpoint(pid, &ca);
-        step = "cuCheckpointProcessCheckpoint";
-        locking = 0;
-        if (r != CUDA_SUCCESS) {
-            CUcheckpointUnlockArgs ua;
-            memset(&ua, 0, sizeof ua);
-            d->unlock(pid, &ua);   /* it goes on running */
-        }
-    }
-    if (r != CUDA_SUCCESS) {
+    if (sleep_checkpoint(d, pid, cmd, lock_ms, msg, len) != 0) {
         if (ledgered) sleep_mark_again(l, pid, LEDGER_AWAKE);
-        sleep_error_text(d, r, e, sizeof e);
-        if (r == CUDA_ERROR_NOT_READY && locking)
-            snprintf(msg, len, "PID %d (%s) stays awake: its CUDA calls did not stop within %u ms (%s: %s)", pid, cmd,
-                     lock_ms, step, e);
-        else
-            snprintf(msg, len, "PID %d (%s) stays awake: the driver refused (%s: %s)", pid, cmd, step, e);
         return SLEEP_FAILED;
     }
     int locked = sleep_ledger_lock(l, pid, &ss) == 0;
@@ -348,6 +370,93 @@ static int sleep_budget_locked(ledger *l, const sleep_slots *ss, const char *to,
     return 0;
 }
 
+/* A process the driver reports locked: restored by a waker that died before it unlocked (0: unlock it),
+ * or being put to sleep by a live sleeper (-1 with msg). Takes the ledger lock that sleep_ledger_lock
+ * left held (ledgered) and lets it go. */
+static int wake_locked_check(ledger *l, int ledgered, const sleep_slots *ss, int pid, const char *cmd, char *msg,
+                             size_t len) {
+    for (int i = 0; ledgered && i < ss->n; i++) {
+        uint64_t start = 0;
+        const ledger_slot *s = ss->s[i];
+        uint64_t self_start;
+        if (s->sleep == LEDGER_SLEEPING && s->sleeper_pid && s->sleeper_pid != sleep_self(&self_start) &&
+            ledger_start_time(s->sleeper_pid, &start) == 0 && start == s->sleeper_start) {
+            ledger_unlock(l);
+            snprintf(msg, len, "PID %d (%s) is being put to sleep by PID %d: try again", pid, cmd, s->sleeper_pid);
+            return -1;
+        }
+    }
+    if (ledgered) ledger_unlock(l);
+    return 0;
+}
+
+/* Under the ledger lock (ledgered), which it lets go: whether the process may wake (on card `to`, when
+ * given) and, when it may, its slots marked waking, so that no one else takes its room. SLEEP_DONE, or
+ * SLEEP_FAILED / SLEEP_REFUSED with msg. */
+static int wake_claim(ledger *l, int ledgered, sleep_slots *ss, int pid, const char *to, const char *cmd, char *msg,
+                      size_t len) {
+    int rc = SLEEP_DONE;
+    if (to && ss->n > 1) {
+        snprintf(msg, len, "PID %d (%s) uses %d cards: --device moves a process of one card", pid, cmd, ss->n);
+        rc = SLEEP_FAILED;
+    } else if (to && ss->n == 0) {
+        snprintf(msg, len, "PID %d (%s) is not under vram run: which card it used is not known, so --device cannot "
+                 "move it (wake it without --device)", pid, cmd);
+        rc = SLEEP_FAILED;
+    } else if (ledgered && sleep_budget_locked(l, ss, to, pid, cmd, msg, len) != 0) {
+        rc = SLEEP_REFUSED;
+    } else if (ledgered) {
+        sleep_mark(ss, LEDGER_WAKING);   /* counted from now on: no one else takes its room */
+    }
+    if (ledgered) ledger_unlock(l);
+    return rc;
+}
+
+/* Restores a process asleep (onto card `to`, when given and not its own), its slots claimed by wake_claim;
+ * on a failure they are marked asleep again. SLEEP_DONE, or SLEEP_FAILED / SLEEP_REFUSED with msg. */
+static int wake_restore(const sleep_driver *d, ledger *l, int ledgered, const sleep_slots *ss, int pid, const char *to,
+                        const char *cmd, char *msg, size_t len) {
+    CUcheckpointRestoreArgs ra;
+    CUcheckpointGpuPair pair;
+    memset(&ra, 0, sizeof ra);
+    if (to) {
+        char from[LEDGER_UUID_LEN];
+        ledger_copy_name(from, sizeof from, ss->s[0]->uuid, sizeof ss->s[0]->uuid);
+        if (sleep_parse_uuid(from, &pair.oldUuid) != 0 || sleep_parse_uuid(to, &pair.newUuid) != 0) {
+            if (ledgered) sleep_mark_again(l, pid, LEDGER_ASLEEP);
+            snprintf(msg, len, "PID %d (%s): its card '%s' or '%s' is not a UUID the driver knows", pid, cmd, from, to);
+            return SLEEP_FAILED;
+        }
+        if (strcasecmp(from, to) != 0) {
+            ra.gpuPairs = &pair;
+            ra.gpuPairsCount = 1;
+        }
+    }
+    CUresult r = d->restore(pid, &ra);
+    if (r == CUDA_SUCCESS) return SLEEP_DONE;
+    if (ledgered) sleep_mark_again(l, pid, LEDGER_ASLEEP);
+    char e[200];
+    sleep_error_text(d, r, e, sizeof e);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY) {
+        snprintf(msg, len, "PID %d (%s) stays asleep: %s has no room for its memory (cuCheckpointProcessRestore: "
+                 "%s)", pid, cmd, to ? to : "its card", e);
+        return SLEEP_REFUSED;
+    }
+    snprintf(msg, len, "PID %d (%s) stays asleep: the driver refused (cuCheckpointProcessRestore: %s)", pid, cmd, e);
+    return SLEEP_FAILED;
+}
+
+/* After the restore: pid's slots name card `to` (a --device move). */
+static void wake_moved(ledger *l, int pid, const char *to) {
+    sleep_slots ss;
+    if (sleep_ledger_lock(l, pid, &ss) != 0) return;
+    for (int i = 0; i < ss.n; i++) {
+        memset(ss.s[i]->uuid, 0, sizeof ss.s[i]->uuid);
+        snprintf(ss.s[i]->uuid, sizeof ss.s[i]->uuid, "%s", to);
+    }
+    ledger_unlock(l);
+}
+
 int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char *msg, size_t len) {
     int rc = SLEEP_FAILED;
     char cmd[LEDGER_NAME_LEN], e[200], cards[512];
@@ -359,15 +468,8 @@ int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char
         }
         return rc;
     }
-    sleep_command(pid, cmd, sizeof cmd);
     CUprocessState st = CU_PROCESS_STATE_RUNNING;
-    CUresult r = d->get_state(pid, &st);
-    if (r != CUDA_SUCCESS) {
-        sleep_error_text(d, r, e, sizeof e);
-        snprintf(msg, len, "PID %d (%s): the driver does not know it as a CUDA process (cuCheckpointProcessGetState: "
-                 "%s)", pid, cmd, e);
-        return SLEEP_FAILED;
-    }
+    if (sleep_state(d, pid, cmd, sizeof cmd, &st, msg, len) != 0) return SLEEP_FAILED;
     if (st == CU_PROCESS_STATE_RUNNING) {
         sleep_mark_again(l, pid, LEDGER_AWAKE);
         snprintf(msg, len, "PID %d (%s) is awake already", pid, cmd);
@@ -381,77 +483,15 @@ int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char
     sleep_slots ss;
     int ledgered = sleep_ledger_lock(l, pid, &ss) == 0;
     if (st == CU_PROCESS_STATE_LOCKED) {
-        /* restored by a waker that died before it unlocked, or being put to sleep by a live sleeper */
-        for (int i = 0; ledgered && i < ss.n; i++) {
-            uint64_t start = 0;
-            const ledger_slot *s = ss.s[i];
-            if (s->sleep == LEDGER_SLEEPING && s->sleeper_pid && s->sleeper_pid != (int)getpid() &&
-                ledger_start_time(s->sleeper_pid, &start) == 0 && start == s->sleeper_start) {
-                ledger_unlock(l);
-                snprintf(msg, len, "PID %d (%s) is being put to sleep by PID %d: try again", pid, cmd, s->sleeper_pid);
-                return SLEEP_FAILED;
-            }
-        }
-        if (ledgered) ledger_unlock(l);
+        if (wake_locked_check(l, ledgered, &ss, pid, cmd, msg, len) != 0) return SLEEP_FAILED;
     } else {
-        if (to && ss.n > 1) {
-            if (ledgered) ledger_unlock(l);
-            snprintf(msg, len, "PID %d (%s) uses %d cards: --device moves a process of one card", pid, cmd, ss.n);
-            return SLEEP_FAILED;
-        }
-        if (to && ss.n == 0) {
-            if (ledgered) ledger_unlock(l);
-            snprintf(msg, len, "PID %d (%s) is not under vram run: which card it used is not known, so --device cannot "
-                     "move it (wake it without --device)", pid, cmd);
-            return SLEEP_FAILED;
-        }
-        if (ledgered) {
-            if (sleep_budget_locked(l, &ss, to, pid, cmd, msg, len) != 0) {
-                ledger_unlock(l);
-                return SLEEP_REFUSED;
-            }
-            sleep_mark(&ss, LEDGER_WAKING);   /* counted from now on: no one else takes its room */
-            ledger_unlock(l);
-        }
-        CUcheckpointRestoreArgs ra;
-        CUcheckpointGpuPair pair;
-        memset(&ra, 0, sizeof ra);
-        if (to) {
-            char from[LEDGER_UUID_LEN];
-            ledger_copy_name(from, sizeof from, ss.s[0]->uuid, sizeof ss.s[0]->uuid);
-            if (sleep_parse_uuid(from, &pair.oldUuid) != 0 || sleep_parse_uuid(to, &pair.newUuid) != 0) {
-                if (ledgered) sleep_mark_again(l, pid, LEDGER_ASLEEP);
-                snprintf(msg, len, "PID %d (%s): its card '%s' or '%s' is not a UUID the driver knows", pid, cmd, from, to);
-                return SLEEP_FAILED;
-            }
-            if (strcasecmp(from, to) != 0) {
-                ra.gpuPairs = &pair;
-                ra.gpuPairsCount = 1;
-            }
-        }
-        r = d->restore(pid, &ra);
-        if (r != CUDA_SUCCESS) {
-            if (ledgered) sleep_mark_again(l, pid, LEDGER_ASLEEP);
-            sleep_error_text(d, r, e, sizeof e);
-            if (r == CUDA_ERROR_OUT_OF_MEMORY) {
-                snprintf(msg, len, "PID %d (%s) stays asleep: %s has no room for its memory (cuCheckpointProcessRestore: "
-                         "%s)", pid, cmd, to ? to : "its card", e);
-                return SLEEP_REFUSED;
-            }
-            snprintf(msg, len, "PID %d (%s) stays asleep: the driver refused (cuCheckpointProcessRestore: %s)", pid, cmd, e);
-            return SLEEP_FAILED;
-        }
-        if (to && ledgered && sleep_ledger_lock(l, pid, &ss) == 0) {   /* its card is the new one */
-            for (int i = 0; i < ss.n; i++) {
-                memset(ss.s[i]->uuid, 0, sizeof ss.s[i]->uuid);
-                snprintf(ss.s[i]->uuid, sizeof ss.s[i]->uuid, "%s", to);
-            }
-            ledger_unlock(l);
-        }
+        if ((rc = wake_claim(l, ledgered, &ss, pid, to, cmd, msg, len)) != SLEEP_DONE) return rc;
+        if ((rc = wake_restore(d, l, ledgered, &ss, pid, to, cmd, msg, len)) != SLEEP_DONE) return rc;
+        if (to && ledgered) wake_moved(l, pid, to);   /* its card is the new one */
     }
     CUcheckpointUnlockArgs ua;
     memset(&ua, 0, sizeof ua);
-    r = d->unlock(pid, &ua);
+    CUresult r = d->unlock(pid, &ua);
     if (r != CUDA_SUCCESS) {
         sleep_error_text(d, r, e, sizeof e);
         snprintf(msg, len, "PID %d (%s) is back on its card but still locked: the driver refused to unlock it "

@@ -315,6 +315,29 @@ static size_t job_limit(spank_t sp) {
     return site_default_limit;
 }
 
+/* --vram-fraction: VRAM_LIMIT_<i> for each of the task's GPUs (the fraction of its memory, no more than
+ * limit when one is set) and VRAM_LIMIT_MAX the smallest of them; 0, or -1 (said). */
+static int set_fraction_limits(spank_t sp, size_t limit) {
+    size_t total[SPANK_MAX_GPUS];
+    int n = gpu_memory(sp, total, SPANK_MAX_GPUS);
+    if (n < 0) return -1;
+    size_t smallest = 0;
+    for (int i = 0; i < n; i++) {
+        size_t cap = (size_t)((double)total[i] * opt_fraction);
+        if (limit && limit < cap) cap = limit;
+        if (cap == 0) {
+            slurm_error("vram: --vram-fraction=%g of GPU %d's %zu bytes is 0 bytes", opt_fraction, i, total[i]);
+            return -1;
+        }
+        char name[32];
+        snprintf(name, sizeof name, "VRAM_LIMIT_%d", i);
+        if (set_size(sp, name, cap)) return -1;
+        if (!smallest || cap < smallest) smallest = cap;
+    }
+    if (smallest && set_size(sp, "VRAM_LIMIT_MAX", smallest)) return -1;
+    return 0;
+}
+
 int slurm_spank_task_init(spank_t sp, int ac, char **av) {
     (void)ac;
     (void)av;
@@ -361,25 +384,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
         return ESPANK_ERROR;
     if ((opt_overflow && set(sp, "VRAM_OVERFLOW", opt_overflow)) || (opt_priority && set(sp, "VRAM_PRIORITY", opt_priority)))
         return ESPANK_ERROR;
-    if (opt_fraction > 0) {
-        size_t total[SPANK_MAX_GPUS];
-        int n = gpu_memory(sp, total, SPANK_MAX_GPUS);
-        if (n < 0) return ESPANK_ERROR;
-        size_t smallest = 0;
-        for (int i = 0; i < n; i++) {
-            size_t cap = (size_t)((double)total[i] * opt_fraction);
-            if (limit && limit < cap) cap = limit;
-            if (cap == 0) {
-                slurm_error("vram: --vram-fraction=%g of GPU %d's %zu bytes is 0 bytes", opt_fraction, i, total[i]);
-                return ESPANK_ERROR;
-            }
-            char name[32];
-            snprintf(name, sizeof name, "VRAM_LIMIT_%d", i);
-            if (set_size(sp, name, cap)) return ESPANK_ERROR;
-            if (!smallest || cap < smallest) smallest = cap;
-        }
-        if (smallest && set_size(sp, "VRAM_LIMIT_MAX", smallest)) return ESPANK_ERROR;
-    }
+    if (opt_fraction > 0 && set_fraction_limits(sp, limit)) return ESPANK_ERROR;
     if (opt_idle_ns && start_watcher(sp, job, dir)) return ESPANK_ERROR;
     return ESPANK_SUCCESS;
 }

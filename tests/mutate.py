@@ -107,7 +107,7 @@ MUTANTS = [
       "if (!(fraction >= 0.0)) {",
       "vram_set_memory_fraction: PyTorch's memory fraction, 0 to 1",
       r"vram\.(allocstats|stats|config)|python"),
-    M("alloc_alignment", "src/pool/arena_alloc.c",
+    M("alloc_alignment", "src/pool/arena.c",
       "    size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);\n    pool_chunk *c = NULL;",
       "    size_t rounded = vram__round_up(size, 64);\n    pool_chunk *c = NULL;",
       "vram_malloc: 256-byte aligned blocks", r"vram\.(alloc|stats|oom)"),
@@ -278,9 +278,9 @@ MUTANTS = [
       r"vram\.(release|async|growth)"),
     M("plan_serves_a_differing_request", "src/pool/plan_arena.c",
       "    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {\n"
-      "        plan_end_locked(p);\n        return 0;\n    }\n    if (pl->settle_due",
+      "        plan_end_locked(p);\n        return PLAN_BEST_FIT;\n    }\n    if (pl->settle_due",
       "    if (plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {\n"
-      "        plan_end_locked(p);\n        return 0;\n    }\n    if (pl->settle_due",
+      "        plan_end_locked(p);\n        return PLAN_BEST_FIT;\n    }\n    if (pl->settle_due",
       "plan: any request that differs from the plan ends it and best fit serves again",
       r"vram\.plan|plan_|placement"),
 
@@ -331,10 +331,10 @@ MUTANTS = [
       "the limit's message names where it came from (vram_set_memory_limit, the variable, the logical device)",
       r"vram\.(oom|env)"),
     M("oom_card_full_others", "src/pool/oom.c",
-      "        char others[160] = \"\";\n        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
-      "            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;",
-      "        char others[160] = \"\";\n        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
-      "            size_t other = card_total - card_free;",
+      "    char others[192] = \"\";\n    if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
+      "        size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;",
+      "    char others[192] = \"\";\n    if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {\n"
+      "        size_t other = card_total - card_free;",
       "the card itself full: the driver's CUDA_ERROR_OUT_OF_MEMORY and how much other processes hold",
       r"vram\.(oom|driver_fail)"),
     M("oom_fragmentation_room", "src/pool/oom.c",
@@ -352,8 +352,8 @@ MUTANTS = [
       "when in use and the request need more whole granules than the limit holds, the message says so",
       r"vram\.(oom|release)"),
     M("oom_count", "src/pool/oom.c",
-      "    plan_slots_leave_locked(p);              /* the report walks the chunks */\n    p->num_ooms++;",
-      "    plan_slots_leave_locked(p);              /* the report walks the chunks */",
+      "    p->num_ooms++;\n    return pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));",
+      "    return pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));",
       "PyTorch's memory_stats() figures (num_ooms)", r"vram\.(allocstats|stats|oom)"),
 
     # ---- allocator options and their defaults ---------------------------------------------------

@@ -332,11 +332,11 @@ static char *read_source(const char *path) {
 }
 
 /* The option table (VRAM_ALLOC_CONF_OPTIONS in src/runtime/env.h) is the parser's; the docs that
- * describe options to people are written by hand (README, vram.h): each must name every key of the
+ * describe options to people are written by hand (docs/reference.md, vram.h): each must name every key of the
  * table. `vram --help` lists them from vram_alloc_conf_option, which must give every key, in the
  * table's order, with its value's form (cli_test.sh checks the help names every key). */
 TEST(env_alloc_conf_options_documented) {
-    char *readme = read_source("README.md"), *header = read_source("include/vram.h");
+    char *readme = read_source("docs/reference.md"), *header = read_source("include/vram.h");
     if (readme == NULL || header == NULL) return;
     int i = 0;
     const char *key = NULL, *value = NULL;

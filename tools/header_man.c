@@ -416,6 +416,56 @@ static int skipped(const char *s) {
     return strcmp(s, "}") == 0;   /* the end of extern "C" */
 }
 
+/* Writes the part of the header that starts at line i (a blank line, a section title, a comment, a
+ * table, a typedef's items or a code line); returns the last line it used. */
+static int body_line(int i) {
+    const char *s = lines[i];
+    char title[256];
+    if (!*skip_space(s)) {
+        print_pending();
+        code_end();
+        return i;
+    }
+    if (section_title(s, title, sizeof title)) {
+        print_pending();
+        code_end();
+        fputs(".SS \"", stdout);
+        roff(title, strlen(title), 0);
+        fputs("\"\n", stdout);
+        return i;
+    }
+    if (starts(s, "/*")) {            /* a comment in column 0: text */
+        print_pending();
+        code_end();
+        int end = i;
+        while (end < nlines && !strstr(lines[end], "*/")) end++;
+        if (end >= nlines) die("a comment that does not end");
+        print_comment(i, end);
+        return end;
+    }
+    if (starts(s, "#ifndef VRAM_API")) {   /* its definition: left out */
+        int depth = 0;
+        for (; i < nlines; i++) {
+            if (starts(lines[i], "#if")) depth++;
+            else if (starts(lines[i], "#endif") && --depth == 0) break;
+        }
+        return i;
+    }
+    if (skipped(s)) return i;
+    if (starts(s, "#define ") && strstr(s, "(X)") && strchr(s, '\\')) {
+        print_pending();
+        code_end();
+        return read_table(i);
+    }
+    if (starts(s, "#define ") && strchr(s, '(') && i + 1 < nlines) {
+        char tname[64] = "";   /* an item macro whose next line names a table: a typedef's */
+        sscanf(skip_space(lines[i + 1]), "%63[A-Za-z0-9_]", tname);
+        if (find_table(tname)) return expand_typedef(i);
+    }
+    code_line(s);
+    return i;
+}
+
 int main(int argc, char **argv) {
     if (argc != 3) die("usage: vram_header_man HEADER VERSION");
     read_lines(argv[1]);
@@ -436,57 +486,7 @@ int main(int argc, char **argv) {
           "or \\fB$(pkg\\-config \\-\\-cflags \\-\\-libs vram)\\fR; CMake: \\fBfind_package(vram)\\fR and "
           "\\fBtarget_link_libraries(app PRIVATE vram::vram)\\fR.\n.SH DESCRIPTION\n", stdout);
     print_comment(i + 2, head_end);
-    for (i = head_end + 1; i < nlines; i++) {
-        const char *s = lines[i];
-        char title[256];
-        if (!*skip_space(s)) {
-            print_pending();
-            code_end();
-            continue;
-        }
-        if (section_title(s, title, sizeof title)) {
-            print_pending();
-            code_end();
-            fputs(".SS \"", stdout);
-            roff(title, strlen(title), 0);
-            fputs("\"\n", stdout);
-            continue;
-        }
-        if (starts(s, "/*")) {            /* a comment in column 0: text */
-            print_pending();
-            code_end();
-            int end = i;
-            while (end < nlines && !strstr(lines[end], "*/")) end++;
-            if (end >= nlines) die("a comment that does not end");
-            print_comment(i, end);
-            i = end;
-            continue;
-        }
-        if (starts(s, "#ifndef VRAM_API")) {   /* its definition: left out */
-            int depth = 0;
-            for (; i < nlines; i++) {
-                if (starts(lines[i], "#if")) depth++;
-                else if (starts(lines[i], "#endif") && --depth == 0) break;
-            }
-            continue;
-        }
-        if (skipped(s)) continue;
-        if (starts(s, "#define ") && strstr(s, "(X)") && strchr(s, '\\')) {
-            print_pending();
-            code_end();
-            i = read_table(i);
-            continue;
-        }
-        if (starts(s, "#define ") && strchr(s, '(') && i + 1 < nlines) {
-            char tname[64] = "";   /* an item macro whose next line names a table: a typedef's */
-            sscanf(skip_space(lines[i + 1]), "%63[A-Za-z0-9_]", tname);
-            if (find_table(tname)) {
-                i = expand_typedef(i);
-                continue;
-            }
-        }
-        code_line(s);
-    }
+    for (i = head_end + 1; i < nlines; i++) i = body_line(i);
     print_pending();
     code_end();
     fputs(".SH \"SEE ALSO\"\n.BR vram (1)\n", stdout);

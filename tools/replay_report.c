@@ -133,6 +133,41 @@ void replay_print_json(const replay_options *opt, const replay_job *job, const r
 
 #define TEXT_PASS_LINES 20
 
+/* The driver's calls, the plan's steps and the overflow, as replay_print_text's lines. */
+static void text_driver(FILE *f, const replay_job *job, const replay_result *r, const summary *s) {
+    double gib = (double)GIB;
+    fprintf(f, "driver allocs:    %" PRIu64 "\n", r->driver_allocs);
+    fprintf(f, "driver frees:     %" PRIu64 "\n", r->driver_frees);
+    fprintf(f, "driver moves:     %" PRIu64 " (idle pieces mapped again under a block)\n", r->driver_moves);
+    if (s->has_warm)
+        fprintf(f, "driver warm:      %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " moves (passes 2..%d)\n",
+                s->driver_allocs_warm, s->driver_frees_warm, s->driver_moves_warm, job->passes);
+    if (r->plan_steps > 0 || r->plan_ends > 0)
+        fprintf(f, "plan:             %" PRIu64 " steps placed from the repeating step's plan (%" PRIu64
+                   " by a lookup), %" PRIu64 " plans ended by a difference, %zu bytes given back when plans came"
+                   " into force\n", r->plan_steps, r->plan_slot_steps, r->plan_ends, r->plan_given_back);
+    if (r->plan_refused > 0)
+        fprintf(f, "plan refused:     %" PRIu64 " (the plan's range did not fit beside the blocks from before its step"
+                   " under the limit: best fit placed the steps)\n", r->plan_refused);
+    if (r->num_overflows > 0)
+        fprintf(f, "overflow:         %" PRIu64 " requests served from host memory (overflow:host), at most %.2f GiB"
+                   " (%zu bytes) there at once\n", r->num_overflows, (double)r->overflow_peak / gib, r->overflow_peak);
+}
+
+/* One line a pass (the first TEXT_PASS_LINES), after a replay of several passes. */
+static void text_passes(FILE *f, const replay_job *job) {
+    if (job->passes <= 1) return;
+    for (int p = 0; p < job->passes_run && p < TEXT_PASS_LINES; p++) {
+        const pass_stats *ps = &job->pass[p];
+        fprintf(f, "pass %-4d %s:   %.1f ns/op, %.0f ops/s, %zu ops, %" PRIu64 " driver allocs, %"
+                PRIu64 " driver frees, %" PRIu64 " moves, %zu failed\n", p + 1, p ? "warm" : "cold",
+                per_op(ps->loop_ns, ps->ops), per_sec(ps->ops, ps->wall_ns), ps->ops,
+                ps->driver_allocs, ps->driver_frees, ps->driver_moves, ps->failed_allocs);
+    }
+    if (job->passes_run > TEXT_PASS_LINES)
+        fprintf(f, "(%d more passes in --json's per_pass)\n", job->passes_run - TEXT_PASS_LINES);
+}
+
 void replay_print_text(const replay_options *opt, const replay_job *job, const replay_result *r) {
     FILE *f = text_out(opt);
     summary s = summarise(job, r);
@@ -171,36 +206,11 @@ void replay_print_text(const replay_options *opt, const replay_job *job, const r
     fprintf(f, "ns / op cold:     %.1f\n", s.cold_ns_per_op);
     if (s.has_warm) fprintf(f, "ns / op warm:     %.1f\n", s.warm_ns_per_op);
     fprintf(f, "ops / s:          %.0f\n", s.ops_per_sec);
-    fprintf(f, "driver allocs:    %" PRIu64 "\n", r->driver_allocs);
-    fprintf(f, "driver frees:     %" PRIu64 "\n", r->driver_frees);
-    fprintf(f, "driver moves:     %" PRIu64 " (idle pieces mapped again under a block)\n", r->driver_moves);
-    if (s.has_warm)
-        fprintf(f, "driver warm:      %" PRIu64 " allocs, %" PRIu64 " frees, %" PRIu64 " moves (passes 2..%d)\n",
-                s.driver_allocs_warm, s.driver_frees_warm, s.driver_moves_warm, job->passes);
-    if (r->plan_steps > 0 || r->plan_ends > 0)
-        fprintf(f, "plan:             %" PRIu64 " steps placed from the repeating step's plan (%" PRIu64
-                   " by a lookup), %" PRIu64 " plans ended by a difference, %zu bytes given back when plans came"
-                   " into force\n", r->plan_steps, r->plan_slot_steps, r->plan_ends, r->plan_given_back);
-    if (r->plan_refused > 0)
-        fprintf(f, "plan refused:     %" PRIu64 " (the plan's range did not fit beside the blocks from before its step"
-                   " under the limit: best fit placed the steps)\n", r->plan_refused);
-    if (r->num_overflows > 0)
-        fprintf(f, "overflow:         %" PRIu64 " requests served from host memory (overflow:host), at most %.2f GiB"
-                   " (%zu bytes) there at once\n", r->num_overflows, (double)r->overflow_peak / gib, r->overflow_peak);
+    text_driver(f, job, r, &s);
     fprintf(f, "failed allocs:    %zu\n", r->failed_allocs);
     if (r->failed_allocs) fprintf(f, "first failure:    %s\n", r->first_error);
     if (job->interrupted)
         fprintf(f, "interrupted:      Ctrl-C in pass %d after %zu of %zu events; the figures are so far\n",
                 job->interrupted_pass + 1, job->interrupted_event, job->t->num_events);
-    if (job->passes > 1) {
-        for (int p = 0; p < job->passes_run && p < TEXT_PASS_LINES; p++) {
-            const pass_stats *ps = &job->pass[p];
-            fprintf(f, "pass %-4d %s:   %.1f ns/op, %.0f ops/s, %zu ops, %" PRIu64 " driver allocs, %"
-                    PRIu64 " driver frees, %" PRIu64 " moves, %zu failed\n", p + 1, p ? "warm" : "cold",
-                    per_op(ps->loop_ns, ps->ops), per_sec(ps->ops, ps->wall_ns), ps->ops,
-                    ps->driver_allocs, ps->driver_frees, ps->driver_moves, ps->failed_allocs);
-        }
-        if (job->passes_run > TEXT_PASS_LINES)
-            fprintf(f, "(%d more passes in --json's per_pass)\n", job->passes_run - TEXT_PASS_LINES);
-    }
+    text_passes(f, job);
 }

@@ -110,78 +110,73 @@ static int run_size_arg(const char *name, const char *v, const char *example, si
     return 0;
 }
 
+/* A choice of two words (NULL: missing) into *out; 0, or 2 after saying why. */
+static int run_choice_arg(const char *name, const char *v, const char *one, const char *other, const char **out) {
+    if (!v || (strcmp(v, one) != 0 && strcmp(v, other) != 0))
+        return run_usage_error("%s needs %s or %s%s%s%s", name, one, other, v ? " (not '" : "", v ? v : "",
+                               v ? "')" : "");
+    *out = v;
+    return 0;
+}
+
+/* The option at argv[*i] when it takes a value (the value moves *i on): 0 (taken), 2 (said why), or 1
+ * when it is no such option. */
+static int run_value_option(int argc, char **argv, int *i, run_options *o) {
+    int missing = 0;
+    const char *v;
+    if ((v = cli_option_value(argc, argv, i, "--devices", &missing)) || missing) {
+        if (!v) return run_usage_error("--devices needs a LIST (e.g. 0,1)");
+        if (!vram__visible_valid(v))
+            return run_usage_error("--devices: bad LIST '%s' (indices or UUIDs separated by commas)", v);
+        o->devices = v;
+    } else if ((v = cli_option_value(argc, argv, i, "--limit", &missing)) || missing) {
+        if (run_size_arg("--limit", v, "8GiB", &o->limit) != 0) return 2;
+        o->has_limit = 1;
+    } else if ((v = cli_option_value(argc, argv, i, "--fraction", &missing)) || missing) {
+        char *end = NULL;
+        if (!v) return run_usage_error("--fraction needs a number F, 0 < F <= 1");
+        errno = 0;
+        double f = strtod(v, &end);
+        if (errno || end == v || *end || !isfinite(f) || f <= 0.0 || f > 1.0)
+            return run_usage_error("--fraction: bad number '%s' (0 < F <= 1)", v);
+        o->fraction = f;
+    } else if ((v = cli_option_value(argc, argv, i, "--group-limit", &missing)) || missing) {
+        if (run_size_arg("--group-limit", v, "20GiB", &o->group_limit) != 0) return 2;
+        o->has_group_limit = 1;
+    } else if ((v = cli_option_value(argc, argv, i, "--priority", &missing)) || missing) {
+        return run_choice_arg("--priority", v, "guaranteed", "opportunistic", &o->priority);
+    } else if ((v = cli_option_value(argc, argv, i, "--overflow-max", &missing)) || missing) {
+        if (run_size_arg("--overflow-max", v, "8GiB", &o->overflow_max) != 0) return 2;
+        o->has_overflow_max = 1;
+    } else if ((v = cli_option_value(argc, argv, i, "--overflow", &missing)) || missing) {
+        return run_choice_arg("--overflow", v, "host", "none", &o->overflow);
+    } else if ((v = cli_option_value(argc, argv, i, "--idle-sleep", &missing)) || missing) {
+        if (!v) return run_usage_error("--idle-sleep needs a DURATION (e.g. 10m)");
+        if (vram__parse_duration(v, &o->idle_ns) != 0)
+            return run_usage_error("--idle-sleep: bad DURATION '%s' (a number and ms, s, m, h or d: 30s, 10m, "
+                                   "1.5h; at most a year)", v);
+    } else if ((v = cli_option_value(argc, argv, i, "--group", &missing)) || missing) {
+        if (!v) return run_usage_error("--group needs a NAME");
+        if (!ledger_valid_group(v)) return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
+        o->group = v;
+    } else {
+        return 1;
+    }
+    return 0;
+}
+
 /* Parses the options before CMD; sets *cmd_at to the index of CMD. Returns 0, 2 or -1 (help). */
 static int run_parse(int argc, char **argv, run_options *o, int *cmd_at) {
-    int i = 1, missing = 0;
-    const char *v;
+    int i = 1;
     for (; i < argc; i++) {
         const char *a = argv[i];
         if (strcmp(a, "--") == 0) { i++; break; }
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return -1;
         if (strcmp(a, "--growth") == 0) { o->growth = 1; continue; }
         if (strcmp(a, "--log") == 0) { o->log = 1; continue; }
-        if ((v = cli_option_value(argc, argv, &i, "--devices", &missing)) || missing) {
-            if (!v) return run_usage_error("--devices needs a LIST (e.g. 0,1)");
-            if (!vram__visible_valid(v))
-                return run_usage_error("--devices: bad LIST '%s' (indices or UUIDs separated by commas)", v);
-            o->devices = v;
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--limit", &missing)) || missing) {
-            if (run_size_arg("--limit", v, "8GiB", &o->limit) != 0) return 2;
-            o->has_limit = 1;
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--fraction", &missing)) || missing) {
-            char *end = NULL;
-            if (!v) return run_usage_error("--fraction needs a number F, 0 < F <= 1");
-            errno = 0;
-            double f = strtod(v, &end);
-            if (errno || end == v || *end || !isfinite(f) || f <= 0.0 || f > 1.0)
-                return run_usage_error("--fraction: bad number '%s' (0 < F <= 1)", v);
-            o->fraction = f;
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--group-limit", &missing)) || missing) {
-            if (run_size_arg("--group-limit", v, "20GiB", &o->group_limit) != 0) return 2;
-            o->has_group_limit = 1;
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--priority", &missing)) || missing) {
-            if (!v || (strcmp(v, "guaranteed") != 0 && strcmp(v, "opportunistic") != 0))
-                return run_usage_error("--priority needs guaranteed or opportunistic%s%s%s", v ? " (not '" : "",
-                                       v ? v : "", v ? "')" : "");
-            o->priority = v;
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--overflow-max", &missing)) || missing) {
-            if (!v) return run_usage_error("--overflow-max needs a SIZE (e.g. 8GiB)");
-            if (cli_size(v, &o->overflow_max) != 0)
-                return run_usage_error("--overflow-max: bad size '%s' (" CLI_SIZE_HINT ")", v);
-            o->has_overflow_max = 1;
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--overflow", &missing)) || missing) {
-            if (!v || (strcmp(v, "host") != 0 && strcmp(v, "none") != 0))
-                return run_usage_error("--overflow needs host or none%s%s%s", v ? " (not '" : "", v ? v : "",
-                                       v ? "')" : "");
-            o->overflow = v;
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--idle-sleep", &missing)) || missing) {
-            if (!v) return run_usage_error("--idle-sleep needs a DURATION (e.g. 10m)");
-            if (vram__parse_duration(v, &o->idle_ns) != 0)
-                return run_usage_error("--idle-sleep: bad DURATION '%s' (a number and ms, s, m, h or d: 30s, 10m, "
-                                       "1.5h; at most a year)", v);
-            continue;
-        }
-        if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
-            if (!v) return run_usage_error("--group needs a NAME");
-            if (!ledger_valid_group(v))
-                return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
-            o->group = v;
-            continue;
-        }
+        int rc = run_value_option(argc, argv, &i, o);
+        if (rc == 2) return 2;
+        if (rc == 0) continue;
         if (a[0] == '-' && a[1]) return run_usage_error("unknown option '%s' (put the command after --)", a);
         break;   /* the command */
     }

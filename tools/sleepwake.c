@@ -124,6 +124,28 @@ static int sleep_group_pids(ledger *l, sleep_opts *o) {
     return 0;
 }
 
+/* Sleeps or wakes each of o's processes (onto card `to`, when given), a line each; 0, 1 (one failed) or 3
+ * (one was refused for want of room, none failed otherwise). */
+static int sleep_each(const sleep_driver *d, ledger *lp, const sleep_opts *o, const char *to) {
+    int rc = 0;
+    for (int i = 0; i < o->npids; i++) {
+        char msg[1024];
+        uint64_t host = 0;
+        int r = o->wake ? wake_process(d, lp, o->pids[i], to, msg, sizeof msg)
+                        : sleep_process(d, lp, o->pids[i], (unsigned)(o->timeout_ns / 1000000u), 1, msg, sizeof msg,
+                                        &host);
+        if (r == SLEEP_DONE || r == SLEEP_ALREADY) {
+            printf("%s\n", msg);
+        } else {
+            fprintf(stderr, "vram %s: %s\n", o->wake ? "wake" : "sleep", msg);
+            if (r == SLEEP_REFUSED && rc == 0) rc = 3;
+            else if (r != SLEEP_REFUSED) rc = 1;
+        }
+        fflush(stdout);
+    }
+    return rc;
+}
+
 int sleep_main(int argc, char **argv, int wake) {
     sleep_opts *o = calloc(1, sizeof *o);
     if (!o) {
@@ -166,22 +188,10 @@ int sleep_main(int argc, char **argv, int wake) {
         rc = 2;
         goto out;
     }
-    for (int i = 0; i < o->npids; i++) {
-        char msg[1024];
-        uint64_t host = 0;
-        int r = wake ? wake_process(&d, lp, o->pids[i], o->device ? to : NULL, msg, sizeof msg)
-                     : sleep_process(&d, lp, o->pids[i], (unsigned)(o->timeout_ns / 1000000u), 1, msg, sizeof msg,
-                                     &host);
-        if (r == SLEEP_DONE || r == SLEEP_ALREADY) {
-            printf("%s\n", msg);
-        } else {
-            fprintf(stderr, "vram %s: %s\n", name, msg);
-            if (r == SLEEP_REFUSED && rc == 0) rc = 3;
-            else if (r != SLEEP_REFUSED) rc = 1;
-        }
-        fflush(stdout);
+    if (o->npids) {
+        rc = sleep_each(&d, lp, o, o->device ? to : NULL);
+        sleep_driver_close(&d);
     }
-    if (o->npids) sleep_driver_close(&d);
 out:
     if (lp) ledger_close(lp);
     free(o);

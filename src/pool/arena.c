@@ -27,7 +27,7 @@
  *   - chunks tile every region in address order; sizes are multiples of 256 and positive;
  *   - no two FREE chunks are neighbours, except across the end of the small zone; every FREE chunk
  *     is in its zone's free bins and nothing else is;
- *   - every USED chunk is in the pointer map under its address; PENDING chunks are in the pending
+ *   - every USED chunk is in the pointer table under its address; PENDING chunks are in the pending
  *     list; current == the sum of USED sizes; reserved == the bytes held from the driver;
  *   - reserved <= limit, and the card budget holds at least this pool's reserved bytes;
  *   - in the VMM region, each extent's busy count, once recounted (the counts are kept lazily, see
@@ -42,25 +42,59 @@
  * POOL_SHARDS shards of the pointer table has a spin lock of its own; the order is pool, cache,
  * shard. The card budget is an atomic shared by the pools of one card.
  *
- * Files of an arena, by concern (each states what it owns, its invariants and its lock):
- *   arena.c         creation, destruction, queries, the owner test, IPC export (this file)
- *   arena_alloc.c   a request and a free: the search, the hand-out, the retry ladder
- *   split_merge.c   chunk records, split and merge
- *   stream_order.c  pending stream-ordered frees, blocks used on other streams, solo, captures
- *   backing.c       regions, budgets, mapping growth, moving and giving back idle memory, trim
- *   sleep.c         sleep and wake: all the memory off the card and back at the same addresses
- *   stats.c         PyTorch's allocator statistics
- *   oom.c           the out-of-memory report
+ * This file is the arena's front door: every call the device allocator (arenas.c) makes on an
+ * arena is here (creation, destruction, a request and a free with their thread-cache fast paths,
+ * queries, statistics, the check, the memory map, trim and the idle tick, IPC export, sleep and
+ * wake), and so is `settle`, what an entry does before anything walks the chunks or counts memory
+ * (leave slot mode, flush the thread caches, recount the extents), and the out-of-memory report of a
+ * request. Below it, in the order calls run (arena.h): arena_alloc.c (the allocation path) and
+ * sleep.c, plan_arena.c and plan_slots.c, backing.c, stream_order.c, split_merge.c, the readers
+ * (stats.c, oom.c, pool_check.c, pool_snapshot.c), and the leaves.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "pool/plan_arena.h"
 #include "pool/backing.h"
+#include "pool/plan_arena.h"
+#include "pool/pointer_table.h"
 #include "pool/split_merge.h"
+#include "pool/stats.h"
 #include "pool/stream_order.h"
+
+/* ---- settle ------------------------------------------------------------------------------------ */
+
+/* What an entry needs done before it walks the arena's chunks or counts its memory: slot mode left
+ * (every block of the plan's zone a chunk again: plan_slots.c), the thread caches' parked blocks back
+ * in the free bins, the extents' counts of bytes in use brought up to date (kept lazily: backing.c). */
+enum { SETTLE_SLOTS = 1, SETTLE_CACHES = 2, SETTLE_EXTENTS = 4 };
+
+static void settle_locked(pool_arena *p, unsigned what) {
+    POOL_ASSERT_LOCKED(p);
+    if (what & SETTLE_SLOTS) plan_slots_leave_locked(p);
+    if (what & SETTLE_CACHES) pool_flush_caches_locked(p);
+    if (what & SETTLE_EXTENTS) vmm_recount_locked(p);
+}
+
+/* The out-of-memory error of a request of this arena alone (counted): the report walks the chunks
+ * and reads the extents' counts. */
+static VRAM_NOINLINE vram_status oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
+    POOL_ASSERT_LOCKED(p);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_EXTENTS);
+    return oom_report_locked(p, size, rounded, why, NULL);
+}
+
+/* A request failed with s: reported when it found no memory, unless quiet (then *quiet says why, for
+ * arenas.c to report once every arena was tried). Out of line: the warm path pays one test. */
+static VRAM_NOINLINE vram_status alloc_failed_locked(pool_arena *p, size_t size, size_t rounded, vram_status s,
+                                                     grow_result *quiet) {
+    POOL_ASSERT_LOCKED(p);
+    if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
+    if (quiet == NULL) return oom_locked(p, size, rounded, p->failed);
+    *quiet = p->failed;
+    return s;
+}
 
 /* ---- creation and destruction ---------------------------------------------------------------- */
 
@@ -89,7 +123,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
                           : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
     }
     pool_lock_init(&p->lock);
-    for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->live[i].lock.held, 0);
+    for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->ptr_table[i].lock.held, 0);
     size_t tcache = cfg->thread_cache;
     if (tcache == VRAM_POOL_TCACHE_AUTO) {
         tcache = cfg->limit / 256;
@@ -99,6 +133,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     p->tc_max_block = tcache / 4;
     p->uid = pool_new_uid();
     vram_status s = tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
+    pool_lock_take(&p->lock);                         /* (no other thread knows p yet: for the _locked calls) */
     if (s == VRAM_OK && !cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
         if (arena_budget_take(p, cfg->limit) != GROW_OK) {
             s = vram__fail(VRAM_ERR_CONFLICT, "%s: taking its %zu bytes at start would exceed the "
@@ -112,6 +147,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
         if (p->cfg.small_max > 0 && small == 0) small = gran;
         s = region_add_vmm_locked(p, small, growth_va_size(&p->cfg));
     }
+    pool_lock_give(&p->lock);
     if (p->small_end == 0) p->cfg.small_max = 0;     /* no small zone: every request in the bins */
     if (s != VRAM_OK) {
         char why[1024];                          /* the cause, whatever the cleanup says */
@@ -126,8 +162,7 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
 vram_status arena_destroy(pool_arena *p) {
     if (p == NULL) return VRAM_OK;
     pool_lock_take(&p->lock);
-    plan_slots_leave_locked(p);              /* every record in the region's list */
-    pool_flush_caches_locked(p);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);   /* every record in the region's list */
     if (p->used_count > 0) {
         size_t n = p->used_count, bytes = p->current;
         pool_lock_give(&p->lock);
@@ -158,10 +193,10 @@ vram_status arena_destroy(pool_arena *p) {
         if (s != VRAM_OK && plain) region_drop(r);
         if (s != VRAM_OK && refusal == VRAM_OK) refusal = s;
     }
-    arena_sleep_drop(p);                  /* (no block left: its host copy, what to map again) */
-    (void)arena_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
+    sleep_drop(p);                        /* (no block left: its host copy, what to map again) */
+    (void)sleep_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
     chunk_free_spares(p);
-    for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->live[i].map);
+    for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->ptr_table[i].map);
     tc_destroy(p);
     plan_arena_destroy(p);
     pool_lock_give(&p->lock);
@@ -169,16 +204,178 @@ vram_status arena_destroy(pool_arena *p) {
     return refusal;
 }
 
-/* ---- queries --------------------------------------------------------------------------------- */
+/* ---- requests and frees (the allocation path: arena_alloc.c) ----------------------------------- */
 
-/* Whether addr lies in memory of one of the pool's regions. */
-int pool_owns_locked(const pool_arena *p, uint64_t addr) {
-    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
-        if (addr >= r->base && addr - r->base < r->size) return 1;
+vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
+                        grow_result *quiet) {
+    if (size > p->cfg.limit || size > SIZE_MAX - VRAM_POOL_UNIT) {
+        if (quiet != NULL) {
+            *quiet = GROW_LIMIT;
+            return VRAM_ERR_OUT_OF_MEMORY;
+        }
+        pool_lock_take(&p->lock);
+        vram_status s = oom_locked(p, size, size, GROW_LIMIT);
+        pool_lock_give(&p->lock);
+        return s;
     }
-    return 0;
+    size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
+    pool_chunk *c = NULL;
+    /* the fast path: a block this thread parked. Only plain requests with caches on look (and
+     * tc_mine is where a second thread's arrival turns parking on) */
+    if (!async && p->tc_cap != 0 && tc_take(p, tc_mine(p, me), rounded, &c)) {
+        *ptr = (void *)(uintptr_t)c->addr;
+        return VRAM_OK;
+    }
+    pool_lock_take_by(&p->lock, me);                              /* (its bias, lock.h) */
+    if (__builtin_expect(p->asleep, 0)) {                         /* its memory is off the card (sleep.c) */
+        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : sleep_refusal(p, size);
+        if (quiet != NULL) *quiet = GROW_ASLEEP;
+        pool_lock_give(&p->lock);
+        return s;
+    }
+    if (!p->cfg.growth && rounded > arena_headroom_live(p)) {   /* a fraction below the preallocation */
+        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : oom_locked(p, size, rounded, GROW_LIMIT);
+        if (quiet != NULL) *quiet = GROW_LIMIT;
+        pool_lock_give(&p->lock);
+        return s;
+    }
+    if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
+    int plan = __builtin_expect(p->planner != NULL, 0) && plan_sees(p);   /* (not while its detector rests) */
+    if (plan && alloc_planned_locked(p, size, rounded, stream, ptr)) {
+        pool_lock_give(&p->lock);                             /* served by the plan (plan_arena.h) */
+        return VRAM_OK;
+    }
+    vram_status s = alloc_best_fit_locked(p, size, rounded, async, stream, ptr);
+    if (__builtin_expect(s != VRAM_OK, 0)) s = alloc_failed_locked(p, size, rounded, s, quiet);
+    if (plan && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
+    pool_lock_give(&p->lock);
+    return s;
 }
 
+vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream) {
+    size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
+    pool_lock_take(&p->lock);
+    if (p->pending != NULL) pending_reap_locked(p, 1);
+    if (p->deferred != NULL) deferred_reap_locked(p, 1);
+    settle_locked(p, SETTLE_CACHES);
+    pool_chunk *c = NULL;
+    for (pool_region *r = p->regions; r != NULL && c == NULL; r = r->next) {
+        if (addr < r->base || addr - r->base >= r->size) continue;
+        for (c = r->first; c != NULL && c->addr + c->size <= addr; c = c->next) {
+        }
+    }
+    vram_status s = VRAM_OK;
+    if (p->asleep) {
+        s = sleep_refusal(p, size);
+    } else if (size == 0 || addr % VRAM_POOL_UNIT != 0 || rounded < size || c == NULL || c->state != CHUNK_FREE ||
+        addr + rounded > c->addr + c->size) {
+        s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_malloc_at(%p, %zu): not a free range of %s",
+                       (void *)(uintptr_t)addr, size, p->cfg.name);
+    } else if ((c = chunk_cut_at_locked(p, c, addr)) == NULL) {
+        s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
+    } else {
+        if (p->solo != SOLO_OFF) solo_note_request_locked(p, 1, stream);
+        void *ptr = NULL;
+        grow_result why = GROW_OK;
+        s = arena_take_locked(p, c, size, rounded, stream, &ptr, &why);
+        if (s == VRAM_ERR_OUT_OF_MEMORY && why != GROW_OK) s = oom_locked(p, size, rounded, why);
+    }
+    pool_lock_give(&p->lock);
+    return s;
+}
+
+
+/* A free of a block the arena does not hold live: *owned says whether addr lies in its memory. */
+static vram_status free_unknown_unlock(pool_arena *p, void *ptr, vram__free_kind how, int *owned) {
+    *owned = arena_owns_locked(p, (uint64_t)(uintptr_t)ptr);
+    pool_lock_give(&p->lock);
+    return vram__fail(VRAM_ERR_INVALID_POINTER, "%s(%p): not a live block of %s (already freed, "
+                      "or not the start of a block vram handed out)", vram__pool_free_name(how), ptr,
+                      p->cfg.name);
+}
+
+/* The event of a vram_free_async, recorded on `stream` into a new record (*e, one reference). */
+static vram_status free_event_locked(pool_arena *p, void *stream, pool_event **e) {
+    POOL_ASSERT_LOCKED(p);
+    *e = malloc(sizeof **e);
+    vram_status s = *e ? p->cfg.backend->event_record(p->cfg.dev, stream, &(*e)->event)
+                       : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an event record");
+    if (s != VRAM_OK) {
+        free(*e);
+        *e = NULL;
+        return s;
+    }
+    (*e)->refs = 1;
+    return VRAM_OK;
+}
+
+
+/* A free by its kind: VRAM_POOL_FREE_NOW goes to the free bins (or a thread cache), a stream-ordered
+ * one becomes PENDING on its stream (an owned-stream free on the solo stream goes to the bins at
+ * once), a block with uses on other streams is deferred (stream_order.c). A block is always in the
+ * table, a cache or the pool's; it leaves the table under the arena lock, so vram_check sees no gap.
+ * A free that records events (its own, or for a block's uses on other streams) takes it out only
+ * once they are recorded, so that a failure leaves everything as it was. vram_free_async records an
+ * event of its own here, except during a capture: then it is recorded after it, as owned-stream
+ * frees' are. */
+vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    vram__free_kind how = req->how;
+    void *stream = req->stream;
+    req->owned = 1;
+    /* the fast path: parked. Only once parking is on: a free that merely asks whether the block is
+     * this arena's (runtime's free_on tries each pool) must not turn it on */
+    if (how == VRAM_POOL_FREE_NOW && tc_parking(p) && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;
+    int own_event = how == VRAM_POOL_FREE_EVENT;
+    if (own_event && capture_underway(p)) {
+        own_event = 0;
+        how = VRAM_POOL_FREE_OWNED_STREAM;
+    }
+    pool_lock_take_by(&p->lock, me);
+    pool_chunk *c = own_event ? ptr_table_get(p, addr) : ptr_table_take_unused(p, addr);
+    if (c == NULL) return free_unknown_unlock(p, ptr, how, &req->owned);
+    if (__builtin_expect(c->asleep, 0)) {         /* no memory under it: free at once (sleep.c) */
+        if (own_event || c->uses != NULL) ptr_table_take(p, addr);
+        sleep_free_locked(p, c);
+        pool_lock_give(&p->lock);
+        return VRAM_OK;
+    }
+    POOL_ASSERT_CHUNK(c);
+    vram__free_kind asked = how;
+    if (how == VRAM_POOL_FREE_ALLOC_STREAM) {     /* the stream it was handed out on */
+        how = VRAM_POOL_FREE_OWNED_STREAM;
+        stream = c->stream;
+    }
+    if (c->uses != NULL) {                        /* used on other streams too: wait for them */
+        if (how != VRAM_POOL_FREE_OWNED_STREAM || uses_beyond(c->uses, stream)) {
+            if (p->planner != NULL) plan_free_locked(p, c, 0);
+            return free_deferred_unlock(p, c, how, stream, asked);
+        }
+        free(c->uses);                            /* used on its owned-stream free's stream alone: */
+        c->uses = NULL;                           /* that order covers it (this free fails no more) */
+        ptr_table_take(p, addr);
+    }
+    if (how == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
+        if (stream == p->solo_stream) {
+            p->solo_unfenced++;
+            how = VRAM_POOL_FREE_NOW;    /* free at once: whatever takes it is ordered after it */
+        } else {
+            solo_note_request_locked(p, 1, stream);   /* a block of another stream: solo no more */
+        }
+    }
+    pool_event *e = NULL;               /* owned-stream frees get one later, for many frees at once */
+    if (own_event) {
+        vram_status s = free_event_locked(p, stream, &e);
+        if (s != VRAM_OK) {             /* the block stays allocated, nothing changed */
+            pool_lock_give(&p->lock);
+            return vram__fail_wrap(s, "vram_free_async(%p)", ptr);
+        }
+        ptr_table_take(p, addr);
+    }
+    return free_by_kind_unlock(p, c, how, stream, e);
+}
+
+/* ---- queries --------------------------------------------------------------------------------- */
 
 void arena_lock(pool_arena *p, const void *self) {
     if (self != NULL) pool_lock_take_by(&p->lock, self);   /* (its bias stays: lock.h) */
@@ -190,6 +387,7 @@ void arena_unlock(pool_arena *p) {
 }
 
 void arena_info_locked(pool_arena *p, vram_memory_info *info) {
+    POOL_ASSERT_LOCKED(p);
     tc_stats st;
     tc_stats_locked(p, &st);
     *info = (vram_memory_info){
@@ -207,7 +405,7 @@ void arena_info_locked(pool_arena *p, vram_memory_info *info) {
         .num_driver_moves = p->num_driver_moves,
     };
     plan_arena_info_locked(p, info);
-    arena_sleep_info_locked(p, info);
+    sleep_info_locked(p, info);
 }
 
 size_t arena_live_bytes(pool_arena *p) {
@@ -221,7 +419,7 @@ size_t arena_live_bytes(pool_arena *p) {
 
 size_t arena_live_count(pool_arena *p, size_t *bytes) {
     pool_lock_take(&p->lock);
-    pool_flush_caches_locked(p);
+    settle_locked(p, SETTLE_CACHES);
     size_t n = p->used_count;
     *bytes = p->current;
     pool_lock_give(&p->lock);
@@ -247,8 +445,7 @@ void arena_set_pinned(pool_arena *p, int pinned) {
 size_t arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
     size_t n = 0;
     pool_lock_take(&p->lock);
-    plan_slots_leave_locked(p);
-    pool_flush_caches_locked(p);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
             if (c->state != CHUNK_USED || (c->uses != NULL && c->uses->nevents > 0)) continue;   /* deferred */
@@ -266,6 +463,7 @@ size_t arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
  * needs), *offset: where the block lies in the span the receiver maps. */
 static vram_status ipc_export_locked(pool_arena *p, const pool_chunk *c, unsigned char *out, size_t capacity,
                                      size_t *length, size_t *offset) {
+    POOL_ASSERT_LOCKED(p);
     ipc_head head = {.pid = (int32_t)getpid()};
     memcpy(head.magic, IPC_MAGIC, sizeof head.magic);
     unsigned char plain[IPC_PLAIN_BYTES];
@@ -309,10 +507,10 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
     pool_lock_take(&p->lock);
-    pool_chunk *c = live_get(p, addr);
+    pool_chunk *c = ptr_table_get(p, addr);
     vram_status s;
     if (c == NULL) {
-        *owned = pool_owns_locked(p, addr);
+        *owned = arena_owns_locked(p, addr);
         s = vram__fail(VRAM_ERR_INVALID_POINTER, "vram_ipc_export(%p): not a live block of %s (freed, or not the "
                        "start of a block vram handed out)", ptr, p->cfg.name);
     } else if (c->asleep) {
@@ -323,4 +521,160 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
     }
     pool_lock_give(&p->lock);
     return s;
+}
+
+vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned) {
+    uint64_t addr = (uint64_t)(uintptr_t)ptr;
+    *owned = 1;
+    pool_lock_take(&p->lock);
+    pool_chunk *c = ptr_table_get(p, addr);
+    vram_status s = c != NULL ? uses_add_locked(c, stream) : VRAM_ERR_INVALID_POINTER;
+    if (c == NULL) {
+        *owned = arena_owns_locked(p, addr);
+        s = vram__fail(s, "vram_record_stream(%p): not a live block of %s (freed, or not the start of a block "
+                       "vram handed out)", ptr, p->cfg.name);
+    }
+    pool_lock_give(&p->lock);
+    return s;
+}
+
+void arena_enable_plan(pool_arena *p) {
+    plan_arena_enable(p);
+}
+
+/* ---- the readers: statistics, the out-of-memory report, the check, the memory map --------------- */
+
+void arena_reset_peak_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    stats_reset_peak_locked(p);
+}
+
+void arena_reset_accumulated_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    stats_reset_accumulated_locked(p);
+}
+
+void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
+    POOL_ASSERT_LOCKED(p);
+    /* the zone's blocks as chunks; parked blocks are the pool's, not the program's; the extents'
+     * idle bytes, unless counted granule by granule from the chunks */
+    int by_granule = p->vmm == NULL || stats_idle_by_granule(p);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES | (by_granule ? 0 : SETTLE_EXTENTS));
+    stats_query_locked(p, out);
+}
+
+vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
+    pool_lock_take(&p->lock);
+    settle_locked(p, SETTLE_SLOTS | (all != NULL ? 0 : SETTLE_EXTENTS));
+    vram_status s = oom_report_locked(p, size, rounded, why, all);
+    pool_lock_give(&p->lock);
+    return s;
+}
+
+vram_status arena_check(pool_arena *p) {
+    pool_lock_take(&p->lock);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_EXTENTS);   /* the zone's chunks, checked as any */
+    vram_status s = check_locked(p);
+    const char *why = s == VRAM_OK ? sleep_check_marks_locked(p) : NULL;
+    if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
+    pool_lock_give(&p->lock);
+    return s;
+}
+
+void arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
+                           size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
+    POOL_ASSERT_LOCKED(p);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);   /* parked blocks are free for the program */
+    snapshot_locked(p, private_pool, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
+}
+
+/* ---- giving memory back (backing.c) ----------------------------------------------------------- */
+
+vram_status arena_trim(pool_arena *p, size_t keep_bytes) {
+    pool_lock_take(&p->lock);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);   /* the plan's zone: its free chunks are idle too */
+    vram_status s = backing_trim_locked(p, keep_bytes);
+    p->idle_low = arena_cached(p);
+    pool_lock_give(&p->lock);
+    return s;
+}
+
+void arena_trim_settled(pool_arena *p) {
+    pool_lock_take(&p->lock);
+    settle_locked(p, SETTLE_CACHES);
+    if (p->pending != NULL) pending_reap_locked(p, 1);
+    if (p->deferred != NULL) deferred_reap_locked(p, 1);
+    settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);
+    (void)backing_trim_locked(p, 0);
+    p->idle_low = arena_cached(p);
+    pool_lock_give(&p->lock);
+}
+
+void arena_idle_tick(pool_arena *p) {
+    int fenced = backing_idle_fence(p);          /* (without the lock) */
+    if (fenced < 0) return;
+    pool_lock_take(&p->lock);
+    plan_slots_idle_locked(p);                   /* a plan no longer stepping: its zone's memory too */
+    settle_locked(p, SETTLE_CACHES);
+    backing_idle_release_locked(p, fenced);
+    pool_lock_give(&p->lock);
+}
+
+/* ---- sleep and wake (sleep.c) ----------------------------------------------------------------- */
+
+vram_status arena_sleep_check_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    return sleep_check_locked(p);
+}
+
+vram_status arena_sleep_locked(pool_arena *p, int offload) {
+    POOL_ASSERT_LOCKED(p);
+    return sleep_locked(p, offload);
+}
+
+vram_status arena_wake_plan_locked(pool_arena *p, size_t *need) {
+    POOL_ASSERT_LOCKED(p);
+    return wake_plan_locked(p, need);
+}
+
+grow_result arena_wake_budget_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    return wake_budget_locked(p);
+}
+
+vram_status arena_wake_map_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    return wake_map_locked(p);
+}
+
+vram_status arena_wake_copy_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    return wake_copy_locked(p);
+}
+
+void arena_wake_undo_locked(pool_arena *p, int mapped) {
+    POOL_ASSERT_LOCKED(p);
+    wake_undo_locked(p, mapped);
+}
+
+void arena_wake_done_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    wake_done_locked(p);
+}
+
+vram_status arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
+    return oom_wake_report(p, what, need, why);
+}
+
+vram_status arena_asleep_refusal(const pool_arena *p, size_t size) {
+    return sleep_refusal(p, size);
+}
+
+void arena_sleep_drop(pool_arena *p) {
+    sleep_drop(p);
+}
+
+vram_status arena_host_kept_free_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
+    return sleep_host_kept_free_locked(p);
 }

@@ -26,13 +26,13 @@
  * request every arena refused goes to host memory (overflow.c); the pool's arena count then starts at
  * 2 so that requests and frees take the path of several arenas, where it is tried.
  *
- * Private pools (PyTorch's CUDA-graph pools and torch.cuda.MemPool): arenas of their own, in slots
- * beside the others, drawing on the same limit, that only requests made into them use. While in
+ * Private pools (PyTorch's CUDA-graph pools and torch.cuda.MemPool): arenas of their own, numbered
+ * from 0 in creation order (a private pool's index) beside the others, drawing on the same limit, that only requests made into them use. While in
  * use a private arena is pinned: nothing it holds is given back or moved, since a captured graph
  * keeps using the addresses of blocks freed during its capture. Released, it serves no request,
  * its idle memory goes back (at once, on vram_trim, idle release, and when another arena runs
- * out), and once it holds no block its slot (arena and address range) serves the next private pool
- * created: slots are never freed while the pool lives, so a free racing with a release never
+ * out), and once it holds no block its index (arena and address range) serves the next private pool
+ * created: indexes are never freed while the pool lives, so a free racing with a release never
  * meets a destroyed arena.
  */
 #include <pthread.h>
@@ -42,7 +42,7 @@
 
 #include "pool/overflow.h"
 #include "pool/plan_arena.h"
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 #define POOL_ARENAS VRAM_POOL_MAX_ARENAS
 #define POOL_PRIVATE VRAM_POOL_MAX_PRIVATE
@@ -65,7 +65,7 @@ struct vram__pool {
     /* each arena's reserved range, set before the arena is published: frees find their arena
      * here, on lines nobody writes, not in the arenas (whose lines their threads keep writing) */
     uint64_t              lo[POOL_ARENAS], hi[POOL_ARENAS];
-    /* private pools: slots in creation order (grow_lock), each arena with its range and state */
+    /* private pools: indexes in creation order (grow_lock), each arena with its range and state */
     atomic_int            nprivate;
     _Atomic(pool_arena *) priv[POOL_PRIVATE];
     atomic_int            priv_state[POOL_PRIVATE];
@@ -86,8 +86,8 @@ static pool_arena *any_arena(vram__pool *p, int i) {
                                                                  memory_order_acquire);
 }
 #define ALL_ARENAS (POOL_ARENAS + POOL_PRIVATE + POOL_TAGS)
-/* The private pool's slot of arena index i, or -1 for the device's and the tags' arenas. */
-static int private_slot(int i) {
+/* The private pool's index of arena index i, or -1 for the device's and the tags' arenas. */
+static int private_index(int i) {
     return i >= POOL_ARENAS && i < POOL_ARENAS + POOL_PRIVATE ? i - POOL_ARENAS : -1;
 }
 
@@ -132,7 +132,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
         return s;
     }
     arena_range(a, &p->lo[0], &p->hi[0]);
-    if (cfg->plan && a->vmm != NULL) plan_arena_enable(a);
+    if (cfg->plan && a->vmm != NULL) arena_enable_plan(a);
     atomic_store(&p->arena[0], a);
     *out = p;
     return VRAM_OK;
@@ -338,7 +338,7 @@ static VRAM_NOINLINE pool_arena *owner_by_memory(vram__pool *p, uint64_t addr) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
         arena_lock(a, NULL);
-        int owns = pool_owns_locked(a, addr);
+        int owns = arena_owns_locked(a, addr);
         arena_unlock(a);
         if (owns) return a;
     }
@@ -612,7 +612,7 @@ vram_status vram__pool_trim(vram__pool *p, size_t keep_bytes) {
 vram_status vram__pool_private_create(vram__pool *p, unsigned tag, int *id) {
     pthread_mutex_lock(&p->grow_lock);
     int n = atomic_load(&p->nprivate), k = 0;
-    for (; k < n; k++) {                               /* a released slot with no block left */
+    for (; k < n; k++) {                               /* a released index with no block left */
         size_t bytes = 0;
         if (atomic_load(&p->priv_state[k]) == PRIVATE_RELEASED && arena_live_count(p->priv[k], &bytes) == 0) break;
     }
@@ -639,7 +639,7 @@ vram_status vram__pool_private_create(vram__pool *p, unsigned tag, int *id) {
     if (s == VRAM_OK) {
         pool_arena *a = p->priv[k];
         arena_lock(a, NULL);
-        arena_sleep_drop(a);                           /* (a slot made anew: it slept with no block left) */
+        arena_sleep_drop(a);                           /* (an index made anew: it slept with no block left) */
         a->tag = pool_tags_arenas(p) ? tag : 0;        /* its blocks carry its creator's tag */
         arena_unlock(a);
         arena_set_pinned(a, 1);
@@ -700,9 +700,9 @@ void vram__pool_segments(vram__pool *p, vram_segment_info *segs, size_t seg_cap,
     lock_all(p, NULL);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        int slot = private_slot(i);
-        if (a != NULL && (slot < 0 || atomic_load(&p->priv_state[slot]) != PRIVATE_UNUSED))
-            arena_snapshot_locked(a, slot, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
+        int priv = private_index(i);
+        if (a != NULL && (priv < 0 || atomic_load(&p->priv_state[priv]) != PRIVATE_UNUSED))
+            arena_snapshot_locked(a, priv, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
     }
     unlock_all(p);
 }
@@ -736,18 +736,18 @@ vram_status vram__pool_check(vram__pool *p) {
 
 /* ---- sleep and wake ---------------------------------------------------------------------------- */
 
-/* The arenas of `tag` (0: every arena) that sleep and wake with it, locked in slot order: the tag's
+/* The arenas of `tag` (0: every arena) that sleep and wake with it, locked in index order: the tag's
  * arena, the private pools created under it (in use, or released and still holding blocks). grow_lock
  * held (no arena is created meanwhile). Returns how many. */
 static int lock_tag_arenas(vram__pool *p, unsigned tag, pool_arena **out) {
     int n = 0;
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        int slot = private_slot(i);
+        int priv = private_index(i);
         size_t bytes = 0;
         if (a == NULL || (tag != 0 && a->tag != tag)) continue;
-        if (slot >= 0 && (atomic_load(&p->priv_state[slot]) == PRIVATE_UNUSED ||
-                          (atomic_load(&p->priv_state[slot]) == PRIVATE_RELEASED && arena_live_count(a, &bytes) == 0)))
+        if (priv >= 0 && (atomic_load(&p->priv_state[priv]) == PRIVATE_UNUSED ||
+                          (atomic_load(&p->priv_state[priv]) == PRIVATE_RELEASED && arena_live_count(a, &bytes) == 0)))
             continue;
         arena_lock(a, NULL);
         out[n++] = a;
@@ -817,12 +817,12 @@ static vram_status wake_locked(vram__pool *p, pool_arena **all, int nall, pool_a
             trim_others(p, all, nall);
             why = arena_wake_budget_locked(a[taken]);
         }
-        if (why != GROW_OK) s = pool_wake_oom(a[taken], what, need, why);
+        if (why != GROW_OK) s = arena_wake_oom(a[taken], what, need, why);
     }
     while (mapped < n && s == VRAM_OK) {             /* (one the driver refused counts: what it mapped goes back) */
         pool_arena *b = a[mapped++];
         s = arena_wake_map_locked(b);
-        if (s == VRAM_ERR_OUT_OF_MEMORY) s = pool_wake_oom(b, what, need, GROW_DRIVER);
+        if (s == VRAM_ERR_OUT_OF_MEMORY) s = arena_wake_oom(b, what, need, GROW_DRIVER);
         else if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
     }
     for (int i = 0; i < n && s == VRAM_OK; i++) {

@@ -10,8 +10,9 @@
  * mapping and before the budget goes back, so that the shared sum never exceeds the limit; the
  * budgets hold at least the arena's reserved bytes; nothing is given back or moved while the arena
  * is still (a private pool in use, a capture underway), and memory a solo stream may still touch
- * only after its fence. Everything here is under the arena's pool lock, except arena_idle_tick's
- * wait for the solo fence, made without it.
+ * only after its fence. Everything here is under the arena lock, except backing_idle_fence's wait
+ * for the solo fence, made without it. Trim and the idle tick run after the front door settled the
+ * arena (slot mode left, the thread caches flushed).
  */
 #include <stdlib.h>
 
@@ -57,6 +58,7 @@ void arena_budget_give(pool_arena *p, size_t bytes) {
 /* ---- regions --------------------------------------------------------------------------------- */
 
 static void region_link_locked(pool_arena *p, pool_region *r) {
+    POOL_ASSERT_LOCKED(p);
     r->next = p->regions;
     p->regions = r;
     /* the pool's span takes it in before any block of it is handed out (relaxed: whoever frees a
@@ -72,6 +74,7 @@ static void region_link_locked(pool_arena *p, pool_region *r) {
 }
 
 static pool_chunk *region_append_free_locked(pool_arena *p, pool_region *r, uint64_t addr, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *c = chunk_new_locked(p);
     if (c == NULL) return NULL;
     c->addr = addr;
@@ -87,6 +90,7 @@ static pool_chunk *region_append_free_locked(pool_arena *p, pool_region *r, uint
 
 /* Takes a plain region of `bytes` from the driver (cuMemAlloc). The caller took the budget. */
 vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     pool_region *r = calloc(1, sizeof *r);
     uint64_t base = 0;
@@ -115,6 +119,7 @@ vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
 /* Reserves the address range growth places blocks in: the small zone's `small` bytes first (none
  * when 0), then `large` bytes; one free chunk tiles each. */
 vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
+    POOL_ASSERT_LOCKED(p);
     pool_region *r = calloc(1, sizeof *r);
     if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
     vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, small + large,
@@ -149,6 +154,7 @@ vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
 /* Books what a call of vmm.c changed: the bytes held (the budget gets back what was given back)
  * and the driver calls. */
 void vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
+    POOL_ASSERT_LOCKED(p);
     if (d->mapped > d->unmapped) note_reserved_locked(p, d->mapped - d->unmapped, 1);
     if (d->mapped < d->unmapped) {
         note_reserved_locked(p, d->unmapped - d->mapped, 0);
@@ -163,6 +169,7 @@ void vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
 /* Brings the extents' counts of bytes in use up to date from the VMM region's blocks (USED and
  * PENDING chunks): O(chunks), only before idle extents are looked for. */
 void vmm_recount_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL || !p->vmm->vmm.stale) return;
     pool_vmm *v = &p->vmm->vmm;
     pool_vmm_busy_begin(v);
@@ -174,6 +181,7 @@ void vmm_recount_locked(pool_arena *p) {
 
 /* Idle mapped bytes that may be given back or moved (none in a pinned arena). */
 static size_t vmm_idle_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (arena_still(p)) return 0;
     vmm_recount_locked(p);
     return p->vmm ? p->vmm->vmm.idle : 0;
@@ -182,6 +190,7 @@ static size_t vmm_idle_locked(pool_arena *p) {
 /* Gives back idle mapped memory of the VMM region, at least `want` bytes if there is that much; what
  * the driver refuses stays counted (VRAM_OK, or its refusal in *refusal when not NULL). */
 static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want, vram_status *refusal) {
+    POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
     pool_vmm_change d;
@@ -192,6 +201,7 @@ static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want, vram_status *ref
 }
 
 size_t vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi, const vmm_range *skip, size_t nskip) {
+    POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
     vmm_recount_locked(p);
     pool_vmm *v = &p->vmm->vmm;
@@ -218,6 +228,7 @@ size_t vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi, const vmm
  * during a burst of growth (the previous growth at most POOL_MAP_AHEAD_BURST allocations ago): a
  * growth after a quiet stretch is most often a new peak, where memory mapped ahead stays idle. */
 static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
+    POOL_ASSERT_LOCKED(p);
     uint64_t since = p->num_allocs - p->last_growth;
     p->last_growth = p->num_allocs;
     if (since > POOL_MAP_AHEAD_BURST) return 0;
@@ -231,6 +242,7 @@ static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
 /* Moves idle extents of the VMM region under chunk c's unmapped granules (an unmap and a map each,
  * no physical memory released or created: reserved stays); returns what c still needs mapped. */
 static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pool_vmm *v = &c->region->vmm;
     vmm_recount_locked(p);
     /* nothing idle: no wait; else a block freed on the solo stream may still be in use there */
@@ -244,6 +256,7 @@ static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
 
 /* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped (backing.h). */
 grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
     pool_vmm_mark(v);                            /* c is in use now (CHUNK_USED) */
@@ -332,6 +345,7 @@ void region_drop(pool_region *r) {
  * growth with it moves or unmaps idle memory. A region whose free the driver refuses stays (its
  * bytes counted) and ends it. */
 static void plain_make_room_locked(pool_arena *p, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     if (arena_still(p)) return;
     for (pool_region **link = &p->regions; *link != NULL && arena_headroom(p) < size;) {
         pool_region *r = *link;
@@ -355,6 +369,7 @@ static void plain_make_room_locked(pool_arena *p, size_t size) {
  * growth, idle plain regions go back first when the limit leaves too little (the caller found no
  * free chunk that fits: none of theirs is referred to). */
 grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     size_t headroom = arena_headroom(p), need;
     if (!p->cfg.growth) {
         if (p->regions != NULL || p->cfg.limit < VRAM_POOL_UNIT) return GROW_OFF;
@@ -382,6 +397,7 @@ grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
  * bytes are reserved beyond live blocks. A region whose free the driver refuses stays as it was (its
  * bytes counted) and ends the trim: VRAM_OK, or the refusal. */
 static vram_status trim_plain_regions_locked(pool_arena *p, size_t keep) {
+    POOL_ASSERT_LOCKED(p);
     if (arena_still(p)) return VRAM_OK;
     for (pool_region **link = &p->regions; *link != NULL && arena_cached(p) > keep;) {
         pool_region *r = *link;
@@ -403,12 +419,12 @@ static vram_status trim_plain_regions_locked(pool_arena *p, size_t keep) {
 }
 
 vram_status arena_trim_plain_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     return trim_plain_regions_locked(p, 0);
 }
 
-static vram_status pool_trim_locked(pool_arena *p, size_t keep) {
-    plan_slots_leave_locked(p);                  /* the plan's zone: its free chunks are idle too */
-    pool_flush_caches_locked(p);
+vram_status backing_trim_locked(pool_arena *p, size_t keep) {
+    POOL_ASSERT_LOCKED(p);
     if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
@@ -420,32 +436,14 @@ static vram_status pool_trim_locked(pool_arena *p, size_t keep) {
     return refusal != VRAM_OK ? refusal : s;
 }
 
-void arena_trim_settled(pool_arena *p) {
-    pool_lock_take(&p->lock);
-    pool_flush_caches_locked(p);
-    if (p->pending != NULL) pending_reap_locked(p, 1);
-    if (p->deferred != NULL) deferred_reap_locked(p, 1);
-    (void)pool_trim_locked(p, 0);
-    p->idle_low = arena_cached(p);
-    pool_lock_give(&p->lock);
-}
-
-vram_status arena_trim(pool_arena *p, size_t keep_bytes) {
-    pool_lock_take(&p->lock);
-    vram_status s = pool_trim_locked(p, keep_bytes);
-    p->idle_low = arena_cached(p);
-    pool_lock_give(&p->lock);
-    return s;
-}
-
-void arena_idle_tick(pool_arena *p) {
+int backing_idle_fence(pool_arena *p) {
     /* One stream (solo): a block freed at once may still be used by work queued on the stream. The
      * extents given back below have been idle since before the previous tick, so the event that tick
      * recorded on the stream covers their last frees: wait for it here, without the lock, so that
      * allocations go on while the stream drains (under the lock they waited for the whole queue once
      * a period). */
     const vram__backend *be = p->cfg.backend;
-    if (capture_underway(p)) return;             /* no wait, nothing given back: the next tick */
+    if (capture_underway(p)) return -1;          /* no wait, nothing given back: the next tick */
     pool_lock_take(&p->lock);
     void *fence = p->idle_fence;
     int fenced = !p->idle_fence_failed;
@@ -456,9 +454,12 @@ void arena_idle_tick(pool_arena *p) {
         if (be->event_sync(p->cfg.dev, fence) != VRAM_OK) fenced = 0;
         be->event_destroy(p->cfg.dev, fence);
     }
-    pool_lock_take(&p->lock);
-    plan_slots_idle_locked(p);                   /* a plan no longer stepping: its zone's memory too */
-    pool_flush_caches_locked(p);
+    return fenced;
+}
+
+void backing_idle_release_locked(pool_arena *p, int fenced) {
+    POOL_ASSERT_LOCKED(p);
+    const vram__backend *be = p->cfg.backend;
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 0);
     if (p->deferred != NULL) deferred_reap_locked(p, 0);
@@ -477,5 +478,4 @@ void arena_idle_tick(pool_arena *p) {
     size_t excess = arena_cached(p), unused = p->idle_low < excess ? p->idle_low : excess;
     if (unused > 0) (void)trim_plain_regions_locked(p, excess - unused);   /* regions: by the low-water mark */
     p->idle_low = arena_cached(p);
-    pool_lock_give(&p->lock);
 }

@@ -1,13 +1,13 @@
 /*
  * backing.h: the memory behind an arena's chunks (backing.c): the budgets it draws on, its
  * regions, the mapping of growth, and giving memory back. What the hand-out path asks on every
- * call (the headroom) is here as helpers of the header (POOL_HELPER, pool_internal.h). Pool lock held
+ * call (the headroom) is here as helpers of the header (POOL_HELPER, arena.h). Pool lock held
  * (the budgets and the headroom are atomics, read at any time).
  */
 #ifndef VRAM_POOL_BACKING_H
 #define VRAM_POOL_BACKING_H
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 /* The budgets an arena draws on: its logical device's, shared with its sibling arenas (the
  * limit), and its card's. GROW_OK, or which one refused (and nothing is taken). */

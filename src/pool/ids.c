@@ -8,7 +8,7 @@
  * Invariants: uids start at 1 and are never reused; a thread's seq is set once, by the thread
  * itself (its vram__pool_thread record is its own). Atomics only, no lock.
  */
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 static atomic_ullong uids;               /* pools and arenas created so far */
 static atomic_uint threads;              /* threads that asked for their seq so far */

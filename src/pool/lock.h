@@ -30,6 +30,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "pool/debug.h"
+
 #define POOL_LOCK_NEED 64   /* takes in a row by one thread that bias a lock to it */
 
 typedef struct pool_lock {
@@ -72,6 +74,7 @@ static inline void pool_lock_take(pool_lock *l) {
     }
     if (__builtin_expect(atomic_load_explicit(&l->owner, memory_order_relaxed) != NULL, 0)) pool_lock_unbias(l);
     l->streak_by = NULL;
+    POOL_DEBUG_TAKE(l, POOL_RANK_ARENA);
 }
 
 /* Takes it as thread `self` (not NULL): by the bias when it is self's. */
@@ -82,15 +85,18 @@ static inline void pool_lock_take_by(pool_lock *l, const void *self) {
         if (!atomic_load_explicit(&l->revoked, memory_order_acquire)) {
             l->by_bias = 1;
             l->bias_uses++;
+            POOL_DEBUG_TAKE(l, POOL_RANK_ARENA);
             return;
         }
         atomic_store_explicit(&l->owner_in, 0, memory_order_release);
         pool_lock_wake_revoker(l);
     }
     pool_lock_take_slow(l, self);
+    POOL_DEBUG_TAKE(l, POOL_RANK_ARENA);
 }
 
 static inline void pool_lock_give(pool_lock *l) {
+    POOL_DEBUG_GIVE(l);
     if (l->by_bias) {
         l->by_bias = 0;
         atomic_store_explicit(&l->owner_in, 0, memory_order_release);

@@ -4,12 +4,13 @@
  * (vram_set_live_limit), a memory fraction, the limit, a private pool's share of it,
  * or fragmentation), with the figures that show it, and the largest block a request could get.
  *
- * Counts each report in num_ooms. The arena's pool lock is held by the callers of the _locked
- * functions; arena_oom takes it itself (arenas.c reports once every arena was tried).
+ * A reader (arena.h): the front door settles the arena first (slot mode left, the extents
+ * recounted), so that the report sees every block as a chunk. Counts each report in num_ooms.
+ * Arena lock held.
  */
 #include <stdio.h>
 
-#include "pool/plan_arena.h"
+#include "pool/arena.h"
 
 /* Largest free block within memory held from the driver: in the VMM region, the longest mapped
  * run inside a free chunk (classes are visited largest first, and the walk stops once no class can
@@ -24,6 +25,7 @@ static int largest_mapped_visit(pool_chunk *c, void *ctx, size_t *floor) {
 }
 
 size_t pool_largest_free_locked(const pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL) {
         pool_chunk *largest = free_bins_largest(&p->bins);
         return largest ? largest->size : 0;
@@ -35,10 +37,11 @@ size_t pool_largest_free_locked(const pool_arena *p) {
 }
 
 /* With growth by mapping: the free bytes of the arena that lie in granules shared with blocks in
- * use (mapped, not idle), which neither move under another block nor go back. Recounts the extents. */
-static size_t oom_stuck_locked(pool_arena *p) {
+ * use (mapped, not idle), which neither move under another block nor go back. The extents are
+ * recounted (the front door settles them before a report). */
+static size_t oom_stuck_locked(const pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL) return 0;
-    vmm_recount_locked(p);
     size_t free_bytes = p->reserved - p->current, idle = p->vmm->vmm.idle;
     return free_bytes > idle ? free_bytes - idle : 0;
 }
@@ -76,6 +79,19 @@ static void oom_moved_cap(const pool_arena *p, size_t limit, size_t reserved, ch
     }
 }
 
+/* The cause when the driver refused memory: the card is full, with what other processes hold
+ * (`reserved`: what this process holds when it has no card budget). */
+static void oom_card_full(const pool_arena *p, size_t reserved, const char *driver_msg, char *out, size_t len) {
+    size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
+    char others[192] = "";
+    if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
+        size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
+        snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes (or other "
+                 "allocators in this one) hold about %zu bytes", card_free, card_total, other);
+    }
+    snprintf(out, len, "the card itself is full: the driver refused more memory (%s)%s", driver_msg, others);
+}
+
 /* The out-of-memory error: this arena's figures, or with `all` those of every arena of the
  * logical device (summed by arenas.c). */
 static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t rounded, grow_result why,
@@ -91,15 +107,7 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     char cause[1536], stuck_msg[384];
     oom_stuck_sentence(p, all ? 0 : stuck, current, rounded, limit, stuck_msg, sizeof stuck_msg);
     if (why == GROW_DRIVER) {
-        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
-        char others[160] = "";
-        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
-            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
-            snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes "
-                     "(or other allocators in this one) hold about %zu bytes", card_free, card_total, other);
-        }
-        snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s",
-                 driver_msg, others);
+        oom_card_full(p, reserved, driver_msg, cause, sizeof cause);
     } else if (why == GROW_CARD_LIMIT && atomic_load(&p->cfg.budget->external) == atomic_load(&p->cfg.budget->cap)) {
         snprintf(cause, sizeof cause, "the limit of %zu bytes set on this process's card from outside it (vram "
                  "limit) is reached, shared by its logical devices", atomic_load(&p->cfg.budget->cap));
@@ -142,37 +150,20 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
                       largest_free, free_bytes);
 }
 
-vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
-    plan_slots_leave_locked(p);              /* the report walks the chunks */
+vram_status oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
+    POOL_ASSERT_LOCKED(p);
     p->num_ooms++;
-    return pool_oom_report(p, size, rounded, why, NULL, oom_stuck_locked(p));
+    return pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
 }
 
-vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
-    pool_lock_take(&p->lock);
-    plan_slots_leave_locked(p);
-    p->num_ooms++;
-    vram_status s = pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
-    pool_lock_give(&p->lock);
-    return s;
-}
-
-vram_status pool_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
+vram_status oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why) {
     char driver_msg[1024], cause[1536];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     size_t reserved = atomic_load(&p->shared->reserved);
     size_t limit = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);   /* (a fraction's) */
     if (limit > p->cfg.limit) limit = p->cfg.limit;
     if (why == GROW_DRIVER) {
-        size_t card_free = 0, card_total = 0, ours = p->cfg.budget ? atomic_load(&p->cfg.budget->reserved) : reserved;
-        char others[192] = "";
-        if (p->cfg.backend->mem_info(p->cfg.dev, &card_free, &card_total) == VRAM_OK) {
-            size_t other = card_total - card_free > ours ? card_total - card_free - ours : 0;
-            snprintf(others, sizeof others, "; the card has %zu of %zu bytes free and other processes (or other "
-                     "allocators in this one) hold about %zu bytes", card_free, card_total, other);
-        }
-        snprintf(cause, sizeof cause, "the card itself is full: the driver refused more memory (%s)%s", driver_msg,
-                 others);
+        oom_card_full(p, reserved, driver_msg, cause, sizeof cause);
     } else if (why == GROW_CARD_LIMIT) {
         snprintf(cause, sizeof cause, "the physical device's limit is reached (%s), shared by its logical devices",
                  p->cfg.budget->cap_source);

@@ -8,7 +8,7 @@
 #ifndef VRAM_POOL_OVERFLOW_H
 #define VRAM_POOL_OVERFLOW_H
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 typedef struct pool_overflow pool_overflow;
 

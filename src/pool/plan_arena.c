@@ -60,6 +60,7 @@ void plan_arena_destroy(pool_arena *p) {
  * first and the last merged with their free neighbours outside), its blocks become best fit's. One
  * walk over the zone's chunks. */
 static void plan_zone_dissolve_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *first = p->plan_first, *last = NULL;
     uint64_t hi = p->plan_hi;
     if (hi == 0) return;
@@ -82,6 +83,7 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
 /* The plan is followed no more: best fit serves from now on, in all memory, the zone's too; the
  * detector, fed again, has PLAN_QUIET requests to find what the program does now. */
 static void plan_end_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     plan_slots_leave_locked(p);
     pl->quiet = 0;
@@ -95,6 +97,7 @@ static void plan_end_locked(pool_arena *p) {
  * free), away from the memory best fit holds at the bottom (the zone's memory comes from moves, when
  * the plan starts); 0, or -1 when the end is not free or too small. */
 static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
+    POOL_ASSERT_LOCKED(p);
     size_t gran = p->cfg.caps.granularity;
     pool_chunk *c = p->vmm != NULL ? p->vmm->last : NULL;
     if (c == NULL || c->state != CHUNK_FREE || c->addr < p->small_end || c->size < bytes + gran) return -1;
@@ -127,6 +130,7 @@ static int held_at_first_step(const pool_chunk *c, const pool_plan *plan) {
 /* The bytes of memory that the blocks hold outside the zone of `plan` at its first step (held_at_first_step): the
  * granules under them in the VMM region, each once, and the plain regions whole. */
 static size_t held_outside_plan_locked(const pool_arena *p, const pool_plan *plan) {
+    POOL_ASSERT_LOCKED(p);
     size_t gran = p->cfg.caps.granularity, held = 0, last = SIZE_MAX;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         if (r->kind != REGION_VMM) held += r->held;
@@ -146,6 +150,7 @@ static size_t held_outside_plan_locked(const pool_arena *p, const pool_plan *pla
  * granule to spare) is dropped and the detector stops: best fit packs the step into the holes
  * between those blocks, which the zone cannot use (resnet50_train at peak live / 0.995). */
 static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     size_t gran = p->cfg.caps.granularity, bytes = vram__round_up(plan->top, gran);
     if (p->cfg.limit_chosen && plan->planned > 0 &&
@@ -176,11 +181,13 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
 
 /* The detector rests: the arena stops calling the planner (plan_sees) for PLAN_NAP requests. */
 static void plan_rest_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     p->planner->resting = 1;
     p->plan_nap = PLAN_NAP;
 }
 
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl->active) return;
     int grew = p->reserved > pl->reserved_seen;
@@ -235,6 +242,7 @@ static vmm_range *wrap_places(const pool_arena *p, size_t *n) {
  * holds (idle memory moves under a block before more is mapped); there the zone's unmapped rest
  * gets the idle memory and what is idle outside goes back (plan_alloc_locked). */
 static void plan_step_begins_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     pl->steps++;
     pl->first = !pl->given_back;
@@ -257,56 +265,71 @@ static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
     return c != NULL && c->addr <= at && c->addr < p->plan_hi ? c : NULL;
 }
 
-/* Hands out planned request k's block at its place in the zone from chunk c (free, holding the
- * place): 1, or 0 when c does not hold it or the limit refuses (the plan ends then). */
-static int plan_take_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t size, size_t rounded, void *stream,
-                            void **ptr) {
+/* Planned request k's place in the zone, cut from chunk c (free, holding the place): PLAN_PLACE with
+ * *place, for the allocation path to hand out (plan_placed_locked then), or, when c does not hold
+ * the place, PLAN_BEST_FIT (the plan ends). */
+static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t rounded, int before_first,
+                             pool_chunk **place) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     uint64_t at = p->plan_lo + pl->plan.offset[k];
-    grow_result why = GROW_OK;
     if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
-        (c = chunk_cut_at_locked(p, c, at)) == NULL ||
-        arena_take_locked(p, c, size, rounded, stream, ptr, &why) != VRAM_OK) {   /* (the limit: best */
-        plan_end_locked(p);                                                         /*  fit tries, reports) */
+        (c = chunk_cut_at_locked(p, c, at)) == NULL) {
+        plan_end_locked(p);
+        return PLAN_BEST_FIT;
+    }
+    pl->place_k = k;
+    pl->place_before_first = before_first;
+    *place = c;
+    return PLAN_PLACE;
+}
+
+int plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream) {
+    POOL_ASSERT_LOCKED(p);
+    pool_planner *pl = p->planner;
+    if (taken == NULL) {                       /* (the limit: best fit tries, and reports) */
+        plan_end_locked(p);
         return 0;
     }
-    p->last_taken->plan_k = k + 1;
-    pl->chunk[k] = p->last_taken;
+    uint32_t k = pl->place_k;
+    taken->plan_k = k + 1;
+    pl->chunk[k] = taken;
+    if (pl->place_before_first) plan_noted_locked(p, taken, rounded, stream);   /* (the detector counts it) */
     return 1;
 }
 
 /* A request while a plan waits for its first step (the step before it): one that lives into the
  * first step is placed in the zone already, so that the first step finds it where the plan says. */
-static int plan_before_first_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr) {
+static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream, pool_chunk **place) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
     uint64_t k = pl->det.requests + plan->period - plan->start_request;   /* (in [1, period)) */
     if (k >= plan->period || plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) ||
         arena_still(p)) {
         plan_end_locked(p);
-        return 0;
+        return PLAN_BEST_FIT;
     }
-    if (!plan->wraps[k]) return 0;
+    if (!plan->wraps[k]) return PLAN_BEST_FIT;
     uint64_t at = p->plan_lo + plan->offset[k];
-    if (!plan_take_locked(p, zone_chunk_at(p, p->plan_first, at), (uint32_t)k, size, rounded, stream, ptr)) return 0;
-    plan_noted_locked(p, p->last_taken, rounded, stream);   /* (the detector counts it as any) */
-    return 1;
+    return plan_place_locked(p, zone_chunk_at(p, p->plan_first, at), (uint32_t)k, rounded, 1, place);
 }
 
-int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, vram_status *s) {
+int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl->armed && pl->det.requests == pl->plan.start_request) {
         pl->armed = p->plan_hold = 0;
         pl->active = 1;
         pl->pos = 0;
     }
-    if (pl->armed) return (*s = VRAM_OK, plan_before_first_locked(p, size, rounded, stream, ptr));
-    if (!pl->active) return 0;
+    if (pl->armed) return plan_before_first_locked(p, rounded, stream, place);
+    if (!pl->active) return PLAN_BEST_FIT;
     const pool_plan *plan = &pl->plan;
     uint32_t k = pl->pos;
     if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {
         plan_end_locked(p);
-        return 0;
+        return PLAN_BEST_FIT;
     }
     if (pl->settle_due && k == plan->settle % plan->period) {
         pl->settle_due = p->plan_hold = 0;
@@ -319,26 +342,24 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
             pl->slot_misses++;
             plan_slots_leave_locked(p);        /* a block freed late: the zone's chunks decide */
         } else if (plan->offset[k] == PLAN_UNPLANNED) {
-            return 0;
+            return PLAN_BEST_FIT;
         } else if (plan_slot_take_locked(p, k, size, stream, ptr)) {
-            *s = VRAM_OK;
-            return 1;
+            return PLAN_SERVED;
         } else {
             plan_slots_leave_locked(p);
         }
     }
-    if (plan->offset[k] == PLAN_UNPLANNED) return 0;
+    if (plan->offset[k] == PLAN_UNPLANNED) return PLAN_BEST_FIT;
     /* the free chunk holding the place starts where the planned block below it ends; in the first
      * step, blocks of the step before may lie there or not: a walk up from the last one known */
     int32_t q = pl->first ? plan->below_first[k] : plan->below[k];
     pool_chunk *c = q < 0 ? p->plan_first : pl->chunk[q] != NULL ? pl->chunk[q]->next : NULL;
     if (pl->first) c = zone_chunk_at(p, c != NULL ? c : p->plan_first, p->plan_lo + plan->offset[k]);
-    if (!plan_take_locked(p, c, k, size, rounded, stream, ptr)) return 0;
-    *s = VRAM_OK;
-    return 1;
+    return plan_place_locked(p, c, k, rounded, 0, place);
 }
 
 int plan_give_way_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL || (!pl->armed && !pl->active)) return 0;
     plan_end_locked(p);
@@ -346,6 +367,7 @@ int plan_give_way_locked(pool_arena *p) {
 }
 
 int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (c->slot) {                             /* a slot's (or one that was, before slot mode ended) */
         uint32_t k = c->plan_k - 1;
@@ -371,6 +393,7 @@ int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
 }
 
 void plan_arena_end_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL) return;
     if (pl->active || pl->armed) plan_end_locked(p);
@@ -378,6 +401,7 @@ void plan_arena_end_locked(pool_arena *p) {
 }
 
 void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
+    POOL_ASSERT_LOCKED(p);
     const pool_planner *pl = p->planner;
     if (pl == NULL) return;
     info->plan_bytes = pl->active ? (size_t)(p->plan_hi - p->plan_lo) : 0;

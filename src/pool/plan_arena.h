@@ -16,7 +16,9 @@
  * its offset from the free chunk that starts where its planned neighbour below ends (a pointer and
  * a check that the chunk is free over the whole place, not a search) and handed out as any
  * block (the pointer table, the statistics, the mapping under it); an unplanned one (a block that
- * outlives its step) goes to best fit. While the plan waits for its first step, a request whose block
+ * outlives its step) goes to best fit. The plan chooses the place and cuts it out; the allocation
+ * path (arena_alloc.c) hands it out and tells the plan (plan_placed_locked), so that the plan never
+ * calls up into the path that calls it. While the plan waits for its first step, a request whose block
  * lives into the next step is placed in the zone already; in the first step the blocks of the step
  * before may lie outside the zone, so a planned request's chunk is found by a walk up from its
  * neighbour. At the first planned step's start the idle memory moves into the zone (but for the
@@ -45,7 +47,7 @@
 #define VRAM_POOL_PLAN_ARENA_H
 
 #include "pool/plan.h"
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 typedef struct pool_planner {
     plan_detector det;
@@ -57,6 +59,8 @@ typedef struct pool_planner {
                                     that live into it are best fit's) */
     int           settle_due;    /* the idle memory goes back again at the plan's settle request */
     uint32_t      pos;           /* the index in the step of the next request */
+    uint32_t      place_k;       /* the planned request whose place plan_alloc_locked chose last, */
+    int           place_before_first;   /* while the plan waited for its first step */
     pool_chunk  **chunk;         /* [period]: the live block of planned request k (its latest), or NULL */
     size_t        live_high;     /* the most bytes in use the detector saw */
     uint64_t      steps, ends;   /* steps begun under a plan, plans ended early */
@@ -78,7 +82,7 @@ typedef struct pool_planner {
     size_t        reserved_seen; /* the arena's reserved bytes at the last request fed */
 } pool_planner;
 
-/* Whether the planner sees this request (pool lock held, p->planner set): not while its detector
+/* Whether the planner sees this request (arena lock held, p->planner set): not while its detector
  * rests and no plan waits or is followed (p->plan_nap counts down to its next look; growth of
  * reserved memory ends the rest at the next request, note_reserved_locked). */
 static inline int plan_sees(pool_arena *p) {
@@ -89,26 +93,32 @@ static inline int plan_sees(pool_arena *p) {
 void plan_arena_enable(pool_arena *p);
 void plan_arena_destroy(pool_arena *p);
 
-/* Before best fit (pool lock held; only when plan_sees): 1 when the plan served the request (*s, *ptr
- * set); 0 when best fit must (the request was unplanned, or the plan just ended). */
-int  plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, vram_status *s);
-/* After best fit served request c (pool lock held; only when plan_sees): the detector's note; may put
+/* Before best fit (arena lock held; only when plan_sees): PLAN_SERVED when slot mode served the request
+ * (*ptr set), PLAN_PLACE when the plan chose its place: *place, a free chunk cut at it, which the
+ * allocation path hands out and then tells plan_placed_locked (the block, or NULL when the hand-out
+ * failed: the plan ends); PLAN_BEST_FIT when best fit must (the request was unplanned, or the plan just
+ * ended). plan_placed_locked returns 1 when the block is the plan's, 0 when the plan ended. */
+enum { PLAN_BEST_FIT, PLAN_SERVED, PLAN_PLACE };
+int  plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place);
+int  plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream);
+/* After best fit served request c (arena lock held; only when plan_sees): the detector's note; may put
  * a plan in force, or rest the detector. */
 void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream);
-/* A request found no memory, even at the limit's fallbacks (pool lock held): a plan waiting or in force
+/* A request found no memory, even at the limit's fallbacks (arena lock held): a plan waiting or in force
  * ends, its zone's free chunks and idle granules becoming best fit's; 1 when one did (the request
  * tries again), 0 when there was none. */
 int  plan_give_way_locked(pool_arena *p);
-/* Block c is being freed (pool lock held), `at_once`: straight to the free bins (not stream-ordered
+/* Block c is being freed (arena lock held), `at_once`: straight to the free bins (not stream-ordered
  * nor deferred). 1 when that is done (a slot's free, at once), 0 when the caller frees c. Nothing to
  * do (the caller may skip it) for a block with plan_id, plan_k and slot all 0: one the planner did
  * not see. */
 int  plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
-/* Slot mode (plan_slots.c), pool lock held. Enter: at a step's start, when the zone is mapped whole
+/* Slot mode (plan_slots.c), arena lock held. Enter: at a step's start, when the zone is mapped whole
  * and holds no live block but those of the step before that live into this one: 1 when it did.
  * Leave: the zone's chunks as before (its live blocks, the free chunks between them); nothing
  * without a planner or out of slot mode. Every walk of an arena's chunks (snapshot, statistics,
- * check, the out-of-memory report, trim, the live blocks, destruction) leaves first. */
+ * check, the out-of-memory report, trim, the live blocks, destruction) leaves first: the front
+ * door's settle (arena.c). */
 int  plan_slots_enter_locked(pool_arena *p);
 void plan_slots_leave_locked(pool_arena *p);
 /* Slot mode: request k of the step (planned) gets its slot: 1, or 0 when the slot is taken or the
@@ -119,10 +129,10 @@ int  plan_slots_due_ok(const pool_arena *p, uint32_t k);
 /* The idle tick: slot mode is left when no step began since the last tick (the program stopped
  * stepping), so that the zone's idle memory can go back as any. */
 void plan_slots_idle_locked(pool_arena *p);
-/* The plan in force (or waiting for its first step) ends, as at a difference (pool lock held): the
+/* The plan in force (or waiting for its first step) ends, as at a difference (arena lock held): the
  * arena goes to sleep (sleep.c). Nothing without a planner. */
 void plan_arena_end_locked(pool_arena *p);
-/* The plan's figures of vram_memory_info (pool lock held): zeros without a planner. */
+/* The plan's figures of vram_memory_info (arena lock held): zeros without a planner. */
 void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info);
 
 #endif /* VRAM_POOL_PLAN_ARENA_H */

@@ -24,6 +24,7 @@
  * (then chunk[k] == slot[k], and the record's `slot` is 1) and FREE otherwise; no slot is in the
  * free bins or a thread cache (tc_park refuses records with `slot` set). Pool lock held throughout.
  */
+#include "pool/pointer_table.h"
 #include "pool/plan_arena.h"
 
 #include <stdlib.h>
@@ -107,7 +108,7 @@ static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool
             pl->reserve = c;
         } else {
             c->prev = c->next = NULL;     /* a live slot now: chunk[k] (tc_multi is 0: no thread */
-            c->slot = 1;                  /* parks without the pool lock; when one does, it sees this) */
+            c->slot = 1;                  /* parks without the arena lock; when one does, it sees this) */
         }
         if (end) break;
     }
@@ -116,6 +117,7 @@ static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool
 }
 
 int plan_slots_enter_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
     size_t nfree, nlive;
@@ -178,6 +180,7 @@ static void link_after(pool_region *r, pool_chunk **tail, pool_chunk *c) {
 }
 
 void plan_slots_leave_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL || pl->zone == NULL) return;
     const pool_plan *plan = &pl->plan;
@@ -230,9 +233,10 @@ int plan_slots_due_ok(const pool_arena *p, uint32_t k) {
 }
 
 int plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     pool_chunk *c = pl->slot[k];
-    if (c->state != CHUNK_FREE || live_put(p, c) != 0) return 0;
+    if (c->state != CHUNK_FREE || ptr_table_put(p, c) != 0) return 0;
     c->state = CHUNK_USED;
     c->slot = 1;
     c->stream = stream;
@@ -245,6 +249,7 @@ int plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, 
 }
 
 void plan_slots_idle_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL) return;
     if (pl->zone != NULL && pl->slot_steps == pl->slot_steps_seen) plan_slots_leave_locked(p);

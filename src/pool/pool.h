@@ -44,7 +44,7 @@ typedef struct vram__pool_config {
     size_t               max_extent;     /* growth: largest physical extent mapped at once; larger ones
                                             cost fewer driver calls, smaller ones go back more finely.
                                             0: limit / 256, between one granule and 256 MiB;
-                                            limit / 128, at most 1 GiB, from 64 GiB (pool_internal.h);
+                                            limit / 128, at most 1 GiB, from 64 GiB (arena.h);
                                             one granule when limit_chosen or plan */
     int                  limit_chosen;   /* the limit was set for this pool (an environment variable,
                                             vram_set_memory_limit, a fraction, a logical device's size),
@@ -162,7 +162,7 @@ static inline const char *vram__pool_free_name(vram__free_kind how) {
 }
 
 /* Private pools (arenas.c): arenas of their own on the same limit, for requests made into them only
- * (PyTorch's CUDA-graph pools). Each call says why it refused; `id` is the pool's slot. */
+ * (PyTorch's CUDA-graph pools). Each call says why it refused; `id` is the private pool's index. */
 /* The pool carries `tag` (its creator's: vram_set_tag; 0 none): it sleeps and wakes with the tag. */
 vram_status vram__pool_private_create(vram__pool *pool, unsigned tag, int *id);
 vram_status vram__pool_private_alloc(vram__pool *pool, vram__pool_thread *me, int id, size_t size, void *stream,

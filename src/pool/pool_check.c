@@ -18,6 +18,7 @@ typedef struct check_tally {
 
 static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const pool_chunk *c,
                                       check_tally *t) {
+    POOL_ASSERT_LOCKED(p);
     if (c->region != r) return "a chunk points to another region";
     if (c->size == 0 || c->size % VRAM_POOL_UNIT != 0 || c->addr % VRAM_POOL_UNIT != 0) {
         return "a chunk is empty or not 256-byte aligned";
@@ -77,6 +78,7 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
 }
 
 static const char *check_region_locked(pool_arena *p, const pool_region *r, check_tally *t) {
+    POOL_ASSERT_LOCKED(p);
     if (r->first != NULL && r->first->addr != r->base) return "the first chunk does not start the region";
     size_t sum = 0;
     t->region_busy = 0;
@@ -89,7 +91,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
     if (sum != r->size) return "chunk sizes do not add up to the region";
     if (r->kind == REGION_VMM) {
         static _Thread_local char msg[256];
-        vmm_recount_locked(p);           /* counted lazily: recounted here from the blocks */
+        /* (counted lazily: the front door recounted them from the blocks before the check) */
         if (pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
         size_t busy = 0;
         for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
@@ -103,7 +105,8 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
 
 /* The thread caches: every parked chunk is USED, marked, of its bin's size, and the bytes agree. */
 static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
-    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
+    POOL_ASSERT_LOCKED(p);
+    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) {
         const pool_tcache *tc = &p->tc[i];
         size_t bytes = 0;
         for (int k = 0; k < TC_BINS; k++) {
@@ -123,6 +126,7 @@ static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
 /* Every free chunk of the small zone is in its bins, of the plan's zone in its own, every other one
  * in the rest's. */
 static const char *check_zones_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     size_t n[2] = {0, 0}, bytes[2] = {0, 0};
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
@@ -144,6 +148,7 @@ static const char *check_zones_locked(pool_arena *p) {
 
 /* PyTorch's figures (pool_stats) agree with the pool's own counts; kinds add up to all. */
 static const char *check_stats_locked(const pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     const pool_stats *st = &p->stats;
     const pool_stat *by[] = {st->req, st->segs, st->held};   /* (blocks and bytes of all: the pool's own) */
     for (size_t i = 0; i < sizeof by / sizeof by[0]; i++) {
@@ -165,35 +170,39 @@ static const char *check_stats_locked(const pool_arena *p) {
     return NULL;
 }
 
-vram_status arena_check(pool_arena *p) {
+/* The lengths of the pending and deferred lists (walked by their links); NULL, or why not right. */
+static const char *check_lists_locked(const pool_arena *p, size_t *pending, size_t *deferred) {
+    POOL_ASSERT_LOCKED(p);
+    const pool_chunk *last = NULL;
+    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) (*pending)++;
+    for (const pool_chunk *c = p->deferred; c != NULL && *deferred <= p->deferred_count; c = c->uses->next) {
+        if (c->uses == NULL || c->uses->nevents == 0) break;
+        (*deferred)++;
+        last = c;
+    }
+    return last != p->deferred_tail ? "the deferred list's last block is not its tail" : NULL;
+}
+
+vram_status check_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;
-    pool_lock_take(&p->lock);
-    plan_slots_leave_locked(p);              /* the zone's chunks, checked as any (plan_slots.c) */
-    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) pool_spin_lock(&p->tc[i].lock);
-    for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->live[i].lock);
+    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) pool_spin_lock(&p->tc[i].lock, POOL_RANK_TCACHE);
+    for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->ptr_table[i].lock, POOL_RANK_SHARD);
     size_t parked = 0, mapped = 0;
     why = check_caches_locked(p, &parked);
-    for (int i = 0; i < POOL_SHARDS; i++) mapped += p->live[i].map.count;
+    for (int i = 0; i < POOL_SHARDS; i++) mapped += p->ptr_table[i].map.count;
     for (const pool_region *r = p->regions; r != NULL && why == NULL; r = r->next) {
         why = check_region_locked(p, r, &t);
     }
     if (why == NULL && t.parked_count != parked) why = "parked chunks and the thread caches disagree";
     size_t pending = 0, deferred = 0;
-    const pool_chunk *last = NULL;
-    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) pending++;
-    for (const pool_chunk *c = p->deferred; c != NULL && deferred <= p->deferred_count; c = c->uses->next) {
-        if (c->uses == NULL || c->uses->nevents == 0) break;
-        deferred++;
-        last = c;
-    }
-    if (why == NULL && last != p->deferred_tail) why = "the deferred list's last block is not its tail";
+    if (why == NULL) why = check_lists_locked(p, &pending, &deferred);
     if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);
-    if (why == NULL) why = arena_sleep_check_marks_locked(p);
     if (why != NULL) {
     } else if (t.free_count != p->bins.count + p->sbins.count + p->pbins.count ||
                t.free_bytes != p->bins.bytes + p->sbins.bytes + p->pbins.bytes) {
@@ -221,8 +230,7 @@ vram_status arena_check(pool_arena *p) {
     }
     vram_status s = VRAM_OK;
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
-    for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->live[i].lock);
-    for (int i = TC_SLOTS - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
-    pool_lock_give(&p->lock);
+    for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->ptr_table[i].lock);
+    for (int i = TC_CACHES - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
     return s;
 }

@@ -3,10 +3,12 @@
  * segments, the pieces of device memory held (a mapped run of growth's reserved range, or a plain
  * region), and the chunks over them in address order, cut at the segments' edges.
  *
- * Under the arena lock (arenas.c takes every arena's at once); reads the chunks, the pointer-table
- * state a chunk carries and the VMM region's granule bitmap, changes nothing.
+ * A reader (arena.h): the front door settles the arena first (slot mode left: the zone's blocks as
+ * chunks; the thread caches flushed: parked blocks are free for the program). Under the arena lock
+ * (arenas.c takes every arena's at once); reads the chunks, the pointer-table state a chunk carries
+ * and the VMM region's granule bitmap, changes nothing.
  */
-#include "pool/plan_arena.h"
+#include "pool/arena.h"
 
 typedef struct snap_out {
     vram_segment_info *segs;
@@ -55,11 +57,10 @@ static void snap_segment(snap_out *o, const pool_arena *p, int private_pool, int
     o->nsegs++;
 }
 
-void arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
-                           size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
+void snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
+                     vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
+    POOL_ASSERT_LOCKED(p);
     snap_out o = {segs, seg_cap, *nsegs, blocks, block_cap, *nblocks};
-    plan_slots_leave_locked(p);                        /* the zone's blocks as chunks (plan_slots.c) */
-    pool_flush_caches_locked(p);                       /* parked blocks are free for the program */
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         const pool_chunk *c = r->first;
         if (r->kind == REGION_PLAIN) {

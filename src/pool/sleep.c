@@ -30,13 +30,14 @@
  * marked asleep, none is parked, and record->bytes is their size; a chunk marked asleep is USED. A
  * block's bytes are at host + its run's host_off + its offset in the run. host_kept is set only while
  * the arena is awake (a sleep takes it or frees it). Everything here runs under
- * the arena's pool lock; the marks are written under the shards' locks too (thread_cache.c reads them
+ * the arena lock; the marks are written under the shards' locks too (thread_cache.c reads them
  * under those).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/pointer_table.h"
 #include "pool/backing.h"
 #include "pool/plan_arena.h"
 #include "pool/split_merge.h"
@@ -66,6 +67,7 @@ typedef struct pool_sleep {
 /* Sets (1) or clears (0) the mark of every USED chunk, under its shard's lock when the shards are
  * shared (a cache's take or park reads it there). */
 static void mark_all_locked(pool_arena *p, uint8_t asleep) {
+    POOL_ASSERT_LOCKED(p);
     int shared = shards_shared(p);
     for (pool_region *r = p->regions; r != NULL; r = r->next) {
         for (pool_chunk *c = r->first; c != NULL; c = c->next) {
@@ -79,6 +81,7 @@ static void mark_all_locked(pool_arena *p, uint8_t asleep) {
 
 /* Clears the marks of chunks that are not USED (blocks parked when the marks were set, freed since). */
 static void unmark_free_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     for (pool_region *r = p->regions; r != NULL; r = r->next) {
         for (pool_chunk *c = r->first; c != NULL; c = c->next) {
             if (c->state != CHUNK_USED) c->asleep = 0;
@@ -88,7 +91,8 @@ static void unmark_free_locked(pool_arena *p) {
 
 /* ---- going to sleep --------------------------------------------------------------------------- */
 
-vram_status arena_sleep_check_locked(pool_arena *p) {
+vram_status sleep_check_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;                       /* (it stays as it is) */
     if (!p->cfg.growth) {
         return vram__fail(VRAM_ERR_UNSUPPORTED, "%s preallocates its memory (memory growth is off): its blocks lie in "
@@ -146,6 +150,7 @@ static int stream_add(void ***s, size_t *n, size_t *cap, void *stream) {
 /* Waits for every stream a live block was allocated on (NULL: vram_malloc's, the legacy default
  * stream) or used on (vram_record_stream), and for the frees in flight. */
 static vram_status wait_streams_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (p->unrecorded > 0) pending_record_locked(p);
     if (p->pending != NULL) pending_reap_locked(p, 1);
@@ -185,6 +190,7 @@ static vram_status wait_streams_locked(pool_arena *p) {
  * no block live in a plain region); *bytes their sum. NULL with *n 0 when there is no block; NULL with
  * *n 1 without host memory. */
 static sleep_run *live_runs_locked(pool_arena *p, size_t *n, size_t *bytes) {
+    POOL_ASSERT_LOCKED(p);
     sleep_run *runs = NULL;
     size_t cap = 0;
     *n = *bytes = 0;
@@ -214,6 +220,7 @@ static sleep_run *live_runs_locked(pool_arena *p, size_t *n, size_t *bytes) {
  * it is large enough (pinning memory costs more than copying it: an RL loop's sleeps after the first
  * copy at the bus's rate), else a new one (the one kept, too small, goes first). */
 static vram_status offload_locked(pool_arena *p, pool_sleep *rec) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     vram_status s = VRAM_OK;
     if (p->host_kept != NULL && p->host_kept_bytes >= rec->bytes) {
@@ -257,7 +264,8 @@ static void record_free(pool_arena *p, pool_sleep *rec) {
     free(rec);
 }
 
-vram_status arena_sleep_locked(pool_arena *p, int offload) {
+vram_status sleep_locked(pool_arena *p, int offload) {
+    POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;
     if (p->planner != NULL) plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
     pool_flush_caches_locked(p);
@@ -300,7 +308,7 @@ vram_status arena_sleep_locked(pool_arena *p, int offload) {
 
 /* ---- asleep ------------------------------------------------------------------------------------ */
 
-vram_status arena_asleep_refusal(const pool_arena *p, size_t size) {
+vram_status sleep_refusal(const pool_arena *p, size_t size) {
     const char *tag = vram__tag_name(p->tag);
     char whose[128];
     if (tag != NULL) snprintf(whose, sizeof whose, "the memory of the tag '%s'", tag);
@@ -309,13 +317,15 @@ vram_status arena_asleep_refusal(const pool_arena *p, size_t size) {
                       "(vram_sleep), off the card until vram_wake brings it back", p->cfg.name, size, whose);
 }
 
-void arena_sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
+void sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
+    POOL_ASSERT_LOCKED(p);
     info->asleep_bytes = p->asleep ? p->sleep->bytes : 0;
     info->asleep_host_bytes = p->asleep && p->sleep->host != NULL ? p->sleep->host_bytes : 0;
     info->host_kept_bytes = p->host_kept_bytes;
 }
 
-vram_status arena_host_kept_free_locked(pool_arena *p) {
+vram_status sleep_host_kept_free_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     void *host = p->host_kept;
     p->host_kept = NULL;
     p->host_kept_bytes = 0;
@@ -324,7 +334,8 @@ vram_status arena_host_kept_free_locked(pool_arena *p) {
                         : VRAM_OK;
 }
 
-void arena_sleep_free_locked(pool_arena *p, pool_chunk *c) {
+void sleep_free_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     if (p->planner != NULL) (void)plan_free_locked(p, c, 1);   /* (the detector's note; no plan is in force) */
     c->asleep = 0;
@@ -339,13 +350,14 @@ void arena_sleep_free_locked(pool_arena *p, pool_chunk *c) {
     }
 }
 
-void arena_sleep_drop(pool_arena *p) {
+void sleep_drop(pool_arena *p) {
     record_free(p, p->sleep);
     p->sleep = NULL;
     p->asleep = 0;
 }
 
-const char *arena_sleep_check_marks_locked(pool_arena *p) {
+const char *sleep_check_marks_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if ((p->asleep != 0) != (p->sleep != NULL)) return "an arena asleep has no record of its sleep, or the reverse";
     size_t bytes = 0;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
@@ -366,7 +378,8 @@ const char *arena_sleep_check_marks_locked(pool_arena *p) {
 
 /* ---- waking ------------------------------------------------------------------------------------ */
 
-vram_status arena_wake_plan_locked(pool_arena *p, size_t *need) {
+vram_status wake_plan_locked(pool_arena *p, size_t *need) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     pool_vmm *v = &p->vmm->vmm;
     size_t words = pool_vmm_bit_words(v);
@@ -383,13 +396,15 @@ vram_status arena_wake_plan_locked(pool_arena *p, size_t *need) {
     return VRAM_OK;
 }
 
-grow_result arena_wake_budget_locked(pool_arena *p) {
+grow_result wake_budget_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     grow_result why = arena_budget_take(p, p->sleep->need);
     p->sleep->taken = why == GROW_OK;
     return why;
 }
 
-vram_status arena_wake_map_locked(pool_arena *p) {
+vram_status wake_map_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     pool_vmm_change d;
     vram_status s = pool_vmm_map_bits(&p->vmm->vmm, rec->want, &d);
@@ -399,7 +414,8 @@ vram_status arena_wake_map_locked(pool_arena *p) {
     return s;
 }
 
-vram_status arena_wake_copy_locked(pool_arena *p) {
+vram_status wake_copy_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     const vram__backend *be = p->cfg.backend;
     if (rec->host == NULL) return VRAM_OK;                   /* discarded, or no block left */
@@ -424,7 +440,8 @@ vram_status arena_wake_copy_locked(pool_arena *p) {
     return VRAM_OK;
 }
 
-void arena_wake_undo_locked(pool_arena *p, int mapped) {
+void wake_undo_locked(pool_arena *p, int mapped) {
+    POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     if (mapped) {                       /* what the map made goes back (the budgets with it) */
         pool_vmm_change d;
@@ -439,7 +456,8 @@ void arena_wake_undo_locked(pool_arena *p, int mapped) {
     rec->want = NULL;
 }
 
-void arena_wake_done_locked(pool_arena *p) {
+void wake_done_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     mark_all_locked(p, 0);
     p->vmm->vmm.stale = 1;
     if (p->sleep->host != NULL && p->host_kept == NULL) {   /* kept for the next sleep (offload_locked) */
@@ -447,5 +465,5 @@ void arena_wake_done_locked(pool_arena *p) {
         p->host_kept_bytes = p->sleep->host_bytes;
         p->sleep->host = NULL;
     }
-    arena_sleep_drop(p);
+    sleep_drop(p);
 }

@@ -10,6 +10,8 @@
 #include <sched.h>
 #include <stdatomic.h>
 
+#include "pool/debug.h"
+
 typedef struct pool_spin {
     atomic_int held;
 } pool_spin;
@@ -20,16 +22,21 @@ static inline void pool_spin_pause(void) {
 #endif
 }
 
-static inline void pool_spin_lock(pool_spin *s) {
+/* `rank`: the lock's place in the lock order (debug.h: POOL_RANK_TCACHE or POOL_RANK_SHARD), checked
+ * in debug builds only. */
+static inline void pool_spin_lock(pool_spin *s, int rank) {
     int spins = 0;
     while (atomic_exchange_explicit(&s->held, 1, memory_order_acquire)) {
         while (atomic_load_explicit(&s->held, memory_order_relaxed)) {
             if (++spins < 64) pool_spin_pause(); else sched_yield();
         }
     }
+    POOL_DEBUG_TAKE(s, rank);
+    (void)rank;
 }
 
 static inline void pool_spin_unlock(pool_spin *s) {
+    POOL_DEBUG_GIVE(s);
     atomic_store_explicit(&s->held, 0, memory_order_release);
 }
 

@@ -1,12 +1,13 @@
 /*
  * split_merge.c: the chunks of a region (chunk.h): their records (recycled through the arena's
  * spare list), the split of a chunk into a block and a rest, the cut of a free chunk at an address,
- * and the merge of a chunk that becomes free with its free address neighbours.
+ * the merge of a chunk that becomes free with its free address neighbours, and the pending list's
+ * links (split_merge.h), which a split of a PENDING chunk keeps.
  *
  * Invariants kept: the chunks tile their region in address order; no two FREE chunks are
  * neighbours except across a zone's edge (the small zone's end, the plan's zone's ends: the zones
  * never merge); every FREE chunk is in its zone's free bins; plan_first starts the plan's zone.
- * Everything here is under the arena's pool lock.
+ * Everything here is under the arena lock.
  */
 #include "pool/split_merge.h"
 #include "pool/stats.h"
@@ -25,6 +26,7 @@ void chunk_free_spares(pool_arena *p) {
  * before it first) and keeps its record and, while its size class stays, its place in the bins; c's
  * record goes back to the spares. */
 void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
+    POOL_ASSERT_LOCKED(p);
     if (was_busy && c->region->kind == REGION_VMM) pool_vmm_release(&c->region->vmm, c->addr, c->size);
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
@@ -52,11 +54,15 @@ void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
 }
 
 void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
+    POOL_ASSERT_CHUNK(c);
+    POOL_DEBUG_FILL(p, c, POOL_FILL_FREED);
     note_used_locked(p, c, 0);
     chunk_make_free_locked(p, c, 1);
 }
 
 void pool_flush_caches_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     for (pool_chunk *c = tc_flush_all_locked(p); c != NULL;) {
         pool_chunk *next = c->cache_next;
         c->cache_next = NULL;
@@ -69,6 +75,7 @@ void pool_flush_caches_locked(pool_arena *p) {
 /* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
  * Returns 0, or -1 when no record for the rest could be had (c is then used whole). */
 VRAM_NOINLINE int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     if (c->size - size < VRAM_POOL_UNIT) return 0;
     pool_chunk *rest = chunk_new_locked(p);
     if (rest == NULL) return -1;
@@ -96,6 +103,7 @@ VRAM_NOINLINE int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) 
 /* Free chunk c (indexed) cut at `at` (a unit boundary inside it): [addr, at) stays free, the free
  * chunk from `at` on is returned (indexed), or NULL when no record for it could be had. */
 pool_chunk *chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at) {
+    POOL_ASSERT_LOCKED(p);
     if (at == c->addr) return c;
     free_bins *bins = pool_bins_of(p, c);
     free_bins_remove(bins, c);

@@ -1,7 +1,8 @@
 /*
- * split_merge.h: chunk records and the cuts and joins of chunks (split_merge.c). The record
- * allocator, the unlink and the front cut of a free chunk are helpers of the header (POOL_HELPER,
- * pool_internal.h): every hand-out and free passes through them. Pool lock held for all of them.
+ * split_merge.h: chunk records, the cuts and joins of chunks (split_merge.c) and the links of the
+ * pending list (PENDING chunks; their events are stream_order.c's). The record allocator, the
+ * unlink, the front cut of a free chunk and the pending links are helpers of the header
+ * (POOL_HELPER, arena.h): every hand-out and free passes through them. Arena lock held for all.
  */
 #ifndef VRAM_POOL_SPLIT_MERGE_H
 #define VRAM_POOL_SPLIT_MERGE_H
@@ -9,10 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 /* A chunk record, recycled or new (NULL without host memory). */
 POOL_HELPER pool_chunk *chunk_new_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *c = p->spare;
     if (c != NULL) {
         p->spare = c->next;
@@ -25,6 +27,7 @@ POOL_HELPER pool_chunk *chunk_new_locked(pool_arena *p) {
 }
 
 POOL_HELPER void chunk_recycle_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     c->next = p->spare;
     p->spare = c;
 }
@@ -33,6 +36,7 @@ void chunk_free_spares(pool_arena *p);   /* the recycled records, back to the ho
 
 /* c out of its region's address list; its record recycled. */
 POOL_HELPER void chunk_unlink_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pool_region *r = c->region;
     if (c->prev) c->prev->next = c->next; else r->first = c->next;
     if (c->next) c->next->prev = c->prev; else r->last = c->prev;
@@ -54,6 +58,7 @@ pool_chunk *chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at);
  * chunks as cutting c and indexing the rest anew, one remove and one insert fewer). c whole when
  * the rest would be less than a unit or no record can be had. */
 POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     free_bins *bins = pool_bins_of(p, c);
     pool_chunk *b = c->size - size >= VRAM_POOL_UNIT ? chunk_new_locked(p) : NULL;
     if (b == NULL) {
@@ -72,6 +77,27 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
     c->addr += size;
     free_bins_resize(bins, c, c->size - size);
     return b;
+}
+
+/* ---- the pending list: PENDING chunks, newest first (stream_order.c owns its events) ---------- */
+
+POOL_HELPER void pending_unlink_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
+    if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
+    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
+    c->pend_prev = c->pend_next = NULL;
+    p->pending_count--;
+    if (c->event == NULL) p->unrecorded--;
+}
+
+POOL_HELPER void pending_link_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
+    c->pend_prev = NULL;
+    c->pend_next = p->pending;
+    if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;
+    p->pending = c;
+    p->pending_count++;
+    if (c->event == NULL) p->unrecorded++;
 }
 
 #endif /* VRAM_POOL_SPLIT_MERGE_H */

@@ -1,6 +1,6 @@
 /*
  * stats.c: PyTorch's allocator statistics of one arena (vram_get_allocator_stats, pool_stats in
- * pool_internal.h): the figures by kind (all, small, large) of blocks, requested bytes, segments
+ * arena.h): the figures by kind (all, small, large) of blocks, requested bytes, segments
  * and memory held, the active and inactive-split figures computed at a query, and the resets of
  * peaks and of accumulated figures. The hand-out and free paths keep their part through stats.h.
  *
@@ -9,9 +9,9 @@
  * brought up to date before every query and reset. held and segs follow every driver call
  * (stats_held_locked). A query's idle memory is the extents' (recounted), or with extents of one
  * granule each the mapped granules under no block (the same figure, from one walk of the chunks).
- * Everything here is under the arena's pool lock.
+ * A reader (arena.h): the front door settles the arena before a query (slot mode left, the thread
+ * caches flushed, the extents recounted unless by granule). Everything here is under the arena lock.
  */
-#include "pool/plan_arena.h"
 #include "pool/stats.h"
 
 /* A figure set to `v` (what is held changed): what it gained counts as added. */
@@ -24,6 +24,7 @@ void stat_set(pool_stat *st, size_t v) {
 /* The physical memory held, by kind: the small zone's extents are small, every other extent and
  * plain region large. After every change of it (driver calls only). */
 void stats_held_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     const pool_vmm *v = p->vmm != NULL ? &p->vmm->vmm : NULL;
     size_t small = v != NULL ? v->zone_bytes[0] : 0, small_n = v != NULL ? v->zone_count[0] : 0;
@@ -39,6 +40,7 @@ void stats_held_locked(pool_arena *p) {
 /* The figures of all blocks that the hand-out and free paths do not keep (pool_stats): the pool's own
  * counts and the sums of the two kinds. */
 void stats_sync_all_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     pool_stat *by[] = {st->blocks, st->bytes, st->req};
     for (int i = 0; i < 3; i++) {
@@ -52,6 +54,7 @@ void stats_sync_all_locked(pool_arena *p) {
 
 /* Handed out and deferred blocks together, while some are deferred (see pool_stats). */
 VRAM_NOINLINE void stats_active_peaks_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     stats_sync_all_locked(p);
     for (int k = 0; k < 3; k++) {
@@ -62,6 +65,7 @@ VRAM_NOINLINE void stats_active_peaks_locked(pool_arena *p) {
 }
 
 void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
+    POOL_ASSERT_LOCKED(p);
     if (grow) {
         p->reserved += delta;
         if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
@@ -81,6 +85,7 @@ void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
 
 /* Deferred block c (freed, still used on other streams) starts (add) or stops waiting. */
 void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     int k = stat_kind(c->size);
     size_t n = add ? 1 : (size_t)-1, bytes = add ? c->size : (size_t)0 - c->size;
@@ -109,7 +114,8 @@ static void stat_reset_accumulated(pool_stat *st) {
     st->cur0 = st->cur;
 }
 
-void arena_reset_peak_locked(pool_arena *p) {
+void stats_reset_peak_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     p->peak = p->current;
     p->peak_reserved = p->reserved;
@@ -122,7 +128,8 @@ void arena_reset_peak_locked(pool_arena *p) {
     }
 }
 
-void arena_reset_accumulated_locked(pool_arena *p) {
+void stats_reset_accumulated_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     stats_sync_all_locked(p);
     stats_for_each(st, stat_reset_accumulated);
@@ -154,6 +161,7 @@ static int stats_split_chunk(const pool_arena *p, const pool_region *r, const po
 /* By the kind of memory (the small zone's, the rest): the bytes of blocks over it (USED: handed out,
  * parked or deferred) and how many free chunks (FREE or PENDING) are split off blocks. */
 static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split_n[3]) {
+    POOL_ASSERT_LOCKED(p);
     for (int k = 0; k < 3; k++) used[k] = split_n[k] = 0;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
@@ -175,6 +183,7 @@ static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split
  * share counted once). Not the extents' counts: recounting them walks every extent, thousands of
  * granules, three times. */
 static void stats_idle_granules_locked(const pool_arena *p, size_t idle[3]) {
+    POOL_ASSERT_LOCKED(p);
     const pool_vmm *v = &p->vmm->vmm;
     size_t busy[3] = {0, 0, 0}, last = SIZE_MAX;          /* the last granule counted */
     for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
@@ -188,17 +197,15 @@ static void stats_idle_granules_locked(const pool_arena *p, size_t idle[3]) {
     idle[2] = v->zone_bytes[1] > busy[2] ? v->zone_bytes[1] - busy[2] : 0;
 }
 
-void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
+void stats_query_locked(pool_arena *p, vram_allocator_stats *out) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
-    plan_slots_leave_locked(p);                        /* the zone's blocks as chunks (plan_slots.c) */
-    pool_flush_caches_locked(p);                       /* parked blocks are the pool's, not the program's */
     stats_sync_all_locked(p);
     size_t idle[3] = {0, 0, 0};
-    if (p->vmm != NULL && p->vmm->vmm.max_extent == p->vmm->vmm.gran) {
+    if (p->vmm != NULL && stats_idle_by_granule(p)) {
         stats_idle_granules_locked(p, idle);
     } else if (p->vmm != NULL) {
-        vmm_recount_locked(p);
-        pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);
+        pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);   /* (recounted: stats_idle_by_granule) */
     }
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {   /* a region with no block */
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) idle[2] += r->held;

@@ -1,12 +1,12 @@
 /*
  * stats.h: the figures the hand-out and free paths keep (stats.c owns the rest of PyTorch's
- * allocator statistics). note_used_locked is a helper of the header (POOL_HELPER, pool_internal.h),
+ * allocator statistics). note_used_locked is a helper of the header (POOL_HELPER, arena.h),
  * so that the warm path compiles as it did with it beside the hand-out. Pool lock held for all.
  */
 #ifndef VRAM_POOL_STATS_H
 #define VRAM_POOL_STATS_H
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 /* PyTorch's figures (pool_stats): the kind of a block, by its rounded size. */
 static inline int stat_kind(size_t size) {
@@ -19,6 +19,12 @@ static inline void stat_up(pool_stat *st, size_t v) {
     if (st->cur > st->peak) st->peak = st->cur;
 }
 
+
+/* Whether a query counts idle memory granule by granule from the chunks (extents of one granule), not
+ * from the extents' counts, which then need no recount (VMM arenas). */
+static inline int stats_idle_by_granule(const pool_arena *p) {
+    return p->vmm->vmm.max_extent == p->vmm->vmm.gran;
+}
 
 void stat_set(pool_stat *st, size_t v);
 /* The physical memory held, by kind (after every change of it: driver calls only). */
@@ -34,6 +40,7 @@ void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add);
 
 /* Block c is handed out (alloc) or comes back. */
 POOL_HELPER void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc) {
+    POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     size_t size = c->size;
     int k = stat_kind(size);

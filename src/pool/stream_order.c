@@ -8,12 +8,12 @@
  * event; only its own stream takes it before its event completed. A deferred block is USED, out of
  * the pointer table and of the counts, in the deferred list, until every event of its uses
  * completed. While a capture is underway no event is recorded, queried or waited for here. The
- * arena's pool lock guards all of it (functions ending in _locked; free_deferred_unlock and
- * arena_record_stream take or give it back themselves).
+ * arena's lock guards all of it (functions ending in _locked; free_deferred_unlock gives it back).
  */
 #include <stdlib.h>
 #include <string.h>
 
+#include "pool/pointer_table.h"
 #include "pool/split_merge.h"
 #include "pool/stats.h"
 #include "pool/stream_order.h"
@@ -30,6 +30,7 @@ void event_release(pool_arena *p, pool_event *e) {
 
 /* Moves a PENDING chunk whose event completed into the free bins. */
 void pending_settle_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pending_unlink_locked(p, c);
     event_release(p, c->event);
     c->event = NULL;
@@ -46,6 +47,7 @@ void pending_settle_locked(pool_arena *p, pool_chunk *c) {
  * as one recorded at each free), so that other streams and plain allocations can have them once it
  * completes. A stream whose event cannot be recorded keeps its frees unrecorded until the next try. */
 void pending_record_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return;               /* recorded once the capture has ended */
     void *stream[PENDING_STREAMS_TRACKED];
@@ -78,6 +80,7 @@ void pending_record_locked(pool_arena *p) {
  * not completed, that stream's newer frees are not asked about (a stream completes its work in
  * order): a call costs about one event query per stream, not one per pending free. */
 void pending_reap_locked(pool_arena *p, int wait) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return;
     if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) pending_record_locked(p);
@@ -113,6 +116,7 @@ static int pending_joins(const pool_arena *p, const pool_chunk *n, const pool_ch
 /* c (PENDING, not linked yet) merged with its pending neighbours of the same stream, so that the
  * stream can reuse their memory whole, as PyTorch's allocator can; returns the chunk to link. */
 pool_chunk *pending_merge_locked(pool_arena *p, pool_chunk *c) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *next = c->next, *prev = c->prev;
     if (next != NULL && pending_joins(p, next, c, next->addr)) {
         pending_unlink_locked(p, next);
@@ -130,6 +134,7 @@ pool_chunk *pending_merge_locked(pool_arena *p, pool_chunk *c) {
 
 /* Best fit among PENDING chunks freed on `stream` (which that stream may reuse at once). */
 pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *best = NULL;
     for (pool_chunk *c = p->pending; c != NULL; c = c->pend_next) {
         if (c->stream == stream && c->size >= size && (best == NULL || c->size < best->size)) best = c;
@@ -149,8 +154,7 @@ pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
  * allocation that would otherwise fail, as in PyTorch's allocator; the list is looked at (without
  * waiting) before each search, one pointer test when it is empty. */
 
-/* c (live) is also used on `stream`. */
-static vram_status uses_add_locked(pool_chunk *c, void *stream) {
+vram_status uses_add_locked(pool_chunk *c, void *stream) {
     pool_uses *u = c->uses;
     for (int i = 0; u != NULL && i < u->n; i++) {      /* (its own stream too: it may be freed on another) */
         if (u->use[i].stream == stream) return VRAM_OK;
@@ -199,7 +203,7 @@ VRAM_NOINLINE vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, vra
                                    vram__pool_free_name(asked), (void *)(uintptr_t)c->addr);
         }
     }
-    live_take(p, c->addr);
+    ptr_table_take(p, c->addr);
     u->nevents = n;
     u->done = 0;
     u->unrecorded = later;
@@ -216,6 +220,7 @@ VRAM_NOINLINE vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, vra
 /* The events of a block freed while a capture was underway, recorded now on each stream it was
  * used on; -1 (none kept) when one cannot be recorded: the next reap tries again. */
 static int deferred_record_locked(pool_arena *p, pool_uses *u) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     for (int i = 0; i < u->nevents; i++) {
         if (be->event_record(p->cfg.dev, u->use[i].stream, &u->use[i].event) != VRAM_OK) {
@@ -233,6 +238,7 @@ static int deferred_record_locked(pool_arena *p, pool_uses *u) {
  * stream is asked about (a stream completes its work in order): about one query per stream a
  * call, however many blocks wait, as pending_reap_locked does. */
 VRAM_NOINLINE void deferred_reap_locked(pool_arena *p, int wait) {
+    POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return;
     void *blocked[PENDING_STREAMS_TRACKED];
@@ -275,21 +281,6 @@ VRAM_NOINLINE void deferred_reap_locked(pool_arena *p, int wait) {
     }
 }
 
-vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned) {
-    uint64_t addr = (uint64_t)(uintptr_t)ptr;
-    *owned = 1;
-    pool_lock_take(&p->lock);
-    pool_chunk *c = live_get(p, addr);
-    vram_status s = c != NULL ? uses_add_locked(c, stream) : VRAM_ERR_INVALID_POINTER;
-    if (c == NULL) {
-        *owned = pool_owns_locked(p, addr);
-        s = vram__fail(s, "vram_record_stream(%p): not a live block of %s (freed, or not the start of a block "
-                       "vram handed out)", ptr, p->cfg.name);
-    }
-    pool_lock_give(&p->lock);
-    return s;
-}
-
 /* ---- one stream ----------------------------------------------------------------------------- *
  *
  * PyTorch runs most programs on one stream, and its own allocator hands a block freed on a stream
@@ -304,6 +295,7 @@ vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *own
 
 /* Waits until S has done everything queued before now; 0, or -1 when the driver refused. */
 int solo_fence_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     if (p->solo != SOLO_ON || p->solo_unfenced == 0) return 0;
     if (capture_underway(p)) return -1;            /* no wait while a capture is underway */
     const vram__backend *be = p->cfg.backend;

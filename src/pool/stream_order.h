@@ -2,13 +2,14 @@
  * stream_order.h: the stream ordering of one arena (stream_order.c): frees that wait for a stream
  * (pending), blocks used on several streams (deferred), one stream (solo) and CUDA-graph captures
  * (captures). What the hand-out and free paths test on every call is here, inline or as helpers
- * of the header (POOL_HELPER, pool_internal.h). Pool lock held for everything but
- * capture_underway and arena_still, which read atomics.
+ * of the header (POOL_HELPER, arena.h); the pending list's links are split_merge.h's (the chunk
+ * lists below). Arena lock held for everything but capture_underway and arena_still, which read
+ * atomics.
  */
 #ifndef VRAM_POOL_STREAM_ORDER_H
 #define VRAM_POOL_STREAM_ORDER_H
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 /* ---- captures ------------------------------------------------------------------------------ *
  *
@@ -30,24 +31,7 @@ static inline int arena_still(const pool_arena *p) {
 }
 
 
-/* ---- pending (stream-ordered) frees: PENDING chunks, newest first ---------------------------- */
-
-POOL_HELPER void pending_unlink_locked(pool_arena *p, pool_chunk *c) {
-    if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
-    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
-    c->pend_prev = c->pend_next = NULL;
-    p->pending_count--;
-    if (c->event == NULL) p->unrecorded--;
-}
-
-POOL_HELPER void pending_link_locked(pool_arena *p, pool_chunk *c) {
-    c->pend_prev = NULL;
-    c->pend_next = p->pending;
-    if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;
-    p->pending = c;
-    p->pending_count++;
-    if (c->event == NULL) p->unrecorded++;
-}
+/* ---- pending (stream-ordered) frees (their list's links: split_merge.h) ---------------------- */
 
 /* An event record's reference dropped (the event destroyed with the last one). */
 void event_release(pool_arena *p, pool_event *e);
@@ -84,6 +68,7 @@ int solo_fence_locked(pool_arena *p);
 
 /* A request (async: stream-ordered, on `stream`) is about to be served. */
 POOL_HELPER void solo_note_request_locked(pool_arena *p, int async, void *stream) {
+    POOL_ASSERT_LOCKED(p);
     if (p->solo == SOLO_NONE && async) {
         p->solo = SOLO_ON;
         p->solo_stream = stream;

@@ -3,7 +3,7 @@
  *
  * A block the program frees with vram_free is parked in the freeing thread's cache, by its exact
  * rounded size, instead of going back to the free bins; the next vram_malloc of that size on a
- * thread of the same cache takes it back without the pool lock, without a best-fit search, split,
+ * thread of the same cache takes it back without the arena lock, without a best-fit search, split,
  * merge or a look at the mappings; threads that hit their caches at once meet only on the shard of
  * the pointer table their block hashes to. How often a thread asks again for a size it freed
  * depends on the workload: on the traces 89% of requests (gpt2_generate) down to 16-32%
@@ -25,28 +25,28 @@
  *     parked blocks as in use: with several threads it may exceed the exact peak by what their
  *     caches held at that moment (at most tc_cap each), never fall below it.
  *
- * Threads take caches in the order they first allocate (thread k uses cache k mod TC_SLOTS), so a
+ * Threads take caches in the order they first allocate (thread k uses cache k mod TC_CACHES), so a
  * cache outlives its thread and serves a later one; two threads sharing a cache stay correct (its
- * lock) and only contend. Lock order: pool lock, then a cache, then a shard of the pointer table.
+ * lock) and only contend. Lock order: arena lock, then a cache, then a shard of the pointer table.
  *
  * The arrow goes one way: the arena calls the caches, never the other way; a flush hands the
  * arena the blocks it took out of the caches, and the arena releases them (pool_flush_caches_locked).
  */
 #include <stdlib.h>
 
-#include "pool/pool_internal.h"
+#include "pool/arena.h"
 
 _Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of two");
 
 int tc_init(pool_arena *p) {
     atomic_init(&p->tc_first, -1);
     atomic_init(&p->tc_multi, 0);
-    p->tc = aligned_alloc(64, sizeof(pool_tcache) * TC_SLOTS);
+    p->tc = aligned_alloc(64, sizeof(pool_tcache) * TC_CACHES);
     if (p->tc == NULL) {
         p->tc_cap = 0;
         return -1;
     }
-    for (int i = 0; i < TC_SLOTS; i++) {
+    for (int i = 0; i < TC_CACHES; i++) {
         pool_tcache *tc = &p->tc[i];
         atomic_init(&tc->lock.held, 0);
         atomic_init(&tc->cached, 0);
@@ -62,7 +62,7 @@ void tc_destroy(pool_arena *p) {
 }
 
 /* A second cache is in use: from now on caches park, and touch the pointer table without the pool
- * lock. Set under the pool lock: every section that used the shards without their locks has ended,
+ * lock. Set under the arena lock: every section that used the shards without their locks has ended,
  * and the later ones see it; a thread that sees it (acquire) sees all of that. */
 static void tc_start_parking(pool_arena *p) {
     pool_lock_take(&p->lock);
@@ -74,7 +74,7 @@ static void tc_start_parking(pool_arena *p) {
  * the arena, and its uid tells a new arena created at a freed one's address from the old one. */
 pool_tcache *tc_mine(pool_arena *p, vram__pool_thread *me) {
     if (me->tc_pool == p && me->tc_uid == p->uid) return me->tc;      /* this thread was here before */
-    int k = (int)((pool_thread_seq(me) - 1) % TC_SLOTS);
+    int k = (int)((pool_thread_seq(me) - 1) % TC_CACHES);
     int first = atomic_load_explicit(&p->tc_first, memory_order_relaxed);
     if (first != k && !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) {
         int none = -1;
@@ -96,7 +96,7 @@ static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
 
 int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
-    pool_spin_lock(&tc->lock);
+    pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     tc_bin *b = bin_of(tc, rounded);
     pool_chunk *c = b->size == rounded ? b->head : NULL;
     if (c == NULL) {
@@ -104,7 +104,7 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
         return 0;
     }
     pool_shard *sh = pool_shard_of(p, c->addr);
-    pool_spin_lock(&sh->lock);
+    pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
     int room = !c->asleep && ptr_map_insert(&sh->map, c->addr, c) == 0;   /* (asleep: its arena's flush takes it) */
     pool_spin_unlock(&sh->lock);
     if (!room) {                       /* no host memory for the table: let the pool say so */
@@ -125,10 +125,10 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
 
 int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     if (!atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
-    pool_spin_lock(&tc->lock);
+    pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     size_t cached = atomic_load_explicit(&tc->cached, memory_order_relaxed);
     pool_shard *sh = pool_shard_of(p, addr);
-    pool_spin_lock(&sh->lock);
+    pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
     pool_chunk *c = ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
     tc_bin *b = c ? bin_of(tc, c->size) : NULL;
     int park = c != NULL && c->uses == NULL && !c->slot && !c->asleep &&   /* (a slot: plan_slots.c; asleep: sleep.c) */
@@ -153,19 +153,20 @@ int tc_parking(const pool_arena *p) {
 
 int tc_holds_any(pool_arena *p) {
     if (!tc_parking(p)) return 0;
-    for (int i = 0; i < TC_SLOTS; i++) {
+    for (int i = 0; i < TC_CACHES; i++) {
         if (atomic_load_explicit(&p->tc[i].cached, memory_order_relaxed) != 0) return 1;
     }
     return 0;
 }
 
 pool_chunk *tc_flush_all_locked(pool_arena *p) {
+    POOL_ASSERT_LOCKED(p);
     pool_chunk *first = NULL, **tail = &first;      /* in the order of the caches and their bins */
     if (p->tc_cap == 0) return NULL;
-    for (int i = 0; i < TC_SLOTS; i++) {
+    for (int i = 0; i < TC_CACHES; i++) {
         pool_tcache *tc = &p->tc[i];
         if (atomic_load_explicit(&tc->cached, memory_order_relaxed) == 0) continue;
-        pool_spin_lock(&tc->lock);
+        pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
         for (int k = 0; k < TC_BINS; k++) {
             for (pool_chunk *c = tc->bin[k].head; c != NULL; c = c->cache_next) {
                 c->cached = 0;
@@ -182,10 +183,11 @@ pool_chunk *tc_flush_all_locked(pool_arena *p) {
 }
 
 void tc_stats_locked(pool_arena *p, tc_stats *out) {
+    POOL_ASSERT_LOCKED(p);
     *out = (tc_stats){0};
-    for (int i = 0; p->tc != NULL && i < TC_SLOTS; i++) {
+    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) {
         pool_tcache *tc = &p->tc[i];
-        pool_spin_lock(&tc->lock);
+        pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
         out->hits += tc->hits;
         out->parks += tc->parks;
         out->cached += atomic_load_explicit(&tc->cached, memory_order_relaxed);

@@ -13,7 +13,7 @@
  * giving back idle extents, the idle tick, the consistency check. Warm calls never walk extents.
  *
  * Costs: checking a range is a few bitmap words; mapping is a driver call per unmapped run; a
- * recount is O(blocks + extents). Every function runs under the owning pool's lock.
+ * recount is O(blocks + extents). Every function runs under the owning arena's lock.
  */
 #ifndef VRAM_POOL_VMM_H
 #define VRAM_POOL_VMM_H

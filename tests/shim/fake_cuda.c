@@ -253,6 +253,11 @@ void fake_gate_enter(void) {
     }
 }
 
+int fake_checkpointed_self(void) {
+    fake_ckpt_slot *me = fake_ckpt_mine();
+    return me && __atomic_load_n(&me->state, __ATOMIC_SEQ_CST) == CU_PROCESS_STATE_CHECKPOINTED;
+}
+
 void fake_gate_leave(void) {
     fake_ckpt_slot *me = fake_share ? &fake_ckpt_slots()[fake_share_me] : NULL;
     if (me) __atomic_sub_fetch(&me->inflight, 1, __ATOMIC_SEQ_CST);

@@ -117,6 +117,8 @@ typedef struct fake_ckpt_slot {
  * this one). */
 void fake_gate_enter(void);
 void fake_gate_leave(void);
+/* 1 when this process's device memory is checkpointed (fake_ckpt.c): a launch then faults (fake_launch.c). */
+int fake_checkpointed_self(void);
 /* Under fake_lock: the slot index of live process pid in the shared file with its checkpoint state
  * and usage per ordinal, or -1 (not shared, no such CUDA process). */
 int fake_ckpt_find_unsafe(int pid, fake_ckpt_slot **ck, unsigned long long **used);

@@ -6,11 +6,14 @@
  * nothing and hold nothing. They check what the driver would refuse first: a call without a current
  * context is CUDA_ERROR_INVALID_CONTEXT, a NULL function CUDA_ERROR_INVALID_HANDLE, a NULL launch
  * configuration or a NULL host pointer of a copy of some bytes CUDA_ERROR_INVALID_VALUE. Like every
- * call of the fake they wait while their process is locked (the gate, fake_cuda.c), and fail when the
- * plan says so (fake_fault.c): what the preload library's tests of these entry points look at.
+ * call of the fake they wait while their process is locked (the gate, fake_cuda.c), but a launch in a
+ * process whose memory is checkpointed faults (SIGSEGV: as the real driver did, FAKE_EXPORT_LAUNCH), and
+ * they fail when the plan says so (fake_fault.c): what the preload library's tests look at.
  *
  * No state, no lock (fake_current_device takes fake_mu briefly).
  */
+#include <signal.h>
+
 #include "fake_internal.h"
 
 static CUresult fake_launch_check(CUfunction f) {
@@ -95,14 +98,29 @@ CUresult impl_cuMemsetD32Async(CUdeviceptr d, unsigned int v, size_t n, CUstream
 }
 CUresult impl_cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUstream st) { return impl_cuMemsetD32Async(d, v, n, st); }
 
-FAKE_EXPORT(cuLaunchKernel, FAKE_LAUNCH_PARAMS, FAKE_LAUNCH_ARGS)
-FAKE_EXPORT(cuLaunchKernel_ptsz, FAKE_LAUNCH_PARAMS, FAKE_LAUNCH_ARGS)
-FAKE_EXPORT(cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
+/* A kernel launch in a process whose device memory is checkpointed faults before the gate instead of
+ * waiting at it: so did a PyTorch process put to sleep by the idle watcher, at its first work after the
+ * idle spell (H100, driver 580.159.04, CUDA 13.0), although the checkpoint API's lock is documented to
+ * hold every call. The preload library holds its process's calls while it is asleep (shim_activity). */
+#define FAKE_EXPORT_LAUNCH(symbol, params, args)                                                 \
+    CUresult fault_##symbol params {                                                             \
+        if (fake_checkpointed_self()) raise(SIGSEGV);                                            \
+        fake_gate_enter();                                                                       \
+        CUresult fault_r_ = fake_fault(#symbol);                                                 \
+        if (fault_r_ == CUDA_SUCCESS) fault_r_ = impl_##symbol args;                             \
+        fake_gate_leave();                                                                       \
+        return fault_r_;                                                                         \
+    }                                                                                            \
+    SHIM_EXPORT CUresult symbol params { return fault_##symbol args; }
+
+FAKE_EXPORT_LAUNCH(cuLaunchKernel, FAKE_LAUNCH_PARAMS, FAKE_LAUNCH_ARGS)
+FAKE_EXPORT_LAUNCH(cuLaunchKernel_ptsz, FAKE_LAUNCH_PARAMS, FAKE_LAUNCH_ARGS)
+FAKE_EXPORT_LAUNCH(cuLaunchKernelEx, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
             (config, f, params, extra))
-FAKE_EXPORT(cuLaunchKernelEx_ptsz, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
+FAKE_EXPORT_LAUNCH(cuLaunchKernelEx_ptsz, (const CUlaunchConfig *config, CUfunction f, void **params, void **extra),
             (config, f, params, extra))
-FAKE_EXPORT(cuLaunchCooperativeKernel, FAKE_COOP_PARAMS, FAKE_COOP_ARGS)
-FAKE_EXPORT(cuLaunchCooperativeKernel_ptsz, FAKE_COOP_PARAMS, FAKE_COOP_ARGS)
+FAKE_EXPORT_LAUNCH(cuLaunchCooperativeKernel, FAKE_COOP_PARAMS, FAKE_COOP_ARGS)
+FAKE_EXPORT_LAUNCH(cuLaunchCooperativeKernel_ptsz, FAKE_COOP_PARAMS, FAKE_COOP_ARGS)
 FAKE_EXPORT(cuMemcpy, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
 FAKE_EXPORT(cuMemcpy_ptds, (CUdeviceptr d, CUdeviceptr s, size_t n), (d, s, n))
 FAKE_EXPORT(cuMemcpyAsync, (CUdeviceptr d, CUdeviceptr s, size_t n, CUstream st), (d, s, n, st))

@@ -38,6 +38,8 @@ static pool_arena *arena_new(void) {
     EXPECT(p != NULL);
     memset(p, 0, sizeof *p);
     p->plan_lo = UINT64_MAX;          /* no plan's zone, no small zone: as arena_create leaves it */
+    pool_lock_init(&p->lock);
+    pool_lock_take(&p->lock);         /* held throughout, as the _locked functions need (debug.h) */
     unit_on_failure(print_regions, p);
     return p;
 }
@@ -101,6 +103,7 @@ static void arena_free_all(pool_arena *p) {
     }
     chunk_free_spares(p);
     unit_on_failure(NULL, NULL);
+    pool_lock_give(&p->lock);
     free(p);
 }
 

@@ -1,13 +1,47 @@
 /*
- * pool_internal.h: the pool's own structures, shared by the files of one arena (arena.c and the
- * files it names: allocation, stream order, backing memory, chunks, statistics, the OOM report),
- * arenas.c (the pool of a logical device over its arenas), thread_cache.c and pool_check.c (the
- * consistency check). Nothing outside src/pool includes it. The pointer table's helpers are inline
- * here: every hand-out and free goes through them.
+ * arena.h: the arena's cross-file interface: its structures, and every function one of its files
+ * calls in another, grouped by the file that owns it, in the order calls run. Included by the files
+ * of an arena, by arenas.c (the device allocator over its arenas), thread_cache.c and the pool's unit
+ * tests; nothing outside src/pool includes it. The headers beside it (backing.h, split_merge.h,
+ * stream_order.h, stats.h, pointer_table.h, plan_arena.h) hold only what the warm path inlines.
+ *
+ * Words (one meaning each, here and in docs/DESIGN.md):
+ *   device allocator  the allocator of one logical device (vram__pool, arenas.c; "pool" in the
+ *                     vram__pool_* names): its arenas, its private pools (each by its private pool
+ *                     index), one budget.
+ *   arena             one best-fit coalescing allocator (pool_arena) with its own lock, the
+ *                     *arena lock* (`lock`, lock.h): functions named `*_locked` need it held.
+ *   region / chunk / block   memory an arena holds (plain, or the VMM range); a piece of a region in
+ *                     address order (FREE, USED, PENDING); a USED chunk the program holds.
+ *   pointer table     every live block by its address (`ptr_table`, pointer_table.h: shards of a ptr_map each).
+ *   thread cache / parked    a thread's cache of blocks it freed, by exact size; a block in it.
+ *   pending / deferred       freed on a stream, waiting for its event; freed while still used on
+ *                     other streams, waiting for theirs (stream_order.c).
+ *   solo              every stream-ordered request of the arena came on one stream.
+ *   plan / zone / slot mode  the repeating step's placement (plan.c, plan_arena.c); the range at the
+ *                     end of the VMM region it is placed in; a settled plan served by a lookup of a
+ *                     record per planned request, its slot (plan_slots.c). "Slot" means nothing else
+ *                     in the pool (threads are spread over TC_CACHES thread caches).
+ *   settle            what the front door does before anything walks the chunks or counts memory:
+ *                     leave slot mode, flush the thread caches, recount the extents (arena.c).
+ *
+ * Calls run one way (tests/code_shape.py graph checks that no two files call each other, directly
+ * or around a circle):
+ *   front door       arena.c: every call arenas.c makes on an arena, and settle
+ *   allocation path  arena_alloc.c (a request's plan place or best fit and its retry ladder, the
+ *                    hand-out, the free by kind); sleep.c (sleep and wake) beside it
+ *   plan             plan_arena.c (it returns the place it chose; the allocation path hands it out),
+ *                    then plan_slots.c
+ *   backing memory   backing.c
+ *   stream order     stream_order.c
+ *   chunks           split_merge.c (split, merge, the pending list's links)
+ *   readers          stats.c, oom.c, pool_check.c, pool_snapshot.c: they read what settle left
+ *   leaves           vmm.c, free_bins.c, pointer_table.h / ptr_map.c, thread_cache.c, lock.c,
+ *                    plan.c (the detector), ids.c; and arena.h's accessors, which call nothing
+ * Lock order: the arena lock, then a thread cache's spin lock, then a pointer-table shard's.
  */
-#ifndef VRAM_POOL_INTERNAL_H
-#define VRAM_POOL_INTERNAL_H
-
+#ifndef VRAM_POOL_ARENA_H
+#define VRAM_POOL_ARENA_H
 
 #include "pool/free_bins.h"
 #include "pool/lock.h"
@@ -50,7 +84,7 @@ typedef struct pool_region {
 } pool_region;
 
 /* Live blocks by address, in shards with a lock each, so that frees on several threads do not
- * meet on one lock. Lock order: pool lock, then a thread cache, then a shard. */
+ * meet on one lock. Lock order: arena lock, then a thread cache, then a shard. */
 #define POOL_SHARDS 64
 
 typedef struct pool_shard {
@@ -59,9 +93,9 @@ typedef struct pool_shard {
 } pool_shard;
 
 /* Thread caches (thread_cache.c): blocks the program freed, parked by exact size for the next
- * request of that size on the same thread, without the pool lock. Threads are spread over
- * TC_SLOTS caches by the order in which they first allocated. */
-#define TC_SLOTS 64
+ * request of that size on the same thread, without the arena lock. Threads are spread over
+ * TC_CACHES caches by the order in which they first allocated. */
+#define TC_CACHES 64
 #define TC_BINS 64
 
 typedef struct tc_bin {
@@ -95,7 +129,7 @@ typedef struct pool_uses {
 typedef struct pool_arena pool_arena;
 
 /* PyTorch's statistics (vram_get_allocator_stats), by kind: [0] all, [1] small (blocks of at most
- * VRAM_SMALL_BLOCK; the small zone's memory), [2] large. Under the pool lock. */
+ * VRAM_SMALL_BLOCK; the small zone's memory), [2] large. Under the arena lock. */
 typedef struct pool_stat {
     size_t   cur, peak;
     uint64_t in;      /* added since start or the last reset of accumulated figures */
@@ -145,22 +179,26 @@ typedef struct pool_shared {
                                          NULL: overflow off. Set at creation, never changed */
 } pool_shared;
 
+/* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, no
+ * growth at all, or the arena is asleep (sleep.c). */
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF, GROW_ASLEEP } grow_result;
+
 struct pool_arena {
-    /* read by every call without the pool lock, written at creation (and tc_first / tc_multi once):
+    /* read by every call without the arena lock, written at creation (and tc_first / tc_multi once):
      * kept off the cache lines the lock and the counters below write */
     _Alignas(64) vram__pool_config cfg;
-    pool_tcache      *tc;            /* TC_SLOTS caches */
+    pool_tcache      *tc;            /* TC_CACHES caches */
     size_t            tc_cap;        /* bytes one cache may hold; 0: park nothing */
     size_t            tc_max_block;  /* largest block a cache takes */
     atomic_int        tc_first;      /* the first cache used, -1 before; */
     atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on, and
                                       * the pointer table's shards take their own locks (set under
-                                      * the pool lock) */
+                                      * the arena lock) */
     uint64_t          uid;           /* this arena among all created in the process (ids.c) */
     pool_shared      *shared;        /* what the logical device's arenas share */
     unsigned          tag;           /* the tag its blocks carry (tags.c; 0: none): a tag's arena, or a
                                       * private pool created under it (set under the pool's grow_lock) */
-    /* under the pool lock */
+    /* under the arena lock */
     _Alignas(64) pool_lock lock;
     int               asleep;        /* the arena sleeps (sleep.c): its memory is off the card, its live
                                       * blocks are marked asleep, it serves no request until its wake */
@@ -218,7 +256,9 @@ struct pool_arena {
     void             *host_kept;     /* the pinned host block of the last offload, kept after its wake for the
                                       * next sleep (sleep.c; NULL: none), and its bytes */
     size_t            host_kept_bytes;
-    pool_shard        live[POOL_SHARDS];   /* each on its own cache line */
+    grow_result       failed;        /* why the last request that found no memory failed (arena_alloc.c),
+                                      * for the front door's report */
+    pool_shard        ptr_table[POOL_SHARDS];   /* each on its own cache line */
 };
 
 /* ids.c: the process-wide sequences */
@@ -237,25 +277,25 @@ int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk *
 int         tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
 int         tc_parking(const pool_arena *p);         /* caches may park (several threads, a cap) */
 int         tc_holds_any(pool_arena *p);
-/* Takes every parked block out of the caches (pool lock held): they are returned linked through
+/* Takes every parked block out of the caches (arena lock held): they are returned linked through
  * cache_next, still USED, for the arena to release (pool_flush_caches_locked). */
 pool_chunk *tc_flush_all_locked(pool_arena *p);
 typedef struct tc_stats {
     size_t   cached;          /* bytes parked */
     uint64_t hits, parks;
 } tc_stats;
-void        tc_stats_locked(pool_arena *p, tc_stats *out);      /* pool lock held */
+void        tc_stats_locked(pool_arena *p, tc_stats *out);      /* arena lock held */
 
-/* arena.c and its files: one arena (arenas.c puts the public vram__pool_* calls over one or several of them) */
+/* ==== the front door (arena.c): every call the device allocator (arenas.c) makes on an arena ===== */
+
 typedef struct arena_figures {      /* every arena of a logical device together */
     size_t current, reserved, largest_free;
 } arena_figures;
 
 vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out);
 vram_status arena_destroy(pool_arena *p);
-/* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, no
- * growth at all, or the arena is asleep (sleep.c). */
-typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF, GROW_ASLEEP } grow_result;
+/* Gives the arena a planner (the device's first arena, with growth by mapping and plan:true). */
+void        arena_enable_plan(pool_arena *p);
 
 /* With `quiet` non-NULL an out-of-memory failure is not reported (no message, not counted): *quiet
  * says why, for arena_oom to report once every arena was tried. */
@@ -263,23 +303,31 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
                         grow_result *quiet);
 /* A free (req: how, on which stream; req->owned set as vram__pool_free's). */
 vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req);
-/* Hands out `rounded` bytes of chunk c (FREE or PENDING, indexed) to a request on `stream`: maps
- * what is missing under it, puts it in the pointer table, counts it (p->last_taken = the block).
- * On failure (*why says how) nothing changed. Pool lock held. */
-vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
-                              void **ptr, grow_result *why);
+/* Hands out exactly [addr, addr + size rounded) when it lies in one free chunk (stream-ordered on
+ * `stream`): a checkpoint of a private pool restored (PyTorch's CUDA-graph trees).
+ * VRAM_ERR_INVALID_ARGUMENT when that range is not free. */
+vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream);
 /* The live block at ptr is also used on `stream` (vram_record_stream); *owned as arena_free's. */
 vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
-vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
-void        arena_info_locked(pool_arena *p, vram_memory_info *info);
+/* The live block at ptr shared with another process: its handle (ipc.h) into out, *length the bytes
+ * it needs (VRAM_ERR_INVALID_ARGUMENT when capacity is less), *offset the block's place in the
+ * span; *owned as arena_free's. */
+vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
+                             size_t *offset, int *owned);
 void        arena_lock(pool_arena *p, const void *self);   /* self: the calling thread's record, or NULL */
 void        arena_unlock(pool_arena *p);
+void        arena_info_locked(pool_arena *p, vram_memory_info *info);
 void        arena_reset_peak_locked(pool_arena *p);
 void        arena_reset_accumulated_locked(pool_arena *p);
 /* Flushes the thread caches, then the arena's figures (added to what *out holds: arenas.c sums). */
 void        arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out);
+/* The out-of-memory error of a request that no arena could serve (`all`: every arena's figures). */
+vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
 size_t      arena_live_bytes(pool_arena *p);
 size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
+/* The blocks the program holds (not parked, not deferred), at most `capacity` into out; returns how many
+ * there are. */
+size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);
 /* VRAM_OK, or the driver's refusal to give memory back (what it refused stays counted). */
 vram_status arena_trim(pool_arena *p, size_t keep_bytes);
 /* The same with nothing kept, after waiting for the arena's frees in flight on streams (another arena's
@@ -287,28 +335,15 @@ vram_status arena_trim(pool_arena *p, size_t keep_bytes);
 void        arena_trim_settled(pool_arena *p);
 void        arena_idle_tick(pool_arena *p);
 vram_status arena_check(pool_arena *p);
-/* pool_snapshot.c: the arena's segments and blocks appended to the arrays (the counts go on past the
- * capacities); private_pool: its slot, -1 for the device's own arenas. Flushes the thread caches. */
+/* The arena's segments and blocks appended to the arrays (the counts go on past the capacities);
+ * private_pool: its index, -1 for the device's own arenas. Flushes the thread caches. */
 void        arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
                                   size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks);
 /* The arena's reserved range [lo, hi) (VMM arenas; 0, 0 otherwise). It never moves. */
 void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
 void        arena_set_pinned(pool_arena *p, int pinned);
-/* Hands out exactly [addr, addr + size rounded) when it lies in one free chunk (stream-ordered on
- * `stream`): a checkpoint of a private pool restored (PyTorch's CUDA-graph trees).
- * VRAM_ERR_INVALID_ARGUMENT when that range is not free. */
-vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream);
-/* The live block at ptr shared with another process: its handle (ipc.h) into out, *length the bytes
- * it needs (VRAM_ERR_INVALID_ARGUMENT when capacity is less), *offset the block's place in the
- * span; *owned as arena_free's. */
-vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
-                             size_t *offset, int *owned);
-/* The blocks the program holds (not parked, not deferred), at most `capacity` into out; returns how many
- * there are. */
-size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);
-
-/* sleep.c: one arena's sleep and wake (arenas.c runs them over the arenas of a tag, each locked) */
-/* Why the arena cannot sleep now (VRAM_ERR_UNSUPPORTED, VRAM_ERR_CONFLICT with the message), or VRAM_OK. */
+/* Sleep and wake (sleep.c; arenas.c runs them over the arenas of a tag, each locked). Why the arena
+ * cannot sleep now (VRAM_ERR_UNSUPPORTED, VRAM_ERR_CONFLICT with the message), or VRAM_OK. */
 vram_status arena_sleep_check_locked(pool_arena *p);
 /* Puts the arena to sleep (offload: its blocks' bytes copied to pinned host memory first). On failure
  * nothing changed; an unmap or release the driver refused is returned after the arena went to sleep
@@ -323,40 +358,107 @@ vram_status arena_wake_map_locked(pool_arena *p);
 vram_status arena_wake_copy_locked(pool_arena *p);
 void        arena_wake_undo_locked(pool_arena *p, int mapped);
 void        arena_wake_done_locked(pool_arena *p);
+/* A wake refused by the limit, the card's budget or the driver (its message for `what`, a tag or
+ * "every block"); nothing counted. */
+vram_status arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why);
 /* The refusal of a request of `size` bytes to an arena asleep (VRAM_ERR_OUT_OF_MEMORY, not counted as
  * an out-of-memory error: nothing is full). */
 vram_status arena_asleep_refusal(const pool_arena *p, size_t size);
-/* The figures of vram_memory_info: bytes of blocks asleep, bytes of host memory holding them, pinned
- * host memory kept for the next sleep. */
-void        arena_sleep_info_locked(const pool_arena *p, vram_memory_info *info);
-/* The free of block c (USED, asleep; out of the pointer table) of an arena asleep: no memory involved. */
-void        arena_sleep_free_locked(pool_arena *p, pool_chunk *c);
 /* What the arena keeps of a sleep, dropped (its destruction, a private slot made anew with no block). */
 void        arena_sleep_drop(pool_arena *p);
 /* The pinned host block kept from the last wake goes back to the driver (vram_trim, the destruction);
  * VRAM_OK, or the driver's refusal (the block is forgotten all the same). */
 vram_status arena_host_kept_free_locked(pool_arena *p);
+
+/* ==== the allocation path (arena_alloc.c) ========================================================= */
+
+/* The plan's part of a request it sees (plan_sees): 1 when the plan served it (a slot, or the place it
+ * chose, handed out here), 0 when best fit must. */
+int         alloc_planned_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr);
+/* A request served best fit, through the retry ladder; VRAM_ERR_OUT_OF_MEMORY with p->failed, the
+ * cause, for the front door to report. */
+vram_status alloc_best_fit_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream, void **ptr);
+/* Hands out `rounded` bytes of chunk c (FREE or PENDING, indexed) to a request on `stream`: maps
+ * what is missing under it, puts it in the pointer table, counts it (p->last_taken = the block).
+ * On failure (*why says how) nothing changed. */
+vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
+                              void **ptr, grow_result *why);
+/* Block c, out of the pointer table, freed at once (VRAM_POOL_FREE_NOW: to the free bins) or on
+ * `stream` (PENDING there, with event e or none yet); a block the plan placed goes back to the plan.
+ * Gives the arena lock back. */
+vram_status free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e);
+
+/* ==== sleep and wake of one arena (sleep.c): the front door's arena_sleep_* and arena_wake_* ====== */
+
+vram_status sleep_check_locked(pool_arena *p);
+vram_status sleep_locked(pool_arena *p, int offload);
+vram_status wake_plan_locked(pool_arena *p, size_t *need);
+grow_result wake_budget_locked(pool_arena *p);
+vram_status wake_map_locked(pool_arena *p);
+vram_status wake_copy_locked(pool_arena *p);
+void        wake_undo_locked(pool_arena *p, int mapped);
+void        wake_done_locked(pool_arena *p);
+vram_status sleep_refusal(const pool_arena *p, size_t size);
+void        sleep_drop(pool_arena *p);
+vram_status sleep_host_kept_free_locked(pool_arena *p);
+/* The figures of vram_memory_info: bytes of blocks asleep, bytes of host memory holding them, pinned
+ * host memory kept for the next sleep. */
+void        sleep_info_locked(const pool_arena *p, vram_memory_info *info);
+/* The free of block c (USED, asleep; out of the pointer table) of an arena asleep: no memory involved. */
+void        sleep_free_locked(pool_arena *p, pool_chunk *c);
 /* vram_check's part: the marks agree with the arena's state and its record. NULL, or why not. */
-const char *arena_sleep_check_marks_locked(pool_arena *p);
-/* oom.c: a wake refused by the limit, the card's budget or the driver (its message for `what`, a tag or
- * "every block"); nothing counted. */
-vram_status pool_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why);
+const char *sleep_check_marks_locked(pool_arena *p);
 
-/* for pool_check.c and pool_snapshot.c */
-void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins
-                                                                        (split_merge.c) */
-/* Gives every block parked in the thread caches back to the free bins (split_merge.c). */
+/* ==== the plan (plan_arena.c, plan_slots.c): plan_arena.h ========================================= */
+/* ==== backing memory (backing.c): backing.h ======================================================= */
+
+/* After settle (slot mode left, caches flushed): records and reaps the frees in flight, gives back
+ * idle memory beyond `keep` bytes; VRAM_OK, or the driver's refusal (what it refused stays counted). */
+vram_status backing_trim_locked(pool_arena *p, size_t keep);
+/* The idle tick's first part, without the lock: waits for the fence the last tick recorded on a solo
+ * stream; whether it was (1) or not (0); -1 while a capture is underway (nothing this tick). */
+int         backing_idle_fence(pool_arena *p);
+/* The rest, after settle: gives back the extents idle since the last tick (when `fenced`) and the
+ * plain regions above the low-water mark. */
+void        backing_idle_release_locked(pool_arena *p, int fenced);
+void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date */
+
+/* ==== stream order (stream_order.c): stream_order.h =============================================== */
+
+/* c (live) is also used on `stream` (vram_record_stream). */
+vram_status uses_add_locked(pool_chunk *c, void *stream);
+
+/* ==== chunks (split_merge.c): split_merge.h ======================================================= */
+
+void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
+/* Gives every block parked in the thread caches back to the free bins. */
 void        pool_flush_caches_locked(pool_arena *p);
-void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date
-                                                    (backing.c) */
 
+/* ==== the readers: statistics (stats.c: stats.h), the out-of-memory report (oom.c), the check
+ * (pool_check.c), the memory map (pool_snapshot.c). Each reads what the front door settled. ===== */
 
-/* arena.c: whether addr lies in memory of one of the arena's regions (pool lock held). */
-int         pool_owns_locked(const pool_arena *p, uint64_t addr);
-/* oom.c (pool lock held): the out-of-memory error of this arena alone, counted; the largest block a
- * request could get within memory held. */
-vram_status pool_oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why);
+void        stats_reset_peak_locked(pool_arena *p);
+void        stats_reset_accumulated_locked(pool_arena *p);
+/* The arena's figures added to what *out holds (arenas.c sums over arenas). */
+void        stats_query_locked(pool_arena *p, vram_allocator_stats *out);
+/* The out-of-memory error (counted): this arena's figures, or with `all` those of every arena of the
+ * logical device; the largest block a request could get within memory held. */
+vram_status oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
+vram_status oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why);
 size_t      pool_largest_free_locked(const pool_arena *p);
+/* The consistency check (vram_check) of everything but the sleep's marks: VRAM_OK or VRAM_ERR_INTERNAL. */
+vram_status check_locked(pool_arena *p);
+void        snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
+                            vram_block_info *blocks, size_t block_cap, size_t *nblocks);
+
+/* Whether addr lies in memory of one of the arena's regions (arena lock held). */
+static inline int arena_owns_locked(const pool_arena *p, uint64_t addr) {
+    POOL_ASSERT_LOCKED(p);
+    for (const pool_region *r = p->regions; r != NULL; r = r->next) {
+        if (addr >= r->base && addr - r->base < r->size) return 1;
+    }
+    return 0;
+}
 
 /* The bytes the arena holds beyond its live blocks: reserved - current, 0 when blocks asleep (whose
  * bytes count in current and hold no memory) make current the larger. */
@@ -379,69 +481,13 @@ static inline int pool_zone_edge(const pool_arena *p, uint64_t addr) {
 
 /* the pointer table's shards */
 static inline pool_shard *pool_shard_of(pool_arena *p, uint64_t addr) {
-    return &p->live[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
+    return &p->ptr_table[((addr >> 8) * 0x9e3779b97f4a7c15ull) >> 58];
 }
 
-/* ---- the pointer table (shards with their own locks: pool_shard above) ---------------------- */
-
-/* The helpers the files of an arena share from headers (the pointer table's here, others in
- * split_merge.h, stats.h, stream_order.h, backing.h): static but not `inline`, so that the
+/* The helpers the files of an arena share from headers (pointer_table.h, split_merge.h, stats.h,
+ * stream_order.h, backing.h): static but not `inline`, so that the
  * compiler inlines them or not by its own measure, as when they all lived in one file (declared
  * `inline`, the hand-out's registers spilled: 15 instructions more a call, bench/instructions.sh). */
 #define POOL_HELPER static __attribute__((unused))
 
-/* Both under the pool lock. Until the caches start parking (tc_multi, set under the pool lock
- * before any thread may touch a shard without it), the pool lock alone guards the shards, and
- * their own locks are not taken: one atomic less per call for a single thread. */
-POOL_HELPER int shards_shared(const pool_arena *p) {
-    return atomic_load_explicit(&p->tc_multi, memory_order_relaxed);   /* stable under the pool lock */
-}
-
-/* The shard of addr, its lock taken when the shards are shared; shard_open gives it back. */
-POOL_HELPER pool_shard *shard_hold(pool_arena *p, uint64_t addr, int shared) {
-    pool_shard *sh = pool_shard_of(p, addr);
-    if (shared) pool_spin_lock(&sh->lock);
-    return sh;
-}
-
-POOL_HELPER void shard_open(pool_shard *sh, int shared) {
-    if (shared) pool_spin_unlock(&sh->lock);
-}
-
-/* 0, or -1 without host memory for a larger table. */
-POOL_HELPER int live_put(pool_arena *p, pool_chunk *c) {
-    int shared = shards_shared(p);
-    pool_shard *sh = shard_hold(p, c->addr, shared);
-    int r = ptr_map_insert(&sh->map, c->addr, c);
-    shard_open(sh, shared);
-    return r;
-}
-
-POOL_HELPER pool_chunk *live_get(pool_arena *p, uint64_t addr) {
-    int shared = shards_shared(p);
-    pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = ptr_map_get(&sh->map, addr);
-    shard_open(sh, shared);
-    return c;
-}
-
-POOL_HELPER pool_chunk *live_take(pool_arena *p, uint64_t addr) {
-    int shared = shards_shared(p);
-    pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = ptr_map_take(&sh->map, addr);
-    shard_open(sh, shared);
-    return c;
-}
-
-/* The block at addr, out of the table unless it has uses on other streams (ptr_map_take_unused). A
- * wrapper of its own rather than a flag to live_take: the flag cost the free path 7-13 instructions a
- * call (bench/instructions.sh, gpt2_train: 462-468 against 455). */
-POOL_HELPER pool_chunk *live_take_unused(pool_arena *p, uint64_t addr) {
-    int shared = shards_shared(p);
-    pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = ptr_map_take_unused(&sh->map, addr);
-    shard_open(sh, shared);
-    return c;
-}
-
-#endif /* VRAM_POOL_INTERNAL_H */
+#endif /* VRAM_POOL_ARENA_H */

@@ -1,0 +1,68 @@
+/*
+ * pointer_table.h: the pointer table, every live block of an arena by its address (pool_arena's
+ * `ptr_table`: POOL_SHARDS shards of a ptr_map each, with a spin lock each, so that frees on several
+ * threads do not meet on one lock). Helpers of the header (POOL_HELPER, arena.h): every hand-out and
+ * free goes through them. Lock order: the arena lock, then a thread cache's, then a shard's.
+ */
+#ifndef VRAM_POOL_POINTER_TABLE_H
+#define VRAM_POOL_POINTER_TABLE_H
+
+#include "pool/arena.h"
+
+/* Both under the arena lock. Until the caches start parking (tc_multi, set under the arena lock
+ * before any thread may touch a shard without it), the arena lock alone guards the shards, and
+ * their own locks are not taken: one atomic less per call for a single thread. */
+POOL_HELPER int shards_shared(const pool_arena *p) {
+    return atomic_load_explicit(&p->tc_multi, memory_order_relaxed);   /* stable under the arena lock */
+}
+
+/* The shard of addr, its lock taken when the shards are shared; shard_open gives it back. */
+POOL_HELPER pool_shard *shard_hold(pool_arena *p, uint64_t addr, int shared) {
+    pool_shard *sh = pool_shard_of(p, addr);
+    if (shared) pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
+    return sh;
+}
+
+POOL_HELPER void shard_open(pool_shard *sh, int shared) {
+    if (shared) pool_spin_unlock(&sh->lock);
+}
+
+/* 0, or -1 without host memory for a larger table. Always inlined: left to the compiler, the hand-out
+ * called it out of line once the front door moved to arena.c (11 instructions more a warm call,
+ * bench/instructions.sh, prealloc on gpt2_train). */
+static inline __attribute__((always_inline)) int ptr_table_put(pool_arena *p, pool_chunk *c) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, c->addr, shared);
+    int r = ptr_map_insert(&sh->map, c->addr, c);
+    shard_open(sh, shared);
+    return r;
+}
+
+POOL_HELPER pool_chunk *ptr_table_get(pool_arena *p, uint64_t addr) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
+    pool_chunk *c = ptr_map_get(&sh->map, addr);
+    shard_open(sh, shared);
+    return c;
+}
+
+POOL_HELPER pool_chunk *ptr_table_take(pool_arena *p, uint64_t addr) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
+    pool_chunk *c = ptr_map_take(&sh->map, addr);
+    shard_open(sh, shared);
+    return c;
+}
+
+/* The block at addr, out of the table unless it has uses on other streams (ptr_map_take_unused). A
+ * wrapper of its own rather than a flag to ptr_table_take: the flag cost the free path 7-13 instructions a
+ * call (bench/instructions.sh, gpt2_train: 462-468 against 455). */
+POOL_HELPER pool_chunk *ptr_table_take_unused(pool_arena *p, uint64_t addr) {
+    int shared = shards_shared(p);
+    pool_shard *sh = shard_hold(p, addr, shared);
+    pool_chunk *c = ptr_map_take_unused(&sh->map, addr);
+    shard_open(sh, shared);
+    return c;
+}
+
+#endif /* VRAM_POOL_POINTER_TABLE_H */
