@@ -134,7 +134,10 @@ EOF
 echo "required $SPANK preload=$PRELOAD shard_limit=1GiB" >"$TMP/plugstack.conf"
 
 slurmctld -f "$SLURM_CONF" || skip "slurmctld does not start"
-slurmd -f "$SLURM_CONF" || skip "slurmd does not start"
+# slurmd (and so each slurmstepd, where the plugin's task_init runs) with a VRAM_LEDGER_DIR of its own, as a
+# site's unit file could give it: the tasks' ledger is still the node's place for the user (the checks of
+# "ledger=/dev/shm/vram-0" below), the one the epilog frees slots in.
+VRAM_LEDGER_DIR=$TMP/slurmd-ledger slurmd -f "$SLURM_CONF" || skip "slurmd does not start"
 up=0
 for _ in $(seq 100); do
     if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed)'; then up=1; break; fi
@@ -199,6 +202,12 @@ run env XDG_RUNTIME_DIR=/run/user/4242 timeout 60 srun --quiet -n 2 --vram-limit
 check "XDG_RUNTIME_DIR=/run/user/4242 exported (missing on the node): the job's two tasks still share 1 GiB (one of 600 MiB refused), in the node's ledger" \
     '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 &&
        $(grep -c "^ledger=/dev/shm/vram-0$" <<<"$OUT") -eq 2 ]]'
+mkdir -m 700 "$TMP/jobledger"
+run env VRAM_LEDGER_DIR="$TMP/jobledger" timeout 60 srun --quiet -n 2 --vram-limit=1GiB --vram-growth \
+    bash -c 'echo "ledger=$VRAM_LEDGER_DIR"; sleep 3 | '"$APP"' dlsym hold alloc 600'
+check "VRAM_LEDGER_DIR exported by the job (a directory of the user's): passed over, the tasks share 1 GiB in the node's ledger" \
+    '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 &&
+       $(grep -c "^ledger=/dev/shm/vram-0$" <<<"$OUT") -eq 2 && ! -e $TMP/jobledger/ledger ]]'
 mkdir -m 700 "$TMP/xdg0" "$TMP/xdg1"
 run S -n 2 --vram-limit=1GiB --vram-growth \
     bash -c 'export XDG_RUNTIME_DIR='"$TMP"'/xdg$SLURM_PROCID; sleep 3 | '"$APP"' dlsym hold alloc 600'
