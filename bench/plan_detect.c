@@ -113,7 +113,7 @@ int main(int argc, char **argv) {
     double ns[MAX_ROUNDS];
     unsigned found = 0, placed = 0;
     for (int r = 0; r < rounds; r++) {
-        if (plan_detector_init(d) != 0) return 1;   /* (its history's pages written: before the clock) */
+        if (vram__plan_detector_init(d) != 0) return 1;   /* (its history's pages written: before the clock) */
         memset(num, 0, (max_id + 1) * sizeof *num);
         size_t live_high = 0;
         found = placed = 0;
@@ -123,28 +123,28 @@ int main(int argc, char **argv) {
                 const event *e = &ev[i];
                 if (e->size == 0) {
                     if (num[e->id] == 0) continue;
-                    plan_note_free(d, num[e->id] - 1, size[e->id]);
+                    vram__plan_note_free(d, num[e->id] - 1, size[e->id]);
                     num[e->id] = 0;
                     continue;
                 }
-                if (num[e->id] != 0) plan_note_free(d, num[e->id] - 1, size[e->id]);   /* (a reused id) */
+                if (num[e->id] != 0) vram__plan_note_free(d, num[e->id] - 1, size[e->id]);   /* (a reused id) */
                 if (d->live + e->size > live_high) {
                     live_high = d->live + e->size;
                     d->min_live = live_high / 4;
                 }
                 pool_plan p;
                 uint64_t id;
-                if (plan_note_request(d, e->size, e->stream, &id, &p) == 1) {
+                if (vram__plan_note_request(d, e->size, e->stream, &id, &p) == 1) {
                     found++;
                     placed += p.planned > 0;
-                    plan_free(&p);
+                    vram__plan_free(&p);
                 }
                 num[e->id] = id + 1;
                 size[e->id] = e->size;
             }
         }
         ns[r] = (double)(now_ns() - t0) / ((double)passes * (double)n);
-        plan_detector_free(d);
+        vram__plan_detector_free(d);
     }
     double lowest = ns[0];
     for (int r = 1; r < rounds; r++) lowest = ns[r] < lowest ? ns[r] : lowest;

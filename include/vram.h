@@ -19,9 +19,14 @@
  *
  * Environment variables (read when the runtime starts; a malformed value makes vram_init fail with
  * VRAM_ERR_INVALID_ARGUMENT naming the variable): VRAM_BACKEND=cuda|sim, VRAM_SIM_DEVICES,
- * VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_FORCE_ALLOW_GROWTH=true|false, VRAM_MEMORY_LIMIT,
- * VRAM_MEMORY_LIMIT_<i>, VRAM_MEMORY_FRACTION, VRAM_ALLOC_CONF (allocator options, see
- * vram_set_alloc_conf). VRAM_MEMBARRIER=0|false (read at the first configuration call or start) makes
+ * VRAM_SIM_FAIL_ALLOC_AFTER, VRAM_GROWTH=true|false, VRAM_LIMIT, VRAM_LIMIT_<i> (the names `vram run`
+ * sets; their older names VRAM_FORCE_ALLOW_GROWTH, VRAM_MEMORY_LIMIT, VRAM_MEMORY_LIMIT_<i> are read
+ * where they are unset, and both names of one setting disagreeing is refused), VRAM_MEMORY_FRACTION,
+ * VRAM_ALLOC_CONF (allocator options, see vram_set_alloc_conf), VRAM_OVERFLOW=host|none and
+ * VRAM_OVERFLOW_MAX (the options overflow and overflow_max_mb, under VRAM_ALLOC_CONF's), and the
+ * ledger's: VRAM_GROUP, VRAM_GROUP_LIMIT, VRAM_PRIORITY, VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX,
+ * VRAM_LEDGER_DIR (under `vram run`, or with VRAM_GROUP or VRAM_LEDGER_DIR, the process is listed in
+ * the ledger and follows `vram limit PID` and its group's rebalancing: README, "Limits that move"). VRAM_MEMBARRIER=0|false (read at the first configuration call or start) makes
  * every allocation and free fence its entry into the runtime itself, instead of the configuration
  * calls fencing all threads with membarrier. See README.md.
  */
@@ -121,7 +126,8 @@ VRAM_API vram_status vram_get_memory_growth(int physical_index, int *enabled);
 
 /* A hard cap on what the runtime holds from the driver for this card, shared by its logical
  * devices. 0 removes the limit. A limit above the card's memory is VRAM_ERR_CONFLICT.
- * VRAM_MEMORY_LIMIT, VRAM_MEMORY_LIMIT_<i> and VRAM_MEMORY_FRACTION override it. */
+ * VRAM_LIMIT, VRAM_LIMIT_<i> (older names VRAM_MEMORY_LIMIT, VRAM_MEMORY_LIMIT_<i>) and
+ * VRAM_MEMORY_FRACTION override it. */
 VRAM_API vram_status vram_set_memory_limit(int physical_index, size_t limit_bytes);
 VRAM_API vram_status vram_get_memory_limit(int physical_index, size_t *limit_bytes); /* 0: none set */
 
@@ -522,6 +528,12 @@ typedef struct vram_allocator_stats {
     int64_t   num_device_alloc, num_device_free;   /* driver calls that created / released memory, a
                                                       move (growth) counting once in each */
     int64_t   max_split_size;       /* -1: any free block may be split */
+    /* overflow to host memory (allocator option overflow:host): the host memory its blocks hold and
+     * its blocks, as figures of their own (current, peak, allocated, freed; all 0 with overflow off).
+     * They are in none of the device's figures above, nor in PyTorch's (vram.torch leaves them out of
+     * torch.cuda.memory_stats) */
+    vram_stat overflow_bytes;
+    vram_stat overflow_blocks;
 } vram_allocator_stats;
 
 /* Blocks parked in thread caches go back to the pool first, so every figure is of blocks the

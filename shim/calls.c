@@ -8,8 +8,8 @@
  * and what the group has left; shim_view) and cuDeviceTotalMem (the limit, at most the card's
  * memory), in both forms. The other families have files of their own (shim.h's coverage table).
  *
- * With VRAM_OVERFLOW=host a cuMemAlloc_v2 that the limit or the card refused is served from host
- * memory (overflow.c), and its cuMemFree_v2 goes there.
+ * With VRAM_OVERFLOW=host a cuMemAlloc_v2 or cuMemAllocPitch_v2 that the limit or the card refused is
+ * served from host memory (overflow.c), and its cuMemFree_v2 goes there.
  *
  * Invariants: every wrapper returns the driver's result, or CUDA_ERROR_OUT_OF_MEMORY for a refusal
  * (then the driver was not called), or CUDA_ERROR_NOT_FOUND when the driver lacks the function; a
@@ -58,8 +58,13 @@ SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t
     size_t estimate = 0;
     if (height && width_bytes > SIZE_MAX / height) dev = -1;   /* the driver refuses it */
     else estimate = width_bytes * height;
-    if (shim_take("cuMemAllocPitch", dev, estimate) != 0) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (shim_take("cuMemAllocPitch", dev, estimate) != 0)
+        return shim_overflow_alloc_pitch("cuMemAllocPitch", dptr, pitch, width_bytes, height, dev);
     CUresult r = real(dptr, pitch, width_bytes, height, element_size_bytes);
+    if (r == CUDA_ERROR_OUT_OF_MEMORY && g.overflow && dev >= 0) {   /* the card refused: host memory */
+        shim_unreserve(dev, estimate);
+        return shim_overflow_alloc_pitch("cuMemAllocPitch", dptr, pitch, width_bytes, height, dev);
+    }
     if (r != CUDA_SUCCESS || dev < 0) return shim_settle_ptr(r, dptr, estimate, dev);
     size_t actual = estimate;
     if (*pitch >= width_bytes && (!height || *pitch <= SIZE_MAX / height)) actual = *pitch * height;
@@ -68,7 +73,7 @@ SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pitch, size_t
         if (real_free) real_free(*dptr);
         *dptr = 0;
         shim_unreserve(dev, estimate);
-        return CUDA_ERROR_OUT_OF_MEMORY;
+        return shim_overflow_alloc_pitch("cuMemAllocPitch", dptr, pitch, width_bytes, height, dev);
     }
     return shim_settle_ptr(r, dptr, actual, dev);
 }

@@ -5,7 +5,10 @@
  * VRAM_LOG=1 prints when the driver is loaded, and what a fork child resets.
  *
  *   VRAM_LIMIT=SIZE        every device; VRAM_LIMIT_<i>=SIZE device <i> as the program numbers it
- *                          (after CUDA_VISIBLE_DEVICES), winning over VRAM_LIMIT. Sizes as everywhere
+ *                          (after CUDA_VISIBLE_DEVICES), winning over VRAM_LIMIT. The library's older
+ *                          names VRAM_MEMORY_LIMIT and VRAM_MEMORY_LIMIT_<i> are read where the new
+ *                          one is unset (both set to different sizes fails closed, said); VRAM_GROWTH's
+ *                          older name is VRAM_FORCE_ALLOW_GROWTH (vram__getenv_either). Sizes as everywhere
  *                          in vram ("1073741824", "6GiB", "1.5G": vram_parse_size of src/common). A
  *                          value that is no size, or is 0 bytes (one that rounds to nothing, "0.4"
  *                          or "0.5B", included), fails closed: every allocation is refused, said by
@@ -54,7 +57,7 @@ shim_state g = { .mu = PTHREAD_MUTEX_INITIALIZER, .ledger_mu = PTHREAD_MUTEX_INI
  * "0.5B", included): nothing is allowed then (a limit never silently drops; as in the library,
  * leaving the variable unset is how to have no limit). */
 static void shim_malformed(const char *name, const char *value, int zero) {
-    if (!g.malformed[0]) snprintf(g.malformed, sizeof g.malformed, "%s='%.80s'", name, value);
+    if (!g.malformed[0]) snprintf(g.malformed, sizeof g.malformed, "%s='%.80s' is not a size", name, value);
     if (zero)
         fprintf(stderr, "vram: %s='%s' is 0 bytes: a limit must be larger than zero (unset the variable for no "
                 "limit): every allocation is refused\n", name, value);
@@ -71,11 +74,21 @@ static size_t shim_limit_value(const char *name, const char *v) {
     return bytes;
 }
 
-static void shim_read_limit(const char *name, int dev, int src) {
-    const char *v = getenv(name);
+/* A limit: `name` (VRAM_LIMIT, VRAM_LIMIT_<i>), else `old` (VRAM_MEMORY_LIMIT, VRAM_MEMORY_LIMIT_<i>, the
+ * library's older names); both set to different sizes is refused as a malformed limit is (fails closed). */
+static void shim_read_limit(const char *name, const char *old, int dev, int src) {
+    const char *used = NULL, *other = NULL;
+    const char *v = vram__getenv_either(name, old, &used, &other);
     if (!v) return;
-    size_t bytes = shim_limit_value(name, v);
+    size_t bytes = shim_limit_value(used, v), old_bytes = 0;
     if (bytes == 0) return;
+    if (other && (vram_parse_size(other, &old_bytes) != VRAM_OK || old_bytes != bytes)) {
+        if (!g.malformed[0])
+            snprintf(g.malformed, sizeof g.malformed, "%s='%.40s' and %s='%.40s' disagree", used, v, old, other);
+        fprintf(stderr, "vram: %s='%s' and %s='%s' disagree: they name one limit (%s is its older name); every "
+                "allocation is refused until one of them is unset\n", used, v, old, other, old);
+        return;
+    }
     for (int d = (dev < 0 ? 0 : dev); d < (dev < 0 ? SHIM_MAX_DEVICES : dev + 1); d++) {
         if (src == SHIM_LIMIT_ALL && g.limit_src[d] == SHIM_LIMIT_DEVICE) continue;
         g.limit[d] = g.limit_start[d] = bytes;
@@ -132,7 +145,7 @@ static void shim_read_moving(void) {
 static void shim_read_group(void) {
     const char *name = getenv("VRAM_GROUP"), *lim = getenv("VRAM_GROUP_LIMIT");
     if (name && *name) {
-        if (ledger_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
+        if (vram__ledger_valid_group(name)) snprintf(g.group, sizeof g.group, "%s", name);
         else fprintf(stderr, "vram: VRAM_GROUP='%s' is not a group name (1-31 of A-Z a-z 0-9 . _ -); ignored\n", name);
     }
     if (lim && *lim) {
@@ -213,7 +226,7 @@ static void shim_fork_child(void) {
     if (g.table) memset(g.table, 0, g.cap * sizeof *g.table);
     g.count = 0;
     g.npins = 0;
-    if (g.ledger_state == 1) ledger_close(&g.ledger);
+    if (g.ledger_state == 1) vram__ledger_close(&g.ledger);
     g.ledger_state = 0;
     if (g.shadow_map) munmap(g.shadow_map, SHIM_LEDGER_BYTES);
     if (g.shadow_fd >= 0) close(g.shadow_fd);   /* the parent's; the child makes its own */
@@ -237,14 +250,16 @@ static void shim_fork_child(void) {
 static void shim_env_init(void) {
     int growth = 1;
     shim_read_bool("VRAM_LOG", &g.log);
-    shim_read_bool("VRAM_GROWTH", &growth);
+    const char *used = NULL, *other = NULL;   /* VRAM_GROWTH, else its older name VRAM_FORCE_ALLOW_GROWTH */
+    if (vram__getenv_either("VRAM_GROWTH", "VRAM_FORCE_ALLOW_GROWTH", &used, &other)) shim_read_bool(used, &growth);
     g.prealloc = !growth;
     for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
-        char name[32];
+        char name[32], old[40];
         snprintf(name, sizeof name, "VRAM_LIMIT_%d", d);
-        shim_read_limit(name, d, SHIM_LIMIT_DEVICE);
+        snprintf(old, sizeof old, "VRAM_MEMORY_LIMIT_%d", d);
+        shim_read_limit(name, old, d, SHIM_LIMIT_DEVICE);
     }
-    shim_read_limit("VRAM_LIMIT", -1, SHIM_LIMIT_ALL);
+    shim_read_limit("VRAM_LIMIT", "VRAM_MEMORY_LIMIT", -1, SHIM_LIMIT_ALL);
     shim_read_group();
     shim_read_watcher();
     shim_read_moving();

@@ -7,7 +7,7 @@
  * in_use and peak into the process's own slot (shim_publish_unsafe: two relaxed atomic stores under
  * g.mu; no ledger lock). The slots are freed at exit (a destructor); a process killed before that
  * is reclaimed by whoever scans the ledger. Each slot is mirrored in the process's shadow
- * (ledger_shadow_create: a sealed memfd no one can shrink, published with the same stores), from
+ * (vram__ledger_shadow_create: a sealed memfd no one can shrink, published with the same stores), from
  * which a ledger made anew after a truncation or deletion recovers the process's slot and usage
  * even when it makes no call. After fork the child starts with no slot and nothing counted (env.c).
  * A ledger that cannot be opened (bad permissions, full) is said on stderr with VRAM_LOG=1 or a
@@ -33,7 +33,7 @@
  * (shim_slot_card_unsafe). With an idle watcher (VRAM_IDLE_WATCHER) each slot names the watcher and
  * the process's activity page (activity.c) when it is claimed.
  *
- * Groups that rebalance (VRAM_PRIORITY; ledger_group_rebalance_locked). The policy, in full: a
+ * Groups that rebalance (VRAM_PRIORITY; vram__ledger_group_rebalance_locked). The policy, in full: a
  * guaranteed member (the default) may use up to budget - what the group's other guaranteed members
  * use on the card (opportunistic members do not count against it); an opportunistic member's limit
  * is what is left, budget - the guaranteed members' use - the other opportunistic members' use,
@@ -85,7 +85,7 @@ void shim_publish_unsafe(int dev) {
     __atomic_store_n(&s->overflow_bytes, (uint64_t)g.overflow_bytes[dev], __ATOMIC_RELAXED);
 }
 
-/* Copies this process's slot of `dev` into its shadow (ledger_shadow_create), the state last, or
+/* Copies this process's slot of `dev` into its shadow (vram__ledger_shadow_create), the state last, or
  * clears the shadow's slot when s is NULL. Caller holds g.mu. */
 static void shim_shadow_set_unsafe(int dev, const ledger_slot *s) {
     if (!g.shadow) return;
@@ -119,10 +119,10 @@ static void shim_slot_watch(ledger_slot *s) {
     s->card_bytes = dev >= 0 && dev < SHIM_MAX_DEVICES ? g.card[dev] : 0;
     s->overflow_max = dev >= 0 && dev < SHIM_MAX_DEVICES ? shim_overflow_cap(dev) : 0;
     if (g.group[0]) {
-        uint64_t budget = ledger_group_budget_set_locked(&g.ledger, g.group);
+        uint64_t budget = vram__ledger_group_budget_set_locked(&g.ledger, g.group);
         if (budget) {
             s->group_limit_set = budget;
-            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+            vram__ledger_gen_bump(s);
         }
     }
     if (!g.watcher_pid) return;
@@ -137,7 +137,7 @@ static void shim_slot_watch(ledger_slot *s) {
  * lock and g.mu; s is this process's slot of dev. */
 static void shim_slot_card_unsafe(int dev, const ledger_slot *s) {
     char uuid[LEDGER_UUID_LEN];
-    ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
+    vram__ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
     if (uuid[0] && strcmp(uuid, g.uuid[dev]) != 0) memcpy(g.uuid[dev], uuid, sizeof uuid);
 }
 
@@ -191,7 +191,7 @@ static int shim_ledger_ready_locked(void) {
     if (g.ledger_state) return g.ledger_state == 1 ? 0 : -1;
     char err[512];
     g.self_pid = (int)getpid();
-    if (ledger_start_time(g.self_pid, &g.self_start) != 0 || ledger_open(&g.ledger, err, sizeof err) != 0) {
+    if (vram__ledger_start_time(g.self_pid, &g.self_start) != 0 || vram__ledger_open(&g.ledger, err, sizeof err) != 0) {
         if (!g.self_start) snprintf(err, sizeof err, "cannot read /proc/%d/stat", g.self_pid);
         g.ledger_state = -1;
         if (g.log || g.group_limit)
@@ -202,7 +202,7 @@ static int shim_ledger_ready_locked(void) {
     if (g.ledger.rebuilt[0] && g.log) fprintf(stderr, "vram: the ledger %s\n", g.ledger.rebuilt);
     if (g.ledger.note[0] && g.log) fprintf(stderr, "vram: %s\n", g.ledger.note);
     shim_sigbus_install();
-    g.shadow_fd = ledger_shadow_create(&g.ledger);
+    g.shadow_fd = vram__ledger_shadow_create(&g.ledger);
     if (g.shadow_fd >= 0) {
         void *m = mmap(NULL, SHIM_LEDGER_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, g.shadow_fd, 0);
         if (m != MAP_FAILED) {
@@ -226,7 +226,7 @@ static int shim_follow_locked(void) {
     char err[512];
     pthread_mutex_lock(&g.mu);
     int lost = g.ledger_lost;
-    int r = ledger_follow_locked(&g.ledger, lost, err, sizeof err);
+    int r = vram__ledger_follow_locked(&g.ledger, lost, err, sizeof err);
     if (r < 0) {
         pthread_mutex_unlock(&g.mu);
         static int said;   /* under ledger_mu */
@@ -251,18 +251,18 @@ static int shim_follow_locked(void) {
             shim_slot_card_unsafe(d, s);
             continue;
         }
-        s = ledger_find_locked(&g.ledger, g.self_pid, g.self_start, d);
+        s = vram__ledger_find_locked(&g.ledger, g.self_pid, g.self_start, d);
         if (s) {
             shim_slot_card_unsafe(d, s);
         } else {
-            s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
+            s = vram__ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, d, g.uuid[d], g.group, g.command,
                                     g.limit[d], g.group_limit);
             shim_slot_watch(s);
         }
         g.slot[d] = s;
         shim_sleep_slot_unsafe();
         g.limits_seen[d] = 0;   /* a slot found or claimed anew: its limits are read again */
-        if (s && s->limits_gen == 0) __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+        if (s && s->limits_gen == 0) vram__ledger_gen_bump(s);
         shim_shadow_set_unsafe(d, s);
         if (s) shim_publish_unsafe(d);
         reclaimed++;
@@ -281,7 +281,7 @@ void shim_register(int dev) {
     if (!g.slot_tried[dev] && shim_ledger_ready_locked() == 0) {
         char comm[LEDGER_NAME_LEN] = "?";
         FILE *f = fopen("/proc/self/comm", "re");
-        if (f) {   /* the name and one line feed; a line feed in the name stays (ledger_copy_name shows '?') */
+        if (f) {   /* the name and one line feed; a line feed in the name stays (vram__ledger_copy_name shows '?') */
             size_t got = fread(comm, 1, sizeof comm - 1, f);
             if (got) {
                 comm[got] = '\0';
@@ -294,8 +294,8 @@ void shim_register(int dev) {
         size_t card = 0;
         if (g.real.cuDeviceTotalMem_v2 && g.real.cuDeviceTotalMem_v2(&card, dev) == CUDA_SUCCESS) g.card[dev] = card;
         if (g.watcher_pid) shim_activity_start();   /* once: the page the watcher reads */
-        ledger_lock(&g.ledger);
-        ledger_slot *s = ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, dev, g.uuid[dev], g.group,
+        vram__ledger_lock(&g.ledger);
+        ledger_slot *s = vram__ledger_claim_locked(&g.ledger, g.self_pid, g.self_start, dev, g.uuid[dev], g.group,
                                              comm, g.limit[dev], g.group_limit);
         shim_slot_watch(s);
         pthread_mutex_lock(&g.mu);
@@ -305,7 +305,7 @@ void shim_register(int dev) {
         shim_shadow_set_unsafe(dev, s);
         if (s) shim_publish_unsafe(dev);
         pthread_mutex_unlock(&g.mu);
-        ledger_unlock(&g.ledger);
+        vram__ledger_unlock(&g.ledger);
         if (!s && (g.log || g.group_limit))
             fprintf(stderr, "vram: the ledger is full (%u slots): device %d of this process is not listed "
                     "by vram top%s\n", LEDGER_SLOTS, dev,
@@ -319,16 +319,16 @@ void shim_register(int dev) {
 __attribute__((destructor)) static void shim_unregister(void) {
     pthread_mutex_lock(&g.ledger_mu);
     if (g.ledger_state == 1 && g.self_pid == (int)getpid()) {
-        ledger_lock(&g.ledger);
+        vram__ledger_lock(&g.ledger);
         pthread_mutex_lock(&g.mu);
         for (int d = 0; d < SHIM_MAX_DEVICES; d++) {
-            if (g.slot[d]) ledger_release_locked(g.slot[d], g.self_pid, g.self_start);
+            if (g.slot[d]) vram__ledger_release_locked(g.slot[d], g.self_pid, g.self_start);
             g.slot[d] = NULL;
             shim_shadow_set_unsafe(d, NULL);
         }
         shim_sleep_slot_unsafe();
         pthread_mutex_unlock(&g.mu);
-        ledger_unlock(&g.ledger);
+        vram__ledger_unlock(&g.ledger);
     }
     pthread_mutex_unlock(&g.ledger_mu);
 }
@@ -351,7 +351,7 @@ int shim_group_begin(int dev, uint64_t *total) {
     if (!__atomic_load_n(&g.group_limit, __ATOMIC_RELAXED) || __atomic_load_n(&g.ledger_state, __ATOMIC_ACQUIRE) != 1) return 0;
     int grouped = 0;
     pthread_mutex_lock(&g.ledger_mu);
-    ledger_lock(&g.ledger);
+    vram__ledger_lock(&g.ledger);
     /* A truncation while following or scanning (the rest reads as zeros) may hide members: the
      * file now at the path is read again, and the allocation refused when it keeps being
      * truncated; never this process's own usage alone, which would forget the others. */
@@ -359,7 +359,7 @@ int shim_group_begin(int dev, uint64_t *total) {
         if (shim_follow_locked() == 0 && !g.ledger_lost) {
             grouped = g.slot[dev] != NULL;   /* none: the ledger was full (own usage, limits.c) */
             if (!grouped) break;
-            *total = ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
+            *total = vram__ledger_group_total_locked(&g.ledger, g.group, g.uuid[dev]);
             if (!g.ledger_lost) break;
         }
         if (tries == 2) {
@@ -376,7 +376,7 @@ uint64_t shim_group_rebalance_locked(int dev) {
     uint64_t budget = __atomic_load_n(&g.group_limit, __ATOMIC_RELAXED);
     if (!g.group[0] || !g.slot[dev] || !budget || g.ledger_lost) return UINT64_MAX;
     int opportunistic = 0;
-    uint64_t used = ledger_group_rebalance_locked(&g.ledger, g.group, g.uuid[dev], budget, &opportunistic);
+    uint64_t used = vram__ledger_group_rebalance_locked(&g.ledger, g.group, g.uuid[dev], budget, &opportunistic);
     __atomic_store_n(&g.saw_opportunistic, opportunistic > 0, __ATOMIC_RELAXED);
     return g.ledger_lost ? UINT64_MAX : used;
 }
@@ -391,7 +391,7 @@ void shim_group_freed(int dev) {
 }
 
 void shim_group_end(void) {
-    ledger_unlock(&g.ledger);
+    vram__ledger_unlock(&g.ledger);
     pthread_mutex_unlock(&g.ledger_mu);
 }
 
@@ -402,12 +402,12 @@ size_t shim_group_free_uuid(const char *uuid) {
     size_t left = SIZE_MAX;
     pthread_mutex_lock(&g.ledger_mu);
     if (shim_ledger_ready_locked() == 0) {
-        ledger_lock(&g.ledger);
+        vram__ledger_lock(&g.ledger);
         /* a ledger that cannot be followed or keeps faulting reports nothing left (as allocations are refused) */
         int ok = shim_follow_locked() == 0 && !g.ledger_lost;
-        uint64_t total = ok ? ledger_group_total_locked(&g.ledger, g.group, uuid) : UINT64_MAX;
+        uint64_t total = ok ? vram__ledger_group_total_locked(&g.ledger, g.group, uuid) : UINT64_MAX;
         if (g.ledger_lost) total = UINT64_MAX;
-        ledger_unlock(&g.ledger);
+        vram__ledger_unlock(&g.ledger);
         left = total >= g.group_limit ? 0 : (size_t)(g.group_limit - total);
     }
     pthread_mutex_unlock(&g.ledger_mu);

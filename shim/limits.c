@@ -46,23 +46,16 @@ int shim_limits_follow_unsafe(int dev) {
         s->start_time != g.self_start)
         return 0;   /* no longer this process's (a ledger re-initialised): the next follow finds it */
     g.limits_seen[dev] = gen;
-    size_t set = (size_t)__atomic_load_n(&s->limit_set, __ATOMIC_RELAXED);
-    size_t cap = (size_t)__atomic_load_n(&s->group_cap, __ATOMIC_RELAXED);
-    size_t gset = (size_t)__atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED);
     /* the ceilings come from this process's own environment and the driver, never from the ledger */
-    if (set && g.limit_max && set > g.limit_max) set = g.limit_max;
-    if (set && g.card[dev] && set > g.card[dev]) set = g.card[dev];
-    if (gset && g.group_limit_max && gset > g.group_limit_max) gset = g.group_limit_max;
-    size_t lim = set ? set : g.limit_start[dev];
-    int src = set ? SHIM_LIMIT_SET : g.limit_start_src[dev];
-    if (cap && (!lim || cap < lim)) {
-        lim = cap;
-        src = SHIM_LIMIT_CAP;
-    }
+    int from = LEDGER_LIMIT_FROM_START;
+    size_t lim = (size_t)vram__ledger_limit_in_force(s, g.limit_start[dev], g.limit_max, g.card[dev], &from);
+    int src = from == LEDGER_LIMIT_FROM_SET ? SHIM_LIMIT_SET : from == LEDGER_LIMIT_FROM_CAP ? SHIM_LIMIT_CAP
+                                                                                           : g.limit_start_src[dev];
     int changed = lim != g.limit[dev];
     __atomic_store_n(&g.limit[dev], lim, __ATOMIC_RELAXED);
     g.limit_src[dev] = src;
-    __atomic_store_n(&g.group_limit, gset ? gset : g.group_limit_start, __ATOMIC_RELAXED);
+    __atomic_store_n(&g.group_limit, (size_t)vram__ledger_group_limit_in_force(s, g.group_limit_start, g.group_limit_max),
+                     __ATOMIC_RELAXED);
     if (changed && g.log) {
         char was[32], now[32];
         vram__format_bytes(now, sizeof now, lim);
@@ -107,7 +100,7 @@ static void shim_say_refusal(const char *fn, int dev, size_t size, size_t used, 
                              uint64_t total) {
     if (!g.log) return;
     if (over && g.malformed[0])
-        fprintf(stderr, "vram: %s of %zu bytes on device %d refused: %s is not a size; returning "
+        fprintf(stderr, "vram: %s of %zu bytes on device %d refused: %s; returning "
                 "CUDA_ERROR_OUT_OF_MEMORY\n", fn, size, dev, g.malformed);
     else if (over)
         shim_log_refusal(fn, dev, size, used, g.limit[dev], g.limit_src[dev]);

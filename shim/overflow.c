@@ -12,9 +12,16 @@
  * none). The program's cuMemFree (_v2) of its pointer goes to cuMemFreeHost (the driver's cuMemFree
  * would refuse it). What the program sees: cuMemGetInfo and cuDeviceTotalMem are unchanged (they
  * speak of device memory: free may be 0 while allocations go on in host memory); the driver answers
- * cuPointerGetAttribute itself (memory type host, a valid device pointer). Only cuMemAlloc (_v2)
- * overflows (what cudaMalloc and the frameworks' caching allocators call); the other families
- * (pitch, managed, arrays, cuMemCreate, the stream-ordered pools) are refused as before. Nothing
+ * cuPointerGetAttribute itself (memory type host, a valid device pointer). cuMemAlloc (_v2), what
+ * cudaMalloc and the frameworks' caching allocators call, and cuMemAllocPitch (_v2), rows of the
+ * width rounded up to 512 bytes (what the driver aligns a pitch to at most), overflow; the other
+ * families are refused as before: managed memory migrates by itself, arrays and cuMemCreate memory
+ * have no host form the program would map the same way, and the stream-ordered calls
+ * (cuMemAllocAsync, cuMemAllocFromPoolAsync) cannot: their free is ordered on a stream and may be
+ * captured into a CUDA graph, while host memory can only be given back by a driver call the driver
+ * forbids in a stream's host callback, so the shim would have to block the program's thread at the
+ * free (not allowed during a capture), and a block of a pool must have the pool's properties (its
+ * IPC handle type, its access), which pinned host memory has not. Nothing
  * moves a live block back: a block that is freed and allocated again (each step of a training loop)
  * goes to the device as soon as the device has room, one that is never freed stays in host memory.
  *
@@ -123,4 +130,14 @@ int shim_overflow_free(CUdeviceptr dptr, CUresult *r) {
     }
     pthread_mutex_unlock(&g.mu);
     return 1;
+}
+
+CUresult shim_overflow_alloc_pitch(const char *fn, CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
+                                   size_t height, int dev) {
+    if (!pitch || width_bytes > SIZE_MAX - (SHIM_OVERFLOW_PITCH - 1)) return CUDA_ERROR_OUT_OF_MEMORY;
+    size_t p = (width_bytes + SHIM_OVERFLOW_PITCH - 1) / SHIM_OVERFLOW_PITCH * SHIM_OVERFLOW_PITCH;
+    if (height && p > SIZE_MAX / height) return CUDA_ERROR_OUT_OF_MEMORY;
+    CUresult r = shim_overflow_alloc(fn, dptr, p * height, dev);
+    if (r == CUDA_SUCCESS) *pitch = p;
+    return r;
 }

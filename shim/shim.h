@@ -1,8 +1,10 @@
 /*
  * shim.h: the inside of libvram_preload.so, the LD_PRELOAD library of `vram run`: it caps the device
  * memory an unmodified CUDA program takes by interposing on the CUDA driver API. A sibling of
- * libvram, not a layer on it: it shares src/common (sizes, formatting, CUDA_VISIBLE_DEVICES, compiled
- * in hidden) and the ledger format (ledger.h) with `vram top`, nothing else.
+ * libvram, not a layer on it: it shares src/common (sizes, formatting, CUDA_VISIBLE_DEVICES, the
+ * ledger: compiled in hidden) with libvram and `vram top`, nothing else. A libvram program under
+ * `vram run` on the CUDA backend follows this library's slots (common/ledger_member.h, "follow"):
+ * its driver calls are counted here once.
  *
  * The files, one concern each (their headers say what they own, their invariants and locks), calls
  * running one way, from the interposed calls down:
@@ -28,9 +30,9 @@
  *   activity.c   what an idle watcher sees of the process: its activity page (every interposed
  *                call counts there, shim_activity) and the calls interposed only to be seen
  *                (role ACTIVITY: kernel launches, copies, sets, synchronisations)
- *   ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with `vram top` and the
- *                Slurm plugin; ledger_proc.c: slot liveness and carrying live slots over into a
- *                file made anew, through /proc
+ *   src/common/ledger.c, ledger_proc.c  the ledger file itself (ledger.h), shared with libvram,
+ *                `vram top` and the Slurm plugin; ledger_proc.c: slot liveness and carrying live slots
+ *                over into a file made anew, through /proc
  *
  * Locks, in the order they are taken: held.c's held_mu (never while holding another), balloon_mu,
  * then ledger_mu (never together with balloon_mu), the ledger's flock, then g.mu (the counters and the
@@ -50,7 +52,7 @@
 
 #include "common/common.h"
 #include "cuda_driver.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "nvml_types.h"
 
 #define SHIM_MAX_DEVICES 64
@@ -391,7 +393,7 @@ typedef struct shim_state {
     int ledger_lost_said;
     ledger ledger;
     ledger_slot *slot[SHIM_MAX_DEVICES];     /* written under ledger_mu and g.mu; read under g.mu */
-    int shadow_fd;                           /* ledger_shadow_create's memfd, or -1 (under ledger_mu) */
+    int shadow_fd;                           /* vram__ledger_shadow_create's memfd, or -1 (under ledger_mu) */
     void *shadow_map;                        /* its mapping (LEDGER_FILE_SIZE bytes), or NULL */
     ledger_slot *shadow;                     /* its slots: this process's slot of device d at d; the
                                               * counters written with the ledger's, under g.mu */
@@ -426,7 +428,7 @@ typedef struct shim_state {
     ledger_slot *sleep_slot;                 /* the slot whose sleep field holds the process's calls while
                                               * it is asleep (shim_activity): its first slot, NULL none;
                                               * written under g.mu (shim_sleep_slot_unsafe), read relaxed:
-                                              * a ledger left behind stays readable (ledger_follow_locked) */
+                                              * a ledger left behind stays readable (vram__ledger_follow_locked) */
     int activity_fd;                         /* its descriptor, -1 none (under ledger_mu) */
     int real_ready;                          /* g.real is loaded (set once, release, after it) */
 } shim_state;
@@ -586,6 +588,11 @@ void shim_balloon_fit(int dev);
  * allocation the limit (or the card) refused; counted apart, under the cap. CUDA_ERROR_OUT_OF_MEMORY
  * when overflow is off or its cap is reached, else the driver's error. */
 CUresult shim_overflow_alloc(const char *fn, CUdeviceptr *dptr, size_t size, int dev);
+/* The same for cuMemAllocPitch_v2: rows of width_bytes rounded up to SHIM_OVERFLOW_PITCH bytes (*pitch),
+ * height of them. CUDA_ERROR_OUT_OF_MEMORY as above, or when the size does not fit in size_t. */
+#define SHIM_OVERFLOW_PITCH 512
+CUresult shim_overflow_alloc_pitch(const char *fn, CUdeviceptr *dptr, size_t *pitch, size_t width_bytes,
+                                   size_t height, int dev);
 /* A cuMemFree of an overflow block: 1 when dptr is one (*r: cuMemFreeHost's result), else 0. */
 int shim_overflow_free(CUdeviceptr dptr, CUresult *r);
 
@@ -602,7 +609,7 @@ int shim_group_begin(int dev, uint64_t *total);
 void shim_group_end(void);
 void shim_log_group_refusal(const char *fn, int dev, size_t size, uint64_t total);
 /* Caller holds the locks of shim_group_begin: the group rebalances on dev's card (ledger.h,
- * ledger_group_rebalance_locked) under its budget; returns what its guaranteed members use. */
+ * vram__ledger_group_rebalance_locked) under its budget; returns what its guaranteed members use. */
 uint64_t shim_group_rebalance_locked(int dev);
 /* After a guaranteed member's free: its group's opportunistic members get their room back. */
 void shim_group_freed(int dev);

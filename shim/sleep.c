@@ -94,7 +94,7 @@ void sleep_command(int pid, char *out, size_t len) {
     if (f) fclose(f);
     buf[n] = '\0';
     if (n && buf[n - 1] == '\n') buf[n - 1] = '\0';
-    ledger_copy_name(out, len, buf[0] ? buf : "?", sizeof buf);
+    vram__ledger_copy_name(out, len, buf[0] ? buf : "?", sizeof buf);
 }
 
 /* 0 when this process may act on pid (its owner, or root); -1 with msg (gone: SLEEP_GONE in *rc). */
@@ -140,13 +140,13 @@ static int sleep_ledger_lock(ledger *l, int pid, sleep_slots *out) {
     out->n = 0;
     if (!l) return -1;
     char err[256];
-    ledger_lock(l);
-    if (ledger_follow_locked(l, 0, err, sizeof err) < 0) {
-        ledger_unlock(l);
+    vram__ledger_lock(l);
+    if (vram__ledger_follow_locked(l, 0, err, sizeof err) < 0) {
+        vram__ledger_unlock(l);
         return -1;
     }
     uint64_t start = 0;
-    if (ledger_start_time(pid, &start) != 0) return 0;   /* gone: no slot of it counts */
+    if (vram__ledger_start_time(pid, &start) != 0) return 0;   /* gone: no slot of it counts */
     for (uint32_t i = 0; i < LEDGER_SLOTS && out->n < SLEEP_MAX_SLOTS; i++) {
         ledger_slot *s = &l->slots[i];
         if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start) out->s[out->n++] = s;
@@ -157,7 +157,7 @@ static int sleep_ledger_lock(ledger *l, int pid, sleep_slots *out) {
 /* This process as the ledger names a sleeper. */
 static int sleep_self(uint64_t *start) {
     *start = 0;
-    ledger_start_time((int)getpid(), start);
+    vram__ledger_start_time((int)getpid(), start);
     return (int)getpid();
 }
 
@@ -186,7 +186,7 @@ static void sleep_mark_again(ledger *l, int pid, uint32_t state) {
     sleep_slots ss;
     if (sleep_ledger_lock(l, pid, &ss) != 0) return;
     sleep_mark(&ss, state);
-    ledger_unlock(l);
+    vram__ledger_unlock(l);
 }
 
 /* " on GPU-a, GPU-b" and the sum of the slots' bytes (in use, or in host memory when asleep). */
@@ -199,7 +199,7 @@ static uint64_t sleep_cards(const sleep_slots *ss, int host, char *cards, size_t
         uint64_t b = host ? s->host_bytes : __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
         sum = b > UINT64_MAX - sum ? UINT64_MAX : sum + b;
         char uuid[LEDGER_UUID_LEN];
-        ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
+        vram__ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
         int n = snprintf(cards + used, len - used, "%s%s", i ? ", " : "", uuid);
         if (n < 0 || (size_t)n >= len - used) break;
         used += (size_t)n;
@@ -277,7 +277,7 @@ int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, i
     int ledgered = sleep_ledger_lock(l, pid, &ss) == 0;
     if (ledgered) {
         sleep_mark(&ss, LEDGER_SLEEPING);   /* still on its cards: counted */
-        ledger_unlock(l);
+        vram__ledger_unlock(l);
     }
     if (sleep_checkpoint(d, pid, cmd, lock_ms, msg, len) != 0) {
         if (ledgered) sleep_mark_again(l, pid, LEDGER_AWAKE);
@@ -285,14 +285,14 @@ int sleep_process(const sleep_driver *d, ledger *l, int pid, unsigned lock_ms, i
     }
     int locked = sleep_ledger_lock(l, pid, &ss) == 0;
     if (!locked || ss.n == 0) {
-        if (locked) ledger_unlock(l);
+        if (locked) vram__ledger_unlock(l);
         snprintf(msg, len, "PID %d (%s) is asleep (not under vram run: vram top does not list it, and no group "
                  "counts it)", pid, cmd);
         return SLEEP_DONE;
     }
     sleep_mark(&ss, LEDGER_ASLEEP);
     *host = sleep_cards(&ss, 1, cards, sizeof cards);
-    ledger_unlock(l);
+    vram__ledger_unlock(l);
     char b[32];
     vram__format_bytes(b, sizeof b, (size_t)*host);
     snprintf(msg, len, "PID %d (%s) is asleep: its %s of device memory on %s moved to host memory", pid, cmd, b, cards);
@@ -355,9 +355,9 @@ static int sleep_budget_locked(ledger *l, const sleep_slots *ss, const char *to,
         const ledger_slot *s = ss->s[i];
         if (!s->group[0] || !s->group_limit || s->sleep != LEDGER_ASLEEP) continue;
         char group[LEDGER_NAME_LEN], uuid[LEDGER_UUID_LEN];
-        ledger_copy_name(group, sizeof group, s->group, sizeof s->group);
-        ledger_copy_name(uuid, sizeof uuid, to ? to : s->uuid, to ? LEDGER_UUID_LEN : sizeof s->uuid);
-        uint64_t total = ledger_group_total_locked(l, group, uuid);   /* without it: it is asleep */
+        vram__ledger_copy_name(group, sizeof group, s->group, sizeof s->group);
+        vram__ledger_copy_name(uuid, sizeof uuid, to ? to : s->uuid, to ? LEDGER_UUID_LEN : sizeof s->uuid);
+        uint64_t total = vram__ledger_group_total_locked(l, group, uuid);   /* without it: it is asleep */
         if (total <= s->group_limit && s->host_bytes <= s->group_limit - total) continue;
         char t[32], h[32], lim[32];
         vram__format_bytes(t, sizeof t, (size_t)total);
@@ -380,13 +380,13 @@ static int wake_locked_check(ledger *l, int ledgered, const sleep_slots *ss, int
         const ledger_slot *s = ss->s[i];
         uint64_t self_start;
         if (s->sleep == LEDGER_SLEEPING && s->sleeper_pid && s->sleeper_pid != sleep_self(&self_start) &&
-            ledger_start_time(s->sleeper_pid, &start) == 0 && start == s->sleeper_start) {
-            ledger_unlock(l);
+            vram__ledger_start_time(s->sleeper_pid, &start) == 0 && start == s->sleeper_start) {
+            vram__ledger_unlock(l);
             snprintf(msg, len, "PID %d (%s) is being put to sleep by PID %d: try again", pid, cmd, s->sleeper_pid);
             return -1;
         }
     }
-    if (ledgered) ledger_unlock(l);
+    if (ledgered) vram__ledger_unlock(l);
     return 0;
 }
 
@@ -408,7 +408,7 @@ static int wake_claim(ledger *l, int ledgered, sleep_slots *ss, int pid, const c
     } else if (ledgered) {
         sleep_mark(ss, LEDGER_WAKING);   /* counted from now on: no one else takes its room */
     }
-    if (ledgered) ledger_unlock(l);
+    if (ledgered) vram__ledger_unlock(l);
     return rc;
 }
 
@@ -421,7 +421,7 @@ static int wake_restore(const sleep_driver *d, ledger *l, int ledgered, const sl
     memset(&ra, 0, sizeof ra);
     if (to) {
         char from[LEDGER_UUID_LEN];
-        ledger_copy_name(from, sizeof from, ss->s[0]->uuid, sizeof ss->s[0]->uuid);
+        vram__ledger_copy_name(from, sizeof from, ss->s[0]->uuid, sizeof ss->s[0]->uuid);
         if (sleep_parse_uuid(from, &pair.oldUuid) != 0 || sleep_parse_uuid(to, &pair.newUuid) != 0) {
             if (ledgered) sleep_mark_again(l, pid, LEDGER_ASLEEP);
             snprintf(msg, len, "PID %d (%s): its card '%s' or '%s' is not a UUID the driver knows", pid, cmd, from, to);
@@ -454,7 +454,7 @@ static void wake_moved(ledger *l, int pid, const char *to) {
         memset(ss.s[i]->uuid, 0, sizeof ss.s[i]->uuid);
         snprintf(ss.s[i]->uuid, sizeof ss.s[i]->uuid, "%s", to);
     }
-    ledger_unlock(l);
+    vram__ledger_unlock(l);
 }
 
 int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char *msg, size_t len) {
@@ -462,9 +462,9 @@ int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char
     char cmd[LEDGER_NAME_LEN], e[200], cards[512];
     if (sleep_may(pid, "wake it", msg, len, &rc) != 0) {
         if (rc == SLEEP_GONE && l) {   /* died asleep: its memory went with it; its slots are freed */
-            ledger_lock(l);
-            ledger_reclaim_locked(l);
-            ledger_unlock(l);
+            vram__ledger_lock(l);
+            vram__ledger_reclaim_locked(l);
+            vram__ledger_unlock(l);
         }
         return rc;
     }
@@ -506,7 +506,7 @@ int wake_process(const sleep_driver *d, ledger *l, int pid, const char *to, char
     for (int i = 0; i < ss.n; i++) back += ss.s[i]->host_bytes;
     sleep_cards(&ss, 0, cards, sizeof cards);
     sleep_mark(&ss, LEDGER_AWAKE);
-    ledger_unlock(l);
+    vram__ledger_unlock(l);
     char b[32];
     vram__format_bytes(b, sizeof b, (size_t)back);
     if (ss.n) snprintf(msg, len, "PID %d (%s) is awake: its %s of device memory are back on %s", pid, cmd, b, cards);

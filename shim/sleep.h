@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #include "common/cuda_abi.h"
-#include "ledger.h"
+#include "common/ledger.h"
 
 typedef struct sleep_driver {
     void *lib;

@@ -23,7 +23,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "common/ledger.h"
 #include "sleep.h"
 
 #define WATCH_MAX 256                 /* processes watched at once */
@@ -111,9 +111,9 @@ static watched *watch_find(watcher *w, int pid, uint64_t start) {
 static void watch_scan(watcher *w, uint64_t now) {
     char err[256];
     for (int i = 0; i < w->n; i++) w->w[i].seen = 0;
-    ledger_lock(&w->l);
-    if (ledger_follow_locked(&w->l, 0, err, sizeof err) >= 0) {
-        (void)ledger_reclaim_locked(&w->l);
+    vram__ledger_lock(&w->l);
+    if (vram__ledger_follow_locked(&w->l, 0, err, sizeof err) >= 0) {
+        (void)vram__ledger_reclaim_locked(&w->l);
         for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
             const ledger_slot *s = &w->l.slots[i];
             if (s->state != LEDGER_SLOT_LIVE || s->watcher_pid != w->pid || s->watcher_start != w->start) continue;
@@ -135,7 +135,7 @@ static void watch_scan(watcher *w, uint64_t now) {
             else if (st == LEDGER_ASLEEP) p->held = 1;   /* vram sleep's: it stays asleep until vram wake */
         }
     }
-    ledger_unlock(&w->l);
+    vram__ledger_unlock(&w->l);
     for (int i = 0; i < w->n; i++) {
         watched *p = &w->w[i];
         if (p->seen && p->was && !p->asleep && !p->held) p->changed = now, p->retry = 0;   /* woken by vram wake */
@@ -150,8 +150,8 @@ static void watch_scan(watcher *w, uint64_t now) {
 static int watch_still_mine(watcher *w, watched *p) {
     char err[256];
     int mine = 0, other = 0;
-    ledger_lock(&w->l);
-    if (ledger_follow_locked(&w->l, 0, err, sizeof err) >= 0) {
+    vram__ledger_lock(&w->l);
+    if (vram__ledger_follow_locked(&w->l, 0, err, sizeof err) >= 0) {
         for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
             const ledger_slot *s = &w->l.slots[i];
             if (s->state != LEDGER_SLOT_LIVE || s->pid != p->pid || s->start_time != p->start) continue;
@@ -160,7 +160,7 @@ static int watch_still_mine(watcher *w, watched *p) {
             else other = 1;
         }
     }
-    ledger_unlock(&w->l);
+    vram__ledger_unlock(&w->l);
     if (other) p->held = 1, p->asleep = 0;
     return mine && !other;
 }
@@ -222,7 +222,7 @@ static void watch_loop(watcher *w) {
             watch_scan(w, now);
             next_scan = now + WATCH_SCAN_NS;
             uint64_t st = 0;
-            if (w->n == 0 && (ledger_start_time(w->root, &st) != 0 || st != w->root_start)) return;
+            if (w->n == 0 && (vram__ledger_start_time(w->root, &st) != 0 || st != w->root_start)) return;
         }
         int asleep = 0;
         for (int i = 0; i < w->n; i++) {
@@ -296,11 +296,11 @@ static void watch_child(int root, uint64_t root_start, uint64_t idle_ns, const c
     w.root = root;
     w.root_start = root_start;
     w.idle_ns = idle_ns;
-    int ok = ledger_start_time(w.pid, &w.start) == 0;
+    int ok = vram__ledger_start_time(w.pid, &w.start) == 0;
     if (!ok) snprintf(err, sizeof err, "cannot read /proc/%d/stat", w.pid);
     if (ok && sleep_driver_open(&w.d, 1, err, sizeof err) != 0) ok = 0;
     int ledger_failed = 0;
-    if (ok && (ledger_dir ? ledger_open_in(&w.l, ledger_dir, err, sizeof err) : ledger_open(&w.l, err, sizeof err)) != 0)
+    if (ok && (ledger_dir ? vram__ledger_open_in(&w.l, ledger_dir, err, sizeof err) : vram__ledger_open(&w.l, err, sizeof err)) != 0)
         ok = 0, ledger_failed = 1;
     int n = ok ? snprintf(line, sizeof line, "ok %d %llu\n", w.pid, (unsigned long long)w.start)
                : snprintf(line, sizeof line, "err %s%.*s%s\n", ledger_failed ? "the ledger cannot be opened (" : "",
@@ -315,7 +315,7 @@ static void watch_child(int root, uint64_t root_start, uint64_t idle_ns, const c
 int watch_start(uint64_t idle_ns, const char *ledger_dir, char *env, size_t envlen, char *err, size_t errlen) {
     int root = (int)getpid();
     uint64_t root_start = 0;
-    if (ledger_start_time(root, &root_start) != 0) {
+    if (vram__ledger_start_time(root, &root_start) != 0) {
         snprintf(err, errlen, "cannot read /proc/%d/stat", root);
         return -1;
     }

@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 /* Starts the watcher of the calling process (about to exec its program) for `idle_ns`, with the ledger
- * in `ledger_dir` (absolute; NULL: ledger_place's, as the preload library finds it). 0 with `env` set
+ * in `ledger_dir` (absolute; NULL: vram__ledger_place's, as the preload library finds it). 0 with `env` set
  * to the value of VRAM_IDLE_WATCHER for the program; -1 with one sentence in err (no checkpoint API,
  * no ledger, ...; the program then runs without idle sleep). */
 int watch_start(uint64_t idle_ns, const char *ledger_dir, char *env, size_t envlen, char *err, size_t errlen);

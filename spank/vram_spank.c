@@ -18,11 +18,11 @@
  *   VRAM_GROUP_LIMIT   the same limit: the job's tasks on the node share one budget per GPU;
  *   VRAM_GROWTH        1 with --vram-growth (or growth=1), else 0 (the limit is preallocated);
  *   VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX   the same limit (with --vram-fraction alone: the smallest
- *                      GPU's): a ceiling, so that `vram limit` (shim/ledger.h, "Limits that move") can
+ *                      GPU's): a ceiling, so that `vram limit` (src/common/ledger.h, "Limits that move") can
  *                      lower the job's limit and raise it back, never above what the job was given;
  *   VRAM_OVERFLOW      from --vram-overflow (host: allocations past the limit go to host memory);
  *   VRAM_PRIORITY      from --vram-priority (the job's tasks in their group slurm-<job id>);
- *   VRAM_LEDGER_DIR    the node's place of the user's ledger (ledger_place with LEDGER_PLACE_NODE: not
+ *   VRAM_LEDGER_DIR    the node's place of the user's ledger (vram__ledger_place with LEDGER_PLACE_NODE: not
  *                      the XDG_RUNTIME_DIR or VRAM_LEDGER_DIR the job exported from the login node),
  *                      made and opened there first (the task is not started when it cannot be opened
  *                      safely), so that every task of the job and the epilog share one ledger;
@@ -68,7 +68,7 @@
 
 #include "common/common.h"
 #include "common/cuda_abi.h"   /* the driver functions' types (pfn_cuInit, ...) */
-#include "ledger.h"
+#include "common/ledger.h"
 #include "vram.h"
 #include "watch.h"
 
@@ -365,13 +365,13 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
      * the directory is made and checked here, before the program can need it. */
     char dir[PATH_MAX], note[2 * PATH_MAX], err[PATH_MAX + 512];
     ledger l;
-    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, note, sizeof note, err, sizeof err) != 0 ||
-        ledger_open_in(&l, dir, err, sizeof err) != 0) {
+    if (vram__ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, note, sizeof note, err, sizeof err) != 0 ||
+        vram__ledger_open_in(&l, dir, err, sizeof err) != 0) {
         slurm_error("vram: job %u: the job's ledger on this node cannot be opened safely: %s; the task is not "
                     "started (its tasks could pass the job's limit together)", job, err);
         return ESPANK_ERROR;
     }
-    ledger_close(&l);
+    vram__ledger_close(&l);
     if (note[0]) slurm_info("vram: job %u: %s", job, note);
     char group[LEDGER_NAME_LEN];
     snprintf(group, sizeof group, "slurm-%u", job);
@@ -396,23 +396,23 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av) {
 static int epilog_child(uint32_t job, int report) {
     char dir[PATH_MAX], err[PATH_MAX + 512];
     ledger l;
-    if (ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, NULL, 0, err, sizeof err) != 0) return 255;
+    if (vram__ledger_place(dir, sizeof dir, LEDGER_PLACE_NODE, NULL, 0, err, sizeof err) != 0) return 255;
     if (write(report, dir, strlen(dir)) < 0) {
         /* the parent's line then names no path */
     }
     close(report);
-    if (ledger_open_in(&l, dir, err, sizeof err) != 0) return 255;
+    if (vram__ledger_open_in(&l, dir, err, sizeof err) != 0) return 255;
     char group[LEDGER_NAME_LEN];
     snprintf(group, sizeof group, "slurm-%u", job);
-    ledger_lock(&l);
-    (void)ledger_reclaim_locked(&l);
+    vram__ledger_lock(&l);
+    (void)vram__ledger_reclaim_locked(&l);
     int alive = 0;
     for (uint32_t i = 0; i < l.hdr->nslots; i++) {
         ledger_slot *s = &l.slots[i];
         if (s->state == LEDGER_SLOT_LIVE && strncmp(s->group, group, sizeof s->group) == 0) alive++;
     }
-    ledger_unlock(&l);
-    ledger_close(&l);
+    vram__ledger_unlock(&l);
+    vram__ledger_close(&l);
     return alive > 254 ? 254 : alive;
 }
 

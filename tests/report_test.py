@@ -201,6 +201,26 @@ class Report(unittest.TestCase):
         self.assertIn("limit", d["ooms"][0]["message"])
         self.assertEqual(d["limit_bytes"], 8 * MiB)
 
+    def test_overflow_figure(self):
+        """With overflow to host memory (VRAM_OVERFLOW=host, what vram run --overflow host sets), the
+        request the limit refused is served there: no failed allocation, and the page has the host
+        memory's curve and its peak."""
+        tr = self.path("t.trace")
+        with open(tr, "w") as f:
+            f.write("a 1 6291456 0 1\na 2 6291456 0 2\nf 2 3\nf 1 4\n")
+        r = report([tr, "-o", self.path("r.html"), "--growth", "--limit", "8MiB"], {"VRAM_OVERFLOW": "host"})
+        self.assertEqual(r.returncode, 0, r.stderr)
+        html, d = page_data(self.path("r.html"))
+        self.assertEqual(d["failed_allocs"], 0)
+        self.assertTrue(d["overflow"])
+        self.assertEqual(d["overflow_allocs"], 1)
+        self.assertEqual(d["overflow_peak_bytes"], 6 * MiB)
+        self.assertEqual(max(d["timeline"]["overflow"]), 6 * MiB)
+        self.assertEqual(d["timeline"]["overflow"][-1], 0)
+        r = report([tr, "-o", self.path("n.html"), "--growth", "--limit", "8MiB"])
+        _, d = page_data(self.path("n.html"))
+        self.assertEqual((d["failed_allocs"], d["overflow"], d["timeline"]["overflow"]), (1, False, []))
+
     def test_driver_figures(self):
         """The page's driver allocs / frees / moves, worked out by hand, and equal to vram replay's for the
         same trace and options: three different numbers, so that no two can be swapped unseen."""

@@ -249,6 +249,39 @@ TEST(overflow_serves_what_the_limit_cannot) {
     CHECK_ALL();
 }
 
+TEST(overflow_in_allocator_stats) {
+    use_sim_growth(256 * MiB, "overflow:host");
+    void *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&a, 200 * MiB, 0));
+    CHECK_OK(vram_malloc(&b, 100 * MiB, 0));              /* host memory */
+    CHECK_OK(vram_malloc(&c, 60 * MiB, 0));               /* host memory (56 MiB left on the device) */
+    vram_allocator_stats s;
+    CHECK_OK(vram_get_allocator_stats(0, &s));
+    CHECK_INT(s.overflow_bytes.current, ==, 160 * (int64_t)MiB);
+    CHECK_INT(s.overflow_bytes.peak, ==, 160 * (int64_t)MiB);
+    CHECK_INT(s.overflow_bytes.allocated, ==, 160 * (int64_t)MiB);
+    CHECK_INT(s.overflow_blocks.current, ==, 2);
+    CHECK_INT(s.allocated_bytes[VRAM_STAT_ALL].current, ==, 200 * (int64_t)MiB);   /* the device's apart */
+    CHECK_OK(vram_free(b));
+    CHECK_OK(vram_get_allocator_stats(0, &s));
+    CHECK_INT(s.overflow_bytes.current, ==, 60 * (int64_t)MiB);
+    CHECK_INT(s.overflow_bytes.freed, ==, 100 * (int64_t)MiB);
+    CHECK_INT(s.overflow_blocks.peak, ==, 2);
+    CHECK_OK(vram_reset_memory_stats(0));                 /* peaks to the current values */
+    CHECK_OK(vram_reset_accumulated_stats(0));            /* allocated and freed to 0 */
+    CHECK_OK(vram_get_allocator_stats(0, &s));
+    CHECK_INT(s.overflow_bytes.peak, ==, 60 * (int64_t)MiB);
+    CHECK_INT(s.overflow_blocks.peak, ==, 1);
+    CHECK_INT(s.overflow_bytes.allocated, ==, 0);
+    CHECK_INT(s.overflow_bytes.freed, ==, 0);
+    CHECK_OK(vram_free(c));
+    CHECK_OK(vram_free(a));
+    CHECK_OK(vram_get_allocator_stats(0, &s));
+    CHECK_INT(s.overflow_bytes.current, ==, 0);
+    CHECK_INT(s.overflow_blocks.current, ==, 0);
+    CHECK_ALL();
+}
+
 TEST(overflow_is_off_by_default) {
     use_sim_growth(256 * MiB, NULL);
     void *a = NULL, *b = NULL;

@@ -447,6 +447,7 @@
     X(faults, faults_fork_while_threads_are_inside_vram) \
     /* test_limits.c */ \
     X(limits, live_limit_shrinks_under_live_blocks_without_touching_them) \
+    X(limits, overflow_in_allocator_stats) \
     X(limits, live_limit_zero_takes_no_more_device_memory) \
     X(limits, live_limit_caps_a_preallocated_pool) \
     X(limits, live_limit_bad_arguments) \

@@ -41,7 +41,7 @@ static int name_slot(feed *f, const char *name) {
 static void feed_request(feed *f, const char *name, size_t size, uintptr_t stream) {
     int k = name_slot(f, name);
     pool_plan p;
-    int r = plan_note_request(&f->d, size, stream, &f->ids[k], &p);
+    int r = vram__plan_note_request(&f->d, size, stream, &f->ids[k], &p);
     CHECK(r == 0 || r == 1);
     f->sizes[k] = size;
     if (r == 1) {
@@ -53,7 +53,7 @@ static void feed_request(feed *f, const char *name, size_t size, uintptr_t strea
 
 static void feed_free(feed *f, const char *name) {
     int k = name_slot(f, name);
-    plan_note_free(&f->d, f->ids[k], f->sizes[k]);
+    vram__plan_note_free(&f->d, f->ids[k], f->sizes[k]);
 }
 
 /* Runs a script of lines "a NAME SIZE [STREAM]" / "f NAME" separated by ';'. */
@@ -76,12 +76,12 @@ static void feed_script(feed *f, const char *script) {
 
 static void feed_init(feed *f) {
     memset(f, 0, sizeof *f);
-    CHECK_INT(plan_detector_init(&f->d), ==, 0);
+    CHECK_INT(vram__plan_detector_init(&f->d), ==, 0);
 }
 
 static void feed_done(feed *f) {
-    for (int i = 0; i < f->nplans; i++) plan_free(&f->plans[i]);
-    plan_detector_free(&f->d);
+    for (int i = 0; i < f->nplans; i++) vram__plan_free(&f->plans[i]);
+    vram__plan_detector_free(&f->d);
 }
 
 /* One step: x (4 KiB) and y (8 KiB) requested, x freed, z (4 KiB) requested, y and z freed. */
@@ -145,7 +145,7 @@ TEST(plan_found_across_2_32_requests) {
     feed_done(&f);
 }
 
-/* The steps of plan_repeating_step with a gap after step 2 (requests 0-6 fed, then plan_note_gap: the
+/* The steps of plan_repeating_step with a gap after step 2 (requests 0-6 fed, then vram__plan_note_gap: the
  * owner stopped feeding for a while, plan_arena.h). Fed through, the period is confirmed at request 7;
  * after the gap no 4-gram may reach back before request 7: request n's period-3 match ends at n - 3,
  * whose 4-gram starts at n - 6, so the first is at request 13 (x5), and it is confirmed there (its
@@ -155,7 +155,7 @@ TEST(plan_not_found_across_a_gap) {
     feed f;
     feed_init(&f);
     feed_script(&f, "a W 1048576;" STEP STEP);
-    plan_note_gap(&f.d);
+    vram__plan_note_gap(&f.d);
     feed_script(&f, STEP STEP STEP STEP);
     CHECK_INT(f.nplans, ==, 1);
     pool_plan *p = &f.plans[0];
@@ -260,11 +260,11 @@ static size_t pages_resident(const void *p, size_t n) {
 
 TEST(plan_history_is_resident_from_the_start) {
     plan_detector d;
-    CHECK_INT(plan_detector_init(&d), ==, 0);
+    CHECK_INT(vram__plan_detector_init(&d), ==, 0);
     CHECK(pages_resident(d.req, PLAN_HISTORY * sizeof *d.req) > 0);
     CHECK(pages_resident(d.live_before, PLAN_HISTORY * sizeof *d.live_before) > 0);
     CHECK(pages_resident(d.gram_prev, PLAN_HISTORY * sizeof *d.gram_prev) > 0);
-    plan_detector_free(&d);
+    vram__plan_detector_free(&d);
 }
 
 /* Two streams, one size: a step is u (4 KiB on stream 1), v (4 KiB on stream 1), w (4 KiB on
@@ -343,7 +343,7 @@ TEST(plan_block_living_into_the_next_step) {
 TEST(plan_place_never_overlaps_blocks_alive_together) {
     size_t size3[3] = {100, 60, 60};
     uint64_t born3[3] = {0, 0, 5}, dies3[3] = {10, 5, 10}, off3[3];
-    CHECK_SIZE(plan_place(3, size3, born3, dies3, 0, off3), ==, 160);
+    CHECK_SIZE(vram__plan_place(3, size3, born3, dies3, 0, off3), ==, 160);
     CHECK_U64(off3[0], ==, 0);
     CHECK_U64(off3[1], ==, 100);
     CHECK_U64(off3[2], ==, 100);
@@ -357,7 +357,7 @@ TEST(plan_place_never_overlaps_blocks_alive_together) {
         dies[i] = born[i] + 1 + rng_below(&rng, 200);
     }
     for (uint64_t cycle = 0; cycle <= 1000; cycle += 1000) {   /* (then some live into the next cycle) */
-        size_t top = plan_place(N, size, born, dies, cycle, off);
+        size_t top = vram__plan_place(N, size, born, dies, cycle, off);
         for (int i = 0; i < N; i++) {
             CHECK(off[i] + size[i] <= top);
             for (int j = i + 1; j < N; j++) {
@@ -836,7 +836,7 @@ TEST(plan_slots_trim_gives_back_the_zone) {
 
 /* Slot mode, then a second thread allocates (thread caches park from then on): its request is
  * not the plan's, so the plan ends there and the zone's chunks are rebuilt with the slots live
- * (a, b). A free goes to the pool, not a cache: a slot is never parked (tc_park refuses it), and
+ * (a, b). A free goes to the pool, not a cache: a slot is never parked (vram__tc_park refuses it), and
  * vram_trim finds every block where it is; every block keeps its bytes and the pool stays sound. */
 TEST(plan_slots_end_when_a_second_thread_allocates) {
     use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0,thread_cache_mb:256,arenas:1");

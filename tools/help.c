@@ -238,6 +238,14 @@ static const char *const help_limit_about[] = {
     "reserved above the new limit goes back to the card at once. Raising above the start limit is allowed "
     "(an operator's choice) up to the card's memory, never above the limit of a Slurm job "
     "(VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX: a ceiling).",
+    "A program that allocates through vram (vram.torch, the C API, vram replay) under vram run or the Slurm "
+    "plugin follows it too: it is listed in the ledger and a thread of its waits on its slot, so the new limit "
+    "reaches its pools at once and its next call applies it (cached memory above it goes back, requests are "
+    "refused or overflow to host memory with the allocator option overflow:host or vram run --overflow host); "
+    "its groups rebalance alike. Outside vram run it is listed when VRAM_GROUP or VRAM_LEDGER_DIR is set. Its "
+    "limit can be lowered and raised back up to the limit it started with, not above (its pools are sized for "
+    "it at start). On the CUDA driver under vram run the preload library's slot is the one listed: it counts "
+    "the library's driver memory once, and both hold the limit set there.",
     "Only the owner of a process (or root) can change its limit: the ledger is the user's own (a 0700 "
     "directory). vram limit finds the process's ledger through /proc/PID/fd; root acts as the process's "
     "owner. --group acts on your own ledger (root: sudo -u USER vram limit --group ...).",
@@ -382,11 +390,17 @@ static const help_item env_library[] = {
     { "VRAM_SIM_FAIL_ALLOC_AFTER", "N", "simulated driver: allocations fail after N have succeeded", NULL, NULL },
     { "VRAM_SIM_SHARED", "FILE", "simulated cards shared by every process that names FILE: each sees the "
       "memory the others take and give back", NULL, NULL },
-    { "VRAM_FORCE_ALLOW_GROWTH", "true|false", "force memory growth on or off, overriding the program", NULL,
+    { "VRAM_GROWTH", "true|false", "force memory growth on or off, overriding the program (vram run sets it); "
+      "its older name VRAM_FORCE_ALLOW_GROWTH is read where it is unset", NULL, NULL },
+    { "VRAM_LIMIT", "SIZE", "cap every card at SIZE (vram run sets it, for the preload library and the library "
+      "alike); older name VRAM_MEMORY_LIMIT", NULL, NULL },
+    { "VRAM_LIMIT_<i>", "SIZE", "cap physical card <i> (wins over VRAM_LIMIT and the API); older name "
+      "VRAM_MEMORY_LIMIT_<i>. Both names of one setting set to different values: an error naming both", NULL,
       NULL },
-    { "VRAM_MEMORY_LIMIT", "SIZE", "cap every card at SIZE", NULL, NULL },
-    { "VRAM_MEMORY_LIMIT_<i>", "SIZE", "cap physical card <i> (wins over VRAM_MEMORY_LIMIT and the API)", NULL,
-      NULL },
+    { "VRAM_GROUP", "NAME", "list the process in the ledger under group NAME (also VRAM_GROUP_LIMIT, "
+      "VRAM_PRIORITY, VRAM_LEDGER_DIR: vram help limit), so that vram limit reaches it", NULL, NULL },
+    { "VRAM_OVERFLOW", "host|none", "the allocator option overflow (VRAM_OVERFLOW_MAX=SIZE: overflow_max_mb); "
+      "VRAM_ALLOC_CONF's keys win", NULL, NULL },
     { "VRAM_MEMORY_FRACTION", "F", "cap every card at F x its memory (the smaller cap wins)", NULL, NULL },
     { "VRAM_ALLOC_CONF", "OPTS", "allocator options, key:value,... (overrides the program's):", NULL,
       alloc_conf_item },

@@ -1,7 +1,7 @@
 /*
  * limit.c: `vram limit PID [SIZE|none] [--device N]` and `vram limit --group NAME [SIZE|none]`: the
  * limit of a running process under `vram run` (or the Slurm plugin), or its group's budget, changed
- * from outside, through the ledger (shim/ledger.h, "Limits that move").
+ * from outside, through the ledger (src/common/ledger.h, "Limits that move").
  *
  * PID: the process's ledger is the one it has open (its ledger.lock among /proc/PID/fd, whatever
  * environment this command runs in); its slots (one per device it used, or the one of --device N)
@@ -15,7 +15,7 @@
  * its ledger (0700 directory, 0600 file); root switches to the owner's uid and gid first (this
  * process does nothing else afterwards). Without SIZE it prints the process's limits.
  *
- * --group NAME: the caller's own ledger (ledger_place: the group's members are processes of the
+ * --group NAME: the caller's own ledger (vram__ledger_place: the group's members are processes of the
  * caller's; root changes a user's group with `sudo -u USER vram limit --group ...`); every live
  * member's slot gets group_limit_set (a member joining later takes it from them), never above a
  * member's group_limit_max (the Slurm plugin's budget).
@@ -41,7 +41,7 @@
 
 #include "cli.h"
 #include "common/common.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "limit.h"
 
 __attribute__((format(printf, 1, 2)))
@@ -103,9 +103,9 @@ static int limit_ledger_of(int pid, char *dir, size_t len) {
 /* Prints one slot's limits. */
 static void limit_print_slot(const ledger_slot *s) {
     uint64_t set = s->limit_set, cap = s->group_cap, use = __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
-    uint64_t now = ledger_slot_limit(s);
+    uint64_t now = vram__ledger_slot_limit(s);
     char uuid[LEDGER_UUID_LEN], a[32], b[32], c[32], u[32];
-    ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
+    vram__ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
     limit_bytes(a, sizeof a, now);
     limit_bytes(b, sizeof b, s->limit);
     limit_bytes(c, sizeof c, set);
@@ -135,11 +135,11 @@ static int limit_pid(int pid, int has_size, uint64_t size, int device) {
                                strerror(errno));
     }
     uint64_t start = 0;
-    if (ledger_start_time(pid, &start) != 0) return limit_error("no process %d", pid);
+    if (vram__ledger_start_time(pid, &start) != 0) return limit_error("no process %d", pid);
     ledger l;
     char err[1024];
-    if (ledger_open_in(&l, dir, err, sizeof err) != 0) return limit_error("the ledger of process %d is unavailable: %s", pid, err);
-    ledger_lock(&l);
+    if (vram__ledger_open_in(&l, dir, err, sizeof err) != 0) return limit_error("the ledger of process %d is unavailable: %s", pid, err);
+    vram__ledger_lock(&l);
     ledger_slot *slots[LEDGER_SLOTS];
     int n = 0, rc = 0;
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
@@ -158,7 +158,8 @@ static int limit_pid(int pid, int has_size, uint64_t size, int device) {
         if (slots[k]->limit_max && size > slots[k]->limit_max) {
             limit_bytes(max, sizeof max, slots[k]->limit_max);
             rc = limit_error("%s is above the ceiling of process %d on device %d (%s = %llu bytes: VRAM_LIMIT_MAX, the "
-                             "limit the Slurm job was given); refused", want, pid, slots[k]->device, max,
+                             "limit the Slurm job was given, or the limit a program that allocates through libvram "
+                             "started with); refused", want, pid, slots[k]->device, max,
                              (unsigned long long)slots[k]->limit_max);
         } else if (slots[k]->card_bytes && size > slots[k]->card_bytes) {
             limit_bytes(max, sizeof max, slots[k]->card_bytes);
@@ -169,12 +170,12 @@ static int limit_pid(int pid, int has_size, uint64_t size, int device) {
     for (int k = 0; rc == 0 && k < n; k++) {
         if (has_size) {
             __atomic_store_n(&slots[k]->limit_set, size, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&slots[k]->limits_gen, 1, __ATOMIC_RELEASE);
+            vram__ledger_gen_bump(slots[k]);
         }
         limit_print_slot(slots[k]);
     }
-    ledger_unlock(&l);
-    ledger_close(&l);
+    vram__ledger_unlock(&l);
+    vram__ledger_close(&l);
     if (rc == 0 && has_size) printf("applied at its next allocation, free or memory query\n");
     return rc;
 }
@@ -182,9 +183,9 @@ static int limit_pid(int pid, int has_size, uint64_t size, int device) {
 static int limit_group(const char *group, int has_size, uint64_t size) {
     ledger l;
     char err[1024];
-    if (ledger_open(&l, err, sizeof err) != 0) return limit_error("the ledger is unavailable: %s", err);
-    ledger_lock(&l);
-    ledger_reclaim_locked(&l);
+    if (vram__ledger_open(&l, err, sizeof err) != 0) return limit_error("the ledger is unavailable: %s", err);
+    vram__ledger_lock(&l);
+    vram__ledger_reclaim_locked(&l);
     int n = 0, rc = 0;
     char want[32], max[32];
     limit_bytes(want, sizeof want, size);
@@ -204,17 +205,17 @@ static int limit_group(const char *group, int has_size, uint64_t size) {
         if (s->state != LEDGER_SLOT_LIVE || strncmp(s->group, group, sizeof s->group) != 0) continue;
         if (has_size) {
             __atomic_store_n(&s->group_limit_set, size, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+            vram__ledger_gen_bump(s);
         }
-        uint64_t budget = ledger_slot_group_limit(s);
+        uint64_t budget = vram__ledger_slot_group_limit(s);
         char b[32], u[32], uuid[LEDGER_UUID_LEN];
         limit_bytes(b, sizeof b, budget);
         vram__format_bytes(u, sizeof u, (size_t)__atomic_load_n(&s->in_use, __ATOMIC_RELAXED));
-        ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
+        vram__ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
         printf("group %s: pid %d device %d (%s): budget %s, in use %s\n", group, s->pid, s->device, uuid, b, u);
     }
-    ledger_unlock(&l);
-    ledger_close(&l);
+    vram__ledger_unlock(&l);
+    vram__ledger_close(&l);
     if (rc == 0 && has_size) printf("applied at each member's next allocation, free or memory query\n");
     return rc;
 }
@@ -240,7 +241,7 @@ int limit_main(int argc, char **argv) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return -1;
         if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
             if (!v) return limit_usage("--group needs a NAME");
-            if (!ledger_valid_group(v)) return limit_usage("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
+            if (!vram__ledger_valid_group(v)) return limit_usage("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
             group = v;
             continue;
         }

@@ -76,6 +76,8 @@
 
 #include <vram.h>
 
+#include "common/common.h"
+
 #include "cli.h"
 #include "trace.h"
 
@@ -208,9 +210,11 @@ static int configure(const replay_options *opt) {
     return 0;
 }
 
-/* Growth in force: VRAM_FORCE_ALLOW_GROWTH=true|false wins over the API, as in TensorFlow. */
+/* Growth in force: VRAM_GROWTH (else its older name VRAM_FORCE_ALLOW_GROWTH)=true|false wins over the API,
+ * as in TensorFlow (the library refused the two names disagreeing at its start). */
 static int growth_in_force(void) {
-    const char *env = getenv("VRAM_FORCE_ALLOW_GROWTH");
+    const char *used = NULL, *other = NULL;
+    const char *env = vram__getenv_either("VRAM_GROWTH", "VRAM_FORCE_ALLOW_GROWTH", &used, &other);
     static const char *const yes[] = { "true", "1", "yes", "on" }, *const no[] = { "false", "0", "no", "off" };
     for (size_t i = 0; env && i < 4; i++) {
         if (strcasecmp(env, yes[i]) == 0) return 1;

@@ -12,8 +12,9 @@
  *   - the timeline: the events cut into at most TIMELINE_POINTS runs of equal length, each kept as
  *     its first event and time (written as the microseconds after the trace's earliest time, which
  *     is time0_us: 0 to 2^64 - 1, times being any int64 in any order) and the maximum over the run
- *     of the trace's live bytes, vram's in-use and reserved bytes and the recording allocator's
- *     reserved bytes (so every peak is in the page exactly: the page's peak is the maximum of its
+ *     of the trace's live bytes, vram's in-use and reserved bytes, the recording allocator's
+ *     reserved bytes and, with overflow:host (VRAM_OVERFLOW=host or VRAM_ALLOC_CONF), the host memory
+ *     its overflow holds (so every peak is in the page exactly: the page's peak is the maximum of its
  *     points);
  *   - the address-space map (vram_get_segments: segments and the blocks tiling them) after at most
  *     MAX_SNAPSHOTS events spread evenly over the trace (fewer when many blocks are live: about
@@ -88,6 +89,7 @@ typedef struct report {
     size_t      *pt_event;
     int64_t     *pt_time;
     uint64_t    *pt_live, *pt_in_use, *pt_reserved, *pt_recorded;
+    uint64_t    *pt_overflow;      /* host memory of the overflow (overflow:host) */
     /* snapshots */
     size_t      *snap_events;      /* sorted, unique */
     size_t       nsnap_events, next_snap;
@@ -232,11 +234,13 @@ static int plan(report *r) {
     r->pt_in_use = calloc(pts, sizeof *r->pt_in_use);
     r->pt_reserved = calloc(pts, sizeof *r->pt_reserved);
     r->pt_recorded = calloc(pts, sizeof *r->pt_recorded);
+    r->pt_overflow = calloc(pts, sizeof *r->pt_overflow);
     r->snap_events = calloc(k + 1, sizeof *r->snap_events);
     r->snaps = calloc(k + 1, sizeof *r->snaps);
     r->ooms = calloc(MAX_OOMS, sizeof *r->ooms);
     if (!r->ptrs || !r->live || !r->alloc_event || !r->pt_event || !r->pt_time || !r->pt_live ||
-        !r->pt_in_use || !r->pt_reserved || !r->pt_recorded || !r->snap_events || !r->snaps || !r->ooms)
+        !r->pt_in_use || !r->pt_reserved || !r->pt_recorded || !r->pt_overflow || !r->snap_events || !r->snaps ||
+        !r->ooms)
         return -1;
     size_t m = 0;
     for (size_t j = 0; j < k; j++) r->snap_events[m++] = (j + 1) * n / k - 1;
@@ -345,6 +349,7 @@ static int replay_events(report *r) {
         if (live > r->pt_live[p]) r->pt_live[p] = live;
         if (info.current > r->pt_in_use[p]) r->pt_in_use[p] = info.current;
         if (info.reserved > r->pt_reserved[p]) r->pt_reserved[p] = info.reserved;
+        if (info.overflow_bytes > r->pt_overflow[p]) r->pt_overflow[p] = info.overflow_bytes;
         if (d->recorded_reserved && d->recorded_reserved[i] > r->pt_recorded[p])
             r->pt_recorded[p] = d->recorded_reserved[i];
         if (i == r->peak_event) take_top(r);
@@ -459,6 +464,8 @@ static void write_data(FILE *f, const report *r, const report_options *opt) {
             r->end.num_driver_allocs, r->end.num_driver_frees, r->end.num_driver_moves);
     fprintf(f, ",\"recorded\":%s,\"recorded_peak_reserved_bytes\":%" PRIu64, d->recorded_reserved ? "true" : "false",
             rec_peak);
+    fprintf(f, ",\"overflow\":%s,\"overflow_peak_bytes\":%zu,\"overflow_allocs\":%" PRIu64,
+            r->end.overflow_max ? "true" : "false", r->end.overflow_peak, r->end.num_overflows);
     fprintf(f, ",\"has_time\":%s,\"time0_us\":%" PRId64 ",\"points_per_run\":%zu,\"map_base\":%" PRIu64,
             has_time ? "true" : "false", d->time_min_us, r->run, base);
     fputs(",\"timeline\":{\"event\":[", f);
@@ -471,6 +478,7 @@ static void write_data(FILE *f, const report *r, const report_options *opt) {
     json_u64s(f, "in_use", r->pt_in_use, r->npoints);
     json_u64s(f, "reserved", r->pt_reserved, r->npoints);
     json_u64s(f, "recorded", r->pt_recorded, d->recorded_reserved ? r->npoints : 0);
+    json_u64s(f, "overflow", r->pt_overflow, r->end.overflow_max ? r->npoints : 0);
     fputc('}', f);
     write_snapshots(f, r, base);
     write_top(f, r, base);
@@ -504,6 +512,7 @@ static void report_release(report *r) {
     free(r->ptrs); free(r->live); free(r->alloc_event);
     free(r->pt_event); free(r->pt_time); free(r->pt_live); free(r->pt_in_use); free(r->pt_reserved);
     free(r->pt_recorded);
+    free(r->pt_overflow);
 }
 
 int report_run(const report_options *opt) {

@@ -8,8 +8,11 @@
  *   VRAM_LIMIT_<i>        from --fraction: F x device <i>'s memory (read with
  *                         vram_list_physical_devices after CUDA_VISIBLE_DEVICES is set), or the
  *                         smaller of that and --limit. --limit or --fraction first clear the
- *                         VRAM_LIMIT* the environment had.
- *   VRAM_GROWTH           1 with --growth: memory is taken on demand, nothing up front. Else 0:
+ *                         VRAM_LIMIT* and VRAM_MEMORY_LIMIT* the environment had. The preload
+ *                         library and libvram read the same variables (a libvram program under
+ *                         vram run enforces the same limit; README, "Environment variables").
+ *   VRAM_GROWTH           1 with --growth: memory is taken on demand, nothing up front (an inherited
+ *                         VRAM_FORCE_ALLOW_GROWTH, its older name, is cleared). Else 0:
  *                         preallocation, as in the library: the preload library reserves each
  *                         limited device's limit on the card at the program's first allocation
  *                         there (cuMemCreate pieces it gives up as the program allocates and
@@ -59,7 +62,7 @@
 #include "cli.h"
 #include "common/visible.h"
 #include "common/common.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "run.h"
 #include "watch.h"
 
@@ -157,7 +160,7 @@ static int run_value_option(int argc, char **argv, int *i, run_options *o) {
                                    "1.5h; at most a year)", v);
     } else if ((v = cli_option_value(argc, argv, i, "--group", &missing)) || missing) {
         if (!v) return run_usage_error("--group needs a NAME");
-        if (!ledger_valid_group(v)) return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
+        if (!vram__ledger_valid_group(v)) return run_usage_error("--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
         o->group = v;
     } else {
         return 1;
@@ -212,12 +215,15 @@ static int run_find_preload(char *out, size_t len, char *dir, size_t dir_len) {
     return -1;
 }
 
-/* Clears VRAM_LIMIT and every VRAM_LIMIT_<i> inherited from the environment (not VRAM_LIMIT_MAX). */
+/* Clears VRAM_LIMIT and every VRAM_LIMIT_<i> inherited from the environment (not VRAM_LIMIT_MAX), and
+ * their older names VRAM_MEMORY_LIMIT(_<i>), which the library and the preload library also read. */
 static void run_clear_limits(void) {
     for (;;) {
         char name[64] = "";
         for (char **e = environ; e && *e; e++) {
-            if (strncmp(*e, "VRAM_LIMIT", 10) == 0 && ((*e)[10] == '=' || (*e)[10] == '_') &&
+            const char *v = strncmp(*e, "VRAM_MEMORY_LIMIT", 17) == 0 ? *e + 17
+                          : strncmp(*e, "VRAM_LIMIT", 10) == 0 ? *e + 10 : NULL;
+            if (v && (*v == '=' || *v == '_') &&
                 strncmp(*e, "VRAM_LIMIT_MAX=", 15) != 0) {   /* a ceiling (the Slurm plugin's) stays */
                 size_t n = strcspn(*e, "=");
                 if (n < sizeof name) { memcpy(name, *e, n); name[n] = '\0'; }
@@ -290,17 +296,17 @@ static int run_set_preload(const char *lib) {
  * owner's, a file open to others) the program is not started and the reason is said. 0 to go on. */
 static int run_check_ledger(const char *cmd) {
     char said[PATH_MAX + 128], err[512];
-    int r = ledger_repair_dir(said, sizeof said);
+    int r = vram__ledger_repair_dir(said, sizeof said);
     if (r > 0) fprintf(stderr, "vram run: %s\n", said);
     ledger l;
-    if (ledger_open(&l, err, sizeof err) != 0) {
+    if (vram__ledger_open(&l, err, sizeof err) != 0) {
         fprintf(stderr, "vram run: not starting '%s': its group limit needs the ledger, which cannot be opened "
                 "safely: %s (remove or fix it; vram makes a new one)\n", cmd, err);
         return 1;
     }
     if (l.rebuilt[0]) fprintf(stderr, "vram run: the ledger %s\n", l.rebuilt);
     if (l.note[0]) fprintf(stderr, "vram run: %s\n", l.note);
-    ledger_close(&l);
+    vram__ledger_close(&l);
     return 0;
 }
 
@@ -308,7 +314,7 @@ static int run_check_ledger(const char *cmd) {
  * is said when its default place is another user's. */
 static void run_note_ledger(void) {
     char dir[PATH_MAX], note[2 * PATH_MAX], err[PATH_MAX + 256];
-    if (ledger_place(dir, sizeof dir, 0, note, sizeof note, err, sizeof err) == 0 && note[0])
+    if (vram__ledger_place(dir, sizeof dir, 0, note, sizeof note, err, sizeof err) == 0 && note[0])
         fprintf(stderr, "vram run: %s\n", note);
 }
 
@@ -340,7 +346,8 @@ int run_main(int argc, char **argv) {
     if (o.has_limit || o.fraction > 0) run_clear_limits();
     if (o.has_limit && run_set_size("VRAM_LIMIT", o.limit) != 0) goto env_failed;
     if (o.fraction > 0 && (rc = run_set_fraction(&o)) != 0) return rc;
-    if (setenv("VRAM_GROWTH", o.growth ? "1" : "0", 1) != 0) goto env_failed;
+    if (setenv("VRAM_GROWTH", o.growth ? "1" : "0", 1) != 0 || unsetenv("VRAM_FORCE_ALLOW_GROWTH") != 0)
+        goto env_failed;   /* (its older name, which would disagree) */
     if (o.log && setenv("VRAM_LOG", "1", 1) != 0) goto env_failed;
     if (o.priority && setenv("VRAM_PRIORITY", o.priority, 1) != 0) goto env_failed;
     if (o.overflow && setenv("VRAM_OVERFLOW", o.overflow, 1) != 0) goto env_failed;

@@ -28,7 +28,7 @@
 
 #include "cli.h"
 #include "common/common.h"
-#include "ledger.h"
+#include "common/ledger.h"
 #include "sleep.h"
 #include "sleepwake.h"
 
@@ -64,7 +64,7 @@ static int sleep_parse(int argc, char **argv, sleep_opts *o) {
         if (strcmp(a, "-h") == 0 || strcmp(a, "--help") == 0) return -1;
         if ((v = cli_option_value(argc, argv, &i, "--group", &missing)) || missing) {
             if (!v) return sleep_usage(o, "--group needs a NAME");
-            if (!ledger_valid_group(v)) return sleep_usage(o, "--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
+            if (!vram__ledger_valid_group(v)) return sleep_usage(o, "--group: bad NAME '%s' (1 to 31 of A-Z a-z 0-9 . _ -)", v);
             o->group = v;
             continue;
         }
@@ -100,8 +100,8 @@ static int int_cmp(const void *a, const void *b) {
 /* The running processes of group NAME in the ledger (each once, in pid order): for a sleep those with a
  * slot awake, for a wake those with a slot asleep (or being slept or woken). 0, or 1 (said). */
 static int sleep_group_pids(ledger *l, sleep_opts *o) {
-    ledger_lock(l);
-    (void)ledger_reclaim_locked(l);
+    vram__ledger_lock(l);
+    (void)vram__ledger_reclaim_locked(l);
     int members = 0;
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         const ledger_slot *s = &l->slots[i];
@@ -113,7 +113,7 @@ static int sleep_group_pids(ledger *l, sleep_opts *o) {
         for (int k = 0; k < o->npids && !seen; k++) seen = o->pids[k] == s->pid;
         if (!seen && o->npids < SLEEP_MAX_PIDS) o->pids[o->npids++] = s->pid;
     }
-    ledger_unlock(l);
+    vram__ledger_unlock(l);
     if (!members) {
         fprintf(stderr, "vram %s: group %s has no running process in the ledger %s\n", o->wake ? "wake" : "sleep",
                 o->group, l->path);
@@ -162,7 +162,7 @@ int sleep_main(int argc, char **argv, int wake) {
     }
     char err[PATH_MAX + 512];
     ledger l, *lp = &l;
-    if (ledger_open(&l, err, sizeof err) != 0) {
+    if (vram__ledger_open(&l, err, sizeof err) != 0) {
         if (o->group) {
             fprintf(stderr, "vram %s: --group needs the ledger, which is unavailable: %s\n", name, err);
             free(o);
@@ -193,7 +193,7 @@ int sleep_main(int argc, char **argv, int wake) {
         sleep_driver_close(&d);
     }
 out:
-    if (lp) ledger_close(lp);
+    if (lp) vram__ledger_close(lp);
     free(o);
     return rc;
 }

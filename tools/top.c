@@ -1,7 +1,7 @@
 /*
  * top.c: `vram top [--json] [--once] [--prometheus]`.
  *
- * Opens the ledger (shim/ledger.h, "Where": VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram, else
+ * Opens the ledger (src/common/ledger.h, "Where": VRAM_LEDGER_DIR, else $XDG_RUNTIME_DIR/vram, else
  * /dev/shm/vram-<uid>, or a place of the user's own when that one is another user's, said once on
  * stderr; created when missing; a corrupted ledger or one of another version is moved aside and
  * rebuilt, said on stderr), takes its lock, frees the stale slots (process gone, or its pid reused), copies the
@@ -10,7 +10,7 @@
  * without a limit), group, group limit, state (awake, sleeping, asleep, waking: shim/sleep.h; "over
  * limit" for one awake above its limit) and, for a process asleep, the bytes of its device memory in
  * host memory (its in use is then 0: nothing of it is on its card), and the host memory of its
- * overflow (vram run --overflow host). The limits are those in force (ledger_slot_limit: vram limit,
+ * overflow (vram run --overflow host). The limits are those in force (vram__ledger_slot_limit: vram limit,
  * a group's rebalance). --json prints one JSON object instead (state, host_bytes, the idle watcher's
  * DURATION in idle_sleep_seconds, null without one, over_limit, start_limit_bytes, priority and
  * overflow_bytes). Without --once the table is printed again every
@@ -58,14 +58,14 @@
 #include <termios.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "common/ledger.h"
 #include "json.h"
 #include "top.h"
 
 typedef struct top_row {
     int pid, device;
     uint32_t sleep;                      /* LEDGER_AWAKE ... */
-    uint64_t in_use, peak, limit, group_limit;   /* limit, group_limit: in force (ledger_slot_limit) */
+    uint64_t in_use, peak, limit, group_limit;   /* limit, group_limit: in force (vram__ledger_slot_limit) */
     uint64_t start_limit, overflow;      /* the limit it started with; its overflow in host memory */
     uint32_t priority;
     uint64_t host, idle_ns;              /* asleep: bytes in host memory; its idle watcher's DURATION, 0 none */
@@ -115,7 +115,7 @@ static void top_sigbus(int sig, siginfo_t *si, void *uctx) {
 static int top_snapshot_once(top_row **rows, int *n, int *reclaimed, char *path, size_t pathlen) {
     ledger l;
     char err[512];
-    if (ledger_open(&l, err, sizeof err) != 0) {
+    if (vram__ledger_open(&l, err, sizeof err) != 0) {
         fprintf(stderr, "vram top: the ledger is unavailable: %s\n", err);
         return 1;
     }
@@ -125,7 +125,7 @@ static int top_snapshot_once(top_row **rows, int *n, int *reclaimed, char *path,
     snprintf(path, pathlen, "%s", l.path);
     top_row *r = calloc(LEDGER_SLOTS, sizeof *r);
     if (!r) {
-        ledger_close(&l);
+        vram__ledger_close(&l);
         fputs("vram top: out of memory\n", stderr);
         return 1;
     }
@@ -133,8 +133,8 @@ static int top_snapshot_once(top_row **rows, int *n, int *reclaimed, char *path,
     top_truncated = 0;
     top_map_size = l.size;
     top_map = l.map;
-    ledger_lock(&l);
-    *reclaimed = ledger_reclaim_locked(&l);
+    vram__ledger_lock(&l);
+    *reclaimed = vram__ledger_reclaim_locked(&l);
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         const ledger_slot *s = &l.slots[i];
         if (s->state != LEDGER_SLOT_LIVE) continue;
@@ -149,18 +149,18 @@ static int top_snapshot_once(top_row **rows, int *n, int *reclaimed, char *path,
             t->in_use = 0;
         }
         t->idle_ns = s->watcher_pid ? s->idle_ns : 0;
-        t->limit = ledger_slot_limit(s);
+        t->limit = vram__ledger_slot_limit(s);
         t->start_limit = s->limit;
-        t->group_limit = ledger_slot_group_limit(s);
+        t->group_limit = vram__ledger_slot_group_limit(s);
         t->priority = s->priority;
         t->overflow = __atomic_load_n(&s->overflow_bytes, __ATOMIC_RELAXED);
-        ledger_copy_name(t->uuid, sizeof t->uuid, s->uuid, sizeof s->uuid);
-        ledger_copy_name(t->group, sizeof t->group, s->group, sizeof s->group);
-        ledger_copy_name(t->command, sizeof t->command, s->command, sizeof s->command);
+        vram__ledger_copy_name(t->uuid, sizeof t->uuid, s->uuid, sizeof s->uuid);
+        vram__ledger_copy_name(t->group, sizeof t->group, s->group, sizeof s->group);
+        vram__ledger_copy_name(t->command, sizeof t->command, s->command, sizeof s->command);
     }
-    ledger_unlock(&l);
+    vram__ledger_unlock(&l);
     top_map = NULL;
-    ledger_close(&l);
+    vram__ledger_close(&l);
     if (top_truncated) {
         free(r);
         return 3;

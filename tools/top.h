@@ -1,6 +1,6 @@
 /*
  * top.h: `vram top [--json] [--once]`: the processes of this machine that run under `vram run`, read
- * from the per-machine ledger (shim/ledger.h).
+ * from the per-machine ledger (src/common/ledger.h).
  */
 #ifndef VRAM_TOOLS_TOP_H
 #define VRAM_TOOLS_TOP_H

@@ -1,19 +1,19 @@
 /*
  * cuda_internal.h: what the two files of the CUDA driver backend share: the table of the driver's
- * functions as resolved (cuda_api), a device's state, the backend's one state (cuda_st) and the
- * calls cuda.c makes of cuda_load.c. Nothing outside src/backend/cuda*.c includes this.
+ * functions as resolved (cuda_api), a device's state, the backend's one state (vram__cuda_st) and the
+ * calls cuda.c makes of vram__cuda_load.c. Nothing outside src/backend/cuda*.c includes this.
  *
- *   cuda_load.c  loading libcuda.so.1 and resolving its functions, cuInit and device discovery,
+ *   vram__cuda_load.c  loading libcuda.so.1 and resolving its functions, cuInit and device discovery,
  *                unloading; the driver's errors as messages; entering and leaving a device's
  *                primary context
  *   cuda.c       the contract's calls (backend.h): devices, memory, virtual memory management,
  *                IPC, events, the counters and the backend table
  *   cuda_overflow.c  host memory mapped for a device (overflow:host)
  *
- * Invariants: cuda_st is written only by cuda_load / cuda_unload, which the runtime serialises with
+ * Invariants: vram__cuda_st is written only by vram__cuda_load / vram__cuda_unload, which the runtime serialises with
  * every other call (open and close run under its write lock); a device's ctx goes from NULL to the
- * retained primary context once (under cuda_retain_lock, in cuda_load.c) and back only in close.
- * Locks: cuda_retain_lock (cuda_load.c) for retaining a primary context; a device's ev_lock for its
+ * retained primary context once (under cuda_retain_lock, in vram__cuda_load.c) and back only in close.
+ * Locks: cuda_retain_lock (vram__cuda_load.c) for retaining a primary context; a device's ev_lock for its
  * spare events (cuda.c). Neither is held while the other is taken.
  */
 #ifndef VRAM_BACKEND_CUDA_INTERNAL_H
@@ -33,7 +33,7 @@
 typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
 
 /* X(field, type, symbol, older symbol or NULL, need): the driver functions the backend resolves
- * (cuda_load.c) into cuda_api's `field`, of type pfn_<type> (common/cuda_abi.h's table); `symbol` is
+ * (vram__cuda_load.c) into cuda_api's `field`, of type pfn_<type> (common/cuda_abi.h's table); `symbol` is
  * the name cuda.h maps the call to, the older one has the same ABI. CUDA_OPTIONAL functions may be
  * missing (IPC, names of errors, pinned host memory and copies); without every CUDA_VMM one there is no
  * virtual memory management. */
@@ -105,7 +105,7 @@ typedef struct cuda_device {
     CUevent             ev_spare[CUDA_EVENT_SPARES];   /* destroyed events kept for reuse */
 } cuda_device;
 
-/* Written only by cuda_load / cuda_unload (the runtime serialises those with everything else). */
+/* Written only by vram__cuda_load / vram__cuda_unload (the runtime serialises those with everything else). */
 typedef struct cuda_state {
     void        *lib;
     cuda_api     api;
@@ -114,36 +114,36 @@ typedef struct cuda_state {
     cuda_device *devs;
 } cuda_state;
 
-extern cuda_state cuda_st;
+extern cuda_state vram__cuda_st;
 
-/* ---- cuda_load.c ---------------------------------------------------------------------------- */
+/* ---- vram__cuda_load.c ---------------------------------------------------------------------------- */
 
 /* Sets "<what>: <NAME> (<description>)" and returns the mapped status. */
-vram_status cuda_fail(CUresult r, const char *fmt, ...) VRAM_PRINTF(2, 3);
+vram_status vram__cuda_fail(CUresult r, const char *fmt, ...) VRAM_PRINTF(2, 3);
 
 #define CUDA_TRY(call, ...)                                            \
     do {                                                               \
         CUresult cuda_r_ = (call);                                     \
-        if (cuda_r_ != CUDA_SUCCESS) return cuda_fail(cuda_r_, __VA_ARGS__); \
+        if (cuda_r_ != CUDA_SUCCESS) return vram__cuda_fail(cuda_r_, __VA_ARGS__); \
     } while (0)
 
 /* Loads the driver, resolves its functions, runs cuInit and finds the devices; on failure nothing
  * stays loaded. */
-vram_status cuda_load(void);
-/* Frees the devices' records and closes the library; cuda_st is all zero afterwards. */
-void cuda_unload(void);
+vram_status vram__cuda_load(void);
+/* Frees the devices' records and closes the library; vram__cuda_st is all zero afterwards. */
+void vram__cuda_unload(void);
 
-vram_status cuda_device_at(int dev, cuda_device **out);
-/* Makes the device's primary context current on this thread until cuda_leave(). */
-vram_status cuda_enter(int dev);
-void cuda_leave(void);
-/* As cuda_enter, for the virtual memory management calls: VRAM_ERR_UNSUPPORTED without them. */
-vram_status cuda_enter_vmm(int dev, cuda_device **out);
+vram_status vram__cuda_device_at(int dev, cuda_device **out);
+/* Makes the device's primary context current on this thread until vram__cuda_leave(). */
+vram_status vram__cuda_enter(int dev);
+void vram__cuda_leave(void);
+/* As vram__cuda_enter, for the virtual memory management calls: VRAM_ERR_UNSUPPORTED without them. */
+vram_status vram__cuda_enter_vmm(int dev, cuda_device **out);
 
 /* ---- cuda_overflow.c: host memory for overflow (backend.h's overflow_alloc / overflow_free) ---- */
 
-vram_status cuda_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held);
-vram_status cuda_overflow_free(int dev, uint64_t dptr, size_t held);
-extern vram__backend_counts cuda_count;
+vram_status vram__cuda_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held);
+vram_status vram__cuda_overflow_free(int dev, uint64_t dptr, size_t held);
+extern vram__backend_counts vram__cuda_count;
 
 #endif /* VRAM_BACKEND_CUDA_INTERNAL_H */

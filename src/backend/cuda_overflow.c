@@ -24,7 +24,7 @@
  * driver's error (and *call names the call that failed), nothing left behind. */
 static CUresult vmm_host(cuda_device *d, CUmemLocationType type, size_t size, uint64_t *dptr, size_t *held,
                          const char **call) {
-    const cuda_api *a = &cuda_st.api;
+    const cuda_api *a = &vram__cuda_st.api;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof prop);
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -72,7 +72,7 @@ static CUresult vmm_host(cuda_device *d, CUmemLocationType type, size_t size, ui
 
 /* Pinned mapped host memory (no VMM, or no host location for it). */
 static vram_status pinned_host(int dev, size_t size, uint64_t *dptr, size_t *held) {
-    const cuda_api *a = &cuda_st.api;
+    const cuda_api *a = &vram__cuda_st.api;
     if (a->MemHostAlloc == NULL || a->MemFreeHost == NULL || a->HostGetDevicePointer == NULL) {
         return vram__fail(VRAM_ERR_UNSUPPORTED, "host memory for device %d: the driver places no virtual memory on "
                           "the host and has no cuMemHostAlloc / cuMemHostGetDevicePointer", dev);
@@ -85,7 +85,7 @@ static vram_status pinned_host(int dev, size_t size, uint64_t *dptr, size_t *hel
     CUresult r = a->HostGetDevicePointer(&p, host, 0);
     if (r != CUDA_SUCCESS || p != (CUdeviceptr)(uintptr_t)host) {
         a->MemFreeHost(host);
-        if (r != CUDA_SUCCESS) return cuda_fail(r, "cuMemHostGetDevicePointer for device %d", dev);
+        if (r != CUDA_SUCCESS) return vram__cuda_fail(r, "cuMemHostGetDevicePointer for device %d", dev);
         return vram__fail(VRAM_ERR_UNSUPPORTED, "host memory for device %d: its device address differs from its "
                           "host address (no unified addressing)", dev);
     }
@@ -94,10 +94,10 @@ static vram_status pinned_host(int dev, size_t size, uint64_t *dptr, size_t *hel
     return VRAM_OK;
 }
 
-vram_status cuda_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held) {
+vram_status vram__cuda_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held) {
     cuda_device *d = NULL;
-    vram_status s = cuda_device_at(dev, &d);
-    if (s == VRAM_OK) s = cuda_enter(dev);
+    vram_status s = vram__cuda_device_at(dev, &d);
+    if (s == VRAM_OK) s = vram__cuda_enter(dev);
     if (s != VRAM_OK) return s;
     CUresult r = CUDA_ERROR_NOT_SUPPORTED;
     const char *call = "cuMemCreate";
@@ -111,16 +111,16 @@ vram_status cuda_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *he
     } else if (r == CUDA_ERROR_NOT_SUPPORTED || r == CUDA_ERROR_INVALID_VALUE) {
         s = pinned_host(dev, size, dptr, held);  /* no host location: pinned mapped memory */
     } else {
-        s = cuda_fail(r, "%s(%zu bytes on the host) for device %d", call, size, dev);
+        s = vram__cuda_fail(r, "%s(%zu bytes on the host) for device %d", call, size, dev);
     }
-    cuda_leave();
-    if (s == VRAM_OK) vram__backend_count(&cuda_count, overflow_alloc);
+    vram__cuda_leave();
+    if (s == VRAM_OK) vram__backend_count(&vram__cuda_count, overflow_alloc);
     return s;
 }
 
-vram_status cuda_overflow_free(int dev, uint64_t dptr, size_t held) {
-    const cuda_api *a = &cuda_st.api;
-    vram_status s = cuda_enter(dev);
+vram_status vram__cuda_overflow_free(int dev, uint64_t dptr, size_t held) {
+    const cuda_api *a = &vram__cuda_st.api;
+    vram_status s = vram__cuda_enter(dev);
     if (s != VRAM_OK) return s;
     CUmemGenericAllocationHandle h = 0;
     CUresult r = CUDA_ERROR_INVALID_VALUE;
@@ -141,10 +141,10 @@ vram_status cuda_overflow_free(int dev, uint64_t dptr, size_t held) {
     } else if (a->MemFreeHost != NULL) {
         r = a->MemFreeHost((void *)(uintptr_t)dptr);
     }
-    cuda_leave();
+    vram__cuda_leave();
     if (r != CUDA_SUCCESS)
-        return cuda_fail(r, "%s(host memory 0x%llx, %zu bytes) for device %d", call, (unsigned long long)dptr, held,
+        return vram__cuda_fail(r, "%s(host memory 0x%llx, %zu bytes) for device %d", call, (unsigned long long)dptr, held,
                          dev);
-    vram__backend_count(&cuda_count, overflow_free);
+    vram__backend_count(&vram__cuda_count, overflow_free);
     return VRAM_OK;
 }

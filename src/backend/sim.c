@@ -83,16 +83,16 @@
 
 /* ---- the state ------------------------------------------------------------------------------ */
 
-sim_state       sim_st;
-pthread_mutex_t sim_lock = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t  sim_stream_done = PTHREAD_COND_INITIALIZER;
-int             sim_hold_syncs, sim_syncs_waiting;
-vram__backend_counts sim_count;
+sim_state       vram__sim_st;
+pthread_mutex_t vram__sim_lock = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t  vram__sim_stream_done = PTHREAD_COND_INITIALIZER;
+int             vram__sim_hold_syncs, vram__sim_syncs_blocked;
+vram__backend_counts vram__sim_count;
 
 /* ---- messages ------------------------------------------------------------------------------- */
 
 /* Sets "<call> on device <dev>: <error> [<why>]" and returns s. */
-vram_status sim_fail(vram_status s, const char *call, int dev, const char *error, const char *fmt, ...) {
+vram_status vram__sim_fail(vram_status s, const char *call, int dev, const char *error, const char *fmt, ...) {
     char why[512];
     va_list ap;
     va_start(ap, fmt);
@@ -101,21 +101,21 @@ vram_status sim_fail(vram_status s, const char *call, int dev, const char *error
     return vram__fail(s, "%s on device %d: %s [%s]", call, dev, error, why);
 }
 
-vram_status sim_host_oom(const char *call, int dev) {
-    return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: out of host memory");
+vram_status vram__sim_host_oom(const char *call, int dev) {
+    return vram__sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: out of host memory");
 }
 
 static vram_status sim_check_open(void) {
-    if (sim_st.open) return VRAM_OK;
+    if (vram__sim_st.open) return VRAM_OK;
     return vram__fail(VRAM_ERR_INTERNAL, "the simulated GPU backend is not open");
 }
 
-vram_status sim_check_dev(int dev) {
+vram_status vram__sim_check_dev(int dev) {
     vram_status s = sim_check_open();
     if (s != VRAM_OK) return s;
-    if (dev >= 0 && dev < sim_st.cfg.ndev) return VRAM_OK;
+    if (dev >= 0 && dev < vram__sim_st.cfg.ndev) return VRAM_OK;
     return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "simulated device %d out of range [0, %d)", dev,
-                      sim_st.cfg.ndev);
+                      vram__sim_st.cfg.ndev);
 }
 
 /* ---- open and close ------------------------------------------------------------------------- */
@@ -131,7 +131,7 @@ static void sim_drop_record(uint64_t key, void *val) {
     free(val);
 }
 
-void sim_drop_phys(uint64_t key, void *val) {
+void vram__sim_drop_phys(uint64_t key, void *val) {
     sim_phys *h = val;
     if (h->fd >= 0) close(h->fd);
     sim_drop_record(key, val);
@@ -143,49 +143,49 @@ static void sim_drop_host(uint64_t addr, void *val) {
 }
 
 static void sim_reset_counters(void) {
-    vram__backend_counts_reset(&sim_count);
+    vram__backend_counts_reset(&vram__sim_count);
 }
 
 /* Frees everything and forgets the configuration. */
 static void sim_reset(void) {
-    sim_overflow_reset_locked();
-    sim_tab_clear(&sim_st.mems, sim_drop_mem);
-    sim_tab_clear(&sim_st.phys, sim_drop_phys);
-    sim_tab_clear(&sim_st.events, sim_drop_record);
-    sim_tab_clear(&sim_st.hosts, sim_drop_host);
-    sim_share_close();
-    while (sim_st.resvs != NULL) {
-        sim_resv *r = sim_st.resvs;
-        sim_st.resvs = r->next;
+    vram__sim_overflow_reset_locked();
+    vram__sim_tab_clear(&vram__sim_st.mems, sim_drop_mem);
+    vram__sim_tab_clear(&vram__sim_st.phys, vram__sim_drop_phys);
+    vram__sim_tab_clear(&vram__sim_st.events, sim_drop_record);
+    vram__sim_tab_clear(&vram__sim_st.hosts, sim_drop_host);
+    vram__sim_share_close();
+    while (vram__sim_st.resvs != NULL) {
+        sim_resv *r = vram__sim_st.resvs;
+        vram__sim_st.resvs = r->next;
         munmap((void *)(uintptr_t)r->base, r->size);
         free(r->pieces);
         free(r);
     }
-    while (sim_st.streams != NULL) {
-        sim_stream *s = sim_st.streams;
-        sim_st.streams = s->next;
+    while (vram__sim_st.streams != NULL) {
+        sim_stream *s = vram__sim_st.streams;
+        vram__sim_st.streams = s->next;
         free(s);
     }
-    memset(&sim_st, 0, sizeof sim_st);
-    sim_st.share_fd = -1;
+    memset(&vram__sim_st, 0, sizeof vram__sim_st);
+    vram__sim_st.share_fd = -1;
 }
 
 static vram_status sim_open_locked(void) {
     sim_config cfg;
-    if (sim_st.open) return VRAM_OK;
+    if (vram__sim_st.open) return VRAM_OK;
     memset(&cfg, 0, sizeof cfg);
-    vram_status s = sim_parse_devices(getenv("VRAM_SIM_DEVICES"), &cfg);
-    if (s == VRAM_OK) s = sim_parse_fail_after(getenv("VRAM_SIM_FAIL_ALLOC_AFTER"), &cfg);
-    if (s == VRAM_OK) s = sim_parse_visible(getenv("CUDA_VISIBLE_DEVICES"), &cfg);
+    vram_status s = vram__sim_parse_devices(getenv("VRAM_SIM_DEVICES"), &cfg);
+    if (s == VRAM_OK) s = vram__sim_parse_fail_after(getenv("VRAM_SIM_FAIL_ALLOC_AFTER"), &cfg);
+    if (s == VRAM_OK) s = vram__sim_parse_visible(getenv("CUDA_VISIBLE_DEVICES"), &cfg);
     if (s != VRAM_OK) return s;
     sim_reset();
-    if ((s = sim_share_open()) != VRAM_OK) return s;
-    sim_st.cfg = cfg;
+    if ((s = vram__sim_share_open()) != VRAM_OK) return s;
+    vram__sim_st.cfg = cfg;
     for (int d = 0; d < cfg.ndev; d++) {
-        sim_st.dev[d].card = cfg.dev_card[d];
-        sim_st.dev[d].capacity = cfg.card_size[cfg.dev_card[d]];
+        vram__sim_st.dev[d].card = cfg.dev_card[d];
+        vram__sim_st.dev[d].capacity = cfg.card_size[cfg.dev_card[d]];
     }
-    sim_st.open = 1;
+    vram__sim_st.open = 1;
     sim_reset_counters();
     return VRAM_OK;
 }
@@ -195,9 +195,9 @@ static vram_status sim_open(void) {
 }
 
 static void sim_close(void) {
-    pthread_mutex_lock(&sim_lock);
+    pthread_mutex_lock(&vram__sim_lock);
     sim_reset();
-    pthread_mutex_unlock(&sim_lock);
+    pthread_mutex_unlock(&vram__sim_lock);
 }
 
 /* ---- devices -------------------------------------------------------------------------------- */
@@ -207,7 +207,7 @@ static vram_status sim_device_count_locked(int *count) {
     if (s != VRAM_OK) return s;
     if (count == NULL)
         return vram__fail(VRAM_ERR_DRIVER, "cuDeviceGetCount: " SIM_EINVAL " [NULL count]");
-    *count = sim_st.cfg.ndev;
+    *count = vram__sim_st.cfg.ndev;
     return VRAM_OK;
 }
 
@@ -217,16 +217,16 @@ static vram_status sim_device_count(int *count) {
 
 static vram_status sim_device_props_locked(int dev, vram_physical_device *out,
                                            vram__device_caps *caps) {
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    int card = sim_st.dev[dev].card;
+    int card = vram__sim_st.dev[dev].card;
     if (out != NULL) {
         snprintf(out->product, sizeof out->product, "%s", "vram simulated GPU");
-        sim_uuid(card, out->uuid, sizeof out->uuid);
+        vram__sim_uuid(card, out->uuid, sizeof out->uuid);
         snprintf(out->pci_bus_id, sizeof out->pci_bus_id, "0000:%02x:00.0", (unsigned)card);
-        out->total_bytes = sim_st.dev[dev].capacity;
-        out->compute_major = sim_st.cfg.card_major[card];
-        out->compute_minor = sim_st.cfg.card_minor[card];
+        out->total_bytes = vram__sim_st.dev[dev].capacity;
+        out->compute_major = vram__sim_st.cfg.card_major[card];
+        out->compute_minor = vram__sim_st.cfg.card_minor[card];
     }
     if (caps != NULL) {
         caps->vmm_supported = 1;
@@ -240,12 +240,12 @@ static vram_status sim_device_props(int dev, vram_physical_device *out, vram__de
 }
 
 static vram_status sim_mem_info_locked(int dev, size_t *free_bytes, size_t *total_bytes) {
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    const sim_device *d = &sim_st.dev[dev];
-    sim_share_lock();
-    size_t held = sim_card_held(dev);
-    sim_share_unlock();
+    const sim_device *d = &vram__sim_st.dev[dev];
+    vram__sim_share_lock();
+    size_t held = vram__sim_card_held(dev);
+    vram__sim_share_unlock();
     if (free_bytes != NULL) *free_bytes = held < d->capacity ? d->capacity - held : 0;
     if (total_bytes != NULL) *total_bytes = d->capacity;
     return VRAM_OK;
@@ -259,20 +259,20 @@ static vram_status sim_mem_info(int dev, size_t *free_bytes, size_t *total_bytes
 
 /* May `size` more bytes be taken on dev? Fault injection first, then the card's capacity (less what
  * other processes hold on it, with VRAM_SIM_SHARED); taken at once when they may. */
-vram_status sim_take(const char *call, int dev, size_t size) {
-    sim_device *d = &sim_st.dev[dev];
+vram_status vram__sim_take(const char *call, int dev, size_t size) {
+    sim_device *d = &vram__sim_st.dev[dev];
     size_t total = 0;
-    if (sim_st.cfg.fail_set && sim_st.alloc_ok >= sim_st.cfg.fail_after)
-        return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
-                        "simulated: VRAM_SIM_FAIL_ALLOC_AFTER=%llu", sim_st.cfg.fail_after);
-    sim_share_lock();                          /* (the check and the take at once for every process) */
-    size_t held = sim_card_held(dev), others = held > d->used ? held - d->used : 0;
+    if (vram__sim_st.cfg.fail_set && vram__sim_st.alloc_ok >= vram__sim_st.cfg.fail_after)
+        return vram__sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
+                        "simulated: VRAM_SIM_FAIL_ALLOC_AFTER=%llu", vram__sim_st.cfg.fail_after);
+    vram__sim_share_lock();                          /* (the check and the take at once for every process) */
+    size_t held = vram__sim_card_held(dev), others = held > d->used ? held - d->used : 0;
     int room = vram__add_ok(held, size, &total) && total <= d->capacity;
     if (room) {
         d->used += size;
-        sim_share_write(dev);
+        vram__sim_share_write(dev);
     }
-    sim_share_unlock();
+    vram__sim_share_unlock();
     if (room) return VRAM_OK;
     char used[32], cap[32], other[96] = "";
     vram__format_bytes(used, sizeof used, d->used);
@@ -282,20 +282,20 @@ vram_status sim_take(const char *call, int dev, size_t size) {
         vram__format_bytes(o, sizeof o, others);
         snprintf(other, sizeof other, ", %s by other processes (VRAM_SIM_SHARED)", o);
     }
-    return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
+    return vram__sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
                     "simulated card of %s: %s in use%s, %zu bytes free", cap, used, other,
                     held < d->capacity ? d->capacity - held : 0);
 }
 
-void sim_untake(int dev, size_t size) {
-    sim_share_lock();
-    sim_st.dev[dev].used -= size;
-    sim_share_write(dev);
-    sim_share_unlock();
+void vram__sim_untake(int dev, size_t size) {
+    vram__sim_share_lock();
+    vram__sim_st.dev[dev].used -= size;
+    vram__sim_share_write(dev);
+    vram__sim_share_unlock();
 }
 
-void sim_took(void) {
-    sim_st.alloc_ok++;
+void vram__sim_took(void) {
+    vram__sim_st.alloc_ok++;
 }
 
 /* ---- plain memory --------------------------------------------------------------------------- */
@@ -303,29 +303,29 @@ void sim_took(void) {
 static vram_status sim_mem_alloc_locked(int dev, size_t size, uint64_t *dptr) {
     char call[64];
     snprintf(call, sizeof call, "cuMemAlloc(%zu bytes)", size);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
     if (size == 0 || dptr == NULL)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, size ? "NULL dptr" : "size 0");
-    if ((s = sim_take(call, dev, size)) != VRAM_OK) return s;
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, size ? "NULL dptr" : "size 0");
+    if ((s = vram__sim_take(call, dev, size)) != VRAM_OK) return s;
     sim_mem *m = malloc(sizeof *m);
-    if (m == NULL || sim_tab_reserve(&sim_st.mems) != 0) {
+    if (m == NULL || vram__sim_tab_reserve(&vram__sim_st.mems) != 0) {
         free(m);
-        sim_untake(dev, size);
-        return sim_host_oom(call, dev);
+        vram__sim_untake(dev, size);
+        return vram__sim_host_oom(call, dev);
     }
     void *p = mmap(NULL, size, PROT_READ | PROT_WRITE,
                    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) {
         free(m);
-        sim_untake(dev, size);
-        return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: host mmap: %s",
+        vram__sim_untake(dev, size);
+        return vram__sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: host mmap: %s",
                         strerror(errno));
     }
     m->dev = dev;
     m->size = size;
-    sim_tab_put(&sim_st.mems, (uint64_t)(uintptr_t)p, m);
-    sim_took();
+    vram__sim_tab_put(&vram__sim_st.mems, (uint64_t)(uintptr_t)p, m);
+    vram__sim_took();
     SIM_COUNT(mem_alloc);
     *dptr = (uint64_t)(uintptr_t)p;
     return VRAM_OK;
@@ -338,17 +338,17 @@ static vram_status sim_mem_alloc(int dev, size_t size, uint64_t *dptr) {
 static vram_status sim_mem_free_locked(int dev, uint64_t dptr) {
     char call[64];
     snprintf(call, sizeof call, "cuMemFree(0x%llx)", (unsigned long long)dptr);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    sim_mem *m = sim_tab_get(&sim_st.mems, dptr);
+    sim_mem *m = vram__sim_tab_get(&vram__sim_st.mems, dptr);
     if (m == NULL || m->dev != dev)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "not an address cuMemAlloc returned on this device");
     if (munmap((void *)(uintptr_t)dptr, m->size) != 0)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: host munmap: %s",
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: host munmap: %s",
                         strerror(errno));
-    sim_untake(dev, m->size);
-    sim_tab_del(&sim_st.mems, dptr);
+    vram__sim_untake(dev, m->size);
+    vram__sim_tab_del(&vram__sim_st.mems, dptr);
     free(m);
     SIM_COUNT(mem_free);
     return VRAM_OK;
@@ -362,7 +362,7 @@ static vram_status sim_mem_free(int dev, uint64_t dptr) {
 
 static void sim_counters(vram__backend_counters *out) {
     if (out == NULL) return;
-    vram__backend_counts_read(&sim_count, out);
+    vram__backend_counts_read(&vram__sim_count, out);
 }
 
 const vram__backend vram__backend_sim = {
@@ -374,26 +374,26 @@ const vram__backend vram__backend_sim = {
     .mem_info = sim_mem_info,
     .mem_alloc = sim_mem_alloc,
     .mem_free = sim_mem_free,
-    .va_reserve = sim_va_reserve,
-    .va_free = sim_va_free,
-    .phys_create = sim_phys_create,
-    .phys_release = sim_phys_release,
-    .map = sim_map,
-    .unmap = sim_unmap,
-    .phys_export = sim_phys_export,
-    .phys_import = sim_phys_import,
-    .ipc_get = sim_ipc_get,
-    .ipc_open = sim_ipc_open,
-    .ipc_close = sim_ipc_close,
-    .overflow_alloc = sim_overflow_alloc,
-    .overflow_free = sim_overflow_free,
-    .event_record = sim_event_record,
-    .event_query = sim_event_query,
-    .event_sync = sim_event_sync,
-    .event_destroy = sim_event_destroy,
-    .host_alloc = sim_host_alloc,
-    .host_free = sim_host_free,
-    .copy_to_host = sim_copy_to_host,
-    .copy_to_device = sim_copy_to_device,
+    .va_reserve = vram__sim_va_reserve,
+    .va_free = vram__sim_va_free,
+    .phys_create = vram__sim_phys_create,
+    .phys_release = vram__sim_phys_release,
+    .map = vram__sim_map,
+    .unmap = vram__sim_unmap,
+    .phys_export = vram__sim_phys_export,
+    .phys_import = vram__sim_phys_import,
+    .ipc_get = vram__sim_ipc_get,
+    .ipc_open = vram__sim_ipc_open,
+    .ipc_close = vram__sim_ipc_close,
+    .overflow_alloc = vram__sim_overflow_alloc,
+    .overflow_free = vram__sim_overflow_free,
+    .event_record = vram__sim_event_record,
+    .event_query = vram__sim_event_query,
+    .event_sync = vram__sim_event_sync,
+    .event_destroy = vram__sim_event_destroy,
+    .host_alloc = vram__sim_host_alloc,
+    .host_free = vram__sim_host_free,
+    .copy_to_host = vram__sim_copy_to_host,
+    .copy_to_device = vram__sim_copy_to_device,
     .counters = sim_counters,
 };

@@ -95,7 +95,7 @@ static int sim_parse_entry(const char *b, const char *e, int *count, size_t *siz
     return *size == 0 ? -1 : 0;
 }
 
-vram_status sim_parse_devices(const char *text, sim_config *cfg) {
+vram_status vram__sim_parse_devices(const char *text, sim_config *cfg) {
     cfg->ncards = 0;
     if (text == NULL) {
         cfg->ncards = 1;
@@ -122,7 +122,7 @@ vram_status sim_parse_devices(const char *text, sim_config *cfg) {
     }
 }
 
-vram_status sim_parse_fail_after(const char *text, sim_config *cfg) {
+vram_status vram__sim_parse_fail_after(const char *text, sim_config *cfg) {
     cfg->fail_set = 0;
     if (text == NULL) return VRAM_OK;
     const char *b = text, *e = text + strlen(text);
@@ -143,7 +143,7 @@ static uint64_t sim_splitmix(uint64_t x) {
 }
 
 /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx", a function of the card's original index alone. */
-void sim_uuid(int card, char *buf, size_t len) {
+void vram__sim_uuid(int card, char *buf, size_t len) {
     uint64_t hi = sim_splitmix(0x7672616d2d73696dULL + (uint64_t)card);   /* "vram-sim" */
     uint64_t lo = sim_splitmix(hi);
     snprintf(buf, len, "GPU-%08x-%04x-%04x-%04x-%012llx", (unsigned)(hi >> 32),
@@ -156,7 +156,7 @@ static int sim_uuid_card(const char *b, size_t len, int ncards) {
     int found = -1;
     for (int c = 0; c < ncards; c++) {
         char uuid[48];
-        sim_uuid(c, uuid, sizeof uuid);
+        vram__sim_uuid(c, uuid, sizeof uuid);
         if (len > strlen(uuid) || strncasecmp(uuid, b, len) != 0) continue;
         if (found >= 0) return -1;
         found = c;
@@ -189,7 +189,7 @@ static int sim_listed(const sim_config *cfg, int card) {
 
 /* As the driver: unset shows all; else the listed cards in order, up to the first invalid or
  * repeated entry; "" or a leading -1 shows none. */
-vram_status sim_parse_visible(const char *text, sim_config *cfg) {
+vram_status vram__sim_parse_visible(const char *text, sim_config *cfg) {
     cfg->ndev = 0;
     for (int i = 0; text == NULL && i < cfg->ncards; i++) cfg->dev_card[cfg->ndev++] = i;
     vram_visible_entry v;

@@ -7,9 +7,9 @@
  * each process's bytes per card in a slot of FILE, a slot of a process that is gone counting nothing,
  * so that one process sees in mem_info, and meets in its allocations, the memory the others hold).
  *
- * Invariants: every host block is in sim_st.hosts with its size; with VRAM_SIM_SHARED this process's
- * slot holds exactly sim_st.dev[d].used for each visible device's card. Entry points take sim_lock;
- * the slots are read and written under the file's flock (taken under sim_lock, never the other way).
+ * Invariants: every host block is in vram__sim_st.hosts with its size; with VRAM_SIM_SHARED this process's
+ * slot holds exactly vram__sim_st.dev[d].used for each visible device's card. Entry points take vram__sim_lock;
+ * the slots are read and written under the file's flock (taken under vram__sim_lock, never the other way).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -29,56 +29,56 @@
 static vram_status sim_host_alloc_locked(int dev, size_t size, void **host) {
     char call[64];
     snprintf(call, sizeof call, "cuMemHostAlloc(%zu bytes)", size);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
     if (size == 0 || host == NULL)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, size ? "NULL host" : "size 0");
-    if (sim_st.host_failures > 0) {
-        sim_st.host_failures--;
-        return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "injected by vram__sim_fail_copies");
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, size ? "NULL host" : "size 0");
+    if (vram__sim_st.host_failures > 0) {
+        vram__sim_st.host_failures--;
+        return vram__sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "injected by vram__sim_fail_copies");
     }
     sim_host *h = malloc(sizeof *h);
     void *p = h != NULL ? malloc(size) : NULL;
-    if (p == NULL || sim_tab_reserve(&sim_st.hosts) != 0) {
+    if (p == NULL || vram__sim_tab_reserve(&vram__sim_st.hosts) != 0) {
         free(p);
         free(h);
-        return sim_host_oom(call, dev);
+        return vram__sim_host_oom(call, dev);
     }
     h->size = size;
-    sim_tab_put(&sim_st.hosts, (uint64_t)(uintptr_t)p, h);
+    vram__sim_tab_put(&vram__sim_st.hosts, (uint64_t)(uintptr_t)p, h);
     SIM_COUNT(host_alloc);
     *host = p;
     return VRAM_OK;
 }
 
-vram_status sim_host_alloc(int dev, size_t size, void **host) {
+vram_status vram__sim_host_alloc(int dev, size_t size, void **host) {
     SIM_LOCKED(sim_host_alloc_locked(dev, size, host));
 }
 
 static vram_status sim_host_free_locked(int dev, void *host) {
     char call[64];
     snprintf(call, sizeof call, "cuMemFreeHost(%p)", host);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    sim_host *h = sim_tab_get(&sim_st.hosts, (uint64_t)(uintptr_t)host);
-    if (h == NULL) return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not a block cuMemHostAlloc returned");
-    sim_tab_del(&sim_st.hosts, (uint64_t)(uintptr_t)host);
+    sim_host *h = vram__sim_tab_get(&vram__sim_st.hosts, (uint64_t)(uintptr_t)host);
+    if (h == NULL) return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not a block cuMemHostAlloc returned");
+    vram__sim_tab_del(&vram__sim_st.hosts, (uint64_t)(uintptr_t)host);
     free(h);
     free(host);
     SIM_COUNT(host_free);
     return VRAM_OK;
 }
 
-vram_status sim_host_free(int dev, void *host) {
+vram_status vram__sim_host_free(int dev, void *host) {
     SIM_LOCKED(sim_host_free_locked(dev, host));
 }
 
 /* Whether [p, p + size) lies in one host block. */
 static int sim_host_range(const void *p, size_t size) {
     uintptr_t a = (uintptr_t)p;
-    for (size_t i = 0; i < sim_st.hosts.cap; i++) {
-        const sim_host *h = sim_st.hosts.slots[i].val;
-        uintptr_t base = (uintptr_t)sim_st.hosts.slots[i].key;
+    for (size_t i = 0; i < vram__sim_st.hosts.cap; i++) {
+        const sim_host *h = vram__sim_st.hosts.slots[i].val;
+        uintptr_t base = (uintptr_t)vram__sim_st.hosts.slots[i].key;
         if (h != NULL && a >= base && a - base <= h->size && size <= h->size - (a - base)) return 1;
     }
     return 0;
@@ -90,35 +90,35 @@ static vram_status sim_copy_locked(int dev, void *host, uint64_t dptr, size_t si
     char call[96];
     snprintf(call, sizeof call, "%s(0x%llx, %zu bytes)", to_host ? "cuMemcpyDtoH" : "cuMemcpyHtoD",
              (unsigned long long)dptr, size);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    if (sim_st.copy_failures > 0) {
-        sim_st.copy_failures--;
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_ELAUNCH, "injected by vram__sim_fail_copies");
+    if (vram__sim_st.copy_failures > 0) {
+        vram__sim_st.copy_failures--;
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_ELAUNCH, "injected by vram__sim_fail_copies");
     }
     if (size == 0 || host == NULL || !sim_host_range(host, size))
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "simulated: the host range is not in one block of cuMemHostAlloc");
-    if (!sim_device_range(dev, dptr, size))
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+    if (!vram__sim_device_range(dev, dptr, size))
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "the device range is not device memory of this device (unmapped, or not vram's)");
     if (to_host) {
         memcpy(host, (const void *)(uintptr_t)dptr, size);
         SIM_COUNT(copy_to_host);
-        vram__backend_count_n(&sim_count, bytes_to_host, size);
+        vram__backend_count_n(&vram__sim_count, bytes_to_host, size);
     } else {
         memcpy((void *)(uintptr_t)dptr, host, size);
         SIM_COUNT(copy_to_device);
-        vram__backend_count_n(&sim_count, bytes_to_device, size);
+        vram__backend_count_n(&vram__sim_count, bytes_to_device, size);
     }
     return VRAM_OK;
 }
 
-vram_status sim_copy_to_host(int dev, void *dst, uint64_t src, size_t size) {
+vram_status vram__sim_copy_to_host(int dev, void *dst, uint64_t src, size_t size) {
     SIM_LOCKED(sim_copy_locked(dev, dst, src, size, 1));
 }
 
-vram_status sim_copy_to_device(int dev, uint64_t dst, const void *src, size_t size) {
+vram_status vram__sim_copy_to_device(int dev, uint64_t dst, const void *src, size_t size) {
     SIM_LOCKED(sim_copy_locked(dev, (void *)(uintptr_t)src, dst, size, 0));
 }
 
@@ -130,7 +130,7 @@ static int sim_pid_alive(int pid) {
     return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
 }
 
-vram_status sim_share_open(void) {
+vram_status vram__sim_share_open(void) {
     const char *path = getenv("VRAM_SIM_SHARED");
     if (path == NULL || *path == '\0') return VRAM_OK;
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
@@ -164,43 +164,43 @@ vram_status sim_share_open(void) {
         close(fd);
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_SIM_SHARED='%s': %s", path, why);
     }
-    sim_st.share = t;
-    sim_st.share_fd = fd;
-    sim_st.share_me = me;
+    vram__sim_st.share = t;
+    vram__sim_st.share_fd = fd;
+    vram__sim_st.share_me = me;
     return VRAM_OK;
 }
 
-void sim_share_close(void) {
-    if (sim_st.share == NULL) return;
-    flock(sim_st.share_fd, LOCK_EX);                 /* (a forked child's copy leaves its parent's slot) */
-    if (sim_st.share[sim_st.share_me].pid == (int32_t)getpid()) {
-        memset(&sim_st.share[sim_st.share_me], 0, sizeof sim_st.share[sim_st.share_me]);
+void vram__sim_share_close(void) {
+    if (vram__sim_st.share == NULL) return;
+    flock(vram__sim_st.share_fd, LOCK_EX);                 /* (a forked child's copy leaves its parent's slot) */
+    if (vram__sim_st.share[vram__sim_st.share_me].pid == (int32_t)getpid()) {
+        memset(&vram__sim_st.share[vram__sim_st.share_me], 0, sizeof vram__sim_st.share[vram__sim_st.share_me]);
     }
-    flock(sim_st.share_fd, LOCK_UN);
-    munmap(sim_st.share, SIM_SHARE_BYTES);
-    close(sim_st.share_fd);
-    sim_st.share = NULL;
-    sim_st.share_fd = -1;
+    flock(vram__sim_st.share_fd, LOCK_UN);
+    munmap(vram__sim_st.share, SIM_SHARE_BYTES);
+    close(vram__sim_st.share_fd);
+    vram__sim_st.share = NULL;
+    vram__sim_st.share_fd = -1;
 }
 
-void sim_share_lock(void) {
-    if (sim_st.share != NULL) flock(sim_st.share_fd, LOCK_EX);
+void vram__sim_share_lock(void) {
+    if (vram__sim_st.share != NULL) flock(vram__sim_st.share_fd, LOCK_EX);
 }
 
-void sim_share_unlock(void) {
-    if (sim_st.share != NULL) flock(sim_st.share_fd, LOCK_UN);
+void vram__sim_share_unlock(void) {
+    if (vram__sim_st.share != NULL) flock(vram__sim_st.share_fd, LOCK_UN);
 }
 
-void sim_share_write(int dev) {
-    if (sim_st.share != NULL) sim_st.share[sim_st.share_me].used[sim_st.dev[dev].card] = sim_st.dev[dev].used;
+void vram__sim_share_write(int dev) {
+    if (vram__sim_st.share != NULL) vram__sim_st.share[vram__sim_st.share_me].used[vram__sim_st.dev[dev].card] = vram__sim_st.dev[dev].used;
 }
 
-size_t sim_card_held(int dev) {
-    if (sim_st.share == NULL) return sim_st.dev[dev].used;
+size_t vram__sim_card_held(int dev) {
+    if (vram__sim_st.share == NULL) return vram__sim_st.dev[dev].used;
     size_t sum = 0;                 /* every live process's slot, this one's included (it equals used) */
     for (int i = 0; i < SIM_SHARE_SLOTS; i++) {
-        const sim_share_slot *t = &sim_st.share[i];
-        if (t->pid != 0 && sim_pid_alive(t->pid)) sum += t->used[sim_st.dev[dev].card];
+        const sim_share_slot *t = &vram__sim_st.share[i];
+        if (t->pid != 0 && sim_pid_alive(t->pid)) sum += t->used[vram__sim_st.dev[dev].card];
     }
     return sum;
 }

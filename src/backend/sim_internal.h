@@ -1,6 +1,6 @@
 /*
  * sim_internal.h: what the files of the simulated GPU backend share: its limits and CUDA error
- * names, its bookkeeping types, its one state (sim_st, under sim_lock) and the calls one file makes
+ * names, its bookkeeping types, its one state (vram__sim_st, under vram__sim_lock) and the calls one file makes
  * of another. The model and the rules are in sim.c's header; nothing outside src/backend/sim*.c
  * includes this (tests use sim_hooks.h, the layers above backend.h).
  *
@@ -15,7 +15,7 @@
  *   sim_hooks.c   the test hooks (sim_hooks.h)
  *   sim_overflow.c host memory for overflow (overflow:host), counted apart from the card's
  *
- * Lock: every sim_* call below that touches sim_st runs under sim_lock (the _locked entry points
+ * Lock: every sim_* call below that touches vram__sim_st runs under vram__sim_lock (the _locked entry points
  * and the helpers they call); the backend entry points take it themselves.
  */
 #ifndef VRAM_BACKEND_SIM_INTERNAL_H
@@ -140,100 +140,100 @@ typedef struct sim_state {
     sim_stream        *streams;
 } sim_state;
 
-/* The state of the simulated driver, under sim_lock (defined in sim.c). */
-extern sim_state       sim_st;
-extern pthread_mutex_t sim_lock;
-/* vram__sim_hold_event_syncs: event_sync waits on it for the stream to get there (under sim_lock) */
-extern pthread_cond_t  sim_stream_done;
-extern int             sim_hold_syncs, sim_syncs_waiting;   /* under sim_lock; kept across close */
+/* The state of the simulated driver, under vram__sim_lock (defined in sim.c). */
+extern sim_state       vram__sim_st;
+extern pthread_mutex_t vram__sim_lock;
+/* vram__sim_hold_event_syncs: event_sync waits on it for the stream to get there (under vram__sim_lock) */
+extern pthread_cond_t  vram__sim_stream_done;
+extern int             vram__sim_hold_syncs, vram__sim_syncs_blocked;   /* under vram__sim_lock; kept across close */
 /* The driver-call counters (atomics, no lock). */
-extern vram__backend_counts sim_count;
+extern vram__backend_counts vram__sim_count;
 
-#define SIM_COUNT(field) vram__backend_count(&sim_count, field)
+#define SIM_COUNT(field) vram__backend_count(&vram__sim_count, field)
 
 /* Runs `expr` (a vram_status expression) under the lock and returns its value. */
 #define SIM_LOCKED(expr)                      \
     do {                                      \
-        pthread_mutex_lock(&sim_lock);        \
+        pthread_mutex_lock(&vram__sim_lock);        \
         vram_status sim_s_ = (expr);          \
-        pthread_mutex_unlock(&sim_lock);      \
+        pthread_mutex_unlock(&vram__sim_lock);      \
         return sim_s_;                        \
     } while (0)
 
 
-/* ---- calls between the files (all under sim_lock unless the entry point takes it) ----------- */
+/* ---- calls between the files (all under vram__sim_lock unless the entry point takes it) ----------- */
 
 /* sim.c: sets "<call> on device <dev>: <error> [<why>]" and returns s. */
-vram_status sim_fail(vram_status s, const char *call, int dev, const char *error, const char *fmt, ...)
+vram_status vram__sim_fail(vram_status s, const char *call, int dev, const char *error, const char *fmt, ...)
     VRAM_PRINTF(5, 6);
-vram_status sim_host_oom(const char *call, int dev);
-vram_status sim_check_dev(int dev);
-void sim_drop_phys(uint64_t key, void *val);
+vram_status vram__sim_host_oom(const char *call, int dev);
+vram_status vram__sim_check_dev(int dev);
+void vram__sim_drop_phys(uint64_t key, void *val);
 /* May `size` more bytes be taken on dev (fault injection, the card's capacity, with VRAM_SIM_SHARED the
- * other processes' use)? On VRAM_OK they are counted as taken; sim_untake gives them back (a failure
- * after the check, or a free), sim_took counts a successful allocation. */
-vram_status sim_take(const char *call, int dev, size_t size);
-void sim_untake(int dev, size_t size);
-void sim_took(void);
+ * other processes' use)? On VRAM_OK they are counted as taken; vram__sim_untake gives them back (a failure
+ * after the check, or a free), vram__sim_took counts a successful allocation. */
+vram_status vram__sim_take(const char *call, int dev, size_t size);
+void vram__sim_untake(int dev, size_t size);
+void vram__sim_took(void);
 
 /* sim_table.c */
-void *sim_tab_get(const sim_table *t, uint64_t key);
-int sim_tab_reserve(sim_table *t);
-void sim_tab_put(sim_table *t, uint64_t key, void *val);
-void sim_tab_del(sim_table *t, uint64_t key);
-void sim_tab_clear(sim_table *t, void (*drop)(uint64_t key, void *val));
+void *vram__sim_tab_get(const sim_table *t, uint64_t key);
+int vram__sim_tab_reserve(sim_table *t);
+void vram__sim_tab_put(sim_table *t, uint64_t key, void *val);
+void vram__sim_tab_del(sim_table *t, uint64_t key);
+void vram__sim_tab_clear(sim_table *t, void (*drop)(uint64_t key, void *val));
 
 /* sim_env.c: what open() reads */
-vram_status sim_parse_devices(const char *text, sim_config *cfg);
-vram_status sim_parse_fail_after(const char *text, sim_config *cfg);
-void sim_uuid(int card, char *buf, size_t len);
-vram_status sim_parse_visible(const char *text, sim_config *cfg);
+vram_status vram__sim_parse_devices(const char *text, sim_config *cfg);
+vram_status vram__sim_parse_fail_after(const char *text, sim_config *cfg);
+void vram__sim_uuid(int card, char *buf, size_t len);
+vram_status vram__sim_parse_visible(const char *text, sim_config *cfg);
 
-/* sim_vmm.c: the backend entry points (they take sim_lock) */
-vram_status sim_va_reserve(int dev, size_t size, uint64_t *va);
-vram_status sim_va_free(int dev, uint64_t va, size_t size);
-vram_status sim_phys_create(int dev, size_t size, uint64_t *handle);
-vram_status sim_phys_release(int dev, uint64_t handle);
-vram_status sim_map(int dev, uint64_t va, size_t size, uint64_t handle);
-vram_status sim_unmap(int dev, uint64_t va, size_t size);
-vram_status sim_phys_export(int dev, uint64_t handle, int *fd);
-vram_status sim_phys_import(int dev, int fd, size_t size, uint64_t *handle);
-vram_status sim_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]);
-vram_status sim_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr);
-vram_status sim_ipc_close(int dev, uint64_t dptr);
+/* sim_vmm.c: the backend entry points (they take vram__sim_lock) */
+vram_status vram__sim_va_reserve(int dev, size_t size, uint64_t *va);
+vram_status vram__sim_va_free(int dev, uint64_t va, size_t size);
+vram_status vram__sim_phys_create(int dev, size_t size, uint64_t *handle);
+vram_status vram__sim_phys_release(int dev, uint64_t handle);
+vram_status vram__sim_map(int dev, uint64_t va, size_t size, uint64_t handle);
+vram_status vram__sim_unmap(int dev, uint64_t va, size_t size);
+vram_status vram__sim_phys_export(int dev, uint64_t handle, int *fd);
+vram_status vram__sim_phys_import(int dev, int fd, size_t size, uint64_t *handle);
+vram_status vram__sim_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]);
+vram_status vram__sim_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr);
+vram_status vram__sim_ipc_close(int dev, uint64_t dptr);
 
 /* sim_vmm.c: whether [addr, addr + size) is device memory of dev: in one plain allocation, or mapped
- * without a gap in one reservation (under sim_lock) */
-int sim_device_range(int dev, uint64_t addr, size_t size);
+ * without a gap in one reservation (under vram__sim_lock) */
+int vram__sim_device_range(int dev, uint64_t addr, size_t size);
 
-/* sim_host.c: the backend entry points (they take sim_lock); the shared cards under it */
-vram_status sim_host_alloc(int dev, size_t size, void **host);
-vram_status sim_host_free(int dev, void *host);
-vram_status sim_copy_to_host(int dev, void *dst, uint64_t src, size_t size);
-vram_status sim_copy_to_device(int dev, uint64_t dst, const void *src, size_t size);
+/* sim_host.c: the backend entry points (they take vram__sim_lock); the shared cards under it */
+vram_status vram__sim_host_alloc(int dev, size_t size, void **host);
+vram_status vram__sim_host_free(int dev, void *host);
+vram_status vram__sim_copy_to_host(int dev, void *dst, uint64_t src, size_t size);
+vram_status vram__sim_copy_to_device(int dev, uint64_t dst, const void *src, size_t size);
 /* VRAM_SIM_SHARED: opens the file and takes a slot (VRAM_ERR_INVALID_ARGUMENT naming the variable when it
- * cannot); sim_share_close gives the slot back. Between sim_share_lock and sim_share_unlock (the file's
- * flock): sim_share_write stores dev's used bytes in this process's slot, sim_card_held gives the bytes
+ * cannot); vram__sim_share_close gives the slot back. Between vram__sim_share_lock and vram__sim_share_unlock (the file's
+ * flock): vram__sim_share_write stores dev's used bytes in this process's slot, vram__sim_card_held gives the bytes
  * held on dev's card: by every live process (their slots), or without the variable this one's. Without
  * it the others do nothing. */
-vram_status sim_share_open(void);
-void sim_share_close(void);
-void sim_share_lock(void);
-void sim_share_unlock(void);
-void sim_share_write(int dev);
-size_t sim_card_held(int dev);
+vram_status vram__sim_share_open(void);
+void vram__sim_share_close(void);
+void vram__sim_share_lock(void);
+void vram__sim_share_unlock(void);
+void vram__sim_share_write(int dev);
+size_t vram__sim_card_held(int dev);
 
-/* sim_events.c: the backend entry points (they take sim_lock); sim_stream_find under it */
-sim_stream *sim_stream_find(void *stream);
-vram_status sim_event_record(int dev, void *stream, void **event);
-vram_status sim_event_query(int dev, void *event, int *done);
-vram_status sim_event_sync(int dev, void *event);
-void sim_event_destroy(int dev, void *event);
+/* sim_events.c: the backend entry points (they take vram__sim_lock); vram__sim_stream_find under it */
+sim_stream *vram__sim_stream_find(void *stream);
+vram_status vram__sim_event_record(int dev, void *stream, void **event);
+vram_status vram__sim_event_query(int dev, void *event, int *done);
+vram_status vram__sim_event_sync(int dev, void *event);
+void vram__sim_event_destroy(int dev, void *event);
 
-/* sim_overflow.c: host memory for overflow (the backend entry points take sim_lock); everything it
- * holds freed at close (sim_lock held) */
-vram_status sim_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held);
-vram_status sim_overflow_free(int dev, uint64_t dptr, size_t held);
-void sim_overflow_reset_locked(void);
+/* sim_overflow.c: host memory for overflow (the backend entry points take vram__sim_lock); everything it
+ * holds freed at close (vram__sim_lock held) */
+vram_status vram__sim_overflow_alloc(int dev, size_t size, uint64_t *dptr, size_t *held);
+vram_status vram__sim_overflow_free(int dev, uint64_t dptr, size_t held);
+void vram__sim_overflow_reset_locked(void);
 
 #endif /* VRAM_BACKEND_SIM_INTERNAL_H */

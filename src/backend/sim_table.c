@@ -1,6 +1,6 @@
 /*
  * sim_table.c: the simulated backend's open-addressing hash table from non-zero 64-bit keys
- * (addresses, handles, events) to records. No lock of its own: callers hold sim_lock.
+ * (addresses, handles, events) to records. No lock of its own: callers hold vram__sim_lock.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -33,13 +33,13 @@ static size_t sim_tab_slot(const sim_table *t, uint64_t key) {
     return i;
 }
 
-void *sim_tab_get(const sim_table *t, uint64_t key) {
+void *vram__sim_tab_get(const sim_table *t, uint64_t key) {
     if (t->cap == 0 || key == 0) return NULL;
     return t->slots[sim_tab_slot(t, key)].val;
 }
 
-/* Makes room for one more entry, so that sim_tab_put after the side effects cannot fail. */
-int sim_tab_reserve(sim_table *t) {
+/* Makes room for one more entry, so that vram__sim_tab_put after the side effects cannot fail. */
+int vram__sim_tab_reserve(sim_table *t) {
     if ((t->count + 1) * 4 <= t->cap * 3) return 0;
     size_t cap = t->cap ? t->cap * 2 : 64, old_cap = t->cap;
     sim_slot *old = t->slots, *slots = calloc(cap, sizeof *slots);
@@ -52,7 +52,7 @@ int sim_tab_reserve(sim_table *t) {
     return 0;
 }
 
-void sim_tab_put(sim_table *t, uint64_t key, void *val) {
+void vram__sim_tab_put(sim_table *t, uint64_t key, void *val) {
     size_t i = sim_tab_slot(t, key);
     t->slots[i].key = key;
     t->slots[i].val = val;
@@ -60,7 +60,7 @@ void sim_tab_put(sim_table *t, uint64_t key, void *val) {
 }
 
 /* Linear probing deletion by backward shift: no tombstones. */
-void sim_tab_del(sim_table *t, uint64_t key) {
+void vram__sim_tab_del(sim_table *t, uint64_t key) {
     size_t mask = t->cap - 1, i = sim_tab_slot(t, key), j = i;
     if (t->slots[i].key == 0) return;
     for (;;) {
@@ -77,7 +77,7 @@ void sim_tab_del(sim_table *t, uint64_t key) {
     t->count--;
 }
 
-void sim_tab_clear(sim_table *t, void (*drop)(uint64_t key, void *val)) {
+void vram__sim_tab_clear(sim_table *t, void (*drop)(uint64_t key, void *val)) {
     for (size_t i = 0; i < t->cap; i++)
         if (t->slots[i].key != 0) drop(t->slots[i].key, t->slots[i].val);
     free(t->slots);

@@ -2,7 +2,7 @@
  * sim_vmm.c: the simulated backend's virtual memory management: address reservations (PROT_NONE
  * mappings), physical handles (records that count bytes), map and unmap (the rules in sim.c's
  * header), and sharing handles with other processes through memfds (IPC). Entry points take
- * sim_lock; the _locked parts and helpers run under it.
+ * vram__sim_lock; the _locked parts and helpers run under it.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -42,44 +42,44 @@ static void *sim_map_aligned(size_t size) {
 static vram_status sim_va_reserve_locked(int dev, size_t size, uint64_t *va) {
     char call[64];
     snprintf(call, sizeof call, "cuMemAddressReserve(%zu bytes)", size);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    if (va == NULL) return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "NULL va");
+    if (va == NULL) return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "NULL va");
     if (size == 0 || !sim_granular(size))
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "the size must be a positive multiple of the granularity (2 MiB)");
     sim_resv *r = calloc(1, sizeof *r);
-    if (r == NULL) return sim_host_oom(call, dev);
+    if (r == NULL) return vram__sim_host_oom(call, dev);
     void *p = sim_map_aligned(size);
     if (p == NULL) {
         free(r);
-        return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
+        return vram__sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM,
                         "simulated: no host address space: %s", strerror(errno));
     }
     r->dev = dev;
     r->base = (uint64_t)(uintptr_t)p;
     r->size = size;
-    r->next = sim_st.resvs;
-    sim_st.resvs = r;
+    r->next = vram__sim_st.resvs;
+    vram__sim_st.resvs = r;
     SIM_COUNT(va_reserve);
     *va = r->base;
     return VRAM_OK;
 }
 
-vram_status sim_va_reserve(int dev, size_t size, uint64_t *va) {
+vram_status vram__sim_va_reserve(int dev, size_t size, uint64_t *va) {
     SIM_LOCKED(sim_va_reserve_locked(dev, size, va));
 }
 
 /* The link to the reservation of dev that starts at va and has exactly `size` bytes, or NULL. */
 static sim_resv **sim_resv_exact(int dev, uint64_t va, size_t size) {
-    for (sim_resv **link = &sim_st.resvs; *link != NULL; link = &(*link)->next)
+    for (sim_resv **link = &vram__sim_st.resvs; *link != NULL; link = &(*link)->next)
         if ((*link)->dev == dev && (*link)->base == va && (*link)->size == size) return link;
     return NULL;
 }
 
 /* The reservation of dev that holds all of [va, va + size), or NULL. */
 static sim_resv *sim_resv_holding(int dev, uint64_t va, size_t size) {
-    for (sim_resv *r = sim_st.resvs; r != NULL; r = r->next) {
+    for (sim_resv *r = vram__sim_st.resvs; r != NULL; r = r->next) {
         if (r->dev != dev || va < r->base || size > r->size) continue;
         if (va - r->base <= r->size - size) return r;
     }
@@ -90,15 +90,15 @@ static vram_status sim_va_free_locked(int dev, uint64_t va, size_t size) {
     char call[96];
     snprintf(call, sizeof call, "cuMemAddressFree(0x%llx, %zu bytes)", (unsigned long long)va,
              size);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
     sim_resv **link = sim_resv_exact(dev, va, size);
     if (link == NULL)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "no reservation of this device has exactly this address and size");
     sim_resv *r = *link;
     if (r->npieces > 0)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "%zu mapping(s) still inside; unmap them first", r->npieces);
     munmap((void *)(uintptr_t)r->base, r->size);
     *link = r->next;
@@ -108,7 +108,7 @@ static vram_status sim_va_free_locked(int dev, uint64_t va, size_t size) {
     return VRAM_OK;
 }
 
-vram_status sim_va_free(int dev, uint64_t va, size_t size) {
+vram_status vram__sim_va_free(int dev, uint64_t va, size_t size) {
     SIM_LOCKED(sim_va_free_locked(dev, va, size));
 }
 
@@ -117,56 +117,56 @@ vram_status sim_va_free(int dev, uint64_t va, size_t size) {
 static vram_status sim_phys_create_locked(int dev, size_t size, uint64_t *handle) {
     char call[64];
     snprintf(call, sizeof call, "cuMemCreate(%zu bytes)", size);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    if (handle == NULL) return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "NULL handle");
+    if (handle == NULL) return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "NULL handle");
     if (size == 0 || !sim_granular(size))
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "the size must be a positive multiple of the granularity (2 MiB)");
-    if ((s = sim_take(call, dev, size)) != VRAM_OK) return s;
+    if ((s = vram__sim_take(call, dev, size)) != VRAM_OK) return s;
     sim_phys *h = malloc(sizeof *h);
-    if (h == NULL || sim_tab_reserve(&sim_st.phys) != 0) {
+    if (h == NULL || vram__sim_tab_reserve(&vram__sim_st.phys) != 0) {
         free(h);
-        sim_untake(dev, size);
-        return sim_host_oom(call, dev);
+        vram__sim_untake(dev, size);
+        return vram__sim_host_oom(call, dev);
     }
     h->dev = dev;
     h->size = size;
     h->mapped_va = 0;
     h->fd = -1;
     h->imported = 0;
-    sim_tab_put(&sim_st.phys, (uint64_t)(uintptr_t)h, h);
-    sim_took();
+    vram__sim_tab_put(&vram__sim_st.phys, (uint64_t)(uintptr_t)h, h);
+    vram__sim_took();
     SIM_COUNT(phys_create);
     *handle = (uint64_t)(uintptr_t)h;
     return VRAM_OK;
 }
 
-vram_status sim_phys_create(int dev, size_t size, uint64_t *handle) {
+vram_status vram__sim_phys_create(int dev, size_t size, uint64_t *handle) {
     SIM_LOCKED(sim_phys_create_locked(dev, size, handle));
 }
 
 static vram_status sim_phys_release_locked(int dev, uint64_t handle) {
     char call[64];
     snprintf(call, sizeof call, "cuMemRelease(handle 0x%llx)", (unsigned long long)handle);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    sim_phys *h = sim_tab_get(&sim_st.phys, handle);
+    sim_phys *h = vram__sim_tab_get(&vram__sim_st.phys, handle);
     if (h == NULL || h->dev != dev)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "not a handle cuMemCreate returned on this device");
     if (h->mapped_va != 0)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "simulated: the handle is still mapped at 0x%llx; unmap it first",
                         (unsigned long long)h->mapped_va);
-    if (!h->imported) sim_untake(dev, h->size);
-    sim_tab_del(&sim_st.phys, handle);
-    sim_drop_phys(handle, h);
+    if (!h->imported) vram__sim_untake(dev, h->size);
+    vram__sim_tab_del(&vram__sim_st.phys, handle);
+    vram__sim_drop_phys(handle, h);
     SIM_COUNT(phys_release);
     return VRAM_OK;
 }
 
-vram_status sim_phys_release(int dev, uint64_t handle) {
+vram_status vram__sim_phys_release(int dev, uint64_t handle) {
     SIM_LOCKED(sim_phys_release_locked(dev, handle));
 }
 
@@ -222,21 +222,21 @@ static vram_status sim_map_locked(int dev, uint64_t va, size_t size, uint64_t ha
     size_t i = 0;
     snprintf(call, sizeof call, "cuMemMap(0x%llx, %zu bytes, handle 0x%llx)",
              (unsigned long long)va, size, (unsigned long long)handle);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    if (sim_st.map_failures > 0) {
-        sim_st.map_failures--;
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EOOM, "injected by vram__sim_fail_maps");
+    if (vram__sim_st.map_failures > 0) {
+        vram__sim_st.map_failures--;
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EOOM, "injected by vram__sim_fail_maps");
     }
-    sim_phys *h = sim_tab_get(&sim_st.phys, handle);
+    sim_phys *h = vram__sim_tab_get(&vram__sim_st.phys, handle);
     const char *why = sim_map_refusal(dev, va, size, h, &r, &i);
-    if (why != NULL) return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "%s", why);
-    if (sim_pieces_reserve(r) != 0) return sim_host_oom(call, dev);
+    if (why != NULL) return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "%s", why);
+    if (sim_pieces_reserve(r) != 0) return vram__sim_host_oom(call, dev);
     int mapped = h->fd >= 0 ? mmap((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_FIXED,
                                    h->fd, 0) != MAP_FAILED
                             : mprotect((void *)(uintptr_t)va, size, PROT_READ | PROT_WRITE) == 0;
     if (!mapped)
-        return sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: host mapping: %s",
+        return vram__sim_fail(VRAM_ERR_OUT_OF_MEMORY, call, dev, SIM_EOOM, "simulated: host mapping: %s",
                         strerror(errno));
     memmove(&r->pieces[i + 1], &r->pieces[i], (r->npieces - i) * sizeof *r->pieces);
     r->pieces[i] = (sim_piece){ .va = va, .size = size, .phys = h };
@@ -246,7 +246,7 @@ static vram_status sim_map_locked(int dev, uint64_t va, size_t size, uint64_t ha
     return VRAM_OK;
 }
 
-vram_status sim_map(int dev, uint64_t va, size_t size, uint64_t handle) {
+vram_status vram__sim_map(int dev, uint64_t va, size_t size, uint64_t handle) {
     SIM_LOCKED(sim_map_locked(dev, va, size, handle));
 }
 
@@ -262,24 +262,24 @@ static vram_status sim_unmap_locked(int dev, uint64_t va, size_t size) {
     char call[96];
     size_t end = 0;
     snprintf(call, sizeof call, "cuMemUnmap(0x%llx, %zu bytes)", (unsigned long long)va, size);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    if (sim_st.unmap_failures > 0) {
-        sim_st.unmap_failures--;
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_ELAUNCH, "injected by vram__sim_fail_maps");
+    if (vram__sim_st.unmap_failures > 0) {
+        vram__sim_st.unmap_failures--;
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_ELAUNCH, "injected by vram__sim_fail_maps");
     }
     sim_resv *r = sim_resv_holding(dev, va, size);
     if (r == NULL)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "the range does not lie within one reservation of this device");
     size_t i = sim_piece_at(r, va);
     if (!sim_covers(r, i, va, size, &end))
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL,
                         "the range must be exactly whole, contiguous mappings");
     /* back to a PROT_NONE range (a memfd mapping is replaced; anonymous RAM goes back) */
     if (mmap((void *)(uintptr_t)va, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1,
              0) == MAP_FAILED)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: host mmap: %s", strerror(errno));
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: host mmap: %s", strerror(errno));
     for (size_t k = i; k < end; k++) r->pieces[k].phys->mapped_va = 0;
     memmove(&r->pieces[i], &r->pieces[end], (r->npieces - end) * sizeof *r->pieces);
     r->npieces -= end - i;
@@ -287,7 +287,7 @@ static vram_status sim_unmap_locked(int dev, uint64_t va, size_t size) {
     return VRAM_OK;
 }
 
-vram_status sim_unmap(int dev, uint64_t va, size_t size) {
+vram_status vram__sim_unmap(int dev, uint64_t va, size_t size) {
     SIM_LOCKED(sim_unmap_locked(dev, va, size));
 }
 
@@ -317,77 +317,77 @@ static const char *sim_share(sim_phys *h) {
 static vram_status sim_phys_export_locked(int dev, uint64_t handle, int *fd) {
     char call[96];
     snprintf(call, sizeof call, "cuMemExportToShareableHandle(handle 0x%llx)", (unsigned long long)handle);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
-    sim_phys *h = sim_tab_get(&sim_st.phys, handle);
+    sim_phys *h = vram__sim_tab_get(&vram__sim_st.phys, handle);
     if (h == NULL || h->dev != dev)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not a handle cuMemCreate returned on this device");
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not a handle cuMemCreate returned on this device");
     const char *why = sim_share(h);
     int out = why == NULL ? fcntl(h->fd, F_DUPFD_CLOEXEC, 0) : -1;
     if (out < 0)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: %s: %s", why ? why : "dup", strerror(errno));
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EUNKNOWN, "simulated: %s: %s", why ? why : "dup", strerror(errno));
     *fd = out;
     return VRAM_OK;
 }
 
-vram_status sim_phys_export(int dev, uint64_t handle, int *fd) {
+vram_status vram__sim_phys_export(int dev, uint64_t handle, int *fd) {
     SIM_LOCKED(sim_phys_export_locked(dev, handle, fd));
 }
 
 static vram_status sim_phys_import_locked(int dev, int fd, size_t size, uint64_t *handle) {
     char call[96];
     snprintf(call, sizeof call, "cuMemImportFromShareableHandle(fd %d)", fd);
-    vram_status s = sim_check_dev(dev);
+    vram_status s = vram__sim_check_dev(dev);
     if (s != VRAM_OK) return s;
     struct stat st;
     if (fstat(fd, &st) != 0 || (size_t)st.st_size != size || !sim_granular(size) || size == 0)
-        return sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not an exported handle of %zu bytes", size);
+        return vram__sim_fail(VRAM_ERR_DRIVER, call, dev, SIM_EINVAL, "not an exported handle of %zu bytes", size);
     sim_phys *h = malloc(sizeof *h);
     int own = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (h == NULL || own < 0 || sim_tab_reserve(&sim_st.phys) != 0) {
+    if (h == NULL || own < 0 || vram__sim_tab_reserve(&vram__sim_st.phys) != 0) {
         free(h);
         if (own >= 0) close(own);
-        return sim_host_oom(call, dev);
+        return vram__sim_host_oom(call, dev);
     }
     *h = (sim_phys){.dev = dev, .size = size, .mapped_va = 0, .fd = own, .imported = 1};
-    sim_tab_put(&sim_st.phys, (uint64_t)(uintptr_t)h, h);
+    vram__sim_tab_put(&vram__sim_st.phys, (uint64_t)(uintptr_t)h, h);
     SIM_COUNT(phys_create);
     *handle = (uint64_t)(uintptr_t)h;
     return VRAM_OK;
 }
 
-vram_status sim_phys_import(int dev, int fd, size_t size, uint64_t *handle) {
+vram_status vram__sim_phys_import(int dev, int fd, size_t size, uint64_t *handle) {
     SIM_LOCKED(sim_phys_import_locked(dev, fd, size, handle));
 }
 
-vram_status sim_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]) {
+vram_status vram__sim_ipc_get(int dev, uint64_t dptr, unsigned char handle[64]) {
     (void)dptr;
     (void)handle;
-    return sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcGetMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
+    return vram__sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcGetMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
                     "simulated: plain allocations are not shared with other processes (growth's are)");
 }
 
-vram_status sim_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr) {
+vram_status vram__sim_ipc_open(int dev, const unsigned char handle[64], uint64_t *dptr) {
     (void)handle;
     (void)dptr;
-    return sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcOpenMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
+    return vram__sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcOpenMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
                     "simulated: plain allocations are not shared with other processes");
 }
 
-vram_status sim_ipc_close(int dev, uint64_t dptr) {
+vram_status vram__sim_ipc_close(int dev, uint64_t dptr) {
     (void)dptr;
-    return sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcCloseMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
+    return vram__sim_fail(VRAM_ERR_UNSUPPORTED, "cuIpcCloseMemHandle", dev, "CUDA_ERROR_NOT_SUPPORTED",
                     "simulated: plain allocations are not shared with other processes");
 }
 
 /* ---- device ranges (for copies) ------------------------------------------------------------- */
 
-int sim_device_range(int dev, uint64_t addr, size_t size) {
+int vram__sim_device_range(int dev, uint64_t addr, size_t size) {
     uint64_t end = 0;
     if (size == 0 || !vram__add_ok(addr, size, &end)) return 0;
-    for (size_t i = 0; i < sim_st.mems.cap; i++) {        /* a plain allocation holding it whole */
-        const sim_mem *m = sim_st.mems.slots[i].val;
-        uint64_t base = sim_st.mems.slots[i].key;
+    for (size_t i = 0; i < vram__sim_st.mems.cap; i++) {        /* a plain allocation holding it whole */
+        const sim_mem *m = vram__sim_st.mems.slots[i].val;
+        uint64_t base = vram__sim_st.mems.slots[i].key;
         if (m != NULL && m->dev == dev && addr >= base && end <= base + m->size) return 1;
     }
     sim_resv *r = sim_resv_holding(dev, addr, size);

@@ -37,6 +37,15 @@ vram_status vram__fail_wrap(vram_status s, const char *fmt, ...) VRAM_PRINTF(2, 
 /* Formats bytes for messages: "13.59 GiB (14592024576 bytes)" style, short form "13.59 GiB". */
 void vram__format_bytes(char *buf, size_t len, size_t bytes);
 
+/* A setting of the environment with two names, one vocabulary for the library, the preload library and
+ * `vram run`: `name`, the one read first (VRAM_LIMIT, VRAM_LIMIT_<i>, VRAM_GROWTH), and `old`, the older
+ * name the library used alone, still read (VRAM_MEMORY_LIMIT, VRAM_MEMORY_LIMIT_<i>,
+ * VRAM_FORCE_ALLOW_GROWTH). Returns the value of `name` when it is set (empty included: a malformed
+ * value is the caller's to refuse), else `old`'s,
+ * else NULL; *used: the name of the value returned; *other: `old`'s value when both are set (the
+ * caller refuses the pair when the two mean different things), else NULL. */
+const char *vram__getenv_either(const char *name, const char *old, const char **used, const char **other);
+
 /* Parses a boolean environment value: true/false/1/0/yes/no/on/off. 0 on success. */
 int vram__parse_bool(const char *text, int *value);
 /* Parses a duration: a number (a decimal point allowed) and a unit, ms, s, m, h or d (none:

@@ -104,6 +104,13 @@ double vram__strtod_c(const char *text, char **end) {
     return c_locale != (locale_t)0 ? strtod_l(text, end, c_locale) : strtod(text, end);
 }
 
+const char *vram__getenv_either(const char *name, const char *old, const char **used, const char **other) {
+    const char *v = getenv(name), *o = getenv(old);
+    *used = v != NULL ? name : o != NULL ? old : NULL;
+    *other = v != NULL ? o : NULL;
+    return v != NULL ? v : o;
+}
+
 int vram__parse_bool(const char *text, int *value) {
     static const char *yes[] = {"true", "1", "yes", "on"};
     static const char *no[] = {"false", "0", "no", "off"};

@@ -23,7 +23,7 @@
  *     completed (completed frees are reaped into the free bins before each search, and before
  *     growing or failing the pool waits for the outstanding events).
  *
- * Invariants (checked by arena_check, in pool_check.c)
+ * Invariants (checked by vram__arena_check, in pool_check.c)
  *   - chunks tile every region in address order; sizes are multiples of 256 and positive;
  *   - no two FREE chunks are neighbours, except across the end of the small zone; every FREE chunk
  *     is in its zone's free bins and nothing else is;
@@ -47,7 +47,7 @@
  * queries, statistics, the check, the memory map, trim and the idle tick, IPC export, sleep and
  * wake), and so is `settle`, what an entry does before anything walks the chunks or counts memory
  * (leave slot mode, flush the thread caches, recount the extents), and the out-of-memory report of a
- * request. Below it, in the order calls run (arena.h): arena_alloc.c (the allocation path) and
+ * request. Below it, in the order calls run (arena.h): vram__arena_alloc.c (the allocation path) and
  * sleep.c, plan_arena.c and plan_slots.c, backing.c, stream_order.c, split_merge.c, the readers
  * (stats.c, oom.c, pool_check.c, pool_snapshot.c), and the leaves.
  */
@@ -72,9 +72,9 @@ enum { SETTLE_SLOTS = 1, SETTLE_CACHES = 2, SETTLE_EXTENTS = 4 };
 
 static void settle_locked(pool_arena *p, unsigned what) {
     POOL_ASSERT_LOCKED(p);
-    if (what & SETTLE_SLOTS) plan_slots_leave_locked(p);
-    if (what & SETTLE_CACHES) pool_flush_caches_locked(p);
-    if (what & SETTLE_EXTENTS) vmm_recount_locked(p);
+    if (what & SETTLE_SLOTS) vram__plan_slots_leave_locked(p);
+    if (what & SETTLE_CACHES) vram__pool_flush_caches_locked(p);
+    if (what & SETTLE_EXTENTS) vram__vmm_recount_locked(p);
 }
 
 /* The out-of-memory error of a request of this arena alone (counted): the report walks the chunks
@@ -82,7 +82,7 @@ static void settle_locked(pool_arena *p, unsigned what) {
 static VRAM_NOINLINE vram_status oom_locked(pool_arena *p, size_t size, size_t rounded, grow_result why) {
     POOL_ASSERT_LOCKED(p);
     settle_locked(p, SETTLE_SLOTS | SETTLE_EXTENTS);
-    return oom_report_locked(p, size, rounded, why, NULL);
+    return vram__oom_report_locked(p, size, rounded, why, NULL);
 }
 
 /* A request failed with s: reported when it found no memory, unless quiet (then *quiet says why, for
@@ -105,7 +105,7 @@ static size_t growth_va_size(const vram__pool_config *cfg) {
     return limit <= SIZE_MAX / 4 ? 2 * limit : limit;
 }
 
-vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out) {
+vram_status vram__arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out) {
     pool_arena *p = aligned_alloc(_Alignof(pool_arena), sizeof *p);   /* cache-line aligned parts */
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     memset(p, 0, sizeof *p);
@@ -131,35 +131,35 @@ vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool
     }
     p->tc_cap = tcache;
     p->tc_max_block = tcache / 4;
-    p->uid = pool_new_uid();
-    vram_status s = tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
+    p->uid = vram__pool_new_uid();
+    vram_status s = vram__tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
     pool_lock_take(&p->lock);                         /* (no other thread knows p yet: for the _locked calls) */
     if (s == VRAM_OK && !cfg->growth && cfg->limit >= VRAM_POOL_UNIT) {
-        if (arena_budget_take(p, cfg->limit) != GROW_OK) {
+        if (vram__arena_budget_take(p, cfg->limit) != GROW_OK) {
             s = vram__fail(VRAM_ERR_CONFLICT, "%s: taking its %zu bytes at start would exceed the "
                            "physical device's limit (%s)", cfg->name, cfg->limit, cfg->budget->cap_source);
-        } else if ((s = region_add_plain_locked(p, cfg->limit)) != VRAM_OK) {
-            arena_budget_give(p, cfg->limit);
+        } else if ((s = vram__region_add_plain_locked(p, cfg->limit)) != VRAM_OK) {
+            vram__arena_budget_give(p, cfg->limit);
         }
     } else if (s == VRAM_OK && cfg->growth && cfg->caps.vmm_supported) {
         size_t gran = p->cfg.caps.granularity, small = 0;
         if (p->cfg.small_max > 0) small = vram__round_up(p->cfg.limit / POOL_SMALL_ZONE_DIV, gran);
         if (p->cfg.small_max > 0 && small == 0) small = gran;
-        s = region_add_vmm_locked(p, small, growth_va_size(&p->cfg));
+        s = vram__region_add_vmm_locked(p, small, growth_va_size(&p->cfg));
     }
     pool_lock_give(&p->lock);
     if (p->small_end == 0) p->cfg.small_max = 0;     /* no small zone: every request in the bins */
     if (s != VRAM_OK) {
         char why[1024];                          /* the cause, whatever the cleanup says */
         snprintf(why, sizeof why, "%s", vram_last_error());
-        (void)arena_destroy(p);
+        (void)vram__arena_destroy(p);
         return vram__fail(s, "%s", why);
     }
     *out = p;
     return VRAM_OK;
 }
 
-vram_status arena_destroy(pool_arena *p) {
+vram_status vram__arena_destroy(pool_arena *p) {
     if (p == NULL) return VRAM_OK;
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);   /* every record in the region's list */
@@ -169,44 +169,44 @@ vram_status arena_destroy(pool_arena *p) {
         return vram__fail(VRAM_ERR_CONFLICT, "%s still has %zu live allocations (%zu bytes); free them first",
                           p->cfg.name, n, bytes);
     }
-    pending_reap_locked(p, 1);
+    vram__pending_reap_locked(p, 1);
     while (p->pending != NULL) {          /* events that could not be waited for: drop them */
         pool_chunk *c = p->pending;
-        pending_settle_locked(p, c);
+        vram__pending_settle_locked(p, c);
     }
-    deferred_reap_locked(p, 1);
+    vram__deferred_reap_locked(p, 1);
     while (p->deferred != NULL) {         /* the same */
         pool_uses *u = p->deferred->uses;
         if (u->unrecorded) u->done = u->nevents;   /* no event was recorded */
         u->unrecorded = 0;
         while (u->done < u->nevents) p->cfg.backend->event_destroy(p->cfg.dev, u->use[u->done++].event);
-        deferred_reap_locked(p, 0);
+        vram__deferred_reap_locked(p, 0);
     }
-    (void)solo_fence_locked(p);           /* (a driver that cannot wait: the memory goes anyway) */
+    (void)vram__solo_fence_locked(p);           /* (a driver that cannot wait: the memory goes anyway) */
     if (p->idle_fence != NULL) p->cfg.backend->event_destroy(p->cfg.dev, p->idle_fence);
     vram_status refusal = VRAM_OK;        /* what the driver refused to free is lost: said, not kept */
     while (p->regions != NULL) {
         pool_region *r = p->regions;
         p->regions = r->next;
         int plain = r->kind == REGION_PLAIN;   /* (a VMM region's record is gone after the call) */
-        vram_status s = region_release(p, r);
-        if (s != VRAM_OK && plain) region_drop(r);
+        vram_status s = vram__region_release(p, r);
+        if (s != VRAM_OK && plain) vram__region_drop(r);
         if (s != VRAM_OK && refusal == VRAM_OK) refusal = s;
     }
-    sleep_drop(p);                        /* (no block left: its host copy, what to map again) */
-    (void)sleep_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
-    chunk_free_spares(p);
-    for (int i = 0; i < POOL_SHARDS; i++) ptr_map_destroy(&p->ptr_table[i].map);
-    tc_destroy(p);
-    plan_arena_destroy(p);
+    vram__sleep_drop(p);                        /* (no block left: its host copy, what to map again) */
+    (void)vram__sleep_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
+    vram__chunk_free_spares(p);
+    for (int i = 0; i < POOL_SHARDS; i++) vram__ptr_map_destroy(&p->ptr_table[i].map);
+    vram__tc_destroy(p);
+    vram__plan_arena_destroy(p);
     pool_lock_give(&p->lock);
     free(p);
     return refusal;
 }
 
-/* ---- requests and frees (the allocation path: arena_alloc.c) ----------------------------------- */
+/* ---- requests and frees (the allocation path: vram__arena_alloc.c) ----------------------------------- */
 
-vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
+vram_status vram__arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
                         grow_result *quiet) {
     if (size > p->cfg.limit || size > SIZE_MAX - VRAM_POOL_UNIT) {
         if (quiet != NULL) {
@@ -221,14 +221,14 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
     pool_chunk *c = NULL;
     /* the fast path: a block this thread parked. Only plain requests with caches on look (and
-     * tc_mine is where a second thread's arrival turns parking on) */
-    if (!async && p->tc_cap != 0 && tc_take(p, tc_mine(p, me), rounded, &c)) {
+     * vram__tc_mine is where a second thread's arrival turns parking on) */
+    if (!async && p->tc_cap != 0 && vram__tc_take(p, vram__tc_mine(p, me), rounded, &c)) {
         *ptr = (void *)(uintptr_t)c->addr;
         return VRAM_OK;
     }
     pool_lock_take_by(&p->lock, me);                              /* (its bias, lock.h) */
     if (__builtin_expect(p->asleep, 0)) {                         /* its memory is off the card (sleep.c) */
-        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : sleep_refusal(p, size);
+        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : vram__sleep_refusal(p, size);
         if (quiet != NULL) *quiet = GROW_ASLEEP;
         pool_lock_give(&p->lock);
         return s;
@@ -241,22 +241,22 @@ vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int a
     }
     if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
     int plan = __builtin_expect(p->planner != NULL, 0) && plan_sees(p);   /* (not while its detector rests) */
-    if (plan && alloc_planned_locked(p, size, rounded, stream, ptr)) {
+    if (plan && vram__alloc_planned_locked(p, size, rounded, stream, ptr)) {
         pool_lock_give(&p->lock);                             /* served by the plan (plan_arena.h) */
         return VRAM_OK;
     }
-    vram_status s = alloc_best_fit_locked(p, size, rounded, async, stream, ptr);
+    vram_status s = vram__alloc_best_fit_locked(p, size, rounded, async, stream, ptr);
     if (__builtin_expect(s != VRAM_OK, 0)) s = alloc_failed_locked(p, size, rounded, s, quiet);
-    if (plan && s == VRAM_OK) plan_noted_locked(p, p->last_taken, rounded, stream);
+    if (plan && s == VRAM_OK) vram__plan_noted_locked(p, p->last_taken, rounded, stream);
     pool_lock_give(&p->lock);
     return s;
 }
 
-vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream) {
+vram_status vram__arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream) {
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
     pool_lock_take(&p->lock);
-    if (p->pending != NULL) pending_reap_locked(p, 1);
-    if (p->deferred != NULL) deferred_reap_locked(p, 1);
+    if (p->pending != NULL) vram__pending_reap_locked(p, 1);
+    if (p->deferred != NULL) vram__deferred_reap_locked(p, 1);
     settle_locked(p, SETTLE_CACHES);
     pool_chunk *c = NULL;
     for (pool_region *r = p->regions; r != NULL && c == NULL; r = r->next) {
@@ -266,18 +266,18 @@ vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stre
     }
     vram_status s = VRAM_OK;
     if (p->asleep) {
-        s = sleep_refusal(p, size);
+        s = vram__sleep_refusal(p, size);
     } else if (size == 0 || addr % VRAM_POOL_UNIT != 0 || rounded < size || c == NULL || c->state != CHUNK_FREE ||
         addr + rounded > c->addr + c->size) {
         s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_malloc_at(%p, %zu): not a free range of %s",
                        (void *)(uintptr_t)addr, size, p->cfg.name);
-    } else if ((c = chunk_cut_at_locked(p, c, addr)) == NULL) {
+    } else if ((c = vram__chunk_cut_at_locked(p, c, addr)) == NULL) {
         s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
     } else {
         if (p->solo != SOLO_OFF) solo_note_request_locked(p, 1, stream);
         void *ptr = NULL;
         grow_result why = GROW_OK;
-        s = arena_take_locked(p, c, size, rounded, stream, &ptr, &why);
+        s = vram__arena_take_locked(p, c, size, rounded, stream, &ptr, &why);
         if (s == VRAM_ERR_OUT_OF_MEMORY && why != GROW_OK) s = oom_locked(p, size, rounded, why);
     }
     pool_lock_give(&p->lock);
@@ -318,14 +318,14 @@ static vram_status free_event_locked(pool_arena *p, void *stream, pool_event **e
  * once they are recorded, so that a failure leaves everything as it was. vram_free_async records an
  * event of its own here, except during a capture: then it is recorded after it, as owned-stream
  * frees' are. */
-vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req) {
+vram_status vram__arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     vram__free_kind how = req->how;
     void *stream = req->stream;
     req->owned = 1;
     /* the fast path: parked. Only once parking is on: a free that merely asks whether the block is
      * this arena's (runtime's free_on tries each pool) must not turn it on */
-    if (how == VRAM_POOL_FREE_NOW && tc_parking(p) && tc_park(p, tc_mine(p, me), addr)) return VRAM_OK;
+    if (how == VRAM_POOL_FREE_NOW && vram__tc_parking(p) && vram__tc_park(p, vram__tc_mine(p, me), addr)) return VRAM_OK;
     int own_event = how == VRAM_POOL_FREE_EVENT;
     if (own_event && capture_underway(p)) {
         own_event = 0;
@@ -336,7 +336,7 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
     if (c == NULL) return free_unknown_unlock(p, ptr, how, &req->owned);
     if (__builtin_expect(c->asleep, 0)) {         /* no memory under it: free at once (sleep.c) */
         if (own_event || c->uses != NULL) ptr_table_take(p, addr);
-        sleep_free_locked(p, c);
+        vram__sleep_free_locked(p, c);
         pool_lock_give(&p->lock);
         return VRAM_OK;
     }
@@ -347,9 +347,9 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         stream = c->stream;
     }
     if (c->uses != NULL) {                        /* used on other streams too: wait for them */
-        if (how != VRAM_POOL_FREE_OWNED_STREAM || uses_beyond(c->uses, stream)) {
-            if (p->planner != NULL) plan_free_locked(p, c, 0);
-            return free_deferred_unlock(p, c, how, stream, asked);
+        if (how != VRAM_POOL_FREE_OWNED_STREAM || vram__uses_beyond(c->uses, stream)) {
+            if (p->planner != NULL) vram__plan_free_locked(p, c, 0);
+            return vram__free_deferred_unlock(p, c, how, stream, asked);
         }
         free(c->uses);                            /* used on its owned-stream free's stream alone: */
         c->uses = NULL;                           /* that order covers it (this free fails no more) */
@@ -372,31 +372,31 @@ vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__fr
         }
         ptr_table_take(p, addr);
     }
-    return free_by_kind_unlock(p, c, how, stream, e);
+    return vram__free_by_kind_unlock(p, c, how, stream, e);
 }
 
 /* ---- queries --------------------------------------------------------------------------------- */
 
-void arena_lock(pool_arena *p, const void *self) {
+void vram__arena_lock(pool_arena *p, const void *self) {
     if (self != NULL) pool_lock_take_by(&p->lock, self);   /* (its bias stays: lock.h) */
     else pool_lock_take(&p->lock);
 }
 
-void arena_unlock(pool_arena *p) {
+void vram__arena_unlock(pool_arena *p) {
     pool_lock_give(&p->lock);
 }
 
-void arena_info_locked(pool_arena *p, vram_memory_info *info) {
+void vram__arena_info_locked(pool_arena *p, vram_memory_info *info) {
     POOL_ASSERT_LOCKED(p);
     tc_stats st;
-    tc_stats_locked(p, &st);
+    vram__tc_stats_locked(p, &st);
     *info = (vram_memory_info){
         .current = p->current - st.cached,
         .peak = p->peak,
         .reserved = p->reserved,
         .peak_reserved = p->peak_reserved,
         .limit = p->cfg.limit,
-        .largest_free_block = pool_largest_free_locked(p),
+        .largest_free_block = vram__pool_largest_free_locked(p),
         .num_allocs = p->num_allocs + st.hits,
         .num_frees = p->num_frees - p->num_flushed + st.parks,
         .num_ooms = p->num_ooms,
@@ -404,20 +404,20 @@ void arena_info_locked(pool_arena *p, vram_memory_info *info) {
         .num_driver_frees = p->num_driver_frees,
         .num_driver_moves = p->num_driver_moves,
     };
-    plan_arena_info_locked(p, info);
-    sleep_info_locked(p, info);
+    vram__plan_arena_info_locked(p, info);
+    vram__sleep_info_locked(p, info);
 }
 
-size_t arena_live_bytes(pool_arena *p) {
+size_t vram__arena_live_bytes(pool_arena *p) {
     pool_lock_take(&p->lock);
     tc_stats st;
-    tc_stats_locked(p, &st);
+    vram__tc_stats_locked(p, &st);
     size_t n = p->current - st.cached;
     pool_lock_give(&p->lock);
     return n;
 }
 
-size_t arena_live_count(pool_arena *p, size_t *bytes) {
+size_t vram__arena_live_count(pool_arena *p, size_t *bytes) {
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_CACHES);
     size_t n = p->used_count;
@@ -426,13 +426,13 @@ size_t arena_live_count(pool_arena *p, size_t *bytes) {
     return n;
 }
 
-void arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi) {
+void vram__arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi) {
     const pool_region *r = p->vmm;
     *lo = r != NULL ? r->base : 0;
     *hi = r != NULL ? r->base + r->size : 0;
 }
 
-void arena_set_pinned(pool_arena *p, int pinned) {
+void vram__arena_set_pinned(pool_arena *p, int pinned) {
     pool_lock_take(&p->lock);
     p->pinned = pinned;
     /* a private pool's streams are captured: its frees are never handed to another stream without
@@ -442,7 +442,7 @@ void arena_set_pinned(pool_arena *p, int pinned) {
     pool_lock_give(&p->lock);
 }
 
-size_t arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
+size_t vram__arena_live_blocks(pool_arena *p, void **out, size_t capacity) {
     size_t n = 0;
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);
@@ -480,10 +480,10 @@ static vram_status ipc_export_locked(pool_arena *p, const pool_chunk *c, unsigne
         size_t n = 0, span = 0;
         uint64_t lo = 0;
         head.kind = IPC_VMM;
-        s = pool_vmm_export(&c->region->vmm, c->addr, c->size, NULL, 0, &n, &lo, &span);
+        s = vram__pool_vmm_export(&c->region->vmm, c->addr, c->size, NULL, 0, &n, &lo, &span);
         pieces = s == VRAM_OK ? malloc(n * sizeof *pieces) : NULL;
         if (s == VRAM_OK && pieces == NULL) s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an IPC handle");
-        if (s == VRAM_OK) s = pool_vmm_export(&c->region->vmm, c->addr, c->size, pieces, n, &n, &lo, &span);
+        if (s == VRAM_OK) s = vram__pool_vmm_export(&c->region->vmm, c->addr, c->size, pieces, n, &n, &lo, &span);
         head.n = (uint32_t)n;
         head.span = span;
         *offset = (size_t)(c->addr - lo);
@@ -502,7 +502,7 @@ static vram_status ipc_export_locked(pool_arena *p, const pool_chunk *c, unsigne
     return s;
 }
 
-vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
+vram_status vram__arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
                              size_t *offset, int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
@@ -523,12 +523,12 @@ vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_
     return s;
 }
 
-vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned) {
+vram_status vram__arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     *owned = 1;
     pool_lock_take(&p->lock);
     pool_chunk *c = ptr_table_get(p, addr);
-    vram_status s = c != NULL ? uses_add_locked(c, stream) : VRAM_ERR_INVALID_POINTER;
+    vram_status s = c != NULL ? vram__uses_add_locked(c, stream) : VRAM_ERR_INVALID_POINTER;
     if (c == NULL) {
         *owned = arena_owns_locked(p, addr);
         s = vram__fail(s, "vram_record_stream(%p): not a live block of %s (freed, or not the start of a block "
@@ -538,143 +538,143 @@ vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *own
     return s;
 }
 
-void arena_enable_plan(pool_arena *p) {
-    plan_arena_enable(p);
+void vram__arena_enable_plan(pool_arena *p) {
+    vram__plan_arena_enable(p);
 }
 
 /* ---- the readers: statistics, the out-of-memory report, the check, the memory map --------------- */
 
-void arena_reset_peak_locked(pool_arena *p) {
+void vram__arena_reset_peak_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    stats_reset_peak_locked(p);
+    vram__stats_reset_peak_locked(p);
 }
 
-void arena_reset_accumulated_locked(pool_arena *p) {
+void vram__arena_reset_accumulated_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    stats_reset_accumulated_locked(p);
+    vram__stats_reset_accumulated_locked(p);
 }
 
-void arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
+void vram__arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
     POOL_ASSERT_LOCKED(p);
     /* the zone's blocks as chunks; parked blocks are the pool's, not the program's; the extents'
      * idle bytes, unless counted granule by granule from the chunks */
     int by_granule = p->vmm == NULL || stats_idle_by_granule(p);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES | (by_granule ? 0 : SETTLE_EXTENTS));
-    stats_query_locked(p, out);
+    vram__stats_query_locked(p, out);
 }
 
-vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
+vram_status vram__arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_SLOTS | (all != NULL ? 0 : SETTLE_EXTENTS));
-    vram_status s = oom_report_locked(p, size, rounded, why, all);
+    vram_status s = vram__oom_report_locked(p, size, rounded, why, all);
     pool_lock_give(&p->lock);
     return s;
 }
 
-vram_status arena_check(pool_arena *p) {
+vram_status vram__arena_check(pool_arena *p) {
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_SLOTS | SETTLE_EXTENTS);   /* the zone's chunks, checked as any */
-    vram_status s = check_locked(p);
-    const char *why = s == VRAM_OK ? sleep_check_marks_locked(p) : NULL;
+    vram_status s = vram__check_locked(p);
+    const char *why = s == VRAM_OK ? vram__sleep_check_marks_locked(p) : NULL;
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
     pool_lock_give(&p->lock);
     return s;
 }
 
-void arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
+void vram__arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
                            size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
     POOL_ASSERT_LOCKED(p);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);   /* parked blocks are free for the program */
-    snapshot_locked(p, private_pool, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
+    vram__snapshot_locked(p, private_pool, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
 }
 
 /* ---- giving memory back (backing.c) ----------------------------------------------------------- */
 
-vram_status arena_trim(pool_arena *p, size_t keep_bytes) {
+vram_status vram__arena_trim(pool_arena *p, size_t keep_bytes) {
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);   /* the plan's zone: its free chunks are idle too */
-    vram_status s = backing_trim_locked(p, keep_bytes);
+    vram_status s = vram__backing_trim_locked(p, keep_bytes);
     p->idle_low = arena_cached(p);
     pool_lock_give(&p->lock);
     return s;
 }
 
-void arena_trim_settled(pool_arena *p) {
+void vram__arena_trim_settled(pool_arena *p) {
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_CACHES);
-    if (p->pending != NULL) pending_reap_locked(p, 1);
-    if (p->deferred != NULL) deferred_reap_locked(p, 1);
+    if (p->pending != NULL) vram__pending_reap_locked(p, 1);
+    if (p->deferred != NULL) vram__deferred_reap_locked(p, 1);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);
-    (void)backing_trim_locked(p, 0);
+    (void)vram__backing_trim_locked(p, 0);
     p->idle_low = arena_cached(p);
     pool_lock_give(&p->lock);
 }
 
-void arena_idle_tick(pool_arena *p) {
-    int fenced = backing_idle_fence(p);          /* (without the lock) */
+void vram__arena_idle_tick(pool_arena *p) {
+    int fenced = vram__backing_idle_fence(p);          /* (without the lock) */
     if (fenced < 0) return;
     pool_lock_take(&p->lock);
-    plan_slots_idle_locked(p);                   /* a plan no longer stepping: its zone's memory too */
+    vram__plan_slots_idle_locked(p);                   /* a plan no longer stepping: its zone's memory too */
     settle_locked(p, SETTLE_CACHES);
-    backing_idle_release_locked(p, fenced);
+    vram__backing_idle_release_locked(p, fenced);
     pool_lock_give(&p->lock);
 }
 
 /* ---- sleep and wake (sleep.c) ----------------------------------------------------------------- */
 
-vram_status arena_sleep_check_locked(pool_arena *p) {
+vram_status vram__arena_sleep_check_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    return sleep_check_locked(p);
+    return vram__sleep_check_locked(p);
 }
 
-vram_status arena_sleep_locked(pool_arena *p, int offload) {
+vram_status vram__arena_sleep_locked(pool_arena *p, int offload) {
     POOL_ASSERT_LOCKED(p);
-    return sleep_locked(p, offload);
+    return vram__sleep_locked(p, offload);
 }
 
-vram_status arena_wake_plan_locked(pool_arena *p, size_t *need) {
+vram_status vram__arena_wake_plan_locked(pool_arena *p, size_t *need) {
     POOL_ASSERT_LOCKED(p);
-    return wake_plan_locked(p, need);
+    return vram__wake_plan_locked(p, need);
 }
 
-grow_result arena_wake_budget_locked(pool_arena *p) {
+grow_result vram__arena_wake_budget_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    return wake_budget_locked(p);
+    return vram__wake_budget_locked(p);
 }
 
-vram_status arena_wake_map_locked(pool_arena *p) {
+vram_status vram__arena_wake_map_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    return wake_map_locked(p);
+    return vram__wake_map_locked(p);
 }
 
-vram_status arena_wake_copy_locked(pool_arena *p) {
+vram_status vram__arena_wake_copy_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    return wake_copy_locked(p);
+    return vram__wake_copy_locked(p);
 }
 
-void arena_wake_undo_locked(pool_arena *p, int mapped) {
+void vram__arena_wake_undo_locked(pool_arena *p, int mapped) {
     POOL_ASSERT_LOCKED(p);
-    wake_undo_locked(p, mapped);
+    vram__wake_undo_locked(p, mapped);
 }
 
-void arena_wake_done_locked(pool_arena *p) {
+void vram__arena_wake_done_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    wake_done_locked(p);
+    vram__wake_done_locked(p);
 }
 
-vram_status arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
-    return oom_wake_report(p, what, need, why);
+vram_status vram__arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
+    return vram__oom_wake_report(p, what, need, why);
 }
 
-vram_status arena_asleep_refusal(const pool_arena *p, size_t size) {
-    return sleep_refusal(p, size);
+vram_status vram__arena_asleep_refusal(const pool_arena *p, size_t size) {
+    return vram__sleep_refusal(p, size);
 }
 
-void arena_sleep_drop(pool_arena *p) {
-    sleep_drop(p);
+void vram__arena_sleep_drop(pool_arena *p) {
+    vram__sleep_drop(p);
 }
 
-vram_status arena_host_kept_free_locked(pool_arena *p) {
+vram_status vram__arena_host_kept_free_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    return sleep_host_kept_free_locked(p);
+    return vram__sleep_host_kept_free_locked(p);
 }

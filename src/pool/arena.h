@@ -28,7 +28,7 @@
  * Calls run one way (tests/code_shape.py graph checks that no two files call each other, directly
  * or around a circle):
  *   front door       arena.c: every call arenas.c makes on an arena, and settle
- *   allocation path  arena_alloc.c (a request's plan place or best fit and its retry ladder, the
+ *   allocation path  vram__arena_alloc.c (a request's plan place or best fit and its retry ladder, the
  *                    hand-out, the free by kind); sleep.c (sleep and wake) beside it
  *   plan             plan_arena.c (it returns the place it chose; the allocation path hands it out),
  *                    then plan_slots.c
@@ -142,7 +142,7 @@ typedef struct pool_stats {
                                                         Of [0] the hand-out and free paths keep only
                                                         blocks' peak and req's cur and peak; the rest
                                                         is the pool's own counts and the kinds' sums
-                                                        (stats_sync_all_locked, stats.c) */
+                                                        (vram__stats_sync_all_locked, stats.c) */
     size_t    def_blocks[3], def_bytes[3];           /* freed, still used on other streams (deferred) */
     size_t    active_peak[3], active_blocks_peak[3]; /* high-water marks of handed out + deferred,
                                                         kept while blocks are deferred (else the
@@ -218,7 +218,7 @@ struct pool_arena {
     struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
     uint64_t          plan_nap;      /* with a planner: requests left until its resting detector looks
                                       * again (plan_sees); 0: the planner sees every request */
-    pool_chunk       *last_taken;    /* the chunk the last hand-out gave (arena_take_locked) */
+    pool_chunk       *last_taken;    /* the chunk the last hand-out gave (vram__arena_take_locked) */
     pool_chunk       *pending;       /* PENDING chunks, newest first */
     pool_chunk       *pending_tail;  /* the oldest */
     size_t            pending_count;
@@ -256,35 +256,35 @@ struct pool_arena {
     void             *host_kept;     /* the pinned host block of the last offload, kept after its wake for the
                                       * next sleep (sleep.c; NULL: none), and its bytes */
     size_t            host_kept_bytes;
-    grow_result       failed;        /* why the last request that found no memory failed (arena_alloc.c),
+    grow_result       failed;        /* why the last request that found no memory failed (vram__arena_alloc.c),
                                       * for the front door's report */
     pool_shard        ptr_table[POOL_SHARDS];   /* each on its own cache line */
 };
 
 /* ids.c: the process-wide sequences */
-uint64_t    pool_new_uid(void);                      /* a new pool's or arena's uid (from 1) */
-unsigned    pool_thread_seq(vram__pool_thread *me); /* 1 + the order of this thread's first call */
+uint64_t    vram__pool_new_uid(void);                      /* a new pool's or arena's uid (from 1) */
+unsigned    vram__pool_thread_seq(vram__pool_thread *me); /* 1 + the order of this thread's first call */
 
 /* thread_cache.c (it calls nothing of the arena's: the arrow goes from the arena to the caches) */
-int         tc_init(pool_arena *p);                 /* 0, or -1 without host memory */
-void        tc_destroy(pool_arena *p);
-pool_tcache *tc_mine(pool_arena *p, vram__pool_thread *me);   /* the calling thread's cache */
+int         vram__tc_init(pool_arena *p);                 /* 0, or -1 without host memory */
+void        vram__tc_destroy(pool_arena *p);
+pool_tcache *vram__tc_mine(pool_arena *p, vram__pool_thread *me);   /* the calling thread's cache */
 /* Serves `rounded` bytes from the thread's cache: 1 and *c set (already in the pointer table), or 0. */
-int         tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **c);
+int         vram__tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **c);
 /* The program frees the block at addr: takes it out of the pointer table and parks it, 1; or 0
  * (nothing changed) when it is no block of this pool's table, or too large, or the cache is full:
  * the pool must take it then. */
-int         tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
-int         tc_parking(const pool_arena *p);         /* caches may park (several threads, a cap) */
-int         tc_holds_any(pool_arena *p);
+int         vram__tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr);
+int         vram__tc_parking(const pool_arena *p);         /* caches may park (several threads, a cap) */
+int         vram__tc_holds_any(pool_arena *p);
 /* Takes every parked block out of the caches (arena lock held): they are returned linked through
- * cache_next, still USED, for the arena to release (pool_flush_caches_locked). */
-pool_chunk *tc_flush_all_locked(pool_arena *p);
+ * cache_next, still USED, for the arena to release (vram__pool_flush_caches_locked). */
+pool_chunk *vram__tc_flush_all_locked(pool_arena *p);
 typedef struct tc_stats {
     size_t   cached;          /* bytes parked */
     uint64_t hits, parks;
 } tc_stats;
-void        tc_stats_locked(pool_arena *p, tc_stats *out);      /* arena lock held */
+void        vram__tc_stats_locked(pool_arena *p, tc_stats *out);      /* arena lock held */
 
 /* ==== the front door (arena.c): every call the device allocator (arenas.c) makes on an arena ===== */
 
@@ -292,163 +292,163 @@ typedef struct arena_figures {      /* every arena of a logical device together 
     size_t current, reserved, largest_free;
 } arena_figures;
 
-vram_status arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out);
-vram_status arena_destroy(pool_arena *p);
+vram_status vram__arena_create(const vram__pool_config *cfg, pool_shared *shared, pool_arena **out);
+vram_status vram__arena_destroy(pool_arena *p);
 /* Gives the arena a planner (the device's first arena, with growth by mapping and plan:true). */
-void        arena_enable_plan(pool_arena *p);
+void        vram__arena_enable_plan(pool_arena *p);
 
 /* With `quiet` non-NULL an out-of-memory failure is not reported (no message, not counted): *quiet
- * says why, for arena_oom to report once every arena was tried. */
-vram_status arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
+ * says why, for vram__arena_oom to report once every arena was tried. */
+vram_status vram__arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
                         grow_result *quiet);
 /* A free (req: how, on which stream; req->owned set as vram__pool_free's). */
-vram_status arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req);
+vram_status vram__arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vram__free_req *req);
 /* Hands out exactly [addr, addr + size rounded) when it lies in one free chunk (stream-ordered on
  * `stream`): a checkpoint of a private pool restored (PyTorch's CUDA-graph trees).
  * VRAM_ERR_INVALID_ARGUMENT when that range is not free. */
-vram_status arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream);
-/* The live block at ptr is also used on `stream` (vram_record_stream); *owned as arena_free's. */
-vram_status arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
+vram_status vram__arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream);
+/* The live block at ptr is also used on `stream` (vram_record_stream); *owned as vram__arena_free's. */
+vram_status vram__arena_record_stream(pool_arena *p, void *ptr, void *stream, int *owned);
 /* The live block at ptr shared with another process: its handle (ipc.h) into out, *length the bytes
  * it needs (VRAM_ERR_INVALID_ARGUMENT when capacity is less), *offset the block's place in the
- * span; *owned as arena_free's. */
-vram_status arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
+ * span; *owned as vram__arena_free's. */
+vram_status vram__arena_ipc_export(pool_arena *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
                              size_t *offset, int *owned);
-void        arena_lock(pool_arena *p, const void *self);   /* self: the calling thread's record, or NULL */
-void        arena_unlock(pool_arena *p);
-void        arena_info_locked(pool_arena *p, vram_memory_info *info);
-void        arena_reset_peak_locked(pool_arena *p);
-void        arena_reset_accumulated_locked(pool_arena *p);
+void        vram__arena_lock(pool_arena *p, const void *self);   /* self: the calling thread's record, or NULL */
+void        vram__arena_unlock(pool_arena *p);
+void        vram__arena_info_locked(pool_arena *p, vram_memory_info *info);
+void        vram__arena_reset_peak_locked(pool_arena *p);
+void        vram__arena_reset_accumulated_locked(pool_arena *p);
 /* Flushes the thread caches, then the arena's figures (added to what *out holds: arenas.c sums). */
-void        arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out);
+void        vram__arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out);
 /* The out-of-memory error of a request that no arena could serve (`all`: every arena's figures). */
-vram_status arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
-size_t      arena_live_bytes(pool_arena *p);
-size_t      arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
+vram_status vram__arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
+size_t      vram__arena_live_bytes(pool_arena *p);
+size_t      vram__arena_live_count(pool_arena *p, size_t *bytes);   /* flushes the thread caches first */
 /* The blocks the program holds (not parked, not deferred), at most `capacity` into out; returns how many
  * there are. */
-size_t      arena_live_blocks(pool_arena *p, void **out, size_t capacity);
+size_t      vram__arena_live_blocks(pool_arena *p, void **out, size_t capacity);
 /* VRAM_OK, or the driver's refusal to give memory back (what it refused stays counted). */
-vram_status arena_trim(pool_arena *p, size_t keep_bytes);
+vram_status vram__arena_trim(pool_arena *p, size_t keep_bytes);
 /* The same with nothing kept, after waiting for the arena's frees in flight on streams (another arena's
  * request is about to fail). */
-void        arena_trim_settled(pool_arena *p);
-void        arena_idle_tick(pool_arena *p);
-vram_status arena_check(pool_arena *p);
+void        vram__arena_trim_settled(pool_arena *p);
+void        vram__arena_idle_tick(pool_arena *p);
+vram_status vram__arena_check(pool_arena *p);
 /* The arena's segments and blocks appended to the arrays (the counts go on past the capacities);
  * private_pool: its index, -1 for the device's own arenas. Flushes the thread caches. */
-void        arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
+void        vram__arena_snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap,
                                   size_t *nsegs, vram_block_info *blocks, size_t block_cap, size_t *nblocks);
 /* The arena's reserved range [lo, hi) (VMM arenas; 0, 0 otherwise). It never moves. */
-void        arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
-void        arena_set_pinned(pool_arena *p, int pinned);
+void        vram__arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
+void        vram__arena_set_pinned(pool_arena *p, int pinned);
 /* Sleep and wake (sleep.c; arenas.c runs them over the arenas of a tag, each locked). Why the arena
  * cannot sleep now (VRAM_ERR_UNSUPPORTED, VRAM_ERR_CONFLICT with the message), or VRAM_OK. */
-vram_status arena_sleep_check_locked(pool_arena *p);
+vram_status vram__arena_sleep_check_locked(pool_arena *p);
 /* Puts the arena to sleep (offload: its blocks' bytes copied to pinned host memory first). On failure
  * nothing changed; an unmap or release the driver refused is returned after the arena went to sleep
  * all the same (that memory stays mapped and counted). */
-vram_status arena_sleep_locked(pool_arena *p, int offload);
+vram_status vram__arena_sleep_locked(pool_arena *p, int offload);
 /* Wake, in steps, so that several arenas wake all or nothing: plan (the bytes to map: *need), take
  * them from the budgets (GROW_OK or which refused), map, copy back; undo gives back what map took
  * (after a failed map or copy), done ends the sleep. Each needs the one before it. */
-vram_status arena_wake_plan_locked(pool_arena *p, size_t *need);
-grow_result arena_wake_budget_locked(pool_arena *p);
-vram_status arena_wake_map_locked(pool_arena *p);
-vram_status arena_wake_copy_locked(pool_arena *p);
-void        arena_wake_undo_locked(pool_arena *p, int mapped);
-void        arena_wake_done_locked(pool_arena *p);
+vram_status vram__arena_wake_plan_locked(pool_arena *p, size_t *need);
+grow_result vram__arena_wake_budget_locked(pool_arena *p);
+vram_status vram__arena_wake_map_locked(pool_arena *p);
+vram_status vram__arena_wake_copy_locked(pool_arena *p);
+void        vram__arena_wake_undo_locked(pool_arena *p, int mapped);
+void        vram__arena_wake_done_locked(pool_arena *p);
 /* A wake refused by the limit, the card's budget or the driver (its message for `what`, a tag or
  * "every block"); nothing counted. */
-vram_status arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why);
+vram_status vram__arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why);
 /* The refusal of a request of `size` bytes to an arena asleep (VRAM_ERR_OUT_OF_MEMORY, not counted as
  * an out-of-memory error: nothing is full). */
-vram_status arena_asleep_refusal(const pool_arena *p, size_t size);
+vram_status vram__arena_asleep_refusal(const pool_arena *p, size_t size);
 /* What the arena keeps of a sleep, dropped (its destruction, a private slot made anew with no block). */
-void        arena_sleep_drop(pool_arena *p);
+void        vram__arena_sleep_drop(pool_arena *p);
 /* The pinned host block kept from the last wake goes back to the driver (vram_trim, the destruction);
  * VRAM_OK, or the driver's refusal (the block is forgotten all the same). */
-vram_status arena_host_kept_free_locked(pool_arena *p);
+vram_status vram__arena_host_kept_free_locked(pool_arena *p);
 
-/* ==== the allocation path (arena_alloc.c) ========================================================= */
+/* ==== the allocation path (vram__arena_alloc.c) ========================================================= */
 
 /* The plan's part of a request it sees (plan_sees): 1 when the plan served it (a slot, or the place it
  * chose, handed out here), 0 when best fit must. */
-int         alloc_planned_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr);
+int         vram__alloc_planned_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr);
 /* A request served best fit, through the retry ladder; VRAM_ERR_OUT_OF_MEMORY with p->failed, the
  * cause, for the front door to report. */
-vram_status alloc_best_fit_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream, void **ptr);
+vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream, void **ptr);
 /* Hands out `rounded` bytes of chunk c (FREE or PENDING, indexed) to a request on `stream`: maps
  * what is missing under it, puts it in the pointer table, counts it (p->last_taken = the block).
  * On failure (*why says how) nothing changed. */
-vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
+vram_status vram__arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
                               void **ptr, grow_result *why);
 /* Block c, out of the pointer table, freed at once (VRAM_POOL_FREE_NOW: to the free bins) or on
  * `stream` (PENDING there, with event e or none yet); a block the plan placed goes back to the plan.
  * Gives the arena lock back. */
-vram_status free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e);
+vram_status vram__free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e);
 
 /* ==== sleep and wake of one arena (sleep.c): the front door's arena_sleep_* and arena_wake_* ====== */
 
-vram_status sleep_check_locked(pool_arena *p);
-vram_status sleep_locked(pool_arena *p, int offload);
-vram_status wake_plan_locked(pool_arena *p, size_t *need);
-grow_result wake_budget_locked(pool_arena *p);
-vram_status wake_map_locked(pool_arena *p);
-vram_status wake_copy_locked(pool_arena *p);
-void        wake_undo_locked(pool_arena *p, int mapped);
-void        wake_done_locked(pool_arena *p);
-vram_status sleep_refusal(const pool_arena *p, size_t size);
-void        sleep_drop(pool_arena *p);
-vram_status sleep_host_kept_free_locked(pool_arena *p);
+vram_status vram__sleep_check_locked(pool_arena *p);
+vram_status vram__sleep_locked(pool_arena *p, int offload);
+vram_status vram__wake_plan_locked(pool_arena *p, size_t *need);
+grow_result vram__wake_budget_locked(pool_arena *p);
+vram_status vram__wake_map_locked(pool_arena *p);
+vram_status vram__wake_copy_locked(pool_arena *p);
+void        vram__wake_undo_locked(pool_arena *p, int mapped);
+void        vram__wake_done_locked(pool_arena *p);
+vram_status vram__sleep_refusal(const pool_arena *p, size_t size);
+void        vram__sleep_drop(pool_arena *p);
+vram_status vram__sleep_host_kept_free_locked(pool_arena *p);
 /* The figures of vram_memory_info: bytes of blocks asleep, bytes of host memory holding them, pinned
  * host memory kept for the next sleep. */
-void        sleep_info_locked(const pool_arena *p, vram_memory_info *info);
+void        vram__sleep_info_locked(const pool_arena *p, vram_memory_info *info);
 /* The free of block c (USED, asleep; out of the pointer table) of an arena asleep: no memory involved. */
-void        sleep_free_locked(pool_arena *p, pool_chunk *c);
+void        vram__sleep_free_locked(pool_arena *p, pool_chunk *c);
 /* vram_check's part: the marks agree with the arena's state and its record. NULL, or why not. */
-const char *sleep_check_marks_locked(pool_arena *p);
+const char *vram__sleep_check_marks_locked(pool_arena *p);
 
 /* ==== the plan (plan_arena.c, plan_slots.c): plan_arena.h ========================================= */
 /* ==== backing memory (backing.c): backing.h ======================================================= */
 
 /* After settle (slot mode left, caches flushed): records and reaps the frees in flight, gives back
  * idle memory beyond `keep` bytes; VRAM_OK, or the driver's refusal (what it refused stays counted). */
-vram_status backing_trim_locked(pool_arena *p, size_t keep);
+vram_status vram__backing_trim_locked(pool_arena *p, size_t keep);
 /* The idle tick's first part, without the lock: waits for the fence the last tick recorded on a solo
  * stream; whether it was (1) or not (0); -1 while a capture is underway (nothing this tick). */
-int         backing_idle_fence(pool_arena *p);
+int         vram__backing_idle_fence(pool_arena *p);
 /* The rest, after settle: gives back the extents idle since the last tick (when `fenced`) and the
  * plain regions above the low-water mark. */
-void        backing_idle_release_locked(pool_arena *p, int fenced);
-void        vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date */
+void        vram__backing_idle_release_locked(pool_arena *p, int fenced);
+void        vram__vmm_recount_locked(pool_arena *p);   /* the extents' counts of bytes in use, brought up to date */
 
 /* ==== stream order (stream_order.c): stream_order.h =============================================== */
 
 /* c (live) is also used on `stream` (vram_record_stream). */
-vram_status uses_add_locked(pool_chunk *c, void *stream);
+vram_status vram__uses_add_locked(pool_chunk *c, void *stream);
 
 /* ==== chunks (split_merge.c): split_merge.h ======================================================= */
 
-void        pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
+void        vram__pool_release_used_locked(pool_arena *p, pool_chunk *c);   /* a USED chunk back to the free bins */
 /* Gives every block parked in the thread caches back to the free bins. */
-void        pool_flush_caches_locked(pool_arena *p);
+void        vram__pool_flush_caches_locked(pool_arena *p);
 
 /* ==== the readers: statistics (stats.c: stats.h), the out-of-memory report (oom.c), the check
  * (pool_check.c), the memory map (pool_snapshot.c). Each reads what the front door settled. ===== */
 
-void        stats_reset_peak_locked(pool_arena *p);
-void        stats_reset_accumulated_locked(pool_arena *p);
+void        vram__stats_reset_peak_locked(pool_arena *p);
+void        vram__stats_reset_accumulated_locked(pool_arena *p);
 /* The arena's figures added to what *out holds (arenas.c sums over arenas). */
-void        stats_query_locked(pool_arena *p, vram_allocator_stats *out);
+void        vram__stats_query_locked(pool_arena *p, vram_allocator_stats *out);
 /* The out-of-memory error (counted): this arena's figures, or with `all` those of every arena of the
  * logical device; the largest block a request could get within memory held. */
-vram_status oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
-vram_status oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why);
-size_t      pool_largest_free_locked(const pool_arena *p);
+vram_status vram__oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
+vram_status vram__oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why);
+size_t      vram__pool_largest_free_locked(const pool_arena *p);
 /* The consistency check (vram_check) of everything but the sleep's marks: VRAM_OK or VRAM_ERR_INTERNAL. */
-vram_status check_locked(pool_arena *p);
-void        snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
+vram_status vram__check_locked(pool_arena *p);
+void        vram__snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
                             vram_block_info *blocks, size_t block_cap, size_t *nblocks);
 
 /* Whether addr lies in memory of one of the arena's regions (arena lock held). */

@@ -1,5 +1,5 @@
 /*
- * arena_alloc.c: the allocation path of one arena, below the front door (arena.c, which takes the
+ * vram__arena_alloc.c: the allocation path of one arena, below the front door (arena.c, which takes the
  * lock, tries the thread caches and reports an out-of-memory failure). Owns the plan's part of a
  * request (plan_arena.c chooses a place, handed out here), the search for a chunk (best fit in the
  * free bins of the request's zone, a chunk freed on the caller's stream, a mapped run inside a
@@ -11,7 +11,7 @@
  * Invariants: a block is always in the pointer table, a thread cache or the arena's lists; it
  * leaves the table under the arena lock, and a free that records events takes it out only once they
  * are recorded, so that a failure leaves everything as it was. A failed hand-out changes nothing.
- * Everything here runs under the arena lock, which the front door took (free_by_kind_unlock gives it
+ * Everything here runs under the arena lock, which the front door took (vram__free_by_kind_unlock gives it
  * back).
  */
 #include <stdlib.h>
@@ -25,7 +25,7 @@
 
 /* With one-granule extents (a chosen limit, plan:true), a request of at least this many granules
  * takes mapped memory inside a larger free chunk before best fit maps or moves granules for it,
- * near the limit too (see alloc_best_fit_locked). */
+ * near the limit too (see vram__alloc_best_fit_locked). */
 #define POOL_MAPPED_FIRST_GRANULES 8
 
 /* The bins a request of `rounded` bytes is placed from: small requests have a zone of their own,
@@ -39,13 +39,13 @@ static free_bins *pool_zone_bins(pool_arena *p, size_t rounded) {
  * zone once its own is full), or a chunk freed on the caller's stream. */
 static pool_chunk *pool_find_locked(pool_arena *p, size_t rounded, int async, void *stream) {
     POOL_ASSERT_LOCKED(p);
-    if (p->pending != NULL) pending_reap_locked(p, 0);
-    if (p->deferred != NULL) deferred_reap_locked(p, 0);
+    if (p->pending != NULL) vram__pending_reap_locked(p, 0);
+    if (p->deferred != NULL) vram__deferred_reap_locked(p, 0);
     free_bins *zone = pool_zone_bins(p, rounded);
-    pool_chunk *c = free_bins_best_fit(zone, rounded);
-    if (c == NULL && zone != &p->bins) c = free_bins_best_fit(&p->bins, rounded);
+    pool_chunk *c = vram__free_bins_best_fit(zone, rounded);
+    if (c == NULL && zone != &p->bins) c = vram__free_bins_best_fit(&p->bins, rounded);
     if (async && p->pending != NULL) {
-        pool_chunk *q = pending_best_fit_locked(p, stream, rounded);
+        pool_chunk *q = vram__pending_best_fit_locked(p, stream, rounded);
         if (q != NULL && (c == NULL || q->size <= c->size)) return q;   /* a tie: its own */
     }
     return c;
@@ -64,7 +64,7 @@ typedef struct mapped_fit {
 static int mapped_fit_visit(pool_chunk *c, void *ctx, size_t *floor) {
     mapped_fit *fit = ctx;
     uint64_t at = c->addr;
-    size_t run = c->region->kind == REGION_VMM ? pool_vmm_mapped_run(&c->region->vmm, c->addr, c->size, &at)
+    size_t run = c->region->kind == REGION_VMM ? vram__pool_vmm_mapped_run(&c->region->vmm, c->addr, c->size, &at)
                                                : c->size;
     (void)floor;
     if (run < fit->want) return 0;
@@ -76,39 +76,39 @@ static int mapped_fit_visit(pool_chunk *c, void *ctx, size_t *floor) {
 static pool_chunk *pool_find_mapped_locked(pool_arena *p, free_bins *bins, size_t size) {
     POOL_ASSERT_LOCKED(p);
     mapped_fit best = {size, NULL, 0};
-    free_bins_ascending(bins, size, mapped_fit_visit, &best);
-    return best.chunk != NULL ? chunk_cut_at_locked(p, best.chunk, best.at) : NULL;
+    vram__free_bins_ascending(bins, size, mapped_fit_visit, &best);
+    return best.chunk != NULL ? vram__chunk_cut_at_locked(p, best.chunk, best.at) : NULL;
 }
 
 /* Hands out `rounded` bytes of chunk c to a request on `stream` (NULL: a plain one). A free chunk of
  * the VMM region gets its memory mapped first; when that fails (*why says how) the chunk goes back
  * and nothing changed. */
-vram_status arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
+vram_status vram__arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, size_t rounded, void *stream,
                               void **ptr, grow_result *why) {
     POOL_ASSERT_LOCKED(p);
     int reused = c->state == CHUNK_PENDING;
     (void)reused;
     if (c->state == CHUNK_PENDING) {
         pending_unlink_locked(p, c);
-        chunk_split_locked(p, c, rounded);
+        vram__chunk_split_locked(p, c, rounded);
     } else {
         c = chunk_take_front_locked(p, c, rounded);
     }
     if (c->state == CHUNK_FREE && c->region->kind == REGION_VMM) {
         c->state = CHUNK_USED;        /* in use for the extents' counts: its memory is not idle */
-        *why = vmm_back_locked(p, c);
+        *why = vram__vmm_back_locked(p, c);
         if (*why != GROW_OK) {
-            chunk_make_free_locked(p, c, 1);  /* (busy for a moment: a recount may have counted it) */
+            vram__chunk_make_free_locked(p, c, 1);  /* (busy for a moment: a recount may have counted it) */
             return VRAM_ERR_OUT_OF_MEMORY;
         }
     }
     if (ptr_table_put(p, c) != 0) {             /* before anything is handed out: c goes back as it was */
         if (c->state == CHUNK_PENDING) pending_link_locked(p, c);   /* its stream may still use it */
-        else chunk_make_free_locked(p, c, 1);
+        else vram__chunk_make_free_locked(p, c, 1);
         return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the pointer table");
     }
     if (c->state == CHUNK_PENDING) {
-        event_release(p, c->event);
+        vram__event_release(p, c->event);
         c->event = NULL;
     }
     c->stream = stream;
@@ -134,9 +134,9 @@ static int pool_would_grow_locked(const pool_chunk *c, size_t rounded) {
  * growth or a failure: cheapest tests first, the scan of the caches last. */
 static int pool_flush_helps_locked(pool_arena *p, const pool_chunk *c, size_t rounded) {
     POOL_ASSERT_LOCKED(p);
-    if (p->unrecorded == 0 && !tc_parking(p)) return 0;      /* nothing could be handed back */
+    if (p->unrecorded == 0 && !vram__tc_parking(p)) return 0;      /* nothing could be handed back */
     if (!pool_would_grow_locked(c, rounded)) return 0;
-    return p->unrecorded > 0 || tc_holds_any(p);
+    return p->unrecorded > 0 || vram__tc_holds_any(p);
 }
 
 /* The limit refused to map memory under the chunk best fit chose: a mapped run of either zone
@@ -146,9 +146,9 @@ static vram_status alloc_at_limit_locked(pool_arena *p, size_t size, size_t roun
     POOL_ASSERT_LOCKED(p);
     pool_chunk *m = pool_find_mapped_locked(p, &p->bins, rounded);   /* either zone now */
     if (m == NULL && p->small_end != 0) m = pool_find_mapped_locked(p, &p->sbins, rounded);
-    if (m != NULL) return arena_take_locked(p, m, size, rounded, stream, ptr, why);
-    if (pool_grow_plain_locked(p, rounded) == GROW_OK) {
-        return arena_take_locked(p, p->regions->first, size, rounded, stream, ptr, why);
+    if (m != NULL) return vram__arena_take_locked(p, m, size, rounded, stream, ptr, why);
+    if (vram__pool_grow_plain_locked(p, rounded) == GROW_OK) {
+        return vram__arena_take_locked(p, p->regions->first, size, rounded, stream, ptr, why);
     }
     return VRAM_ERR_OUT_OF_MEMORY;
 }
@@ -159,7 +159,7 @@ static int alloc_wait_helps_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if (p->pending != NULL) {
         size_t pending = p->pending_count;
-        pending_reap_locked(p, 1);
+        vram__pending_reap_locked(p, 1);
         p->stats.syncs++;
         if (p->pending_count < pending) {
             p->stats.retries++;
@@ -168,7 +168,7 @@ static int alloc_wait_helps_locked(pool_arena *p) {
     }
     if (p->deferred != NULL) {
         size_t deferred = p->deferred_count;
-        deferred_reap_locked(p, 1);
+        vram__deferred_reap_locked(p, 1);
         p->stats.syncs++;
         if (p->deferred_count < deferred) {
             p->stats.retries++;
@@ -183,19 +183,19 @@ static int alloc_wait_helps_locked(pool_arena *p) {
  * the limit's fallbacks, waiting for frees and uses in flight; before failing, a plan in force or
  * waiting gives way (its zone's memory becomes best fit's). VRAM_ERR_OUT_OF_MEMORY with p->failed,
  * the cause, for the front door to report. */
-vram_status alloc_best_fit_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream, void **ptr) {
+vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t rounded, int async, void *stream, void **ptr) {
     POOL_ASSERT_LOCKED(p);
     for (;;) {
         pool_chunk *c = pool_find_locked(p, rounded, async, stream);
         if (c == NULL && p->pending != NULL) {
-            pending_reap_locked(p, 1);
+            vram__pending_reap_locked(p, 1);
             p->stats.syncs++;
             c = pool_find_locked(p, rounded, async, stream);
             if (c != NULL) p->stats.retries++;
         }
         if (pool_flush_helps_locked(p, c, rounded)) {
-            pool_flush_caches_locked(p);              /* parked blocks first, then the driver */
-            if (p->unrecorded > 0) pending_record_locked(p);   /* so that they settle soon */
+            vram__pool_flush_caches_locked(p);              /* parked blocks first, then the driver */
+            if (p->unrecorded > 0) vram__pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
         if (p->vmm != NULL && pool_would_grow_locked(c, rounded) &&
@@ -214,29 +214,29 @@ vram_status alloc_best_fit_locked(pool_arena *p, size_t size, size_t rounded, in
         }
         grow_result why = GROW_LIMIT;
         if (c == NULL && p->vmm == NULL) {
-            why = pool_grow_plain_locked(p, rounded);
+            why = vram__pool_grow_plain_locked(p, rounded);
             if (why == GROW_OK) c = pool_find_locked(p, rounded, async, stream);
         }
-        vram_status s = c ? arena_take_locked(p, c, size, rounded, stream, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
+        vram_status s = c ? vram__arena_take_locked(p, c, size, rounded, stream, ptr, &why) : VRAM_ERR_OUT_OF_MEMORY;
         if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
             s = alloc_at_limit_locked(p, size, rounded, stream, ptr, &why);
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && alloc_wait_helps_locked(p)) continue;
-        if (s == VRAM_ERR_OUT_OF_MEMORY && p->plan_hi != 0 && plan_give_way_locked(p)) continue;   /* (its zone's */
+        if (s == VRAM_ERR_OUT_OF_MEMORY && p->plan_hi != 0 && vram__plan_give_way_locked(p)) continue;   /* (its zone's */
         if (s == VRAM_ERR_OUT_OF_MEMORY) p->failed = why;
         if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
         return s;
     }
 }
 
-vram_status free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e) {
+vram_status vram__free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e) {
     if (__builtin_expect(p->planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
-        plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
+        vram__plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
         pool_lock_give(&p->lock);                 /* a slot of the plan's zone (plan_slots.c) */
         return VRAM_OK;
     }
     if (how == VRAM_POOL_FREE_NOW) {
-        pool_release_used_locked(p, c);
+        vram__pool_release_used_locked(p, c);
         pool_lock_give(&p->lock);
         return VRAM_OK;
     }
@@ -244,17 +244,17 @@ vram_status free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind ho
     c->state = CHUNK_PENDING;
     c->stream = stream;
     c->event = e;
-    pending_link_locked(p, pending_merge_locked(p, c));
+    pending_link_locked(p, vram__pending_merge_locked(p, c));
     pool_lock_give(&p->lock);
     return VRAM_OK;
 }
 
-int alloc_planned_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr) {
+int vram__alloc_planned_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr) {
     POOL_ASSERT_LOCKED(p);
     pool_chunk *place = NULL;
-    int r = plan_alloc_locked(p, size, rounded, stream, ptr, &place);
+    int r = vram__plan_alloc_locked(p, size, rounded, stream, ptr, &place);
     if (r != PLAN_PLACE) return r == PLAN_SERVED;
     grow_result why = GROW_OK;       /* (the limit refused: the plan ends, best fit tries and reports) */
-    int ok = arena_take_locked(p, place, size, rounded, stream, ptr, &why) == VRAM_OK;
-    return plan_placed_locked(p, ok ? p->last_taken : NULL, rounded, stream);
+    int ok = vram__arena_take_locked(p, place, size, rounded, stream, ptr, &why) == VRAM_OK;
+    return vram__plan_placed_locked(p, ok ? p->last_taken : NULL, rounded, stream);
 }

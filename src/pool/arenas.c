@@ -55,7 +55,7 @@ struct vram__pool {
     pool_shared           shared;         /* the limit every arena draws on, the exact reserved total */
     pthread_mutex_t       grow_lock;      /* creating arenas */
     atomic_int            arenas_ok;      /* growth by mapping: more arenas may be created */
-    unsigned              arrived[POOL_ARRIVALS];   /* pool_thread_seq of the threads that called
+    unsigned              arrived[POOL_ARRIVALS];   /* vram__pool_thread_seq of the threads that called
                                                      * vram_malloc here, in arrival order (grow_lock) */
     int                   narrived;
     atomic_int            count;          /* arenas created */
@@ -95,7 +95,7 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     vram__pool *p = calloc(1, sizeof *p);
     if (p == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a pool");
     p->cfg = *cfg;
-    p->uid = pool_new_uid();
+    p->uid = vram__pool_new_uid();
     atomic_init(&p->shared.budget.reserved, 0);
     atomic_init(&p->shared.budget.cap, cfg->limit);
     atomic_init(&p->shared.fraction, -1.0);
@@ -123,16 +123,16 @@ vram_status vram__pool_create(const vram__pool_config *cfg, vram__pool **out) {
     atomic_init(&p->ntags, 0);
     for (int i = 0; i < POOL_TAGS; i++) atomic_init(&p->tagged[i], NULL);
     pool_arena *a = NULL;
-    vram_status s = cfg->overflow ? overflow_create(cfg, &p->shared, &p->shared.overflow) : VRAM_OK;
-    if (s == VRAM_OK) s = arena_create(cfg, &p->shared, &a);
+    vram_status s = cfg->overflow ? vram__overflow_create(cfg, &p->shared, &p->shared.overflow) : VRAM_OK;
+    if (s == VRAM_OK) s = vram__arena_create(cfg, &p->shared, &a);
     if (s != VRAM_OK) {
-        (void)overflow_destroy(p->shared.overflow);
+        (void)vram__overflow_destroy(p->shared.overflow);
         pthread_mutex_destroy(&p->grow_lock);
         free(p);
         return s;
     }
-    arena_range(a, &p->lo[0], &p->hi[0]);
-    if (cfg->plan && a->vmm != NULL) arena_enable_plan(a);
+    vram__arena_range(a, &p->lo[0], &p->hi[0]);
+    if (cfg->plan && a->vmm != NULL) vram__arena_enable_plan(a);
     atomic_store(&p->arena[0], a);
     *out = p;
     return VRAM_OK;
@@ -144,12 +144,12 @@ vram_status vram__pool_destroy(vram__pool *p) {
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         size_t b = 0;
-        if (a != NULL) blocks += arena_live_count(a, &b);
+        if (a != NULL) blocks += vram__arena_live_count(a, &b);
         bytes += b;
     }
     if (p->shared.overflow != NULL) {
         size_t b = 0;
-        blocks += overflow_live(p->shared.overflow, &b);
+        blocks += vram__overflow_live(p->shared.overflow, &b);
         bytes += b;
     }
     if (blocks > 0) {
@@ -159,10 +159,10 @@ vram_status vram__pool_destroy(vram__pool *p) {
     vram_status refusal = VRAM_OK;           /* (no arena has a live block: only the driver refuses) */
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        vram_status s = a != NULL ? arena_destroy(a) : VRAM_OK;
+        vram_status s = a != NULL ? vram__arena_destroy(a) : VRAM_OK;
         if (refusal == VRAM_OK) refusal = s;
     }
-    vram_status s = overflow_destroy(p->shared.overflow);
+    vram_status s = vram__overflow_destroy(p->shared.overflow);
     if (refusal == VRAM_OK) refusal = s;
     pthread_mutex_destroy(&p->grow_lock);
     free(p);
@@ -174,7 +174,7 @@ vram_status vram__pool_destroy(vram__pool *p) {
  * their own, whatever threads did elsewhere before (a process-wide order left gaps, and two of 8
  * threads could meet on one arena while another stayed unused). */
 static int arena_index(vram__pool *p, vram__pool_thread *me) {
-    unsigned seq = pool_thread_seq(me);
+    unsigned seq = vram__pool_thread_seq(me);
     pthread_mutex_lock(&p->grow_lock);
     int k = 0;
     while (k < p->narrived && p->arrived[k] != seq) k++;
@@ -193,8 +193,8 @@ static pool_arena *arena_at(vram__pool *p, int k) {
     pthread_mutex_lock(&p->grow_lock);
     a = atomic_load(&p->arena[k]);
     if (a == NULL && atomic_load(&p->arenas_ok)) {
-        if (arena_create(&p->cfg, &p->shared, &a) == VRAM_OK) {
-            arena_range(a, &p->lo[k], &p->hi[k]);
+        if (vram__arena_create(&p->cfg, &p->shared, &a) == VRAM_OK) {
+            vram__arena_range(a, &p->lo[k], &p->hi[k]);
             atomic_store_explicit(&p->arena[k], a, memory_order_release);
             atomic_fetch_add(&p->count, 1);
         } else {
@@ -243,10 +243,10 @@ static vram_status tag_arena(vram__pool *p, unsigned tag, pool_arena **a) {
         vram__pool_config cfg = p->cfg;      /* the device's options, but no thread caches nor plan */
         cfg.thread_cache = 0;
         cfg.plan = 0;
-        s = arena_create(&cfg, &p->shared, a);
+        s = vram__arena_create(&cfg, &p->shared, a);
         if (s == VRAM_OK) {
             (*a)->tag = tag;
-            arena_range(*a, &p->tag_lo[tag - 1], &p->tag_hi[tag - 1]);
+            vram__arena_range(*a, &p->tag_lo[tag - 1], &p->tag_hi[tag - 1]);
             atomic_store_explicit(&p->tagged[tag - 1], *a, memory_order_release);
             if (atomic_load(&p->ntags) < (int)tag) atomic_store(&p->ntags, (int)tag);
             atomic_fetch_add(&p->count, 1);           /* frees now search beyond the first arena */
@@ -270,7 +270,7 @@ static VRAM_NOINLINE vram_status alloc_tagged(vram__pool *p, vram__pool_thread *
     if (a != NULL) return alloc_among(p, a, me, size, async, stream, ptr, 0);
     a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed) : thread_arena(p, me);
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || size > p->cfg.limit)
-        return arena_alloc(a, me, size, async, stream, ptr, NULL);
+        return vram__arena_alloc(a, me, size, async, stream, ptr, NULL);
     return alloc_among(p, a, me, size, async, stream, ptr, !async);
 }
 
@@ -280,7 +280,7 @@ vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, 
     pool_arena *a = async || size > p->cfg.limit ? atomic_load_explicit(&p->arena[0], memory_order_relaxed)
                                                  : thread_arena(p, me);
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1 || (size > p->cfg.limit && !p->cfg.overflow))
-        return arena_alloc(a, me, size, async, stream, ptr, NULL);   /* one arena: as it always was */
+        return vram__arena_alloc(a, me, size, async, stream, ptr, NULL);   /* one arena: as it always was */
     return alloc_among(p, a, me, size, async, stream, ptr, !async);
 }
 
@@ -290,20 +290,20 @@ vram_status vram__pool_alloc(vram__pool *p, vram__pool_thread *me, size_t size, 
 static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *me, size_t size, int async,
                                void *stream, void **ptr, int others) {
     grow_result why = GROW_OK;
-    vram_status s = arena_alloc(a, me, size, async, stream, ptr, &why);
+    vram_status s = vram__arena_alloc(a, me, size, async, stream, ptr, &why);
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
-    if (why == GROW_ASLEEP) return arena_asleep_refusal(a, size);   /* (no other arena serves its requests) */
+    if (why == GROW_ASLEEP) return vram__arena_asleep_refusal(a, size);   /* (no other arena serves its requests) */
     /* The limit is shared: the other arenas give back their idle memory, once their stream-ordered
      * frees in flight have completed (a private pool in use gives nothing), then each is tried. */
     for (int i = 0; i < ALL_ARENAS && size <= p->cfg.limit; i++) {
         pool_arena *b = any_arena(p, i);
-        if (b != NULL && b != a) arena_trim_settled(b);
+        if (b != NULL && b != a) vram__arena_trim_settled(b);
     }
-    if (size <= p->cfg.limit) s = arena_alloc(a, me, size, async, stream, ptr, &why);
+    if (size <= p->cfg.limit) s = vram__arena_alloc(a, me, size, async, stream, ptr, &why);
     for (int i = 0; i < POOL_ARENAS && s == VRAM_ERR_OUT_OF_MEMORY && others && size <= p->cfg.limit; i++) {
         pool_arena *b = atomic_load(&p->arena[i]);
         grow_result other_why = GROW_OK;
-        if (b != NULL && b != a) s = arena_alloc(b, me, size, 0, NULL, ptr, &other_why);
+        if (b != NULL && b != a) s = vram__arena_alloc(b, me, size, 0, NULL, ptr, &other_why);
     }
     if (s != VRAM_ERR_OUT_OF_MEMORY) return s;
     /* host memory, for the device's own requests (a private pool's stay on the card: its graph's) */
@@ -311,14 +311,14 @@ static vram_status alloc_among(vram__pool *p, pool_arena *a, vram__pool_thread *
     int device_arena = 0;
     for (int i = 0; i < POOL_ARENAS; i++) device_arena |= atomic_load(&p->arena[i]) == a;
     if (p->shared.overflow != NULL && device_arena) {
-        s = overflow_alloc(p->shared.overflow, size, async ? stream : NULL, ptr);
+        s = vram__overflow_alloc(p->shared.overflow, size, async ? stream : NULL, ptr);
         if (s == VRAM_OK) return s;
         snprintf(host_why, sizeof host_why, "%s", vram_last_error());
     }
     vram_memory_info info;                             /* every arena's figures, of one moment */
     vram__pool_info(p, me, &info);
     arena_figures all = {info.current - info.asleep_bytes, info.reserved, info.largest_free_block};   /* (on the card) */
-    s = arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
+    s = vram__arena_oom(a, size, vram__round_up(size, VRAM_POOL_UNIT), why, &all);
     if (host_why[0] == '\0') return s;
     char device_why[1536];                             /* (vram__fail writes where vram_last_error reads) */
     snprintf(device_why, sizeof device_why, "%s", vram_last_error());
@@ -337,9 +337,9 @@ static VRAM_NOINLINE pool_arena *owner_by_memory(vram__pool *p, uint64_t addr) {
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
-        arena_lock(a, NULL);
+        vram__arena_lock(a, NULL);
         int owns = arena_owns_locked(a, addr);
-        arena_unlock(a);
+        vram__arena_unlock(a);
         if (owns) return a;
     }
     return NULL;
@@ -376,7 +376,7 @@ static vram_status not_owned(const char *call, void *ptr, int *owned) {
 /* A free of an address no arena holds: a block in host memory (overflow), or none of the pool's. */
 static VRAM_NOINLINE vram_status free_elsewhere(vram__pool *p, void *ptr, vram__free_req *req) {
     if (p->shared.overflow != NULL) {
-        vram_status s = overflow_free(p->shared.overflow, ptr, req);
+        vram_status s = vram__overflow_free(p->shared.overflow, ptr, req);
         if (s == VRAM_OK || req->owned) return s;
     }
     return not_owned(vram__pool_free_name(req->how), ptr, &req->owned);
@@ -384,29 +384,29 @@ static VRAM_NOINLINE vram_status free_elsewhere(vram__pool *p, void *ptr, vram__
 
 vram_status vram__pool_free(vram__pool *p, vram__pool_thread *me, void *ptr, vram__free_req *req) {
     if (atomic_load_explicit(&p->count, memory_order_relaxed) == 1)
-        return arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, req);
+        return vram__arena_free(atomic_load_explicit(&p->arena[0], memory_order_relaxed), me, ptr, req);
     pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
-    return a != NULL ? arena_free(a, me, ptr, req) : free_elsewhere(p, ptr, req);
+    return a != NULL ? vram__arena_free(a, me, ptr, req) : free_elsewhere(p, ptr, req);
 }
 
 vram_status vram__pool_record_stream(vram__pool *p, void *ptr, void *stream, int *owned) {
     pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
     if (a == NULL && p->shared.overflow != NULL) {
-        vram_status s = overflow_record_stream(p->shared.overflow, ptr, stream, owned);
+        vram_status s = vram__overflow_record_stream(p->shared.overflow, ptr, stream, owned);
         if (s == VRAM_OK || *owned) return s;
     }
-    return a != NULL ? arena_record_stream(a, ptr, stream, owned) : not_owned("vram_record_stream", ptr, owned);
+    return a != NULL ? vram__arena_record_stream(a, ptr, stream, owned) : not_owned("vram_record_stream", ptr, owned);
 }
 
 vram_status vram__pool_ipc_export(vram__pool *p, void *ptr, unsigned char *out, size_t capacity, size_t *length,
                                   size_t *offset, int *owned) {
     pool_arena *a = pool_owner(p, (uint64_t)(uintptr_t)ptr);
-    if (a == NULL && p->shared.overflow != NULL && overflow_owns(p->shared.overflow, ptr)) {
+    if (a == NULL && p->shared.overflow != NULL && vram__overflow_owns(p->shared.overflow, ptr)) {
         *owned = 1;
         return vram__fail(VRAM_ERR_UNSUPPORTED, "vram_ipc_export(%p): the block lives in host memory (overflow:host), "
                           "which is not shared with other processes", ptr);
     }
-    return a != NULL ? arena_ipc_export(a, ptr, out, capacity, length, offset, owned)
+    return a != NULL ? vram__arena_ipc_export(a, ptr, out, capacity, length, offset, owned)
                      : not_owned("vram_ipc_export", ptr, owned);
 }
 
@@ -418,14 +418,14 @@ static void lock_all(vram__pool *p, const vram__pool_thread *me) {
     pthread_mutex_lock(&p->grow_lock);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_lock(a, me);
+        if (a != NULL) vram__arena_lock(a, me);
     }
 }
 
 static void unlock_all(vram__pool *p) {
     for (int i = ALL_ARENAS - 1; i >= 0; i--) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_unlock(a);
+        if (a != NULL) vram__arena_unlock(a);
     }
     pthread_mutex_unlock(&p->grow_lock);
 }
@@ -437,7 +437,7 @@ void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_inf
         pool_arena *a = any_arena(p, i);
         if (a == NULL) continue;
         vram_memory_info one;
-        arena_info_locked(a, &one);
+        vram__arena_info_locked(a, &one);
         info->current += one.current;
         info->peak += one.peak;
         info->reserved += one.reserved;
@@ -462,17 +462,18 @@ void vram__pool_info(vram__pool *p, const vram__pool_thread *me, vram_memory_inf
     info->peak_reserved = atomic_load(&p->shared.peak_reserved);   /* exact: one total, not a sum */
     unlock_all(p);
     vram__pool_limit_now(p, &info->live_limit, &info->over_limit);
-    if (p->shared.overflow != NULL) overflow_info(p->shared.overflow, info);
+    if (p->shared.overflow != NULL) vram__overflow_info(p->shared.overflow, info);
 }
 
 void vram__pool_reset_peak(vram__pool *p, const vram__pool_thread *me) {
     lock_all(p, me);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_reset_peak_locked(a);
+        if (a != NULL) vram__arena_reset_peak_locked(a);
     }
     atomic_store(&p->shared.peak_reserved, atomic_load(&p->shared.reserved));
     unlock_all(p);
+    if (p->shared.overflow != NULL) vram__overflow_reset_stats(p->shared.overflow, 1);
 }
 
 /* ---- limits that move ----------------------------------------------------------------------- *
@@ -559,18 +560,20 @@ void vram__pool_allocator_stats(vram__pool *p, const vram__pool_thread *me, vram
     lock_all(p, me);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_allocator_stats_locked(a, stats);
+        if (a != NULL) vram__arena_allocator_stats_locked(a, stats);
     }
     unlock_all(p);
+    if (p->shared.overflow != NULL) vram__overflow_stats(p->shared.overflow, stats);   /* (its lock: no arena's held) */
 }
 
 void vram__pool_reset_accumulated(vram__pool *p) {
     lock_all(p, NULL);
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_reset_accumulated_locked(a);
+        if (a != NULL) vram__arena_reset_accumulated_locked(a);
     }
     unlock_all(p);
+    if (p->shared.overflow != NULL) vram__overflow_reset_stats(p->shared.overflow, 0);
 }
 
 /* The bytes of the blocks the program holds in device memory. */
@@ -578,14 +581,14 @@ static size_t device_live_bytes(vram__pool *p) {
     size_t n = 0;
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) n += arena_live_bytes(a);
+        if (a != NULL) n += vram__arena_live_bytes(a);
     }
     return n;
 }
 
 size_t vram__pool_live_bytes(vram__pool *p) {
     size_t host = 0;
-    if (p->shared.overflow != NULL) (void)overflow_live(p->shared.overflow, &host);
+    if (p->shared.overflow != NULL) (void)vram__overflow_live(p->shared.overflow, &host);
     return device_live_bytes(p) + host;
 }
 
@@ -595,12 +598,12 @@ vram_status vram__pool_trim(vram__pool *p, size_t keep_bytes) {
     vram_status refusal = VRAM_OK;
     for (int i = ALL_ARENAS - 1; i >= 0; i--) {
         pool_arena *a = any_arena(p, i);
-        vram_status s = a != NULL ? arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;
+        vram_status s = a != NULL ? vram__arena_trim(a, i == 0 ? keep_bytes : 0) : VRAM_OK;
         if (refusal == VRAM_OK) refusal = s;
         if (a != NULL) {                              /* (sleep.c: the pinned host block of a sleep) */
-            arena_lock(a, NULL);
-            s = arena_host_kept_free_locked(a);
-            arena_unlock(a);
+            vram__arena_lock(a, NULL);
+            s = vram__arena_host_kept_free_locked(a);
+            vram__arena_unlock(a);
         }
         if (refusal == VRAM_OK) refusal = s;
     }
@@ -614,7 +617,7 @@ vram_status vram__pool_private_create(vram__pool *p, unsigned tag, int *id) {
     int n = atomic_load(&p->nprivate), k = 0;
     for (; k < n; k++) {                               /* a released index with no block left */
         size_t bytes = 0;
-        if (atomic_load(&p->priv_state[k]) == PRIVATE_RELEASED && arena_live_count(p->priv[k], &bytes) == 0) break;
+        if (atomic_load(&p->priv_state[k]) == PRIVATE_RELEASED && vram__arena_live_count(p->priv[k], &bytes) == 0) break;
     }
     vram_status s = VRAM_OK;
     if (k == n && n == POOL_PRIVATE) {
@@ -628,9 +631,9 @@ vram_status vram__pool_private_create(vram__pool *p, unsigned tag, int *id) {
         cfg.small_max = 0;
         cfg.thread_cache = 0;
         pool_arena *a = NULL;
-        s = arena_create(&cfg, &p->shared, &a);
+        s = vram__arena_create(&cfg, &p->shared, &a);
         if (s == VRAM_OK) {
-            arena_range(a, &p->priv_lo[k], &p->priv_hi[k]);
+            vram__arena_range(a, &p->priv_lo[k], &p->priv_hi[k]);
             atomic_store(&p->priv[k], a);
             atomic_store(&p->nprivate, n + 1);
             atomic_fetch_add(&p->count, 1);            /* frees now search beyond the first arena */
@@ -638,11 +641,11 @@ vram_status vram__pool_private_create(vram__pool *p, unsigned tag, int *id) {
     }
     if (s == VRAM_OK) {
         pool_arena *a = p->priv[k];
-        arena_lock(a, NULL);
-        arena_sleep_drop(a);                           /* (an index made anew: it slept with no block left) */
+        vram__arena_lock(a, NULL);
+        vram__arena_sleep_drop(a);                           /* (an index made anew: it slept with no block left) */
         a->tag = pool_tags_arenas(p) ? tag : 0;        /* its blocks carry its creator's tag */
-        arena_unlock(a);
-        arena_set_pinned(a, 1);
+        vram__arena_unlock(a);
+        vram__arena_set_pinned(a, 1);
         atomic_store(&p->priv_state[k], PRIVATE_IN_USE);
         *id = k;
     }
@@ -670,8 +673,8 @@ vram_status vram__pool_private_release(vram__pool *p, int id) {
     pool_arena *a = private_in_use(p, id, "vram_private_pool_release");
     if (a != NULL) {
         atomic_store(&p->priv_state[id], PRIVATE_RELEASED);
-        arena_set_pinned(a, 0);
-        arena_trim(a, 0);                              /* its idle memory goes back now */
+        vram__arena_set_pinned(a, 0);
+        vram__arena_trim(a, 0);                              /* its idle memory goes back now */
     }
     pthread_mutex_unlock(&p->grow_lock);
     return a != NULL ? VRAM_OK : VRAM_ERR_INVALID_ARGUMENT;
@@ -691,7 +694,7 @@ vram_status vram__pool_capture(vram__pool *p, int begin) {
 
 vram_status vram__pool_private_alloc_at(vram__pool *p, int id, void *ptr, size_t size, void *stream) {
     pool_arena *a = private_in_use(p, id, "vram_private_malloc_at");
-    return a != NULL ? arena_alloc_at(a, (uint64_t)(uintptr_t)ptr, size, stream) : VRAM_ERR_INVALID_ARGUMENT;
+    return a != NULL ? vram__arena_alloc_at(a, (uint64_t)(uintptr_t)ptr, size, stream) : VRAM_ERR_INVALID_ARGUMENT;
 }
 
 void vram__pool_segments(vram__pool *p, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
@@ -702,7 +705,7 @@ void vram__pool_segments(vram__pool *p, vram_segment_info *segs, size_t seg_cap,
         pool_arena *a = any_arena(p, i);
         int priv = private_index(i);
         if (a != NULL && (priv < 0 || atomic_load(&p->priv_state[priv]) != PRIVATE_UNUSED))
-            arena_snapshot_locked(a, priv, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
+            vram__arena_snapshot_locked(a, priv, segs, seg_cap, nsegs, blocks, block_cap, nblocks);
     }
     unlock_all(p);
 }
@@ -710,28 +713,28 @@ void vram__pool_segments(vram__pool *p, vram_segment_info *segs, size_t seg_cap,
 vram_status vram__pool_private_blocks(vram__pool *p, int id, void **out, size_t capacity, size_t *count) {
     pool_arena *a = private_in_use(p, id, "vram_private_pool_blocks");
     if (a == NULL) return VRAM_ERR_INVALID_ARGUMENT;
-    *count = arena_live_blocks(a, out, capacity);
+    *count = vram__arena_live_blocks(a, out, capacity);
     return VRAM_OK;
 }
 
 void vram__pool_idle_tick(vram__pool *p) {
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        if (a != NULL) arena_idle_tick(a);
+        if (a != NULL) vram__arena_idle_tick(a);
     }
 }
 
 vram_status vram__pool_check(vram__pool *p) {
     for (int i = 0; i < ALL_ARENAS; i++) {
         pool_arena *a = any_arena(p, i);
-        vram_status s = a != NULL ? arena_check(a) : VRAM_OK;
+        vram_status s = a != NULL ? vram__arena_check(a) : VRAM_OK;
         if (s != VRAM_OK) return s;
     }
     if (atomic_load(&p->shared.budget.reserved) > p->cfg.limit ||
         atomic_load(&p->shared.reserved) > atomic_load(&p->shared.budget.reserved)) {
         return vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): its arenas hold more than its limit", p->cfg.name);
     }
-    return p->shared.overflow != NULL ? overflow_check(p->shared.overflow) : VRAM_OK;
+    return p->shared.overflow != NULL ? vram__overflow_check(p->shared.overflow) : VRAM_OK;
 }
 
 /* ---- sleep and wake ---------------------------------------------------------------------------- */
@@ -747,16 +750,16 @@ static int lock_tag_arenas(vram__pool *p, unsigned tag, pool_arena **out) {
         size_t bytes = 0;
         if (a == NULL || (tag != 0 && a->tag != tag)) continue;
         if (priv >= 0 && (atomic_load(&p->priv_state[priv]) == PRIVATE_UNUSED ||
-                          (atomic_load(&p->priv_state[priv]) == PRIVATE_RELEASED && arena_live_count(a, &bytes) == 0)))
+                          (atomic_load(&p->priv_state[priv]) == PRIVATE_RELEASED && vram__arena_live_count(a, &bytes) == 0)))
             continue;
-        arena_lock(a, NULL);
+        vram__arena_lock(a, NULL);
         out[n++] = a;
     }
     return n;
 }
 
 static void unlock_arenas(pool_arena **a, int n) {
-    for (int i = n - 1; i >= 0; i--) arena_unlock(a[i]);
+    for (int i = n - 1; i >= 0; i--) vram__arena_unlock(a[i]);
 }
 
 /* What `tag` names in messages: "the tag 'kv'", or "every block" for 0. */
@@ -770,9 +773,9 @@ static void tag_words(unsigned tag, char *out, size_t len) {
 static vram_status sleep_unsupported(vram__pool *p, const char *call) {
     if (pool_tags_arenas(p)) return VRAM_OK;
     pool_arena *a = atomic_load(&p->arena[0]);
-    arena_lock(a, NULL);
-    vram_status s = arena_sleep_check_locked(a);
-    arena_unlock(a);
+    vram__arena_lock(a, NULL);
+    vram_status s = vram__arena_sleep_check_locked(a);
+    vram__arena_unlock(a);
     return s != VRAM_OK ? vram__fail_wrap(s, "%s", call) : VRAM_OK;
 }
 
@@ -793,7 +796,7 @@ static void trim_others(vram__pool *p, pool_arena **a, int n) {
         pool_arena *b = any_arena(p, i);
         int mine = 0;
         for (int k = 0; k < n && !mine; k++) mine = a[k] == b;
-        if (b != NULL && !mine) arena_trim_settled(b);
+        if (b != NULL && !mine) vram__arena_trim_settled(b);
     }
 }
 
@@ -807,31 +810,31 @@ static vram_status wake_locked(vram__pool *p, pool_arena **all, int nall, pool_a
     grow_result why = GROW_OK;
     for (; planned < n && s == VRAM_OK; planned++) {
         size_t one = 0;
-        s = arena_wake_plan_locked(a[planned], &one);
+        s = vram__arena_wake_plan_locked(a[planned], &one);
         need += one;
     }
     for (int again = 1; taken < n && s == VRAM_OK; taken++) {   /* the budgets, all at once */
-        why = arena_wake_budget_locked(a[taken]);
+        why = vram__arena_wake_budget_locked(a[taken]);
         if (why != GROW_OK && again) {               /* the other arenas' idle memory first, once */
             again = 0;
             trim_others(p, all, nall);
-            why = arena_wake_budget_locked(a[taken]);
+            why = vram__arena_wake_budget_locked(a[taken]);
         }
-        if (why != GROW_OK) s = arena_wake_oom(a[taken], what, need, why);
+        if (why != GROW_OK) s = vram__arena_wake_oom(a[taken], what, need, why);
     }
     while (mapped < n && s == VRAM_OK) {             /* (one the driver refused counts: what it mapped goes back) */
         pool_arena *b = a[mapped++];
-        s = arena_wake_map_locked(b);
-        if (s == VRAM_ERR_OUT_OF_MEMORY) s = arena_wake_oom(b, what, need, GROW_DRIVER);
+        s = vram__arena_wake_map_locked(b);
+        if (s == VRAM_ERR_OUT_OF_MEMORY) s = vram__arena_wake_oom(b, what, need, GROW_DRIVER);
         else if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
     }
     for (int i = 0; i < n && s == VRAM_OK; i++) {
-        s = arena_wake_copy_locked(a[i]);
+        s = vram__arena_wake_copy_locked(a[i]);
         if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
     }
     for (int i = 0; i < n; i++) {
-        if (s == VRAM_OK) arena_wake_done_locked(a[i]);
-        else if (i < planned) arena_wake_undo_locked(a[i], i < mapped);
+        if (s == VRAM_OK) vram__arena_wake_done_locked(a[i]);
+        else if (i < planned) vram__arena_wake_undo_locked(a[i], i < mapped);
     }
     return s;
 }
@@ -847,7 +850,7 @@ vram_status vram__pool_sleep(vram__pool *p, unsigned tag, int offload) {
     int n = lock_tag_arenas(p, tag, a);
     s = sleep_targets(p, tag, n, call);
     for (int i = 0; i < n && s == VRAM_OK; i++) {   /* every one checked before any sleeps */
-        s = arena_sleep_check_locked(a[i]);
+        s = vram__arena_sleep_check_locked(a[i]);
         if (s != VRAM_OK) s = vram__fail_wrap(s, "%s", call);
     }
     /* A failure that left an arena awake (a copy, pinned host memory, a stream that cannot be waited
@@ -859,7 +862,7 @@ vram_status vram__pool_sleep(vram__pool *p, unsigned tag, int offload) {
     char why[1024] = "";
     for (int i = 0; i < n && s == VRAM_OK; i++) {
         int before = a[i]->asleep;
-        vram_status one = arena_sleep_locked(a[i], offload);
+        vram_status one = vram__arena_sleep_locked(a[i], offload);
         if (!before && a[i]->asleep) slept[nslept++] = a[i];
         if (one != VRAM_OK && a[i]->asleep) {
             if (kept == VRAM_OK) kept = vram__fail_wrap(one, "%s", call);

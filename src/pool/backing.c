@@ -6,16 +6,22 @@
  * high-water mark, the hold_peak / hold_large policies) and giving memory back (vram_trim, idle
  * release by the low-water mark and stale extents).
  *
- * Invariants: reserved == the bytes held from the driver, changed (note_reserved_locked) after
+ * A card whose process is in the ledger with slots of its own (common/ledger_member.h) has a gate:
+ * every take from the card budget passes it (a group's budget, a limit set from outside, checked and
+ * published under the ledger's lock) and every give is published; a refusal is GROW_CARD_LIMIT, whose
+ * report (oom.c) gives the gate's sentence.
+ *
+ * Invariants: reserved == the bytes held from the driver, changed (vram__note_reserved_locked) after
  * mapping and before the budget goes back, so that the shared sum never exceeds the limit; the
  * budgets hold at least the arena's reserved bytes; nothing is given back or moved while the arena
  * is still (a private pool in use, a capture underway), and memory a solo stream may still touch
- * only after its fence. Everything here is under the arena lock, except backing_idle_fence's wait
+ * only after its fence. Everything here is under the arena lock, except vram__backing_idle_fence's wait
  * for the solo fence, made without it. Trim and the idle tick run after the front door settled the
  * arena (slot mode left, the thread caches flushed).
  */
 #include <stdlib.h>
 
+#include "common/ledger_member.h"
 #include "pool/backing.h"
 #include "pool/plan_arena.h"
 #include "pool/split_merge.h"
@@ -30,16 +36,24 @@ static int budget_take(vram__card_budget *b, size_t bytes) {
     do {
         if (cur > cap || bytes > cap - cur) return 0;
     } while (!atomic_compare_exchange_weak(&b->reserved, &cur, cur + bytes));
+    /* a process in the ledger: its group's budget and a limit set from outside, checked and published
+     * under the ledger's lock (growth only: a warm call takes nothing from the card) */
+    if (b->member != NULL && !vram__ledger_member_take(b->member, b->member_card, bytes)) {
+        atomic_fetch_sub(&b->reserved, bytes);
+        return 0;
+    }
     return 1;
 }
 
 static void budget_give(vram__card_budget *b, size_t bytes) {
-    if (b != NULL) atomic_fetch_sub(&b->reserved, bytes);
+    if (b == NULL) return;
+    atomic_fetch_sub(&b->reserved, bytes);
+    if (b->member != NULL) vram__ledger_member_give(b->member, b->member_card, bytes);
 }
 
 /* The budgets an arena draws on: its logical device's, shared with its sibling arenas (the
  * limit), and its card's. GROW_OK, or which one refused (and nothing is taken). */
-grow_result arena_budget_take(pool_arena *p, size_t bytes) {
+grow_result vram__arena_budget_take(pool_arena *p, size_t bytes) {
     if (bytes == 0) return GROW_OK;
     if (!budget_take(&p->shared->budget, bytes)) return GROW_LIMIT;
     if (!budget_take(p->cfg.budget, bytes)) {
@@ -49,7 +63,7 @@ grow_result arena_budget_take(pool_arena *p, size_t bytes) {
     return GROW_OK;
 }
 
-void arena_budget_give(pool_arena *p, size_t bytes) {
+void vram__arena_budget_give(pool_arena *p, size_t bytes) {
     budget_give(&p->shared->budget, bytes);
     budget_give(p->cfg.budget, bytes);
 }
@@ -84,12 +98,12 @@ static pool_chunk *region_append_free_locked(pool_arena *p, pool_region *r, uint
     c->prev = r->last;
     if (r->last) r->last->next = c; else r->first = c;
     r->last = c;
-    free_bins_insert(pool_bins_of(p, c), c);
+    vram__free_bins_insert(pool_bins_of(p, c), c);
     return c;
 }
 
 /* Takes a plain region of `bytes` from the driver (cuMemAlloc). The caller took the budget. */
-vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
+vram_status vram__region_add_plain_locked(pool_arena *p, size_t bytes) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     pool_region *r = calloc(1, sizeof *r);
@@ -112,17 +126,17 @@ vram_status region_add_plain_locked(pool_arena *p, size_t bytes) {
     region_link_locked(p, r);
     p->num_driver_allocs++;
     p->stats.nplain++;
-    note_reserved_locked(p, bytes, 1);
+    vram__note_reserved_locked(p, bytes, 1);
     return VRAM_OK;
 }
 
 /* Reserves the address range growth places blocks in: the small zone's `small` bytes first (none
  * when 0), then `large` bytes; one free chunk tiles each. */
-vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
+vram_status vram__region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
     POOL_ASSERT_LOCKED(p);
     pool_region *r = calloc(1, sizeof *r);
     if (r == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a region record");
-    vram_status s = pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, small + large,
+    vram_status s = vram__pool_vmm_init(&r->vmm, p->cfg.backend, p->cfg.dev, p->cfg.caps.granularity, small + large,
                                   p->cfg.max_extent);
     if (s != VRAM_OK) {
         free(r);
@@ -133,15 +147,15 @@ vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
     r->size = small + large;
     p->vmm = r;
     p->small_end = small > 0 ? r->base + small : 0;
-    if (small > 0) pool_vmm_set_zone(&r->vmm, small);   /* each zone its own quick test of mapping */
+    if (small > 0) vram__pool_vmm_set_zone(&r->vmm, small);   /* each zone its own quick test of mapping */
     if ((small > 0 && region_append_free_locked(p, r, r->base, small) == NULL) ||
         region_append_free_locked(p, r, r->base + small, large) == NULL) {
         if (r->first != NULL) {
-            free_bins_remove(pool_bins_of(p, r->first), r->first);
+            vram__free_bins_remove(pool_bins_of(p, r->first), r->first);
             free(r->first);
         }
         pool_vmm_change nothing;              /* (nothing was mapped yet) */
-        pool_vmm_destroy(&r->vmm, &nothing);
+        vram__pool_vmm_destroy(&r->vmm, &nothing);
         free(r);
         p->vmm = NULL;
         p->small_end = 0;
@@ -153,37 +167,37 @@ vram_status region_add_vmm_locked(pool_arena *p, size_t small, size_t large) {
 
 /* Books what a call of vmm.c changed: the bytes held (the budget gets back what was given back)
  * and the driver calls. */
-void vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
+void vram__vmm_note_locked(pool_arena *p, const pool_vmm_change *d) {
     POOL_ASSERT_LOCKED(p);
-    if (d->mapped > d->unmapped) note_reserved_locked(p, d->mapped - d->unmapped, 1);
+    if (d->mapped > d->unmapped) vram__note_reserved_locked(p, d->mapped - d->unmapped, 1);
     if (d->mapped < d->unmapped) {
-        note_reserved_locked(p, d->unmapped - d->mapped, 0);
-        arena_budget_give(p, d->unmapped - d->mapped);
+        vram__note_reserved_locked(p, d->unmapped - d->mapped, 0);
+        vram__arena_budget_give(p, d->unmapped - d->mapped);
     }
     p->num_driver_allocs += d->creates;
     p->num_driver_frees += d->releases;
     p->num_driver_moves += d->moves;
-    stats_held_locked(p);                  /* (a move may take an extent from one zone to the other) */
+    vram__stats_held_locked(p);                  /* (a move may take an extent from one zone to the other) */
 }
 
 /* Brings the extents' counts of bytes in use up to date from the VMM region's blocks (USED and
  * PENDING chunks): O(chunks), only before idle extents are looked for. */
-void vmm_recount_locked(pool_arena *p) {
+void vram__vmm_recount_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL || !p->vmm->vmm.stale) return;
     pool_vmm *v = &p->vmm->vmm;
-    pool_vmm_busy_begin(v);
+    vram__pool_vmm_busy_begin(v);
     for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
-        if (c->state != CHUNK_FREE) pool_vmm_busy_add(v, c->addr, c->size);
+        if (c->state != CHUNK_FREE) vram__pool_vmm_busy_add(v, c->addr, c->size);
     }
-    pool_vmm_busy_end(v);
+    vram__pool_vmm_busy_end(v);
 }
 
 /* Idle mapped bytes that may be given back or moved (none in a pinned arena). */
 static size_t vmm_idle_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if (arena_still(p)) return 0;
-    vmm_recount_locked(p);
+    vram__vmm_recount_locked(p);
     return p->vmm ? p->vmm->vmm.idle : 0;
 }
 
@@ -191,34 +205,34 @@ static size_t vmm_idle_locked(pool_arena *p) {
  * the driver refuses stays counted (VRAM_OK, or its refusal in *refusal when not NULL). */
 static size_t vmm_unmap_idle_locked(pool_arena *p, size_t want, vram_status *refusal) {
     POOL_ASSERT_LOCKED(p);
-    if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
-    vmm_recount_locked(p);
+    if (p->vmm == NULL || arena_still(p) || vram__solo_fence_locked(p) != 0) return 0;
+    vram__vmm_recount_locked(p);
     pool_vmm_change d;
-    size_t released = pool_vmm_unmap_idle(&p->vmm->vmm, want, &d);
-    vmm_note_locked(p, &d);
+    size_t released = vram__pool_vmm_unmap_idle(&p->vmm->vmm, want, &d);
+    vram__vmm_note_locked(p, &d);
     if (refusal != NULL && *refusal == VRAM_OK) *refusal = d.refused;
     return released;
 }
 
-size_t vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi, const vmm_range *skip, size_t nskip) {
+size_t vram__vmm_gather_idle_locked(pool_arena *p, uint64_t lo, uint64_t hi, const vmm_range *skip, size_t nskip) {
     POOL_ASSERT_LOCKED(p);
-    if (p->vmm == NULL || arena_still(p) || solo_fence_locked(p) != 0) return 0;
-    vmm_recount_locked(p);
+    if (p->vmm == NULL || arena_still(p) || vram__solo_fence_locked(p) != 0) return 0;
+    vram__vmm_recount_locked(p);
     pool_vmm *v = &p->vmm->vmm;
     pool_vmm_change d;
     uint64_t from = lo;
     for (size_t i = 0; i <= nskip; i++) {                  /* the gaps between the ranges skipped */
         uint64_t to = i < nskip ? skip[i].lo : hi;
         if (to > from) {
-            pool_vmm_move_idle(v, from, (size_t)(to - from), &d);   /* (a move puts its extent under a */
-            vmm_note_locked(p, &d);                                 /*  block to be: busy until a recount) */
+            vram__pool_vmm_move_idle(v, from, (size_t)(to - from), &d);   /* (a move puts its extent under a */
+            vram__vmm_note_locked(p, &d);                                 /*  block to be: busy until a recount) */
         }
         if (i < nskip && skip[i].hi > from) from = skip[i].hi;
     }
     v->stale = 1;
-    vmm_recount_locked(p);
-    size_t released = pool_vmm_unmap_idle_outside(v, (size_t)(lo - v->base), (size_t)(hi - v->base), &d);
-    vmm_note_locked(p, &d);
+    vram__vmm_recount_locked(p);
+    size_t released = vram__pool_vmm_unmap_idle_outside(v, (size_t)(lo - v->base), (size_t)(hi - v->base), &d);
+    vram__vmm_note_locked(p, &d);
     return released;
 }
 
@@ -236,7 +250,7 @@ static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
     if (ahead > p->cfg.map_ahead) ahead = p->cfg.map_ahead;
     if (ahead > room) ahead = room;
     ahead &= ~(p->cfg.caps.granularity - 1);
-    return ahead > 0 && arena_budget_take(p, ahead) == GROW_OK ? ahead : 0;
+    return ahead > 0 && vram__arena_budget_take(p, ahead) == GROW_OK ? ahead : 0;
 }
 
 /* Moves idle extents of the VMM region under chunk c's unmapped granules (an unmap and a map each,
@@ -244,18 +258,18 @@ static size_t pool_map_ahead_locked(pool_arena *p, size_t need) {
 static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
     pool_vmm *v = &c->region->vmm;
-    vmm_recount_locked(p);
+    vram__vmm_recount_locked(p);
     /* nothing idle: no wait; else a block freed on the solo stream may still be in use there */
-    if (v->idle > 0 && !arena_still(p) && solo_fence_locked(p) == 0) {
+    if (v->idle > 0 && !arena_still(p) && vram__solo_fence_locked(p) == 0) {
         pool_vmm_change d;
-        pool_vmm_move_idle(v, c->addr, c->size, &d);
-        vmm_note_locked(p, &d);               /* a failed move gives its extent back */
+        vram__pool_vmm_move_idle(v, c->addr, c->size, &d);
+        vram__vmm_note_locked(p, &d);               /* a failed move gives its extent back */
     }
     return pool_vmm_unmapped(v, c->addr, c->size);
 }
 
 /* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped (backing.h). */
-grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
+grow_result vram__vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
     pool_vmm *v = &c->region->vmm;
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
@@ -291,23 +305,23 @@ grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c) {
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
     if (need > room) return GROW_LIMIT;
-    if (arena_budget_take(p, need) != GROW_OK) {
+    if (vram__arena_budget_take(p, need) != GROW_OK) {
         p->stats.retries += (uint64_t)!tight;   /* the card's budget: the same */
         if (!moved) need = vmm_move_idle_locked(p, c);
         if (need > 0) vmm_unmap_idle_locked(p, need, NULL);
         need = pool_vmm_unmapped(v, c->addr, c->size);
-        grow_result refused = arena_budget_take(p, need);
+        grow_result refused = vram__arena_budget_take(p, need);
         if (refused != GROW_OK) return refused;
     }
     size_t ahead = need > 0 && c->addr >= p->small_end ? pool_map_ahead_locked(p, need) : 0;
     pool_vmm_change d;
-    vram_status s = pool_vmm_acquire(v, c->addr, c->size, ahead, &d);
-    arena_budget_give(p, need + ahead - (d.mapped - d.unmapped));   /* unused ahead, or a failure */
-    vmm_note_locked(p, &d);
+    vram_status s = vram__pool_vmm_acquire(v, c->addr, c->size, ahead, &d);
+    vram__arena_budget_give(p, need + ahead - (d.mapped - d.unmapped));   /* unused ahead, or a failure */
+    vram__vmm_note_locked(p, &d);
     return s == VRAM_OK ? GROW_OK : GROW_DRIVER;
 }
 
-vram_status region_release(pool_arena *p, pool_region *r) {
+vram_status vram__region_release(pool_arena *p, pool_region *r) {
     const vram__backend *be = p->cfg.backend;
     vram_status s = VRAM_OK;
     if (r->kind == REGION_PLAIN) {
@@ -315,21 +329,21 @@ vram_status region_release(pool_arena *p, pool_region *r) {
         if (s != VRAM_OK) return s;             /* the driver still holds it: nothing changes */
         p->num_driver_frees++;
         p->stats.nplain--;
-        note_reserved_locked(p, r->held, 0);      /* before the budget goes back: see pool_shared */
-        arena_budget_give(p, r->held);
+        vram__note_reserved_locked(p, r->held, 0);      /* before the budget goes back: see pool_shared */
+        vram__arena_budget_give(p, r->held);
     } else {
         pool_vmm_change d;
-        s = pool_vmm_destroy(&r->vmm, &d);
+        s = vram__pool_vmm_destroy(&r->vmm, &d);
         p->num_driver_frees += d.releases;
-        note_reserved_locked(p, d.unmapped, 0);   /* before the budget goes back, as above */
-        arena_budget_give(p, d.unmapped);
+        vram__note_reserved_locked(p, d.unmapped, 0);   /* before the budget goes back, as above */
+        vram__arena_budget_give(p, d.unmapped);
         p->vmm = NULL;
     }
-    region_drop(r);
+    vram__region_drop(r);
     return s;
 }
 
-void region_drop(pool_region *r) {
+void vram__region_drop(pool_region *r) {
     for (pool_chunk *c = r->first; c != NULL;) {
         pool_chunk *next = c->next;
         free(c);
@@ -350,11 +364,11 @@ static void plain_make_room_locked(pool_arena *p, size_t size) {
     for (pool_region **link = &p->regions; *link != NULL && arena_headroom(p) < size;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
-            if (solo_fence_locked(p) != 0) return;
+            if (vram__solo_fence_locked(p) != 0) return;
             *link = r->next;
-            free_bins_remove(&p->bins, r->first);
-            if (region_release(p, r) != VRAM_OK) {
-                free_bins_insert(&p->bins, r->first);
+            vram__free_bins_remove(&p->bins, r->first);
+            if (vram__region_release(p, r) != VRAM_OK) {
+                vram__free_bins_insert(&p->bins, r->first);
                 *link = r;
                 return;
             }
@@ -368,7 +382,7 @@ static void plain_make_room_locked(pool_arena *p, size_t size) {
  * that is not a whole number of granules, or a preallocated pool's memory again after a trim. With
  * growth, idle plain regions go back first when the limit leaves too little (the caller found no
  * free chunk that fits: none of theirs is referred to). */
-grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
+grow_result vram__pool_grow_plain_locked(pool_arena *p, size_t size) {
     POOL_ASSERT_LOCKED(p);
     size_t headroom = arena_headroom(p), need;
     if (!p->cfg.growth) {
@@ -384,10 +398,10 @@ grow_result pool_grow_plain_locked(pool_arena *p, size_t size) {
         if (need > headroom) need = headroom & ~(VRAM_POOL_UNIT - 1);
         if (need < size) return GROW_LIMIT;
     }
-    grow_result refused = arena_budget_take(p, need);
+    grow_result refused = vram__arena_budget_take(p, need);
     if (refused != GROW_OK) return refused;
-    if (region_add_plain_locked(p, need) == VRAM_OK) return GROW_OK;
-    arena_budget_give(p, need);
+    if (vram__region_add_plain_locked(p, need) == VRAM_OK) return GROW_OK;
+    vram__arena_budget_give(p, need);
     return GROW_DRIVER;
 }
 
@@ -402,12 +416,12 @@ static vram_status trim_plain_regions_locked(pool_arena *p, size_t keep) {
     for (pool_region **link = &p->regions; *link != NULL && arena_cached(p) > keep;) {
         pool_region *r = *link;
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) {
-            if (solo_fence_locked(p) != 0) return VRAM_OK;
+            if (vram__solo_fence_locked(p) != 0) return VRAM_OK;
             *link = r->next;
-            free_bins_remove(&p->bins, r->first);
-            vram_status s = region_release(p, r);
+            vram__free_bins_remove(&p->bins, r->first);
+            vram_status s = vram__region_release(p, r);
             if (s != VRAM_OK) {
-                free_bins_insert(&p->bins, r->first);
+                vram__free_bins_insert(&p->bins, r->first);
                 *link = r;
                 return s;
             }
@@ -418,16 +432,16 @@ static vram_status trim_plain_regions_locked(pool_arena *p, size_t keep) {
     return VRAM_OK;
 }
 
-vram_status arena_trim_plain_locked(pool_arena *p) {
+vram_status vram__arena_trim_plain_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     return trim_plain_regions_locked(p, 0);
 }
 
-vram_status backing_trim_locked(pool_arena *p, size_t keep) {
+vram_status vram__backing_trim_locked(pool_arena *p, size_t keep) {
     POOL_ASSERT_LOCKED(p);
-    if (p->unrecorded > 0) pending_record_locked(p);   /* so that they can settle (now or next time) */
-    if (p->pending != NULL) pending_reap_locked(p, 0);
-    if (p->deferred != NULL) deferred_reap_locked(p, 0);
+    if (p->unrecorded > 0) vram__pending_record_locked(p);   /* so that they can settle (now or next time) */
+    if (p->pending != NULL) vram__pending_reap_locked(p, 0);
+    if (p->deferred != NULL) vram__deferred_reap_locked(p, 0);
     size_t excess = arena_cached(p);
     if (excess <= keep) return VRAM_OK;
     vram_status refusal = VRAM_OK;
@@ -436,7 +450,7 @@ vram_status backing_trim_locked(pool_arena *p, size_t keep) {
     return refusal != VRAM_OK ? refusal : s;
 }
 
-int backing_idle_fence(pool_arena *p) {
+int vram__backing_idle_fence(pool_arena *p) {
     /* One stream (solo): a block freed at once may still be used by work queued on the stream. The
      * extents given back below have been idle since before the previous tick, so the event that tick
      * recorded on the stream covers their last frees: wait for it here, without the lock, so that
@@ -457,18 +471,18 @@ int backing_idle_fence(pool_arena *p) {
     return fenced;
 }
 
-void backing_idle_release_locked(pool_arena *p, int fenced) {
+void vram__backing_idle_release_locked(pool_arena *p, int fenced) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
-    if (p->unrecorded > 0) pending_record_locked(p);
-    if (p->pending != NULL) pending_reap_locked(p, 0);
-    if (p->deferred != NULL) deferred_reap_locked(p, 0);
+    if (p->unrecorded > 0) vram__pending_record_locked(p);
+    if (p->pending != NULL) vram__pending_reap_locked(p, 0);
+    if (p->deferred != NULL) vram__deferred_reap_locked(p, 0);
     if (p->vmm != NULL && !p->pinned) {          /* extents idle since before the last tick (no capture) */
         pool_vmm_change d = {0};
-        vmm_recount_locked(p);
-        if (fenced) pool_vmm_unmap_stale(&p->vmm->vmm, &d);   /* else the period goes on: the next tick's
+        vram__vmm_recount_locked(p);
+        if (fenced) vram__pool_vmm_unmap_stale(&p->vmm->vmm, &d);   /* else the period goes on: the next tick's
                                                                  fence is later */
-        vmm_note_locked(p, &d);
+        vram__vmm_note_locked(p, &d);
         if (p->solo == SOLO_ON && p->solo_unfenced > 0 &&
             be->event_record(p->cfg.dev, p->solo_stream, &p->idle_fence) != VRAM_OK) {
             p->idle_fence = NULL;

@@ -56,19 +56,19 @@ static inline void bins_unlink(free_bins *b, pool_chunk *c) {
     c->left = c->right = NULL;
 }
 
-void free_bins_insert(free_bins *b, pool_chunk *c) {
+void vram__free_bins_insert(free_bins *b, pool_chunk *c) {
     bins_link(b, c, class_of(c->size));
     b->count++;
     b->bytes += c->size;
 }
 
-void free_bins_remove(free_bins *b, pool_chunk *c) {
+void vram__free_bins_remove(free_bins *b, pool_chunk *c) {
     bins_unlink(b, c);
     b->count--;
     b->bytes -= c->size;
 }
 
-void free_bins_resize(free_bins *b, pool_chunk *c, size_t size) {
+void vram__free_bins_resize(free_bins *b, pool_chunk *c, size_t size) {
     bin_index i = class_of(size);
     b->bytes = b->bytes - c->size + size;
     c->size = size;
@@ -99,7 +99,7 @@ static bin_index next_class(const free_bins *b, bin_index i) {
     return (bin_index){fl, __builtin_ctz(b->sl_map[fl])};
 }
 
-pool_chunk *free_bins_best_fit(const free_bins *b, size_t size) {
+pool_chunk *vram__free_bins_best_fit(const free_bins *b, size_t size) {
     bin_index i = class_of(size);
     pool_chunk *c = list_best(b->head[i.fl][i.sl], size);
     if (c != NULL) return c;
@@ -113,7 +113,7 @@ pool_chunk *free_bins_best_fit(const free_bins *b, size_t size) {
     return i.fl < 0 ? NULL : list_best(b->head[i.fl][i.sl], size);
 }
 
-pool_chunk *free_bins_largest(const free_bins *b) {
+pool_chunk *vram__free_bins_largest(const free_bins *b) {
     if (b->fl_map == 0) return NULL;
     int fl = msb64(b->fl_map);
     int sl = 31 - __builtin_clz(b->sl_map[fl]);
@@ -124,7 +124,7 @@ pool_chunk *free_bins_largest(const free_bins *b) {
     return best;
 }
 
-void free_bins_descending(const free_bins *b, free_bins_visit visit, void *ctx, size_t floor) {
+void vram__free_bins_descending(const free_bins *b, free_bins_visit visit, void *ctx, size_t floor) {
     for (int fl = FREE_BINS_FL - 1; fl >= 0; fl--) {
         if (!(b->fl_map & (1ull << fl))) continue;
         for (int sl = FREE_BINS_SL - 1; sl >= 0; sl--) {
@@ -140,7 +140,7 @@ void free_bins_descending(const free_bins *b, free_bins_visit visit, void *ctx, 
     }
 }
 
-void free_bins_ascending(const free_bins *b, size_t size, free_bins_visit visit, void *ctx) {
+void vram__free_bins_ascending(const free_bins *b, size_t size, free_bins_visit visit, void *ctx) {
     size_t floor = 0;
     for (bin_index i = class_of(size); i.fl >= 0;) {
         for (pool_chunk *c = b->head[i.fl][i.sl]; c != NULL; c = c->right) {
@@ -154,7 +154,7 @@ void free_bins_ascending(const free_bins *b, size_t size, free_bins_visit visit,
     }
 }
 
-int free_bins_check(const free_bins *b, char *msg, size_t len) {
+int vram__free_bins_check(const free_bins *b, char *msg, size_t len) {
     size_t count = 0, bytes = 0;
     for (int fl = 0; fl < FREE_BINS_FL; fl++) {
         for (int sl = 0; sl < FREE_BINS_SL; sl++) {

@@ -28,23 +28,23 @@ typedef struct free_bins {
     size_t      bytes;                           /* their total size */
 } free_bins;
 
-void        free_bins_insert(free_bins *b, pool_chunk *c);
-void        free_bins_remove(free_bins *b, pool_chunk *c);
+void        vram__free_bins_insert(free_bins *b, pool_chunk *c);
+void        vram__free_bins_remove(free_bins *b, pool_chunk *c);
 /* c (indexed) now spans `size` bytes: it keeps its place when its class does not change (a
  * chunk that grows over a freed neighbour, or gives its front to a block), else it moves. */
-void        free_bins_resize(free_bins *b, pool_chunk *c, size_t size);
-pool_chunk *free_bins_best_fit(const free_bins *b, size_t size);  /* NULL when none is large enough */
-pool_chunk *free_bins_largest(const free_bins *b);
+void        vram__free_bins_resize(free_bins *b, pool_chunk *c, size_t size);
+pool_chunk *vram__free_bins_best_fit(const free_bins *b, size_t size);  /* NULL when none is large enough */
+pool_chunk *vram__free_bins_largest(const free_bins *b);
 
 /* Visits the chunks of every class from the largest class down; stops when `visit` returns
  * nonzero or when a class's sizes are all below `floor` (which `visit` may raise as it goes). */
 typedef int (*free_bins_visit)(pool_chunk *c, void *ctx, size_t *floor);
-void        free_bins_descending(const free_bins *b, free_bins_visit visit, void *ctx, size_t floor);
+void        vram__free_bins_descending(const free_bins *b, free_bins_visit visit, void *ctx, size_t floor);
 /* Visits the chunks of the classes that may hold `size` bytes, smaller classes first; stops when
  * `visit` returns nonzero. */
-void        free_bins_ascending(const free_bins *b, size_t size, free_bins_visit visit, void *ctx);
+void        vram__free_bins_ascending(const free_bins *b, size_t size, free_bins_visit visit, void *ctx);
 
 /* Verifies every chunk is free and in its class, and the counts and bitmaps; 0 when sound. */
-int         free_bins_check(const free_bins *b, char *msg, size_t len);
+int         vram__free_bins_check(const free_bins *b, char *msg, size_t len);
 
 #endif /* VRAM_POOL_FREE_BINS_H */

@@ -13,11 +13,11 @@
 static atomic_ullong uids;               /* pools and arenas created so far */
 static atomic_uint threads;              /* threads that asked for their seq so far */
 
-uint64_t pool_new_uid(void) {
+uint64_t vram__pool_new_uid(void) {
     return atomic_fetch_add(&uids, 1) + 1;
 }
 
-unsigned pool_thread_seq(vram__pool_thread *me) {
+unsigned vram__pool_thread_seq(vram__pool_thread *me) {
     if (me->seq == 0) me->seq = atomic_fetch_add_explicit(&threads, 1, memory_order_relaxed) + 1;
     return me->seq;
 }

@@ -20,7 +20,7 @@
 #define LOCK_BIAS 1
 #endif
 
-void pool_lock_wait(pool_lock *l) {
+void vram__pool_lock_wait(pool_lock *l) {
     for (int i = 0; i < LOCK_SPINS; i++) {
         int expected = 0;
         if (atomic_load_explicit(&l->state, memory_order_relaxed) == 0 &&
@@ -37,14 +37,14 @@ void pool_lock_wait(pool_lock *l) {
     }
 }
 
-void pool_lock_wake(pool_lock *l) {
+void vram__pool_lock_wake(pool_lock *l) {
     syscall(SYS_futex, &l->state, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
 /* Held by state while biased to another thread: the bias goes. The revoked mark, then the owner's
  * fence (membarrier), so that an owner on its way in either is seen inside here or sees the mark
  * and takes the lock by state; then wait for it to leave. */
-void pool_lock_unbias(pool_lock *l) {
+void vram__pool_lock_unbias(pool_lock *l) {
     atomic_store(&l->revoked, 1);
     vram__membarrier_fence();
     for (int i = 0; atomic_load_explicit(&l->owner_in, memory_order_acquire); i++) {
@@ -60,18 +60,18 @@ void pool_lock_unbias(pool_lock *l) {
     else if (l->need < LOCK_NEED_MAX) l->need *= 2;
 }
 
-void pool_lock_wake_revoker(pool_lock *l) {
+void vram__pool_lock_wake_revoker(pool_lock *l) {
     syscall(SYS_futex, &l->owner_in, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 }
 
-void pool_lock_take_slow(pool_lock *l, const void *self) {
+void vram__pool_lock_take_slow(pool_lock *l, const void *self) {
     int free_state = 0;
     if (!atomic_compare_exchange_strong_explicit(&l->state, &free_state, 1, memory_order_acquire,
                                                  memory_order_relaxed)) {
-        pool_lock_wait(l);
+        vram__pool_lock_wait(l);
     }
     const void *owner = atomic_load_explicit(&l->owner, memory_order_relaxed);
-    if (owner != NULL && owner != self) pool_lock_unbias(l);
+    if (owner != NULL && owner != self) vram__pool_lock_unbias(l);
     if (l->streak_by != self) {
         l->streak_by = self;
         l->streak = 0;

@@ -48,11 +48,11 @@ typedef struct pool_lock {
                                          revocation that came before 64 x need takes by the bias */
 } pool_lock;
 
-void pool_lock_wait(pool_lock *l);   /* lock.c: the held case */
-void pool_lock_wake(pool_lock *l);
-void pool_lock_unbias(pool_lock *l);                       /* held by state, biased to another */
-void pool_lock_wake_revoker(pool_lock *l);                 /* the owner left while a revoker waits */
-void pool_lock_take_slow(pool_lock *l, const void *self);  /* by state; may bias it to self */
+void vram__pool_lock_wait(pool_lock *l);   /* lock.c: the held case */
+void vram__pool_lock_wake(pool_lock *l);
+void vram__pool_lock_unbias(pool_lock *l);                       /* held by state, biased to another */
+void vram__pool_lock_wake_revoker(pool_lock *l);                 /* the owner left while a revoker waits */
+void vram__pool_lock_take_slow(pool_lock *l, const void *self);  /* by state; may bias it to self */
 
 static inline void pool_lock_init(pool_lock *l) {
     atomic_init(&l->state, 0);
@@ -70,9 +70,9 @@ static inline void pool_lock_take(pool_lock *l) {
     int free_state = 0;
     if (!atomic_compare_exchange_strong_explicit(&l->state, &free_state, 1, memory_order_acquire,
                                                  memory_order_relaxed)) {
-        pool_lock_wait(l);
+        vram__pool_lock_wait(l);
     }
-    if (__builtin_expect(atomic_load_explicit(&l->owner, memory_order_relaxed) != NULL, 0)) pool_lock_unbias(l);
+    if (__builtin_expect(atomic_load_explicit(&l->owner, memory_order_relaxed) != NULL, 0)) vram__pool_lock_unbias(l);
     l->streak_by = NULL;
     POOL_DEBUG_TAKE(l, POOL_RANK_ARENA);
 }
@@ -89,9 +89,9 @@ static inline void pool_lock_take_by(pool_lock *l, const void *self) {
             return;
         }
         atomic_store_explicit(&l->owner_in, 0, memory_order_release);
-        pool_lock_wake_revoker(l);
+        vram__pool_lock_wake_revoker(l);
     }
-    pool_lock_take_slow(l, self);
+    vram__pool_lock_take_slow(l, self);
     POOL_DEBUG_TAKE(l, POOL_RANK_ARENA);
 }
 
@@ -101,10 +101,10 @@ static inline void pool_lock_give(pool_lock *l) {
         l->by_bias = 0;
         atomic_store_explicit(&l->owner_in, 0, memory_order_release);
         /* a revoker that found the owner inside ran membarrier before: this load sees its mark */
-        if (__builtin_expect(atomic_load_explicit(&l->revoked, memory_order_relaxed), 0)) pool_lock_wake_revoker(l);
+        if (__builtin_expect(atomic_load_explicit(&l->revoked, memory_order_relaxed), 0)) vram__pool_lock_wake_revoker(l);
         return;
     }
-    if (atomic_exchange_explicit(&l->state, 0, memory_order_release) == 2) pool_lock_wake(l);
+    if (atomic_exchange_explicit(&l->state, 0, memory_order_release) == 2) vram__pool_lock_wake(l);
 }
 
 #endif /* VRAM_POOL_LOCK_H */

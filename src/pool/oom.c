@@ -10,6 +10,7 @@
  */
 #include <stdio.h>
 
+#include "common/ledger_member.h"
 #include "pool/arena.h"
 
 /* Largest free block within memory held from the driver: in the VMM region, the longest mapped
@@ -18,21 +19,21 @@
 static int largest_mapped_visit(pool_chunk *c, void *ctx, size_t *floor) {
     size_t *best = ctx;
     if (c->size <= *best) return 0;
-    size_t run = c->region->kind == REGION_VMM ? pool_vmm_mapped_run(&c->region->vmm, c->addr, c->size, NULL)
+    size_t run = c->region->kind == REGION_VMM ? vram__pool_vmm_mapped_run(&c->region->vmm, c->addr, c->size, NULL)
                                                : c->size;
     if (run > *best) *best = *floor = run;
     return 0;
 }
 
-size_t pool_largest_free_locked(const pool_arena *p) {
+size_t vram__pool_largest_free_locked(const pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if (p->vmm == NULL) {
-        pool_chunk *largest = free_bins_largest(&p->bins);
+        pool_chunk *largest = vram__free_bins_largest(&p->bins);
         return largest ? largest->size : 0;
     }
     size_t best = 0;
-    free_bins_descending(&p->bins, largest_mapped_visit, &best, 0);
-    free_bins_descending(&p->sbins, largest_mapped_visit, &best, best);
+    vram__free_bins_descending(&p->bins, largest_mapped_visit, &best, 0);
+    vram__free_bins_descending(&p->sbins, largest_mapped_visit, &best, best);
     return best;
 }
 
@@ -99,7 +100,7 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     char driver_msg[1024];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     size_t current = all ? all->current : p->current, reserved = all ? all->reserved : p->reserved;
-    size_t largest_free = all ? all->largest_free : pool_largest_free_locked(p);
+    size_t largest_free = all ? all->largest_free : vram__pool_largest_free_locked(p);
     size_t limit = atomic_load_explicit(&p->shared->budget.cap, memory_order_relaxed);   /* (a fraction's) */
     if (limit > p->cfg.limit) limit = p->cfg.limit;
     size_t growable = p->cfg.growth && reserved < limit ? limit - reserved : 0;
@@ -108,6 +109,9 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
     oom_stuck_sentence(p, all ? 0 : stuck, current, rounded, limit, stuck_msg, sizeof stuck_msg);
     if (why == GROW_DRIVER) {
         oom_card_full(p, reserved, driver_msg, cause, sizeof cause);
+    } else if (why == GROW_CARD_LIMIT && p->cfg.budget->member != NULL &&
+               vram__ledger_member_refusal(p->cfg.budget->member, p->cfg.budget->member_card, cause, sizeof cause)) {
+        /* the ledger's gate refused (a group's budget, a limit set from outside): its sentence */
     } else if (why == GROW_CARD_LIMIT && atomic_load(&p->cfg.budget->external) == atomic_load(&p->cfg.budget->cap)) {
         snprintf(cause, sizeof cause, "the limit of %zu bytes set on this process's card from outside it (vram "
                  "limit) is reached, shared by its logical devices", atomic_load(&p->cfg.budget->cap));
@@ -150,13 +154,13 @@ static vram_status pool_oom_report(const pool_arena *p, size_t size, size_t roun
                       largest_free, free_bytes);
 }
 
-vram_status oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
+vram_status vram__oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {
     POOL_ASSERT_LOCKED(p);
     p->num_ooms++;
     return pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
 }
 
-vram_status oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why) {
+vram_status vram__oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why) {
     char driver_msg[1024], cause[1536];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     size_t reserved = atomic_load(&p->shared->reserved);

@@ -13,13 +13,15 @@
  * capture to end (`late`), never above cap; blocks == the live blocks (the table's count). Lock:
  * `lock` (a mutex: the backend's calls are slow anyway) guards everything; no arena lock is held
  * when it is taken, and the backend is called under it (an event sync included: frees of host
- * memory wait for the GPU).
+ * memory wait for the GPU). A process in the ledger publishes the card's overflow bytes under it
+ * (the member's mutex, then the ledger's lock: common/ledger_member.h).
  */
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "common/ledger_member.h"
 #include "pool/overflow.h"
 #include "pool/ptr_map.h"
 
@@ -40,13 +42,16 @@ struct pool_overflow {
     size_t               cap;
     char                 name[64];
     pool_shared         *shared;
+    vram__card_budget   *budget;     /* the card's (its overflow bytes published to the ledger), or NULL */
     ptr_map              table;      /* live blocks by address */
     ovf_block           *late;       /* freed during a capture: released after it */
     size_t               bytes, peak;
     uint64_t             served;
+    vram_stat            st_bytes, st_blocks;   /* vram_get_allocator_stats' figures (their own peaks and
+                                                   accumulations: reset by the stats' resets, not `peak`) */
 };
 
-vram_status overflow_create(const vram__pool_config *cfg, pool_shared *shared, pool_overflow **out) {
+vram_status vram__overflow_create(const vram__pool_config *cfg, pool_shared *shared, pool_overflow **out) {
     pool_overflow *o = calloc(1, sizeof *o);
     if (o == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the overflow's record");
     pthread_mutex_init(&o->lock, NULL);
@@ -54,6 +59,7 @@ vram_status overflow_create(const vram__pool_config *cfg, pool_shared *shared, p
     o->dev = cfg->dev;
     o->cap = cfg->overflow_max;
     o->shared = shared;
+    o->budget = cfg->budget;
     snprintf(o->name, sizeof o->name, "%s", cfg->name);
     *out = o;
     return VRAM_OK;
@@ -75,12 +81,36 @@ static vram_status wait_streams(pool_overflow *o, ovf_block *b, int ordered, voi
     return VRAM_OK;
 }
 
+/* The card's overflow bytes moved by `delta` (lock held): a process in the ledger publishes them, so
+ * that vram top shows them (the card's pools together: several logical devices may share it). */
+static void publish_bytes(pool_overflow *o, long long delta) {
+    vram__card_budget *b = o->budget;
+    if (b == NULL || b->member == NULL) return;
+    size_t now = delta >= 0 ? atomic_fetch_add(&b->overflow, (size_t)delta) + (size_t)delta
+                            : atomic_fetch_sub(&b->overflow, (size_t)-delta) - (size_t)-delta;
+    vram__ledger_member_overflow(b->member, b->member_card, now);
+}
+
+/* The allocator statistics' figures after a block of `bytes` came (+1) or went (-1) (lock held). */
+static void stat_moved(pool_overflow *o, int dir, size_t bytes) {
+    vram_stat *s[2] = { &o->st_bytes, &o->st_blocks };
+    int64_t by[2] = { (int64_t)bytes, 1 };
+    for (int i = 0; i < 2; i++) {
+        s[i]->current += dir * by[i];
+        if (dir > 0) s[i]->allocated += by[i];
+        else s[i]->freed += by[i];
+        if (s[i]->current > s[i]->peak) s[i]->peak = s[i]->current;
+    }
+}
+
 /* Gives block b's host memory back (lock held; b out of the table already): VRAM_OK, or the
  * driver's refusal, b unchanged. */
 static vram_status release_block(pool_overflow *o, ovf_block *b) {
     vram_status s = o->backend->overflow_free(o->dev, b->c.addr, b->c.size);
     if (s != VRAM_OK) return s;
     o->bytes -= b->c.size;
+    publish_bytes(o, -(long long)b->c.size);
+    stat_moved(o, -1, b->c.size);
     free(b->uses);
     free(b);
     return VRAM_OK;
@@ -101,7 +131,7 @@ static void release_late(pool_overflow *o) {
     }
 }
 
-vram_status overflow_destroy(pool_overflow *o) {
+vram_status vram__overflow_destroy(pool_overflow *o) {
     if (o == NULL) return VRAM_OK;
     vram_status refusal = VRAM_OK;
     pthread_mutex_lock(&o->lock);
@@ -115,13 +145,13 @@ vram_status overflow_destroy(pool_overflow *o) {
         b = next;
     }
     pthread_mutex_unlock(&o->lock);
-    ptr_map_destroy(&o->table);
+    vram__ptr_map_destroy(&o->table);
     pthread_mutex_destroy(&o->lock);
     free(o);
     return refusal;
 }
 
-size_t overflow_live(pool_overflow *o, size_t *bytes) {
+size_t vram__overflow_live(pool_overflow *o, size_t *bytes) {
     pthread_mutex_lock(&o->lock);
     size_t n = o->table.count, late = 0;
     for (const ovf_block *b = o->late; b != NULL; b = b->next_late) late += b->c.size;
@@ -149,7 +179,7 @@ static vram_status cap_refusal(pool_overflow *o, size_t held) {
                       o->cap, o->bytes, held);
 }
 
-vram_status overflow_alloc(pool_overflow *o, size_t size, void *stream, void **ptr) {
+vram_status vram__overflow_alloc(pool_overflow *o, size_t size, void *stream, void **ptr) {
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
     pthread_mutex_lock(&o->lock);
     release_late(o);
@@ -172,12 +202,14 @@ vram_status overflow_alloc(pool_overflow *o, size_t size, void *stream, void **p
         b->c.req = size;
         b->c.stream = stream;
         b->c.state = CHUNK_USED;
-        if (ptr_map_insert(&o->table, addr, &b->c) != 0) {
+        if (vram__ptr_map_insert(&o->table, addr, &b->c) != 0) {
             (void)o->backend->overflow_free(o->dev, addr, held);
             s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the overflow's table");
         } else {
             span_widen(o->shared, addr, addr + held);
             o->bytes += held;
+            publish_bytes(o, (long long)held);
+            stat_moved(o, 1, held);
             if (o->bytes > o->peak) o->peak = o->bytes;
             o->served++;
             *ptr = (void *)(uintptr_t)addr;
@@ -189,11 +221,11 @@ vram_status overflow_alloc(pool_overflow *o, size_t size, void *stream, void **p
     return s;
 }
 
-vram_status overflow_free(pool_overflow *o, void *ptr, vram__free_req *req) {
+vram_status vram__overflow_free(pool_overflow *o, void *ptr, vram__free_req *req) {
     uint64_t addr = (uint64_t)(uintptr_t)ptr;
     pthread_mutex_lock(&o->lock);
     release_late(o);
-    ovf_block *b = (ovf_block *)ptr_map_get(&o->table, addr);
+    ovf_block *b = (ovf_block *)vram__ptr_map_get(&o->table, addr);
     if (b == NULL) {
         req->owned = 0;
         pthread_mutex_unlock(&o->lock);
@@ -205,7 +237,7 @@ vram_status overflow_free(pool_overflow *o, void *ptr, vram__free_req *req) {
     void *stream = req->how == VRAM_POOL_FREE_ALLOC_STREAM ? b->c.stream : req->stream;
     vram_status s = VRAM_OK;
     if ((ordered || b->nuses > 0) && atomic_load(&o->shared->captures) > 0) {
-        ptr_map_take(&o->table, addr);           /* the GPU may still use it: released after the capture */
+        vram__ptr_map_take(&o->table, addr);           /* the GPU may still use it: released after the capture */
         b->free_ordered = ordered;
         b->free_stream = stream;
         b->next_late = o->late;
@@ -214,10 +246,10 @@ vram_status overflow_free(pool_overflow *o, void *ptr, vram__free_req *req) {
         s = vram__fail_wrap(s, "%s(%p): waiting for the streams of a block in host memory",
                             vram__pool_free_name(req->how), ptr);
     } else {
-        ptr_map_take(&o->table, addr);
+        vram__ptr_map_take(&o->table, addr);
         s = release_block(o, b);
         if (s != VRAM_OK) {                      /* the driver still holds it: live, counted, as it was */
-            ptr_map_insert(&o->table, addr, &b->c);   /* (its slot was just freed: no allocation) */
+            vram__ptr_map_insert(&o->table, addr, &b->c);   /* (its slot was just freed: no allocation) */
             s = vram__fail_wrap(s, "%s(%p)", vram__pool_free_name(req->how), ptr);
         }
     }
@@ -225,9 +257,9 @@ vram_status overflow_free(pool_overflow *o, void *ptr, vram__free_req *req) {
     return s;
 }
 
-vram_status overflow_record_stream(pool_overflow *o, void *ptr, void *stream, int *owned) {
+vram_status vram__overflow_record_stream(pool_overflow *o, void *ptr, void *stream, int *owned) {
     pthread_mutex_lock(&o->lock);
-    ovf_block *b = (ovf_block *)ptr_map_get(&o->table, (uint64_t)(uintptr_t)ptr);
+    ovf_block *b = (ovf_block *)vram__ptr_map_get(&o->table, (uint64_t)(uintptr_t)ptr);
     vram_status s = VRAM_OK;
     *owned = b != NULL;
     if (b == NULL) {
@@ -247,14 +279,14 @@ vram_status overflow_record_stream(pool_overflow *o, void *ptr, void *stream, in
     return s;
 }
 
-int overflow_owns(pool_overflow *o, const void *ptr) {
+int vram__overflow_owns(pool_overflow *o, const void *ptr) {
     pthread_mutex_lock(&o->lock);
-    int owns = ptr_map_get(&o->table, (uint64_t)(uintptr_t)ptr) != NULL;
+    int owns = vram__ptr_map_get(&o->table, (uint64_t)(uintptr_t)ptr) != NULL;
     pthread_mutex_unlock(&o->lock);
     return owns;
 }
 
-void overflow_info(pool_overflow *o, vram_memory_info *info) {
+void vram__overflow_info(pool_overflow *o, vram_memory_info *info) {
     pthread_mutex_lock(&o->lock);
     release_late(o);
     info->overflow_bytes = o->bytes;
@@ -265,7 +297,24 @@ void overflow_info(pool_overflow *o, vram_memory_info *info) {
     pthread_mutex_unlock(&o->lock);
 }
 
-vram_status overflow_check(pool_overflow *o) {
+void vram__overflow_stats(pool_overflow *o, vram_allocator_stats *stats) {
+    pthread_mutex_lock(&o->lock);
+    stats->overflow_bytes = o->st_bytes;
+    stats->overflow_blocks = o->st_blocks;
+    pthread_mutex_unlock(&o->lock);
+}
+
+void vram__overflow_reset_stats(pool_overflow *o, int peaks) {
+    pthread_mutex_lock(&o->lock);
+    vram_stat *s[2] = { &o->st_bytes, &o->st_blocks };
+    for (int i = 0; i < 2; i++) {
+        if (peaks) s[i]->peak = s[i]->current;
+        else s[i]->allocated = s[i]->freed = 0;
+    }
+    pthread_mutex_unlock(&o->lock);
+}
+
+vram_status vram__overflow_check(pool_overflow *o) {
     pthread_mutex_lock(&o->lock);
     size_t bytes = 0, n = 0;
     for (size_t i = 0; o->table.slots != NULL && i <= o->table.mask; i++) {

@@ -46,13 +46,13 @@ static void touch_pages(void *p, size_t n) {
     if (n > 0) b[n - 1] = 0;   /* (p need not start a page: the last one) */
 }
 
-int plan_detector_init(plan_detector *d) {
+int vram__plan_detector_init(plan_detector *d) {
     memset(d, 0, sizeof *d);
     d->req = malloc(PLAN_HISTORY * sizeof *d->req);
     d->live_before = malloc(PLAN_HISTORY * sizeof *d->live_before);
     d->gram_prev = malloc(PLAN_HISTORY * sizeof *d->gram_prev);
     if (d->req == NULL || d->live_before == NULL || d->gram_prev == NULL) {
-        plan_detector_free(d);
+        vram__plan_detector_free(d);
         d->off = 1;
         return -1;
     }
@@ -62,7 +62,7 @@ int plan_detector_init(plan_detector *d) {
     return 0;
 }
 
-void plan_detector_free(plan_detector *d) {
+void vram__plan_detector_free(plan_detector *d) {
     free(d->req);
     free(d->live_before);
     free(d->gram_prev);
@@ -71,7 +71,7 @@ void plan_detector_free(plan_detector *d) {
     d->gram_prev = NULL;
 }
 
-void plan_free(pool_plan *plan) {
+void vram__plan_free(pool_plan *plan) {
     free(plan->size);
     free(plan->stream);
     free(plan->offset);
@@ -105,7 +105,7 @@ static int alive_together(uint64_t bx, uint64_t dx, uint64_t by, uint64_t dy, ui
     return cycle != 0 && ((bx < dy + cycle && by + cycle < dx) || (bx + cycle < dy && by < dx + cycle));
 }
 
-size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle,
+size_t vram__plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle,
                   uint64_t *off) {
     size_t *order = malloc((n ? n : 1) * sizeof *order), *placed = malloc((n ? n : 1) * sizeof *placed);
     if (order == NULL || placed == NULL) {
@@ -293,7 +293,7 @@ static int block_life(const plan_detector *d, uint64_t s, uint32_t P, uint32_t i
 static int place_step(pool_plan *p, size_t n, const uint32_t *which, const size_t *bsize, const uint64_t *born,
                       const uint64_t *dies, uint64_t cycle) {
     uint64_t *boff = malloc((n ? n : 1) * sizeof *boff);
-    size_t top = boff != NULL ? plan_place(n, bsize, born, dies, cycle, boff) : SIZE_MAX;
+    size_t top = boff != NULL ? vram__plan_place(n, bsize, born, dies, cycle, boff) : SIZE_MAX;
     if (top == SIZE_MAX) {
         free(boff);
         return -1;
@@ -395,7 +395,7 @@ static int make_plan(const plan_detector *d, uint64_t s, uint32_t P, pool_plan *
     free(dies);
     free(which);
     if (!ok) {
-        plan_free(&p);
+        vram__plan_free(&p);
         return -1;
     }
     *plan = p;
@@ -451,7 +451,7 @@ static void note_gram(plan_detector *d, uint64_t n, uint64_t key) {
     *slot = (uint32_t)(n + 1);
 }
 
-int plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t *id, pool_plan *plan) {
+int vram__plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t *id, pool_plan *plan) {
     uint64_t n = d->requests++;
     *id = n;
     if (d->off) return 0;
@@ -482,12 +482,12 @@ int plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t 
     return 1;
 }
 
-void plan_note_gap(plan_detector *d) {
+void vram__plan_note_gap(plan_detector *d) {
     d->since = d->requests;
     d->candidate = d->run = d->fired = d->floor = 0;
 }
 
-void plan_note_free(plan_detector *d, uint64_t id, size_t size) {
+void vram__plan_note_free(plan_detector *d, uint64_t id, size_t size) {
     d->live -= size;
     if (d->off) return;
     if (id + PLAN_HISTORY > d->requests) at(d, id)->dies = d->events;

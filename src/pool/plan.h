@@ -9,7 +9,7 @@
  * repository's traces: bench/placement.c).
  *
  * The detector is fed every request (size rounded, stream) and every free (an owner that stops
- * feeding it for a while says so: plan_note_gap; no period is found across the gap), and answers,
+ * feeding it for a while says so: vram__plan_note_gap; no period is found across the gap), and answers,
  * without any marker from the program: the period P (requests per step), where a step starts, and a plan:
  * for each request of the step, its offset in a range of `top` bytes, or PLAN_UNPLANNED for a block
  * that outlives its step (weights, optimizer state, a cache that grows; those stay with best fit).
@@ -110,7 +110,7 @@ typedef struct plan_detector {
                                    request floor_until (then the same period may be found again) */
     uint64_t      floor_until;
     uint32_t      fired;        /* the period whose plan was made (0: none since the last break) */
-    uint64_t      since;        /* the first request fed after a gap (plan_note_gap; 0: none): a period
+    uint64_t      since;        /* the first request fed after a gap (vram__plan_note_gap; 0: none): a period
                                    is found, and a block's life read, only among requests from it on */
     int           off;          /* 1: too little host memory; the detector sees nothing more */
     size_t        min_live;     /* the owner's bar: a step whose planned blocks peak below it is not
@@ -118,29 +118,29 @@ typedef struct plan_detector {
 } plan_detector;
 
 /* Starts a detector (host memory for its history; -1 when there is none). */
-int  plan_detector_init(plan_detector *d);
-void plan_detector_free(plan_detector *d);
+int  vram__plan_detector_init(plan_detector *d);
+void vram__plan_detector_free(plan_detector *d);
 
 /* Feeds a request of `size` bytes (rounded as the pool rounds) on `stream`; its number (for the
  * free) in *id. Returns 1 when this request confirmed a period: then *plan is made (free it with
- * plan_free) and the next step starts at plan->start_request; 0 otherwise; -1 when the plan could
+ * vram__plan_free) and the next step starts at plan->start_request; 0 otherwise; -1 when the plan could
  * not be made (host memory), which changes nothing else. */
-int  plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t *id, pool_plan *plan);
-/* Feeds the free of request `id` of `size` bytes (one that plan_note_request numbered). */
-void plan_note_free(plan_detector *d, uint64_t id, size_t size);
+int  vram__plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t *id, pool_plan *plan);
+/* Feeds the free of request `id` of `size` bytes (one that vram__plan_note_request numbered). */
+void vram__plan_note_free(plan_detector *d, uint64_t id, size_t size);
 /* Says that requests went unseen since the last one fed (the owner stopped feeding it for a while):
  * the candidate period is dropped, and no period is found across the gap, nor a block's life read
  * from a request before it. The frees of requests fed before it are still fed. */
-void plan_note_gap(plan_detector *d);
+void vram__plan_note_gap(plan_detector *d);
 
 /* Places `n` blocks (size[i], alive over [born[i], dies[i])) largest first, each at the lowest
  * offset where no block alive at the same time lies; with `cycle` > 0 the times repeat every cycle
  * events, and a block with dies[i] > cycle is alive again over [0, dies[i] - cycle) (cycle 0: no
  * repetition). Offsets into off[]; returns the top. Needs
  * n pointers of scratch memory; returns SIZE_MAX when there is none. */
-size_t plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle,
+size_t vram__plan_place(size_t n, const size_t *size, const uint64_t *born, const uint64_t *dies, uint64_t cycle,
                   uint64_t *off);
 
-void plan_free(pool_plan *plan);
+void vram__plan_free(pool_plan *plan);
 
 #endif /* VRAM_POOL_PLAN_H */

@@ -34,21 +34,21 @@
 #define PLAN_LOOK  (3 * (int64_t)PLAN_MAX_STEP)
 #define PLAN_NAP   (32 * (uint64_t)PLAN_LOOK)
 
-void plan_arena_enable(pool_arena *p) {
+void vram__plan_arena_enable(pool_arena *p) {
     pool_planner *pl = calloc(1, sizeof *pl);
     if (pl == NULL) return;
-    if (plan_detector_init(&pl->det) != 0) {
+    if (vram__plan_detector_init(&pl->det) != 0) {
         free(pl);
         return;
     }
     p->planner = pl;
 }
 
-void plan_arena_destroy(pool_arena *p) {
+void vram__plan_arena_destroy(pool_arena *p) {
     pool_planner *pl = p->planner;
     if (pl == NULL) return;
-    plan_detector_free(&pl->det);
-    plan_free(&pl->plan);
+    vram__plan_detector_free(&pl->det);
+    vram__plan_free(&pl->plan);
     free(pl->chunk);
     free(pl->slot);
     free(pl->sorted);
@@ -65,7 +65,7 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
     uint64_t hi = p->plan_hi;
     if (hi == 0) return;
     for (pool_chunk *c = first; c != NULL && c->addr < hi; c = c->next) {
-        if (c->state == CHUNK_FREE) free_bins_remove(&p->pbins, c);
+        if (c->state == CHUNK_FREE) vram__free_bins_remove(&p->pbins, c);
         c->plan_k = 0;
         last = c;
     }
@@ -75,8 +75,8 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
     for (pool_chunk *c = first, *next; c != NULL; c = next) {
         next = c == last ? NULL : c->next;
         if (c->state != CHUNK_FREE) continue;
-        if (c == first || c == last) chunk_make_free_locked(p, c, 0);   /* (may merge outside) */
-        else free_bins_insert(&p->bins, c);
+        if (c == first || c == last) vram__chunk_make_free_locked(p, c, 0);   /* (may merge outside) */
+        else vram__free_bins_insert(&p->bins, c);
     }
 }
 
@@ -85,7 +85,7 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
 static void plan_end_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
-    plan_slots_leave_locked(p);
+    vram__plan_slots_leave_locked(p);
     pl->quiet = 0;
     if (pl->active) pl->ends++;
     pl->active = pl->armed = 0;
@@ -103,13 +103,13 @@ static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
     if (c == NULL || c->state != CHUNK_FREE || c->addr < p->small_end || c->size < bytes + gran) return -1;
     uint64_t lo = c->addr + c->size - bytes;                         /* (the range's end is a granule's) */
     if (lo % gran != 0 || lo < c->addr + gran) return -1;
-    pool_chunk *z = chunk_cut_at_locked(p, c, lo);                   /* [lo, the region's end) */
+    pool_chunk *z = vram__chunk_cut_at_locked(p, c, lo);                   /* [lo, the region's end) */
     if (z == NULL) return -1;
-    free_bins_remove(pool_bins_of(p, z), z);
+    vram__free_bins_remove(pool_bins_of(p, z), z);
     p->plan_lo = lo;
     p->plan_hi = lo + bytes;
     p->plan_first = z;
-    free_bins_insert(&p->pbins, z);
+    vram__free_bins_insert(&p->pbins, z);
     return 0;
 }
 
@@ -157,17 +157,17 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
         bytes + gran + held_outside_plan_locked(p, plan) > p->cfg.limit) {
         pl->det.off = 1;
         pl->refused++;
-        plan_free(plan);
+        vram__plan_free(plan);
         return;
     }
     /* (the detector placed nothing unless the step's blocks reached det.min_live) */
     pool_chunk **chunk = plan->planned > 0 && p->plan_hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
     if (chunk == NULL || plan_zone_carve_locked(p, bytes) != 0) {
         free(chunk);
-        plan_free(plan);
+        vram__plan_free(plan);
         return;
     }
-    plan_free(&pl->plan);
+    vram__plan_free(&pl->plan);
     free(pl->chunk);
     free(pl->slot);
     free(pl->sorted);
@@ -186,7 +186,7 @@ static void plan_rest_locked(pool_arena *p) {
     p->plan_nap = PLAN_NAP;
 }
 
-void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
+void vram__plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl->active) return;
@@ -194,12 +194,12 @@ void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *strea
     pl->reserved_seen = p->reserved;
     if (pl->resting) {                          /* reserved memory grew, or a look */
         pl->resting = 0;
-        plan_note_gap(&pl->det);
+        vram__plan_note_gap(&pl->det);
         pl->quiet = grew ? 0 : PLAN_QUIET - PLAN_LOOK;
     } else if (grew) {
         pl->quiet = 0;
     }
-    if (pl->det.off || tc_parking(p)) {         /* nothing to feed */
+    if (pl->det.off || vram__tc_parking(p)) {         /* nothing to feed */
         if (!pl->armed) plan_rest_locked(p);
         return;
     }
@@ -209,10 +209,10 @@ void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *strea
     }
     uint64_t id = 0;
     pool_plan plan;
-    int made = plan_note_request(&pl->det, rounded, (uintptr_t)stream, &id, &plan);
+    int made = vram__plan_note_request(&pl->det, rounded, (uintptr_t)stream, &id, &plan);
     c->plan_id = id + 1;
     if (made == 1 && !pl->armed) plan_arm_locked(p, &plan);
-    else if (made == 1) plan_free(&plan);
+    else if (made == 1) vram__plan_free(&plan);
     if (++pl->quiet >= PLAN_QUIET && !pl->armed) plan_rest_locked(p);
 }
 
@@ -240,7 +240,7 @@ static vmm_range *wrap_places(const pool_arena *p, size_t *n) {
  * next step: the step before's blocks there may be best fit's (placed before the plan was made),
  * holding their bytes outside the zone. Until the settle request, where those are freed, growth
  * holds (idle memory moves under a block before more is mapped); there the zone's unmapped rest
- * gets the idle memory and what is idle outside goes back (plan_alloc_locked). */
+ * gets the idle memory and what is idle outside goes back (vram__plan_alloc_locked). */
 static void plan_step_begins_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
@@ -249,12 +249,12 @@ static void plan_step_begins_locked(pool_arena *p) {
     if (pl->first) {
         size_t n = 0;
         vmm_range *skip = wrap_places(p, &n);
-        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, skip, n);
+        pl->given_back_bytes += vram__vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, skip, n);
         free(skip);
         pl->given_back = 1;
         pl->settle_due = pl->plan.settle > 0;
         p->plan_hold = pl->settle_due;   /* until then, the idle memory in the zone serves first */
-    } else if (!pl->settle_due && (pl->zone != NULL || plan_slots_enter_locked(p))) {
+    } else if (!pl->settle_due && (pl->zone != NULL || vram__plan_slots_enter_locked(p))) {
         pl->slot_steps++;
     }
 }
@@ -266,7 +266,7 @@ static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
 }
 
 /* Planned request k's place in the zone, cut from chunk c (free, holding the place): PLAN_PLACE with
- * *place, for the allocation path to hand out (plan_placed_locked then), or, when c does not hold
+ * *place, for the allocation path to hand out (vram__plan_placed_locked then), or, when c does not hold
  * the place, PLAN_BEST_FIT (the plan ends). */
 static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t rounded, int before_first,
                              pool_chunk **place) {
@@ -274,7 +274,7 @@ static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t ro
     pool_planner *pl = p->planner;
     uint64_t at = p->plan_lo + pl->plan.offset[k];
     if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
-        (c = chunk_cut_at_locked(p, c, at)) == NULL) {
+        (c = vram__chunk_cut_at_locked(p, c, at)) == NULL) {
         plan_end_locked(p);
         return PLAN_BEST_FIT;
     }
@@ -284,7 +284,7 @@ static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t ro
     return PLAN_PLACE;
 }
 
-int plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream) {
+int vram__plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (taken == NULL) {                       /* (the limit: best fit tries, and reports) */
@@ -294,7 +294,7 @@ int plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *s
     uint32_t k = pl->place_k;
     taken->plan_k = k + 1;
     pl->chunk[k] = taken;
-    if (pl->place_before_first) plan_noted_locked(p, taken, rounded, stream);   /* (the detector counts it) */
+    if (pl->place_before_first) vram__plan_noted_locked(p, taken, rounded, stream);   /* (the detector counts it) */
     return 1;
 }
 
@@ -305,7 +305,7 @@ static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream,
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
     uint64_t k = pl->det.requests + plan->period - plan->start_request;   /* (in [1, period)) */
-    if (k >= plan->period || plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) ||
+    if (k >= plan->period || plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || vram__tc_parking(p) ||
         arena_still(p)) {
         plan_end_locked(p);
         return PLAN_BEST_FIT;
@@ -315,7 +315,7 @@ static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream,
     return plan_place_locked(p, zone_chunk_at(p, p->plan_first, at), (uint32_t)k, rounded, 1, place);
 }
 
-int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place) {
+int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl->armed && pl->det.requests == pl->plan.start_request) {
@@ -327,26 +327,26 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
     if (!pl->active) return PLAN_BEST_FIT;
     const pool_plan *plan = &pl->plan;
     uint32_t k = pl->pos;
-    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || tc_parking(p) || arena_still(p)) {
+    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || vram__tc_parking(p) || arena_still(p)) {
         plan_end_locked(p);
         return PLAN_BEST_FIT;
     }
     if (pl->settle_due && k == plan->settle % plan->period) {
         pl->settle_due = p->plan_hold = 0;
-        pl->given_back_bytes += vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, NULL, 0);
+        pl->given_back_bytes += vram__vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, NULL, 0);
     }
     if (k == 0) plan_step_begins_locked(p);
     pl->pos = k + 1 == plan->period ? 0 : k + 1;
     if (pl->zone != NULL) {                    /* slot mode: a lookup (plan_slots.c) */
-        if (!plan_slots_due_ok(p, k)) {
+        if (!vram__plan_slots_due_ok(p, k)) {
             pl->slot_misses++;
-            plan_slots_leave_locked(p);        /* a block freed late: the zone's chunks decide */
+            vram__plan_slots_leave_locked(p);        /* a block freed late: the zone's chunks decide */
         } else if (plan->offset[k] == PLAN_UNPLANNED) {
             return PLAN_BEST_FIT;
-        } else if (plan_slot_take_locked(p, k, size, stream, ptr)) {
+        } else if (vram__plan_slot_take_locked(p, k, size, stream, ptr)) {
             return PLAN_SERVED;
         } else {
-            plan_slots_leave_locked(p);
+            vram__plan_slots_leave_locked(p);
         }
     }
     if (plan->offset[k] == PLAN_UNPLANNED) return PLAN_BEST_FIT;
@@ -358,7 +358,7 @@ int plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, 
     return plan_place_locked(p, c, k, rounded, 0, place);
 }
 
-int plan_give_way_locked(pool_arena *p) {
+int vram__plan_give_way_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL || (!pl->armed && !pl->active)) return 0;
@@ -366,7 +366,7 @@ int plan_give_way_locked(pool_arena *p) {
     return 1;
 }
 
-int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
+int vram__plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (c->slot) {                             /* a slot's (or one that was, before slot mode ended) */
@@ -379,7 +379,7 @@ int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
             pl->chunk[k] = NULL;
             return 1;
         }
-        if (mine) plan_slots_leave_locked(p);  /* c is the zone's chunk again; the plan ends below */
+        if (mine) vram__plan_slots_leave_locked(p);  /* c is the zone's chunk again; the plan ends below */
     }
     if (c->plan_k != 0) {
         uint32_t k = c->plan_k - 1;
@@ -387,20 +387,20 @@ int plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
         if (pl->chunk != NULL && pl->chunk[k] == c) pl->chunk[k] = NULL;
         if ((pl->active || pl->armed) && !at_once) plan_end_locked(p);   /* stream-ordered or deferred: */
     }                                                                     /* not the plan's */
-    if (c->plan_id != 0 && !pl->active) plan_note_free(&pl->det, c->plan_id - 1, c->size);
+    if (c->plan_id != 0 && !pl->active) vram__plan_note_free(&pl->det, c->plan_id - 1, c->size);
     c->plan_id = 0;
     return 0;
 }
 
-void plan_arena_end_locked(pool_arena *p) {
+void vram__plan_arena_end_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL) return;
     if (pl->active || pl->armed) plan_end_locked(p);
-    else plan_slots_leave_locked(p);
+    else vram__plan_slots_leave_locked(p);
 }
 
-void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
+void vram__plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
     POOL_ASSERT_LOCKED(p);
     const pool_planner *pl = p->planner;
     if (pl == NULL) return;

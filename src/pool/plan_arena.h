@@ -7,7 +7,7 @@
  * requests went by with no growth of reserved memory and no plan waiting or followed, until reserved
  * memory grows again, a plan ends, or, every PLAN_NAP requests, for a look of PLAN_LOOK requests
  * (long enough to find a step of PLAN_MAX_STEP requests that formed without growth); the requests it
- * did not see are a gap in its history (plan_note_gap). Once it confirms a
+ * did not see are a gap in its history (vram__plan_note_gap). Once it confirms a
  * step whose planned blocks are a large part of what the arena holds, the arena carves the plan's
  * zone at the end of the VMM region (under a limit that was set, only when the zone fits it beside
  * the memory held outside the zone at the first step; else the plan is refused and detection stops): `top` bytes behind a zone edge, whose free chunks are indexed
@@ -17,7 +17,7 @@
  * a check that the chunk is free over the whole place, not a search) and handed out as any
  * block (the pointer table, the statistics, the mapping under it); an unplanned one (a block that
  * outlives its step) goes to best fit. The plan chooses the place and cuts it out; the allocation
- * path (arena_alloc.c) hands it out and tells the plan (plan_placed_locked), so that the plan never
+ * path (vram__arena_alloc.c) hands it out and tells the plan (vram__plan_placed_locked), so that the plan never
  * calls up into the path that calls it. While the plan waits for its first step, a request whose block
  * lives into the next step is placed in the zone already; in the first step the blocks of the step
  * before may lie outside the zone, so a planned request's chunk is found by a walk up from its
@@ -59,7 +59,7 @@ typedef struct pool_planner {
                                     that live into it are best fit's) */
     int           settle_due;    /* the idle memory goes back again at the plan's settle request */
     uint32_t      pos;           /* the index in the step of the next request */
-    uint32_t      place_k;       /* the planned request whose place plan_alloc_locked chose last, */
+    uint32_t      place_k;       /* the planned request whose place vram__plan_alloc_locked chose last, */
     int           place_before_first;   /* while the plan waited for its first step */
     pool_chunk  **chunk;         /* [period]: the live block of planned request k (its latest), or NULL */
     size_t        live_high;     /* the most bytes in use the detector saw */
@@ -75,7 +75,7 @@ typedef struct pool_planner {
     pool_chunk  **sorted;        /* [planned]: scratch for leaving slot mode */
     pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */
     size_t        given_back_bytes;     /* given back when plans came into force */
-    /* the detector at rest (plan_noted_locked) */
+    /* the detector at rest (vram__plan_noted_locked) */
     int           resting;       /* not fed: p->plan_nap counts the requests down to its next look */
     int64_t       quiet;         /* requests fed since reserved memory last grew or a plan ended (a look
                                     starts below 0: it lasts PLAN_LOOK requests) */
@@ -84,55 +84,55 @@ typedef struct pool_planner {
 
 /* Whether the planner sees this request (arena lock held, p->planner set): not while its detector
  * rests and no plan waits or is followed (p->plan_nap counts down to its next look; growth of
- * reserved memory ends the rest at the next request, note_reserved_locked). */
+ * reserved memory ends the rest at the next request, vram__note_reserved_locked). */
 static inline int plan_sees(pool_arena *p) {
     return p->plan_nap == 0 || --p->plan_nap == 0;
 }
 
 /* Gives arena p a planner (nothing when there is no host memory for one: p plans nothing). */
-void plan_arena_enable(pool_arena *p);
-void plan_arena_destroy(pool_arena *p);
+void vram__plan_arena_enable(pool_arena *p);
+void vram__plan_arena_destroy(pool_arena *p);
 
 /* Before best fit (arena lock held; only when plan_sees): PLAN_SERVED when slot mode served the request
  * (*ptr set), PLAN_PLACE when the plan chose its place: *place, a free chunk cut at it, which the
- * allocation path hands out and then tells plan_placed_locked (the block, or NULL when the hand-out
+ * allocation path hands out and then tells vram__plan_placed_locked (the block, or NULL when the hand-out
  * failed: the plan ends); PLAN_BEST_FIT when best fit must (the request was unplanned, or the plan just
- * ended). plan_placed_locked returns 1 when the block is the plan's, 0 when the plan ended. */
+ * ended). vram__plan_placed_locked returns 1 when the block is the plan's, 0 when the plan ended. */
 enum { PLAN_BEST_FIT, PLAN_SERVED, PLAN_PLACE };
-int  plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place);
-int  plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream);
+int  vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place);
+int  vram__plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream);
 /* After best fit served request c (arena lock held; only when plan_sees): the detector's note; may put
  * a plan in force, or rest the detector. */
-void plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream);
+void vram__plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream);
 /* A request found no memory, even at the limit's fallbacks (arena lock held): a plan waiting or in force
  * ends, its zone's free chunks and idle granules becoming best fit's; 1 when one did (the request
  * tries again), 0 when there was none. */
-int  plan_give_way_locked(pool_arena *p);
+int  vram__plan_give_way_locked(pool_arena *p);
 /* Block c is being freed (arena lock held), `at_once`: straight to the free bins (not stream-ordered
  * nor deferred). 1 when that is done (a slot's free, at once), 0 when the caller frees c. Nothing to
  * do (the caller may skip it) for a block with plan_id, plan_k and slot all 0: one the planner did
  * not see. */
-int  plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
+int  vram__plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
 /* Slot mode (plan_slots.c), arena lock held. Enter: at a step's start, when the zone is mapped whole
  * and holds no live block but those of the step before that live into this one: 1 when it did.
  * Leave: the zone's chunks as before (its live blocks, the free chunks between them); nothing
  * without a planner or out of slot mode. Every walk of an arena's chunks (snapshot, statistics,
  * check, the out-of-memory report, trim, the live blocks, destruction) leaves first: the front
  * door's settle (arena.c). */
-int  plan_slots_enter_locked(pool_arena *p);
-void plan_slots_leave_locked(pool_arena *p);
+int  vram__plan_slots_enter_locked(pool_arena *p);
+void vram__plan_slots_leave_locked(pool_arena *p);
 /* Slot mode: request k of the step (planned) gets its slot: 1, or 0 when the slot is taken or the
  * pointer table has no room (leave, and the zone's chunks decide). */
-int  plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr);
+int  vram__plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr);
 /* Slot mode: the blocks the plan has freed by request k are free: 1, or 0 (one was freed late). */
-int  plan_slots_due_ok(const pool_arena *p, uint32_t k);
+int  vram__plan_slots_due_ok(const pool_arena *p, uint32_t k);
 /* The idle tick: slot mode is left when no step began since the last tick (the program stopped
  * stepping), so that the zone's idle memory can go back as any. */
-void plan_slots_idle_locked(pool_arena *p);
+void vram__plan_slots_idle_locked(pool_arena *p);
 /* The plan in force (or waiting for its first step) ends, as at a difference (arena lock held): the
  * arena goes to sleep (sleep.c). Nothing without a planner. */
-void plan_arena_end_locked(pool_arena *p);
+void vram__plan_arena_end_locked(pool_arena *p);
 /* The plan's figures of vram_memory_info (arena lock held): zeros without a planner. */
-void plan_arena_info_locked(const pool_arena *p, vram_memory_info *info);
+void vram__plan_arena_info_locked(const pool_arena *p, vram_memory_info *info);
 
 #endif /* VRAM_POOL_PLAN_ARENA_H */

@@ -22,7 +22,7 @@
  * kept aside on entering, so that leaving needs no host memory). Invariants: in slot mode every
  * planned k has slot[k], at plan_lo + offset[k] with the planned size, USED while its block is live
  * (then chunk[k] == slot[k], and the record's `slot` is 1) and FREE otherwise; no slot is in the
- * free bins or a thread cache (tc_park refuses records with `slot` set). Pool lock held throughout.
+ * free bins or a thread cache (vram__tc_park refuses records with `slot` set). Pool lock held throughout.
  */
 #include "pool/pointer_table.h"
 #include "pool/plan_arena.h"
@@ -103,7 +103,7 @@ static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool
         int end = c == last;
         next = c->next;
         if (c->state == CHUNK_FREE) {
-            free_bins_remove(&p->pbins, c);
+            vram__free_bins_remove(&p->pbins, c);
             c->next = pl->reserve;
             pl->reserve = c;
         } else {
@@ -116,13 +116,13 @@ static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool
     if (z->next != NULL) z->next->prev = z; else p->vmm->last = z;
 }
 
-int plan_slots_enter_locked(pool_arena *p) {
+int vram__plan_slots_enter_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
     size_t nfree, nlive;
     pool_chunk *last;
-    if (pl->zone != NULL || pl->slot_misses >= PLAN_SLOT_MISSES || tc_parking(p) ||
+    if (pl->zone != NULL || pl->slot_misses >= PLAN_SLOT_MISSES || vram__tc_parking(p) ||
         !zone_ready(p, &nfree, &nlive, &last)) {
         return 0;
     }
@@ -179,7 +179,7 @@ static void link_after(pool_region *r, pool_chunk **tail, pool_chunk *c) {
     *tail = c;
 }
 
-void plan_slots_leave_locked(pool_arena *p) {
+void vram__plan_slots_leave_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL || pl->zone == NULL) return;
@@ -206,7 +206,7 @@ void plan_slots_leave_locked(pool_arena *p) {
             g->region = r;
             g->state = CHUNK_FREE;
             link_after(r, &tail, g);
-            free_bins_insert(&p->pbins, g);
+            vram__free_bins_insert(&p->pbins, g);
             if (head == NULL) head = g;
         }
         if (i == n) break;
@@ -223,7 +223,7 @@ void plan_slots_leave_locked(pool_arena *p) {
     pool_vmm_mark(&r->vmm);
 }
 
-int plan_slots_due_ok(const pool_arena *p, uint32_t k) {
+int vram__plan_slots_due_ok(const pool_arena *p, uint32_t k) {
     const pool_planner *pl = p->planner;
     const pool_plan *plan = &pl->plan;
     for (uint32_t i = plan->due_first[k]; i < plan->due_first[k + 1]; i++) {
@@ -232,7 +232,7 @@ int plan_slots_due_ok(const pool_arena *p, uint32_t k) {
     return 1;
 }
 
-int plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr) {
+int vram__plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     pool_chunk *c = pl->slot[k];
@@ -248,10 +248,10 @@ int plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, 
     return 1;
 }
 
-void plan_slots_idle_locked(pool_arena *p) {
+void vram__plan_slots_idle_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->planner;
     if (pl == NULL) return;
-    if (pl->zone != NULL && pl->slot_steps == pl->slot_steps_seen) plan_slots_leave_locked(p);
+    if (pl->zone != NULL && pl->slot_steps == pl->slot_steps_seen) vram__plan_slots_leave_locked(p);
     pl->slot_steps_seen = pl->slot_steps;
 }

@@ -33,7 +33,7 @@ POOL_HELPER void shard_open(pool_shard *sh, int shared) {
 static inline __attribute__((always_inline)) int ptr_table_put(pool_arena *p, pool_chunk *c) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, c->addr, shared);
-    int r = ptr_map_insert(&sh->map, c->addr, c);
+    int r = vram__ptr_map_insert(&sh->map, c->addr, c);
     shard_open(sh, shared);
     return r;
 }
@@ -41,7 +41,7 @@ static inline __attribute__((always_inline)) int ptr_table_put(pool_arena *p, po
 POOL_HELPER pool_chunk *ptr_table_get(pool_arena *p, uint64_t addr) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = ptr_map_get(&sh->map, addr);
+    pool_chunk *c = vram__ptr_map_get(&sh->map, addr);
     shard_open(sh, shared);
     return c;
 }
@@ -49,18 +49,18 @@ POOL_HELPER pool_chunk *ptr_table_get(pool_arena *p, uint64_t addr) {
 POOL_HELPER pool_chunk *ptr_table_take(pool_arena *p, uint64_t addr) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = ptr_map_take(&sh->map, addr);
+    pool_chunk *c = vram__ptr_map_take(&sh->map, addr);
     shard_open(sh, shared);
     return c;
 }
 
-/* The block at addr, out of the table unless it has uses on other streams (ptr_map_take_unused). A
+/* The block at addr, out of the table unless it has uses on other streams (vram__ptr_map_take_unused). A
  * wrapper of its own rather than a flag to ptr_table_take: the flag cost the free path 7-13 instructions a
  * call (bench/instructions.sh, gpt2_train: 462-468 against 455). */
 POOL_HELPER pool_chunk *ptr_table_take_unused(pool_arena *p, uint64_t addr) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = ptr_map_take_unused(&sh->map, addr);
+    pool_chunk *c = vram__ptr_map_take_unused(&sh->map, addr);
     shard_open(sh, shared);
     return c;
 }

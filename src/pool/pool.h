@@ -30,6 +30,11 @@ typedef struct vram__card_budget {
     char           cap_source[VRAM_SOURCE_LEN];
     _Atomic size_t external;   /* a limit set on the process from outside it (the runtime's
                                   vram__limit_post), SIZE_MAX: none; cap is then at most this */
+    struct ledger_member *member;   /* the process in the ledger with slots of its own (runtime/limits.c),
+                                       or NULL: every take from the card passes its gate, every give is
+                                       published (common/ledger_member.h); set before the pools exist */
+    int            member_card;     /* the card's index there */
+    _Atomic size_t overflow;        /* with a member: the host bytes of the card's pools' overflow */
 } vram__card_budget;
 
 typedef struct vram__pool_config {
@@ -132,7 +137,7 @@ typedef enum vram__free_kind {
  * for vram_malloc, the caller's stream when async. See stream_order.c for the stream rules. */
 vram_status vram__pool_alloc(vram__pool *pool, vram__pool_thread *me, size_t size, int async, void *stream,
                              void **ptr);
-/* A free as the pool is asked it (vram__pool_free, arena_free): how it is ordered and on which
+/* A free as the pool is asked it (vram__pool_free, vram__arena_free): how it is ordered and on which
  * stream; and, set by the pool, whether ptr lies inside memory the pool holds (live or not), so
  * that a caller looking for the owner of a pointer needs one call per pool (the pool's answer is
  * final when owned is set). */

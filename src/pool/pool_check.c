@@ -1,5 +1,5 @@
 /*
- * pool_check.c: arena_check (vram__pool_check, for every arena) walks every structure of an arena
+ * pool_check.c: vram__arena_check (vram__pool_check, for every arena) walks every structure of an arena
  * and verifies the invariants
  * stated in arena.c's header: chunks tile their regions, free neighbours are merged, the free bins,
  * the pointer table, the pending list and the extents agree with the chunks, the counters agree
@@ -58,13 +58,13 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
         }
         if (c->cached) {
             t->parked_count++;
-        } else if (ptr_map_get(&pool_shard_of(p, c->addr)->map, c->addr) != c) {
+        } else if (vram__ptr_map_get(&pool_shard_of(p, c->addr)->map, c->addr) != c) {
             return "a live chunk is missing from the pointer table";
         }
         t->used_count++;
         t->used_bytes += c->size;
         /* a block asleep lies over unmapped granules (but those the driver refused to give back) */
-        t->region_busy += c->asleep && r->kind == REGION_VMM ? pool_vmm_mapped_bytes(&r->vmm, c->addr, c->size)
+        t->region_busy += c->asleep && r->kind == REGION_VMM ? vram__pool_vmm_mapped_bytes(&r->vmm, c->addr, c->size)
                                                              : c->size;
         return NULL;
     case CHUNK_PENDING:
@@ -92,7 +92,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
     if (r->kind == REGION_VMM) {
         static _Thread_local char msg[256];
         /* (counted lazily: the front door recounted them from the blocks before the check) */
-        if (pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
+        if (vram__pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
         size_t busy = 0;
         for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
         if (busy != t->region_busy) return "the extents' bytes in use differ from the blocks in use";
@@ -183,7 +183,7 @@ static const char *check_lists_locked(const pool_arena *p, size_t *pending, size
     return last != p->deferred_tail ? "the deferred list's last block is not its tail" : NULL;
 }
 
-vram_status check_locked(pool_arena *p) {
+vram_status vram__check_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     char msg[256];
     check_tally t = {0};
@@ -199,9 +199,9 @@ vram_status check_locked(pool_arena *p) {
     if (why == NULL && t.parked_count != parked) why = "parked chunks and the thread caches disagree";
     size_t pending = 0, deferred = 0;
     if (why == NULL) why = check_lists_locked(p, &pending, &deferred);
-    if (why == NULL && free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
-    if (why == NULL && free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
-    if (why == NULL && free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL && vram__free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL && vram__free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL && vram__free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);
     if (why != NULL) {
     } else if (t.free_count != p->bins.count + p->sbins.count + p->pbins.count ||

@@ -57,7 +57,7 @@ static void snap_segment(snap_out *o, const pool_arena *p, int private_pool, int
     o->nsegs++;
 }
 
-void snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
+void vram__snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, size_t seg_cap, size_t *nsegs,
                      vram_block_info *blocks, size_t block_cap, size_t *nblocks) {
     POOL_ASSERT_LOCKED(p);
     snap_out o = {segs, seg_cap, *nsegs, blocks, block_cap, *nblocks};
@@ -68,7 +68,7 @@ void snapshot_locked(pool_arena *p, int private_pool, vram_segment_info *segs, s
             continue;
         }
         uint64_t at = r->base, start = 0;
-        for (size_t len; (len = pool_vmm_run_after(&r->vmm, at, &start)) > 0; at = start + len) {
+        for (size_t len; (len = vram__pool_vmm_run_after(&r->vmm, at, &start)) > 0; at = start + len) {
             snap_segment(&o, p, private_pool, 1, start, start + len, &c);
         }
     }

@@ -10,7 +10,7 @@ static size_t slot_of(const ptr_map *m, uint64_t addr) {
     return (size_t)(h >> 32) & m->mask;
 }
 
-void ptr_map_destroy(ptr_map *m) {
+void vram__ptr_map_destroy(ptr_map *m) {
     free(m->slots);
     m->slots = NULL;
     m->mask = 0;
@@ -44,7 +44,7 @@ static void ptr_map_put(ptr_map *m, uint64_t addr, pool_chunk *c) {
     m->count++;
 }
 
-int ptr_map_insert(ptr_map *m, uint64_t addr, pool_chunk *c) {
+int vram__ptr_map_insert(ptr_map *m, uint64_t addr, pool_chunk *c) {
     if (ptr_map_reserve_one(m) != 0) return -1;
     ptr_map_put(m, addr, c);
     return 0;
@@ -58,7 +58,7 @@ static size_t find_slot(const ptr_map *m, uint64_t addr) {
     }
 }
 
-pool_chunk *ptr_map_get(const ptr_map *m, uint64_t addr) {
+pool_chunk *vram__ptr_map_get(const ptr_map *m, uint64_t addr) {
     size_t i = find_slot(m, addr);
     return i == SIZE_MAX ? NULL : m->slots[i].chunk;
 }
@@ -78,7 +78,7 @@ static void remove_at(ptr_map *m, size_t i) {
     m->count--;
 }
 
-pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr) {
+pool_chunk *vram__ptr_map_take(ptr_map *m, uint64_t addr) {
     size_t i = find_slot(m, addr);
     if (i == SIZE_MAX) return NULL;
     pool_chunk *c = m->slots[i].chunk;
@@ -86,7 +86,7 @@ pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr) {
     return c;
 }
 
-pool_chunk *ptr_map_take_unused(ptr_map *m, uint64_t addr) {
+pool_chunk *vram__ptr_map_take_unused(ptr_map *m, uint64_t addr) {
     size_t i = find_slot(m, addr);
     if (i == SIZE_MAX) return NULL;
     pool_chunk *c = m->slots[i].chunk;

@@ -22,13 +22,13 @@ typedef struct ptr_map {
     size_t        count;
 } ptr_map;
 
-void        ptr_map_destroy(ptr_map *m);
+void        vram__ptr_map_destroy(ptr_map *m);
 /* 0, or -1 (the map unchanged) without host memory for a larger table. */
-int         ptr_map_insert(ptr_map *m, uint64_t addr, pool_chunk *c);
-pool_chunk *ptr_map_get(const ptr_map *m, uint64_t addr);
-pool_chunk *ptr_map_take(ptr_map *m, uint64_t addr);                 /* removes; NULL if absent */
+int         vram__ptr_map_insert(ptr_map *m, uint64_t addr, pool_chunk *c);
+pool_chunk *vram__ptr_map_get(const ptr_map *m, uint64_t addr);
+pool_chunk *vram__ptr_map_take(ptr_map *m, uint64_t addr);                 /* removes; NULL if absent */
 /* The chunk at addr (NULL if absent), removed unless it has uses on other streams (c->uses): such a
  * block stays until its free has recorded their events, so that a failed free leaves it in place. */
-pool_chunk *ptr_map_take_unused(ptr_map *m, uint64_t addr);
+pool_chunk *vram__ptr_map_take_unused(ptr_map *m, uint64_t addr);
 
 #endif /* VRAM_POOL_PTR_MAP_H */

@@ -14,7 +14,7 @@
  * their addresses. A private pool in use (a captured CUDA graph uses the addresses of its free blocks
  * too) also keeps which granules were mapped, to map them all again.
  *
- * While asleep the arena serves no request (arena_alloc refuses: its memory is off the card), frees
+ * While asleep the arena serves no request (vram__arena_alloc refuses: its memory is off the card), frees
  * of its blocks are at once (no stream can use memory that is not there), a block asleep is never
  * parked in a thread cache nor taken from one, and vram_trim and idle release find nothing.
  *
@@ -91,7 +91,7 @@ static void unmark_free_locked(pool_arena *p) {
 
 /* ---- going to sleep --------------------------------------------------------------------------- */
 
-vram_status sleep_check_locked(pool_arena *p) {
+vram_status vram__sleep_check_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;                       /* (it stays as it is) */
     if (!p->cfg.growth) {
@@ -109,7 +109,7 @@ vram_status sleep_check_locked(pool_arena *p) {
         return vram__fail(VRAM_ERR_CONFLICT, "a CUDA-graph capture is underway on %s (vram_capture_begin): its "
                           "memory cannot go while the capture records; sleep once it has ended", p->cfg.name);
     }
-    pool_flush_caches_locked(p);                         /* (a block parked in a plain region is free) */
+    vram__pool_flush_caches_locked(p);                         /* (a block parked in a plain region is free) */
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         if (r->kind != REGION_PLAIN) continue;
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
@@ -121,7 +121,7 @@ vram_status sleep_check_locked(pool_arena *p) {
                               (void *)(uintptr_t)c->addr);
         }
     }
-    int64_t shared_at = pool_vmm_exported(&p->vmm->vmm);
+    int64_t shared_at = vram__pool_vmm_exported(&p->vmm->vmm);
     if (shared_at >= 0) {
         return vram__fail(VRAM_ERR_CONFLICT, "memory of %s at %p was shared with another process (vram_ipc_export): "
                           "the receivers map it, and it cannot leave the card under them; free the blocks shared "
@@ -152,10 +152,10 @@ static int stream_add(void ***s, size_t *n, size_t *cap, void *stream) {
 static vram_status wait_streams_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
-    if (p->unrecorded > 0) pending_record_locked(p);
-    if (p->pending != NULL) pending_reap_locked(p, 1);
-    if (p->deferred != NULL) deferred_reap_locked(p, 1);
-    if (p->pending != NULL || p->deferred != NULL || solo_fence_locked(p) != 0) {
+    if (p->unrecorded > 0) vram__pending_record_locked(p);
+    if (p->pending != NULL) vram__pending_reap_locked(p, 1);
+    if (p->deferred != NULL) vram__deferred_reap_locked(p, 1);
+    if (p->pending != NULL || p->deferred != NULL || vram__solo_fence_locked(p) != 0) {
         return vram__fail_wrap(VRAM_ERR_DRIVER, "the frees in flight on streams of %s could not be waited for",
                                p->cfg.name);
     }
@@ -264,20 +264,20 @@ static void record_free(pool_arena *p, pool_sleep *rec) {
     free(rec);
 }
 
-vram_status sleep_locked(pool_arena *p, int offload) {
+vram_status vram__sleep_locked(pool_arena *p, int offload) {
     POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;
-    if (p->planner != NULL) plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
-    pool_flush_caches_locked(p);
+    if (p->planner != NULL) vram__plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
+    vram__pool_flush_caches_locked(p);
     vram_status s = wait_streams_locked(p);
     if (s != VRAM_OK) return s;
     mark_all_locked(p, 1);            /* from here no live block can be parked nor taken from a cache ... */
-    pool_flush_caches_locked(p);      /* ... and those parked meanwhile go back */
+    vram__pool_flush_caches_locked(p);      /* ... and those parked meanwhile go back */
     unmark_free_locked(p);
     pool_sleep *rec = calloc(1, sizeof *rec);
     size_t nruns = 0;
     if (rec != NULL) rec->runs = live_runs_locked(p, &nruns, &rec->bytes);
-    if (rec != NULL && p->pinned) rec->keep = pool_vmm_bits_mapped(&p->vmm->vmm);
+    if (rec != NULL && p->pinned) rec->keep = vram__pool_vmm_bits_mapped(&p->vmm->vmm);
     if (rec == NULL || (rec->runs == NULL && nruns > 0) || (p->pinned && rec->keep == NULL)) {
         s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for the record of %s's sleep", p->cfg.name);
     }
@@ -292,10 +292,10 @@ vram_status sleep_locked(pool_arena *p, int offload) {
         return s;
     }
     pool_vmm_change d;
-    pool_vmm_unmap_all(&p->vmm->vmm, &d);
-    vmm_note_locked(p, &d);
+    vram__pool_vmm_unmap_all(&p->vmm->vmm, &d);
+    vram__vmm_note_locked(p, &d);
     vram_status refused = d.refused;
-    vram_status plain = arena_trim_plain_locked(p);        /* empty plain regions (none in a private pool in use) */
+    vram_status plain = vram__arena_trim_plain_locked(p);        /* empty plain regions (none in a private pool in use) */
     if (refused == VRAM_OK) refused = plain;
     p->asleep = 1;
     p->sleep = rec;
@@ -308,7 +308,7 @@ vram_status sleep_locked(pool_arena *p, int offload) {
 
 /* ---- asleep ------------------------------------------------------------------------------------ */
 
-vram_status sleep_refusal(const pool_arena *p, size_t size) {
+vram_status vram__sleep_refusal(const pool_arena *p, size_t size) {
     const char *tag = vram__tag_name(p->tag);
     char whose[128];
     if (tag != NULL) snprintf(whose, sizeof whose, "the memory of the tag '%s'", tag);
@@ -317,14 +317,14 @@ vram_status sleep_refusal(const pool_arena *p, size_t size) {
                       "(vram_sleep), off the card until vram_wake brings it back", p->cfg.name, size, whose);
 }
 
-void sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
+void vram__sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
     POOL_ASSERT_LOCKED(p);
     info->asleep_bytes = p->asleep ? p->sleep->bytes : 0;
     info->asleep_host_bytes = p->asleep && p->sleep->host != NULL ? p->sleep->host_bytes : 0;
     info->host_kept_bytes = p->host_kept_bytes;
 }
 
-vram_status sleep_host_kept_free_locked(pool_arena *p) {
+vram_status vram__sleep_host_kept_free_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     void *host = p->host_kept;
     p->host_kept = NULL;
@@ -334,15 +334,15 @@ vram_status sleep_host_kept_free_locked(pool_arena *p) {
                         : VRAM_OK;
 }
 
-void sleep_free_locked(pool_arena *p, pool_chunk *c) {
+void vram__sleep_free_locked(pool_arena *p, pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
-    if (p->planner != NULL) (void)plan_free_locked(p, c, 1);   /* (the detector's note; no plan is in force) */
+    if (p->planner != NULL) (void)vram__plan_free_locked(p, c, 1);   /* (the detector's note; no plan is in force) */
     c->asleep = 0;
     free(c->uses);                     /* (no stream can use memory that is not there) */
     c->uses = NULL;
     rec->bytes -= c->size;
-    pool_release_used_locked(p, c);
+    vram__pool_release_used_locked(p, c);
     if (rec->bytes == 0 && rec->host != NULL) {   /* nothing left to bring back */
         (void)p->cfg.backend->host_free(p->cfg.dev, rec->host);
         rec->host = NULL;
@@ -350,13 +350,13 @@ void sleep_free_locked(pool_arena *p, pool_chunk *c) {
     }
 }
 
-void sleep_drop(pool_arena *p) {
+void vram__sleep_drop(pool_arena *p) {
     record_free(p, p->sleep);
     p->sleep = NULL;
     p->asleep = 0;
 }
 
-const char *sleep_check_marks_locked(pool_arena *p) {
+const char *vram__sleep_check_marks_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if ((p->asleep != 0) != (p->sleep != NULL)) return "an arena asleep has no record of its sleep, or the reverse";
     size_t bytes = 0;
@@ -378,43 +378,43 @@ const char *sleep_check_marks_locked(pool_arena *p) {
 
 /* ---- waking ------------------------------------------------------------------------------------ */
 
-vram_status wake_plan_locked(pool_arena *p, size_t *need) {
+vram_status vram__wake_plan_locked(pool_arena *p, size_t *need) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     pool_vmm *v = &p->vmm->vmm;
-    size_t words = pool_vmm_bit_words(v);
+    size_t words = vram__pool_vmm_bit_words(v);
     *need = 0;
     rec->want = calloc(words, sizeof *rec->want);
     if (rec->want == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory to wake %s", p->cfg.name);
     for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
-        if (c->state == CHUNK_USED) pool_vmm_bits_add(v, rec->want, c->addr, c->size);
+        if (c->state == CHUNK_USED) vram__pool_vmm_bits_add(v, rec->want, c->addr, c->size);
     }
     if (rec->keep != NULL && p->pinned) {          /* a captured graph's addresses, free blocks' too */
         for (size_t w = 0; w < words; w++) rec->want[w] |= rec->keep[w];
     }
-    rec->need = *need = pool_vmm_bits_unmapped(v, rec->want);
+    rec->need = *need = vram__pool_vmm_bits_unmapped(v, rec->want);
     return VRAM_OK;
 }
 
-grow_result wake_budget_locked(pool_arena *p) {
+grow_result vram__wake_budget_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    grow_result why = arena_budget_take(p, p->sleep->need);
+    grow_result why = vram__arena_budget_take(p, p->sleep->need);
     p->sleep->taken = why == GROW_OK;
     return why;
 }
 
-vram_status wake_map_locked(pool_arena *p) {
+vram_status vram__wake_map_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     pool_vmm_change d;
-    vram_status s = pool_vmm_map_bits(&p->vmm->vmm, rec->want, &d);
-    if (d.mapped < rec->need) arena_budget_give(p, rec->need - d.mapped);   /* (only after a refusal) */
+    vram_status s = vram__pool_vmm_map_bits(&p->vmm->vmm, rec->want, &d);
+    if (d.mapped < rec->need) vram__arena_budget_give(p, rec->need - d.mapped);   /* (only after a refusal) */
     rec->need = d.mapped;
-    vmm_note_locked(p, &d);
+    vram__vmm_note_locked(p, &d);
     return s;
 }
 
-vram_status wake_copy_locked(pool_arena *p) {
+vram_status vram__wake_copy_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     const vram__backend *be = p->cfg.backend;
@@ -440,15 +440,15 @@ vram_status wake_copy_locked(pool_arena *p) {
     return VRAM_OK;
 }
 
-void wake_undo_locked(pool_arena *p, int mapped) {
+void vram__wake_undo_locked(pool_arena *p, int mapped) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep;
     if (mapped) {                       /* what the map made goes back (the budgets with it) */
         pool_vmm_change d;
-        pool_vmm_unmap_bits(&p->vmm->vmm, rec->want, &d);
-        vmm_note_locked(p, &d);
+        vram__pool_vmm_unmap_bits(&p->vmm->vmm, rec->want, &d);
+        vram__vmm_note_locked(p, &d);
     } else if (rec->taken) {
-        arena_budget_give(p, rec->need);
+        vram__arena_budget_give(p, rec->need);
     }
     rec->taken = 0;
     rec->need = 0;
@@ -456,7 +456,7 @@ void wake_undo_locked(pool_arena *p, int mapped) {
     rec->want = NULL;
 }
 
-void wake_done_locked(pool_arena *p) {
+void vram__wake_done_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     mark_all_locked(p, 0);
     p->vmm->vmm.stale = 1;
@@ -465,5 +465,5 @@ void wake_done_locked(pool_arena *p) {
         p->host_kept_bytes = p->sleep->host_bytes;
         p->sleep->host = NULL;
     }
-    sleep_drop(p);
+    vram__sleep_drop(p);
 }

@@ -13,7 +13,7 @@
 #include "pool/stats.h"
 #include "pool/stream_order.h"
 
-void chunk_free_spares(pool_arena *p) {
+void vram__chunk_free_spares(pool_arena *p) {
     while (p->spare != NULL) {
         pool_chunk *c = p->spare;
         p->spare = c->next;
@@ -25,9 +25,9 @@ void chunk_free_spares(pool_arena *p) {
  * its bytes stop counting as in use in the VMM region. A free neighbour grows over c (the one
  * before it first) and keeps its record and, while its size class stays, its place in the bins; c's
  * record goes back to the spares. */
-void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
+void vram__chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     POOL_ASSERT_LOCKED(p);
-    if (was_busy && c->region->kind == REGION_VMM) pool_vmm_release(&c->region->vmm, c->addr, c->size);
+    if (was_busy && c->region->kind == REGION_VMM) vram__pool_vmm_release(&c->region->vmm, c->addr, c->size);
     c->state = CHUNK_FREE;
     pool_chunk *prev = c->prev, *next = c->next;
     free_bins *bins = pool_bins_of(p, c);          /* the zones never merge: same bins throughout */
@@ -36,37 +36,37 @@ void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     if (join_prev) {
         size_t size = prev->size + c->size;
         if (join_next) {
-            free_bins_remove(bins, next);
+            vram__free_bins_remove(bins, next);
             size += next->size;
             chunk_unlink_locked(p, next);
         }
         chunk_unlink_locked(p, c);
-        free_bins_resize(bins, prev, size);
+        vram__free_bins_resize(bins, prev, size);
     } else if (join_next) {
         size_t size = next->size + c->size;
         next->addr = c->addr;
         if (c == p->plan_first) p->plan_first = next;   /* next's record starts the zone now */
         chunk_unlink_locked(p, c);
-        free_bins_resize(bins, next, size);
+        vram__free_bins_resize(bins, next, size);
     } else {
-        free_bins_insert(bins, c);
+        vram__free_bins_insert(bins, c);
     }
 }
 
-void pool_release_used_locked(pool_arena *p, pool_chunk *c) {
+void vram__pool_release_used_locked(pool_arena *p, pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
     POOL_ASSERT_CHUNK(c);
     POOL_DEBUG_FILL(p, c, POOL_FILL_FREED);
     note_used_locked(p, c, 0);
-    chunk_make_free_locked(p, c, 1);
+    vram__chunk_make_free_locked(p, c, 1);
 }
 
-void pool_flush_caches_locked(pool_arena *p) {
+void vram__pool_flush_caches_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    for (pool_chunk *c = tc_flush_all_locked(p); c != NULL;) {
+    for (pool_chunk *c = vram__tc_flush_all_locked(p); c != NULL;) {
         pool_chunk *next = c->cache_next;
         c->cache_next = NULL;
-        pool_release_used_locked(p, c);
+        vram__pool_release_used_locked(p, c);
         p->num_flushed++;
         c = next;
     }
@@ -74,7 +74,7 @@ void pool_flush_caches_locked(pool_arena *p) {
 
 /* Cuts c (taken out of the tree or the pending list) to `size`; the rest keeps c's state.
  * Returns 0, or -1 when no record for the rest could be had (c is then used whole). */
-VRAM_NOINLINE int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
+VRAM_NOINLINE int vram__chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) {
     POOL_ASSERT_LOCKED(p);
     if (c->size - size < VRAM_POOL_UNIT) return 0;
     pool_chunk *rest = chunk_new_locked(p);
@@ -95,19 +95,19 @@ VRAM_NOINLINE int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size) 
         pending_link_locked(p, rest);
     } else {
         rest->state = CHUNK_FREE;
-        free_bins_insert(pool_bins_of(p, rest), rest);
+        vram__free_bins_insert(pool_bins_of(p, rest), rest);
     }
     return 0;
 }
 
 /* Free chunk c (indexed) cut at `at` (a unit boundary inside it): [addr, at) stays free, the free
  * chunk from `at` on is returned (indexed), or NULL when no record for it could be had. */
-pool_chunk *chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at) {
+pool_chunk *vram__chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at) {
     POOL_ASSERT_LOCKED(p);
     if (at == c->addr) return c;
     free_bins *bins = pool_bins_of(p, c);
-    free_bins_remove(bins, c);
-    pool_chunk *rest = chunk_split_locked(p, c, (size_t)(at - c->addr)) == 0 ? c->next : NULL;
-    free_bins_insert(bins, c);
+    vram__free_bins_remove(bins, c);
+    pool_chunk *rest = vram__chunk_split_locked(p, c, (size_t)(at - c->addr)) == 0 ? c->next : NULL;
+    vram__free_bins_insert(bins, c);
     return rest != NULL && rest->addr == at ? rest : NULL;
 }

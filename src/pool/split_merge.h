@@ -32,7 +32,7 @@ POOL_HELPER void chunk_recycle_locked(pool_arena *p, pool_chunk *c) {
     p->spare = c;
 }
 
-void chunk_free_spares(pool_arena *p);   /* the recycled records, back to the host */
+void vram__chunk_free_spares(pool_arena *p);   /* the recycled records, back to the host */
 
 /* c out of its region's address list; its record recycled. */
 POOL_HELPER void chunk_unlink_locked(pool_arena *p, pool_chunk *c) {
@@ -45,13 +45,13 @@ POOL_HELPER void chunk_unlink_locked(pool_arena *p, pool_chunk *c) {
 
 /* Puts c into the free bins, merged with free neighbours. `was_busy`: c was USED or PENDING, so
  * its bytes stop counting as in use in the VMM region. */
-void chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy);
+void vram__chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy);
 /* Cuts c (taken out of the bins or the pending list) to `size`; the rest keeps c's state.
  * Returns 0, or -1 when no record for the rest could be had (c is then used whole). Out of line:
  * inlined into the hand-out it cost the warm path registers (bench/instructions.sh). */
-VRAM_NOINLINE int chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size);
+VRAM_NOINLINE int vram__chunk_split_locked(pool_arena *p, pool_chunk *c, size_t size);
 /* Free chunk c (indexed) cut at `at`: the free chunk from `at` on (indexed), or NULL. */
-pool_chunk *chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at);
+pool_chunk *vram__chunk_cut_at_locked(pool_arena *p, pool_chunk *c, uint64_t at);
 
 /* The first `size` bytes of c (FREE, indexed) out of the free bins: a record of their own, while c
  * keeps the rest, its record and, while its size class stays, its place in the bins (the same
@@ -62,7 +62,7 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
     free_bins *bins = pool_bins_of(p, c);
     pool_chunk *b = c->size - size >= VRAM_POOL_UNIT ? chunk_new_locked(p) : NULL;
     if (b == NULL) {
-        free_bins_remove(bins, c);
+        vram__free_bins_remove(bins, c);
         return c;
     }
     b->addr = c->addr;
@@ -75,7 +75,7 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
     c->prev = b;
     if (c == p->plan_first) p->plan_first = b;      /* b starts the plan's zone now */
     c->addr += size;
-    free_bins_resize(bins, c, c->size - size);
+    vram__free_bins_resize(bins, c, c->size - size);
     return b;
 }
 

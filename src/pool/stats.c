@@ -5,9 +5,9 @@
  * peaks and of accumulated figures. The hand-out and free paths keep their part through stats.h.
  *
  * Invariants: of the [0] (all) figures the paths keep only blocks' peak and requested bytes'
- * current and peak; the rest is the arena's own counts and the kinds' sums (stats_sync_all_locked),
+ * current and peak; the rest is the arena's own counts and the kinds' sums (vram__stats_sync_all_locked),
  * brought up to date before every query and reset. held and segs follow every driver call
- * (stats_held_locked). A query's idle memory is the extents' (recounted), or with extents of one
+ * (vram__stats_held_locked). A query's idle memory is the extents' (recounted), or with extents of one
  * granule each the mapped granules under no block (the same figure, from one walk of the chunks).
  * A reader (arena.h): the front door settles the arena before a query (slot mode left, the thread
  * caches flushed, the extents recounted unless by granule). Everything here is under the arena lock.
@@ -15,7 +15,7 @@
 #include "pool/stats.h"
 
 /* A figure set to `v` (what is held changed): what it gained counts as added. */
-void stat_set(pool_stat *st, size_t v) {
+void vram__stat_set(pool_stat *st, size_t v) {
     if (v > st->cur) st->in += v - st->cur;
     st->cur = v;
     if (v > st->peak) st->peak = v;
@@ -23,23 +23,23 @@ void stat_set(pool_stat *st, size_t v) {
 
 /* The physical memory held, by kind: the small zone's extents are small, every other extent and
  * plain region large. After every change of it (driver calls only). */
-void stats_held_locked(pool_arena *p) {
+void vram__stats_held_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     const pool_vmm *v = p->vmm != NULL ? &p->vmm->vmm : NULL;
     size_t small = v != NULL ? v->zone_bytes[0] : 0, small_n = v != NULL ? v->zone_count[0] : 0;
     size_t large_n = (v != NULL ? v->zone_count[1] : 0) + st->nplain;
-    stat_set(&st->held[0], p->reserved);
-    stat_set(&st->held[1], small);
-    stat_set(&st->held[2], p->reserved - small);
-    stat_set(&st->segs[0], small_n + large_n);
-    stat_set(&st->segs[1], small_n);
-    stat_set(&st->segs[2], large_n);
+    vram__stat_set(&st->held[0], p->reserved);
+    vram__stat_set(&st->held[1], small);
+    vram__stat_set(&st->held[2], p->reserved - small);
+    vram__stat_set(&st->segs[0], small_n + large_n);
+    vram__stat_set(&st->segs[1], small_n);
+    vram__stat_set(&st->segs[2], large_n);
 }
 
 /* The figures of all blocks that the hand-out and free paths do not keep (pool_stats): the pool's own
  * counts and the sums of the two kinds. */
-void stats_sync_all_locked(pool_arena *p) {
+void vram__stats_sync_all_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     pool_stat *by[] = {st->blocks, st->bytes, st->req};
@@ -53,10 +53,10 @@ void stats_sync_all_locked(pool_arena *p) {
 }
 
 /* Handed out and deferred blocks together, while some are deferred (see pool_stats). */
-VRAM_NOINLINE void stats_active_peaks_locked(pool_arena *p) {
+VRAM_NOINLINE void vram__stats_active_peaks_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
-    stats_sync_all_locked(p);
+    vram__stats_sync_all_locked(p);
     for (int k = 0; k < 3; k++) {
         size_t bytes = st->bytes[k].cur + st->def_bytes[k], blocks = st->blocks[k].cur + st->def_blocks[k];
         if (bytes > st->active_peak[k]) st->active_peak[k] = bytes;
@@ -64,7 +64,7 @@ VRAM_NOINLINE void stats_active_peaks_locked(pool_arena *p) {
     }
 }
 
-void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
+void vram__note_reserved_locked(pool_arena *p, size_t delta, int grow) {
     POOL_ASSERT_LOCKED(p);
     if (grow) {
         p->reserved += delta;
@@ -79,12 +79,12 @@ void note_reserved_locked(pool_arena *p, size_t delta, int grow) {
         p->reserved -= delta;
         atomic_fetch_sub(&p->shared->reserved, delta);
     }
-    stats_held_locked(p);
+    vram__stats_held_locked(p);
 }
 
 
 /* Deferred block c (freed, still used on other streams) starts (add) or stops waiting. */
-void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add) {
+void vram__note_deferred_locked(pool_arena *p, const pool_chunk *c, int add) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     int k = stat_kind(c->size);
@@ -114,12 +114,12 @@ static void stat_reset_accumulated(pool_stat *st) {
     st->cur0 = st->cur;
 }
 
-void stats_reset_peak_locked(pool_arena *p) {
+void vram__stats_reset_peak_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     p->peak = p->current;
     p->peak_reserved = p->reserved;
-    stats_sync_all_locked(p);
+    vram__stats_sync_all_locked(p);
     stats_for_each(st, stat_reset_peak);
     for (int k = 0; k < 3; k++) {
         st->active_peak[k] = st->bytes[k].cur + st->def_bytes[k];
@@ -128,10 +128,10 @@ void stats_reset_peak_locked(pool_arena *p) {
     }
 }
 
-void stats_reset_accumulated_locked(pool_arena *p) {
+void vram__stats_reset_accumulated_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
-    stats_sync_all_locked(p);
+    vram__stats_sync_all_locked(p);
     stats_for_each(st, stat_reset_accumulated);
     st->retries = st->syncs = 0;
     st->ooms0 = p->num_ooms;
@@ -155,7 +155,7 @@ static void stat_add_to(vram_stat *out, const pool_stat *st) {
 static int stats_split_chunk(const pool_arena *p, const pool_region *r, const pool_chunk *c) {
     int beside = (c->prev != NULL && c->prev->state == CHUNK_USED && !pool_zone_edge(p, c->addr)) ||
                  (c->next != NULL && c->next->state == CHUNK_USED && !pool_zone_edge(p, c->next->addr));
-    return beside && (r->kind == REGION_PLAIN || pool_vmm_mapped_run(&r->vmm, c->addr, c->size, NULL) > 0);
+    return beside && (r->kind == REGION_PLAIN || vram__pool_vmm_mapped_run(&r->vmm, c->addr, c->size, NULL) > 0);
 }
 
 /* By the kind of memory (the small zone's, the rest): the bytes of blocks over it (USED: handed out,
@@ -197,15 +197,15 @@ static void stats_idle_granules_locked(const pool_arena *p, size_t idle[3]) {
     idle[2] = v->zone_bytes[1] > busy[2] ? v->zone_bytes[1] - busy[2] : 0;
 }
 
-void stats_query_locked(pool_arena *p, vram_allocator_stats *out) {
+void vram__stats_query_locked(pool_arena *p, vram_allocator_stats *out) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
-    stats_sync_all_locked(p);
+    vram__stats_sync_all_locked(p);
     size_t idle[3] = {0, 0, 0};
     if (p->vmm != NULL && stats_idle_by_granule(p)) {
         stats_idle_granules_locked(p, idle);
     } else if (p->vmm != NULL) {
-        pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);   /* (recounted: stats_idle_by_granule) */
+        vram__pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);   /* (recounted: stats_idle_by_granule) */
     }
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {   /* a region with no block */
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) idle[2] += r->held;

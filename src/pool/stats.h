@@ -26,17 +26,17 @@ static inline int stats_idle_by_granule(const pool_arena *p) {
     return p->vmm->vmm.max_extent == p->vmm->vmm.gran;
 }
 
-void stat_set(pool_stat *st, size_t v);
+void vram__stat_set(pool_stat *st, size_t v);
 /* The physical memory held, by kind (after every change of it: driver calls only). */
-void stats_held_locked(pool_arena *p);
+void vram__stats_held_locked(pool_arena *p);
 /* The figures of all blocks that the hand-out and free paths do not keep. */
-void stats_sync_all_locked(pool_arena *p);
+void vram__stats_sync_all_locked(pool_arena *p);
 /* Handed out and deferred blocks together, while some are deferred (see pool_stats). */
-VRAM_NOINLINE void stats_active_peaks_locked(pool_arena *p);
+VRAM_NOINLINE void vram__stats_active_peaks_locked(pool_arena *p);
 /* `delta` bytes more (grow) or fewer held from the driver: reserved, the marks, the shared sum. */
-void note_reserved_locked(pool_arena *p, size_t delta, int grow);
+void vram__note_reserved_locked(pool_arena *p, size_t delta, int grow);
 /* Deferred block c (freed, still used on other streams) starts (add) or stops waiting. */
-void note_deferred_locked(pool_arena *p, const pool_chunk *c, int add);
+void vram__note_deferred_locked(pool_arena *p, const pool_chunk *c, int add);
 
 /* Block c is handed out (alloc) or comes back. */
 POOL_HELPER void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc) {
@@ -49,13 +49,13 @@ POOL_HELPER void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc)
         p->used_count++;
         p->num_allocs++;
         if (p->current > p->peak) p->peak = p->current;
-        stat_up(&st->blocks[k], 1);           /* (all: see stats_sync_all_locked) */
+        stat_up(&st->blocks[k], 1);           /* (all: see vram__stats_sync_all_locked) */
         stat_up(&st->bytes[k], size);
         stat_up(&st->req[k], c->req);
         if (p->used_count > st->blocks[0].peak) st->blocks[0].peak = p->used_count;
         st->req[0].cur += c->req;
         if (st->req[0].cur > st->req[0].peak) st->req[0].peak = st->req[0].cur;
-        if (p->deferred != NULL) stats_active_peaks_locked(p);
+        if (p->deferred != NULL) vram__stats_active_peaks_locked(p);
     } else {
         p->current -= size;
         p->used_count--;

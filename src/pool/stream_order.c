@@ -8,7 +8,7 @@
  * event; only its own stream takes it before its event completed. A deferred block is USED, out of
  * the pointer table and of the counts, in the deferred list, until every event of its uses
  * completed. While a capture is underway no event is recorded, queried or waited for here. The
- * arena's lock guards all of it (functions ending in _locked; free_deferred_unlock gives it back).
+ * arena's lock guards all of it (functions ending in _locked; vram__free_deferred_unlock gives it back).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -20,7 +20,7 @@
 
 /* ---- pending (stream-ordered) frees ---------------------------------------------------------- */
 
-void event_release(pool_arena *p, pool_event *e) {
+void vram__event_release(pool_arena *p, pool_event *e) {
     if (e != NULL && --e->refs == 0) {
         p->cfg.backend->event_destroy(p->cfg.dev, e->event);
         free(e);
@@ -29,13 +29,13 @@ void event_release(pool_arena *p, pool_event *e) {
 
 
 /* Moves a PENDING chunk whose event completed into the free bins. */
-void pending_settle_locked(pool_arena *p, pool_chunk *c) {
+void vram__pending_settle_locked(pool_arena *p, pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
     pending_unlink_locked(p, c);
-    event_release(p, c->event);
+    vram__event_release(p, c->event);
     c->event = NULL;
     c->stream = NULL;
-    chunk_make_free_locked(p, c, 1);
+    vram__chunk_make_free_locked(p, c, 1);
 }
 
 #define PENDING_STREAMS_TRACKED 16
@@ -46,7 +46,7 @@ void pending_settle_locked(pool_arena *p, pool_chunk *c) {
  * all of them at once (it comes after every use of their blocks on the stream, so it is as good
  * as one recorded at each free), so that other streams and plain allocations can have them once it
  * completes. A stream whose event cannot be recorded keeps its frees unrecorded until the next try. */
-void pending_record_locked(pool_arena *p) {
+void vram__pending_record_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return;               /* recorded once the capture has ended */
@@ -79,14 +79,14 @@ void pending_record_locked(pool_arena *p) {
  * Without waiting, the list is walked from the oldest free, and once a stream's event is found
  * not completed, that stream's newer frees are not asked about (a stream completes its work in
  * order): a call costs about one event query per stream, not one per pending free. */
-void pending_reap_locked(pool_arena *p, int wait) {
+void vram__pending_reap_locked(pool_arena *p, int wait) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return;
-    if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) pending_record_locked(p);
+    if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) vram__pending_record_locked(p);
     while (wait && p->unrecorded > 0) {   /* a call records PENDING_STREAMS_TRACKED streams at most */
         size_t before = p->unrecorded;
-        pending_record_locked(p);
+        vram__pending_record_locked(p);
         if (p->unrecorded == before) break;   /* a stream whose event cannot be recorded */
     }
     void *blocked[PENDING_STREAMS_TRACKED];
@@ -100,7 +100,7 @@ void pending_reap_locked(pool_arena *p, int wait) {
             if (!done && wait && be->event_sync(p->cfg.dev, c->event->event) == VRAM_OK) done = 1;
             if (!done && nblocked < PENDING_STREAMS_TRACKED) blocked[nblocked++] = c->stream;
         }
-        if (done) pending_settle_locked(p, c);
+        if (done) vram__pending_settle_locked(p, c);
         c = older_first_next;
     }
 }
@@ -115,7 +115,7 @@ static int pending_joins(const pool_arena *p, const pool_chunk *n, const pool_ch
 
 /* c (PENDING, not linked yet) merged with its pending neighbours of the same stream, so that the
  * stream can reuse their memory whole, as PyTorch's allocator can; returns the chunk to link. */
-pool_chunk *pending_merge_locked(pool_arena *p, pool_chunk *c) {
+pool_chunk *vram__pending_merge_locked(pool_arena *p, pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
     pool_chunk *next = c->next, *prev = c->prev;
     if (next != NULL && pending_joins(p, next, c, next->addr)) {
@@ -133,7 +133,7 @@ pool_chunk *pending_merge_locked(pool_arena *p, pool_chunk *c) {
 }
 
 /* Best fit among PENDING chunks freed on `stream` (which that stream may reuse at once). */
-pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
+pool_chunk *vram__pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
     POOL_ASSERT_LOCKED(p);
     pool_chunk *best = NULL;
     for (pool_chunk *c = p->pending; c != NULL; c = c->pend_next) {
@@ -154,7 +154,7 @@ pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
  * allocation that would otherwise fail, as in PyTorch's allocator; the list is looked at (without
  * waiting) before each search, one pointer test when it is empty. */
 
-vram_status uses_add_locked(pool_chunk *c, void *stream) {
+vram_status vram__uses_add_locked(pool_chunk *c, void *stream) {
     pool_uses *u = c->uses;
     for (int i = 0; u != NULL && i < u->n; i++) {      /* (its own stream too: it may be freed on another) */
         if (u->use[i].stream == stream) return VRAM_OK;
@@ -173,7 +173,7 @@ vram_status uses_add_locked(pool_chunk *c, void *stream) {
 
 /* Whether block c is used on a stream other than `stream` (a stream-ordered free's own, whose
  * order covers a use there). */
-int uses_beyond(const pool_uses *u, void *stream) {
+int vram__uses_beyond(const pool_uses *u, void *stream) {
     for (int i = 0; i < u->n; i++) {
         if (u->use[i].stream != stream) return 1;
     }
@@ -185,7 +185,7 @@ int uses_beyond(const pool_uses *u, void *stream) {
  * pointer table, and leaves it only once every event is recorded: on failure nothing changed, c is
  * live as before. Gives the arena lock back: out of line and called last, so that the common free
  * does not pay for this path. */
-VRAM_NOINLINE vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream,
+VRAM_NOINLINE vram_status vram__free_deferred_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream,
                                                vram__free_kind asked) {
     const vram__backend *be = p->cfg.backend;
     pool_uses *u = c->uses;
@@ -212,7 +212,7 @@ VRAM_NOINLINE vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, vra
     p->deferred_tail = c;
     p->deferred_count++;
     note_used_locked(p, c, 0);
-    note_deferred_locked(p, c, 1);
+    vram__note_deferred_locked(p, c, 1);
     pool_lock_give(&p->lock);
     return VRAM_OK;
 }
@@ -236,8 +236,8 @@ static int deferred_record_locked(pool_arena *p, pool_uses *u) {
  * for them (a block whose event cannot be waited for stays). Without waiting, the list is walked
  * from the oldest free, and once a stream's event is found not completed, no later event on that
  * stream is asked about (a stream completes its work in order): about one query per stream a
- * call, however many blocks wait, as pending_reap_locked does. */
-VRAM_NOINLINE void deferred_reap_locked(pool_arena *p, int wait) {
+ * call, however many blocks wait, as vram__pending_reap_locked does. */
+VRAM_NOINLINE void vram__deferred_reap_locked(pool_arena *p, int wait) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return;
@@ -273,10 +273,10 @@ VRAM_NOINLINE void deferred_reap_locked(pool_arena *p, int wait) {
         if (prev != NULL) prev->uses->next = next; else p->deferred = next;
         if (p->deferred_tail == c) p->deferred_tail = prev;
         p->deferred_count--;
-        note_deferred_locked(p, c, 0);
+        vram__note_deferred_locked(p, c, 0);
         free(u);
         c->uses = NULL;
-        chunk_make_free_locked(p, c, 1);
+        vram__chunk_make_free_locked(p, c, 1);
         c = next;
     }
 }
@@ -294,7 +294,7 @@ VRAM_NOINLINE void deferred_reap_locked(pool_arena *p, int wait) {
  * longer solo and frees go through events as before (SOLO_OFF, for good). */
 
 /* Waits until S has done everything queued before now; 0, or -1 when the driver refused. */
-int solo_fence_locked(pool_arena *p) {
+int vram__solo_fence_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if (p->solo != SOLO_ON || p->solo_unfenced == 0) return 0;
     if (capture_underway(p)) return -1;            /* no wait while a capture is underway */

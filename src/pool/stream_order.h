@@ -34,29 +34,29 @@ static inline int arena_still(const pool_arena *p) {
 /* ---- pending (stream-ordered) frees (their list's links: split_merge.h) ---------------------- */
 
 /* An event record's reference dropped (the event destroyed with the last one). */
-void event_release(pool_arena *p, pool_event *e);
+void vram__event_release(pool_arena *p, pool_event *e);
 /* Moves a PENDING chunk whose event completed into the free bins. */
-void pending_settle_locked(pool_arena *p, pool_chunk *c);
+void vram__pending_settle_locked(pool_arena *p, pool_chunk *c);
 /* Records one event per stream for the frees that carry none yet (owned-stream frees). */
-void pending_record_locked(pool_arena *p);
+void vram__pending_record_locked(pool_arena *p);
 /* Settles every pending free whose event has completed; with `wait`, waits for all of them. */
-void pending_reap_locked(pool_arena *p, int wait);
+void vram__pending_reap_locked(pool_arena *p, int wait);
 /* c (PENDING, not linked yet) merged with its pending neighbours of the same stream; returns the
  * chunk to link. */
-pool_chunk *pending_merge_locked(pool_arena *p, pool_chunk *c);
+pool_chunk *vram__pending_merge_locked(pool_arena *p, pool_chunk *c);
 /* Best fit among PENDING chunks freed on `stream` (which that stream may reuse at once). */
-pool_chunk *pending_best_fit_locked(pool_arena *p, void *stream, size_t size);
+pool_chunk *vram__pending_best_fit_locked(pool_arena *p, void *stream, size_t size);
 
 /* ---- blocks used on other streams (deferred) ------------------------------------------------- */
 
 /* Whether block c is used on a stream other than `stream`. */
-int uses_beyond(const pool_uses *u, void *stream);
+int vram__uses_beyond(const pool_uses *u, void *stream);
 /* The program frees c, which has uses (see stream_order.c); gives the arena lock back. `how`:
  * VRAM_POOL_FREE_NOW or a stream-ordered kind on `stream`; `asked`: the free call the program made. */
-VRAM_NOINLINE vram_status free_deferred_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream,
+VRAM_NOINLINE vram_status vram__free_deferred_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream,
                                                vram__free_kind asked);
 /* Gives the deferred blocks whose events have all completed to the free bins; with `wait`, waits. */
-VRAM_NOINLINE void deferred_reap_locked(pool_arena *p, int wait);
+VRAM_NOINLINE void vram__deferred_reap_locked(pool_arena *p, int wait);
 
 /* ---- one stream (solo) ----------------------------------------------------------------------- */
 
@@ -64,7 +64,7 @@ enum { SOLO_NONE, SOLO_ON, SOLO_OFF };
 
 /* Waits until the solo stream has done everything queued before now; 0, or -1 when the driver
  * refused (or a capture is underway). */
-int solo_fence_locked(pool_arena *p);
+int vram__solo_fence_locked(pool_arena *p);
 
 /* A request (async: stream-ordered, on `stream`) is about to be served. */
 POOL_HELPER void solo_note_request_locked(pool_arena *p, int async, void *stream) {
@@ -73,7 +73,7 @@ POOL_HELPER void solo_note_request_locked(pool_arena *p, int async, void *stream
         p->solo = SOLO_ON;
         p->solo_stream = stream;
     } else if (p->solo == SOLO_ON && (!async || stream != p->solo_stream)) {
-        (void)solo_fence_locked(p);        /* a driver that cannot wait has failed the stream anyway */
+        (void)vram__solo_fence_locked(p);        /* a driver that cannot wait has failed the stream anyway */
         p->solo = SOLO_OFF;
     }
 }

@@ -13,7 +13,7 @@
  *   - parked blocks stay USED in the pool (in `current`, under the limit and in the mappings'
  *     counts), so the limit and `reserved` are exactly what they are without the caches;
  *   - before the pool would map or take new memory, or fail, it flushes every cache and searches
- *     again (pool_alloc_locked, arena_alloc.c), so parked blocks never cost growth nor an out-of-memory error;
+ *     again (pool_alloc_locked, vram__arena_alloc.c), so parked blocks never cost growth nor an out-of-memory error;
  *     vram_trim, idle release and the pool's destruction flush too;
  *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
  *     only keep the figures below, nothing is parked);
@@ -30,7 +30,7 @@
  * lock) and only contend. Lock order: arena lock, then a cache, then a shard of the pointer table.
  *
  * The arrow goes one way: the arena calls the caches, never the other way; a flush hands the
- * arena the blocks it took out of the caches, and the arena releases them (pool_flush_caches_locked).
+ * arena the blocks it took out of the caches, and the arena releases them (vram__pool_flush_caches_locked).
  */
 #include <stdlib.h>
 
@@ -38,7 +38,7 @@
 
 _Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of two");
 
-int tc_init(pool_arena *p) {
+int vram__tc_init(pool_arena *p) {
     atomic_init(&p->tc_first, -1);
     atomic_init(&p->tc_multi, 0);
     p->tc = aligned_alloc(64, sizeof(pool_tcache) * TC_CACHES);
@@ -56,7 +56,7 @@ int tc_init(pool_arena *p) {
     return 0;
 }
 
-void tc_destroy(pool_arena *p) {
+void vram__tc_destroy(pool_arena *p) {
     free(p->tc);
     p->tc = NULL;
 }
@@ -72,9 +72,9 @@ static void tc_start_parking(pool_arena *p) {
 
 /* The thread remembers the last arena it used and its cache there: an arena's caches live as long as
  * the arena, and its uid tells a new arena created at a freed one's address from the old one. */
-pool_tcache *tc_mine(pool_arena *p, vram__pool_thread *me) {
+pool_tcache *vram__tc_mine(pool_arena *p, vram__pool_thread *me) {
     if (me->tc_pool == p && me->tc_uid == p->uid) return me->tc;      /* this thread was here before */
-    int k = (int)((pool_thread_seq(me) - 1) % TC_CACHES);
+    int k = (int)((vram__pool_thread_seq(me) - 1) % TC_CACHES);
     int first = atomic_load_explicit(&p->tc_first, memory_order_relaxed);
     if (first != k && !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) {
         int none = -1;
@@ -94,7 +94,7 @@ static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
     return &tc->bin[(h >> 20) & (TC_BINS - 1)];
 }
 
-int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
+int vram__tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
     pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     tc_bin *b = bin_of(tc, rounded);
@@ -105,7 +105,7 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     }
     pool_shard *sh = pool_shard_of(p, c->addr);
     pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
-    int room = !c->asleep && ptr_map_insert(&sh->map, c->addr, c) == 0;   /* (asleep: its arena's flush takes it) */
+    int room = !c->asleep && vram__ptr_map_insert(&sh->map, c->addr, c) == 0;   /* (asleep: its arena's flush takes it) */
     pool_spin_unlock(&sh->lock);
     if (!room) {                       /* no host memory for the table: let the pool say so */
         pool_spin_unlock(&tc->lock);
@@ -123,17 +123,17 @@ int tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
     return 1;
 }
 
-int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
+int vram__tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     if (!atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
     pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     size_t cached = atomic_load_explicit(&tc->cached, memory_order_relaxed);
     pool_shard *sh = pool_shard_of(p, addr);
     pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
-    pool_chunk *c = ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
+    pool_chunk *c = vram__ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
     tc_bin *b = c ? bin_of(tc, c->size) : NULL;
     int park = c != NULL && c->uses == NULL && !c->slot && !c->asleep &&   /* (a slot: plan_slots.c; asleep: sleep.c) */
                c->size <= p->tc_max_block && c->size <= p->tc_cap - cached && (b->head == NULL || b->size == c->size);
-    if (park) ptr_map_take(&sh->map, addr);
+    if (park) vram__ptr_map_take(&sh->map, addr);
     pool_spin_unlock(&sh->lock);
     if (park) {
         b->size = c->size;
@@ -147,19 +147,19 @@ int tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     return park;
 }
 
-int tc_parking(const pool_arena *p) {
+int vram__tc_parking(const pool_arena *p) {
     return p->tc_cap != 0 && atomic_load_explicit(&p->tc_multi, memory_order_relaxed);
 }
 
-int tc_holds_any(pool_arena *p) {
-    if (!tc_parking(p)) return 0;
+int vram__tc_holds_any(pool_arena *p) {
+    if (!vram__tc_parking(p)) return 0;
     for (int i = 0; i < TC_CACHES; i++) {
         if (atomic_load_explicit(&p->tc[i].cached, memory_order_relaxed) != 0) return 1;
     }
     return 0;
 }
 
-pool_chunk *tc_flush_all_locked(pool_arena *p) {
+pool_chunk *vram__tc_flush_all_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_chunk *first = NULL, **tail = &first;      /* in the order of the caches and their bins */
     if (p->tc_cap == 0) return NULL;
@@ -182,7 +182,7 @@ pool_chunk *tc_flush_all_locked(pool_arena *p) {
     return first;
 }
 
-void tc_stats_locked(pool_arena *p, tc_stats *out) {
+void vram__tc_stats_locked(pool_arena *p, tc_stats *out) {
     POOL_ASSERT_LOCKED(p);
     *out = (tc_stats){0};
     for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) {

@@ -27,7 +27,7 @@ static size_t granule_of(const pool_vmm *v, uint64_t addr) {
     return (size_t)((addr - v->base) >> v->gran_shift);
 }
 
-vram_status pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
+vram_status vram__pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
                           size_t max_extent) {
     memset(v, 0, sizeof *v);
     v->backend = be;
@@ -70,7 +70,7 @@ static void zone_extend(pool_vmm *v) {
     quick_sync(v);
 }
 
-void pool_vmm_set_zone(pool_vmm *v, size_t offset) {
+void vram__pool_vmm_set_zone(pool_vmm *v, size_t offset) {
     v->zone_start = offset;
     v->zone_prefix = 0;
     quick_sync(v);
@@ -158,7 +158,7 @@ static vram_status extent_unmap(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
     return s;
 }
 
-vram_status pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg) {
+vram_status vram__pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     if (v->gran_ext == NULL) return VRAM_OK;
     for (int32_t e = 0; e < v->next_slot; e++) {   /* whatever the driver refuses: the range goes */
@@ -213,7 +213,7 @@ static int bits_any(const uint64_t *bits, size_t g, size_t last) {
     return 0;
 }
 
-size_t pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size) {
+size_t vram__pool_vmm_unmapped_slow(const pool_vmm *v, uint64_t addr, size_t size) {
     if (all_mapped(v, granule_of(v, addr), granule_of(v, addr + size - 1))) return 0;
     size_t missing = 0;
     for (size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1); g <= last;) {
@@ -243,7 +243,7 @@ static size_t next_with(const pool_vmm *v, size_t g, size_t last, int bit) {
     return last + 1;
 }
 
-size_t pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at) {
+size_t vram__pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, uint64_t *at) {
     uint64_t end = addr + size, best_at = addr;
     size_t best = 0;
     for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last;) {
@@ -420,7 +420,7 @@ static int32_t idle_set_take(const pool_vmm *v, idle_set *set, size_t n, int lar
     return set->ext[i];
 }
 
-void pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size, pool_vmm_change *chg) {
+void vram__pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     idle_set set;
     if (v->idle == 0 || idle_set_build(v, &set) != 0) return;   /* (no host memory: nothing moves) */
@@ -449,16 +449,16 @@ done:
     free(set.next);
 }
 
-void pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {
+void vram__pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {
     v->stale = 1;
     if (v->touched_bits != NULL) bits_set(v->touched_bits, granule_of(v, addr), granule_of(v, addr + size - 1));
 }
 
-void pool_vmm_busy_begin(pool_vmm *v) {
+void vram__pool_vmm_busy_begin(pool_vmm *v) {
     for (int32_t e = 0; e < v->next_slot; e++) v->ext[e].busy = 0;
 }
 
-void pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size) {
+void vram__pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size) {
     uint64_t end = addr + size;
     for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last;) {
         if (v->gran_ext[g] < 0) {           /* a block on unmapped memory: the check reports it */
@@ -472,7 +472,7 @@ void pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size) {
     }
 }
 
-void pool_vmm_busy_end(pool_vmm *v) {
+void vram__pool_vmm_busy_end(pool_vmm *v) {
     v->idle = 0;
     for (int32_t e = 0; e < v->next_slot; e++) {
         if (v->ext[e].size != 0 && v->ext[e].busy == 0) v->idle += v->ext[e].size;
@@ -480,7 +480,7 @@ void pool_vmm_busy_end(pool_vmm *v) {
     v->stale = 0;
 }
 
-size_t pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start) {
+size_t vram__pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start) {
     size_t ngran = v->va_size >> v->gran_shift;
     if (from < v->base || from >= v->base + v->va_size) return 0;
     size_t g = next_with(v, granule_of(v, from), ngran - 1, 1);
@@ -491,7 +491,7 @@ size_t pool_vmm_run_after(const pool_vmm *v, uint64_t from, uint64_t *start) {
     return (size_t)(v->base + ((uint64_t)end << v->gran_shift) - *start);
 }
 
-vram_status pool_vmm_export(pool_vmm *v, uint64_t addr, size_t size, ipc_piece *out, size_t capacity, size_t *n,
+vram_status vram__pool_vmm_export(pool_vmm *v, uint64_t addr, size_t size, ipc_piece *out, size_t capacity, size_t *n,
                             uint64_t *span_lo, size_t *span) {
     size_t g = granule_of(v, addr), last = granule_of(v, addr + size - 1), k = 0, need = 0;
     uint64_t lo = 0, hi = 0;
@@ -525,7 +525,7 @@ vram_status pool_vmm_export(pool_vmm *v, uint64_t addr, size_t size, ipc_piece *
     return VRAM_OK;
 }
 
-void pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
+void vram__pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
     idle[0] = idle[1] = 0;
     for (int32_t e = 0; e < v->next_slot; e++) {
         const pool_extent *x = &v->ext[e];
@@ -533,7 +533,7 @@ void pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
     }
 }
 
-vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, pool_vmm_change *chg) {
+vram_status vram__pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1);
     size_t end = last + (ahead >> v->gran_shift), ngran = v->va_size >> v->gran_shift;
@@ -554,7 +554,7 @@ vram_status pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahe
     return VRAM_OK;
 }
 
-size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg) {
+size_t vram__pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg) {
     size_t released = 0;
     *chg = (pool_vmm_change){0};
     while (released < want && v->idle > 0) {
@@ -571,7 +571,7 @@ size_t pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg) {
     return released;
 }
 
-size_t pool_vmm_unmap_idle_outside(pool_vmm *v, size_t lo, size_t hi, pool_vmm_change *chg) {
+size_t vram__pool_vmm_unmap_idle_outside(pool_vmm *v, size_t lo, size_t hi, pool_vmm_change *chg) {
     size_t released = 0;
     *chg = (pool_vmm_change){0};
     for (int32_t e = 0; e < v->next_slot && v->idle > 0; e++) {
@@ -583,7 +583,7 @@ size_t pool_vmm_unmap_idle_outside(pool_vmm *v, size_t lo, size_t hi, pool_vmm_c
     return released;
 }
 
-void pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
+void vram__pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     size_t words = (v->va_size / v->gran + 63) / 64;
     if (v->touched_bits == NULL) {         /* the first period starts: nothing noted before it */
@@ -601,14 +601,14 @@ void pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
 
 /* ---- sleep and wake ------------------------------------------------------------------------- */
 
-int64_t pool_vmm_exported(const pool_vmm *v) {
+int64_t vram__pool_vmm_exported(const pool_vmm *v) {
     for (int32_t e = 0; e < v->next_slot; e++) {
         if (v->ext[e].size != 0 && v->ext[e].fd >= 0) return (int64_t)v->ext[e].offset;
     }
     return -1;
 }
 
-void pool_vmm_unmap_all(pool_vmm *v, pool_vmm_change *chg) {
+void vram__pool_vmm_unmap_all(pool_vmm *v, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     for (int32_t e = 0; e < v->next_slot; e++) {
         if (v->ext[e].size != 0) (void)extent_unmap(v, e, chg);   /* (a refusal leaves it as it was) */
@@ -616,25 +616,25 @@ void pool_vmm_unmap_all(pool_vmm *v, pool_vmm_change *chg) {
     v->stale = 1;
 }
 
-size_t pool_vmm_bit_words(const pool_vmm *v) {
+size_t vram__pool_vmm_bit_words(const pool_vmm *v) {
     return ((v->va_size >> v->gran_shift) + 63) / 64;
 }
 
-void pool_vmm_bits_add(const pool_vmm *v, uint64_t *bits, uint64_t addr, size_t size) {
+void vram__pool_vmm_bits_add(const pool_vmm *v, uint64_t *bits, uint64_t addr, size_t size) {
     bits_set(bits, granule_of(v, addr), granule_of(v, addr + size - 1));
 }
 
-size_t pool_vmm_bits_unmapped(const pool_vmm *v, uint64_t *want) {
+size_t vram__pool_vmm_bits_unmapped(const pool_vmm *v, uint64_t *want) {
     size_t n = 0;
-    for (size_t w = 0, words = pool_vmm_bit_words(v); w < words; w++) {
+    for (size_t w = 0, words = vram__pool_vmm_bit_words(v); w < words; w++) {
         want[w] &= ~v->mapped_bits[w];
         n += (size_t)__builtin_popcountll(want[w]);
     }
     return n << v->gran_shift;
 }
 
-uint64_t *pool_vmm_bits_mapped(const pool_vmm *v) {
-    size_t words = pool_vmm_bit_words(v);
+uint64_t *vram__pool_vmm_bits_mapped(const pool_vmm *v) {
+    size_t words = vram__pool_vmm_bit_words(v);
     uint64_t *bits = malloc(words * sizeof *bits);
     if (bits != NULL) memcpy(bits, v->mapped_bits, words * sizeof *bits);
     return bits;
@@ -654,7 +654,7 @@ static size_t next_bit(const uint64_t *bits, size_t g, size_t last, int bit) {
     return last + 1;
 }
 
-vram_status pool_vmm_map_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg) {
+vram_status vram__pool_vmm_map_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     size_t last = (v->va_size >> v->gran_shift) - 1, max_run = v->max_extent >> v->gran_shift;
     for (size_t g = next_bit(bits, 0, last, 1); g <= last; g = next_bit(bits, g, last, 1)) {
@@ -671,7 +671,7 @@ vram_status pool_vmm_map_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change
     return VRAM_OK;
 }
 
-void pool_vmm_unmap_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg) {
+void vram__pool_vmm_unmap_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     for (int32_t e = 0; e < v->next_slot; e++) {
         const pool_extent *x = &v->ext[e];
@@ -682,7 +682,7 @@ void pool_vmm_unmap_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg
     v->stale = 1;
 }
 
-size_t pool_vmm_mapped_bytes(const pool_vmm *v, uint64_t addr, size_t size) {
+size_t vram__pool_vmm_mapped_bytes(const pool_vmm *v, uint64_t addr, size_t size) {
     uint64_t end = addr + size;
     size_t n = 0;
     for (size_t g = granule_of(v, addr), last = granule_of(v, end - 1); g <= last; g++) {
@@ -693,7 +693,7 @@ size_t pool_vmm_mapped_bytes(const pool_vmm *v, uint64_t addr, size_t size) {
     return n;
 }
 
-int pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
+int vram__pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
     size_t mapped = 0, idle = 0, zone_bytes[2] = {0, 0}, zone_count[2] = {0, 0};
     for (int32_t e = 0; e < v->next_slot; e++) {
         const pool_extent *x = &v->ext[e];

@@ -5,7 +5,8 @@
  * (IPC), statistics,
  * the memory fraction and the live limit, trim and check; and the layout of vram_memory_info for bindings (which
  * needs no runtime). Each checks its arguments, enters the runtime (its read side, one
- * thread-local record a call), finds the logical device's pool and hands over.
+ * thread-local record a call), finds the logical device's pool and hands over (ON_POOL, for the calls
+ * on one logical device's pool).
  *
  * Invariant: a call that entered the runtime leaves it on every path (vram__rt_leave).
  * Locks: the runtime's read side only; the pool takes its own (docs/DESIGN.md, "Locks, in order").
@@ -58,6 +59,20 @@ static vram_status enter_logical(vram__thread *me, int logical_device, vram__poo
     *pool = rt.logical[logical_device].pool;
     return VRAM_OK;
 }
+
+/* The body of a call on one logical device's pool: enters the runtime and finds the pool (`p`; `me` is
+ * the caller's record), runs the statements given (which may set `s`, VRAM_OK until then), leaves the
+ * runtime and returns s. Every call below that works on one pool is this, after its argument checks. */
+#define ON_POOL(logical_device, ...)                                     \
+    do {                                                                 \
+        vram__thread *me = vram__rt_self();                              \
+        vram__pool *p = NULL;                                            \
+        vram_status s = enter_logical(me, (logical_device), &p);         \
+        if (s != VRAM_OK) return s;                                      \
+        __VA_ARGS__;                                                     \
+        vram__rt_leave(me);                                              \
+        return s;                                                        \
+    } while (0)
 
 /* Allocates from `pool` (runtime entered) and leaves the runtime. */
 static vram_status alloc_in(vram__thread *me, vram__pool *pool, void **ptr, size_t size, int async, void *stream) {
@@ -161,45 +176,20 @@ vram_status vram__free_on_alloc_stream(void *ptr) {
 
 vram_status vram_private_pool_create(int logical_device, int *pool) {
     if (pool == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_pool_create: pool is NULL");
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    vram_status s = enter_logical(me, logical_device, &p);
-    if (s != VRAM_OK) return s;
-    s = vram__pool_private_create(p, me->pool.tag, pool);
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, s = vram__pool_private_create(p, me->pool.tag, pool));
 }
 
 vram_status vram_private_malloc_async(void **ptr, size_t size, int logical_device, int pool, void *stream) {
     if (ptr == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_malloc_async: ptr is NULL");
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    vram_status s = enter_logical(me, logical_device, &p);
-    if (s != VRAM_OK) return s;
-    *ptr = NULL;
-    if (size > 0) s = vram__pool_private_alloc(p, &me->pool, pool, size, stream, ptr);
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, *ptr = NULL; if (size > 0) s = vram__pool_private_alloc(p, &me->pool, pool, size, stream, ptr));
 }
 
 vram_status vram_private_pool_release(int logical_device, int pool) {
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    vram_status s = enter_logical(me, logical_device, &p);
-    if (s != VRAM_OK) return s;
-    s = vram__pool_private_release(p, pool);
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, s = vram__pool_private_release(p, pool));
 }
 
 static vram_status capture_call(int logical_device, int begin) {
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    vram_status s = enter_logical(me, logical_device, &p);
-    if (s != VRAM_OK) return s;
-    s = vram__pool_capture(p, begin);
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, s = vram__pool_capture(p, begin));
 }
 
 vram_status vram_capture_begin(int logical_device) {
@@ -215,23 +205,11 @@ vram_status vram_private_pool_blocks(int logical_device, int pool, void **out, s
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_pool_blocks: count must not be NULL, and out "
                           "may be NULL only when capacity is 0");
     }
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    vram_status s = enter_logical(me, logical_device, &p);
-    if (s != VRAM_OK) return s;
-    s = vram__pool_private_blocks(p, pool, out, capacity, count);
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, s = vram__pool_private_blocks(p, pool, out, capacity, count));
 }
 
 vram_status vram_private_malloc_at(void *ptr, size_t size, int logical_device, int pool, void *stream) {
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    vram_status s = enter_logical(me, logical_device, &p);
-    if (s != VRAM_OK) return s;
-    s = vram__pool_private_alloc_at(p, pool, ptr, size, stream);
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, s = vram__pool_private_alloc_at(p, pool, ptr, size, stream));
 }
 
 /* ---- tags, sleep and wake ------------------------------------------------------------------------- */
@@ -275,26 +253,16 @@ vram_status vram_sleep(int logical_device, const char *tag, vram_sleep_mode mode
                           "VRAM_SLEEP_DISCARD (1)", (int)mode);
     }
     unsigned id = 0;
-    vram_status s = tag_asked("vram_sleep", tag, &id);
-    if (s != VRAM_OK) return s;
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    if ((s = enter_logical(me, logical_device, &p)) != VRAM_OK) return s;
-    s = vram__pool_sleep(p, id, mode == VRAM_SLEEP_OFFLOAD);
-    vram__rt_leave(me);
-    return s;
+    vram_status asked = tag_asked("vram_sleep", tag, &id);
+    if (asked != VRAM_OK) return asked;
+    ON_POOL(logical_device, s = vram__pool_sleep(p, id, mode == VRAM_SLEEP_OFFLOAD));
 }
 
 vram_status vram_wake(int logical_device, const char *tag) {
     unsigned id = 0;
-    vram_status s = tag_asked("vram_wake", tag, &id);
-    if (s != VRAM_OK) return s;
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    if ((s = enter_logical(me, logical_device, &p)) != VRAM_OK) return s;
-    s = vram__pool_wake(p, id);
-    vram__rt_leave(me);
-    return s;
+    vram_status asked = tag_asked("vram_wake", tag, &id);
+    if (asked != VRAM_OK) return asked;
+    ON_POOL(logical_device, s = vram__pool_wake(p, id));
 }
 
 /* ---- sharing with other processes -------------------------------------------------------------- */
@@ -355,24 +323,12 @@ vram_status vram_get_segments(int logical_device, vram_segment_info *segments, s
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_segments: the counts must not be NULL, and an "
                           "array may be NULL only when its capacity is 0");
     }
-    vram__thread *me = vram__rt_self();
-    vram__pool *p = NULL;
-    vram_status s = enter_logical(me, logical_device, &p);
-    if (s != VRAM_OK) return s;
-    vram__pool_segments(p, segments, segment_capacity, nsegments, blocks, block_capacity, nblocks);
-    vram__rt_leave(me);
-    return VRAM_OK;
+    ON_POOL(logical_device, vram__pool_segments(p, segments, segment_capacity, nsegments, blocks, block_capacity, nblocks));
 }
 
 vram_status vram_get_memory_info(int logical_device, vram_memory_info *info) {
-    vram__thread *me = vram__rt_self();
     if (info == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_info: info is NULL");
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    vram__pool_info(pool, &me->pool, info);
-    vram__rt_leave(me);
-    return VRAM_OK;
+    ON_POOL(logical_device, vram__pool_info(p, &me->pool, info));
 }
 
 int vram_memory_info_field(int i, const char **name, const char **type, size_t *offset, size_t *size) {
@@ -390,102 +346,61 @@ int vram_memory_info_field(int i, const char **name, const char **type, size_t *
 }
 
 vram_status vram_reset_memory_stats(int logical_device) {
-    vram__thread *me = vram__rt_self();
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    vram__pool_reset_peak(pool, &me->pool);
-    vram__rt_leave(me);
-    return VRAM_OK;
+    ON_POOL(logical_device, vram__pool_reset_peak(p, &me->pool));
 }
 
 vram_status vram_get_allocator_stats(int logical_device, vram_allocator_stats *stats) {
-    vram__thread *me = vram__rt_self();
     if (stats == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_allocator_stats: stats is NULL");
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    vram__pool_allocator_stats(pool, &me->pool, stats);
-    vram__rt_leave(me);
-    return VRAM_OK;
+    ON_POOL(logical_device, vram__pool_allocator_stats(p, &me->pool, stats));
 }
 
 vram_status vram_reset_accumulated_stats(int logical_device) {
-    vram__thread *me = vram__rt_self();
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    vram__pool_reset_accumulated(pool);
-    vram__rt_leave(me);
-    return VRAM_OK;
+    ON_POOL(logical_device, vram__pool_reset_accumulated(p));
 }
 
 vram_status vram_set_memory_fraction(int logical_device, double fraction) {
-    vram__thread *me = vram__rt_self();
     if (!(fraction >= 0.0 && fraction <= 1.0)) {      /* (NaN too) */
         return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_set_memory_fraction: invalid fraction value: %g. "
                           "Allowed range: 0~1", fraction);
     }
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    size_t total = rt.devices[rt.logical[logical_device].info.physical_index].total_bytes;
-    vram__pool_set_fraction(pool, (size_t)(fraction * (double)total), fraction);
-    vram__limits_watch();                              /* over it: idle memory goes back at the next calls */
-    vram__rt_leave(me);
-    return VRAM_OK;
+    ON_POOL(logical_device,
+            size_t total = rt.devices[rt.logical[logical_device].info.physical_index].total_bytes;
+            vram__pool_set_fraction(p, (size_t)(fraction * (double)total), fraction);
+            vram__limits_watch());                     /* over it: idle memory goes back at the next calls */
 }
 
 vram_status vram_get_memory_fraction(int logical_device, double *fraction) {
-    vram__thread *me = vram__rt_self();
     if (fraction == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_memory_fraction: fraction is NULL");
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    *fraction = vram__pool_fraction(pool);
-    vram__rt_leave(me);
+    ON_POOL(logical_device, *fraction = vram__pool_fraction(p));
+}
+
+/* vram_set_live_limit's work on the pool (runtime entered). */
+static vram_status set_live_limit(vram__pool *p, int logical_device, size_t bytes) {
+    size_t configured = rt.logical[logical_device].info.memory_limit_bytes;
+    if (bytes > configured) {
+        return vram__fail(VRAM_ERR_CONFLICT, "vram_set_live_limit(%d, %zu): more than the %zu bytes the "
+                          "configuration allowed %s (a live limit may be lowered and raised back up to that, not "
+                          "beyond)", logical_device, bytes, configured, rt.logical[logical_device].info.name);
+    }
+    vram__pool_set_live_limit(p, bytes);
+    vram__limits_watch();                              /* over it: idle memory goes back at the next calls */
     return VRAM_OK;
 }
 
 vram_status vram_set_live_limit(int logical_device, size_t bytes) {
-    vram__thread *me = vram__rt_self();
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    size_t configured = rt.logical[logical_device].info.memory_limit_bytes;
-    if (bytes > configured) {
-        s = vram__fail(VRAM_ERR_CONFLICT, "vram_set_live_limit(%d, %zu): more than the %zu bytes the configuration "
-                       "allowed %s (a live limit may be lowered and raised back up to that, not beyond)",
-                       logical_device, bytes, configured, rt.logical[logical_device].info.name);
-    } else {
-        vram__pool_set_live_limit(pool, bytes);
-        vram__limits_watch();                          /* over it: idle memory goes back at the next calls */
-    }
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, s = set_live_limit(p, logical_device, bytes));
 }
 
 vram_status vram_get_live_limit(int logical_device, size_t *bytes, size_t *configured) {
-    vram__thread *me = vram__rt_self();
     if (bytes == NULL) return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_get_live_limit: bytes is NULL");
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    size_t limit = rt.logical[logical_device].info.memory_limit_bytes, live = vram__pool_live_limit(pool);
-    *bytes = live < limit ? live : limit;
-    if (configured != NULL) *configured = limit;
-    vram__rt_leave(me);
-    return VRAM_OK;
+    ON_POOL(logical_device,
+            size_t limit = rt.logical[logical_device].info.memory_limit_bytes, live = vram__pool_live_limit(p);
+            *bytes = live < limit ? live : limit;
+            if (configured != NULL) *configured = limit);
 }
 
 vram_status vram_trim(int logical_device, size_t keep_bytes) {
-    vram__thread *me = vram__rt_self();
-    vram__pool *pool = NULL;
-    vram_status s = enter_logical(me, logical_device, &pool);
-    if (s != VRAM_OK) return s;
-    s = vram__pool_trim(pool, keep_bytes);
-    vram__rt_leave(me);
-    return s;
+    ON_POOL(logical_device, s = vram__pool_trim(p, keep_bytes));
 }
 
 vram_status vram_check(int logical_device) {

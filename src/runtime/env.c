@@ -4,6 +4,7 @@
  * it also gives out (vram_alloc_conf_option, public). No state of its own, no locks.
  */
 #include <ctype.h>
+#include <stddef.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -41,15 +42,40 @@ static vram_status read_size(const char *name, const char *value, vram__env_size
     return VRAM_OK;
 }
 
+/* Two names of one setting both set to values that mean different things (vram__getenv_either). */
+static vram_status names_disagree(const char *name, const char *value, const char *old, const char *old_value) {
+    return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s='%s' and %s='%s' disagree: they name one setting (%s is its "
+                      "older name); unset one of them", name, value, old, old_value, old);
+}
+
+/* VRAM_GROWTH, else VRAM_FORCE_ALLOW_GROWTH (its older name). */
 static vram_status read_growth(vram__env *env) {
-    const char *v = getenv("VRAM_FORCE_ALLOW_GROWTH");
+    const char *used = NULL, *other = NULL;
+    const char *v = vram__getenv_either("VRAM_GROWTH", "VRAM_FORCE_ALLOW_GROWTH", &used, &other);
     env->force_growth = -1;
     if (v == NULL) return VRAM_OK;
     if (vram__parse_bool(v, &env->force_growth) != 0) {
-        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_FORCE_ALLOW_GROWTH='%s' is not valid: use 'true' or "
-                          "'false'", v);
+        return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s='%s' is not valid: use 'true' or 'false'", used, v);
+    }
+    int old = 0;
+    if (other != NULL && (vram__parse_bool(other, &old) != 0 || old != env->force_growth)) {
+        return names_disagree(used, v, "VRAM_FORCE_ALLOW_GROWTH", other);
     }
     return VRAM_OK;
+}
+
+/* A card's limit or every card's: `name` (VRAM_LIMIT, VRAM_LIMIT_<i>), else `old` (VRAM_MEMORY_LIMIT,
+ * VRAM_MEMORY_LIMIT_<i>); both set, they must be the same size. */
+static vram_status read_limit(const char *name, const char *old, vram__env_size *out) {
+    const char *used = NULL, *other = NULL;
+    const char *v = vram__getenv_either(name, old, &used, &other);
+    if (v == NULL) return VRAM_OK;
+    vram_status s = read_size(used, v, out);
+    if (s != VRAM_OK || other == NULL) return s;
+    vram__env_size o;
+    s = read_size(old, other, &o);
+    if (s == VRAM_OK && o.bytes != out->bytes) s = names_disagree(name, v, old, other);
+    return s;
 }
 
 static vram_status read_fraction(vram__env *env) {
@@ -69,23 +95,39 @@ static vram_status read_fraction(vram__env *env) {
     return VRAM_OK;
 }
 
-/* VRAM_MEMORY_LIMIT_<i>=SIZE for every i in the environment. */
+/* VRAM_LIMIT_<i>=SIZE (VRAM_LIMIT_MAX aside: a ceiling, read_ledger) and VRAM_MEMORY_LIMIT_<i>=SIZE for
+ * every i in the environment: each must name a card; both names of one card, the same size. */
 static vram_status read_device_limits(vram__env *env, int ndev) {
-    static const char prefix[] = "VRAM_MEMORY_LIMIT_";
+    static const char *const prefixes[] = { "VRAM_LIMIT_", "VRAM_MEMORY_LIMIT_" };
     for (char **e = environ; e != NULL && *e != NULL; e++) {
-        if (strncmp(*e, prefix, sizeof prefix - 1) != 0) continue;
-        const char *idx = *e + sizeof prefix - 1;
-        const char *eq = strchr(idx, '=');
-        char name[64];
-        snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - *e : (long)strlen(*e)), *e);
-        char *end = NULL;
-        long i = isdigit((unsigned char)idx[0]) ? strtol(idx, &end, 10) : -1;   /* (no sign, no space) */
-        if (eq == NULL || end != eq || end == idx || i < 0 || i >= ndev) {
-            return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: there is no physical device %.*s (%d visible to "
-                              "the driver); the variable must be VRAM_MEMORY_LIMIT_<index>", name,
-                              (int)(eq ? eq - idx : (long)strlen(idx)), idx, ndev);
+        for (int k = 0; k < 2; k++) {
+            size_t plen = strlen(prefixes[k]);
+            if (strncmp(*e, prefixes[k], plen) != 0 || (k == 0 && strncmp(*e, "VRAM_LIMIT_MAX=", 15) == 0)) continue;
+            const char *idx = *e + plen;
+            const char *eq = strchr(idx, '=');
+            char name[64];
+            snprintf(name, sizeof name, "%.*s", (int)(eq ? eq - *e : (long)strlen(*e)), *e);
+            char *end = NULL;
+            long i = isdigit((unsigned char)idx[0]) ? strtol(idx, &end, 10) : -1;   /* (no sign, no space) */
+            if (eq == NULL || end != eq || end == idx || i < 0 || i >= ndev) {
+                return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "%s: there is no physical device %.*s (%d visible to "
+                                  "the driver); the variable must be %s<index>", name,
+                                  (int)(eq ? eq - idx : (long)strlen(idx)), idx, ndev, prefixes[k]);
+            }
+            if (k == 1) continue;   /* read with its card's VRAM_LIMIT_<i> below */
+            char old[64];
+            snprintf(old, sizeof old, "VRAM_MEMORY_LIMIT_%ld", i);
+            vram_status s = read_limit(name, old, &env->limit_dev[i]);
+            if (s != VRAM_OK) return s;
         }
-        vram_status s = read_size(name, eq + 1, &env->limit_dev[i]);
+    }
+    for (char **e = environ; e != NULL && *e != NULL; e++) {   /* an older name alone */
+        if (strncmp(*e, "VRAM_MEMORY_LIMIT_", 18) != 0) continue;
+        long i = strtol(*e + 18, NULL, 10);                     /* (checked above) */
+        if (env->limit_dev[i].set) continue;
+        char name[64];
+        snprintf(name, sizeof name, "VRAM_MEMORY_LIMIT_%ld", i);
+        vram_status s = read_size(name, strchr(*e, '=') + 1, &env->limit_dev[i]);
         if (s != VRAM_OK) return s;
     }
     return VRAM_OK;
@@ -210,6 +252,64 @@ vram_status vram__alloc_conf_parse(const char *text, const char *origin, const v
     return VRAM_OK;
 }
 
+/* What `vram run` and the Slurm plugin give a process for the ledger (runtime/limits.c), checked as the
+ * preload library checks them (env.h). */
+static vram_status read_ledger(vram__env *env) {
+    const char *v = getenv("VRAM_GROUP");
+    vram_status s = VRAM_OK;
+    if (v != NULL && v[0] != '\0') {
+        if (!vram__ledger_valid_group(v)) {
+            return vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_GROUP='%s' is not valid: use 1 to %d of A-Z a-z 0-9 . _ -",
+                              v, LEDGER_NAME_LEN - 1);
+        }
+        snprintf(env->group, sizeof env->group, "%s", v);
+    }
+    static const struct { const char *name; size_t offset; } sizes[] = {
+        { "VRAM_GROUP_LIMIT", offsetof(vram__env, group_limit) },
+        { "VRAM_LIMIT_MAX", offsetof(vram__env, limit_max) },
+        { "VRAM_GROUP_LIMIT_MAX", offsetof(vram__env, group_limit_max) },
+    };
+    for (size_t k = 0; s == VRAM_OK && k < sizeof sizes / sizeof sizes[0]; k++) {
+        if ((v = getenv(sizes[k].name)) != NULL && v[0] != '\0')
+            s = read_size(sizes[k].name, v, (vram__env_size *)((char *)env + sizes[k].offset));
+    }
+    v = getenv("VRAM_PRIORITY");
+    if (s == VRAM_OK && v != NULL && v[0] != '\0') {
+        if (strcmp(v, "guaranteed") == 0) {
+            env->priority = LEDGER_PRIORITY_GUARANTEED;
+        } else if (strcmp(v, "opportunistic") == 0) {
+            env->priority = LEDGER_PRIORITY_OPPORTUNISTIC;
+        } else {
+            s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_PRIORITY='%s' is not valid: use 'guaranteed' or "
+                           "'opportunistic'", v);
+        }
+    }
+    v = getenv("VRAM_LEDGER_DIR");
+    env->ledger_dir_set = v != NULL && v[0] != '\0';
+    env->overflow = -1;
+    env->overflow_max_mb = -1;
+    v = getenv("VRAM_OVERFLOW");
+    if (s == VRAM_OK && v != NULL) {
+        if (strcmp(v, "host") == 0 || strcmp(v, "none") == 0) {
+            env->overflow = v[0] == 'h';
+        } else {
+            s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_OVERFLOW='%s' is not valid: use 'host' (overflow to host "
+                           "memory) or 'none'", v);
+        }
+    }
+    v = getenv("VRAM_OVERFLOW_MAX");
+    size_t bytes = 0;
+    if (s == VRAM_OK && v != NULL) {
+        if (vram_parse_size(v, &bytes) != VRAM_OK) {
+            s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_OVERFLOW_MAX='%s' is not a valid size: use bytes or a "
+                           "number with K, M, G or T (0: no overflow at all)", v);
+        } else {
+            env->overflow_max_mb = (long long)((bytes + VRAM_MIB - 1) / VRAM_MIB);
+        }
+    }
+    return s;
+}
+
 /* VRAM_MEMBARRIER into *on (1 when unset); -1 when it is malformed. */
 static int read_membarrier(int *on) {
     const char *v = getenv("VRAM_MEMBARRIER");
@@ -230,11 +330,10 @@ vram_status vram__env_read(vram__env *env, int ndev) {
         s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "VRAM_MEMBARRIER='%s' is not valid: use 'true' or 'false' "
                        "(false: every call fences itself instead of membarrier)", getenv("VRAM_MEMBARRIER"));
     }
-    if (s == VRAM_OK && getenv("VRAM_MEMORY_LIMIT") != NULL) {
-        s = read_size("VRAM_MEMORY_LIMIT", getenv("VRAM_MEMORY_LIMIT"), &env->limit_all);
-    }
+    if (s == VRAM_OK) s = read_limit("VRAM_LIMIT", "VRAM_MEMORY_LIMIT", &env->limit_all);
     if (s == VRAM_OK) s = read_fraction(env);
     if (s == VRAM_OK) s = read_device_limits(env, ndev);
+    if (s == VRAM_OK) s = read_ledger(env);
     const char *conf = getenv("VRAM_ALLOC_CONF");
     vram__alloc_conf checked;
     if (s == VRAM_OK && conf != NULL) {

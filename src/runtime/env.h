@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "backend/backend.h"
+#include "common/ledger.h"
 #include "pool/pool.h"
 
 #define VRAM_MAX_DEVICES 64
@@ -86,6 +87,18 @@ typedef struct vram__env {
     double         fraction;
     char           fraction_text[96];
     const char      *alloc_conf_text;            /* VRAM_ALLOC_CONF (validated), or NULL */
+    /* the ledger (runtime/limits.c: whether and how the process is listed; what `vram run` and the Slurm
+     * plugin set, read as the preload library reads them) */
+    char           group[LEDGER_NAME_LEN];       /* VRAM_GROUP, "" none */
+    vram__env_size group_limit;                  /* VRAM_GROUP_LIMIT */
+    vram__env_size limit_max;                    /* VRAM_LIMIT_MAX: the most a limit set from outside may be */
+    vram__env_size group_limit_max;              /* VRAM_GROUP_LIMIT_MAX */
+    int            priority;                     /* VRAM_PRIORITY: LEDGER_PRIORITY_* */
+    int            ledger_dir_set;               /* VRAM_LEDGER_DIR is set */
+    /* overflow to host memory as `vram run --overflow` sets it: the allocator options overflow and
+     * overflow_max_mb under VRAM_ALLOC_CONF's (runtime.c, apply_alloc_conf_wlocked) */
+    int            overflow;                     /* VRAM_OVERFLOW: -1 unset, 0 none, 1 host */
+    long long      overflow_max_mb;              /* VRAM_OVERFLOW_MAX in MiB (rounded up), -1 unset */
 } vram__env;
 
 /* VRAM_BACKEND: cuda (default) or sim. */

@@ -216,11 +216,15 @@ static vram_status destroy_pools_wlocked(void) {
     return refusal == VRAM_OK ? VRAM_OK : vram__fail(refusal, "%s", why);
 }
 
-/* The allocator options in force: VRAM_ALLOC_CONF, else what the program set. */
+/* The allocator options in force: VRAM_ALLOC_CONF, else VRAM_OVERFLOW and VRAM_OVERFLOW_MAX (what `vram
+ * run --overflow` sets) for overflow and overflow_max_mb, else what the program set. */
 static vram_status apply_alloc_conf_wlocked(const vram__env *env) {
-    rt.alloc_conf_in_force = rt.alloc_conf;     /* VRAM_ALLOC_CONF's keys override the program's */
+    vram__alloc_conf base = rt.alloc_conf;
+    if (env->overflow >= 0) base.overflow = env->overflow;
+    if (env->overflow_max_mb >= 0) base.overflow_max_mb = env->overflow_max_mb;
+    rt.alloc_conf_in_force = base;              /* VRAM_ALLOC_CONF's keys override the rest */
     if (env->alloc_conf_text != NULL) {
-        vram_status s = vram__alloc_conf_parse(env->alloc_conf_text, "VRAM_ALLOC_CONF", &rt.alloc_conf,
+        vram_status s = vram__alloc_conf_parse(env->alloc_conf_text, "VRAM_ALLOC_CONF", &base,
                                                &rt.alloc_conf_in_force);
         if (s != VRAM_OK) return s;
     }
@@ -346,6 +350,9 @@ vram_status vram__rt_start_wlocked(void) {
         rt.growth_in_force[i] = planned_growth(i, &env);
         rt.limit_in_force[i] = rt.config[i].limit;
     }
+    size_t start_limit[VRAM_MAX_DEVICES] = { 0 };
+    for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) start_limit[i] = rt.visible_in_force[i] ? plans[i].cap : 0;
+    if (s == VRAM_OK) s = vram__limits_link_wlocked(&env, start_limit);   /* before the pools take memory */
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
         if (rt.visible_in_force[i]) s = start_card_wlocked(i, &plans[i]);
     }
@@ -353,7 +360,9 @@ vram_status vram__rt_start_wlocked(void) {
     if (s != VRAM_OK) {
         char why[1024];                          /* the cause, whatever the cleanup says */
         snprintf(why, sizeof why, "%s", vram_last_error());
+        vram__limits_watcher_stop_wlocked();
         (void)destroy_pools_wlocked();
+        vram__limits_unlink_wlocked();
         return vram__fail(s, "%s", why);
     }
     atomic_store(&rt.initialized, 1);
@@ -377,7 +386,9 @@ vram_status vram__rt_stop_wlocked(void) {
         }
     }
     idle_thread_stop_wlocked();
+    vram__limits_watcher_stop_wlocked();
     vram_status refusal = destroy_pools_wlocked();   /* stopped all the same: the memory is the driver's now */
+    vram__limits_unlink_wlocked();                   /* (the slots go once the pools gave their memory back) */
     rt.backend->close();
     rt.discovered = 0;
     atomic_store(&rt.initialized, 0);
@@ -560,6 +571,7 @@ static void fork_child(void) {
     pthread_mutex_unlock(&rt.lock.mu);
     for (int i = 0; i < RT_SLOTS; i++) atomic_store(&rt_slots[i].active, 0);
     atomic_fetch_and(&rt_writer, ~RT_WRITER);
+    vram__limits_forked();
 }
 
 __attribute__((constructor)) static void fork_handlers_install(void) {

@@ -125,6 +125,23 @@ void   vram__limits_apply(void);
 /* The runtime started (runtime.c, writer lock held): limits posted before apply at the first call. */
 void   vram__limits_started(void);
 
+/* The ledger (common/ledger_member.h; docs/DESIGN.md, "Limits that move"). At the start, before the
+ * pools (writer lock held): whether the process is listed and how. Under the preload library with the
+ * CUDA backend it follows the preload library's slots (which count its driver calls); else, under the
+ * preload library (the simulated backend), with VRAM_GROUP or with VRAM_LEDGER_DIR it has slots of its
+ * own, and each card's budget gets the member's gate; otherwise it is not listed. A ledger that cannot
+ * be opened leaves the process unlisted (said with a group budget or VRAM_LOG=1), never failing the
+ * start. `start_limit`: each card's limit in force at start (0 none). A watcher thread then posts the
+ * limits set on its slots (vram__limit_post) as soon as they change. */
+vram_status vram__limits_link_wlocked(const vram__env *env, const size_t *start_limit);
+/* Stops the watcher (shutdown, first); unlink, after the pools gave their memory back: slots freed. */
+void   vram__limits_watcher_stop_wlocked(void);
+void   vram__limits_unlink_wlocked(void);
+/* In the child of fork: not listed (the slots are the parent's). */
+void   vram__limits_forked(void);
+/* Whether libvram_preload.so is loaded in this process. */
+int    vram__limits_preload_present(void);
+
 /* For the framework faces (src/faces): vram_free_async on a stream that the caller keeps alive as
  * long as the runtime runs, as PyTorch does with its streams. No event is recorded per free: while
  * one stream has all the stream-ordered requests the block is free at once (the pool waits for

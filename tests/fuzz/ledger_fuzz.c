@@ -1,10 +1,10 @@
 /*
- * ledger_fuzz.c: libFuzzer harness for the ledger reader (shim/ledger.c): what ledger_open does with a
+ * ledger_fuzz.c: libFuzzer harness for the ledger reader (src/common/ledger.c): what vram__ledger_open does with a
  * file any process of the user may have written (header checks, rebuild, the live slots carried over,
  * the slots' liveness and names), and what vram top and a group limit then read. The first input byte
  * picks how the rest becomes the file: 0 the bytes as they are (any size), 1 over a valid fresh
  * ledger from offset 0 (a damaged header, slots), 2 into the slots of a valid header (the header's
- * checksum kept right, so the slots themselves are read). Checked: ledger_open never fails on a
+ * checksum kept right, so the slots themselves are read). Checked: vram__ledger_open never fails on a
  * private, safe directory; the file is then whole, with a valid header; every slot left live after a
  * reclaim names a running process; names copy out printable and NUL-terminated; a group total never
  * wraps. One private XDG_RUNTIME_DIR per fuzzing process; the files moved aside are removed after
@@ -25,7 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "ledger.h"
+#include "common/ledger.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -63,8 +63,8 @@ static void setup(void) {
     snprintf(path, sizeof path, "%s/ledger", dir);
     ledger l;
     char err[512];
-    if (ledger_open(&l, err, sizeof err) != 0) die(err);   /* makes the directory and a fresh file */
-    ledger_close(&l);
+    if (vram__ledger_open(&l, err, sizeof err) != 0) die(err);   /* makes the directory and a fresh file */
+    vram__ledger_close(&l);
 }
 
 static void write_file(const uint8_t *data, size_t size) {
@@ -76,7 +76,7 @@ static void write_file(const uint8_t *data, size_t size) {
         if (size && write(fd, data, size) != (ssize_t)size) die("write");
     } else {
         ledger_header h;
-        ledger_header_init(&h);
+        vram__ledger_header_init(&h);
         if (ftruncate(fd, (off_t)FILE_SIZE) != 0 || pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) die("init");
         off_t at = mode == 1 ? 0 : (off_t)sizeof h;
         if (size > FILE_SIZE - (size_t)at) size = FILE_SIZE - (size_t)at;
@@ -108,50 +108,50 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     write_file(data, size);
     ledger l;
     char err[512];
-    if (ledger_open(&l, err, sizeof err) != 0) die(err);
+    if (vram__ledger_open(&l, err, sizeof err) != 0) die(err);
     struct stat st;
     if (fstat(l.fd, &st) != 0 || (size_t)st.st_size != FILE_SIZE) die("the ledger is not whole after opening");
     if (l.hdr->magic != LEDGER_MAGIC || l.hdr->version != LEDGER_VERSION || l.hdr->nslots != LEDGER_SLOTS ||
-        l.hdr->checksum != ledger_checksum(l.hdr))
+        l.hdr->checksum != vram__ledger_checksum(l.hdr))
         die("the ledger's header is not valid after opening");
-    ledger_lock(&l);
-    ledger_reclaim_locked(&l);
+    vram__ledger_lock(&l);
+    vram__ledger_reclaim_locked(&l);
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         const ledger_slot *s = &l.slots[i];
         if (s->state == 0) continue;
-        if (!ledger_slot_alive(s)) die("a slot left after a reclaim is not alive");
+        if (!vram__ledger_slot_alive(s)) die("a slot left after a reclaim is not alive");
         char name[LEDGER_UUID_LEN];
-        ledger_copy_name(name, sizeof name, s->uuid, sizeof s->uuid);
+        vram__ledger_copy_name(name, sizeof name, s->uuid, sizeof s->uuid);
         for (const char *c = name; *c; c++)
             if (*c < 0x20 || *c >= 0x7f) die("a name copied out unprintable");
         char group[LEDGER_NAME_LEN], uuid[LEDGER_UUID_LEN];
-        ledger_copy_name(group, sizeof group, s->group, sizeof s->group);
-        ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
-        (void)ledger_group_total_locked(&l, group, uuid);
+        vram__ledger_copy_name(group, sizeof group, s->group, sizeof s->group);
+        vram__ledger_copy_name(uuid, sizeof uuid, s->uuid, sizeof s->uuid);
+        (void)vram__ledger_group_total_locked(&l, group, uuid);
         /* the limits that move, read from whatever the file holds: the limit in force never above
          * the ceilings a set limit is held to, and a rebalance under any budget never wraps */
-        uint64_t lim = ledger_slot_limit(s), set = s->limit_set;
+        uint64_t lim = vram__ledger_slot_limit(s), set = s->limit_set;
         if (set && !s->group_cap && s->limit_max && lim > s->limit_max) die("a set limit above its ceiling");
         if (s->group_cap && lim > s->group_cap) die("a limit above its group cap");
         if (group[0] && strlen(group) == strnlen(s->group, sizeof s->group)) {
             int opportunistic = 0;
             uint64_t budget = s->group_limit ? s->group_limit : 1;
-            (void)ledger_group_rebalance_locked(&l, group, uuid, budget, &opportunistic);
+            (void)vram__ledger_group_rebalance_locked(&l, group, uuid, budget, &opportunistic);
             if (s->priority == LEDGER_PRIORITY_OPPORTUNISTIC && s->group_cap > budget) die("a cap above the budget");
         }
     }
     /* a slot of this process's own (as the preload library claims them) fits and is found */
     uint64_t start = 0;
-    if (ledger_start_time((int)getpid(), &start) != 0) die("start time");
-    ledger_slot *mine = ledger_claim_locked(&l, (int)getpid(), start, 0, "GPU-fuzz", "g", "fuzz", 1, 2);
+    if (vram__ledger_start_time((int)getpid(), &start) != 0) die("start time");
+    ledger_slot *mine = vram__ledger_claim_locked(&l, (int)getpid(), start, 0, "GPU-fuzz", "g", "fuzz", 1, 2);
     if (mine) {
         mine->in_use = UINT64_MAX - 1;
-        if (ledger_find_locked(&l, (int)getpid(), start, 0) != mine) die("a claimed slot is not found");
-        if (ledger_group_total_locked(&l, "g", "GPU-fuzz") < UINT64_MAX - 1) die("a group total wrapped");
+        if (vram__ledger_find_locked(&l, (int)getpid(), start, 0) != mine) die("a claimed slot is not found");
+        if (vram__ledger_group_total_locked(&l, "g", "GPU-fuzz") < UINT64_MAX - 1) die("a group total wrapped");
         /* a guaranteed member holding nearly everything: every opportunistic member of "g" on the card is
          * capped at 1 byte (never 0, which would read as none) */
         int opportunistic = 0;
-        if (ledger_group_rebalance_locked(&l, "g", "GPU-fuzz", 1ull << 30, &opportunistic) < UINT64_MAX - 1)
+        if (vram__ledger_group_rebalance_locked(&l, "g", "GPU-fuzz", 1ull << 30, &opportunistic) < UINT64_MAX - 1)
             die("a guaranteed total wrapped");
         for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
             const ledger_slot *s = &l.slots[i];
@@ -160,10 +160,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 s->group_cap != 1)
                 die("an opportunistic member not capped under a full budget");
         }
-        ledger_release_locked(mine, (int)getpid(), start);
+        vram__ledger_release_locked(mine, (int)getpid(), start);
     }
-    ledger_unlock(&l);
-    ledger_close(&l);
+    vram__ledger_unlock(&l);
+    vram__ledger_close(&l);
     remove_aside();
     return 0;
 }

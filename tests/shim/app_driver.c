@@ -43,6 +43,7 @@
  *                                         refused=R (every error other than out of memory dies, 3)
  *             script [DEV]                commands on stdin, one a line, each answered by one
  *                                         flushed line: "alloc MIB" -> alloc=E (cuMemAlloc),
+ *                                         "pitch MIB" -> pitch=E (cuMemAllocPitch, rows of 1 MiB),
  *                                         "free" -> free=E (the newest live block), "info" ->
  *                                         free=F total=T (cuMemGetInfo), "launch" -> launch=E
  *                                         (cuLaunchKernel of a dummy function), "poke V" -> poke=0
@@ -529,7 +530,12 @@ int main(int argc, char **argv) {
         int n = 0;
         char line[128];
         while (fgets(line, sizeof line, stdin)) {
-            if (strncmp(line, "alloc ", 6) == 0) {
+            if (strncmp(line, "pitch ", 6) == 0) {
+                CUresult r = n < MAX_CHUNKS ? take(&d, K_PITCH, (size_t)strtoull(line + 6, NULL, 10) << 20, dev, &live[n])
+                                            : CUDA_ERROR_OUT_OF_MEMORY;
+                if (r == CUDA_SUCCESS) n++;
+                printf("pitch=%d\n", (int)r);
+            } else if (strncmp(line, "alloc ", 6) == 0) {
                 CUresult r = n < MAX_CHUNKS ? take(&d, K_ALLOC, (size_t)strtoull(line + 6, NULL, 10) << 20, dev, &live[n])
                                             : CUDA_ERROR_OUT_OF_MEMORY;
                 if (r == CUDA_SUCCESS) n++;

@@ -230,6 +230,14 @@ says f "alloc 200" "alloc 100" "held"
 OUT=$ANSWERS
 check "without --overflow an allocation past the limit is refused as before" '[[ $OUT == "alloc=0 alloc=2 held=$((200 * MiB)) host=0" ]]'
 stop f
+start p --growth --limit 256MiB --overflow host -- 0
+says p "pitch 200" "pitch 100" "held"
+OUT="$ANSWERS $(slot p in_use_bytes overflow_bytes)"
+says p "free" "held"
+OUT="$OUT | $ANSWERS"
+check "--overflow host: a cuMemAllocPitch past the limit is served from host memory too (rows of 1 MiB), and freed there" \
+    '[[ $OUT == "pitch=0 pitch=0 held=$((200 * MiB)) host=$((100 * MiB)) in_use_bytes=$((200 * MiB)) overflow_bytes=$((100 * MiB)) | free=0 held=$((200 * MiB)) host=0" ]]'
+stop p
 
 # ---- a group rebalances between a guaranteed and an opportunistic member ----------------------------------
 start o --growth --group gr --group-limit 1GiB --priority opportunistic --overflow host -- 0

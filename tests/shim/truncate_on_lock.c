@@ -1,7 +1,7 @@
 /*
  * truncate_on_lock.c: a fault injector for the ledger's readers, loaded with LD_PRELOAD into
  * `vram top`. The Nth flock(fd, LOCK_EX) of the process (TRUNCATE_ON_LOCK_N, default 2: the first is
- * ledger_open's, the second the lock under which top reads the slots) truncates the file
+ * vram__ledger_open's, the second the lock under which top reads the slots) truncates the file
  * TRUNCATE_ON_LOCK_PATH to 0 bytes once the lock is held, as another process of the user may do at any
  * moment: the reader then finds its mapping past the file's end. Owns nothing else; no locks of its own
  * (the counter is only touched by the program's own, serialised, ledger calls).

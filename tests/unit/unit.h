@@ -66,7 +66,7 @@ void unit_on_failure(void (*print)(void *ctx), void *ctx);
         if ((call_with_msg) != 0)                                                      \
             unit_fail(__FILE__, __LINE__, "%s failed: %s", #call_with_msg, why_);      \
     } while (0)
-/* (the call names why_ and sizeof why_ for its message: EXPECT_SOUND(free_bins_check(&b, UNIT_WHY))) */
+/* (the call names why_ and sizeof why_ for its message: EXPECT_SOUND(vram__free_bins_check(&b, UNIT_WHY))) */
 #define UNIT_WHY why_, sizeof why_
 
 /* ---- random numbers (splitmix64): the seed is the test's name's hash unless VRAM_TEST_SEED ---- */

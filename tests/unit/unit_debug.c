@@ -52,13 +52,13 @@ static pool_arena *bare_arena(void) {
 }
 
 static void recount_without_the_lock(void) {
-    vmm_recount_locked(bare_arena());           /* a _locked function, the lock not taken */
+    vram__vmm_recount_locked(bare_arena());           /* a _locked function, the lock not taken */
 }
 
 static void recount_with_the_lock(void) {
     pool_arena *p = bare_arena();
     pool_lock_take(&p->lock);
-    vmm_recount_locked(p);
+    vram__vmm_recount_locked(p);
     pool_lock_give(&p->lock);
 }
 
@@ -117,7 +117,7 @@ UNIT_TEST(debug, a_block_freed_on_the_simulated_card_reads_the_freed_pattern) {
     *c = (pool_chunk){.addr = r->base, .size = size, .region = r, .state = CHUNK_USED, .req = size};
     p->current = size;
     p->used_count = 1;
-    pool_release_used_locked(p, c);             /* the free of the block, to the free bins */
+    vram__pool_release_used_locked(p, c);             /* the free of the block, to the free bins */
     for (size_t i = 0; i < size; i++) EXPECT_INT(mem[i], ==, POOL_FILL_FREED);
     EXPECT(r->first->state == CHUNK_FREE);
     pool_lock_give(&p->lock);

@@ -49,7 +49,7 @@ static void expect_chunk(const char *file, int line, const char *expr, const poo
 
 static pool_chunk *put(free_bins *b, size_t size, uint64_t addr) {
     pool_chunk *c = chunk(size, addr);
-    free_bins_insert(b, c);
+    vram__free_bins_insert(b, c);
     return c;
 }
 
@@ -61,9 +61,9 @@ typedef struct cls {
 static cls class_of_size(size_t size) {
     static free_bins scratch;
     pool_chunk c = {.size = size, .addr = 0x1000, .state = CHUNK_FREE};
-    free_bins_insert(&scratch, &c);
+    vram__free_bins_insert(&scratch, &c);
     cls k = {c.bin_fl, c.bin_sl};
-    free_bins_remove(&scratch, &c);
+    vram__free_bins_remove(&scratch, &c);
     EXPECT_SIZE(scratch.count, ==, 0);
     return k;
 }
@@ -76,13 +76,13 @@ UNIT_TEST(free_bins, empty_bins_find_nothing) {
     free_bins *b = bins_new();
     size_t sizes[] = {0, U, 8 * 1024, 1 << 20, (size_t)1 << 40, SIZE_MAX & ~(U - 1)};
     for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
-        EXPECT_CHUNK(free_bins_best_fit(b, sizes[i]), NULL);
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, sizes[i]), NULL);
     }
-    EXPECT_CHUNK(free_bins_largest(b), NULL);
+    EXPECT_CHUNK(vram__free_bins_largest(b), NULL);
     EXPECT_U64(b->fl_map, ==, 0);
     EXPECT_SIZE(b->count, ==, 0);
     EXPECT_SIZE(b->bytes, ==, 0);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
     free(b);
 }
 
@@ -152,9 +152,9 @@ UNIT_TEST(free_bins, exact_fit_beats_larger) {
     pool_chunk *exact = put(b, 4096, 0x900000);
     put(b, 4096 + U, 0x200000);
     put(b, 8192, 0x300000);
-    EXPECT_CHUNK(free_bins_best_fit(b, 4096), exact);
-    EXPECT_CHUNK(free_bins_best_fit(b, 4096 - U + 1), exact);   /* a size between units */
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 4096), exact);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 4096 - U + 1), exact);   /* a size between units */
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
     free(b);
 }
 
@@ -164,15 +164,15 @@ UNIT_TEST(free_bins, smallest_larger_block_across_classes) {
     pool_chunk *mid = put(b, (size_t)3 << 20, 0x8000000);
     pool_chunk *small = put(b, 40 * 1024, 0x9000000);
     put(b, 512, 0xa000000);
-    EXPECT_CHUNK(free_bins_best_fit(b, 768), small);          /* nothing in 768's class: the next */
-    EXPECT_CHUNK(free_bins_best_fit(b, 40 * 1024), small);
-    EXPECT_CHUNK(free_bins_best_fit(b, 40 * 1024 + U), mid);
-    EXPECT_CHUNK(free_bins_best_fit(b, (size_t)3 << 20), mid);
-    EXPECT_CHUNK(free_bins_best_fit(b, ((size_t)3 << 20) + U), big);
-    EXPECT_CHUNK(free_bins_best_fit(b, (size_t)64 << 20), big);
-    EXPECT_CHUNK(free_bins_best_fit(b, ((size_t)64 << 20) + U), NULL);
-    EXPECT_PTR(free_bins_best_fit(b, 512), !=, NULL);
-    EXPECT_SIZE(free_bins_best_fit(b, 512)->size, ==, 512);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 768), small);          /* nothing in 768's class: the next */
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 40 * 1024), small);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 40 * 1024 + U), mid);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, (size_t)3 << 20), mid);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, ((size_t)3 << 20) + U), big);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, (size_t)64 << 20), big);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, ((size_t)64 << 20) + U), NULL);
+    EXPECT_PTR(vram__free_bins_best_fit(b, 512), !=, NULL);
+    EXPECT_SIZE(vram__free_bins_best_fit(b, 512)->size, ==, 512);
     free(b);
 }
 
@@ -190,24 +190,24 @@ UNIT_TEST(free_bins, best_fit_within_a_class_not_first_fit) {
             c[k] = put(b, base + (size_t)k * step, 0x40000000ull - (uint64_t)i * 0x1000000);
         }
         for (int want = 0; want < 8; want++) {
-            EXPECT_CHUNK(free_bins_best_fit(b, base + (size_t)want * step), c[want]);
-            EXPECT_CHUNK(free_bins_best_fit(b, base + (size_t)want * step - U), c[want]);
+            EXPECT_CHUNK(vram__free_bins_best_fit(b, base + (size_t)want * step), c[want]);
+            EXPECT_CHUNK(vram__free_bins_best_fit(b, base + (size_t)want * step - U), c[want]);
         }
         /* take the best each time: sizes come out in ascending order */
         for (int want = 0; want < 8; want++) {
-            pool_chunk *got = free_bins_best_fit(b, base);
+            pool_chunk *got = vram__free_bins_best_fit(b, base);
             EXPECT_CHUNK(got, c[want]);
-            free_bins_remove(b, got);
-            EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+            vram__free_bins_remove(b, got);
+            EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
         }
-        EXPECT_CHUNK(free_bins_best_fit(b, base), NULL);
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, base), NULL);
         free(b);
     }
     /* the same within the 2-unit classes of [16 KiB, 32 KiB): 16 KiB + 256 inserted last */
     free_bins *b = bins_new();
     pool_chunk *lo = put(b, 16384, 0x10000);
     put(b, 16384 + U, 0x20000);
-    EXPECT_CHUNK(free_bins_best_fit(b, 16384), lo);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 16384), lo);
     free(b);
 }
 
@@ -221,14 +221,14 @@ UNIT_TEST(free_bins, best_fit_skips_the_smaller_chunks_of_the_requests_class) {
     pool_chunk *fit = put(b, base + 3 * step, 0x3000000);
     put(b, base + 6 * step, 0x4000000);
     put(b, base + 2 * step, 0x5000000);        /* newest: first in the list, too small */
-    EXPECT_CHUNK(free_bins_best_fit(b, base + 2 * step + U), fit);
-    EXPECT_CHUNK(free_bins_best_fit(b, base + 3 * step), fit);
-    free_bins_remove(b, fit);
-    EXPECT_SIZE(free_bins_best_fit(b, base + 2 * step + U)->size, ==, base + 6 * step);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, base + 2 * step + U), fit);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, base + 3 * step), fit);
+    vram__free_bins_remove(b, fit);
+    EXPECT_SIZE(vram__free_bins_best_fit(b, base + 2 * step + U)->size, ==, base + 6 * step);
     /* none of the class fits: the next non-empty class, rows away */
     pool_chunk *far = put(b, (size_t)40 << 20, 0x6000000);
     put(b, (size_t)48 << 20, 0x7000000);
-    EXPECT_CHUNK(free_bins_best_fit(b, base + 6 * step + U), far);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, base + 6 * step + U), far);
     free(b);
 }
 
@@ -241,11 +241,11 @@ UNIT_TEST(free_bins, ties_go_to_the_lowest_address) {
             pool_chunk *c = put(b, 8 * U, addrs[order ? 4 - i : i]);
             if (c->addr == 0x1000) lowest = c;
         }
-        EXPECT_CHUNK(free_bins_best_fit(b, 8 * U), lowest);      /* in the request's class */
-        EXPECT_CHUNK(free_bins_best_fit(b, 7 * U), lowest);      /* from a larger class */
-        EXPECT_CHUNK(free_bins_best_fit(b, 1), lowest);
-        free_bins_remove(b, lowest);
-        EXPECT_U64(free_bins_best_fit(b, 8 * U)->addr, ==, 0x3000);
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, 8 * U), lowest);      /* in the request's class */
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, 7 * U), lowest);      /* from a larger class */
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, 1), lowest);
+        vram__free_bins_remove(b, lowest);
+        EXPECT_U64(vram__free_bins_best_fit(b, 8 * U)->addr, ==, 0x3000);
         free(b);
     }
     /* equal sizes beat a lower address of a larger size in the same class */
@@ -254,9 +254,9 @@ UNIT_TEST(free_bins, ties_go_to_the_lowest_address) {
     put(b, s + U, 0x1000);
     pool_chunk *a = put(b, s, 0x9000);
     pool_chunk *c = put(b, s, 0x5000);
-    EXPECT_CHUNK(free_bins_best_fit(b, s), c);
-    free_bins_remove(b, c);
-    EXPECT_CHUNK(free_bins_best_fit(b, s), a);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, s), c);
+    vram__free_bins_remove(b, c);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, s), a);
     free(b);
 }
 
@@ -280,30 +280,30 @@ UNIT_TEST(free_bins, insert_remove_keep_the_bitmaps_and_counts) {
     EXPECT_CHUNK(x->left, y);
     EXPECT_CHUNK(y->left, NULL);
 
-    free_bins_remove(b, y);                   /* the head */
+    vram__free_bins_remove(b, y);                   /* the head */
     EXPECT_CHUNK(b->head[kx.fl][kx.sl], x);
     EXPECT_CHUNK(x->left, NULL);
     EXPECT_CHUNK(y->left, NULL);
     EXPECT_CHUNK(y->right, NULL);
     EXPECT_U64(b->sl_map[kx.fl], ==, 1u << kx.sl);
-    free_bins_remove(b, x);                   /* the class empties: its bit and its row's go */
+    vram__free_bins_remove(b, x);                   /* the class empties: its bit and its row's go */
     EXPECT_U64(b->sl_map[kx.fl], ==, 0);
     EXPECT_U64(b->fl_map, ==, 1ull << kz.fl);
-    EXPECT_CHUNK(free_bins_best_fit(b, 3 * U), z);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
-    free_bins_remove(b, z);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 3 * U), z);
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
+    vram__free_bins_remove(b, z);
     EXPECT_U64(b->fl_map, ==, 0);
     EXPECT_SIZE(b->count, ==, 0);
     EXPECT_SIZE(b->bytes, ==, 0);
-    EXPECT_CHUNK(free_bins_best_fit(b, 0), NULL);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 0), NULL);
 
     /* the middle of a list */
     pool_chunk *c[3];
     for (int i = 0; i < 3; i++) c[i] = put(b, 5 * U, 0x1000 * (uint64_t)(i + 1));
-    free_bins_remove(b, c[1]);
+    vram__free_bins_remove(b, c[1]);
     EXPECT_CHUNK(c[2]->right, c[0]);
     EXPECT_CHUNK(c[0]->left, c[2]);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
     free(b);
 }
 
@@ -312,15 +312,15 @@ UNIT_TEST(free_bins, resize_keeps_its_place_within_a_class_and_moves_across) {
     size_t s = (size_t)4 << 20;
     pool_chunk *old = put(b, s, 0x1000);
     pool_chunk *c = put(b, s, 0x2000);         /* the head of the class */
-    free_bins_resize(b, c, s + 64 * 1024);      /* same class: stays at the head */
+    vram__free_bins_resize(b, c, s + 64 * 1024);      /* same class: stays at the head */
     EXPECT_CHUNK(b->head[c->bin_fl][c->bin_sl], c);
     EXPECT_SIZE(c->size, ==, s + 64 * 1024);
     EXPECT_SIZE(b->bytes, ==, 2 * s + 64 * 1024);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
-    EXPECT_CHUNK(free_bins_best_fit(b, s), old);
-    EXPECT_CHUNK(free_bins_best_fit(b, s + U), c);
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, s), old);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, s + U), c);
 
-    free_bins_resize(b, c, 2 * U);              /* another class: moves */
+    vram__free_bins_resize(b, c, 2 * U);              /* another class: moves */
     cls k = class_of_size(2 * U);
     EXPECT_INT(c->bin_fl, ==, k.fl);
     EXPECT_INT(c->bin_sl, ==, k.sl);
@@ -328,9 +328,9 @@ UNIT_TEST(free_bins, resize_keeps_its_place_within_a_class_and_moves_across) {
     EXPECT_CHUNK(old->left, NULL);
     EXPECT_SIZE(b->count, ==, 2);
     EXPECT_SIZE(b->bytes, ==, s + 2 * U);
-    EXPECT_CHUNK(free_bins_best_fit(b, U), c);
-    EXPECT_CHUNK(free_bins_best_fit(b, s + U), NULL);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, U), c);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, s + U), NULL);
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
     free(b);
 }
 
@@ -342,18 +342,18 @@ UNIT_TEST(free_bins, row_boundaries) {
         pool_chunk *next_row = put(b, row_end, 0x1000);
         size_t w = row_end / 64;                          /* the width of the row's last class */
         put(b, w > U ? row_end - w : row_end - 2 * U, 0x2000);   /* below the request: never chosen */
-        EXPECT_CHUNK(free_bins_best_fit(b, row_end - U), next_row);
-        EXPECT_CHUNK(free_bins_best_fit(b, row_end), next_row);
-        EXPECT_CHUNK(free_bins_best_fit(b, row_end + U), NULL);
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, row_end - U), next_row);
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, row_end), next_row);
+        EXPECT_CHUNK(vram__free_bins_best_fit(b, row_end + U), NULL);
         free(b);
     }
     /* the linear classes' end: 8 KiB - 256 in row 0, 8 KiB in row 1 */
     free_bins *b = bins_new();
     pool_chunk *a = put(b, 8192 - U, 0x1000), *c = put(b, 8192, 0x2000);
-    EXPECT_CHUNK(free_bins_best_fit(b, 8192 - 2 * U), a);
-    EXPECT_CHUNK(free_bins_best_fit(b, 8192 - U + 1), c);
-    free_bins_remove(b, a);
-    EXPECT_CHUNK(free_bins_best_fit(b, 1), c);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 8192 - 2 * U), a);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 8192 - U + 1), c);
+    vram__free_bins_remove(b, a);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, 1), c);
     free(b);
 }
 
@@ -363,18 +363,18 @@ UNIT_TEST(free_bins, the_largest_sizes) {
     pool_chunk *t = put(b, top, 0x1000);
     pool_chunk *h = put(b, half, 0x2000);
     pool_chunk *g = put(b, (size_t)1 << 40, 0x3000);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
-    EXPECT_CHUNK(free_bins_best_fit(b, (size_t)1 << 40), g);
-    EXPECT_CHUNK(free_bins_best_fit(b, ((size_t)1 << 40) + U), h);
-    EXPECT_CHUNK(free_bins_best_fit(b, half), h);
-    EXPECT_CHUNK(free_bins_best_fit(b, half + U), t);
-    EXPECT_CHUNK(free_bins_best_fit(b, top), t);
-    EXPECT_CHUNK(free_bins_best_fit(b, top + 1), NULL);     /* (SIZE_MAX - 254: the top class) */
-    EXPECT_CHUNK(free_bins_best_fit(b, SIZE_MAX), NULL);
-    EXPECT_CHUNK(free_bins_largest(b), t);
-    free_bins_remove(b, t);
-    EXPECT_CHUNK(free_bins_largest(b), h);
-    EXPECT_CHUNK(free_bins_best_fit(b, half + U), NULL);
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, (size_t)1 << 40), g);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, ((size_t)1 << 40) + U), h);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, half), h);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, half + U), t);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, top), t);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, top + 1), NULL);     /* (SIZE_MAX - 254: the top class) */
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, SIZE_MAX), NULL);
+    EXPECT_CHUNK(vram__free_bins_largest(b), t);
+    vram__free_bins_remove(b, t);
+    EXPECT_CHUNK(vram__free_bins_largest(b), h);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, half + U), NULL);
     free(b);
 }
 
@@ -385,7 +385,7 @@ UNIT_TEST(free_bins, largest_is_the_largest_of_the_top_class) {
     pool_chunk *l = put(b, s + 96 * 1024, 0x2000);    /* same class, not at its head */
     put(b, s + 32 * 1024, 0x3000);
     put(b, 1 << 20, 0x4000);
-    EXPECT_CHUNK(free_bins_largest(b), l);
+    EXPECT_CHUNK(vram__free_bins_largest(b), l);
     free(b);
 }
 
@@ -420,18 +420,18 @@ UNIT_TEST(free_bins, ascending_visits_every_chunk_that_holds_the_size_smaller_cl
     pool_chunk *bigger = put(b, (size_t)1 << 30, 0x4000);
     pool_chunk *mid = put(b, (size_t)5 << 20, 0x5000);
     walk w = {0};
-    free_bins_ascending(b, s + U, visit, &w);
+    vram__free_bins_ascending(b, s + U, visit, &w);
     EXPECT_SIZE(w.n, ==, 3);
     EXPECT_CHUNK(w.seen[0], own_fit);
     EXPECT_CHUNK(w.seen[1], mid);
     EXPECT_CHUNK(w.seen[2], bigger);
     EXPECT(!seen(&w, below) && !seen(&w, own_small));
     walk stop = {.stop_after = 2};
-    free_bins_ascending(b, 0, visit, &stop);
+    vram__free_bins_ascending(b, 0, visit, &stop);
     EXPECT_SIZE(stop.n, ==, 2);
     EXPECT_CHUNK(stop.seen[0], below);
     walk none = {0};
-    free_bins_ascending(b, ((size_t)1 << 30) + U, visit, &none);
+    vram__free_bins_ascending(b, ((size_t)1 << 30) + U, visit, &none);
     EXPECT_SIZE(none.n, ==, 0);
     free(b);
 }
@@ -443,23 +443,23 @@ UNIT_TEST(free_bins, descending_visits_from_the_top_and_stops_below_the_floor) {
     pool_chunk *k = put(b, 64 * 1024, 0x3000);
     pool_chunk *u = put(b, U, 0x4000);
     walk all = {0};
-    free_bins_descending(b, visit, &all, 0);
+    vram__free_bins_descending(b, visit, &all, 0);
     EXPECT_SIZE(all.n, ==, 4);
     EXPECT_CHUNK(all.seen[0], g);
     EXPECT_CHUNK(all.seen[1], m);
     EXPECT_CHUNK(all.seen[2], k);
     EXPECT_CHUNK(all.seen[3], u);
     walk floor = {0};
-    free_bins_descending(b, visit, &floor, (size_t)5 << 20);
+    vram__free_bins_descending(b, visit, &floor, (size_t)5 << 20);
     EXPECT_SIZE(floor.n, ==, 2);                       /* 5 MiB's class reaches above 5 MiB */
     walk above = {0};
-    free_bins_descending(b, visit, &above, ((size_t)5 << 20) + 256 * 1024);
+    vram__free_bins_descending(b, visit, &above, ((size_t)5 << 20) + 256 * 1024);
     EXPECT_SIZE(above.n, ==, 1);
     walk raised = {.raise_to = (size_t)2 << 20};       /* the visitor raises the floor as it goes */
-    free_bins_descending(b, visit, &raised, 0);
+    vram__free_bins_descending(b, visit, &raised, 0);
     EXPECT_SIZE(raised.n, ==, 2);
     walk stop = {.stop_after = 3};
-    free_bins_descending(b, visit, &stop, 0);
+    vram__free_bins_descending(b, visit, &stop, 0);
     EXPECT_SIZE(stop.n, ==, 3);
     EXPECT(!seen(&stop, u));
     free(b);
@@ -472,12 +472,12 @@ UNIT_TEST(free_bins, descending_visits_the_top_class) {
     pool_chunk *t = put(b, top, 0x1000);
     pool_chunk *s = put(b, 1 << 20, 0x2000);
     walk w = {0};
-    free_bins_descending(b, visit, &w, 0);
+    vram__free_bins_descending(b, visit, &w, 0);
     EXPECT_SIZE(w.n, ==, 2);
     EXPECT_CHUNK(w.seen[0], t);
     EXPECT_CHUNK(w.seen[1], s);
     walk f = {0};
-    free_bins_descending(b, visit, &f, top);
+    vram__free_bins_descending(b, visit, &f, top);
     EXPECT_SIZE(f.n, ==, 1);
     EXPECT_CHUNK(f.seen[0], t);
     free(b);
@@ -489,34 +489,34 @@ UNIT_TEST(free_bins, long_lists_still_give_a_chunk_that_fits) {
     size_t s = (size_t)4 << 20;
     pool_chunk *smallest = put(b, s + U, 0x1000);       /* oldest: at the list's end */
     for (int i = 0; i < 3 * SCAN; i++) put(b, s + 64 * 1024 + (size_t)(i % 7) * U, 0x100000 + (uint64_t)i * 0x1000);
-    pool_chunk *c = free_bins_best_fit(b, s + U);
+    pool_chunk *c = vram__free_bins_best_fit(b, s + U);
     EXPECT(c != NULL);
     EXPECT_SIZE(c->size, >=, s + U);
     EXPECT_SIZE(c->size, <=, s + 64 * 1024 + 6 * U);
-    EXPECT_CHUNK(free_bins_best_fit(b, s + 64 * 1024 + 6 * U + U), NULL);
-    free_bins_remove(b, smallest);
-    c = free_bins_best_fit(b, s);
+    EXPECT_CHUNK(vram__free_bins_best_fit(b, s + 64 * 1024 + 6 * U + U), NULL);
+    vram__free_bins_remove(b, smallest);
+    c = vram__free_bins_best_fit(b, s);
     EXPECT(c != NULL && c->size >= s);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
     free(b);
 }
 
-/* free_bins_check finds a chunk filed in the wrong class and counts that disagree. */
+/* vram__free_bins_check finds a chunk filed in the wrong class and counts that disagree. */
 UNIT_TEST(free_bins, check_finds_what_is_wrong) {
     free_bins *b = bins_new();
     pool_chunk *c = put(b, 4 * U, 0x1000);
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
     c->size = 1 << 20;                          /* resized behind the bins' back */
     char why[256];
-    EXPECT_INT(free_bins_check(b, why, sizeof why), !=, 0);
+    EXPECT_INT(vram__free_bins_check(b, why, sizeof why), !=, 0);
     c->size = 4 * U;
     b->bytes++;
-    EXPECT_INT(free_bins_check(b, why, sizeof why), !=, 0);
+    EXPECT_INT(vram__free_bins_check(b, why, sizeof why), !=, 0);
     b->bytes--;
     c->state = CHUNK_USED;
-    EXPECT_INT(free_bins_check(b, why, sizeof why), !=, 0);
+    EXPECT_INT(vram__free_bins_check(b, why, sizeof why), !=, 0);
     c->state = CHUNK_FREE;
-    EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
+    EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
     free(b);
 }
 
@@ -573,9 +573,9 @@ UNIT_TEST(free_bins, random_against_a_sorted_reference) {
         unit_note("step %d, op %u, record %d", step, op, i);
         if (op < 4 && !r->live[i]) {                              /* insert */
             c->size = random_size(&rng, r);
-            free_bins_insert(b, c);
+            vram__free_bins_insert(b, c);
             if (r->per_class[c->bin_fl][c->bin_sl] == SCAN) {    /* keep lists within the scan */
-                free_bins_remove(b, c);
+                vram__free_bins_remove(b, c);
             } else {
                 r->per_class[c->bin_fl][c->bin_sl]++;
                 r->live[i] = 1;
@@ -584,7 +584,7 @@ UNIT_TEST(free_bins, random_against_a_sorted_reference) {
             }
         } else if (op < 6 && r->live[i]) {                        /* remove */
             r->per_class[c->bin_fl][c->bin_sl]--;
-            free_bins_remove(b, c);
+            vram__free_bins_remove(b, c);
             r->live[i] = 0;
             bytes -= c->size;
             count--;
@@ -594,7 +594,7 @@ UNIT_TEST(free_bins, random_against_a_sorted_reference) {
             if (r->per_class[k.fl][k.sl] < SCAN || (k.fl == c->bin_fl && k.sl == c->bin_sl)) {
                 r->per_class[c->bin_fl][c->bin_sl]--;
                 bytes = bytes - c->size + size;
-                free_bins_resize(b, c, size);
+                vram__free_bins_resize(b, c, size);
                 r->per_class[c->bin_fl][c->bin_sl]++;
                 EXPECT_INT(c->bin_fl, ==, k.fl);
                 EXPECT_INT(c->bin_sl, ==, k.sl);
@@ -602,13 +602,13 @@ UNIT_TEST(free_bins, random_against_a_sorted_reference) {
         } else {                                                  /* find */
             size_t size = random_size(&rng, r);
             if (unit_rng_below(&rng, 8) == 0) size -= unit_rng_below(&rng, U);   /* between units */
-            EXPECT_CHUNK(free_bins_best_fit(b, size), ref_best(r, size));
+            EXPECT_CHUNK(vram__free_bins_best_fit(b, size), ref_best(r, size));
         }
         EXPECT_SIZE(b->count, ==, count);
         EXPECT_SIZE(b->bytes, ==, bytes);
         if (step % 64 == 0) {
-            EXPECT_SOUND(free_bins_check(b, UNIT_WHY));
-            pool_chunk *l = free_bins_largest(b), *top = NULL;
+            EXPECT_SOUND(vram__free_bins_check(b, UNIT_WHY));
+            pool_chunk *l = vram__free_bins_largest(b), *top = NULL;
             for (int j = 0; j < NREF; j++) {
                 if (r->live[j] && (top == NULL || r->c[j]->size > top->size)) top = r->c[j];
             }
@@ -618,7 +618,7 @@ UNIT_TEST(free_bins, random_against_a_sorted_reference) {
             size_t size = random_size(&rng, r);
             walk *w = calloc(1, sizeof *w);
             EXPECT(w != NULL);
-            free_bins_ascending(b, size, visit, w);
+            vram__free_bins_ascending(b, size, visit, w);
             size_t fits = 0;
             for (int j = 0; j < NREF; j++) {
                 if (!r->live[j]) continue;
@@ -630,7 +630,7 @@ UNIT_TEST(free_bins, random_against_a_sorted_reference) {
                 EXPECT_INT(cls_cmp(class_of_size(w->seen[k - 1]->size), class_of_size(w->seen[k]->size)), <=, 0);
             }
             memset(w, 0, sizeof *w);
-            free_bins_descending(b, visit, w, size);
+            vram__free_bins_descending(b, visit, w, size);
             for (int j = 0; j < NREF; j++) {
                 if (r->live[j] && r->c[j]->size >= size) EXPECT_INT(seen(w, r->c[j]), ==, 1);
             }

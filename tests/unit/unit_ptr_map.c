@@ -28,13 +28,13 @@ static size_t capacity(const ptr_map *m) {
 /* The slot an address takes alone in an empty table of FIRST_CAPACITY: its home there. */
 static size_t home_of(uint64_t addr) {
     ptr_map m = {0};
-    EXPECT_INT(ptr_map_insert(&m, addr, &records[0]), ==, 0);
+    EXPECT_INT(vram__ptr_map_insert(&m, addr, &records[0]), ==, 0);
     EXPECT_SIZE(capacity(&m), ==, FIRST_CAPACITY);
     size_t at = SIZE_MAX;
     for (size_t i = 0; i < capacity(&m); i++) {
         if (m.slots[i].addr == addr) at = i;
     }
-    ptr_map_destroy(&m);
+    vram__ptr_map_destroy(&m);
     EXPECT_SIZE(at, !=, SIZE_MAX);
     return at;
 }
@@ -58,31 +58,31 @@ static void expect_shape(const ptr_map *m) {
 
 UNIT_TEST(ptr_map, empty_table_finds_nothing) {
     ptr_map m = {0};
-    EXPECT_PTR(ptr_map_get(&m, addr_of(1)), ==, NULL);
-    EXPECT_PTR(ptr_map_take(&m, addr_of(1)), ==, NULL);
-    EXPECT_PTR(ptr_map_take_unused(&m, addr_of(1)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(1)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_take(&m, addr_of(1)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_take_unused(&m, addr_of(1)), ==, NULL);
     EXPECT_SIZE(m.count, ==, 0);
-    ptr_map_destroy(&m);                      /* of a table that never held anything */
+    vram__ptr_map_destroy(&m);                      /* of a table that never held anything */
     EXPECT_PTR(m.slots, ==, NULL);
 }
 
 UNIT_TEST(ptr_map, insert_get_take_one) {
     ptr_map m = {0};
-    EXPECT_INT(ptr_map_insert(&m, addr_of(5), &records[5]), ==, 0);
+    EXPECT_INT(vram__ptr_map_insert(&m, addr_of(5), &records[5]), ==, 0);
     EXPECT_SIZE(m.count, ==, 1);
-    EXPECT_PTR(ptr_map_get(&m, addr_of(5)), ==, &records[5]);
-    EXPECT_PTR(ptr_map_get(&m, addr_of(6)), ==, NULL);
-    EXPECT_PTR(ptr_map_get(&m, addr_of(5) + 256 * FIRST_CAPACITY), ==, NULL);
-    EXPECT_PTR(ptr_map_take(&m, addr_of(6)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(5)), ==, &records[5]);
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(6)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(5) + 256 * FIRST_CAPACITY), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_take(&m, addr_of(6)), ==, NULL);
     EXPECT_SIZE(m.count, ==, 1);
-    EXPECT_PTR(ptr_map_take(&m, addr_of(5)), ==, &records[5]);
+    EXPECT_PTR(vram__ptr_map_take(&m, addr_of(5)), ==, &records[5]);
     EXPECT_SIZE(m.count, ==, 0);
-    EXPECT_PTR(ptr_map_get(&m, addr_of(5)), ==, NULL);
-    EXPECT_PTR(ptr_map_take(&m, addr_of(5)), ==, NULL);
-    EXPECT_INT(ptr_map_insert(&m, addr_of(5), &records[7]), ==, 0);   /* again, another chunk */
-    EXPECT_PTR(ptr_map_get(&m, addr_of(5)), ==, &records[7]);
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(5)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_take(&m, addr_of(5)), ==, NULL);
+    EXPECT_INT(vram__ptr_map_insert(&m, addr_of(5), &records[7]), ==, 0);   /* again, another chunk */
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(5)), ==, &records[7]);
     expect_shape(&m);
-    ptr_map_destroy(&m);
+    vram__ptr_map_destroy(&m);
     EXPECT_SIZE(m.count, ==, 0);
     EXPECT_PTR(m.slots, ==, NULL);
 }
@@ -93,22 +93,22 @@ UNIT_TEST(ptr_map, grows_at_half_load_and_keeps_every_entry) {
     size_t growths = 0;
     for (size_t n = 1; n <= 5000; n++) {
         size_t before = capacity(&m);
-        EXPECT_INT(ptr_map_insert(&m, addr_of(n), &records[n]), ==, 0);
+        EXPECT_INT(vram__ptr_map_insert(&m, addr_of(n), &records[n]), ==, 0);
         size_t want = FIRST_CAPACITY;
         while (want < 2 * n) want *= 2;
         EXPECT_SIZE(capacity(&m), ==, want);
         EXPECT_SIZE(m.count, ==, n);
         if (capacity(&m) != before) {
             growths++;
-            for (size_t i = 1; i <= n; i++) EXPECT_PTR(ptr_map_get(&m, addr_of(i)), ==, &records[i]);
+            for (size_t i = 1; i <= n; i++) EXPECT_PTR(vram__ptr_map_get(&m, addr_of(i)), ==, &records[i]);
             expect_shape(&m);
         }
     }
     EXPECT_SIZE(growths, ==, 9);              /* 64, 128, ..., 16384 */
-    for (size_t i = 1; i <= 5000; i++) EXPECT_PTR(ptr_map_take(&m, addr_of(i)), ==, &records[i]);
+    for (size_t i = 1; i <= 5000; i++) EXPECT_PTR(vram__ptr_map_take(&m, addr_of(i)), ==, &records[i]);
     EXPECT_SIZE(m.count, ==, 0);
     EXPECT_SIZE(capacity(&m), ==, 16384);     /* (it never shrinks) */
-    ptr_map_destroy(&m);
+    vram__ptr_map_destroy(&m);
 }
 
 static int next_permutation(int *a, int n) {
@@ -136,22 +136,22 @@ static void every_removal_order(const uint64_t *keys, int n) {
     size_t orders = 0;
     do {
         ptr_map m = {0};
-        for (int i = 0; i < n; i++) EXPECT_INT(ptr_map_insert(&m, keys[i], &records[i]), ==, 0);
+        for (int i = 0; i < n; i++) EXPECT_INT(vram__ptr_map_insert(&m, keys[i], &records[i]), ==, 0);
         EXPECT_SIZE(capacity(&m), ==, FIRST_CAPACITY);
         int in[8];
         for (int i = 0; i < n; i++) in[i] = 1;
         for (int k = 0; k < n; k++) {
             int gone = order[k];
             unit_note("removal order %zu, take %d (key %d)", orders, k, gone);
-            EXPECT_PTR(ptr_map_take(&m, keys[gone]), ==, &records[gone]);
+            EXPECT_PTR(vram__ptr_map_take(&m, keys[gone]), ==, &records[gone]);
             in[gone] = 0;
             for (int i = 0; i < n; i++) {
-                EXPECT_PTR(ptr_map_get(&m, keys[i]), ==, (in[i] ? &records[i] : NULL));
+                EXPECT_PTR(vram__ptr_map_get(&m, keys[i]), ==, (in[i] ? &records[i] : NULL));
             }
             expect_shape(&m);
         }
         EXPECT_SIZE(m.count, ==, 0);
-        ptr_map_destroy(&m);
+        vram__ptr_map_destroy(&m);
         orders++;
     } while (next_permutation(order, n));
     unit_note("%s", "");
@@ -183,19 +183,19 @@ UNIT_TEST(ptr_map, take_unused_keeps_a_block_used_on_other_streams) {
     ptr_map m = {0};
     pool_chunk plain = {0}, used = {0};
     used.uses = (struct pool_uses *)&used;     /* any non-NULL: the table does not look inside */
-    EXPECT_INT(ptr_map_insert(&m, addr_of(1), &plain), ==, 0);
-    EXPECT_INT(ptr_map_insert(&m, addr_of(2), &used), ==, 0);
-    EXPECT_PTR(ptr_map_take_unused(&m, addr_of(2)), ==, &used);
+    EXPECT_INT(vram__ptr_map_insert(&m, addr_of(1), &plain), ==, 0);
+    EXPECT_INT(vram__ptr_map_insert(&m, addr_of(2), &used), ==, 0);
+    EXPECT_PTR(vram__ptr_map_take_unused(&m, addr_of(2)), ==, &used);
     EXPECT_SIZE(m.count, ==, 2);
-    EXPECT_PTR(ptr_map_get(&m, addr_of(2)), ==, &used);
-    EXPECT_PTR(ptr_map_take_unused(&m, addr_of(1)), ==, &plain);
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(2)), ==, &used);
+    EXPECT_PTR(vram__ptr_map_take_unused(&m, addr_of(1)), ==, &plain);
     EXPECT_SIZE(m.count, ==, 1);
-    EXPECT_PTR(ptr_map_get(&m, addr_of(1)), ==, NULL);
-    EXPECT_PTR(ptr_map_take_unused(&m, addr_of(3)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_get(&m, addr_of(1)), ==, NULL);
+    EXPECT_PTR(vram__ptr_map_take_unused(&m, addr_of(3)), ==, NULL);
     used.uses = NULL;
-    EXPECT_PTR(ptr_map_take_unused(&m, addr_of(2)), ==, &used);
+    EXPECT_PTR(vram__ptr_map_take_unused(&m, addr_of(2)), ==, &used);
     EXPECT_SIZE(m.count, ==, 0);
-    ptr_map_destroy(&m);
+    vram__ptr_map_destroy(&m);
 }
 
 /* Addresses as the pool has them: granule-aligned ones that differ only in high bits, and neighbours
@@ -204,18 +204,18 @@ UNIT_TEST(ptr_map, aligned_and_high_bit_addresses) {
     ptr_map m = {0};
     static pool_chunk c[3][1000];
     for (uint64_t i = 1; i <= 1000; i++) {
-        EXPECT_INT(ptr_map_insert(&m, i << 40, &c[0][i - 1]), ==, 0);
-        EXPECT_INT(ptr_map_insert(&m, 0x7f0000000000ull + (i << 21), &c[1][i - 1]), ==, 0);
-        EXPECT_INT(ptr_map_insert(&m, 0x7f0000000000ull + (i << 21) + 256, &c[2][i - 1]), ==, 0);
+        EXPECT_INT(vram__ptr_map_insert(&m, i << 40, &c[0][i - 1]), ==, 0);
+        EXPECT_INT(vram__ptr_map_insert(&m, 0x7f0000000000ull + (i << 21), &c[1][i - 1]), ==, 0);
+        EXPECT_INT(vram__ptr_map_insert(&m, 0x7f0000000000ull + (i << 21) + 256, &c[2][i - 1]), ==, 0);
     }
     for (uint64_t i = 1; i <= 1000; i++) {
-        EXPECT_PTR(ptr_map_get(&m, i << 40), ==, &c[0][i - 1]);
-        EXPECT_PTR(ptr_map_get(&m, 0x7f0000000000ull + (i << 21)), ==, &c[1][i - 1]);
-        EXPECT_PTR(ptr_map_get(&m, 0x7f0000000000ull + (i << 21) + 256), ==, &c[2][i - 1]);
-        EXPECT_PTR(ptr_map_get(&m, 0x7f0000000000ull + (i << 21) + 512), ==, NULL);
+        EXPECT_PTR(vram__ptr_map_get(&m, i << 40), ==, &c[0][i - 1]);
+        EXPECT_PTR(vram__ptr_map_get(&m, 0x7f0000000000ull + (i << 21)), ==, &c[1][i - 1]);
+        EXPECT_PTR(vram__ptr_map_get(&m, 0x7f0000000000ull + (i << 21) + 256), ==, &c[2][i - 1]);
+        EXPECT_PTR(vram__ptr_map_get(&m, 0x7f0000000000ull + (i << 21) + 512), ==, NULL);
     }
     expect_shape(&m);
-    ptr_map_destroy(&m);
+    vram__ptr_map_destroy(&m);
 }
 
 /* ---- against a reference -------------------------------------------------------------------- */
@@ -225,7 +225,7 @@ UNIT_TEST(ptr_map, aligned_and_high_bit_addresses) {
 static void expect_all(const ptr_map *m, const int *in) {
     size_t n = 0;
     for (size_t i = 1; i <= KEYS; i++) {
-        EXPECT_PTR(ptr_map_get(m, addr_of(i)), ==, (in[i] ? &records[i] : NULL));
+        EXPECT_PTR(vram__ptr_map_get(m, addr_of(i)), ==, (in[i] ? &records[i] : NULL));
         n += in[i] != 0;
     }
     EXPECT_SIZE(m->count, ==, n);
@@ -243,20 +243,20 @@ UNIT_TEST(ptr_map, random_against_a_reference) {
         unit_note("step %d, key %zu", step, i);
         if (unit_rng_below(&rng, 10) < bias) {
             if (!in[i]) {
-                EXPECT_INT(ptr_map_insert(&m, addr_of(i), &records[i]), ==, 0);
+                EXPECT_INT(vram__ptr_map_insert(&m, addr_of(i), &records[i]), ==, 0);
                 in[i] = 1;
             }
-            EXPECT_PTR(ptr_map_get(&m, addr_of(i)), ==, &records[i]);
+            EXPECT_PTR(vram__ptr_map_get(&m, addr_of(i)), ==, &records[i]);
         } else {
-            EXPECT_PTR(ptr_map_take(&m, addr_of(i)), ==, (in[i] ? &records[i] : NULL));
+            EXPECT_PTR(vram__ptr_map_take(&m, addr_of(i)), ==, (in[i] ? &records[i] : NULL));
             in[i] = 0;
-            EXPECT_PTR(ptr_map_get(&m, addr_of(i)), ==, NULL);
+            EXPECT_PTR(vram__ptr_map_get(&m, addr_of(i)), ==, NULL);
         }
         if (step % 1000 == 0) expect_all(&m, in);
     }
     expect_all(&m, in);
     unit_note("%s", "");
-    ptr_map_destroy(&m);
+    vram__ptr_map_destroy(&m);
 }
 
 /* 4096 entries taken out in four orders: ascending, descending, the order of insertion (a shuffle),
@@ -274,7 +274,7 @@ UNIT_TEST(ptr_map, removal_orders) {
         }
         ptr_map m = {0};
         for (size_t k = 0; k < KEYS; k++) {
-            EXPECT_INT(ptr_map_insert(&m, addr_of(inserted[k]), &records[inserted[k]]), ==, 0);
+            EXPECT_INT(vram__ptr_map_insert(&m, addr_of(inserted[k]), &records[inserted[k]]), ==, 0);
             in[inserted[k]] = 1;
         }
         for (size_t k = 0; k < KEYS; k++) {
@@ -289,12 +289,12 @@ UNIT_TEST(ptr_map, removal_orders) {
         }
         for (size_t k = 0; k < KEYS; k++) {
             unit_note("order %d, take %zu", how, k);
-            EXPECT_PTR(ptr_map_take(&m, addr_of(order[k])), ==, &records[order[k]]);
+            EXPECT_PTR(vram__ptr_map_take(&m, addr_of(order[k])), ==, &records[order[k]]);
             in[order[k]] = 0;
             if (k % 512 == 0 || k > KEYS - 64) expect_all(&m, in);
         }
         EXPECT_SIZE(m.count, ==, 0);
-        ptr_map_destroy(&m);
+        vram__ptr_map_destroy(&m);
     }
     unit_note("%s", "");
 }

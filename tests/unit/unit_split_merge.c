@@ -37,7 +37,7 @@ static pool_arena *arena_new(void) {
     pool_arena *p = aligned_alloc(_Alignof(pool_arena), sizeof *p);
     EXPECT(p != NULL);
     memset(p, 0, sizeof *p);
-    p->plan_lo = UINT64_MAX;          /* no plan's zone, no small zone: as arena_create leaves it */
+    p->plan_lo = UINT64_MAX;          /* no plan's zone, no small zone: as vram__arena_create leaves it */
     pool_lock_init(&p->lock);
     pool_lock_take(&p->lock);         /* held throughout, as the _locked functions need (debug.h) */
     unit_on_failure(print_regions, p);
@@ -54,7 +54,7 @@ static pool_chunk *chunk_at(pool_arena *p, pool_region *r, uint64_t addr, size_t
     c->prev = r->last;
     if (r->last) r->last->next = c; else r->first = c;
     r->last = c;
-    free_bins_insert(pool_bins_of(p, c), c);
+    vram__free_bins_insert(pool_bins_of(p, c), c);
     return c;
 }
 
@@ -101,7 +101,7 @@ static void arena_free_all(pool_arena *p) {
         }
         free(r);
     }
-    chunk_free_spares(p);
+    vram__chunk_free_spares(p);
     unit_on_failure(NULL, NULL);
     pool_lock_give(&p->lock);
     free(p);
@@ -181,7 +181,7 @@ static void expect_sound(pool_arena *p) {
         EXPECT_U64(at, ==, r->base + r->size);
     }
     for (int k = 0; k < 3; k++) {
-        EXPECT_SOUND(free_bins_check(all[k], UNIT_WHY));
+        EXPECT_SOUND(vram__free_bins_check(all[k], UNIT_WHY));
         EXPECT_SIZE(all[k]->count, ==, count[k]);
         EXPECT_SIZE(all[k]->bytes, ==, bytes[k]);
     }
@@ -197,7 +197,7 @@ static void expect_sound(pool_arena *p) {
     unit_note("%s", "");
 }
 
-/* ---- hand-out and free as the arena does them (arena_take_locked, pool_release_used_locked) ---- */
+/* ---- hand-out and free as the arena does them (vram__arena_take_locked, vram__pool_release_used_locked) ---- */
 
 static pool_chunk *take_req(pool_arena *p, pool_chunk *c, size_t size, size_t req) {
     c = chunk_take_front_locked(p, c, size);
@@ -233,17 +233,17 @@ UNIT_TEST(split_merge, split_cuts_a_block_and_indexes_the_rest) {
     pool_arena *p = arena_new();
     pool_region *r = region_new(p, BASE, 64, 0);
     pool_chunk *c = r->first;
-    free_bins_remove(&p->bins, c);             /* as a hand-out takes it */
+    vram__free_bins_remove(&p->bins, c);             /* as a hand-out takes it */
     c->state = CHUNK_USED;
-    EXPECT_INT(chunk_split_locked(p, c, 16 * U), ==, 0);
+    EXPECT_INT(vram__chunk_split_locked(p, c, 16 * U), ==, 0);
     EXPECT_LAYOUT(r, "U16 F48");
     EXPECT_PTR(r->first, ==, c);
     EXPECT_U64(r->last->addr, ==, BASE + 16 * U);
-    EXPECT_PTR(free_bins_best_fit(&p->bins, U), ==, r->last);
+    EXPECT_PTR(vram__free_bins_best_fit(&p->bins, U), ==, r->last);
     EXPECT_SIZE(p->bins.count, ==, 1);
     EXPECT_SIZE(p->bins.bytes, ==, 48 * U);
     c->state = CHUNK_FREE;                     /* (the arena's figures: nothing was counted) */
-    chunk_make_free_locked(p, c, 0);
+    vram__chunk_make_free_locked(p, c, 0);
     EXPECT_LAYOUT(r, "F64");
     expect_sound(p);
     arena_free_all(p);
@@ -253,17 +253,17 @@ UNIT_TEST(split_merge, a_rest_under_a_unit_stays_with_the_block) {
     pool_arena *p = arena_new();
     pool_region *r = region_new(p, BASE, 4, 0);
     pool_chunk *c = r->first;
-    free_bins_remove(&p->bins, c);
+    vram__free_bins_remove(&p->bins, c);
     c->state = CHUNK_USED;
-    EXPECT_INT(chunk_split_locked(p, c, 4 * U), ==, 0);          /* nothing left */
+    EXPECT_INT(vram__chunk_split_locked(p, c, 4 * U), ==, 0);          /* nothing left */
     EXPECT_LAYOUT(r, "U4");
-    EXPECT_INT(chunk_split_locked(p, c, 4 * U - 255), ==, 0);    /* 255 bytes left: kept whole */
+    EXPECT_INT(vram__chunk_split_locked(p, c, 4 * U - 255), ==, 0);    /* 255 bytes left: kept whole */
     EXPECT_LAYOUT(r, "U4");
-    EXPECT_INT(chunk_split_locked(p, c, 3 * U), ==, 0);          /* one unit left: split */
+    EXPECT_INT(vram__chunk_split_locked(p, c, 3 * U), ==, 0);          /* one unit left: split */
     EXPECT_LAYOUT(r, "U3 F1");
     EXPECT_SIZE(p->bins.count, ==, 1);
     c->state = CHUNK_FREE;
-    chunk_make_free_locked(p, c, 0);
+    vram__chunk_make_free_locked(p, c, 0);
     EXPECT_LAYOUT(r, "F4");
     expect_sound(p);
     arena_free_all(p);
@@ -274,12 +274,12 @@ UNIT_TEST(split_merge, the_rest_of_a_pending_chunk_stays_pending) {
     pool_arena *p = arena_new();
     pool_region *r = region_new(p, BASE, 32, 0);
     pool_chunk *c = r->first;
-    free_bins_remove(&p->bins, c);
+    vram__free_bins_remove(&p->bins, c);
     pool_event ev = {.event = (void *)0x1, .refs = 1};
     c->state = CHUNK_PENDING;
     c->stream = (void *)0x5;
     c->event = &ev;
-    EXPECT_INT(chunk_split_locked(p, c, 8 * U), ==, 0);
+    EXPECT_INT(vram__chunk_split_locked(p, c, 8 * U), ==, 0);
     EXPECT_LAYOUT(r, "P8 P24");
     pool_chunk *rest = c->next;
     EXPECT_PTR(rest->stream, ==, (void *)0x5);
@@ -293,7 +293,7 @@ UNIT_TEST(split_merge, the_rest_of_a_pending_chunk_stays_pending) {
     pending_unlink_locked(p, rest);
     rest->event = NULL;
     ev.refs--;
-    EXPECT_INT(chunk_split_locked(p, rest, 4 * U), ==, 0);
+    EXPECT_INT(vram__chunk_split_locked(p, rest, 4 * U), ==, 0);
     EXPECT_LAYOUT(r, "P8 P4 P20");
     EXPECT_PTR(rest->next->event, ==, NULL);
     EXPECT_SIZE(p->unrecorded, ==, 1);
@@ -329,25 +329,25 @@ UNIT_TEST(split_merge, take_front_gives_a_new_record_and_keeps_the_chunks) {
     EXPECT_SIZE(p->bins.bytes, ==, 2 * s - 64 * U);
     b->state = CHUNK_USED;
     EXPECT_LAYOUT(r, "U64 F16576");
-    EXPECT_SOUND(free_bins_check(&p->bins, UNIT_WHY));
+    EXPECT_SOUND(vram__free_bins_check(&p->bins, UNIT_WHY));
     /* into another class: it moves */
     pool_chunk *b2 = chunk_take_front_locked(p, c, s / 2);
     b2->state = CHUNK_USED;
     EXPECT_LAYOUT(r, "U64 U8320 F8256");
     EXPECT(in_bins(&p->bins, c));
     EXPECT_INT(cls_differs(c, fl, sl), ==, 1);
-    EXPECT_SOUND(free_bins_check(&p->bins, UNIT_WHY));
+    EXPECT_SOUND(vram__free_bins_check(&p->bins, UNIT_WHY));
     /* a rest under a unit: the chunk itself, out of the bins */
     pool_chunk *d = chunk_take_front_locked(p, c, c->size);
     EXPECT_PTR(d, ==, c);
     EXPECT(!in_bins(&p->bins, c));
     EXPECT_SIZE(p->bins.count, ==, 1);
     c->state = CHUNK_FREE;
-    chunk_make_free_locked(p, c, 0);
+    vram__chunk_make_free_locked(p, c, 0);
     b2->state = CHUNK_FREE;
-    chunk_make_free_locked(p, b2, 0);
+    vram__chunk_make_free_locked(p, b2, 0);
     b->state = CHUNK_FREE;
-    chunk_make_free_locked(p, b, 0);
+    vram__chunk_make_free_locked(p, b, 0);
     EXPECT_LAYOUT(r, "F16640");
     expect_sound(p);
     arena_free_all(p);
@@ -362,7 +362,7 @@ UNIT_TEST(split_merge, take_front_of_the_plans_first_chunk_moves_plan_first) {
     EXPECT_LAYOUT(r, "F16 F32 U4 F12");
     EXPECT(in_bins(&p->pbins, z));
     expect_sound(p);
-    pool_release_used_locked(p, b);
+    vram__pool_release_used_locked(p, b);
     EXPECT_LAYOUT(r, "F16 F32 F16");
     expect_sound(p);
     arena_free_all(p);
@@ -374,9 +374,9 @@ UNIT_TEST(split_merge, cut_at_an_address_leaves_both_parts_free_and_indexed) {
     pool_arena *p = arena_new();
     pool_region *r = region_new(p, BASE, 64, 0);
     pool_chunk *c = r->first;
-    EXPECT_PTR(chunk_cut_at_locked(p, c, BASE), ==, c);          /* at its start: itself */
+    EXPECT_PTR(vram__chunk_cut_at_locked(p, c, BASE), ==, c);          /* at its start: itself */
     EXPECT_LAYOUT(r, "F64");
-    pool_chunk *z = chunk_cut_at_locked(p, c, BASE + 20 * U);
+    pool_chunk *z = vram__chunk_cut_at_locked(p, c, BASE + 20 * U);
     EXPECT(z != NULL);
     EXPECT_U64(z->addr, ==, BASE + 20 * U);
     EXPECT_LAYOUT(r, "F20 F44");                                /* (a hand-out takes z next) */
@@ -386,7 +386,7 @@ UNIT_TEST(split_merge, cut_at_an_address_leaves_both_parts_free_and_indexed) {
     pool_chunk *b = take(p, z, 4 * U);
     EXPECT_LAYOUT(r, "F20 U4 F40");
     expect_sound(p);
-    pool_release_used_locked(p, b);
+    vram__pool_release_used_locked(p, b);
     EXPECT_LAYOUT(r, "F64");
     expect_sound(p);
     arena_free_all(p);
@@ -402,7 +402,7 @@ UNIT_TEST(split_merge, a_freed_block_between_busy_neighbours_stays_alone) {
     EXPECT_LAYOUT(r, "U4 U4 U4 U4 F48");
     expect_sound(p);
     pool_chunk *b = chunk_at_unit(r, 4), *d = chunk_at_unit(r, 12);
-    pool_release_used_locked(p, b);
+    vram__pool_release_used_locked(p, b);
     EXPECT_LAYOUT(r, "U4 F4 U4 U4 F48");
     EXPECT(in_bins(&p->bins, b));
     /* a pending neighbour is busy too */
@@ -410,10 +410,10 @@ UNIT_TEST(split_merge, a_freed_block_between_busy_neighbours_stays_alone) {
     note_used_locked(p, pend, 0);
     pend->state = CHUNK_PENDING;
     pending_link_locked(p, pend);
-    pool_release_used_locked(p, d);             /* next to the pending one and the free rest */
+    vram__pool_release_used_locked(p, d);             /* next to the pending one and the free rest */
     EXPECT_LAYOUT(r, "U4 F4 P4 F52");
     pending_unlink_locked(p, pend);
-    chunk_make_free_locked(p, pend, 1);         /* its stream passed the free: all of it joins */
+    vram__chunk_make_free_locked(p, pend, 1);         /* its stream passed the free: all of it joins */
     EXPECT_LAYOUT(r, "U4 F60");
     expect_sound(p);
     arena_free_all(p);
@@ -425,8 +425,8 @@ UNIT_TEST(split_merge, merge_with_the_previous_keeps_its_record) {
     size_t sizes[] = {4, 4, 4};
     carve(p, r, sizes, 3);
     pool_chunk *a = chunk_at_unit(r, 0), *b = chunk_at_unit(r, 4);
-    pool_release_used_locked(p, a);
-    pool_release_used_locked(p, b);
+    vram__pool_release_used_locked(p, a);
+    vram__pool_release_used_locked(p, b);
     EXPECT_LAYOUT(r, "F8 U4 F52");
     EXPECT_PTR(r->first, ==, a);                /* a grew over b */
     EXPECT_SIZE(a->size, ==, 8 * U);
@@ -448,16 +448,16 @@ UNIT_TEST(split_merge, merge_with_the_next_gives_it_the_address) {
     size_t sizes[] = {4, 4, 4};
     carve(p, r, sizes, 3);
     pool_chunk *a = chunk_at_unit(r, 0), *b = chunk_at_unit(r, 4), *rest = r->last;
-    pool_release_used_locked(p, b);
+    vram__pool_release_used_locked(p, b);
     EXPECT_LAYOUT(r, "U4 F4 U4 F52");
     pool_chunk *c = chunk_at_unit(r, 8);
-    pool_release_used_locked(p, c);             /* joins b before it and the rest after it */
+    vram__pool_release_used_locked(p, c);             /* joins b before it and the rest after it */
     EXPECT_LAYOUT(r, "U4 F60");
     EXPECT_PTR(a->next, ==, b);                 /* the previous keeps its record, */
     EXPECT_PTR(r->last, ==, b);                 /* the last one's went */
     EXPECT_SIZE(p->bins.count, ==, 1);
     (void)rest;
-    pool_release_used_locked(p, a);             /* joins the next: it takes a's address */
+    vram__pool_release_used_locked(p, a);             /* joins the next: it takes a's address */
     EXPECT_LAYOUT(r, "F64");
     EXPECT_PTR(r->first, ==, b);
     EXPECT_PTR(r->last, ==, b);
@@ -478,20 +478,20 @@ UNIT_TEST(split_merge, no_merge_across_a_zones_edge) {
     EXPECT_SIZE(p->pbins.count, ==, 1);
     expect_sound(p);
     /* blocks on both sides of each edge */
-    pool_chunk *s_last = take(p, chunk_cut_at_locked(p, chunk_at_unit(r, 0), BASE + 12 * U), 4 * U);
+    pool_chunk *s_last = take(p, vram__chunk_cut_at_locked(p, chunk_at_unit(r, 0), BASE + 12 * U), 4 * U);
     pool_chunk *l_first = take(p, chunk_at_unit(r, 16), 4 * U);
-    pool_chunk *l_last = take(p, chunk_cut_at_locked(p, chunk_at_unit(r, 20), BASE + 44 * U), 4 * U);
+    pool_chunk *l_last = take(p, vram__chunk_cut_at_locked(p, chunk_at_unit(r, 20), BASE + 44 * U), 4 * U);
     pool_chunk *z_first = take(p, p->plan_first, 4 * U);
     EXPECT_LAYOUT(r, "F12 U4 U4 F24 U4 U4 F12");
     expect_sound(p);
-    pool_release_used_locked(p, l_first);       /* joins the large zone's free chunk, not the small's */
+    vram__pool_release_used_locked(p, l_first);       /* joins the large zone's free chunk, not the small's */
     EXPECT_LAYOUT(r, "F12 U4 F28 U4 U4 F12");
-    pool_release_used_locked(p, s_last);        /* joins the small zone's only */
+    vram__pool_release_used_locked(p, s_last);        /* joins the small zone's only */
     EXPECT_LAYOUT(r, "F16 F28 U4 U4 F12");
-    pool_release_used_locked(p, z_first);       /* the plan's zone's */
+    vram__pool_release_used_locked(p, z_first);       /* the plan's zone's */
     EXPECT_LAYOUT(r, "F16 F28 U4 F16");
     EXPECT_PTR(p->plan_first, ==, chunk_at_unit(r, 48));
-    pool_release_used_locked(p, l_last);
+    vram__pool_release_used_locked(p, l_last);
     EXPECT_LAYOUT(r, "F16 F32 F16");
     EXPECT_SIZE(p->sbins.bytes, ==, 16 * U);
     EXPECT_SIZE(p->bins.bytes, ==, 32 * U);
@@ -507,7 +507,7 @@ UNIT_TEST(split_merge, plan_first_follows_a_merge_at_the_zones_start) {
     pool_chunk *z = take(p, p->plan_first, 4 * U);
     pool_chunk *rest = z->next;
     EXPECT_PTR(p->plan_first, ==, z);
-    pool_release_used_locked(p, z);
+    vram__pool_release_used_locked(p, z);
     EXPECT_PTR(p->plan_first, ==, rest);
     EXPECT_U64(rest->addr, ==, p->plan_lo);
     EXPECT_LAYOUT(r, "F16 F32 F16");
@@ -525,13 +525,13 @@ UNIT_TEST(split_merge, no_merge_across_regions) {
     take(p, r2->last, 4 * U);                          /* r2: U4 U4 F24 */
     EXPECT_LAYOUT(r1, "U28 F4");
     EXPECT_LAYOUT(r2, "U4 U4 F24");
-    pool_release_used_locked(p, b);                    /* r2's first: touches r1's free end */
+    vram__pool_release_used_locked(p, b);                    /* r2's first: touches r1's free end */
     EXPECT_LAYOUT(r1, "U28 F4");
     EXPECT_LAYOUT(r2, "F4 U4 F24");
     EXPECT_PTR(r1->last->next, ==, NULL);
     EXPECT_PTR(r2->first->prev, ==, NULL);
     EXPECT_SIZE(p->bins.count, ==, 3);
-    pool_release_used_locked(p, a);
+    vram__pool_release_used_locked(p, a);
     EXPECT_LAYOUT(r1, "F32");
     EXPECT_LAYOUT(r2, "F4 U4 F24");
     expect_sound(p);
@@ -558,7 +558,7 @@ UNIT_TEST(split_merge, the_figures_follow_hand_outs_and_frees) {
     EXPECT_SIZE(p->stats.req[1].cur, ==, 1000 + 4096 * U);
     expect_sound(p);
     r->vmm.stale = 0;
-    pool_release_used_locked(p, mib);
+    vram__pool_release_used_locked(p, mib);
     EXPECT_INT(r->vmm.stale, ==, 1);                   /* the extents' counts are stale now */
     EXPECT_SIZE(p->current, ==, 4101 * U);
     EXPECT_U64(p->num_frees, ==, 1);
@@ -567,10 +567,10 @@ UNIT_TEST(split_merge, the_figures_follow_hand_outs_and_frees) {
     EXPECT_SIZE(p->peak, ==, 8197 * U);
     EXPECT_LAYOUT(r, "U4 F4096 U4097 F8187");
     expect_sound(p);
-    pool_release_used_locked(p, small);
+    vram__pool_release_used_locked(p, small);
     EXPECT_SIZE(p->stats.req[0].cur, ==, 4097 * U);
     EXPECT_SIZE(p->stats.req[1].cur, ==, 0);
-    pool_release_used_locked(p, large);
+    vram__pool_release_used_locked(p, large);
     EXPECT_LAYOUT(r, "F16384");
     EXPECT_SIZE(p->current, ==, 0);
     EXPECT_SIZE(p->used_count, ==, 0);
@@ -617,7 +617,7 @@ UNIT_TEST(split_merge, random_against_a_map_of_units) {
         if (op < 5 && nlive < MAXLIVE) {                       /* a hand-out by best fit in a zone */
             int z = (int)unit_rng_below(&rng, 3);
             size_t units = 1 + (size_t)unit_rng_below(&rng, unit_rng_below(&rng, 4) == 0 ? 200 : 12);
-            pool_chunk *c = free_bins_best_fit(zbins[z], units * U);
+            pool_chunk *c = vram__free_bins_best_fit(zbins[z], units * U);
             if (c == NULL) continue;
             EXPECT_INT(zone_of((c->addr - BASE) / U), ==, z);
             c = take(p, c, units * U);
@@ -632,7 +632,7 @@ UNIT_TEST(split_merge, random_against_a_map_of_units) {
             pool_chunk *c = r->first;
             while (c->addr + c->size <= BASE + u * U) c = c->next;
             if (c->state != CHUNK_FREE || nlive == MAXLIVE) continue;
-            pool_chunk *z = chunk_cut_at_locked(p, c, BASE + u * U);
+            pool_chunk *z = vram__chunk_cut_at_locked(p, c, BASE + u * U);
             EXPECT(z != NULL);
             size_t room = (z->size / U), units = 1 + (size_t)unit_rng_below(&rng, room < 8 ? room : 8);
             z = take(p, z, units * U);
@@ -646,7 +646,7 @@ UNIT_TEST(split_merge, random_against_a_map_of_units) {
             pool_chunk *c = live[i];
             size_t u0 = (c->addr - BASE) / U, units = c->size / U;
             for (size_t k = 0; k < units; k++) owner[u0 + k] = 0;
-            pool_release_used_locked(p, c);
+            vram__pool_release_used_locked(p, c);
             live[i] = live[--nlive];
             if (i < nlive) {                                   /* the moved block's units */
                 pool_chunk *m = live[i];
@@ -674,7 +674,7 @@ UNIT_TEST(split_merge, random_against_a_map_of_units) {
         EXPECT_PTR(c, ==, NULL);
         if (step % 16 == 0) expect_sound(p);
     }
-    while (nlive > 0) pool_release_used_locked(p, live[--nlive]);
+    while (nlive > 0) vram__pool_release_used_locked(p, live[--nlive]);
     EXPECT_LAYOUT(r, "F512 F1024 F512");
     expect_sound(p);
     unit_note("%s", "");

@@ -127,7 +127,7 @@ static pool_vmm *vmm_new(size_t max_extent_granules) {
     memset(&fake, 0, sizeof fake);
     pool_vmm *v = calloc(1, sizeof *v);
     EXPECT(v != NULL);
-    EXPECT_INT(pool_vmm_init(v, &fake_backend, 0, G, NG * G, max_extent_granules * G), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_init(v, &fake_backend, 0, G, NG * G, max_extent_granules * G), ==, VRAM_OK);
     EXPECT_U64(v->base, ==, FAKE_BASE);
     unit_on_failure(print_map, NULL);
     return v;
@@ -135,7 +135,7 @@ static pool_vmm *vmm_new(size_t max_extent_granules) {
 
 static void vmm_free(pool_vmm *v) {
     pool_vmm_change chg;
-    pool_vmm_destroy(v, &chg);
+    vram__pool_vmm_destroy(v, &chg);
     EXPECT_U64(fake.creates, ==, fake.releases);
     EXPECT(!fake.reserved);
     free(v);
@@ -149,14 +149,14 @@ static uint64_t at_gran(size_t g) {
 /* Maps granules [g, g + n) as they would be for a block there (no ahead). */
 static void acquire(pool_vmm *v, size_t g, size_t n) {
     pool_vmm_change chg;
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(g), n * G, 0, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(g), n * G, 0, &chg), ==, VRAM_OK);
 }
 
 /* Fresh busy counts for the blocks [addr[i], addr[i] + size[i]). */
 static void recount(pool_vmm *v, const uint64_t *addr, const size_t *size, int n) {
-    pool_vmm_busy_begin(v);
-    for (int i = 0; i < n; i++) pool_vmm_busy_add(v, addr[i], size[i]);
-    pool_vmm_busy_end(v);
+    vram__pool_vmm_busy_begin(v);
+    for (int i = 0; i < n; i++) vram__pool_vmm_busy_add(v, addr[i], size[i]);
+    vram__pool_vmm_busy_end(v);
     EXPECT_INT(v->stale, ==, 0);
 }
 
@@ -210,13 +210,13 @@ static void expect_queries(const pool_vmm *v, uint64_t addr, size_t size) {
     unit_note("the range [0x%" PRIx64 ", +0x%zx): granules %zu..%zu", addr, size, gran(addr), gran(addr + size - 1));
     size_t want = ref_unmapped(addr, size);
     EXPECT_SIZE(pool_vmm_unmapped(v, addr, size), ==, want);          /* the quick tests, then the bitmap */
-    EXPECT_SIZE(pool_vmm_unmapped_slow(v, addr, size), ==, want);
+    EXPECT_SIZE(vram__pool_vmm_unmapped_slow(v, addr, size), ==, want);
     uint64_t at = 0, want_at = 0;
-    size_t run = pool_vmm_mapped_run(v, addr, size, &at);
+    size_t run = vram__pool_vmm_mapped_run(v, addr, size, &at);
     EXPECT_SIZE(run, ==, ref_mapped_run(addr, size, &want_at));
     EXPECT_U64(at, ==, want_at);
     uint64_t start = 0, want_start = 0;
-    size_t after = pool_vmm_run_after(v, addr, &start), want_after = ref_run_after(addr, &want_start);
+    size_t after = vram__pool_vmm_run_after(v, addr, &start), want_after = ref_run_after(addr, &want_start);
     EXPECT_SIZE(after, ==, want_after);
     if (want_after != 0) EXPECT_U64(start, ==, want_start);
 }
@@ -232,7 +232,7 @@ static void expect_all_queries(const pool_vmm *v) {
         expect_queries(v, at_gran(edges[i]) + G / 2, G / 4);                 /* inside one granule */
         if (edges[i] + 1 < NG) expect_queries(v, at_gran(edges[i]) + G - 256, 512);   /* across an edge */
     }
-    EXPECT_SOUND(pool_vmm_check(v, UNIT_WHY));
+    EXPECT_SOUND(vram__pool_vmm_check(v, UNIT_WHY));
     unit_note("%s", "");
 }
 
@@ -245,11 +245,11 @@ UNIT_TEST(vmm, an_empty_range_has_nothing_mapped) {
     EXPECT_SIZE(pool_vmm_unmapped(v, FAKE_BASE, NG * G), ==, NG * G);
     EXPECT_SIZE(pool_vmm_unmapped(v, FAKE_BASE, 1), ==, G);
     uint64_t at = 1;
-    EXPECT_SIZE(pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &at), ==, 0);
+    EXPECT_SIZE(vram__pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &at), ==, 0);
     EXPECT_U64(at, ==, FAKE_BASE);
-    EXPECT_SIZE(pool_vmm_run_after(v, FAKE_BASE, &at), ==, 0);
-    EXPECT_SIZE(pool_vmm_run_after(v, FAKE_BASE - 1, &at), ==, 0);      /* outside the range */
-    EXPECT_SIZE(pool_vmm_run_after(v, FAKE_BASE + NG * G, &at), ==, 0);
+    EXPECT_SIZE(vram__pool_vmm_run_after(v, FAKE_BASE, &at), ==, 0);
+    EXPECT_SIZE(vram__pool_vmm_run_after(v, FAKE_BASE - 1, &at), ==, 0);      /* outside the range */
+    EXPECT_SIZE(vram__pool_vmm_run_after(v, FAKE_BASE + NG * G, &at), ==, 0);
     expect_all_queries(v);
     vmm_free(v);
 }
@@ -263,12 +263,12 @@ UNIT_TEST(vmm, a_full_range_is_mapped_everywhere) {
     EXPECT_SIZE(v->mapped_prefix, ==, NG * G);
     EXPECT_SIZE(pool_vmm_unmapped(v, FAKE_BASE, NG * G), ==, 0);
     uint64_t at = 0;
-    EXPECT_SIZE(pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &at), ==, NG * G);
-    EXPECT_SIZE(pool_vmm_run_after(v, at_gran(NG - 1) + 256, &at), ==, G - 256);
+    EXPECT_SIZE(vram__pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &at), ==, NG * G);
+    EXPECT_SIZE(vram__pool_vmm_run_after(v, at_gran(NG - 1) + 256, &at), ==, G - 256);
     expect_all_queries(v);
     pool_vmm_change chg;
     recount(v, NULL, NULL, 0);
-    EXPECT_SIZE(pool_vmm_unmap_idle(v, 1, &chg), ==, NG * G);
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle(v, 1, &chg), ==, NG * G);
     EXPECT_SIZE(chg.unmapped, ==, NG * G);
     EXPECT_U64(chg.releases, ==, 1);
     EXPECT_SIZE(mapped_granules(), ==, 0);
@@ -292,14 +292,14 @@ UNIT_TEST(vmm, one_granule_at_each_side_of_a_words_edge) {
         if (g + 1 < NG) EXPECT_SIZE(pool_vmm_unmapped(v, at_gran(g + 1), G), ==, G);
         EXPECT_SIZE(v->mapped_prefix, ==, g == 0 ? G : 0);
         uint64_t start = 0;
-        EXPECT_SIZE(pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &start), ==, G);
+        EXPECT_SIZE(vram__pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &start), ==, G);
         EXPECT_U64(start, ==, at_gran(g));
-        EXPECT_SIZE(pool_vmm_run_after(v, FAKE_BASE, &start), ==, G);
+        EXPECT_SIZE(vram__pool_vmm_run_after(v, FAKE_BASE, &start), ==, G);
         EXPECT_U64(start, ==, at_gran(g));
         expect_all_queries(v);
         recount(v, NULL, NULL, 0);
         pool_vmm_change chg;
-        EXPECT_SIZE(pool_vmm_unmap_idle(v, G, &chg), ==, G);
+        EXPECT_SIZE(vram__pool_vmm_unmap_idle(v, G, &chg), ==, G);
         EXPECT_SIZE(mapped_granules(), ==, 0);
         expect_all_queries(v);
         vmm_free(v);
@@ -326,16 +326,16 @@ UNIT_TEST(vmm, a_hole_of_one_granule_anywhere) {
         }
         uint64_t at = 0;
         size_t longest = (h > NG - 1 - h ? h : NG - 1 - h) * G;
-        EXPECT_SIZE(pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &at), ==, longest);
+        EXPECT_SIZE(vram__pool_vmm_mapped_run(v, FAKE_BASE, NG * G, &at), ==, longest);
         EXPECT_U64(at, ==, h >= NG - 1 - h ? FAKE_BASE : at_gran(h + 1));
         if (h + 1 < NG) {
-            EXPECT_SIZE(pool_vmm_run_after(v, at_gran(h), &at), ==, (NG - h - 1) * G);
+            EXPECT_SIZE(vram__pool_vmm_run_after(v, at_gran(h), &at), ==, (NG - h - 1) * G);
             EXPECT_U64(at, ==, at_gran(h + 1));
         }
         for (size_t a = word; a < word_end; a++) expect_queries(v, at_gran(a), (word_end - a) * G);
-        EXPECT_SOUND(pool_vmm_check(v, UNIT_WHY));
+        EXPECT_SOUND(vram__pool_vmm_check(v, UNIT_WHY));
         pool_vmm_change chg;
-        EXPECT_INT(pool_vmm_acquire(v, FAKE_BASE, NG * G, 0, &chg), ==, VRAM_OK);
+        EXPECT_INT(vram__pool_vmm_acquire(v, FAKE_BASE, NG * G, 0, &chg), ==, VRAM_OK);
         EXPECT_SIZE(chg.mapped, ==, G);
         EXPECT_INT(fake.map_of[h], !=, 0);
         EXPECT_SIZE(v->mapped_prefix, ==, NG * G);
@@ -356,7 +356,7 @@ UNIT_TEST(vmm, ranges_across_words_edges) {
         for (size_t g = a; g < b; g++) n += fake.map_of[g] == 0;
         pool_vmm_change chg;
         EXPECT_SIZE(pool_vmm_unmapped(v, at_gran(a), (b - a) * G), ==, n * G);
-        EXPECT_INT(pool_vmm_acquire(v, at_gran(a), (b - a) * G, 0, &chg), ==, VRAM_OK);
+        EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(a), (b - a) * G, 0, &chg), ==, VRAM_OK);
         EXPECT_SIZE(chg.mapped, ==, n * G);
         EXPECT_SIZE(mapped_granules(), ==, before + n);
         before += n;
@@ -374,19 +374,19 @@ UNIT_TEST(vmm, ahead_maps_on_past_the_block_to_the_next_mapped_granule) {
     pool_vmm *v = vmm_new(NG);
     acquire(v, 70, 2);                                  /* [70, 72) */
     pool_vmm_change chg;
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(60) + 100 * 256, G, 20 * G, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(60) + 100 * 256, G, 20 * G, &chg), ==, VRAM_OK);
     /* the block's granule 60 and ahead up to 69: stops at the mapped 70 */
     for (size_t g = 60; g < 72; g++) EXPECT_INT(fake.map_of[g], !=, 0);
     EXPECT_INT(fake.map_of[59], ==, 0);
     EXPECT_INT(fake.map_of[72], ==, 0);
     EXPECT_SIZE(chg.mapped, ==, 10 * G);
     EXPECT_U64(chg.creates, ==, 1);
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(NG - 3), G, 20 * G, &chg), ==, VRAM_OK);   /* to the range's end */
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(NG - 3), G, 20 * G, &chg), ==, VRAM_OK);   /* to the range's end */
     EXPECT_SIZE(chg.mapped, ==, 3 * G);
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(100), G, 0, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(100), G, 0, &chg), ==, VRAM_OK);
     EXPECT_SIZE(chg.mapped, ==, G);
     EXPECT_INT(fake.map_of[101], ==, 0);
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(100), G, 5 * G, &chg), ==, VRAM_OK);     /* mapped: nothing */
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(100), G, 5 * G, &chg), ==, VRAM_OK);     /* mapped: nothing */
     EXPECT_SIZE(chg.mapped, ==, 0);
     EXPECT_U64(chg.creates, ==, 0);
     expect_all_queries(v);
@@ -397,7 +397,7 @@ UNIT_TEST(vmm, ahead_maps_on_past_the_block_to_the_next_mapped_granule) {
 UNIT_TEST(vmm, extents_are_at_most_max_extent) {
     pool_vmm *v = vmm_new(3);
     pool_vmm_change chg;
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(10), 10 * G, 4 * G, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(10), 10 * G, 4 * G, &chg), ==, VRAM_OK);
     EXPECT_U64(chg.creates, ==, 4);                     /* [10,13) [13,16) [16,19) [19,22) */
     EXPECT_SIZE(chg.mapped, ==, 12 * G);
     for (size_t g = 10; g < 22; g++) EXPECT_INT(fake.map_of[g], !=, 0);
@@ -414,7 +414,7 @@ UNIT_TEST(vmm, a_failed_create_keeps_what_was_mapped) {
     pool_vmm *v = vmm_new(2);
     pool_vmm_change chg;
     fake.fail_create_at = 3;
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_ERR_OUT_OF_MEMORY);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_ERR_OUT_OF_MEMORY);
     EXPECT(strstr(vram_last_error(), "CUDA_ERROR_OUT_OF_MEMORY") != NULL);
     EXPECT_SIZE(chg.mapped, ==, 4 * G);
     EXPECT_SIZE(mapped_granules(), ==, 4);
@@ -422,9 +422,9 @@ UNIT_TEST(vmm, a_failed_create_keeps_what_was_mapped) {
     EXPECT_SIZE(v->idle, ==, 4 * G);
     expect_all_queries(v);
     fake.fail_map_at = 1;
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_ERR_DRIVER);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_ERR_DRIVER);
     EXPECT_U64(fake.creates, ==, fake.releases + 2);   /* the unmapped handle went back */
-    EXPECT_INT(pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_OK);
     EXPECT_SIZE(chg.mapped, ==, 4 * G);
     EXPECT_SIZE(mapped_granules(), ==, 8);
     expect_all_queries(v);
@@ -454,23 +454,23 @@ UNIT_TEST(vmm, busy_counts_and_giving_back_the_largest_idle_first) {
     EXPECT_SIZE(v->ext[e62].busy, ==, 1024);
     EXPECT_SIZE(v->idle, ==, 8 * G + 2 * G + G);
     pool_vmm_change chg;
-    EXPECT_SIZE(pool_vmm_unmap_idle(v, 5 * G, &chg), ==, 8 * G);       /* [0,4) and [8,12): 4 each */
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle(v, 5 * G, &chg), ==, 8 * G);       /* [0,4) and [8,12): 4 each */
     EXPECT_INT(fake.map_of[0], ==, 0);
     EXPECT_INT(fake.map_of[8], ==, 0);
     EXPECT_INT(fake.map_of[60], !=, 0);
     EXPECT_INT(fake.map_of[4], !=, 0);
-    EXPECT_SIZE(pool_vmm_unmap_idle(v, 1, &chg), ==, 2 * G);           /* [60,62) before [64,65) */
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle(v, 1, &chg), ==, 2 * G);           /* [60,62) before [64,65) */
     EXPECT_INT(fake.map_of[60], ==, 0);
     EXPECT_INT(fake.map_of[64], !=, 0);
-    EXPECT_SIZE(pool_vmm_unmap_idle(v, 100 * G, &chg), ==, G);         /* all the idle there is */
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle(v, 100 * G, &chg), ==, G);         /* all the idle there is */
     EXPECT_SIZE(mapped_granules(), ==, 6);                             /* the busy ones stay */
     EXPECT_INT(fake.map_of[63], !=, 0);
     expect_all_queries(v);
     recount(v, NULL, NULL, 0);
-    EXPECT_SIZE(pool_vmm_unmap_idle_outside(v, 5 * G, 6 * G, &chg), ==, 2 * G);   /* keeps [4,8) */
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle_outside(v, 5 * G, 6 * G, &chg), ==, 2 * G);   /* keeps [4,8) */
     EXPECT_SIZE(mapped_granules(), ==, 4);
     EXPECT_INT(fake.map_of[4], !=, 0);
-    EXPECT_SIZE(pool_vmm_unmap_idle_outside(v, 8 * G, 9 * G, &chg), ==, 4 * G);
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle_outside(v, 8 * G, 9 * G, &chg), ==, 4 * G);
     EXPECT_SIZE(mapped_granules(), ==, 0);
     expect_all_queries(v);
     vmm_free(v);
@@ -488,23 +488,23 @@ UNIT_TEST(vmm, idle_since_the_last_period_at_words_edges) {
         acquire(v, quiet, 1);
         pool_vmm_change chg;
         recount(v, NULL, NULL, 0);
-        pool_vmm_unmap_stale(v, &chg);                  /* the first period starts: nothing goes */
+        vram__pool_vmm_unmap_stale(v, &chg);                  /* the first period starts: nothing goes */
         EXPECT_SIZE(chg.unmapped, ==, 0);
         EXPECT(v->touched_bits != NULL);
-        pool_vmm_release(v, at_gran(freed) + G / 2, 256);   /* a block in `freed` was freed */
+        vram__pool_vmm_release(v, at_gran(freed) + G / 2, 256);   /* a block in `freed` was freed */
         recount(v, NULL, NULL, 0);
-        pool_vmm_unmap_stale(v, &chg);
+        vram__pool_vmm_unmap_stale(v, &chg);
         EXPECT_SIZE(chg.unmapped, ==, G);
         EXPECT_INT(fake.map_of[quiet], ==, 0);
         EXPECT_INT(fake.map_of[freed], !=, 0);
         recount(v, NULL, NULL, 0);
-        pool_vmm_unmap_stale(v, &chg);                  /* a whole period untouched: it goes */
+        vram__pool_vmm_unmap_stale(v, &chg);                  /* a whole period untouched: it goes */
         EXPECT_SIZE(chg.unmapped, ==, G);
         EXPECT_SIZE(mapped_granules(), ==, 0);
         /* mapping in a period counts as touching */
         acquire(v, quiet, 1);
         recount(v, NULL, NULL, 0);
-        pool_vmm_unmap_stale(v, &chg);
+        vram__pool_vmm_unmap_stale(v, &chg);
         EXPECT_INT(fake.map_of[quiet], !=, 0);
         vmm_free(v);
     }
@@ -515,11 +515,11 @@ UNIT_TEST(vmm, idle_since_the_last_period_at_words_edges) {
         acquire(w, 0, NG);
         pool_vmm_change c2;
         recount(w, NULL, NULL, 0);
-        pool_vmm_unmap_stale(w, &c2);
-        pool_vmm_release(w, at_gran(0), 64 * G);
-        pool_vmm_release(w, at_gran(128), 64 * G);
+        vram__pool_vmm_unmap_stale(w, &c2);
+        vram__pool_vmm_release(w, at_gran(0), 64 * G);
+        vram__pool_vmm_release(w, at_gran(128), 64 * G);
         recount(w, NULL, NULL, 0);
-        pool_vmm_unmap_stale(w, &c2);
+        vram__pool_vmm_unmap_stale(w, &c2);
         EXPECT_SIZE(c2.unmapped, ==, (NG - 128) * G);
         for (size_t g = 0; g < NG; g++) EXPECT_INT(fake.map_of[g] != 0, ==, g < 64 || (g >= 128 && g < 192));
         vmm_free(w);
@@ -529,10 +529,10 @@ UNIT_TEST(vmm, idle_since_the_last_period_at_words_edges) {
     acquire(v, 62, 4);
     pool_vmm_change chg;
     recount(v, NULL, NULL, 0);
-    pool_vmm_unmap_stale(v, &chg);
-    pool_vmm_release(v, at_gran(63) + G - 256, 256 + G);
+    vram__pool_vmm_unmap_stale(v, &chg);
+    vram__pool_vmm_release(v, at_gran(63) + G - 256, 256 + G);
     recount(v, NULL, NULL, 0);
-    pool_vmm_unmap_stale(v, &chg);
+    vram__pool_vmm_unmap_stale(v, &chg);
     EXPECT_SIZE(chg.unmapped, ==, 2 * G);
     EXPECT_INT(fake.map_of[62], ==, 0);
     EXPECT_INT(fake.map_of[63], !=, 0);
@@ -544,7 +544,7 @@ UNIT_TEST(vmm, idle_since_the_last_period_at_words_edges) {
 /* The second quick test (the large zone's mapped run from its start). */
 UNIT_TEST(vmm, the_zones_quick_test) {
     pool_vmm *v = vmm_new(NG);
-    pool_vmm_set_zone(v, 100 * G);                        /* (before anything is mapped, as backing.c) */
+    vram__pool_vmm_set_zone(v, 100 * G);                        /* (before anything is mapped, as backing.c) */
     acquire(v, 0, 10);
     EXPECT_SIZE(v->zone_prefix, ==, 0);
     acquire(v, 100, 30);
@@ -559,7 +559,7 @@ UNIT_TEST(vmm, the_zones_quick_test) {
     size_t size[1] = {30 * G};
     recount(v, addr, size, 1);
     pool_vmm_change chg;
-    EXPECT_SIZE(pool_vmm_unmap_idle_outside(v, 0, 100 * G, &chg), ==, 40 * G);   /* [130, 170) */
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle_outside(v, 0, 100 * G, &chg), ==, 40 * G);   /* [130, 170) */
     EXPECT_SIZE(v->zone_prefix, ==, 30 * G);
     expect_all_queries(v);
     vmm_free(v);
@@ -575,7 +575,7 @@ UNIT_TEST(vmm, moving_idle_extents_under_a_block) {
     size_t busy_size[1] = {256};
     recount(v, busy, busy_size, 1);
     pool_vmm_change chg;
-    pool_vmm_move_idle(v, at_gran(62), 5 * G, &chg);   /* [62, 67): the 4, then a 2 reaching past */
+    vram__pool_vmm_move_idle(v, at_gran(62), 5 * G, &chg);   /* [62, 67): the 4, then a 2 reaching past */
     EXPECT_U64(chg.moves, ==, 2);
     EXPECT_U64(chg.creates, ==, 0);
     EXPECT_SIZE(mapped_granules(), ==, 7);
@@ -605,9 +605,9 @@ typedef struct model {
 } model;
 
 static void recount_model(pool_vmm *v, const model *m) {
-    pool_vmm_busy_begin(v);
-    for (int i = 0; i < m->n; i++) pool_vmm_busy_add(v, m->b[i].addr, m->b[i].size);
-    pool_vmm_busy_end(v);
+    vram__pool_vmm_busy_begin(v);
+    for (int i = 0; i < m->n; i++) vram__pool_vmm_busy_add(v, m->b[i].addr, m->b[i].size);
+    vram__pool_vmm_busy_end(v);
     for (int32_t e = 0; e < v->next_slot; e++) {     /* each extent's count: the bytes of blocks over it */
         const pool_extent *x = &v->ext[e];
         if (x->size == 0) continue;
@@ -638,7 +638,7 @@ static void after_op(const pool_vmm *v, model *m) {
 UNIT_TEST(vmm, random_against_the_drivers_truth) {
     unit_rng rng = unit_rng_make();
     pool_vmm *v = vmm_new(1 + unit_rng_below(&rng, 6));
-    pool_vmm_set_zone(v, 120 * G);
+    vram__pool_vmm_set_zone(v, 120 * G);
     static model m;
     unsigned long done[12] = {0}, moves = 0;
     for (int step = 0; step < 3000; step++) {
@@ -661,7 +661,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
                 uint8_t was_busy[NG];                            /* the extent at each granule was busy */
                 for (size_t k = 0; k < NG; k++) was_busy[k] = v->gran_ext[k] >= 0 && v->ext[v->gran_ext[k]].busy != 0;
                 size_t had = v->mapped;
-                pool_vmm_move_idle(v, addr, size, &chg);
+                vram__pool_vmm_move_idle(v, addr, size, &chg);
                 moves += chg.moves;
                 EXPECT_U64(chg.creates, ==, 0);
                 EXPECT_SIZE(chg.mapped, ==, 0);
@@ -679,7 +679,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
             }
             uint32_t mid[NG];
             memcpy(mid, fake.map_of, sizeof mid);
-            EXPECT_INT(pool_vmm_acquire(v, addr, size, ahead, &chg), ==, VRAM_OK);
+            EXPECT_INT(vram__pool_vmm_acquire(v, addr, size, ahead, &chg), ==, VRAM_OK);
             for (size_t k = 0; k < NG; k++) {                    /* only the block's and `ahead` after it */
                 if (fake.map_of[k] == mid[k]) continue;
                 EXPECT_INT(mid[k], ==, 0);
@@ -691,7 +691,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
             m.b[m.n++] = (block){addr, size};
         } else if (op < 7 && m.n > 0) {                          /* a block freed */
             int i = (int)unit_rng_below(&rng, (uint64_t)m.n);
-            pool_vmm_release(v, m.b[i].addr, m.b[i].size);
+            vram__pool_vmm_release(v, m.b[i].addr, m.b[i].size);
             if (m.periods > 0) {
                 for (size_t g = gran(m.b[i].addr); g <= gran(m.b[i].addr + m.b[i].size - 1); g++) m.touched[g] = 1;
             }
@@ -704,7 +704,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
                 int32_t e = v->gran_ext[k];
                 idle_size[k] = e >= 0 && v->ext[e].busy == 0 ? v->ext[e].size : 0;
             }
-            size_t got = pool_vmm_unmap_idle(v, want, &chg);
+            size_t got = vram__pool_vmm_unmap_idle(v, want, &chg);
             EXPECT_SIZE(got, ==, had - v->mapped);
             EXPECT_SIZE(got, ==, chg.unmapped);
             if (got < want) EXPECT_SIZE(got, ==, idle);          /* (all of it) */
@@ -721,7 +721,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
         } else if (op == 8) {                                    /* idle outside a range */
             recount_model(v, &m);
             size_t lo = (size_t)unit_rng_below(&rng, NG), hi = lo + (size_t)unit_rng_below(&rng, NG - lo + 1);
-            pool_vmm_unmap_idle_outside(v, lo * G, hi * G, &chg);
+            vram__pool_vmm_unmap_idle_outside(v, lo * G, hi * G, &chg);
             for (int32_t e = 0; e < v->next_slot; e++) {
                 const pool_extent *x = &v->ext[e];
                 if (x->size == 0) continue;
@@ -743,7 +743,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
                 for (size_t g = x->offset / G; g < (x->offset + x->size) / G; g++) idle_untouched[g] = !t;
             }
             int first = m.periods == 0;
-            pool_vmm_unmap_stale(v, &chg);
+            vram__pool_vmm_unmap_stale(v, &chg);
             for (size_t g = 0; g < NG; g++) {
                 if (m.before[g] == 0) continue;
                 EXPECT_INT(fake.map_of[g] == 0, ==, !first && idle_untouched[g]);
@@ -762,10 +762,10 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
         unit_note("step %d, op %u", step, op);
         done[op]++;
         after_op(v, &m);
-        if (op >= 7 && op <= 9) EXPECT_SOUND(pool_vmm_check(v, UNIT_WHY));
+        if (op >= 7 && op <= 9) EXPECT_SOUND(vram__pool_vmm_check(v, UNIT_WHY));
     }
     recount_model(v, &m);
-    EXPECT_SOUND(pool_vmm_check(v, UNIT_WHY));
+    EXPECT_SOUND(vram__pool_vmm_check(v, UNIT_WHY));
     expect_all_queries(v);
     unit_note("%s", "");
     printf("max extent %zu granules; ops done:", v->max_extent / G);

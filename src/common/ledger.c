@@ -1,6 +1,6 @@
 /*
  * ledger.c: the per-machine ledger (see ledger.h for the file, its layout, its faults and its
- * rules): where the directory is (ledger_place: VRAM_LEDGER_DIR, an XDG_RUNTIME_DIR of this user's,
+ * rules): where the directory is (vram__ledger_place: VRAM_LEDGER_DIR, an XDG_RUNTIME_DIR of this user's,
  * /dev/shm/vram-<uid>, or a place of the user's own when that one is taken), the directory and the
  * file, checking a header and building one, opening, following and
  * rebuilding the file under the lock, the lock, and claiming, finding, releasing and summing slots
@@ -27,11 +27,13 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <linux/futex.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
-uint64_t ledger_checksum(const ledger_header *h) {
+uint64_t vram__ledger_checksum(const ledger_header *h) {
     ledger_header c = *h;
     c.checksum = 0;
     const unsigned char *p = (const unsigned char *)&c;
@@ -133,7 +135,7 @@ static int ledger_own_place(char *dir, size_t len, char *err, size_t errlen) {
     return 0;
 }
 
-int ledger_place(char *dir, size_t len, unsigned flags, char *note, size_t notelen, char *err, size_t errlen) {
+int vram__ledger_place(char *dir, size_t len, unsigned flags, char *note, size_t notelen, char *err, size_t errlen) {
     if (note && notelen) note[0] = '\0';
     if (!(flags & LEDGER_PLACE_NODE)) {
         const char *set = getenv("VRAM_LEDGER_DIR");
@@ -181,18 +183,18 @@ int ledger_place(char *dir, size_t len, unsigned flags, char *note, size_t notel
     return 0;
 }
 
-/* The directory of the ledger of this user at `dir` (ledger_place's), or of the place the
+/* The directory of the ledger of this user at `dir` (vram__ledger_place's), or of the place the
  * environment gives when dir is NULL; 0, or -1 with err. */
 static int ledger_dir_of(char *out, size_t len, const char *dir, char *note, size_t notelen, char *err, size_t errlen) {
-    if (!dir) return ledger_place(out, len, 0, note, notelen, err, errlen);
+    if (!dir) return vram__ledger_place(out, len, 0, note, notelen, err, errlen);
     if (note && notelen) note[0] = '\0';
     return ledger_path(out, len, err, errlen, "%s", dir);
 }
 
-int ledger_repair_dir(char *said, size_t saidlen) {
+int vram__ledger_repair_dir(char *said, size_t saidlen) {
     char dir[PATH_MAX], err[PATH_MAX + 256];
     said[0] = '\0';
-    if (ledger_place(dir, sizeof dir, 0, NULL, 0, err, sizeof err) != 0) return 0;   /* ledger_open says why */
+    if (vram__ledger_place(dir, sizeof dir, 0, NULL, 0, err, sizeof err) != 0) return 0;   /* vram__ledger_open says why */
     /* opened without following a symlink, then checked and changed through the descriptor: what is
      * changed is what was checked */
     int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -212,7 +214,7 @@ int ledger_repair_dir(char *said, size_t saidlen) {
     return rc;
 }
 
-/* The directory (ledger_place's, or `dir`): made 0700 when missing, and checked: a real directory (not
+/* The directory (vram__ledger_place's, or `dir`): made 0700 when missing, and checked: a real directory (not
  * a symlink) of this user, not open to group or others. */
 static int ledger_make_dir(ledger *l, const char *dir, char *err, size_t errlen) {
     if (ledger_dir_of(l->dir, sizeof l->dir, dir, l->note, sizeof l->note, err, errlen) != 0) return -1;
@@ -276,11 +278,11 @@ static const char *ledger_bad(int fd, char *why, size_t len) {
     if (h.header_size != sizeof h || h.slot_size != sizeof(ledger_slot) || h.nslots != LEDGER_SLOTS ||
         h.file_size != LEDGER_FILE_SIZE)
         return "of another layout (sizes differ)";
-    if (h.checksum != ledger_checksum(&h)) return "corrupted (bad header checksum)";
+    if (h.checksum != vram__ledger_checksum(&h)) return "corrupted (bad header checksum)";
     return NULL;
 }
 
-void ledger_header_init(ledger_header *h) {
+void vram__ledger_header_init(ledger_header *h) {
     memset(h, 0, sizeof *h);
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -291,13 +293,13 @@ void ledger_header_init(ledger_header *h) {
     h->nslots = LEDGER_SLOTS;
     h->file_size = LEDGER_FILE_SIZE;
     h->created_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-    h->checksum = ledger_checksum(h);
+    h->checksum = vram__ledger_checksum(h);
 }
 
 /* Writes a fresh ledger at fd (truncated, zeroed slots, header); 0, or -1 with err. */
 static int ledger_init_file(const ledger *l, int fd, char *err, size_t errlen) {
     ledger_header h;
-    ledger_header_init(&h);
+    vram__ledger_header_init(&h);
     if (ftruncate(fd, 0) != 0 || ftruncate(fd, (off_t)LEDGER_FILE_SIZE) != 0 ||
         pwrite(fd, &h, sizeof h, 0) != (ssize_t)sizeof h) {
         snprintf(err, errlen, "cannot write %s: %s", l->path, strerror(errno));
@@ -384,7 +386,7 @@ static int ledger_attach_once(ledger *l, char *err, size_t errlen) {
     }
     l->dev = st.st_dev;
     l->ino = st.st_ino;
-    int carried = old_fd >= 0 || made || ledger_replaced(l) ? ledger_carry_slots(l, fd, old_fd) : 0;
+    int carried = old_fd >= 0 || made || ledger_replaced(l) ? vram__ledger_carry_slots(l, fd, old_fd) : 0;
     if (old_fd >= 0) close(old_fd);
     old_fd = -1;
     if (ledger_map_fd(l, fd, err, errlen) != 0) goto fail;
@@ -413,9 +415,9 @@ static int ledger_open_dir(ledger *l, const char *dir, char *err, size_t errlen)
     snprintf(l->lock_path, sizeof l->lock_path, "%s/ledger.lock", l->dir);
     snprintf(l->path, sizeof l->path, "%s/ledger", l->dir);
     if ((l->lock_fd = ledger_open_file(l->lock_path, err, errlen)) < 0) return -1;
-    ledger_lock(l);
+    vram__ledger_lock(l);
     int rc = ledger_attach_locked(l, err, errlen);
-    ledger_unlock(l);
+    vram__ledger_unlock(l);
     if (rc != 0) {
         close(l->lock_fd);
         l->lock_fd = -1;
@@ -423,9 +425,9 @@ static int ledger_open_dir(ledger *l, const char *dir, char *err, size_t errlen)
     return rc;
 }
 
-int ledger_open(ledger *l, char *err, size_t errlen) { return ledger_open_dir(l, NULL, err, errlen); }
+int vram__ledger_open(ledger *l, char *err, size_t errlen) { return ledger_open_dir(l, NULL, err, errlen); }
 
-int ledger_open_in(ledger *l, const char *dir, char *err, size_t errlen) {
+int vram__ledger_open_in(ledger *l, const char *dir, char *err, size_t errlen) {
     if (!dir || dir[0] != '/') {
         snprintf(err, errlen, "the ledger directory '%s' is not an absolute path", dir ? dir : "");
         return -1;
@@ -433,7 +435,7 @@ int ledger_open_in(ledger *l, const char *dir, char *err, size_t errlen) {
     return ledger_open_dir(l, dir, err, errlen);
 }
 
-int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {
+int vram__ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {
     struct stat st, mine;
     if (!force && fstat(l->fd, &mine) == 0 && (size_t)mine.st_size == LEDGER_FILE_SIZE && stat(l->path, &st) == 0 &&
         st.st_dev == l->dev && st.st_ino == l->ino && !ledger_replaced(l))
@@ -453,7 +455,7 @@ int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen) {
     return 1;
 }
 
-void ledger_close(ledger *l) {
+void vram__ledger_close(ledger *l) {
     if (l->map) munmap(l->map, l->size);
     if (l->fd >= 0) close(l->fd);
     if (l->lock_fd >= 0) close(l->lock_fd);
@@ -461,7 +463,7 @@ void ledger_close(ledger *l) {
     l->fd = l->lock_fd = -1;
 }
 
-void ledger_lock(ledger *l) {
+void vram__ledger_lock(ledger *l) {
     for (int tries = 0;; tries++) {
         while (flock(l->lock_fd, LOCK_EX) != 0 && errno == EINTR) {
         }
@@ -481,19 +483,19 @@ void ledger_lock(ledger *l) {
     }
 }
 
-void ledger_unlock(ledger *l) { flock(l->lock_fd, LOCK_UN); }
+void vram__ledger_unlock(ledger *l) { flock(l->lock_fd, LOCK_UN); }
 
 static void ledger_free_slot(ledger_slot *s) {
     __atomic_store_n(&s->state, 0, __ATOMIC_RELEASE);
     memset((char *)s + sizeof s->state, 0, sizeof *s - sizeof s->state);
 }
 
-int ledger_reclaim_locked(ledger *l) {
+int vram__ledger_reclaim_locked(ledger *l) {
     int n = 0;
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         ledger_slot *s = &l->slots[i];
         if (s->state == 0) continue;
-        if (!ledger_slot_alive(s)) {
+        if (!vram__ledger_slot_alive(s)) {
             ledger_free_slot(s);
             n++;
         }
@@ -506,13 +508,13 @@ static void ledger_set_name(char *dst, size_t len, const char *src) {
     if (src) snprintf(dst, len, "%s", src);
 }
 
-ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int device, const char *uuid,
+ledger_slot *vram__ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int device, const char *uuid,
                                  const char *group, const char *command, uint64_t limit,
                                  uint64_t group_limit) {
     ledger_slot *s = NULL;
     for (uint32_t i = 0; i < LEDGER_SLOTS && !s; i++)
         if (l->slots[i].state == 0) s = &l->slots[i];
-    if (!s && ledger_reclaim_locked(l) > 0)
+    if (!s && vram__ledger_reclaim_locked(l) > 0)
         for (uint32_t i = 0; i < LEDGER_SLOTS && !s; i++)
             if (l->slots[i].state == 0) s = &l->slots[i];
     if (!s) return NULL;
@@ -530,24 +532,24 @@ ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int de
     return s;
 }
 
-ledger_slot *ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device) {
-    return ledger_slot_find(l->slots, pid, start_time, device);
+ledger_slot *vram__ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device) {
+    return vram__ledger_slot_find(l->slots, pid, start_time, device);
 }
 
-void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time) {
+void vram__ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time) {
     if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time) ledger_free_slot(s);
 }
 
-uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uuid) {
+uint64_t vram__ledger_group_total_locked(ledger *l, const char *group, const char *uuid) {
     uint64_t total = 0;
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         ledger_slot *s = &l->slots[i];
         if (s->state == 0) continue;
         /* other groups and cards first: a liveness check reads /proc; theirs are reclaimed by
-         * ledger_claim_locked and vram top */
+         * vram__ledger_claim_locked and vram top */
         if (strncmp(s->group, group, sizeof s->group) != 0 || strncmp(s->uuid, uuid, sizeof s->uuid) != 0)
             continue;
-        if (!ledger_slot_alive(s)) {
+        if (!vram__ledger_slot_alive(s)) {
             ledger_free_slot(s);
             continue;
         }
@@ -563,29 +565,59 @@ static int ledger_member(ledger_slot *s, const char *group, const char *uuid) {
     if (s->state == 0 || strncmp(s->group, group, sizeof s->group) != 0 ||
         (uuid && strncmp(s->uuid, uuid, sizeof s->uuid) != 0))
         return 0;
-    if (!ledger_slot_alive(s)) {
+    if (!vram__ledger_slot_alive(s)) {
         ledger_free_slot(s);
         return 0;
     }
     return 1;
 }
 
-uint64_t ledger_slot_limit(const ledger_slot *s) {
+/* ---- limits that move (ledger.h) ------------------------------------------------------------------- */
+
+void vram__ledger_gen_bump(ledger_slot *s) {
+    __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+    /* a shared futex on the mapped file: a libvram watcher blocked in vram__ledger_gen_wait on this slot wakes
+     * (nothing happens when none waits); the kernel reads the word, so a truncated file is EFAULT there */
+    syscall(SYS_futex, &s->limits_gen, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+int vram__ledger_gen_wait(const ledger_slot *s, uint32_t seen, int timeout_ms) {
+    struct timespec ts = { timeout_ms / 1000, (long)(timeout_ms % 1000) * 1000000L };
+    long r = syscall(SYS_futex, &s->limits_gen, FUTEX_WAIT, seen, &ts, NULL, 0);
+    if (r == 0) return 1;
+    return errno == EAGAIN ? 1 : errno == EFAULT ? -1 : 0;
+}
+
+uint64_t vram__ledger_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t limit_max, uint64_t card, int *src) {
     uint64_t set = __atomic_load_n(&s->limit_set, __ATOMIC_RELAXED);
     uint64_t cap = __atomic_load_n(&s->group_cap, __ATOMIC_RELAXED);
-    if (set && s->limit_max && set > s->limit_max) set = s->limit_max;
-    if (set && s->card_bytes && set > s->card_bytes) set = s->card_bytes;
-    uint64_t lim = set ? set : s->limit;
-    return cap && (!lim || cap < lim) ? cap : lim;
+    if (set && limit_max && set > limit_max) set = limit_max;
+    if (set && card && set > card) set = card;
+    uint64_t lim = set ? set : start;
+    int from = set ? LEDGER_LIMIT_FROM_SET : LEDGER_LIMIT_FROM_START;
+    if (cap && (!lim || cap < lim)) {
+        lim = cap;
+        from = LEDGER_LIMIT_FROM_CAP;
+    }
+    if (src) *src = from;
+    return lim;
 }
 
-uint64_t ledger_slot_group_limit(const ledger_slot *s) {
+uint64_t vram__ledger_group_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t group_limit_max) {
     uint64_t set = __atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED);
-    if (set && s->group_limit_max && set > s->group_limit_max) set = s->group_limit_max;
-    return set ? set : s->group_limit;
+    if (set && group_limit_max && set > group_limit_max) set = group_limit_max;
+    return set ? set : start;
 }
 
-uint64_t ledger_group_budget_set_locked(ledger *l, const char *group) {
+uint64_t vram__ledger_slot_limit(const ledger_slot *s) {
+    return vram__ledger_limit_in_force(s, s->limit, s->limit_max, s->card_bytes, NULL);
+}
+
+uint64_t vram__ledger_slot_group_limit(const ledger_slot *s) {
+    return vram__ledger_group_limit_in_force(s, s->group_limit, s->group_limit_max);
+}
+
+uint64_t vram__ledger_group_budget_set_locked(ledger *l, const char *group) {
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         ledger_slot *s = &l->slots[i];
         uint64_t set = s->state ? __atomic_load_n(&s->group_limit_set, __ATOMIC_RELAXED) : 0;
@@ -602,7 +634,7 @@ static uint64_t ledger_on_card(const ledger_slot *s) {
     return __atomic_load_n(&s->in_use, __ATOMIC_RELAXED);
 }
 
-uint64_t ledger_group_rebalance_locked(ledger *l, const char *group, const char *uuid, uint64_t budget,
+uint64_t vram__ledger_group_rebalance_locked(ledger *l, const char *group, const char *uuid, uint64_t budget,
                                        int *opportunistic) {
     uint64_t g = 0, o = 0;
     int n = 0;
@@ -628,13 +660,13 @@ uint64_t ledger_group_rebalance_locked(ledger *l, const char *group, const char 
         }
         if (__atomic_load_n(&s->group_cap, __ATOMIC_RELAXED) != cap) {
             __atomic_store_n(&s->group_cap, cap, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&s->limits_gen, 1, __ATOMIC_RELEASE);
+            vram__ledger_gen_bump(s);
         }
     }
     return g;
 }
 
-int ledger_valid_group(const char *name) {
+int vram__ledger_valid_group(const char *name) {
     size_t n = strlen(name);
     if (n == 0 || n >= LEDGER_NAME_LEN) return 0;
     for (; *name; name++)
@@ -644,7 +676,7 @@ int ledger_valid_group(const char *name) {
     return 1;
 }
 
-void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen) {
+void vram__ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen) {
     size_t i = 0;
     for (; i + 1 < dstlen && i < srclen && src[i]; i++) {
         unsigned char c = (unsigned char)src[i];

@@ -1,8 +1,9 @@
 /*
  * ledger.h: the per-machine ledger of processes under `vram run`, shared by libvram_preload.so
- * (which writes its own slots) and `vram top` (which reads them). Compiled into both.
+ * (which writes its own slots), libvram (a program that allocates through it: ledger_member.h),
+ * `vram top`, `vram limit` and the Slurm plugin (src/common: compiled into each, hidden).
  *
- * Where (ledger_place, the one place this is decided, for the preload library, vram top, vram run and
+ * Where (vram__ledger_place, the one place this is decided, for the preload library, vram top, vram run and
  * the Slurm plugin), the first that applies:
  *   (a) VRAM_LEDGER_DIR, when set (an absolute path; a relative one is refused by name);
  *   (b) $XDG_RUNTIME_DIR/vram, when XDG_RUNTIME_DIR is an absolute path to an existing directory of
@@ -14,7 +15,7 @@
  *       user can own, the same for all of its processes on this machine whatever their environment:
  *       /run/user/<uid>/vram when /run/user/<uid> (logind's) is a directory of this user, else
  *       <home>/.cache/vram/ledger-<host name> (home from the password database; the host name so that
- *       a home shared by machines never shares a ledger). ledger_open says so in l->note.
+ *       a home shared by machines never shares a ledger). vram__ledger_open says so in l->note.
  * LEDGER_PLACE_NODE skips (a) and (b): the node's place for the user, which the Slurm plugin gives every
  * task of a job (as VRAM_LEDGER_DIR) and its epilog uses, whatever environment the job brought.
  * The directory is created 0700 and must be a real directory (not a symlink) owned by the user with
@@ -31,14 +32,14 @@
  * size, magic, version, sizes or checksum do not match is renamed aside to ledger.bad.<pid>.<time>
  * and a fresh one is written (under the lock): it is never trusted.
  *
- * Faults to the file (ledger_open, ledger_follow_locked): a rebuild copies the live slots of the file
+ * Faults to the file (vram__ledger_open, vram__ledger_follow_locked): a rebuild copies the live slots of the file
  * moved aside. When the file is made anew (it was deleted, truncated to nothing or rebuilt) or was
  * replaced behind vram's back, running processes that still map the old file, or keep a shadow of
- * their slots (ledger_shadow_create: what survives a truncation), are found through their open
+ * their slots (vram__ledger_shadow_create: what survives a truncation), are found through their open
  * descriptors (/proc/<pid>/fd of this user's processes) and those live slots are copied in
  * (ledger_proc.c), so the budget of a group still counts members that make no call meanwhile. A
  * member follows the file at the path itself the next time it takes the lock for its group
- * (ledger_follow_locked), finds its copied slot or claims one, and publishes its usage there.
+ * (vram__ledger_follow_locked), finds its copied slot or claims one, and publishes its usage there.
  *
  * Slots: claimed and released under the lock; their counters (in_use, peak) are written by the
  * owning process alone with relaxed atomic stores, without the lock, and read with atomic loads.
@@ -63,7 +64,7 @@
  * Limits that move (layout 3; shim/limits.c, tools/limit.c): `vram limit PID SIZE` writes limit_set
  * into the process's slots, `vram limit --group NAME SIZE` group_limit_set into every live member's,
  * and a guaranteed member of a group with a budget writes group_cap into its opportunistic members'
- * (ledger_group_rebalance_locked); each under the lock, then limits_gen is bumped. The owner compares
+ * (vram__ledger_group_rebalance_locked); each under the lock, then limits_gen is bumped. The owner compares
  * limits_gen with the last it applied at each accounted call (one atomic load) and applies the new
  * limits there: min(limit_set, else its start limit; group_cap), never above limit_max nor the card
  * (it clamps from its own environment: the ledger is the user's file, so nothing in it can lift a
@@ -181,109 +182,125 @@ typedef struct ledger {
     ledger_slot *slots;
     dev_t dev;                 /* the mapped file's identity (fstat after opening it) */
     ino_t ino;
-    int recovered;             /* after ledger_open / a follow: slots of running processes carried in */
+    int recovered;             /* after vram__ledger_open / a follow: slots of running processes carried in */
     char dir[PATH_MAX];
     char path[PATH_MAX + 16];
     char lock_path[PATH_MAX + 16];
-    char rebuilt[3 * PATH_MAX];/* after ledger_open: why the file found there was rebuilt, or "" */
-    char note[2 * PATH_MAX];   /* after ledger_open: why the ledger is not in its default place (d), or "" */
+    char rebuilt[3 * PATH_MAX];/* after vram__ledger_open: why the file found there was rebuilt, or "" */
+    char note[2 * PATH_MAX];   /* after vram__ledger_open: why the ledger is not in its default place (d), or "" */
 } ledger;
 
 #define LEDGER_FILE_SIZE (sizeof(ledger_header) + (size_t)LEDGER_SLOTS * sizeof(ledger_slot))
 
 /* The header's FNV-1a 64 checksum (its checksum field taken as 0), and a valid header of a fresh
  * ledger of this layout (the fuzzer builds its inputs with them). */
-uint64_t ledger_checksum(const ledger_header *h);
-void     ledger_header_init(ledger_header *h);
+uint64_t vram__ledger_checksum(const ledger_header *h);
+void     vram__ledger_header_init(ledger_header *h);
 
 /* The ledger's directory of this user (see "Where" above): decided, made (0700) when missing, into dir.
  * flags 0 or LEDGER_PLACE_NODE (the environment ignored). 0, with `note` (when not NULL) "" or why the
  * ledger is not in its default place (taken by another user) and where it is instead; -1 with err
  * (VRAM_LEDGER_DIR relative, no place of this user's left). What the directory is (a real directory of
- * this user, mode 0700) is checked by ledger_open. */
+ * this user, mode 0700) is checked by vram__ledger_open. */
 #define LEDGER_PLACE_NODE 1u
-int ledger_place(char *dir, size_t len, unsigned flags, char *note, size_t notelen, char *err, size_t errlen);
+int vram__ledger_place(char *dir, size_t len, unsigned flags, char *note, size_t notelen, char *err, size_t errlen);
 
 /* Opens (creating the directory and files, or rebuilding a bad file) and maps the ledger of the place
- * ledger_place gives (flags 0; l->note says where it moved). 0 on success; -1 with the reason in err. */
-int ledger_open(ledger *l, char *err, size_t errlen);
-/* The same for the ledger in the directory `dir` (absolute; a place ledger_place gave). */
-int ledger_open_in(ledger *l, const char *dir, char *err, size_t errlen);
-void ledger_close(ledger *l);
+ * vram__ledger_place gives (flags 0; l->note says where it moved). 0 on success; -1 with the reason in err. */
+int vram__ledger_open(ledger *l, char *err, size_t errlen);
+/* The same for the ledger in the directory `dir` (absolute; a place vram__ledger_place gave). */
+int vram__ledger_open_in(ledger *l, const char *dir, char *err, size_t errlen);
+void vram__ledger_close(ledger *l);
 
 /* A process's shadow of its own slots: a sealed memfd (it cannot be shrunk, so its mapping never
  * faults) of the ledger's size, named "vram:<ledger path>", where the process keeps a copy of each
  * of its slots at index = its device. ledger_recover_from_procs finds it through /proc/<pid>/fd
  * like a deleted ledger file, so a ledger wiped by truncation still learns what running members
  * hold. The descriptor (close-on-exec), or -1. */
-int ledger_shadow_create(const ledger *l);
+int vram__ledger_shadow_create(const ledger *l);
 
-/* The ledger directory of this user (ledger_place's, flags 0), when it is a real directory of this user
+/* The ledger directory of this user (vram__ledger_place's, flags 0), when it is a real directory of this user
  * open to group or others, is set to 0700 (what `vram run --group-limit` repairs before it opens the
- * ledger; nothing else is changed: a symlink, another owner or an unsafe file is left for ledger_open to
+ * ledger; nothing else is changed: a symlink, another owner or an unsafe file is left for vram__ledger_open to
  * refuse). 1 repaired (said in `said`), 0 nothing to do, -1 it could not be changed. */
-int ledger_repair_dir(char *said, size_t saidlen);
+int vram__ledger_repair_dir(char *said, size_t saidlen);
 
 /* Under the lock: when the file at l->path is no longer the one mapped (deleted, replaced, moved aside
- * by a rebuild), or `force`, opens and maps the current one (as ledger_open does, recovering slots)
+ * by a rebuild), or `force`, opens and maps the current one (as vram__ledger_open does, recovering slots)
  * and unmaps the old. 0 unchanged, 1 followed (every slot pointer into the old mapping is stale:
  * find or claim again), -1 with err (l unchanged). */
-int ledger_follow_locked(ledger *l, int force, char *err, size_t errlen);
+int vram__ledger_follow_locked(ledger *l, int force, char *err, size_t errlen);
 
 /* The ledger lock (flock on ledger.lock). Callers in one process must serialise among their own
  * threads: flock does not exclude threads sharing the descriptor. Once held, the lock file is checked
  * to be the one at the path still; when it was deleted or replaced the file now there is opened (into
  * the same descriptor number) and locked instead, so that the lock is never split in two. */
-void ledger_lock(ledger *l);
-void ledger_unlock(ledger *l);
+void vram__ledger_lock(ledger *l);
+void vram__ledger_unlock(ledger *l);
 
 /* /proc/<pid>/stat field 22; 0 on success. */
-int ledger_start_time(int pid, uint64_t *out);
+int vram__ledger_start_time(int pid, uint64_t *out);
 
 /* 1 when the slot is live (its process runs with the recorded start time). */
-int ledger_slot_alive(const ledger_slot *s);
+int vram__ledger_slot_alive(const ledger_slot *s);
 
 /* Under the lock: frees every stale slot; returns how many. */
-int ledger_reclaim_locked(ledger *l);
+int vram__ledger_reclaim_locked(ledger *l);
 
 /* Under the lock: a free (or stale, reclaimed) slot filled with the fields given (in_use and peak
  * 0), or NULL when the ledger is full. */
-ledger_slot *ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int device, const char *uuid,
+ledger_slot *vram__ledger_claim_locked(ledger *l, int pid, uint64_t start_time, int device, const char *uuid,
                                  const char *group, const char *command, uint64_t limit,
                                  uint64_t group_limit);
 
 /* Under the lock: the live slot of (pid, start_time, device), or NULL. */
-ledger_slot *ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device);
+ledger_slot *vram__ledger_find_locked(ledger *l, int pid, uint64_t start_time, int device);
 
 /* Under the lock: frees `s` if it is still pid's. */
-void ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time);
+void vram__ledger_release_locked(ledger_slot *s, int pid, uint64_t start_time);
 
 /* Under the lock: the bytes in use of the live slots of `group` on device `uuid` (stale slots are
  * reclaimed on the way; asleep slots count nothing; a total that would overflow saturates at
  * UINT64_MAX). */
-uint64_t ledger_group_total_locked(ledger *l, const char *group, const char *uuid);
+uint64_t vram__ledger_group_total_locked(ledger *l, const char *group, const char *uuid);
+
+/* Bumps s's limits_gen (after a setter changed limit_set, group_limit_set or group_cap, under the lock)
+ * and wakes whoever waits for it (vram__ledger_gen_wait: a libvram process's watcher). */
+void vram__ledger_gen_bump(ledger_slot *s);
+/* Blocks until s's limits_gen is no longer `seen` or timeout_ms passed (a shared futex on the mapped
+ * file: the kernel reads the word, so a file truncated under the mapping is an error here, never a
+ * SIGBUS). 1 it moved (or was not `seen` already), 0 the time passed, -1 the word cannot be read. */
+int  vram__ledger_gen_wait(const ledger_slot *s, uint32_t seen, int timeout_ms);
+
+/* The limit in force of slot s for its owner: limit_set (at most limit_max and card, when not 0) else
+ * `start`, lowered to group_cap; 0 none. The owner passes the ceilings of its own environment and
+ * driver (nothing in the ledger, the user's file, lifts one); *src (when not NULL) says which applied.
+ * And its group's budget: group_limit_set (at most group_limit_max) else `start`. */
+enum { LEDGER_LIMIT_FROM_START, LEDGER_LIMIT_FROM_SET, LEDGER_LIMIT_FROM_CAP };
+uint64_t vram__ledger_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t limit_max, uint64_t card, int *src);
+uint64_t vram__ledger_group_limit_in_force(const ledger_slot *s, uint64_t start, uint64_t group_limit_max);
 
 /* The limit in force of slot s as its fields say (what its owner applies at its next accounted call):
  * limit_set (at most limit_max and card_bytes) else the start limit, lowered to group_cap; 0 none.
  * And its group's budget in force: group_limit_set (at most group_limit_max) else group_limit. */
-uint64_t ledger_slot_limit(const ledger_slot *s);
-uint64_t ledger_slot_group_limit(const ledger_slot *s);
+uint64_t vram__ledger_slot_limit(const ledger_slot *s);
+uint64_t vram__ledger_slot_group_limit(const ledger_slot *s);
 
 /* Under the lock: the group's budget set from outside (vram limit --group) that a live member of
  * `group` carries, 0 none (a member joining takes it). */
-uint64_t ledger_group_budget_set_locked(ledger *l, const char *group);
+uint64_t vram__ledger_group_budget_set_locked(ledger *l, const char *group);
 
 /* Under the lock: the group rebalances on `uuid` under `budget` (> 0): while its guaranteed members
  * use G > 0, each opportunistic member's group_cap becomes budget - G - what the other opportunistic
  * members use (at least 1 byte: a cap of 0 would read as none), and 0 (none) once G is 0; a slot
  * whose cap changed has its limits_gen bumped. Returns G; *opportunistic: how many such members. */
-uint64_t ledger_group_rebalance_locked(ledger *l, const char *group, const char *uuid, uint64_t budget,
+uint64_t vram__ledger_group_rebalance_locked(ledger *l, const char *group, const char *uuid, uint64_t budget,
                                        int *opportunistic);
 
 /* Copies a NUL-terminated, printable version of a slot string field (the file may hold garbage). */
-void ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen);
+void vram__ledger_copy_name(char *dst, size_t dstlen, const char *src, size_t srclen);
 /* Whether `name` can name a group: 1 to LEDGER_NAME_LEN - 1 of A-Z a-z 0-9 . _ - (vram run checks
  * --group with it, the preload library VRAM_GROUP). */
-int  ledger_valid_group(const char *name);
+int  vram__ledger_valid_group(const char *name);
 
 #endif /* VRAM_SHIM_LEDGER_H */

@@ -4,7 +4,7 @@
  * slots over into a ledger file made anew (deleted, truncated, rebuilt) or found replaced (ledger.h,
  * "Faults to the file"): from the file moved aside, from the files running processes of this user
  * still hold open (found through /proc/<pid>/fd) and from each member's shadow of its own slots
- * (ledger_shadow_create, a sealed memfd). A leaf under ledger.c (it calls nothing there); compiled
+ * (vram__ledger_shadow_create, a sealed memfd). A leaf under ledger.c (it calls nothing there); compiled
  * wherever ledger.c is.
  *
  * Invariants: the new file is read and written only through its descriptor (pread / pwrite), never
@@ -12,7 +12,7 @@
  * fault; a slot is written with its state last; a slot found in two copies keeps the larger usage
  * (counting too much is safe, too little is not); only slots alive on their own (their pid runs with
  * the start time recorded) are carried.
- * Lock: ledger_carry_slots runs with the ledger lock (ledger.lock's flock) held, by ledger.c's
+ * Lock: vram__ledger_carry_slots runs with the ledger lock (ledger.lock's flock) held, by ledger.c's
  * attach; liveness needs none.
  */
 #ifndef _GNU_SOURCE
@@ -32,7 +32,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-int ledger_start_time(int pid, uint64_t *out) {
+int vram__ledger_start_time(int pid, uint64_t *out) {
     char path[64], buf[1024];
     snprintf(path, sizeof path, "/proc/%d/stat", pid);
     int fd = open(path, O_RDONLY | O_CLOEXEC);
@@ -58,18 +58,18 @@ int ledger_start_time(int pid, uint64_t *out) {
     return 0;
 }
 
-int ledger_slot_alive(const ledger_slot *s) {
+int vram__ledger_slot_alive(const ledger_slot *s) {
     uint32_t state = __atomic_load_n(&s->state, __ATOMIC_ACQUIRE);
     if (state != LEDGER_SLOT_LIVE) return 0;
     int pid = s->pid;
     uint64_t st = 0;
     if (pid <= 0) return 0;
-    if (ledger_start_time(pid, &st) != 0) return 0;   /* gone */
+    if (vram__ledger_start_time(pid, &st) != 0) return 0;   /* gone */
     return st == s->start_time;                      /* else the pid was reused */
 }
 
 /* The live slot of (pid, start_time, device) among `slots`, or NULL. */
-ledger_slot *ledger_slot_find(ledger_slot *slots, int pid, uint64_t start_time, int device) {
+ledger_slot *vram__ledger_slot_find(ledger_slot *slots, int pid, uint64_t start_time, int device) {
     for (uint32_t i = 0; i < LEDGER_SLOTS; i++) {
         ledger_slot *s = &slots[i];
         if (s->state == LEDGER_SLOT_LIVE && s->pid == pid && s->start_time == start_time && s->device == device)
@@ -100,8 +100,8 @@ static int ledger_merge_from_fd(ledger_table *t, int fd) {
     for (unsigned k = 0; k < LEDGER_SLOTS; k++) {
         ledger_slot s;
         off_t at = (off_t)(sizeof(ledger_header) + (size_t)k * sizeof s);
-        if (pread(fd, &s, sizeof s, at) != (ssize_t)sizeof s || !ledger_slot_alive(&s)) continue;
-        ledger_slot *have = ledger_slot_find(t->slots, s.pid, s.start_time, s.device);
+        if (pread(fd, &s, sizeof s, at) != (ssize_t)sizeof s || !vram__ledger_slot_alive(&s)) continue;
+        ledger_slot *have = vram__ledger_slot_find(t->slots, s.pid, s.start_time, s.device);
         if (have) {
             if (s.in_use > have->in_use) have->in_use = s.in_use, t->dirty[have - t->slots] = 1;
             if (s.peak > have->peak) have->peak = s.peak, t->dirty[have - t->slots] = 1;
@@ -139,7 +139,7 @@ static void ledger_table_store(const ledger_table *t, int fd) {
 
 /* Processes that still map a ledger file no longer at the path (deleted, replaced by another file,
  * or moved aside to ledger.bad.*) keep their slots there, where no one else looks, and every process
- * under vram run keeps a shadow of its own slots (ledger_shadow_create). Their open descriptors lead
+ * under vram run keeps a shadow of its own slots (vram__ledger_shadow_create). Their open descriptors lead
  * to them: every process of this user is searched (/proc/<pid>/fd) for a descriptor of
  * "<path> (deleted)", "<path>.bad.*" or "/memfd:vram:<path> (deleted)", and the live slots of each
  * such file (once per file) are merged into t. Returns how many were merged. Called under the lock,
@@ -195,7 +195,7 @@ static int ledger_recover_from_procs(const ledger *l, ledger_table *t) {
     return kept;
 }
 
-int ledger_shadow_create(const ledger *l) {
+int vram__ledger_shadow_create(const ledger *l) {
     char name[256];
     if (snprintf(name, sizeof name, "vram:%s", l->path) >= 250) return -1;   /* memfd names: 249 bytes */
     int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
@@ -210,7 +210,7 @@ int ledger_shadow_create(const ledger *l) {
 
 /* Into the file at fd (fresh, rebuilt or replaced): the live slots of the file moved aside (old_fd,
  * or -1) and those running processes still map or shadow; the number carried over. */
-int ledger_carry_slots(ledger *l, int fd, int old_fd) {
+int vram__ledger_carry_slots(ledger *l, int fd, int old_fd) {
     int kept = 0, found = 0;
     ledger_table *t = calloc(1, sizeof *t);
     if (!t) return 0;
