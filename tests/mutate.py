@@ -24,10 +24,13 @@ baseline suite again only when the tree changed (beyond this file); --only runs 
 
 Prints a line per mutant (caught by which tests / SURVIVED / error, seconds) and the totals; exits 0 when
 every mutant was caught or is equivalent, 1 otherwise, 2 on bad usage. It does not run in CI (it takes
-long): on the 2-core development machine a mutant its own tests catch takes 7-30 s and the suite 5 min
-when the machine is quiet, 25-80 s and 15 min when other builds share it; a mutant that only the rest of
-the suite catches (or a survivor) costs a suite run. The whole list: about 45 min quiet, 2 h shared
-(docs/DESIGN.md, Tests and CI).
+long). Measured on the 2-core development machine, shared with other builds (2026-12-05, load average
+3-14, --jobs 2): the suite (the baseline, once per tree) 7 min at load 3-8, 11-11.5 min at 8-14; a
+mutant its own tests catch 15-90 s (the library's, the CLI's, report, shim_ledger, slurm) or 75-130 s
+(the preload library's: its own tests are the six shim tests); a mutant its own tests miss costs a suite
+run more (4 min at load 4, 8.5-10.5 min at 8-14). The whole list was not timed in one go: its 162
+mutants, run in parts, add up to about 2 h at load 8-14 (161 caught, 1 equivalent; docs/DESIGN.md,
+Tests and CI).
 
 The environment of the tests: CI=1 (tests that need a tool fail rather than skip), as CI runs them.
 """

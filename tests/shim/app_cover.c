@@ -811,7 +811,19 @@ static void cover_cuCtxSetLimit(const cover_ctx *c) {
         return;
     }
     if (((pfn_cuCtxSetLimit)c->fn)(CU_LIMIT_STACK_SIZE, stack) != CUDA_SUCCESS) { fail(c, "the stack set back"); return; }
-    (void)back(c, base, "after the stack was set back");
+    if (back(c, base, "after the stack was set back")) return;
+    /* printf's FIFO: 256 MiB more, counted; one past the limit refused */
+    size_t fifo = 0;
+    if (D(cuCtxGetLimit)(&fifo, CU_LIMIT_PRINTF_FIFO_SIZE) != CUDA_SUCCESS) { fail(c, "the printf FIFO's size"); return; }
+    r = ((pfn_cuCtxSetLimit)c->fn)(CU_LIMIT_PRINTF_FIFO_SIZE, fifo + CHUNK);
+    if (r != CUDA_SUCCESS) { fail(c, "a printf FIFO of 256 MiB more: error %d", (int)r); return; }
+    if (fence(c, base, "a larger printf FIFO") || counted(c, CHUNK, "a larger printf FIFO")) return;
+    if (c->limit && ((pfn_cuCtxSetLimit)c->fn)(CU_LIMIT_PRINTF_FIFO_SIZE, fifo + c->limit + 1) != CUDA_ERROR_OUT_OF_MEMORY) {
+        fail(c, "a printf FIFO past the limit was not refused");
+        return;
+    }
+    if (((pfn_cuCtxSetLimit)c->fn)(CU_LIMIT_PRINTF_FIFO_SIZE, fifo) != CUDA_SUCCESS) { fail(c, "the FIFO set back"); return; }
+    (void)back(c, base, "after the printf FIFO was set back");
 }
 
 /* A context's limits go with the context: `end` ends it ('d' destroy a created context, 'r' reset the

@@ -17,6 +17,10 @@
  *                                         KIND: alloc pitch managed create async pool (pool:
  *                                         cuMemAllocFromPoolAsync from the device's default pool,
  *                                         cuDeviceGetDefaultMemPool)
+ *             pitch WIDTH HEIGHT          one cuMemAllocPitch of HEIGHT rows of WIDTH bytes on device 0
+ *                                         (the fake driver pads a row to 512 bytes):
+ *                                         pitch_alloc=E pitch=P, held= total= (cuMemGetInfo
+ *                                         while it is held), then its free: free_after= total=
  *             threads                     threads_bytes=B, free_after= total=
  *             mixed                       allocate by dlsym, free by cuGetProcAddress, free again:
  *                                         alloc= free= double_free= free_after= total=
@@ -463,6 +467,17 @@ int main(int argc, char **argv) {
         int dev = argc > 5 ? atoi(argv[5]) : 0;
         use_device(&d, dev);
         return scenario_fill(&d, argv[3], (size_t)strtoull(argv[4], NULL, 10), dev);
+    }
+    if (strcmp(sc, "pitch") == 0 && argc >= 5) {   /* counted as pitch x height, not width x height */
+        use_device(&d, 0);
+        CUdeviceptr p = 0;
+        size_t pitch = 0;
+        CUresult r = d.alloc_pitch(&p, &pitch, (size_t)strtoull(argv[3], NULL, 10), (size_t)strtoull(argv[4], NULL, 10), 4);
+        printf("pitch_alloc=%d pitch=%zu\n", (int)r, r == CUDA_SUCCESS ? pitch : 0);
+        print_info(&d, 0, "held");
+        if (r == CUDA_SUCCESS && d.free(p) != CUDA_SUCCESS) die("free failed", "");
+        print_info(&d, 0, "free_after");
+        return 0;
     }
     if (strcmp(sc, "churn") == 0 && argc >= 6) {
         int dev = argc > 6 ? atoi(argv[6]) : 0;

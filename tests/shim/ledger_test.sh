@@ -388,6 +388,9 @@ top_json
 check "vram top shows the group and its limit" \
     'has "$OUT" "$(row ${HOLD_PID[g1]} 0 $UUID0 0 $((768 * MiB)) $((768 * MiB)) null gg $GiB)"'
 kill9 g1
+run "$VRAM" run --growth $G -- "$APP" dlsym info 0
+check "after kill -9 of a member holding 768 MiB, cuMemGetInfo's free is the group's whole 1 GiB again" \
+    '[[ $RC == 0 ]] && has "$OUT" "free=$GiB "'
 hold g4 $G -- alloc 768 0
 wait_held g4
 OUT="g4=$(held g4)"
@@ -583,6 +586,10 @@ run env LD_PRELOAD="$PRELOAD" VRAM_GROWTH=1 VRAM_GROUP=gg VRAM_GROUP_LIMIT=1GiB 
 check "... the preload library alone (no vram run) runs on, its group limit failing closed on its own usage" \
     '[[ $RC == 0 ]] && has "$OUT" "chunks=4 " && has "$ERR" "the ledger is unavailable" &&
      has "$ERR" "its group limit holds for its own usage alone"'
+chmod 750 "$LEDGER_DIR"
+run "$VRAM" top --once
+check "a ledger directory open to its group alone (750) is refused too" \
+    '[[ $RC == 1 ]] && has "$ERR" "has mode 750; it must not be open to group or others"'
 chmod 777 "$LEDGER_DIR"
 hold um --group gg --group-limit 1GiB -- alloc 768 0
 wait_held um
@@ -591,6 +598,10 @@ check "vram run --group-limit repairs a ledger directory of the user's at mode 7
     '[[ $RC == 0 ]] && [[ $(stat -c %a "$LEDGER_DIR") == 700 ]] && has "$(cat $TMP/um.err)" "had mode 777 (open to group or others); set it to 0700" &&
      [[ $(held um) == 0 ]] && has "$OUT" "chunks=2 "'
 release um
+chmod 770 "$LEDGER_DIR"
+run "$VRAM" run --growth --group gg --group-limit 1GiB -- "$APP" dlsym info 0
+check "... and one open to its group alone (770): set to 0700 too, said" \
+    '[[ $RC == 0 ]] && [[ $(stat -c %a "$LEDGER_DIR") == 700 ]] && has "$ERR" "had mode 770 (open to group or others); set it to 0700"'
 mkdir -m 700 "$TMP/run2" "$TMP/elsewhere"
 ln -s "$TMP/elsewhere" "$TMP/run2/vram"
 run env XDG_RUNTIME_DIR="$TMP/run2" "$VRAM" top --once
@@ -679,6 +690,12 @@ if [[ $(id -u) == 0 ]] && command -v useradd >/dev/null && command -v setpriv >/
         '[[ $RC == 0 ]] && has "$OUT" "\"pid\": ${HOLD_PID[sq1]}, " && has "$OUT" "\"group\": \"sq\""'
     release sq1
     release sq2
+    # a ledger directory named outright (VRAM_LEDGER_DIR) that belongs to someone else: refused, even to root
+    install -d -o "$SQ_A" -g "$SQ_A" -m 700 "$TMP/ledger-of-a"
+    run env VRAM_LEDGER_DIR="$TMP/ledger-of-a" "$VRAM" top --once
+    check "a ledger directory of another user (VRAM_LEDGER_DIR) is refused, naming its owner" \
+        '[[ $RC == 1 ]] && has "$ERR" "$TMP/ledger-of-a belongs to uid $UA, not to this user (uid $(id -u)); refused" &&
+         [[ ! -e $TMP/ledger-of-a/ledger ]]'
     if [[ -d /run/user && ! -e /run/user/$UB ]]; then
         install -d -o "$SQ_B" -g "$SQ_B" -m 700 "/run/user/$UB"     # as logind makes it at B's login
         SQ_DIRS+=("/run/user/$UB")
@@ -706,6 +723,12 @@ run "$VRAM" run --group-limit 1GiB -- true
 check "--group-limit without --group: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group-limit needs --group"'
 run "$VRAM" run --group "a b" -- true
 check "bad group name: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group: bad NAME"'
+# a name fills the ledger's 32-byte field with its NUL: 31 characters at most
+name31=$(printf 'g%.0s' {1..31})
+run "$VRAM" run --growth --group "$name31" -- env
+check "a group name of 31 characters is taken" '[[ $RC == 0 ]] && has "$OUT" "VRAM_GROUP=$name31"'
+run "$VRAM" run --growth --group "${name31}g" -- true
+check "a group name of 32 characters: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group: bad NAME '"'"'${name31}g'"'"'"'
 run "$VRAM" run --group g --group-limit 0 -- true
 check "zero group limit: usage error" '[[ $RC == 2 ]] && has "$ERR" "--group-limit: bad size"'
 run "$VRAM" top --frobnicate

@@ -71,6 +71,17 @@ for path in proc proc_v2 proc_ptsz; do
 done
 run limited "$APP" dlsym fill alloc 300
 check "300 MiB blocks: 3 fit in 1 GiB" '[[ $RC == 0 ]] && has "$OUT" "chunks=3 bytes=943718400 err=2"'
+# cuMemAllocPitch is counted as pitch x height (the fake driver pads each row to 512 bytes): rows of 1000
+# bytes take 1024 each, so 2^20 of them are 1 GiB (width x height, 1000 MiB, would leave 24 MiB free), and
+# 1060000 of them (1060000000 bytes as width x height, under the limit) are 1085440000 bytes, past it.
+run limited "$APP" dlsym pitch 1000 1048576
+check "cuMemAllocPitch: 2^20 rows of 1000 bytes at a pitch of 1024 count 1 GiB, none left" \
+    '[[ $RC == 0 ]] && has "$OUT" "pitch_alloc=0 pitch=1024" && has "$OUT" "held=0 total=$GiB" &&
+     has "$OUT" "free_after=$GiB total=$GiB"'
+run limited "$APP" dlsym pitch 1000 1060000
+check "cuMemAllocPitch: rows whose width fits the limit but whose pitch does not: refused, nothing kept" \
+    '[[ $RC == 0 ]] && has "$OUT" "pitch_alloc=2 pitch=0" && has "$OUT" "held=$GiB total=$GiB" &&
+     has "$OUT" "free_after=$GiB total=$GiB"'
 run limited "$APP" dlsym threads
 check "8 threads filling at once take exactly the limit, then all comes back" \
     '[[ $RC == 0 ]] && has "$OUT" "threads_bytes=$GiB" && has "$OUT" "free_after=$GiB total=$GiB"'

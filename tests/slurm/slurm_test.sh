@@ -134,7 +134,10 @@ EOF
 echo "required $SPANK preload=$PRELOAD shard_limit=1GiB" >"$TMP/plugstack.conf"
 
 slurmctld -f "$SLURM_CONF" || skip "slurmctld does not start"
-slurmd -f "$SLURM_CONF" || skip "slurmd does not start"
+# slurmd (and so each slurmstepd, where the plugin's task_init runs) with a VRAM_LEDGER_DIR of its own, as a
+# site's unit file could give it: the tasks' ledger is still the node's place for the user (the checks of
+# "ledger=/dev/shm/vram-0" below), the one the epilog frees slots in.
+VRAM_LEDGER_DIR=$TMP/slurmd-ledger slurmd -f "$SLURM_CONF" || skip "slurmd does not start"
 up=0
 for _ in $(seq 100); do
     if sinfo -h -o %T 2>/dev/null | grep -qE '^(idle|mixed)'; then up=1; break; fi
@@ -154,6 +157,19 @@ check "past the limit: CUDA_ERROR_OUT_OF_MEMORY" 'has "$OUT" "bytes=$GiB err=2"'
 
 run S --vram-limit=1GiB "$APP" dlsym fill alloc 256
 check "preallocated (no --vram-growth): the same limit" 'has "$OUT" "bytes=$GiB err=2"'
+
+# growth=1 in plugstack.conf: the default for a job that does not say --vram-growth (each srun and step
+# reads plugstack.conf again). Without it a task preallocates its limit at its first allocation (the fake
+# driver holds the whole 1 GiB for a block of 256 MiB); with it the task holds only its block.
+held_256='printf "alloc 256\nheld\n" | '"$APP"' dlsym script'
+run S --vram-limit=1GiB bash -c 'echo "growth=$VRAM_GROWTH"; '"$held_256"
+check "the site's default growth (none in plugstack.conf): a task without --vram-growth holds its whole 1 GiB limit for 256 MiB" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "growth=0" && has "$OUT" "alloc=0" && has "$OUT" "held=$GiB "'
+echo "required $SPANK preload=$PRELOAD shard_limit=1GiB growth=1" >"$TMP/plugstack.conf"
+run S --vram-limit=1GiB bash -c 'echo "growth=$VRAM_GROWTH"; '"$held_256"
+check "growth=1 in plugstack.conf: a task without --vram-growth grows (it holds its 256 MiB block only)" \
+    '[[ $RC -eq 0 ]] && has "$OUT" "growth=1" && has "$OUT" "alloc=0" && has "$OUT" "held=$((GiB / 4)) "'
+echo "required $SPANK preload=$PRELOAD shard_limit=1GiB" >"$TMP/plugstack.conf"
 
 run S --gres=shard:2 bash -c 'echo "group=$VRAM_GROUP"; '"$APP"' dlsym info'
 check "2 shards of 1 GiB (plugstack.conf shard_limit): a 2 GiB limit, group slurm-<job>" \
@@ -186,6 +202,12 @@ run env XDG_RUNTIME_DIR=/run/user/4242 timeout 60 srun --quiet -n 2 --vram-limit
 check "XDG_RUNTIME_DIR=/run/user/4242 exported (missing on the node): the job's two tasks still share 1 GiB (one of 600 MiB refused), in the node's ledger" \
     '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 &&
        $(grep -c "^ledger=/dev/shm/vram-0$" <<<"$OUT") -eq 2 ]]'
+mkdir -m 700 "$TMP/jobledger"
+run env VRAM_LEDGER_DIR="$TMP/jobledger" timeout 60 srun --quiet -n 2 --vram-limit=1GiB --vram-growth \
+    bash -c 'echo "ledger=$VRAM_LEDGER_DIR"; sleep 3 | '"$APP"' dlsym hold alloc 600'
+check "VRAM_LEDGER_DIR exported by the job (a directory of the user's): passed over, the tasks share 1 GiB in the node's ledger" \
+    '[[ $(grep -c "^hold=0" <<<"$OUT") -eq 1 && $(grep -c "^hold=2" <<<"$OUT") -eq 1 &&
+       $(grep -c "^ledger=/dev/shm/vram-0$" <<<"$OUT") -eq 2 && ! -e $TMP/jobledger/ledger ]]'
 mkdir -m 700 "$TMP/xdg0" "$TMP/xdg1"
 run S -n 2 --vram-limit=1GiB --vram-growth \
     bash -c 'export XDG_RUNTIME_DIR='"$TMP"'/xdg$SLURM_PROCID; sleep 3 | '"$APP"' dlsym hold alloc 600'
