@@ -313,9 +313,11 @@ static const char *const help_sleep_about[] = {
 static const char *const help_sleep_notes[] = {
     "vram run --idle-sleep DURATION (srun --vram-idle-sleep=DURATION) does it by itself: a process that has "
     "made no CUDA call for DURATION goes to sleep, and wakes at its next call (it waits meanwhile). The "
-    "preload library sees allocations, kernel launches, the common copies and sets, and synchronisations; a "
-    "process whose first call after its sleep is one it does not see (an event or stream query, a module "
-    "load, a 2D copy) waits until a call it sees comes, from any of its threads, or until vram wake.",
+    "preload library sees allocations, kernel launches, the common copies and sets, and synchronisations, and "
+    "holds them while the process is asleep; a call it does not see (an event or stream query, a module "
+    "load, a 2D copy) goes to the driver, whose checkpoint lock is documented to hold it until a call the "
+    "library sees comes, from any of its threads, or until vram wake (on driver 580.159.04 work reaching "
+    "the driver of a process asleep crashed it: that is why the library holds the calls it sees).",
     "A process put to sleep by vram sleep stays asleep until vram wake, even under an idle watcher (its "
     "calls wait).",
     NULL,
