@@ -34,22 +34,22 @@ enum { POOL_RANK_ARENA = 3, POOL_RANK_TCACHE = 4, POOL_RANK_SHARD = 5 };
 
 #ifdef VRAM_DEBUG
 /* The calling thread takes (after it got it) or gives (before it lets it go) lock l of `rank`. */
-void pool_debug_take(const void *l, int rank);
-void pool_debug_give(const void *l);
+void vram__pool_debug_take(const void *l, int rank);
+void vram__pool_debug_give(const void *l);
 /* Whether the calling thread holds lock l. */
-int  pool_debug_holds(const void *l);
-_Noreturn void pool_debug_fail(const char *file, int line, const char *rule);
+int  vram__pool_debug_holds(const void *l);
+_Noreturn void vram__pool_debug_fail(const char *file, int line, const char *rule);
 /* The first POOL_FILL_BYTES of block c of arena p filled with `byte` on the simulated card (whose
  * device addresses are the host's), where its memory is mapped; nothing on other backends, nor for
  * a block asleep. */
 struct pool_arena;
 struct pool_chunk;
-void pool_debug_fill(const struct pool_arena *p, const struct pool_chunk *c, int byte);
+void vram__pool_debug_fill(const struct pool_arena *p, const struct pool_chunk *c, int byte);
 
-#define POOL_ASSERT(cond, rule) ((cond) ? (void)0 : pool_debug_fail(__FILE__, __LINE__, rule))
-#define POOL_DEBUG_TAKE(l, rank) pool_debug_take((l), (rank))
-#define POOL_DEBUG_GIVE(l) pool_debug_give(l)
-#define POOL_DEBUG_FILL(p, c, byte) pool_debug_fill((p), (c), (byte))
+#define POOL_ASSERT(cond, rule) ((cond) ? (void)0 : vram__pool_debug_fail(__FILE__, __LINE__, rule))
+#define POOL_DEBUG_TAKE(l, rank) vram__pool_debug_take((l), (rank))
+#define POOL_DEBUG_GIVE(l) vram__pool_debug_give(l)
+#define POOL_DEBUG_FILL(p, c, byte) vram__pool_debug_fill((p), (c), (byte))
 #else
 #define POOL_ASSERT(cond, rule) ((void)0)
 #define POOL_DEBUG_TAKE(l, rank) ((void)0)
@@ -58,7 +58,7 @@ void pool_debug_fill(const struct pool_arena *p, const struct pool_chunk *c, int
 #endif
 
 /* In a `*_locked` function of an arena: its lock is held by the calling thread. */
-#define POOL_ASSERT_LOCKED(p) POOL_ASSERT(pool_debug_holds(&(p)->lock), "the arena lock is held in a _locked function")
+#define POOL_ASSERT_LOCKED(p) POOL_ASSERT(vram__pool_debug_holds(&(p)->lock), "the arena lock is held in a _locked function")
 /* Chunk c as handed out or freed: USED, a positive multiple of the unit, touching its neighbours. */
 #define POOL_ASSERT_CHUNK(c)                                                                            \
     POOL_ASSERT((c)->state == CHUNK_USED && (c)->size > 0 && (c)->size % VRAM_POOL_UNIT == 0 &&         \
