@@ -26,7 +26,7 @@
  * into `vram_shim_app_driver dlsym launches N`, N 1000 and 3000, default build type, 2026-12-05). Calls the shim does not interpose (queries, events,
  * stream waits, module loads, 2D/3D and peer copies, ...) are not seen and not held: a process whose
  * next call after an idle spell is one of them goes into the driver while asleep (the checkpoint API
- * documents that its lock holds every call; a launch there faulted on the real driver, shim.h's
+ * documents that its lock holds every call; on the real driver a process died at its first work after its memory was checkpointed, shim.h's
  * shim_activity), until a call the shim sees comes (from any of its threads) or `vram wake PID`.
  *
  * Invariants: g.activity is NULL, or the page, mapped until the process ends (never unmapped while

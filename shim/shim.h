@@ -440,8 +440,8 @@ void shim_sleep_gate(void);
 /* One more driver call seen (activity.c says why and what it costs): every interposed call, before
  * the driver is called; then, while the process is asleep (put to sleep by `vram sleep` or its idle
  * watcher: its slot's sleep field is not LEDGER_AWAKE), the call waits here until it is awake
- * (shim_sleep_gate), rather than in the driver: a launch into a process whose memory was checkpointed
- * faulted on the real driver (activity.c). */
+ * (shim_sleep_gate), rather than in the driver: a process whose memory was checkpointed died at its first work
+ * on the real driver (activity.c). */
 static inline void shim_activity(void) {
     ledger_activity *a = __atomic_load_n(&g.activity, __ATOMIC_RELAXED);
     if (a) __atomic_store_n(&a->calls, __atomic_load_n(&a->calls, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
