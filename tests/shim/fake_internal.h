@@ -330,10 +330,11 @@ typedef CUresult cuda_fn_cuStreamQuery(CUstream stream);
 FAKE_FUNCTIONS(FAKE_DECLARE)
 #undef FAKE_DECLARE
 
-/* The internal twin (the gate, a planned failure, else impl_<symbol>) and the exported symbol that
- * calls it. */
-#define FAKE_EXPORT(symbol, params, args)                                                  \
+/* The internal twin (`before`, the gate, a planned failure, else impl_<symbol>) and the exported
+ * symbol that calls it. */
+#define FAKE_EXPORT_BEFORE(symbol, params, args, before)                                   \
     CUresult fault_##symbol params {                                                       \
+        before;                                                                            \
         fake_gate_enter();                                                                 \
         CUresult fault_r_ = fake_fault(#symbol);                                           \
         if (fault_r_ == CUDA_SUCCESS) fault_r_ = impl_##symbol args;                       \
@@ -341,6 +342,7 @@ FAKE_FUNCTIONS(FAKE_DECLARE)
         return fault_r_;                                                                   \
     }                                                                                      \
     SHIM_EXPORT CUresult symbol params { return fault_##symbol args; }
+#define FAKE_EXPORT(symbol, params, args) FAKE_EXPORT_BEFORE(symbol, params, args, (void)0)
 
 /* The same without the gate (the checkpoint API: a call about another process). */
 #define FAKE_EXPORT_UNGATED(symbol, params, args)                                          \

@@ -102,16 +102,8 @@ CUresult impl_cuMemsetD32Async_ptsz(CUdeviceptr d, unsigned int v, size_t n, CUs
  * waiting at it: so did a PyTorch process put to sleep by the idle watcher, at its first work after the
  * idle spell (H100, driver 580.159.04, CUDA 13.0), although the checkpoint API's lock is documented to
  * hold every call. The preload library holds its process's calls while it is asleep (shim_activity). */
-#define FAKE_EXPORT_LAUNCH(symbol, params, args)                                                 \
-    CUresult fault_##symbol params {                                                             \
-        if (fake_checkpointed_self()) raise(SIGSEGV);                                            \
-        fake_gate_enter();                                                                       \
-        CUresult fault_r_ = fake_fault(#symbol);                                                 \
-        if (fault_r_ == CUDA_SUCCESS) fault_r_ = impl_##symbol args;                             \
-        fake_gate_leave();                                                                       \
-        return fault_r_;                                                                         \
-    }                                                                                            \
-    SHIM_EXPORT CUresult symbol params { return fault_##symbol args; }
+#define FAKE_EXPORT_LAUNCH(symbol, params, args) \
+    FAKE_EXPORT_BEFORE(symbol, params, args, if (fake_checkpointed_self()) raise(SIGSEGV))
 
 FAKE_EXPORT_LAUNCH(cuLaunchKernel, FAKE_LAUNCH_PARAMS, FAKE_LAUNCH_ARGS)
 FAKE_EXPORT_LAUNCH(cuLaunchKernel_ptsz, FAKE_LAUNCH_PARAMS, FAKE_LAUNCH_ARGS)
