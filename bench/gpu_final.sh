@@ -15,7 +15,7 @@
 #   fence   tests/gpu_fence.sh: every way of taking memory counted by vram run; PyTorch, JAX, CuPy;
 #           a group budget across processes
 #   pip     `pip install .` into a venv that sees the machine's PyTorch, with CUDA_HOME unset and nvcc
-#           off the PATH; vram.torch.install() there and the mode it got
+#           and ninja off the PATH; vram.torch.install() there and the mode it got; then with ninja on PATH
 #   plan    bench/plan_train.py: the Llama loop (first five steps, per-step time, held/peak) with vram
 #           default against plan:false and PyTorch's three allocators; bench/train.py gpt2_generate with
 #           vram default against plan:false
@@ -94,6 +94,14 @@ x = torch.randn(4096, 4096, device="cuda"); y = (x @ x).sum().item()
 print("allocated", torch.cuda.memory_allocated(), "reserved", torch.cuda.memory_reserved())
 assert vram.torch.mode == "allocator", vram.torch.mode'
             env -u CUDA_HOME PATH=/usr/local/bin:/usr/bin:/bin "$OLDPWD/../venv/bin/vram" ls
+            # the same with the machine's ninja on PATH, where it has one (torch.utils.cpp_extension's build)
+            if ninja=$(PATH=$PATH:$(dirname "$(command -v $PY)") command -v ninja); then
+                env -u CUDA_HOME -u VRAM_LIBRARY -u PYTHONPATH PATH="$(dirname "$ninja"):/usr/bin:/bin" \
+                    "$OLDPWD/../venv/bin/python" -c 'import shutil, vram.torch; vram.torch.install()
+print("with ninja", shutil.which("ninja"), "vram.torch.mode", vram.torch.mode); assert vram.torch.mode == "allocator"'
+            else
+                echo "no ninja on this machine"
+            fi
         ) >"$OUT/pip.txt" 2>&1 || rc=1
         tail -n 12 "$OUT/pip.txt" ;;
     plan)

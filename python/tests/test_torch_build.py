@@ -172,13 +172,11 @@ class HeadersTest(unittest.TestCase):
 
 
 class ToolchainTest(unittest.TestCase):
-    """_toolchain_missing: a compiler and ninja, each named with what to install."""
+    """_toolchain_missing: a C++ compiler, named with what to install (ninja is not needed)."""
 
     def test_nothing_on_path(self):
         env = {"PATH": "/nonexistent", "CXX": ""}
-        self.assertEqual(self._missing(env), [
-            "no C++ compiler (c++ is not on PATH: apt-get install g++, or set CXX)",
-            "no ninja, which torch.utils.cpp_extension builds with (not on PATH: pip install ninja)"])
+        self.assertEqual(self._missing(env), ["no C++ compiler (c++ is not on PATH: apt-get install g++, or set CXX)"])
 
     def test_cxx_named(self):
         self.assertIn("no C++ compiler (/nonexistent/g++-99 -O2 is not on PATH: apt-get install g++, or set CXX)",
@@ -186,7 +184,7 @@ class ToolchainTest(unittest.TestCase):
 
     def test_found(self):
         with tempfile.TemporaryDirectory() as bin_dir:
-            for tool in ("c++", "ninja"):
+            for tool in ("c++",):
                 write(os.path.join(bin_dir, tool), "#!/bin/sh\n")
                 os.chmod(os.path.join(bin_dir, tool), 0o755)
             self.assertEqual(self._missing({"PATH": bin_dir, "CXX": ""}), [])
@@ -208,8 +206,10 @@ class ToolchainTest(unittest.TestCase):
 # A stand-in for PyTorch: what install() touches, each call recorded in $CALLS (a JSON line each).
 FAKE_TORCH = {
     "torch/__init__.py": """
-        import json, os
+        import json, os, types
         from . import cuda, version, utils
+        __version__ = "2.11.0+fake"
+        _C = types.SimpleNamespace(_GLIBCXX_USE_CXX11_ABI=True)
         def record(*what):
             with open(os.environ["CALLS"], "a") as f:
                 f.write(json.dumps(what) + "\\n")
@@ -228,6 +228,10 @@ FAKE_TORCH = {
     "torch/utils/cpp_extension.py": """
         import os, types
         CUDA_HOME = os.environ.get("FAKE_CUDA_HOME") or None
+        def include_paths():
+            return ["/torch/include", "/torch/include/torch/csrc/api/include"]
+        def library_paths():
+            return ["/torch/lib"]
         def load(name, sources, **kwargs):
             import torch
             torch.record("load", name, sources, kwargs)
@@ -249,7 +253,7 @@ class InstallTest(unittest.TestCase):
         for path, text in FAKE_TORCH.items():
             write(os.path.join(self.site, path), textwrap.dedent(text))
         self.bin = os.path.join(self.tmp.name, "bin")
-        for tool in ("c++", "ninja"):   # (found on PATH; never run: the stand-in's load builds nothing)
+        for tool in ("c++", "ninja"):   # (found on PATH; with ninja, the stand-in's load builds nothing)
             write(os.path.join(self.bin, tool), "#!/bin/sh\nexit 1\n")
             os.chmod(os.path.join(self.bin, tool), 0o755)
         self.calls = os.path.join(self.tmp.name, "calls")
@@ -323,17 +327,53 @@ class InstallTest(unittest.TestCase):
         self.assertIn("vram's allocator library did not build with CUDA's headers from CUDA_HOME=%s "
                       "(x.cpp:1:1: error: something went wrong)" % toolkit, warning)
 
-    def test_direct_without_ninja(self):
+    def without_ninja(self, compiler):
+        """install() with no ninja on PATH and `compiler` as c++ (it gets $ARGS); returns install()'s answer and
+        the compiler's command lines, one list each."""
         os.remove(os.path.join(self.bin, "ninja"))
+        write(os.path.join(self.bin, "c++"), "#!/bin/sh\nprintf '%s\\n' \"$@\" >>\"$ARGS\"\necho ===== >>\"$ARGS\"\n"
+              + compiler)
+        args = os.path.join(self.tmp.name, "args")
+        answer = self.install(ARGS=args, XDG_CACHE_HOME=os.path.join(self.tmp.name, "cache"))
+        with open(args) as f:
+            return answer, [cmd.split("\n")[:-1] for cmd in f.read().split("=====\n")[:-1]]
+
+    def test_without_ninja_vram_runs_the_compiler(self):
+        runtime = os.path.join(self.site, "nvidia", "cuda_runtime", "include")
+        runtime_headers(runtime, 12080)
+        crt_headers(os.path.join(self.site, "nvidia", "cuda_nvcc", "include"))
+        (mode, warning, calls), commands = self.without_ninja("echo 'x.cpp:1:1: error: boom'\nexit 1\n")
+        self.assertEqual([c for c in calls if c[0] == "load"], [])   # (torch's load needs ninja: not called)
+        self.assertEqual(mode, "direct")
+        self.assertEqual(len(commands), 2, commands)   # the allocator library, then the forwarder
+        cmd = commands[0]
+        for flag in ("-DTORCH_EXTENSION_NAME=vram_torch_allocator", "-D_GLIBCXX_USE_CXX11_ABI=1", "-fPIC", "-shared",
+                     "-isystem/torch/include", "-I" + runtime, os.path.join(PACKAGE, "csrc", "allocator.cpp"),
+                     "-L/torch/lib", "-lc10_cuda", "-ltorch_cuda", "-ltorch_python", "-o"):
+            self.assertIn(flag, cmd)
+        self.assertTrue(os.path.isfile(os.path.join(cmd[cmd.index("-I" + runtime) - 1][2:], "vram.h")))
+        self.assertEqual(os.path.dirname(cmd[-1]), os.path.join(self.tmp.name, "cache", "vram", "torch_extensions"))
+        self.assertIn("-DTORCH_EXTENSION_NAME=vram_torch_forwarder", commands[1])
+        self.assertIn("vram's allocator library did not build with CUDA's headers from %s" % runtime, warning)
+        self.assertIn("c++ (exit 1, no ninja: vram ran the compiler): x.cpp:1:1: error: boom", warning)
+        self.assertEqual(os.listdir(os.path.dirname(cmd[-1])), [])   # (the failed build's file removed)
+
+    def test_without_ninja_a_compiler_that_writes_nothing(self):
+        (mode, warning, calls), commands = self.without_ninja("exit 0\n")
+        self.assertEqual(mode, "direct")
+        self.assertIn("the forwarder did not build (c++ (exit 0, no ninja: vram ran the compiler): it wrote nothing)",
+                      warning)
+
+    def test_direct_without_a_compiler(self):
+        os.remove(os.path.join(self.bin, "c++"))
         mode, warning, calls = self.install()
         self.assertEqual(mode, "direct")
         self.assertEqual(len(calls), 1, calls)   # nothing built
         self.assertEqual(calls[0][0::2], ["change_current_allocator", "vram_plugin_alloc"])
         self.assertRegex(calls[0][1], r"libvram\.so")
-        self.assertIn("(mode 'direct'): no ninja, which torch.utils.cpp_extension builds with (not on PATH: pip install "
-                      "ninja). Until then tensor.record_stream does nothing and torch.cuda.memory_stats() raises, and a "
-                      "refused request gives a null tensor instead of torch.OutOfMemoryError", warning)
-
+        self.assertIn("(mode 'direct'): no C++ compiler (c++ is not on PATH: apt-get install g++, or set CXX). Until "
+                      "then tensor.record_stream does nothing and torch.cuda.memory_stats() raises, and a refused "
+                      "request gives a null tensor instead of torch.OutOfMemoryError", warning)
 
 if __name__ == "__main__":
     unittest.main()

@@ -4,8 +4,9 @@
     vram.torch.install()        # before PyTorch initializes CUDA
     x = torch.empty(1 << 30, dtype=torch.uint8, device='cuda')   # served by vram
 
-install() builds once, with torch.utils.cpp_extension (PyTorch caches the build; it needs a C++ compiler
-and ninja), a small C++ library from the package's csrc/ against the installed PyTorch, and makes its
+install() builds once, against the installed PyTorch, a small C++ library from the package's csrc/ (it
+needs a C++ compiler: with ninja on PATH torch.utils.cpp_extension builds it and PyTorch caches it;
+without, vram runs the compiler itself and caches it in ~/.cache/vram/torch_extensions), and makes its
 allocator PyTorch's (vram.torch.mode says which of these three it got):
 
   "allocator"  csrc/allocator.cpp: a subclass of PyTorch's CUDAPluggableAllocator whose tensors go
@@ -21,7 +22,7 @@ allocator PyTorch's (vram.torch.mode says which of these three it got):
   "forwarder"  when that cannot be had (install() says which header is missing and what to install):
                csrc/forwarder.cpp, CUDAPluggableAllocator over a forwarder to vram_plugin_alloc /
                vram_plugin_free (PyTorch's headers and a C++ compiler only);
-  "direct"     with install(build=False), or without a compiler or ninja: CUDAPluggableAllocator over
+  "direct"     with install(build=False), or without a C++ compiler: CUDAPluggableAllocator over
                libvram.so's entry points themselves. PyTorch 2.11 then does not raise for a refused
                request: the tensor comes back with a null data pointer (vram.torch.last_error()
                says why).
@@ -178,22 +179,78 @@ def _cuda_headers(cuda, cuda_home, wheel_dirs=None):
 
 
 def _toolchain_missing():
-    """What both builds need and this machine lacks, each with what to install: a C++ compiler
-    (torch.utils.cpp_extension runs $CXX, else c++) and ninja (which it builds with)."""
-    missing = []
+    """What both builds need and this machine lacks, with what to install: a C++ compiler ($CXX, else
+    c++). Ninja is not needed: without it, _load() runs the compiler itself."""
     cxx = os.environ.get("CXX") or "c++"
     if shutil.which(cxx.split()[0]) is None:
-        missing.append("no C++ compiler (%s is not on PATH: apt-get install g++, or set CXX)" % cxx)
-    if shutil.which("ninja") is None:
-        missing.append("no ninja, which torch.utils.cpp_extension builds with (not on PATH: pip install ninja)")
-    return missing
+        return ["no C++ compiler (%s is not on PATH: apt-get install g++, or set CXX)" % cxx]
+    return []
+
+
+def _load(name, sources, with_cuda, extra_include_paths, extra_ldflags):
+    """torch.utils.cpp_extension.load's build of the extension `name` (PyTorch caches it), which needs
+    ninja; without ninja on PATH, _compile()'s: the same compiler and flags, one command, no ninja."""
+    from torch.utils import cpp_extension
+    if shutil.which("ninja") is not None:
+        return cpp_extension.load(name=name, sources=sources, with_cuda=with_cuda, verbose=False,
+                                  extra_include_paths=extra_include_paths, extra_ldflags=extra_ldflags)
+    includes = list(extra_include_paths)
+    if with_cuda:   # (what load's with_cuda adds: the toolkit's headers and runtime library)
+        includes.append(os.path.join(cpp_extension.CUDA_HOME, "include"))
+        extra_ldflags = extra_ldflags + ["-L" + os.path.join(cpp_extension.CUDA_HOME, "lib64"), "-lcudart",
+                                         "-lc10_cuda", "-ltorch_cuda"]
+    return _compile(name, sources, includes, extra_ldflags)
+
+
+def _compile(name, sources, includes, ldflags):
+    """Builds the PyTorch extension `name` from `sources` with $CXX (else c++) in one command, against this
+    PyTorch's headers and libraries (the flags torch.utils.cpp_extension gives a C++ extension), into
+    $XDG_CACHE_HOME/vram/torch_extensions (~/.cache/...), under a name made from everything that goes into
+    it, so that a build is reused until PyTorch, the sources or the flags change; imports it."""
+    import hashlib
+    import importlib.util
+    import subprocess
+    import sysconfig
+    import tempfile
+    import torch
+    from torch.utils import cpp_extension
+    cxx = (os.environ.get("CXX") or "c++").split()
+    flags = ["-DTORCH_EXTENSION_NAME=" + name, "-DTORCH_API_INCLUDE_EXTENSION_H",
+             "-D_GLIBCXX_USE_CXX11_ABI=%d" % int(torch._C._GLIBCXX_USE_CXX11_ABI), "-fPIC", "-std=c++17", "-O2",
+             "-shared"] + ["-isystem" + d for d in cpp_extension.include_paths()] + \
+            ["-isystem" + sysconfig.get_paths()["include"]] + ["-I" + d for d in includes]
+    libs = ["-L" + d for d in cpp_extension.library_paths()] + \
+        ["-Wl,-rpath," + d for d in cpp_extension.library_paths()] + \
+        list(ldflags) + ["-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"]
+    key = hashlib.sha256(repr((torch.__version__, cxx, flags, libs)).encode())
+    for s in sources:
+        with open(s, "rb") as f:
+            key.update(f.read())
+    cache = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "vram", "torch_extensions")
+    os.makedirs(cache, exist_ok=True)
+    path = os.path.join(cache, "%s-%s.so" % (name, key.hexdigest()[:16]))
+    if not os.path.isfile(path):
+        fd, tmp = tempfile.mkstemp(suffix=".so", dir=cache)
+        os.close(fd)
+        try:
+            out = subprocess.run(cxx + flags + list(sources) + libs + ["-o", tmp], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, universal_newlines=True)
+            if out.returncode != 0 or os.path.getsize(tmp) == 0:
+                raise RuntimeError("%s (exit %d, no ninja: vram ran the compiler): %s"
+                                   % (" ".join(cxx), out.returncode, out.stdout[-2000:] or "it wrote nothing"))
+            os.replace(tmp, path)   # (atomic: another process building the same sees all of it or none)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _build_forwarder():
     """Builds (or loads PyTorch's cached build of) the forwarder; returns its path."""
-    from torch.utils.cpp_extension import load
-    module = load(name="vram_torch_forwarder", sources=[_source("forwarder.cpp")], extra_ldflags=["-ldl"],
-                  verbose=False)
+    module = _load("vram_torch_forwarder", [_source("forwarder.cpp")], False, [], ["-ldl"])
     if not module.bind(_lib.path):   # (a name without a folder: dlopen finds the library ctypes loaded)
         raise RuntimeError("the vram forwarder could not load %s" % _lib.path)
     return module.__file__
@@ -203,13 +260,10 @@ def _build_allocator(headers, dirs):
     """Builds (or loads PyTorch's cached build of) the allocator library with CUDA's headers from
     `headers` ("toolkit": PyTorch's CUDA build, CUDA_HOME's; "wheels": the include folders `dirs`, and
     PyTorch's CUDA libraries named, which bring CUDA's runtime library with them); returns the module."""
-    from torch.utils.cpp_extension import load
     if headers == "toolkit":
-        return load(name="vram_torch_allocator", sources=[_source("allocator.cpp")], with_cuda=True,
-                    extra_include_paths=[_include_dir()], extra_ldflags=["-ldl"], verbose=False)
-    return load(name="vram_torch_allocator", sources=[_source("allocator.cpp")], with_cuda=False,
-                extra_include_paths=[_include_dir()] + dirs, extra_ldflags=["-ldl", "-lc10_cuda", "-ltorch_cuda"],
-                verbose=False)
+        return _load("vram_torch_allocator", [_source("allocator.cpp")], True, [_include_dir()], ["-ldl"])
+    return _load("vram_torch_allocator", [_source("allocator.cpp")], False, [_include_dir()] + dirs,
+                 ["-ldl", "-lc10_cuda", "-ltorch_cuda"])
 
 
 def _why(e):
