@@ -6,7 +6,7 @@
 #  2. vram sleep PID / vram wake PID: a deterministic PyTorch training process (bench/gpu_train_steps.py) is
 #     put to sleep between its steps, nvidia-smi's used memory read while it sleeps, then woken; its losses
 #     must equal those of the same program run undisturbed; the times of vram sleep and vram wake.
-#  3. vram run --idle-sleep 2s: a process that is idle for 6 s between two phases is put to sleep by the
+#  3. vram run --idle-sleep 2s: a process that is idle for 12 s between two phases is put to sleep by the
 #     watcher and woken by its next call: nvidia-smi while idle, the latency of that first call, the
 #     results identical to an undisturbed run.
 # One JSON line per part; exit 1 if a check failed.
@@ -58,14 +58,19 @@ sys.exit(0 if same and rs == "0" and rw == "0" and int(asleep) < int(awake) else
 EOF
 
 echo "== vram run --idle-sleep 2s: asleep while idle, woken by the next call"
-$PY bench/gpu_train_steps.py --steps 20 --idle-at 10 --idle-s 6 >"$T/ref2.json"
-"$V" run --growth --idle-sleep 2s -- $PY bench/gpu_train_steps.py --steps 20 --idle-at 10 --idle-s 6 \
+$PY bench/gpu_train_steps.py --steps 20 --idle-at 10 --idle-s 12 >"$T/ref2.json"
+"$V" run --growth --idle-sleep 2s -- $PY bench/gpu_train_steps.py --steps 20 --idle-at 10 --idle-s 12 \
     --ready "$T/ready2" >"$T/idle.json" &
 pid=$!
 for _ in $(seq 600); do [ -e "$T/ready2" ] && break; sleep 0.1; done
-sleep 4.5
+t0=$(ms)   # the watcher starts the sleep 2 s into the idle phase; moving ~4 GiB out takes seconds more
+for _ in $(seq 100); do
+    "$V" top --once --json >"$T/top2.json"
+    grep -q '"state": *"asleep"' "$T/top2.json" && break
+    sleep 0.1
+done
+echo "asleep (or given up) $(( $(ms) - t0 )) ms after the idle phase began"
 idle_used=$(smi)
-"$V" top --once --json >"$T/top2.json"
 wait $pid
 $PY - "$T/ref2.json" "$T/idle.json" "$T/top2.json" "$idle_used" <<'EOF' || fails=$((fails + 1))
 import json, sys
