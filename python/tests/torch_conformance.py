@@ -35,16 +35,18 @@ and "port under A: N passed, M failed, K skipped" per allocator.
 One watchdog, in the parent: a child that gives no result for a row within the row's limit (probe
 300 s, port test 600 s, install 900 s) gets SIGABRT (faulthandler writes its Python stack into that
 row's stderr), then SIGKILL, and the row fails "timed out"; a child that dies in a row fails that row;
-either way a fresh child runs the rest of its batch. --jobs N runs up to N lanes (a part under one
+either way a fresh child runs the rest of its batch (TORCH_CONFORMANCE_LIMIT_S=N sets every limit to N).
+SIGTERM or SIGINT to the run kills its children and prints what was done. --jobs N runs up to N lanes (a part under one
 allocator) at once (default 1: the memory-fraction and out-of-memory checks expect the card to
 themselves; bench/gpu_final.sh uses 3, as it ran the two programs this one replaced). --json writes
-{torch, rows: [{name, part, line, status, layout_only, native: {outcome, result}, vram: {...}}]},
+{allocators, install: {A: {outcome, result}}, rows: [{name, part, line, status, layout_only, native:
+{outcome, result | error}, vram: {...}}]} (the install's result names torch, the card and Python),
 rewritten after each row, so that a run killed from outside keeps what was done. Exit status 0 when
 every row is MATCH, LAYOUT, SKIPPED or PASS, 1 otherwise, 2 for bad arguments.
 
 Invariants: row names are unique across parts (--list checks it; ctest torch_conformance_list runs it);
 the parent never imports torch (--list works without PyTorch); a child chooses its allocator before it
-imports torch. Needs: Python 3.8+, PyTorch with CUDA (2.11 was the target), one GPU with a few tens of
+imports torch. Locks: the lanes' threads record results under Results.lock. Needs: Python 3.8+, PyTorch with CUDA (2.11 was the target), one GPU with a few tens of
 GiB (the memory-fraction and retry checks allocate up to 0.7 of the free memory), Triton (Inductor) for
 compile_reduce_overhead, cuDNN for cudnn_benchmark; vram from this repository's python/ folder (it
 finds libvram.so itself or through VRAM_LIBRARY). Only the standard library and torch are used. Not
@@ -82,9 +84,11 @@ MARK = b"@@TORCH_CONFORMANCE@@ "                 # a child's result lines on its
 ROW_MARK = "@@ROW %s@@"                           # a child's stderr line before each row's output
 MiB = 1 << 20
 GiB = 1 << 30
-PROBE_TIMEOUT_S = 300
-TEST_TIMEOUT_S = 600
-INSTALL_TIMEOUT_S = 900   # also the limit of a child's setup before its first row
+# the watchdog's limits; TORCH_CONFORMANCE_LIMIT_S sets them all (ctest torch_conformance tries the watchdog)
+_LIMIT = int(os.environ.get("TORCH_CONFORMANCE_LIMIT_S", "0") or 0)
+PROBE_TIMEOUT_S = _LIMIT or 300
+TEST_TIMEOUT_S = _LIMIT or 600
+INSTALL_TIMEOUT_S = _LIMIT or 900   # also the limit of a child's setup before its first row
 ABORT_GRACE_S = 10        # from SIGABRT (the stack dump) to SIGKILL
 # torch.cuda._sleep cycles, about 0.1 s to 2 s on an H200: a longer sleep when the stream that had
 # to be busy was already done when checked (a first sleep has been seen to finish at once)
@@ -106,6 +110,8 @@ ALLOCATOR = "native"      # in a child: the allocator it runs under
 VRAM_MODE = None          # in a child under vram: vram.torch.mode
 LAYOUT_ONLY = {}          # port test name -> why it asserts the native allocator's own layout
 FEATURES = []             # the feature table's rows, in order
+CHILDREN = set()          # in the parent: the children running now (the lanes' threads add and remove)
+STOPPING = False          # in the parent: set by SIGTERM or SIGINT
 
 
 class Row:
@@ -2133,7 +2139,8 @@ def _watch(p, rows):
     p.stdout.close()
     rc = p.wait()
     if why is None and state["row"] is not None:
-        why = "the child died in this row (exit status %s)" % rc
+        why = ("stopped (the run got SIGTERM or SIGINT)" if STOPPING
+               else "the child died in this row (exit status %s)" % rc)
     if state["row"] is None and setup_error is None:
         setup_error = "%s before this row" % (why or "the child ended (exit status %s)" % rc)
     return done, state["row"], why, setup_error
@@ -2147,7 +2154,9 @@ def _run_child(rows, allocator, record):
     with tempfile.TemporaryFile() as err:
         p = subprocess.Popen(cmd, cwd=REPO, env=dict(os.environ, PYTHONUNBUFFERED="1"), stdout=subprocess.PIPE,
                              stderr=err, start_new_session=True)
+        CHILDREN.add(p)
         done, stopped, why, setup_error = _watch(p, rows)
+        CHILDREN.discard(p)
         err.seek(0)
         stderr = _split_stderr(err.read().decode(errors="replace"))
     for i, row in enumerate(rows):
@@ -2164,8 +2173,18 @@ def _run_child(rows, allocator, record):
 
 def run_lane(batches, allocator, record):
     for batch in batches:
-        while batch:
+        while batch and not STOPPING:
             batch = _run_child(batch, allocator, record)
+
+
+def _stop(signum, frame):
+    """SIGTERM or SIGINT in the parent: no new child; the running ones (own sessions) killed, so that
+    the table of what was done still prints."""
+    global STOPPING
+    STOPPING = True
+    for p in list(CHILDREN):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(p.pid, signal.SIGKILL)
 
 
 # ---- in the parent: the results, the table, the JSON -----------------------------------------
@@ -2322,9 +2341,10 @@ def select_rows(args):
 
 
 def lanes(rows, allocators):
-    """(batches, allocator) per part and allocator: the port's tests in one child, each probe in its own."""
+    """(batches, allocator) per part and allocator: the port's tests in one child, each probe in its own;
+    the features first, as they take longest (a child per probe)."""
     out = []
-    for part in ("port", "features"):
+    for part in ("features", "port"):
         mine = [r for r in rows if r.part == part]
         for a in allocators if mine else ():
             out.append(([mine] if part == "port" else [[r] for r in mine], a))
@@ -2347,6 +2367,8 @@ def install(results):
 
 def run(rows, allocators, jobs, json_path):
     results = Results(rows, allocators, json_path)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
     print("PyTorch on vram: each row with PyTorch's allocator (native), then after vram.torch.install()",
           flush=True)
     working = install(results)
