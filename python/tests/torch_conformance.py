@@ -323,6 +323,7 @@ def probe_oom_message():
     _warm()
     total = torch.cuda.get_device_properties(0).total_memory
     x = torch.ones(1024, device="cuda")
+    ooms, allocated = torch.cuda.memory_stats()["num_ooms"], torch.cuda.memory_allocated()
     message = None
     try:
         torch.empty(4 * total, dtype=torch.uint8, device="cuda")
@@ -330,6 +331,8 @@ def probe_oom_message():
         message = str(e)
     _check(message is not None, "4x the card's memory did not raise torch.OutOfMemoryError")
     _check(message.strip() != "", "the OutOfMemoryError's message is empty")
+    _check(torch.cuda.memory_stats()["num_ooms"] == ooms + 1, "num_ooms did not rise by one")
+    _check(torch.cuda.memory_allocated() == allocated, "memory_allocated changed over the failed allocation")
     x.fill_(2.0)
     _check(bool((x == 2.0).all().item()), "a kernel after the OOM did not run")
     return "OutOfMemoryError, message non-empty, kernels run after"
@@ -1124,14 +1127,6 @@ class TestOutOfMemory(AllocatorTestCase):
         b[-1] = 7
         self.assertEqual(int(b[-1].item()), 7)
         del b
-
-    def test_oom_counts_num_ooms(self):
-        before = stats()
-        allocated = torch.cuda.memory_allocated()
-        with self.assertRaises(torch.OutOfMemoryError):
-            torch.empty(4 * total_memory(), dtype=torch.uint8, device="cuda")
-        self.assertEqual(stats()["num_ooms"], before["num_ooms"] + 1)
-        self.assertEqual(torch.cuda.memory_allocated(), allocated)
 
     def test_notifies_oom(self):
         calls = []
