@@ -10,8 +10,8 @@
 #   bash bench/gpu_final.sh                         # only builds (Release, build-gpu/lib)
 #
 # Parts:
-#   compat  python/tests/torch_compat.py (every row) and python/tests/torch_allocator_port.py under the
-#           native allocator and under vram, the three at once
+#   compat  python/tests/torch_conformance.py: both parts (the feature table, PyTorch's allocator tests),
+#           every row under the native allocator and under vram
 #   fence   tests/gpu_fence.sh: every way of taking memory counted by vram run; PyTorch, JAX, CuPy;
 #           a group budget across processes
 #   pip     `pip install .` into a venv that sees the machine's PyTorch, with CUDA_HOME unset and nvcc
@@ -52,18 +52,10 @@ part() { echo "== $1 ($(date -u +%T))"; }
 for p in "$@"; do
     case $p in
     compat)
-        part compat   # three independent programs at once: they check behaviour, not time
-        timeout 500 $PY python/tests/torch_compat.py --json "$OUT/compat.json" >"$OUT/compat.txt" 2>&1 &
-        c1=$!
-        for a in native vram; do
-            timeout 500 $PY python/tests/torch_allocator_port.py --allocator $a --json "$OUT/port-$a.json" \
-                >"$OUT/port-$a.txt" 2>&1 &
-            eval "p_$a=\$!"
-        done
-        wait $c1 || rc=1
-        wait $p_native || rc=1
-        wait $p_vram || rc=1
-        tail -n 25 "$OUT/compat.txt"; tail -n 3 "$OUT/port-native.txt" "$OUT/port-vram.txt" ;;
+        part compat   # its four lanes (each part under each allocator) three at once: they check behaviour, not time
+        timeout 550 $PY python/tests/torch_conformance.py --jobs 3 --json "$OUT/compat.json" >"$OUT/compat.txt" 2>&1 ||
+            rc=1
+        grep -E '^install|^Details of|^  [a-z_0-9]+ \(|^    (native|vram) |probes match|^port under' "$OUT/compat.txt" ;;
     fence)
         part fence
         timeout 300 bash tests/gpu_fence.sh build-gpu/run >"$OUT/fence.txt" 2>&1 || rc=1
