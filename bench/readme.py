@@ -21,7 +21,7 @@ results files in bench/results/.
 Step times and peaks come from bench/train.py's own figures (pooled over the rounds, peak reserved:
 the same functions as `bench/train.py --table`), limits from bench/table.py's (`table.py limit`,
 `table.py bisect`). The wording lives here, so that the README's figures change only with a file.
-Standard library only; imports train.py and table.py (which import nothing of this file).
+Standard library only; imports train_table.py and table.py (which import nothing of this file).
 """
 import argparse
 import decimal
@@ -35,7 +35,7 @@ import textwrap
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import table  # noqa: E402  (bench/table.py)
-import train  # noqa: E402  (bench/train.py)
+import train_table  # noqa: E402  (bench/train_table.py)
 
 RESULTS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "results")
 WIDTH = 110                      # the README's line width for prose (tables are one line a row)
@@ -237,8 +237,8 @@ def train_figures(results):
         rows = [r for r in rows if r.get("workload") == w]
         if not rows:
             raise ResultsError("%s: no rows of %s" % (path, w))
-        agg = train.aggregate(rows)
-        pool = train.pooled_by_shape(w, rows)
+        agg = train_table.aggregate(rows)
+        pool = train_table.pooled_by_shape(w, rows)
         figs, spread = {}, {}
         for _, a, _, _ in COLUMNS:
             g = agg.get((w, a))
@@ -247,7 +247,7 @@ def train_figures(results):
                     raise ResultsError("%s: %s's %s rows have no step lists to pool" % (path, w, a))
                 figs[a] = (pool[a], g["reserved"])
                 spread[a] = (g["median_lo"], g["median_hi"])
-        out.append((w, label, figs, table_meta(path), spread, train.paired_by_round(w, rows)))
+        out.append((w, label, figs, table_meta(path), spread, train_table.paired_by_round(w, rows)))
     return out
 
 
@@ -263,12 +263,12 @@ def train_row(figs):
             continue
         ms, reserved = figs[a]
         if a != "vram":
-            cells.append("%s ms, %s GiB" % (fmt_ms(ms), train.gib(reserved)))
+            cells.append("%s ms, %s GiB" % (fmt_ms(ms), train_table.gib(reserved)))
             continue
-        gib = train.gib(reserved) + " GiB"
+        gib = train_table.gib(reserved) + " GiB"
         if others and reserved < min(others):
             gib = "**" + gib + "**"
-        vs = " (%s)" % train.pct((ms / min(torch_ms) - 1.0) * 100.0) if torch_ms else ""
+        vs = " (%s)" % train_table.pct((ms / min(torch_ms) - 1.0) * 100.0) if torch_ms else ""
         cells.append("%s ms%s, %s" % (fmt_ms(ms), vs, gib))
     return cells
 
@@ -300,14 +300,14 @@ def llama_row(by):
     cells = []
     for _, _, _, a in COLUMNS:
         o = by[a]
-        fig = "%.3f (%s GiB)" % (held(o), train.gib(o["reserved_max_second_half"]))
+        fig = "%.3f (%s GiB)" % (held(o), train_table.gib(o["reserved_max_second_half"]))
         if a != "vram":
             cells.append("%s ms, %s" % (fmt_ms(o["step_ms_median_second_half"]), fig))
             continue
         if all(held(o) < held(by[b]) for _, _, _, b in COLUMNS[:3]):
             fig = "**" + fig + "**"
-        cells.append("%s ms (%s), %s" % (fmt_ms(o["step_ms_median_second_half"]),
-                                         train.pct((o["step_ms_median_second_half"] / min(torch_ms) - 1) * 100), fig))
+        vs = train_table.pct((o["step_ms_median_second_half"] / min(torch_ms) - 1) * 100)
+        cells.append("%s ms (%s), %s" % (fmt_ms(o["step_ms_median_second_half"]), vs, fig))
     return cells
 
 
@@ -484,7 +484,8 @@ def build(results):
     notes = []
     v, vf = by["vram"], by["vram-false"]
     peaks = sorted(o["peak_allocated_second_half"] for o in by.values())
-    peak = train.gib(peaks[0]) + ("" if train.gib(peaks[0]) == train.gib(peaks[-1]) else "-" + train.gib(peaks[-1]))
+    lo, hi = train_table.gib(peaks[0]), train_table.gib(peaks[-1])
+    peak = lo + ("" if lo == hi else "-" + hi)
     notes += [para(
         "llama_plan is a Hugging Face `LlamaForCausalLM` training loop (%d layers, d=%d, batch %d x %d, bf16, AdamW, "
         "%d steps) whose step's peak allocated is %s GiB under every allocator. vram's plan of the repeating "
@@ -500,7 +501,7 @@ def build(results):
         if float(t_gib) > float(f_gib):
             raise ResultsError("%s: %s's peak is higher with the plan: the sentence below would be wrong"
                                % (SOURCES["plan_train"], w))
-        figs.append(train.pct((t_ms / f_ms - 1.0) * 100.0))
+        figs.append(train_table.pct((t_ms / f_ms - 1.0) * 100.0))
     notes += [para(
         "The README's rows above llama_plan were measured before the plan was on by default. With it on (%s, %s), "
         "gpt2's, resnet50's and bert_varlen's steps take %s, %s and %s against `plan:false` (one process "
@@ -522,7 +523,7 @@ def build(results):
         "largest workspaces. Under the tight limits, plain cuMemAlloc completes %s." % (
             ", ".join("+%.1f%% on %s" % (spreads[w], w) for w in HOST_BOUND[:-1]) + " and +%.1f%% on %s" % (
                 spreads[HOST_BOUND[-1]], HOST_BOUND[-1]),
-            ", ".join(train.pct(x) for x in lightning),
+            ", ".join(train_table.pct(x) for x in lightning),
             " and ".join("%d of %d traces at %s" % (c[0], c[1], fraction_pct(l[0])) for c, l in zip(cumem, limits)))), ""]
 
     true5 = five.get("plan:true")

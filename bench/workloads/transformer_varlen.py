@@ -1,10 +1,18 @@
-"""Transformer encoder training with a different batch size and sequence length each step: a
-BERT-base-sized torch.nn.TransformerEncoder (12 layers, d_model 768, 12 heads, FFN 3072, vocab
-30522, random weights) with a token-prediction head, bf16 autocast, AdamW. Batch size is drawn from
-4..32 and sequence length from 16..512 per step (seeded). Record with:
+"""bench/workloads/transformer_varlen.py: transformer encoder training with a different batch size and
+sequence length each step, the workload of traces/transformer_varlen.trace.gz (a script of its own,
+not one of bench/train.py's workloads). A BERT-base-sized torch.nn.TransformerEncoder (12 layers,
+d_model 768, 12 heads, FFN 3072, vocab 30522, random weights) with a token-prediction head, bf16
+autocast, AdamW. Batch size is drawn from 4..32 and sequence length from 16..512 per step (seeded).
+Record with:
 
     python3 tools/record_trace.py -o traces/transformer_varlen.trace.gz --meta steps=20 \
-        -- tools/workloads/transformer_varlen.py --steps 20
+        -- bench/workloads/transformer_varlen.py --steps 20
+
+Not the same workload as bench/workloads/bert_varlen.py, which stays beside it: this one is PyTorch's
+own nn.TransformerEncoder (pre-norm, untied head, no masking) and draws a fresh shape every step from a
+wide range, shapes that never repeat, as a job without bucketing does: an allocation stream to replay
+(what no plan can settle on). bert_varlen is a timed benchmark, so its 8 shapes repeat in turn and no
+timed step is a shape's first.
 """
 import argparse
 import random
