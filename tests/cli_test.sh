@@ -676,7 +676,7 @@ check "replay gpt2_generate.trace.gz --policy growth: every op, no failed alloca
     t_replay_recorded "$TRACES/gpt2_generate.trace.gz" 377499941
 # bench/train.py's own workloads (traces/train_*): growth's placement must keep holding less than
 # PyTorch's expandable segments held for the same workload on the H200 (peak reserved bytes in
-# bench/results/2026-11-29-h200-train-9fa6803-*.jsonl). Placement is host-side and deterministic, so the
+# bench/results/2026-11-30-h200-train-3e0a95f*.jsonl). Placement is host-side and deterministic, so the
 # simulated card gives what the H200 gives.
 t_replay_below() {  # t_replay_below TRACE PEAK_LIVE MAX_RESERVED
     t_replay_recorded "$1" "$2" && (( $(json_value peak_reserved_bytes) < $3 ))
