@@ -388,7 +388,7 @@ vram_status vram__rt_stop_wlocked(void) {
     idle_thread_stop_wlocked();
     vram__limits_watcher_stop_wlocked();
     vram_status refusal = destroy_pools_wlocked();   /* stopped all the same: the memory is the driver's now */
-    vram__limits_unlink_wlocked();                   /* (the slots go once the pools gave their memory back) */
+    vram__limits_unlink_wlocked();                   /* (the ledger slots go once the pools gave their memory back) */
     rt.backend->close();
     rt.discovered = 0;
     atomic_store(&rt.initialized, 0);
@@ -404,29 +404,29 @@ vram_status vram__rt_stop_wlocked(void) {
 /*
  * Calls that use a started runtime (allocation, free, stats) must not see it start or stop under
  * them. A plain reader-writer lock would make every such call write one shared cache line; instead
- * each thread announces itself in a slot of its own cache line (biased locking), and a writer
- * takes the rwlock, raises `rt_writer` and waits until every slot is clear. Readers that see the
- * flag, and threads beyond RT_SLOTS, take the rwlock's read side. The same word's RT_ATTENTION
+ * each thread announces itself in a reader mark of its own cache line (biased locking), and a writer
+ * takes the rwlock, raises `rt_writer` and waits until every mark is clear. Readers that see the
+ * flag, and threads beyond RT_MARKS, take the rwlock's read side. The same word's RT_ATTENTION
  * (limits.c: a limit posted from outside, or a logical device over a limit that moved) sends
  * readers the same way, where the first applies what is pending: no instruction more on the warm
  * path. A reader and a writer must not
- * miss each other: the reader stores its slot then loads the flag, the writer stores the flag then
- * loads the slots, and each needs a full fence between its store and its load. The writer (rare:
+ * miss each other: the reader stores its mark then loads the flag, the writer stores the flag then
+ * loads the marks, and each needs a full fence between its store and its load. The writer (rare:
  * start, shutdown, configuration) pays for both with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
  * which runs a full fence on every running thread of the process, so that the reader (every
  * allocation and free) needs none: a plain store, a compiler barrier, a load. Where the kernel
  * has no such membarrier (before Linux 4.14, some sandboxes), readers keep a sequentially
  * consistent store (an exchange: a full fence on each call).
  */
-#define RT_SLOTS 256
+#define RT_MARKS 256
 
-typedef struct rt_slot {
+typedef struct rt_mark {
     atomic_int active;
     char       pad[64 - sizeof(atomic_int)];
-} rt_slot;
+} rt_mark;
 
-static rt_slot         rt_slots[RT_SLOTS];
-static atomic_int      rt_slot_taken[RT_SLOTS];
+static rt_mark         rt_marks[RT_MARKS];
+static atomic_int      rt_mark_taken[RT_MARKS];
 atomic_int             vram__rt_writer;   /* RT_WRITER | RT_ATTENTION (runtime.h) */
 #define rt_writer vram__rt_writer
 static atomic_int      rt_asym;        /* 1 once writers fence for readers (membarrier registered);
@@ -436,36 +436,36 @@ static pthread_key_t   rt_key;
 /* The calling thread's record: looked up once per call (vram__rt_self) and passed down. Not
  * inlined: inlined, GCC computes the thread-local's address again at every use (a __tls_get_addr
  * call each in libvram.so) instead of keeping the pointer. */
-static _Thread_local vram__thread rt_me = {.slot = -1};
+static _Thread_local vram__thread rt_me = {.mark = -1};
 
 VRAM_NOINLINE vram__thread *vram__rt_self(void) {
     return &rt_me;
 }
 
-static void slot_release(void *value) {
-    atomic_store(&rt_slot_taken[(intptr_t)value - 1], 0);
+static void mark_release(void *value) {
+    atomic_store(&rt_mark_taken[(intptr_t)value - 1], 0);
 }
 
 static void key_create(void) {
-    pthread_key_create(&rt_key, slot_release);
+    pthread_key_create(&rt_key, mark_release);
 }
 
-static int thread_slot(vram__thread *me) {
-    if (me->slot != -1) return me->slot;
-    me->slot = -2;
+static int thread_mark(vram__thread *me) {
+    if (me->mark != -1) return me->mark;
+    me->mark = -2;
     pthread_once(&rt_key_once, key_create);
-    for (int i = 0; i < RT_SLOTS; i++) {
+    for (int i = 0; i < RT_MARKS; i++) {
         int expected = 0;
-        if (atomic_compare_exchange_strong(&rt_slot_taken[i], &expected, 1)) {
-            me->slot = i;
+        if (atomic_compare_exchange_strong(&rt_mark_taken[i], &expected, 1)) {
+            me->mark = i;
             pthread_setspecific(rt_key, (void *)(intptr_t)(i + 1));
             break;
         }
     }
-    return me->slot;
+    return me->mark;
 }
 
-/* vram__rt_read_enter's way through the rwlock (a writer, no slot, or RT_ATTENTION): out of line, so
+/* vram__rt_read_enter's way through the rwlock (a writer, no mark, or RT_ATTENTION): out of line, so
  * that the fast path keeps its registers (with the limits' call inside, it pushed more). */
 static VRAM_NOINLINE int read_enter_locked(vram__thread *me) {
     rw_rdlock(&rt.lock);
@@ -479,30 +479,30 @@ static VRAM_NOINLINE int read_enter_locked(vram__thread *me) {
 }
 
 int vram__rt_read_enter(vram__thread *me) {
-    int slot = thread_slot(me);
-    if (slot >= 0) {
+    int mark = thread_mark(me);
+    if (mark >= 0) {
         if (atomic_load_explicit(&rt_asym, memory_order_relaxed)) {
-            atomic_store_explicit(&rt_slots[slot].active, 1, memory_order_relaxed);
+            atomic_store_explicit(&rt_marks[mark].active, 1, memory_order_relaxed);
             atomic_signal_fence(memory_order_seq_cst);   /* the writer's membarrier is the fence */
         } else {
-            atomic_store(&rt_slots[slot].active, 1);
+            atomic_store(&rt_marks[mark].active, 1);
         }
         if (!atomic_load(&rt_writer)) {              /* (nor RT_ATTENTION: limits.c) */
             if (atomic_load(&rt.initialized)) {
                 me->fast = 1;
                 return 1;
             }
-            atomic_store(&rt_slots[slot].active, 0);
+            atomic_store(&rt_marks[mark].active, 0);
             return 0;
         }
-        atomic_store(&rt_slots[slot].active, 0);
+        atomic_store(&rt_marks[mark].active, 0);
     }
     return read_enter_locked(me);
 }
 
 void vram__rt_leave(vram__thread *me) {
-    if (me->fast) {         /* release: the writer's load of the slot sees everything done before */
-        atomic_store_explicit(&rt_slots[me->slot].active, 0, memory_order_release);
+    if (me->fast) {         /* release: the writer's load of the mark sees everything done before */
+        atomic_store_explicit(&rt_marks[me->mark].active, 0, memory_order_release);
     } else {
         rw_unlock(&rt.lock);
     }
@@ -528,8 +528,8 @@ void vram__rt_write_lock(void) {
     }
     atomic_fetch_or(&rt_writer, RT_WRITER);
     if (atomic_load(&rt_asym)) vram__membarrier_fence();   /* the readers' fence (above) */
-    for (int i = 0; i < RT_SLOTS; i++) {
-        while (atomic_load(&rt_slots[i].active)) sched_yield();
+    for (int i = 0; i < RT_MARKS; i++) {
+        while (atomic_load(&rt_marks[i].active)) sched_yield();
     }
 }
 
@@ -559,7 +559,7 @@ static void fork_parent(void) {
 }
 
 /* In the child only this thread exists: what the others were doing at the fork (waiting for the lock,
- * a read slot marked for a moment on the way to it, the idle thread's wait) is forgotten. */
+ * a reader mark set for a moment on the way to it, the idle thread's wait) is forgotten. */
 static void fork_child(void) {
     rt.idle_thread_running = 0;       /* (it stayed in the parent) */
     pthread_cond_init(&rt.idle_wake, NULL);
@@ -569,7 +569,7 @@ static void fork_child(void) {
     rt.lock.writers_waiting = 0;
     pthread_cond_init(&rt.lock.cv, NULL);
     pthread_mutex_unlock(&rt.lock.mu);
-    for (int i = 0; i < RT_SLOTS; i++) atomic_store(&rt_slots[i].active, 0);
+    for (int i = 0; i < RT_MARKS; i++) atomic_store(&rt_marks[i].active, 0);
     atomic_fetch_and(&rt_writer, ~RT_WRITER);
     vram__limits_forked();
 }
