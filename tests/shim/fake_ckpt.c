@@ -20,7 +20,7 @@
  *   GetState(pid)    the state; GetRestoreThreadId(pid): the pid itself (the fake has no such thread)
  * A call in the wrong state is CUDA_ERROR_ILLEGAL_STATE; a pid of no live process of the shared
  * file CUDA_ERROR_INVALID_VALUE; a process of another user (not as root) CUDA_ERROR_NOT_PERMITTED. A
- * process that dies checkpointed leaves nothing behind (its slot counts nothing on any card). The
+ * process that dies checkpointed leaves nothing behind (its entry counts nothing on any card). The
  * checkpoint calls are not gated (they act on other processes). FAKE_CUDA_CHECKPOINT=off makes each
  * of them answer CUDA_ERROR_NOT_SUPPORTED (a sandbox that refuses them); the build with
  * FAKE_NO_CHECKPOINT (fakecuda-nockpt/) has none of them (a driver older than CUDA 12.8).
@@ -31,7 +31,7 @@
  * brings it back.
  *
  * Invariants: a process's state changes only here, under fake_lock (the shared file's flock); its
- * usage (fake_share_slot.used) is zero while CHECKPOINTED and its saved bytes zero otherwise. Locks:
+ * usage (fake_share_entry.used) is zero while CHECKPOINTED and its saved bytes zero otherwise. Locks:
  * fake_lock around each step; a lock's wait for the calls inside polls without it.
  */
 #ifndef _GNU_SOURCE
@@ -62,7 +62,7 @@ static int fake_ckpt_allowed(int pid) {
 }
 
 /* Under fake_lock: pid's checkpoint state and usage, or the error of a call about it. */
-static CUresult fake_ckpt_target_unsafe(int pid, fake_ckpt_slot **ck, unsigned long long **used) {
+static CUresult fake_ckpt_target_unsafe(int pid, fake_ckpt_entry **ck, unsigned long long **used) {
     if (fake_ckpt_off()) return CUDA_ERROR_NOT_SUPPORTED;
     if (pid <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (!fake_ckpt_allowed(pid)) return CUDA_ERROR_NOT_PERMITTED;
@@ -77,7 +77,7 @@ static uint64_t fake_ckpt_now_ms(void) {
 
 CUresult impl_cuCheckpointProcessGetState(int pid, CUprocessState *state) {
     if (!state) return CUDA_ERROR_INVALID_VALUE;
-    fake_ckpt_slot *ck = NULL;
+    fake_ckpt_entry *ck = NULL;
     unsigned long long *used = NULL;
     fake_lock();
     CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
@@ -88,7 +88,7 @@ CUresult impl_cuCheckpointProcessGetState(int pid, CUprocessState *state) {
 
 CUresult impl_cuCheckpointProcessGetRestoreThreadId(int pid, int *tid) {
     if (!tid) return CUDA_ERROR_INVALID_VALUE;
-    fake_ckpt_slot *ck = NULL;
+    fake_ckpt_entry *ck = NULL;
     unsigned long long *used = NULL;
     fake_lock();
     CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
@@ -99,7 +99,7 @@ CUresult impl_cuCheckpointProcessGetRestoreThreadId(int pid, int *tid) {
 
 CUresult impl_cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args) {
     unsigned timeout = args ? args->timeoutMs : 0;
-    fake_ckpt_slot *ck = NULL;
+    fake_ckpt_entry *ck = NULL;
     unsigned long long *used = NULL;
     fake_lock();
     CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
@@ -124,7 +124,7 @@ CUresult impl_cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args) {
 
 CUresult impl_cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs *args) {
     (void)args;
-    fake_ckpt_slot *ck = NULL;
+    fake_ckpt_entry *ck = NULL;
     unsigned long long *used = NULL;
     fake_lock();
     CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
@@ -153,7 +153,7 @@ static int fake_ckpt_card_of_uuid(const CUuuid *u) {
 }
 
 CUresult impl_cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args) {
-    fake_ckpt_slot *ck = NULL;
+    fake_ckpt_entry *ck = NULL;
     unsigned long long *used = NULL;
     fake_lock();
     CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
@@ -161,12 +161,12 @@ CUresult impl_cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)
     if (r == CUDA_SUCCESS && __atomic_load_n(&ck->state, __ATOMIC_SEQ_CST) != CU_PROCESS_STATE_CHECKPOINTED)
         r = CUDA_ERROR_ILLEGAL_STATE;
     int to[FAKE_MAX_DEVICES];   /* the card each ordinal goes back on */
-    for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) to[o] = fake_ckpt_slot_card(slot, o);
+    for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) to[o] = fake_ckpt_entry_card(slot, o);
     if (r == CUDA_SUCCESS && args && args->gpuPairsCount) {
         if (!args->gpuPairs) r = CUDA_ERROR_INVALID_VALUE;
         for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) {
             if (!ck->saved[o]) continue;
-            int from = fake_ckpt_slot_card(slot, o), found = 0;
+            int from = fake_ckpt_entry_card(slot, o), found = 0;
             for (unsigned k = 0; k < args->gpuPairsCount && r == CUDA_SUCCESS; k++) {
                 if (fake_ckpt_card_of_uuid(&args->gpuPairs[k].oldUuid) != from) continue;
                 int nc = fake_ckpt_card_of_uuid(&args->gpuPairs[k].newUuid);
@@ -198,7 +198,7 @@ CUresult impl_cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)
 
 CUresult impl_cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args) {
     (void)args;
-    fake_ckpt_slot *ck = NULL;
+    fake_ckpt_entry *ck = NULL;
     unsigned long long *used = NULL;
     fake_lock();
     CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
