@@ -71,15 +71,16 @@ static size_t min_system_memory(size_t available, int compute_major) {
     return 1800 * VRAM_MIB;
 }
 
-typedef struct card_plan {
+/* What a card starts with (setup_card): growth, the cap set on it and where from, the default amount. */
+typedef struct card_setup {
     int    growth;
     size_t cap;             /* 0: none */
     char   cap_source[VRAM_SOURCE_LEN];
     size_t default_amount;
     char   default_source[VRAM_SOURCE_LEN];
-} card_plan;
+} card_setup;
 
-static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
+static vram_status setup_cap(int i, const vram__env *env, card_setup *setup) {
     const vram__env_size *e = env->limit_dev[i].set ? &env->limit_dev[i]
                             : env->limit_all.set    ? &env->limit_all : NULL;
     size_t total = rt.devices[i].total_bytes;
@@ -88,11 +89,11 @@ static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
             return vram__fail(VRAM_ERR_CONFLICT, "%s is more than the %zu bytes of %s (%s)", e->text, total,
                               rt.devices[i].name, rt.devices[i].product);
         }
-        plan->cap = e->bytes;
-        snprintf(plan->cap_source, sizeof plan->cap_source, "%s", e->text);
+        setup->cap = e->bytes;
+        snprintf(setup->cap_source, sizeof setup->cap_source, "%s", e->text);
     } else if (rt.config[i].limit != 0) {
-        plan->cap = rt.config[i].limit;
-        snprintf(plan->cap_source, sizeof plan->cap_source, "vram_set_memory_limit(%d, %zu)", i, plan->cap);
+        setup->cap = rt.config[i].limit;
+        snprintf(setup->cap_source, sizeof setup->cap_source, "vram_set_memory_limit(%d, %zu)", i, setup->cap);
     }
     if (env->fraction_set) {
         size_t f = (size_t)(env->fraction * (double)total);
@@ -101,37 +102,37 @@ static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
                               "least one byte (unset the variable for no limit)", env->fraction_text, total,
                               rt.devices[i].name);
         }
-        if (plan->cap == 0 || f < plan->cap) {
-            plan->cap = f;
-            snprintf(plan->cap_source, sizeof plan->cap_source, "%s of %zu bytes", env->fraction_text, total);
+        if (setup->cap == 0 || f < setup->cap) {
+            setup->cap = f;
+            snprintf(setup->cap_source, sizeof setup->cap_source, "%s of %zu bytes", env->fraction_text, total);
         }
     }
     return VRAM_OK;
 }
 
 /* Growth on card i: VRAM_FORCE_ALLOW_GROWTH, else what the program set. */
-static int planned_growth(int i, const vram__env *env) {
+static int setup_growth(int i, const vram__env *env) {
     return env->force_growth >= 0 ? env->force_growth : rt.config[i].growth_set && rt.config[i].growth;
 }
 
-static vram_status plan_card(int i, const vram__env *env, card_plan *plan) {
-    memset(plan, 0, sizeof *plan);
-    plan->growth = planned_growth(i, env);
-    vram_status s = plan_cap(i, env, plan);
+static vram_status setup_card(int i, const vram__env *env, card_setup *setup) {
+    memset(setup, 0, sizeof *setup);
+    setup->growth = setup_growth(i, env);
+    vram_status s = setup_cap(i, env, setup);
     if (s != VRAM_OK) return s;
     size_t free_bytes = 0, total = 0;
     s = rt.backend->mem_info(i, &free_bytes, &total);
     if (s != VRAM_OK) return vram__fail_wrap(s, "reading the free memory of %s", rt.devices[i].name);
     size_t reserve = min_system_memory(free_bytes, rt.devices[i].compute_major);
-    plan->default_amount = free_bytes > reserve ? free_bytes - reserve : 0;
-    snprintf(plan->default_source, sizeof plan->default_source,
+    setup->default_amount = free_bytes > reserve ? free_bytes - reserve : 0;
+    snprintf(setup->default_source, sizeof setup->default_source,
              "the default (free memory at start minus %zu MiB left to the system)", reserve / VRAM_MIB);
     return VRAM_OK;
 }
 
 /* Adds logical device rt.nlogical on card `phys` with `limit` bytes; `chosen`: the limit was set (an
  * environment variable, the API, a logical device's size), not the card's default. */
-static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t limit, int chosen,
+static vram_status add_logical_wlocked(int phys, const card_setup *setup, size_t limit, int chosen,
                                        const char *source) {
     if (rt.nlogical == VRAM_MAX_LOGICAL) {
         return vram__fail(VRAM_ERR_CONFLICT, "more than %d logical devices", VRAM_MAX_LOGICAL);
@@ -145,7 +146,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     vram__pool_config cfg = {
         .backend = rt.backend,
         .dev = phys,
-        .growth = plan->growth,
+        .growth = setup->growth,
         .limit = limit,
         .limit_chosen = chosen,
         .caps = rt.caps[phys],
@@ -172,28 +173,28 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     return VRAM_OK;
 }
 
-static vram_status start_card_wlocked(int i, const card_plan *plan) {
+static vram_status start_card_wlocked(int i, const card_setup *setup) {
     vram__card_budget *b = &rt.budgets[i];
     atomic_store(&b->reserved, 0);
-    b->cap = plan->cap ? plan->cap : SIZE_MAX;
+    b->cap = setup->cap ? setup->cap : SIZE_MAX;
     atomic_store(&b->external, SIZE_MAX);      /* (a limit posted from outside: applied at the first call) */
-    snprintf(b->cap_source, sizeof b->cap_source, "%s", plan->cap ? plan->cap_source : "none");
-    rt.growth_in_force[i] = plan->growth;
-    rt.limit_in_force[i] = plan->cap;
+    snprintf(b->cap_source, sizeof b->cap_source, "%s", setup->cap ? setup->cap_source : "none");
+    rt.growth_in_force[i] = setup->growth;
+    rt.limit_in_force[i] = setup->cap;
     const rt_physical_config *c = &rt.config[i];
     if (c->nconfigs == 0) {
-        return add_logical_wlocked(i, plan, plan->cap ? plan->cap : plan->default_amount, plan->cap != 0,
-                                   plan->cap ? plan->cap_source : plan->default_source);
+        return add_logical_wlocked(i, setup, setup->cap ? setup->cap : setup->default_amount, setup->cap != 0,
+                                   setup->cap ? setup->cap_source : setup->default_source);
     }
     for (int k = 0; k < c->nconfigs; k++) {
         size_t limit = c->configs[k].memory_limit_mb * VRAM_MIB;
         char source[VRAM_SOURCE_LEN];
         snprintf(source, sizeof source, "the logical device configuration (%zu MiB)", c->configs[k].memory_limit_mb);
-        if (plan->cap != 0 && plan->cap < limit) {
-            limit = plan->cap;
-            snprintf(source, sizeof source, "%s", plan->cap_source);
+        if (setup->cap != 0 && setup->cap < limit) {
+            limit = setup->cap;
+            snprintf(source, sizeof source, "%s", setup->cap_source);
         }
-        vram_status s = add_logical_wlocked(i, plan, limit, 1, source);
+        vram_status s = add_logical_wlocked(i, setup, limit, 1, source);
         if (s != VRAM_OK) return s;
     }
     return VRAM_OK;
@@ -339,22 +340,22 @@ vram_status vram__rt_start_wlocked(void) {
     if (s == VRAM_OK) s = vram__env_read(&env, rt.ndev);
     if (s == VRAM_OK) s = check_visible_wlocked();
     if (s == VRAM_OK) s = apply_alloc_conf_wlocked(&env);
-    card_plan plans[VRAM_MAX_DEVICES];
+    card_setup setups[VRAM_MAX_DEVICES];
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
         if (rt.visible_in_force[i]) {
-            s = plan_card(i, &env, &plans[i]);
+            s = setup_card(i, &env, &setups[i]);
             continue;
         }
-        /* a hidden card is not planned (no driver call, no limit checked against it); what the program set
+        /* a hidden card is not set up (no driver call, no limit checked against it); what the program set
          * for it stays what is in force, for the configuration calls after the start */
-        rt.growth_in_force[i] = planned_growth(i, &env);
+        rt.growth_in_force[i] = setup_growth(i, &env);
         rt.limit_in_force[i] = rt.config[i].limit;
     }
     size_t start_limit[VRAM_MAX_DEVICES] = { 0 };
-    for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) start_limit[i] = rt.visible_in_force[i] ? plans[i].cap : 0;
+    for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) start_limit[i] = rt.visible_in_force[i] ? setups[i].cap : 0;
     if (s == VRAM_OK) s = vram__limits_link_wlocked(&env, start_limit);   /* before the pools take memory */
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
-        if (rt.visible_in_force[i]) s = start_card_wlocked(i, &plans[i]);
+        if (rt.visible_in_force[i]) s = start_card_wlocked(i, &setups[i]);
     }
     if (s == VRAM_OK) s = idle_thread_start_wlocked();
     if (s != VRAM_OK) {
