@@ -78,18 +78,15 @@ static void remove_at(ptr_map *m, size_t i) {
     m->count--;
 }
 
-pool_chunk *vram__ptr_map_take(ptr_map *m, uint64_t addr) {
+/* The chunk at addr (NULL if absent), removed, or only when it has no uses when `unused` (a constant
+ * of each caller below, so that each keeps no test of it). */
+static inline __attribute__((always_inline)) pool_chunk *take(ptr_map *m, uint64_t addr, int unused) {
     size_t i = find_bucket(m, addr);
     if (i == SIZE_MAX) return NULL;
     pool_chunk *c = m->buckets[i].chunk;
-    remove_at(m, i);
+    if (!unused || c->uses == NULL) remove_at(m, i);
     return c;
 }
 
-pool_chunk *vram__ptr_map_take_unused(ptr_map *m, uint64_t addr) {
-    size_t i = find_bucket(m, addr);
-    if (i == SIZE_MAX) return NULL;
-    pool_chunk *c = m->buckets[i].chunk;
-    if (c->uses == NULL) remove_at(m, i);
-    return c;
-}
+pool_chunk *vram__ptr_map_take(ptr_map *m, uint64_t addr) { return take(m, addr, 0); }
+pool_chunk *vram__ptr_map_take_unused(ptr_map *m, uint64_t addr) { return take(m, addr, 1); }
