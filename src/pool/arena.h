@@ -18,8 +18,10 @@
  *   pending / deferred       freed on a stream, waiting for its event; freed while still used on
  *                     other streams, waiting for theirs (stream_order.c).
  *   solo              every stream-ordered request of the arena came on one stream.
- *   plan / zone / slot mode  the repeating step's placement (plan.c, plan_arena.c); the range at the
- *                     end of the VMM region it is placed in; a settled plan served by a lookup of a
+ *   zone              a part of the VMM region with free bins of its own: the small zone at its
+ *                     start, the large one, and the plan's zone at its end.
+ *   plan / plan's zone / slot mode  the repeating step's placement (plan.c, plan_arena.c); the zone
+ *                     it is placed in; a settled plan served by a lookup of a
  *                     record per planned request, its plan slot (plan_slots.c). "Slot" means nothing
  *                     else in the pool (threads are spread over TC_CACHES thread caches; the pointer
  *                     table's maps have buckets; an extent's record is an entry of pool_vmm.ext).
