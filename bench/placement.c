@@ -85,7 +85,7 @@ static double lifetime_score(const span *s, uint64_t size, size_t dies) {
 /* Online placement by `rule`; `dies` (LIFETIMES): the event that frees each allocation event's block.
  * Returns the top reached. */
 static uint64_t online(const trace *t, enum rule rule, const size_t *dies, int check) {
-    span **at = xcalloc(t->num_slots, sizeof *at);
+    span **at = xcalloc(t->num_allocs, sizeof *at);
     span *head = xcalloc(1, sizeof *head);
     head->size = UINT64_MAX / 2;                     /* the free space above the top */
     uint64_t top = 0;
@@ -136,7 +136,7 @@ static uint64_t online(const trace *t, enum rule rule, const size_t *dies, int c
             }
             u->used = 1;
             u->dies = dies != NULL ? dies[i] : 0;
-            at[e->slot] = u;
+            at[e->alloc] = u;
             if (check && (u->size != size || (u->prev && u->prev->off + u->prev->size != u->off) ||
                           (u->next && u->off + u->size != u->next->off))) {
                 fprintf(stderr, "placement: event %zu: a block of %llu bytes placed as %llu at %llu, not between its "
@@ -146,8 +146,8 @@ static uint64_t online(const trace *t, enum rule rule, const size_t *dies, int c
             }
             if (u->off + u->size > top) top = u->off + u->size;
         } else {
-            span *u = at[e->slot];
-            at[e->slot] = NULL;
+            span *u = at[e->alloc];
+            at[e->alloc] = NULL;
             u->used = 0;
             span *n = u->next, *p = u->prev;
             if (n != NULL && !n->used) {             /* merge with free neighbours */
@@ -196,16 +196,16 @@ static void check_offline(const block *blocks, size_t n) {
 /* Offline greedy by size; returns the top reached. */
 static uint64_t offline(const trace *t, int check) {
     block *blocks = xcalloc(t->num_allocs, sizeof *blocks);
-    size_t *open = xcalloc(t->num_slots, sizeof *open);   /* slot -> its block + 1 while live */
+    size_t *open = xcalloc(t->num_allocs, sizeof *open);   /* allocation number -> its block + 1 while live */
     size_t n = 0;
     for (size_t i = 0; i < t->num_events; i++) {
         const trace_event *e = &t->events[i];
         if (e->kind == TRACE_ALLOC) {
             blocks[n] = (block){rounded(e->bytes), 0, i, t->num_events};
-            open[e->slot] = ++n;
+            open[e->alloc] = ++n;
         } else {
-            blocks[open[e->slot] - 1].dies = i;
-            open[e->slot] = 0;
+            blocks[open[e->alloc] - 1].dies = i;
+            open[e->alloc] = 0;
         }
     }
     block **order = xcalloc(n, sizeof *order), **placed = xcalloc(n, sizeof *placed);
@@ -245,14 +245,14 @@ static uint64_t offline(const trace *t, int check) {
 
 /* For every allocation event, the event that frees its block (num_events: never freed). */
 static size_t *death_times(const trace *t) {
-    size_t *dies = xcalloc(t->num_events, sizeof *dies), *born = xcalloc(t->num_slots, sizeof *born);
+    size_t *dies = xcalloc(t->num_events, sizeof *dies), *born = xcalloc(t->num_allocs, sizeof *born);
     for (size_t i = 0; i < t->num_events; i++) {
         const trace_event *e = &t->events[i];
         if (e->kind == TRACE_ALLOC) {
             dies[i] = t->num_events;
-            born[e->slot] = i;
+            born[e->alloc] = i;
         } else {
-            dies[born[e->slot]] = i;
+            dies[born[e->alloc]] = i;
         }
     }
     free(born);
@@ -262,15 +262,15 @@ static size_t *death_times(const trace *t) {
 /* The most bytes live at once, each block rounded as placed. */
 static uint64_t peak_rounded(const trace *t) {
     uint64_t live = 0, peak = 0;
-    uint64_t *size = xcalloc(t->num_slots, sizeof *size);
+    uint64_t *size = xcalloc(t->num_allocs, sizeof *size);
     for (size_t i = 0; i < t->num_events; i++) {
         const trace_event *e = &t->events[i];
         if (e->kind == TRACE_ALLOC) {
-            size[e->slot] = rounded(e->bytes);
-            live += size[e->slot];
+            size[e->alloc] = rounded(e->bytes);
+            live += size[e->alloc];
             if (live > peak) peak = live;
         } else {
-            live -= size[e->slot];
+            live -= size[e->alloc];
         }
     }
     free(size);

@@ -55,19 +55,19 @@ static void fail(const char *what, vram_status s) {
     exit(1);
 }
 
-/* One timed pass of the whole trace on `device` (ptrs: one slot per allocation id); what the trace
+/* One timed pass of the whole trace on `device` (ptrs: one per allocation number); what the trace
  * leaves live is freed afterwards, untimed. Returns ns per call. */
 static double pass(const trace *t, int device, void **ptrs) {
     uint64_t t0 = now_ns();
     for (size_t i = 0; i < t->num_events; i++) {
         const trace_event *e = &t->events[i];
-        vram_status s = e->kind == TRACE_ALLOC ? vram_malloc(&ptrs[e->slot], (size_t)e->bytes, device)
-                                               : vram_free(ptrs[e->slot]);
+        vram_status s = e->kind == TRACE_ALLOC ? vram_malloc(&ptrs[e->alloc], (size_t)e->bytes, device)
+                                               : vram_free(ptrs[e->alloc]);
         if (s != VRAM_OK) fail(e->kind == TRACE_ALLOC ? "vram_malloc" : "vram_free", s);
-        if (e->kind != TRACE_ALLOC) ptrs[e->slot] = NULL;
+        if (e->kind != TRACE_ALLOC) ptrs[e->alloc] = NULL;
     }
     uint64_t t1 = now_ns();
-    for (size_t k = 0; k < t->num_slots; k++) {
+    for (size_t k = 0; k < t->num_allocs; k++) {
         if (ptrs[k] != NULL) {
             vram_status s = vram_free(ptrs[k]);
             if (s != VRAM_OK) fail("vram_free", s);
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
         perror("warm_pair: setenv");
         return 1;
     }
-    void **ptrs = calloc(t.num_slots ? t.num_slots : 1, sizeof *ptrs);
+    void **ptrs = calloc(t.num_allocs ? t.num_allocs : 1, sizeof *ptrs);
     static double ns[2][2][MAX_PASSES];            /* [phase][0 growth, 1 preallocated][pass] */
     if (ptrs == NULL) return 1;
     size_t reserved = 0;

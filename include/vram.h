@@ -198,7 +198,7 @@ VRAM_API vram_status vram_record_stream(void *ptr, void *stream);
  * a replay cannot overwrite their tensors. While the pool is in use, nothing it holds goes back to
  * the driver or moves, freed blocks included (the graph still uses their addresses). Its blocks
  * are freed by any free call. vram_private_pool_release ends it: no more requests, its idle memory
- * goes back, the blocks still live stay valid until freed, and once it holds none its slot serves
+ * goes back, the blocks still live stay valid until freed, and once it holds none its index serves
  * the next private pool created (VRAM_POOL_MAX_PRIVATE, 64, pools in use or holding blocks at
  * once). A bad pool is VRAM_ERR_INVALID_ARGUMENT. Requests are stream-ordered on `stream` as
  * vram_malloc_async's. vram_private_pool_blocks lists its live blocks (count: how many there are). */

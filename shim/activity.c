@@ -4,9 +4,9 @@
  * (shim.h's coverage table: kernel launches, copies, sets and synchronisations), which hold no memory
  * the shim counts and are interposed only to be seen.
  *
- * The page (ledger.h's ledger_activity): with VRAM_IDLE_WATCHER set (env.c), the first slot this
- * process registers (group.c) makes a sealed memfd named "vram-activity" of one page, maps it for
- * the life of the process and names its descriptor in the process's slots, where the watcher finds
+ * The page (ledger.h's ledger_activity): with VRAM_IDLE_WATCHER set (env.c), the first ledger slot
+ * this process registers (group.c) makes a sealed memfd named "vram-activity" of one page, maps it for
+ * the life of the process and names its descriptor in the process's ledger slots, where the watcher finds
  * it (it opens /proc/<pid>/fd/<fd>). Every driver call the shim sees, of any role, adds one to
  * `calls` before the driver is called (shim_activity, from shim_real_fn: so a call that blocks in the
  * driver of a process put to sleep is seen, and the watcher wakes the process); the synchronising

@@ -1,7 +1,7 @@
 /*
  * arrays.c: the interposed CUDA array calls (cudaMallocArray, cudaMalloc3DArray and
  * cudaMallocMipmappedArray of the runtime): cuArrayCreate and cuArray3DCreate (their _v2 forms and
- * the CUDA < 3.2 ones with 32-bit extents), cuMipmappedArrayCreate, cuArrayDestroy and
+ * the CUDA < 3.2 ones with 32-bit dimensions), cuMipmappedArrayCreate, cuArrayDestroy and
  * cuMipmappedArrayDestroy. An array is counted on the current context's device, by record (table.c,
  * kinds ARRAY and MIPMAP), from its creation until its destruction.
  *
@@ -71,7 +71,7 @@ static size_t shim_level_bytes(size_t w, size_t h, size_t d, unsigned format, un
     return twice == SIZE_MAX ? SIZE_MAX : (twice + 1) / 2;
 }
 
-/* What an array of these extents takes: every level of a mipmapped one (levels >= 1). */
+/* What an array of these dimensions takes: every level of a mipmapped one (levels >= 1). */
 static size_t shim_array_bytes(size_t w, size_t h, size_t d, unsigned format, unsigned channels, unsigned flags,
                                unsigned levels) {
     if (flags & (CUDA_ARRAY3D_SPARSE | CUDA_ARRAY3D_DEFERRED_MAPPING)) return 0;

@@ -15,8 +15,8 @@
  * VRAM_LOG=1 one line on stderr says the vram limit was the cause, with the numbers.
  *
  * Limits that move (ledger.h): the limit in force, g.limit[d], starts as VRAM_LIMIT(_<i>) and follows
- * what the process's slot says at each accounted call (shim_limits_follow: one atomic load of the
- * slot's limits_gen when nothing moved): the limit set from outside (`vram limit PID`), else the start
+ * what the process's ledger slot says at each accounted call (shim_limits_follow: one atomic load of
+ * the slot's limits_gen when nothing moved): the limit set from outside (`vram limit PID`), else the start
  * limit, lowered to the group cap a guaranteed member of its group set (group.c), never above
  * VRAM_LIMIT_MAX nor the card; and the group's budget, VRAM_GROUP_LIMIT or the one set from outside
  * (`vram limit --group`), never above VRAM_GROUP_LIMIT_MAX. A limit lowered below what the process

@@ -6,8 +6,8 @@
  * cuMemHostGetDevicePointer, whose device pointer the program gets. Its kernels read and write it
  * over the bus (slower), and the program goes on instead of dying of out-of-memory.
  *
- * Counted apart: an overflow block is in g.overflow_bytes[dev] (the slot's overflow_bytes; vram
- * top's OVERFLOW), never in g.used (the device's use and its limit), and its bytes are held to the
+ * Counted apart: an overflow block is in g.overflow_bytes[dev] (the ledger slot's overflow_bytes;
+ * vram top's OVERFLOW), never in g.used (the device's use and its limit), and its bytes are held to the
  * cap, VRAM_OVERFLOW_MAX per device (default: the device's start limit, else its card; 0 allows
  * none). The program's cuMemFree (_v2) of its pointer goes to cuMemFreeHost (the driver's cuMemFree
  * would refuse it). What the program sees: cuMemGetInfo and cuDeviceTotalMem are unchanged (they

@@ -349,7 +349,7 @@ typedef struct shim_entry {
     unsigned long long at;
     size_t size;
     int dev;
-    int kind;                 /* 0: empty slot */
+    int kind;                 /* 0: an empty bucket */
     unsigned int refs, maps, pins, pad;
 } shim_entry;
 

@@ -31,7 +31,7 @@
     X(sleep_wake_refused_by_the_limit_keeps_everything_asleep, CUDA_SKIP_OFFLOAD) \
     X(sleep_wake_refused_by_the_card_undoes_its_mappings, \
       "a forked process takes memory of the simulated card straight from the simulated driver " \
-      "(VRAM_SIM_SHARED); the fake's FAKE_CUDA_SHARED slot of a forked child is its parent's") \
+      "(VRAM_SIM_SHARED); the fake's FAKE_CUDA_SHARED entry of a forked child is its parent's") \
     X(sleep_offload_keeps_its_pinned_host_block_for_the_next_sleep, CUDA_SKIP_OFFLOAD) \
     X(sleep_offload_host_copy_goes_with_the_last_block, CUDA_SKIP_OFFLOAD) \
     X(sleep_private_pool_of_a_tag_wakes_whole, CUDA_SKIP_OFFLOAD) \

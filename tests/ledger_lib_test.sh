@@ -38,62 +38,16 @@ export VRAM_ALLOC_CONF=map_ahead_mb:0
 PASSED=0
 RC=0 OUT= ERR=
 FAILED=0
-declare -A PID FD LINES
-
-cleanup() {
-    for name in "${!PID[@]}"; do kill -9 "${PID[$name]}" 2>/dev/null || true; done
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
+ANSWER_FIRST_WORD=1   # ledger_app's answers: "alloc=OK", or "alloc=ERR" and the message
 
 # shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # run, check, has
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"     # run, check, has
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/procs.sh"   # vram_run_start, say, says, stop, slot
+trap procs_cleanup EXIT
 
-# start NAME [ENV=V ...] [VRAM RUN OPTIONS]: ledger_app under vram run (vram run execs it: same pid).
-start() {
-    local name=$1
-    shift
-    local envs=()
-    while [[ $# -gt 0 && $1 == *=* ]]; do envs+=("$1"); shift; done
-    rm -f "$TMP/$name.in" "$TMP/$name.out" "$TMP/$name.err"
-    mkfifo "$TMP/$name.in"
-    (
-        for f in "${FD[@]}"; do exec {f}>&-; done
-        exec env ${envs[@]+"${envs[@]}"} "$VRAM" run "$@" -- "$APP" <"$TMP/$name.in" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    ) &
-    PID[$name]=$!
-    local fd
-    exec {fd}>"$TMP/$name.in"
-    FD[$name]=$fd
-    LINES[$name]=0
-}
-
-# say NAME CMD: sends CMD, waits for its answer (10 s at most); the answer in ANSWER.
-say() {
-    local name=$1 fd=${FD[$1]}
-    echo "$2" >&"$fd"
-    LINES[$name]=$((LINES[$name] + 1))
-    for _ in $(seq 1000); do
-        [[ $(wc -l <"$TMP/$name.out") -ge ${LINES[$name]} ]] && break
-        sleep 0.01
-    done
-    ANSWER=$(sed -n "${LINES[$name]}p" "$TMP/$name.out")
-}
-
-# says NAME CMD...: each in turn; their answers (their first word for alloc and free) space-separated in ANSWERS.
-says() {
-    local name=$1
-    shift
-    ANSWERS=
-    for c in "$@"; do say "$name" "$c"; ANSWERS="$ANSWERS${ANSWERS:+ }${ANSWER%% *}"; done
-}
-
-stop() {
-    local name=$1 fd=${FD[$1]}
-    exec {fd}>&-
-    wait "${PID[$name]}" 2>/dev/null || true
-    unset "PID[$name]" "FD[$name]"
-}
+# start NAME [ENV=V ...] [VRAM RUN OPTIONS]: ledger_app under vram run.
+start() { vram_run_start "$@" -- "$APP"; }
 
 # info NAME KEYS...: "KEY=VALUE ..." of NAME's vram_get_memory_info (the keys ledger_app prints) into INFO
 # (not in a subshell: say counts the answer lines).
@@ -118,17 +72,6 @@ until_info() {
         [[ $INFO == "$want" ]] && break
         sleep 0.05
     done
-}
-
-# slot NAME KEYS...: "KEY=VALUE ..." of NAME's row (device 0) in vram top --json ("none": no row).
-slot() {
-    local name=$1
-    shift
-    "$VRAM" top --once --json 2>/dev/null | python3 -c '
-import json, sys
-rows = [p for p in json.load(sys.stdin)["processes"] if p["pid"] == int(sys.argv[1]) and p["device"] == 0]
-print(" ".join("%s=%s" % (k, json.dumps(rows[0].get(k, "absent")) if rows else "none") for k in sys.argv[2:]))' \
-        "${PID[$name]}" "$@" || echo "no vram top"
 }
 
 # until_slot NAME WANT KEYS...: slot NAME KEYS until it is WANT (5 s at most).

@@ -888,28 +888,28 @@ TEST(async_stress_checked_every_step) {
     size_t sizes[LIVE] = {0}, current = 0;
     test_rng rng = rng_make(harness_seed());
     for (int step = 0; step < 5000; step++) {
-        int slot = (int)rng_below(&rng, LIVE);
+        int pick = (int)rng_below(&rng, LIVE);
         int which = (int)rng_below(&rng, 4);  /* 3: plain call */
         void *stream = which < 3 ? streams[which] : NULL;
         if (rng_below(&rng, 20) == 0) {
             vram__sim_stream_complete(streams[rng_below(&rng, 3)]);
-        } else if (live[slot] != NULL) {
+        } else if (live[pick] != NULL) {
             if (rng_below(&rng, 6) == 0) {      /* used on another stream too: the free waits for it */
-                CHECK_OK(vram_record_stream(live[slot], streams[rng_below(&rng, 3)]));
+                CHECK_OK(vram_record_stream(live[pick], streams[rng_below(&rng, 3)]));
             }
-            CHECK_OK(stream ? vram_free_async(live[slot], stream) : vram_free(live[slot]));
-            current -= round256(sizes[slot]);
-            live[slot] = NULL;
+            CHECK_OK(stream ? vram_free_async(live[pick], stream) : vram_free(live[pick]));
+            current -= round256(sizes[pick]);
+            live[pick] = NULL;
         } else {
             size_t size = rng_size_log(&rng, 1, 4 * MiB);
-            vram_status s = stream ? vram_malloc_async(&live[slot], size, 0, stream)
-                                   : vram_malloc(&live[slot], size, 0);
+            vram_status s = stream ? vram_malloc_async(&live[pick], size, 0, stream)
+                                   : vram_malloc(&live[pick], size, 0);
             if (s == VRAM_OK) {
-                sizes[slot] = size;
+                sizes[pick] = size;
                 current += round256(size);
             } else {
                 CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
-                live[slot] = NULL;
+                live[pick] = NULL;
             }
         }
         CHECK_OK(vram_check(0));
@@ -942,26 +942,26 @@ static void *async_worker_main(void *arg) {
     async_worker *w = arg;
     void *stream = (void *)(uintptr_t)(w->id + 1);
     test_rng rng = rng_make(w->seed);
-    enum { SLOTS = 16 };
-    void *live[SLOTS] = {0};
+    enum { HELD = 16 };
+    void *live[HELD] = {0};
     for (int op = 0; op < ASYNC_OPS; op++) {
-        int slot = (int)rng_below(&rng, SLOTS);
+        int pick = (int)rng_below(&rng, HELD);
         if (rng_below(&rng, 32) == 0) {
             vram__sim_stream_complete(stream);
-        } else if (live[slot] != NULL) {
-            CHECK_OK(vram_free_async(live[slot], stream));
-            live[slot] = NULL;
+        } else if (live[pick] != NULL) {
+            CHECK_OK(vram_free_async(live[pick], stream));
+            live[pick] = NULL;
         } else {
             size_t size = rng_size_log(&rng, 1, 1 * MiB);
-            vram_status s = vram_malloc_async(&live[slot], size, 0, stream);
+            vram_status s = vram_malloc_async(&live[pick], size, 0, stream);
             if (s != VRAM_OK) {
                 CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
-                live[slot] = NULL;
+                live[pick] = NULL;
             }
         }
     }
-    for (int slot = 0; slot < SLOTS; slot++) {
-        if (live[slot] != NULL) CHECK_OK(vram_free_async(live[slot], stream));
+    for (int pick = 0; pick < HELD; pick++) {
+        if (live[pick] != NULL) CHECK_OK(vram_free_async(live[pick], stream));
     }
     vram__sim_stream_complete(stream);
     return NULL;
@@ -998,32 +998,32 @@ TEST(async_threads_with_own_streams) {
 static void *solo_worker_main(void *arg) {
     async_worker *w = arg;
     test_rng rng = rng_make(w->seed);
-    enum { SLOTS = 16 };
-    void *live[SLOTS] = {0};
-    size_t sizes[SLOTS] = {0};
+    enum { HELD = 16 };
+    void *live[HELD] = {0};
+    size_t sizes[HELD] = {0};
     for (int op = 0; op < ASYNC_OPS; op++) {
-        int slot = (int)rng_below(&rng, SLOTS);
+        int pick = (int)rng_below(&rng, HELD);
         int plain = w->id == 0 && op >= ASYNC_OPS / 2;   /* thread 0 turns to vram_malloc */
-        if (live[slot] != NULL) {
-            if (sizes[slot] & 1) CHECK_OK(vram_free(live[slot]));
-            else vram_plugin_free(live[slot], (ptrdiff_t)sizes[slot], 0, STREAM_A);
-            live[slot] = NULL;
+        if (live[pick] != NULL) {
+            if (sizes[pick] & 1) CHECK_OK(vram_free(live[pick]));
+            else vram_plugin_free(live[pick], (ptrdiff_t)sizes[pick], 0, STREAM_A);
+            live[pick] = NULL;
         } else {
             size_t size = rng_size_log(&rng, 2, 1 * MiB) & ~(size_t)1;   /* even: the plugin's */
             if (plain) {
                 size |= 1;
-                CHECK_OK(vram_malloc(&live[slot], size, 0));   /* 4 x 16 MiB at most: room */
+                CHECK_OK(vram_malloc(&live[pick], size, 0));   /* 4 x 16 MiB at most: room */
             } else {
-                live[slot] = vram_plugin_alloc((ptrdiff_t)size, 0, STREAM_A);
-                CHECK(live[slot] != NULL);
+                live[pick] = vram_plugin_alloc((ptrdiff_t)size, 0, STREAM_A);
+                CHECK(live[pick] != NULL);
             }
-            sizes[slot] = size;
+            sizes[pick] = size;
         }
     }
-    for (int slot = 0; slot < SLOTS; slot++) {
-        if (live[slot] == NULL) continue;
-        if (sizes[slot] & 1) CHECK_OK(vram_free(live[slot]));
-        else vram_plugin_free(live[slot], (ptrdiff_t)sizes[slot], 0, STREAM_A);
+    for (int pick = 0; pick < HELD; pick++) {
+        if (live[pick] == NULL) continue;
+        if (sizes[pick] & 1) CHECK_OK(vram_free(live[pick]));
+        else vram_plugin_free(live[pick], (ptrdiff_t)sizes[pick], 0, STREAM_A);
     }
     return NULL;
 }

@@ -1,5 +1,5 @@
 /*
- * test_cuda.c: the CUDA driver backend (src/backend/cuda.c, vram__cuda_load.c) over tests/shim's fake
+ * test_cuda.c: the CUDA driver backend (src/backend/cuda.c, cuda_load.c) over tests/shim's fake
  * libcuda.so.1, in every CI run: the group runs with VRAM_TEST_BACKEND=cuda only (ctest's vram_cuda.*,
  * which put the fake first on LD_LIBRARY_PATH; harness.c skips it on the simulated backend). What the
  * library reserves is checked against what the driver holds (fake_cuda_held), and the driver is made

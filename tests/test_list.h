@@ -419,7 +419,7 @@
     /* test_private.c */ \
     X(private, private_memory_is_not_given_to_eager_requests) \
     X(private, private_memory_stays_while_in_use) \
-    X(private, private_release_keeps_live_blocks_and_recycles_the_slot) \
+    X(private, private_release_keeps_live_blocks_and_recycles_the_index) \
     X(private, private_pools_share_the_limit) \
     X(private, private_blocks_and_statistics) \
     X(private, private_pools_and_shutdown) \

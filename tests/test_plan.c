@@ -30,7 +30,7 @@ typedef struct feed {
     int           nplans;
 } feed;
 
-static int name_slot(feed *f, const char *name) {
+static int name_index(feed *f, const char *name) {
     for (int i = 0; i < f->nnames; i++)
         if (strcmp(f->names[i], name) == 0) return i;
     CHECK(f->nnames < MAX_NAMES);
@@ -39,7 +39,7 @@ static int name_slot(feed *f, const char *name) {
 }
 
 static void feed_request(feed *f, const char *name, size_t size, uintptr_t stream) {
-    int k = name_slot(f, name);
+    int k = name_index(f, name);
     pool_plan p;
     int r = vram__plan_note_request(&f->d, size, stream, &f->ids[k], &p);
     CHECK(r == 0 || r == 1);
@@ -52,7 +52,7 @@ static void feed_request(feed *f, const char *name, size_t size, uintptr_t strea
 }
 
 static void feed_free(feed *f, const char *name) {
-    int k = name_slot(f, name);
+    int k = name_index(f, name);
     vram__plan_note_free(&f->d, f->ids[k], f->sizes[k]);
 }
 

@@ -54,7 +54,7 @@ TEST(private_memory_stays_while_in_use) {
     CHECK_ALL();
 }
 
-TEST(private_release_keeps_live_blocks_and_recycles_the_slot) {
+TEST(private_release_keeps_live_blocks_and_recycles_the_index) {
     growth_1gib();
     int pool = -1, again = -1, other = -1;
     CHECK_OK(vram_private_pool_create(0, &pool));
@@ -64,11 +64,11 @@ TEST(private_release_keeps_live_blocks_and_recycles_the_slot) {
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_private_malloc_async(&b, 256, 0, pool, STREAM_A));
     CHECK_ERROR_CONTAINS("is no private pool in use");
     CHECK_STATUS(VRAM_ERR_INVALID_ARGUMENT, vram_private_pool_release(0, pool));
-    CHECK_OK(vram_private_pool_create(0, &other));    /* the released slot still holds a block */
+    CHECK_OK(vram_private_pool_create(0, &other));    /* the released index still holds a block */
     CHECK_INT(other, !=, pool);
     CHECK_SIZE(INFO(0).current, ==, 2 * MiB);
     CHECK_OK(vram_free(a));                           /* still valid after the release */
-    CHECK_OK(vram_private_pool_create(0, &again));    /* now the slot serves again */
+    CHECK_OK(vram_private_pool_create(0, &again));    /* now the index serves again */
     CHECK_INT(again, ==, pool);
     CHECK_OK(vram_private_malloc_async(&c, 2 * MiB, 0, again, STREAM_A));
     CHECK_PTR(c, ==, a);                              /* the same arena and address range */

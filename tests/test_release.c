@@ -730,11 +730,11 @@ TEST(pressure_shared_card_budget_and_trim) {
 
 /* ---- tight-limit replay ---------------------------------------------------------------------------- */
 
-enum { RP_SLOTS = 768, RP_OPS = 24000 };
+enum { RP_HELD = 768, RP_OPS = 24000 };
 
 typedef struct rp_op {
-    uint32_t slot;
-    uint32_t alloc;   /* 1: allocate size into slot, 0: free slot */
+    uint32_t at;      /* which of the RP_HELD pointers */
+    uint32_t alloc;   /* 1: allocate size into it, 0: free it */
     size_t   size;
 } rp_op;
 
@@ -750,32 +750,32 @@ static size_t rp_size(test_rng *r, size_t limit) {
 static size_t rp_build(rp_op *ops, uint64_t seed, size_t limit, size_t *peak) {
     test_rng r = rng_make(seed);
     size_t target = limit / 100 * 95, live = 0, n = 0;
-    size_t size[RP_SLOTS] = {0};
-    uint32_t slots[RP_SLOTS], nlive = 0;  /* live slots */
-    uint32_t spare[RP_SLOTS], nspare = RP_SLOTS;
-    for (uint32_t i = 0; i < RP_SLOTS; i++) spare[i] = RP_SLOTS - 1 - i;
+    size_t size[RP_HELD] = {0};
+    uint32_t live_at[RP_HELD], nlive = 0;  /* the live ones */
+    uint32_t spare[RP_HELD], nspare = RP_HELD;
+    for (uint32_t i = 0; i < RP_HELD; i++) spare[i] = RP_HELD - 1 - i;
     *peak = 0;
-    while (n < RP_OPS - RP_SLOTS - 1) {
+    while (n < RP_OPS - RP_HELD - 1) {
         int do_free = nlive > 0 && (nspare == 0 || rng_below(&r, 100) < 45);
         size_t want = do_free ? 0 : round256(rp_size(&r, limit));
         while (nlive > 0 && (do_free || live + want > target)) {
-            uint32_t k = (uint32_t)rng_below(&r, nlive), s = slots[k];
+            uint32_t k = (uint32_t)rng_below(&r, nlive), s = live_at[k];
             ops[n++] = (rp_op){s, 0, size[s]};
             live -= size[s];
-            slots[k] = slots[--nlive];
+            live_at[k] = live_at[--nlive];
             spare[nspare++] = s;
             do_free = 0;
         }
         if (want == 0) continue;
         uint32_t s = spare[--nspare];
         size[s] = want;
-        slots[nlive++] = s;
+        live_at[nlive++] = s;
         live += want;
         if (live > *peak) *peak = live;
         ops[n++] = (rp_op){s, 1, want};
     }
     while (nlive > 0) {
-        uint32_t s = slots[--nlive];
+        uint32_t s = live_at[--nlive];
         ops[n++] = (rp_op){s, 0, size[s]};
     }
     return n;
@@ -799,11 +799,11 @@ static int rp_cmp_u64(const void *a, const void *b) {
  * request needs ceil(size / 2 MiB) granules of its own at least. So it is forced only when the granules
  * under live blocks and the request's own come to more than the limit. */
 static int rp_forced(void *const *ptr, const size_t *size_of, size_t size, size_t limit) {
-    size_t cap = limit / GRAN + 2 * RP_SLOTS, k = 0;   /* live bytes are below the limit: their granules, */
+    size_t cap = limit / GRAN + 2 * RP_HELD, k = 0;   /* live bytes are below the limit: their granules, */
     uint64_t *g = malloc(cap * sizeof *g);             /* plus at most 2 partial ones a block */
     CHECK(g != NULL);
     if (g == NULL) return 1;
-    for (size_t s = 0; s < RP_SLOTS; s++) {
+    for (size_t s = 0; s < RP_HELD; s++) {
         if (ptr[s] == NULL) continue;
         uint64_t lo = (uint64_t)(uintptr_t)ptr[s] / GRAN, hi = ((uint64_t)(uintptr_t)ptr[s] + size_of[s] - 1) / GRAN;
         for (uint64_t x = lo; x <= hi && k < cap; x++) g[k++] = x;
@@ -821,17 +821,17 @@ static int rp_forced(void *const *ptr, const size_t *size_of, size_t size, size_
 static rp_result rp_replay(const rp_op *ops, size_t n, size_t limit, int strict) {
     rp_result res = {0};
     res.ops = n;
-    void **ptr = calloc(RP_SLOTS, sizeof *ptr);
-    size_t *size_of = calloc(RP_SLOTS, sizeof *size_of);
+    void **ptr = calloc(RP_HELD, sizeof *ptr);
+    size_t *size_of = calloc(RP_HELD, sizeof *size_of);
     CHECK(ptr != NULL && size_of != NULL);
     for (size_t i = 0; i < n; i++) {
         const rp_op *op = &ops[i];
         if (op->alloc) {
-            vram_status s = vram_malloc(&ptr[op->slot], op->size, 0);
-            size_of[op->slot] = op->size;
+            vram_status s = vram_malloc(&ptr[op->at], op->size, 0);
+            size_of[op->at] = op->size;
             if (s != VRAM_OK) {
                 CHECK_STATUS(VRAM_ERR_OUT_OF_MEMORY, s);
-                ptr[op->slot] = NULL;
+                ptr[op->at] = NULL;
                 if (strict && !rp_forced(ptr, size_of, op->size, limit)) {
                     if (res.unforced++ == 0) printf("  not forced by the limit: %s\n", vram_last_error());
                 }
@@ -841,9 +841,9 @@ static rp_result rp_replay(const rp_op *ops, size_t n, size_t limit, int strict)
                     res.at_first_oom = INFO(0);
                 }
             }
-        } else if (ptr[op->slot] != NULL) {
-            CHECK_OK(vram_free(ptr[op->slot]));
-            ptr[op->slot] = NULL;
+        } else if (ptr[op->at] != NULL) {
+            CHECK_OK(vram_free(ptr[op->at]));
+            ptr[op->at] = NULL;
         }
         if (strict) {
             CHECK_OK(vram_check(0));
@@ -871,7 +871,7 @@ static void rp_print(const char *what, const rp_result *r) {
 #define RP_SEED ((uint64_t)0x5eed95)
 
 static rp_op *rp_workload(size_t limit, size_t *n) {
-    rp_op *ops = malloc((RP_OPS + 2 * RP_SLOTS) * sizeof *ops);  /* a last round and the final frees */
+    rp_op *ops = malloc((RP_OPS + 2 * RP_HELD) * sizeof *ops);  /* a last round and the final frees */
     CHECK(ops != NULL);
     size_t peak = 0;
     uint64_t seed = getenv("VRAM_TEST_SEED") != NULL ? harness_seed() : RP_SEED;

@@ -11,7 +11,7 @@
 #include "common/membarrier.h"
 #include "pool/lock.h"
 
-enum { THREADS = 8, OPS = 5000, SLOTS = 64 };
+enum { THREADS = 8, OPS = 5000, HELD = 64 };
 
 typedef struct worker {
     int      id;
@@ -38,30 +38,30 @@ static void check_tag(const void *p, size_t size, uint64_t tag) {
 static void *worker_main(void *arg) {
     worker *w = arg;
     test_rng rng = rng_make(w->seed);
-    void    *live[SLOTS] = {0};
-    size_t   sizes[SLOTS] = {0};
-    uint64_t tags[SLOTS] = {0};
+    void    *live[HELD] = {0};
+    size_t   sizes[HELD] = {0};
+    uint64_t tags[HELD] = {0};
     for (int op = 0; op < OPS; op++) {
-        int slot = (int)rng_below(&rng, SLOTS);
+        int pick = (int)rng_below(&rng, HELD);
         int dev = (int)rng_below(&rng, (uint64_t)w->ndevices);
-        if (live[slot] != NULL) {
-            check_tag(live[slot], sizes[slot], tags[slot]);
-            CHECK_OK(vram_free(live[slot]));
-            live[slot] = NULL;
+        if (live[pick] != NULL) {
+            check_tag(live[pick], sizes[pick], tags[pick]);
+            CHECK_OK(vram_free(live[pick]));
+            live[pick] = NULL;
         } else {
             size_t size = rng_size_log(&rng, 1, w->max_size);
-            vram_status s = vram_malloc(&live[slot], size, dev);
+            vram_status s = vram_malloc(&live[pick], size, dev);
             if (s == VRAM_ERR_OUT_OF_MEMORY) {
                 w->ooms++;
-                live[slot] = NULL;
+                live[pick] = NULL;
             } else {
                 CHECK_STATUS(VRAM_OK, s);
-                CHECK(live[slot] != NULL);
-                CHECK((uintptr_t)live[slot] % 256 == 0);
+                CHECK(live[pick] != NULL);
+                CHECK((uintptr_t)live[pick] % 256 == 0);
                 w->allocs++;
-                sizes[slot] = size;
-                tags[slot] = ((uint64_t)w->id << 32) | (uint64_t)op;
-                tag_block(live[slot], size, tags[slot]);
+                sizes[pick] = size;
+                tags[pick] = ((uint64_t)w->id << 32) | (uint64_t)op;
+                tag_block(live[pick], size, tags[pick]);
             }
         }
         if (w->with_info && op % 8 == 0) {
@@ -69,10 +69,10 @@ static void *worker_main(void *arg) {
             CHECK_INFO_SANE(info);
         }
     }
-    for (int slot = 0; slot < SLOTS; slot++) {
-        if (live[slot] == NULL) continue;
-        check_tag(live[slot], sizes[slot], tags[slot]);
-        CHECK_OK(vram_free(live[slot]));
+    for (int pick = 0; pick < HELD; pick++) {
+        if (live[pick] == NULL) continue;
+        check_tag(live[pick], sizes[pick], tags[pick]);
+        CHECK_OK(vram_free(live[pick]));
     }
     atomic_fetch_sub(&workers_running, 1);
     return NULL;

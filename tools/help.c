@@ -239,12 +239,12 @@ static const char *const help_limit_about[] = {
     "(an operator's choice) up to the card's memory, never above the limit of a Slurm job "
     "(VRAM_LIMIT_MAX, VRAM_GROUP_LIMIT_MAX: a ceiling).",
     "A program that allocates through vram (vram.torch, the C API, vram replay) under vram run or the Slurm "
-    "plugin follows it too: it is listed in the ledger and a thread of its waits on its slot, so the new limit "
+    "plugin follows it too: it is listed in the ledger and a thread of its waits on its ledger slot, so the new limit "
     "reaches its pools at once and its next call applies it (cached memory above it goes back, requests are "
     "refused or overflow to host memory with the allocator option overflow:host or vram run --overflow host); "
     "its groups rebalance alike. Outside vram run it is listed when VRAM_GROUP or VRAM_LEDGER_DIR is set. Its "
     "limit can be lowered and raised back up to the limit it started with, not above (its pools are sized for "
-    "it at start). On the CUDA driver under vram run the preload library's slot is the one listed: it counts "
+    "it at start). On the CUDA driver under vram run the preload library's ledger slot is the one listed: it counts "
     "the library's driver memory once, and both hold the limit set there.",
     "Only the owner of a process (or root) can change its limit: the ledger is the user's own (a 0700 "
     "directory). vram limit finds the process's ledger through /proc/PID/fd; root acts as the process's "

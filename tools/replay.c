@@ -2,8 +2,8 @@
  * replay.c: `vram replay TRACE [--policy NAME | --growth] [--limit SIZE] [--passes N]
  *           [--threads N] [--json]`.
  *
- * Order: read and check the whole trace (trace.c; allocation ids are already dense slot numbers,
- * so the replay indexes plain arrays and never hashes); make sure there is a device (without a
+ * Order: read and check the whole trace (trace.c; allocation ids are already dense allocation
+ * numbers, so the replay indexes plain arrays and never hashes); make sure there is a device (without a
  * GPU and with VRAM_BACKEND unset, switch to a simulated card large enough for `threads` copies of
  * the trace and the limit, of at most 16 TiB: a larger limit is refused); configure card 0 from the policy table (growth, allocator options) and the limit;
  * vram_init(); replay; read the statistics; vram_shutdown(); print the report.
@@ -13,7 +13,7 @@
  * flag; replay_report.c the text and JSON reports; replay_impl.h the state they share.
  *
  * Passes and threads. Each of `threads` threads replays the whole trace on logical device 0 with
- * its own pointer table, `passes` times, in the same runtime. A pass is, for every thread:
+ * its own array of pointers, `passes` times, in the same runtime. A pass is, for every thread:
  *   barrier; timed loop over every event; barrier; free what the trace left live (untimed);
  *   barrier; thread 0 sums the pass and reads the driver counters (untimed).
  * So every pass starts with no live allocation but with whatever memory the pool kept: pass 1 is
@@ -22,15 +22,15 @@
  * Timing. A call takes some tens of ns, about what clock_gettime costs, so calls are not timed one
  * by one: each thread reads CLOCK_MONOTONIC before and after its loop over the whole trace. The
  * loop does the vram_malloc / vram_free call and O(1) array bookkeeping (pointer and state by
- * slot, counters), nothing else; the first failure of a thread also formats its message. A pass's
- * `loop_ns` is the sum of its threads' loop times, its `wall_ns` runs from the first thread's start
- * to the last thread's end.
+ * allocation number, counters), nothing else; the first failure of a thread also formats its
+ * message. A pass's `loop_ns` is the sum of its threads' loop times, its `wall_ns` runs from the
+ * first thread's start to the last thread's end.
  *
- * Progress and Ctrl-C. The loop runs in chunks of REPLAY_CHUNK events; after each chunk a thread
+ * Progress and Ctrl-C. The loop runs in batches of REPLAY_BATCH events; after each batch a thread
  * looks at a flag that SIGINT sets (the handler is installed for the replay only, and a second
  * Ctrl-C kills as usual), and thread 0 prints "pass P/N, percent, rate" on stderr at most four times
  * a second when stderr is a terminal (inside its timed loop: a terminal's replay times a little
- * more). On SIGINT every thread stops after its chunk, the pass is closed as usual and the report
+ * more). On SIGINT every thread stops after its batch, the pass is closed as usual and the report
  * printed says where it stopped; the exit status is then 130.
  *
  * Tail reserved / live (tail_reserved_to_live). Over pass 1's last quarter, from just before event

@@ -21,7 +21,7 @@
 #define MIB ((uint64_t)1 << 20)
 #define GIB ((uint64_t)1 << 30)
 
-enum { SLOT_NONE, SLOT_LIVE, SLOT_FAILED, SLOT_FREED };
+enum { ALLOC_NONE, ALLOC_LIVE, ALLOC_FAILED, ALLOC_FREED };
 
 typedef struct pass_stats {      /* one pass, summed over the threads */
     size_t   ops, allocs, frees, failed_allocs, skipped_frees;
@@ -37,8 +37,8 @@ typedef struct worker {
     struct replay_job *job;
     int       index;
     pthread_t tid;
-    void    **ptrs;              /* by slot */
-    uint8_t  *state;             /* SLOT_* by slot */
+    void    **ptrs;              /* by allocation number */
+    uint8_t  *state;             /* ALLOC_* by allocation number */
     /* this pass */
     size_t    allocs, frees, failed, skipped;
     uint64_t  t[4];              /* start and end of its timed loops: [0], [1]; pass 1's last quarter [2], [3] */

@@ -20,7 +20,7 @@
 #include <string.h>
 #include <time.h>
 
-#define REPLAY_CHUNK 65536        /* events between looks at the Ctrl-C flag and the progress line */
+#define REPLAY_BATCH 65536        /* events between looks at the Ctrl-C flag and the progress line */
 #define PROGRESS_NS  250000000u   /* at most four progress lines a second */
 
 /* ---- one pass of one thread ----------------------------------------------------------------- */
@@ -87,9 +87,9 @@ static void progress_line(replay_job *job, int pass, size_t done, uint64_t t0) {
     fflush(stderr);
 }
 
-/* The timed loop over events [begin, end): the call and array bookkeeping by slot, in chunks (Ctrl-C,
- * progress). Adds to the worker's counts of this pass; segment `seg` (0, or 1 after pass 1's pause)
- * keeps its start and end times. */
+/* The timed loop over events [begin, end): the call and array bookkeeping by allocation number, in
+ * batches (Ctrl-C, progress). Adds to the worker's counts of this pass; segment `seg` (0, or 1 after
+ * pass 1's pause) keeps its start and end times. */
 static void replay_pass(worker *w, int pass, size_t begin, size_t end, int seg) {
     const trace_event *ev = w->job->t->events;
     void **ptrs = w->ptrs;
@@ -98,23 +98,23 @@ static void replay_pass(worker *w, int pass, size_t begin, size_t end, int seg) 
     const int progress = w->job->progress && w->index == 0;
     uint64_t t0 = now_ns();
     for (size_t from = begin; from < end && !w->err; from = done) {
-        const size_t to = end - from > REPLAY_CHUNK ? from + REPLAY_CHUNK : end;
+        const size_t to = end - from > REPLAY_BATCH ? from + REPLAY_BATCH : end;
         for (size_t i = from; i < to; i++) {
-            const uint32_t slot = ev[i].slot;
+            const uint32_t a = ev[i].alloc;
             if (ev[i].kind == TRACE_ALLOC) {
                 allocs++;
-                vram_status s = vram_malloc(&ptrs[slot], (size_t)ev[i].bytes, 0);
+                vram_status s = vram_malloc(&ptrs[a], (size_t)ev[i].bytes, 0);
                 if (s == VRAM_OK) {
-                    state[slot] = SLOT_LIVE;
+                    state[a] = ALLOC_LIVE;
                 } else {
-                    state[slot] = SLOT_FAILED;
+                    state[a] = ALLOC_FAILED;
                     failed++;
                     note_failure(w, pass, i, s);
                 }
-            } else if (state[slot] == SLOT_LIVE) {
+            } else if (state[a] == ALLOC_LIVE) {
                 frees++;
-                state[slot] = SLOT_FREED;
-                vram_status s = vram_free(ptrs[slot]);
+                state[a] = ALLOC_FREED;
+                vram_status s = vram_free(ptrs[a]);
                 if (s != VRAM_OK) {
                     note_bad_free(w, pass, i, s);
                     break;
@@ -137,17 +137,17 @@ static void replay_pass(worker *w, int pass, size_t begin, size_t end, int seg) 
     w->done = done;
 }
 
-/* Untimed: frees what the trace left live and forgets every slot's state. */
+/* Untimed: frees what the trace left live and forgets every allocation's state. */
 static void free_live(worker *w) {
-    for (size_t i = 0; i < w->job->t->num_slots; i++) {
-        if (w->state[i] == SLOT_LIVE) {
+    for (size_t i = 0; i < w->job->t->num_allocs; i++) {
+        if (w->state[i] == ALLOC_LIVE) {
             vram_status s = vram_free(w->ptrs[i]);
             if (s != VRAM_OK && !w->err) {
                 replay_report_status("vram_free (cleanup)", s);
                 w->err = 1;
             }
         }
-        w->state[i] = SLOT_NONE;
+        w->state[i] = ALLOC_NONE;
         w->ptrs[i] = NULL;
     }
 }
@@ -313,7 +313,7 @@ int replay_job_init(replay_job *job, const trace *t, int passes, int threads) {
     job->tail_live = tail_live(t, job->tail_from);
     job->passes = passes;
     job->threads = threads;
-    size_t slots = t->num_slots ? t->num_slots : 1;
+    size_t allocs = t->num_allocs ? t->num_allocs : 1;
     job->pass = calloc((size_t)passes, sizeof *job->pass);
     job->workers = calloc((size_t)threads, sizeof *job->workers);
     if (!job->pass || !job->workers) return -1;
@@ -321,8 +321,8 @@ int replay_job_init(replay_job *job, const trace *t, int passes, int threads) {
         worker *w = &job->workers[k];
         w->job = job;
         w->index = k;
-        w->ptrs = calloc(slots, sizeof *w->ptrs);
-        w->state = calloc(slots, sizeof *w->state);
+        w->ptrs = calloc(allocs, sizeof *w->ptrs);
+        w->state = calloc(allocs, sizeof *w->state);
         if (!w->ptrs || !w->state) return -1;
     }
     if (pthread_barrier_init(&job->barrier, NULL, (unsigned)threads) != 0) return -1;

@@ -75,15 +75,15 @@ typedef struct oom_event {
 } oom_event;
 
 typedef struct top_block {
-    uint32_t slot;
+    uint32_t alloc;   /* its allocation number */
     uint64_t address;
 } top_block;
 
 typedef struct report {
     const trace *t;
-    void       **ptrs;             /* by slot */
-    uint8_t     *live;             /* by slot: vram holds it */
-    size_t      *alloc_event;      /* by slot */
+    void       **ptrs;             /* by allocation number */
+    uint8_t     *live;             /* by allocation number: vram holds it */
+    size_t      *alloc_event;      /* by allocation number */
     /* timeline */
     size_t       run, npoints;     /* events per point; points */
     size_t      *pt_event;
@@ -224,10 +224,10 @@ static int plan(report *r) {
     if (k > MAX_SNAPSHOTS) k = MAX_SNAPSHOTS;
     if (k < MIN_SNAPSHOTS) k = MIN_SNAPSHOTS;
     if (k > n) k = n;
-    size_t slots = t->num_slots ? t->num_slots : 1, pts = r->npoints ? r->npoints : 1;
-    r->ptrs = calloc(slots, sizeof *r->ptrs);
-    r->live = calloc(slots, 1);
-    r->alloc_event = calloc(slots, sizeof *r->alloc_event);
+    size_t allocs = t->num_allocs ? t->num_allocs : 1, pts = r->npoints ? r->npoints : 1;
+    r->ptrs = calloc(allocs, sizeof *r->ptrs);
+    r->live = calloc(allocs, 1);
+    r->alloc_event = calloc(allocs, sizeof *r->alloc_event);
     r->pt_event = calloc(pts, sizeof *r->pt_event);
     r->pt_time = calloc(pts, sizeof *r->pt_time);
     r->pt_live = calloc(pts, sizeof *r->pt_live);
@@ -288,21 +288,21 @@ static int take_snapshot(report *r, size_t event, uint64_t live, const vram_memo
 static void take_top(report *r) {
     const trace *t = r->t;
     r->ntop = 0;
-    for (uint32_t s = 0; s < t->num_slots; s++) {
+    for (uint32_t s = 0; s < t->num_allocs; s++) {
         if (!r->live[s]) continue;
         uint64_t b = 0;
-        /* the slot's requested bytes: found from its allocation event */
+        /* the allocation's requested bytes: found from its allocation event */
         b = t->events[r->alloc_event[s]].bytes;
         size_t at = r->ntop < TOP_BLOCKS ? r->ntop++ : TOP_BLOCKS;
         if (at == TOP_BLOCKS) {
-            if (b <= t->events[r->alloc_event[r->top[TOP_BLOCKS - 1].slot]].bytes) continue;
+            if (b <= t->events[r->alloc_event[r->top[TOP_BLOCKS - 1].alloc]].bytes) continue;
             at = TOP_BLOCKS - 1;
         }
-        while (at > 0 && t->events[r->alloc_event[r->top[at - 1].slot]].bytes < b) {
+        while (at > 0 && t->events[r->alloc_event[r->top[at - 1].alloc]].bytes < b) {
             r->top[at] = r->top[at - 1];
             at--;
         }
-        r->top[at] = (top_block){ .slot = s, .address = (uint64_t)(uintptr_t)r->ptrs[s] };
+        r->top[at] = (top_block){ .alloc = s, .address = (uint64_t)(uintptr_t)r->ptrs[s] };
     }
 }
 
@@ -320,18 +320,18 @@ static int replay_events(report *r) {
     uint64_t live = 0;
     for (size_t i = 0; i < t->num_events; i++) {
         const trace_event *ev = &t->events[i];
-        uint32_t slot = ev->slot;
+        uint32_t a = ev->alloc;
         if (ev->kind == TRACE_ALLOC) {
             live += ev->bytes;
-            r->alloc_event[slot] = i;
-            vram_status s = vram_malloc(&r->ptrs[slot], (size_t)ev->bytes, 0);
-            if (s == VRAM_OK) r->live[slot] = 1;
+            r->alloc_event[a] = i;
+            vram_status s = vram_malloc(&r->ptrs[a], (size_t)ev->bytes, 0);
+            if (s == VRAM_OK) r->live[a] = 1;
             else note_oom(r, i, ev->bytes, s);
         } else {
             live -= ev->bytes;
-            if (r->live[slot]) {
-                r->live[slot] = 0;
-                vram_status s = vram_free(r->ptrs[slot]);
+            if (r->live[a]) {
+                r->live[a] = 0;
+                vram_status s = vram_free(r->ptrs[a]);
                 if (s != VRAM_OK) {
                     fprintf(stderr, "vram report: event %zu: vram_free: %s: %s\n", i + 1, vram_status_name(s),
                             vram_last_error());
@@ -359,7 +359,7 @@ static int replay_events(report *r) {
         }
     }
     int rc = vram_get_memory_info(0, &r->end) == VRAM_OK ? 0 : -1;
-    for (size_t s = 0; s < t->num_slots; s++)   /* what the trace leaves live, so that shutdown succeeds */
+    for (size_t s = 0; s < t->num_allocs; s++)   /* what the trace leaves live, so that shutdown succeeds */
         if (r->live[s] && vram_free(r->ptrs[s]) != VRAM_OK) rc = -1;
     return rc;
 }
@@ -417,10 +417,10 @@ static void write_top(FILE *f, const report *r, uint64_t base) {
     fputs(",\"top\":[", f);
     for (size_t i = 0; i < r->ntop; i++) {
         const top_block *b = &r->top[i];
-        size_t ev = r->alloc_event[b->slot];
+        size_t ev = r->alloc_event[b->alloc];
         fprintf(f, "%s{\"id\":%" PRId64 ",\"bytes\":%" PRIu64 ",\"offset\":%" PRIu64 ",\"event\":%zu,\"frames\":",
-                i ? "," : "", d->ids[b->slot], r->t->events[ev].bytes, b->address - base, ev);
-        json_string_html(f, d->frames[b->slot] ? d->frames[b->slot] : "");
+                i ? "," : "", d->ids[b->alloc], r->t->events[ev].bytes, b->address - base, ev);
+        json_string_html(f, d->frames[b->alloc] ? d->frames[b->alloc] : "");
         fputc('}', f);
     }
     fputc(']', f);

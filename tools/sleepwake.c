@@ -98,7 +98,7 @@ static int int_cmp(const void *a, const void *b) {
 }
 
 /* The running processes of group NAME in the ledger (each once, in pid order): for a sleep those with a
- * slot awake, for a wake those with a slot asleep (or being slept or woken). 0, or 1 (said). */
+ * ledger slot awake, for a wake those with a ledger slot asleep (or being slept or woken). 0, or 1 (said). */
 static int sleep_group_pids(ledger *l, sleep_opts *o) {
     vram__ledger_lock(l);
     (void)vram__ledger_reclaim_locked(l);

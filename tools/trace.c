@@ -10,11 +10,11 @@
  * given back as one line. A regular file is opened by path (gzip reads it itself); standard input
  * ("-"), a pipe or a FIFO is never sought: its first bytes are read to sniff the magic, and a
  * feeder thread writes them and the rest of the stream into a pipe that gzip (or the parser)
- * reads. Ids are arbitrary 64-bit signed integers, mapped to dense slots with an open-addressing
- * hash table. The peak of live requested bytes is computed while reading.
+ * reads. Ids are arbitrary 64-bit signed integers, mapped to dense allocation numbers with an
+ * open-addressing hash table. The peak of live requested bytes is computed while reading.
  *
  * Detail (trace_load_detail, for `vram report`): each event's time_us (and the earliest and the
- * latest: times are any int64, in any order), each slot's id, and two
+ * latest: times are any int64, in any order), each allocation's id, and two
  * kinds of comment lines that other readers skip: "# frames <id> F1<TAB>F2..." (the stack of an
  * allocation, after its 'a' line) and "# reserved <bytes>" (the recording allocator's reserved
  * bytes from here on; tools/snapshot_to_trace.py writes both).
@@ -51,18 +51,18 @@ typedef struct parser {
     const char *path;
     size_t      line;          /* lines read so far (the one being parsed) */
     int         partial;       /* the last line read had no newline: the input ended, or failed, there */
-    /* id -> slot hash table; vals hold slot + 1, 0 marks an empty bucket */
+    /* id -> allocation number hash table; vals hold the number + 1, 0 marks an empty bucket */
     int64_t    *keys;
     uint32_t   *vals;
     size_t      cap, used;
-    /* per slot: requested bytes, and whether it was freed */
-    uint64_t   *slot_bytes;
-    uint8_t    *slot_freed;
-    size_t      slot_cap;
+    /* per allocation number: requested bytes, and whether it was freed */
+    uint64_t   *alloc_bytes;
+    uint8_t    *alloc_freed;
+    size_t      alloc_cap;
     uint64_t    live;
     char       *err;
     size_t      errlen;
-    /* detail (trace_load_detail): t->detail is set; arrays grow with events and slots */
+    /* detail (trace_load_detail): t->detail is set; arrays grow with events and allocations */
     size_t      time_cap, id_cap, rec_cap;
     uint64_t    rec_now;        /* the last "# reserved" value */
     int         has_rec;
@@ -82,7 +82,7 @@ static int fail(parser *p, const char *fmt, ...) {
     return -1;
 }
 
-/* ---- id -> slot hash table ------------------------------------------------------------------ */
+/* ---- id -> allocation number hash table ------------------------------------------------------ */
 
 static uint64_t mix(uint64_t x) {  /* splitmix64 finaliser */
     x ^= x >> 30; x *= 0xbf58476d1ce4e5b9ULL;
@@ -118,38 +118,38 @@ static int table_grow(parser *p) {
     return 0;
 }
 
-/* The slot of `id`, or -1 when the id was never allocated. */
+/* The allocation number of `id`, or -1 when the id was never allocated. */
 static int64_t table_find(const parser *p, int64_t id) {
     if (!p->cap) return -1;
     size_t b = bucket_of(p, id);
     return p->vals[b] ? (int64_t)p->vals[b] - 1 : -1;
 }
 
-static int table_insert(parser *p, int64_t id, uint32_t slot) {
+static int table_insert(parser *p, int64_t id, uint32_t a) {
     if ((p->used + 1) * 2 > p->cap && table_grow(p) != 0) return -1;
     size_t b = bucket_of(p, id);
     p->keys[b] = id;
-    p->vals[b] = slot + 1;
+    p->vals[b] = a + 1;
     p->used++;
     return 0;
 }
 
-/* ---- slots and events ----------------------------------------------------------------------- */
+/* ---- allocations and events ------------------------------------------------------------------ */
 
-static int slot_add(parser *p, uint64_t bytes, uint32_t *slot) {
-    if (p->t->num_slots >= UINT32_MAX - 1) return fail(p, "too many allocation ids");
-    if (p->t->num_slots == p->slot_cap) {
-        size_t cap = p->slot_cap ? p->slot_cap * 2 : 1024;
-        uint64_t *b = realloc(p->slot_bytes, cap * sizeof *b);
-        if (b) p->slot_bytes = b;
-        uint8_t *f = realloc(p->slot_freed, cap * sizeof *f);
-        if (f) p->slot_freed = f;
+static int alloc_add(parser *p, uint64_t bytes, uint32_t *a) {
+    if (p->t->num_allocs >= UINT32_MAX - 1) return fail(p, "too many allocation ids");
+    if (p->t->num_allocs == p->alloc_cap) {
+        size_t cap = p->alloc_cap ? p->alloc_cap * 2 : 1024;
+        uint64_t *b = realloc(p->alloc_bytes, cap * sizeof *b);
+        if (b) p->alloc_bytes = b;
+        uint8_t *f = realloc(p->alloc_freed, cap * sizeof *f);
+        if (f) p->alloc_freed = f;
         if (!b || !f) return fail(p, "out of memory");
-        p->slot_cap = cap;
+        p->alloc_cap = cap;
     }
-    *slot = (uint32_t)p->t->num_slots++;
-    p->slot_bytes[*slot] = bytes;
-    p->slot_freed[*slot] = 0;
+    *a = (uint32_t)p->t->num_allocs;   /* counted by parse_alloc */
+    p->alloc_bytes[*a] = bytes;
+    p->alloc_freed[*a] = 0;
     return 0;
 }
 
@@ -166,15 +166,15 @@ static int detail_room(parser *p, void **arr, size_t *cap, size_t n, size_t elem
     return 0;
 }
 
-static int detail_slot(parser *p, uint32_t slot, int64_t id) {
+static int detail_alloc(parser *p, uint32_t a, int64_t id) {
     trace_detail *d = p->t->detail;
     size_t cap = p->id_cap;
-    if (detail_room(p, (void **)&d->ids, &cap, slot, sizeof *d->ids)) return -1;
+    if (detail_room(p, (void **)&d->ids, &cap, a, sizeof *d->ids)) return -1;
     cap = p->id_cap;
-    if (detail_room(p, (void **)&d->frames, &cap, slot, sizeof *d->frames)) return -1;
+    if (detail_room(p, (void **)&d->frames, &cap, a, sizeof *d->frames)) return -1;
     p->id_cap = cap;
-    d->slot_cap = cap;
-    d->ids[slot] = id;
+    d->alloc_cap = cap;
+    d->ids[a] = id;
     return 0;
 }
 
@@ -191,7 +191,7 @@ static int detail_event(parser *p, size_t index, int64_t time_us) {
     return 0;
 }
 
-static int push_event(parser *p, char kind, uint32_t slot, uint64_t bytes) {
+static int push_event(parser *p, char kind, uint32_t a, uint64_t bytes) {
     trace *t = p->t;
     if (t->num_events == t->cap_events) {
         size_t cap = t->cap_events ? t->cap_events * 2 : 4096;
@@ -200,11 +200,11 @@ static int push_event(parser *p, char kind, uint32_t slot, uint64_t bytes) {
         t->events = e;
         t->cap_events = cap;
     }
-    t->events[t->num_events++] = (trace_event){ .bytes = bytes, .slot = slot, .kind = kind };
+    t->events[t->num_events++] = (trace_event){ .bytes = bytes, .alloc = a, .kind = kind };
     return 0;
 }
 
-/* ---- line parsing --------------------------------------------------------------------------- */
+/* ---- line parsing ---------------------------------------------------------------------------- */
 
 static char *next_token(char **cursor) {
     char *s = *cursor;
@@ -250,13 +250,13 @@ static int parse_alloc(parser *p, char *rest) {
         return fail(p, "malformed alloc; expected 'a <id> <bytes> <stream> <time_us>'");
     if (table_find(p, id) >= 0) return fail(p, "id %" PRId64 " allocated twice", id);
     if (p->live > UINT64_MAX - bytes) return fail(p, "live bytes overflow 64 bits");
-    uint32_t slot = 0;
-    if (slot_add(p, bytes, &slot) || table_insert(p, id, slot)) return -1;
+    uint32_t a = 0;
+    if (alloc_add(p, bytes, &a) || table_insert(p, id, a)) return -1;
     p->live += bytes;
     if (p->live > p->t->peak_live_bytes) p->t->peak_live_bytes = p->live;
     p->t->num_allocs++;
-    if (p->t->detail && (detail_slot(p, slot, id) || detail_event(p, p->t->num_events, time_us))) return -1;
-    return push_event(p, TRACE_ALLOC, slot, bytes);
+    if (p->t->detail && (detail_alloc(p, a, id) || detail_event(p, p->t->num_events, time_us))) return -1;
+    return push_event(p, TRACE_ALLOC, a, bytes);
 }
 
 static int parse_free(parser *p, char *rest) {
@@ -264,14 +264,14 @@ static int parse_free(parser *p, char *rest) {
     int64_t id, time_us;
     if (parse_i64(id_s, &id) || parse_i64(time_s, &time_us) || next_token(&rest))
         return fail(p, "malformed free; expected 'f <id> <time_us>'");
-    int64_t slot = table_find(p, id);
-    if (slot < 0) return fail(p, "free of unknown id %" PRId64, id);
-    if (p->slot_freed[slot]) return fail(p, "id %" PRId64 " freed twice", id);
-    p->slot_freed[slot] = 1;
-    p->live -= p->slot_bytes[slot];
+    int64_t a = table_find(p, id);
+    if (a < 0) return fail(p, "free of unknown id %" PRId64, id);
+    if (p->alloc_freed[a]) return fail(p, "id %" PRId64 " freed twice", id);
+    p->alloc_freed[a] = 1;
+    p->live -= p->alloc_bytes[a];
     p->t->num_frees++;
     if (p->t->detail && detail_event(p, p->t->num_events, time_us)) return -1;
-    return push_event(p, TRACE_FREE, (uint32_t)slot, p->slot_bytes[slot]);
+    return push_event(p, TRACE_FREE, (uint32_t)a, p->alloc_bytes[a]);
 }
 
 /* "# reserved <bytes>" and "# frames <id> <text>" (detail only; other comments are skipped). */
@@ -292,10 +292,10 @@ static int parse_detail_comment(parser *p, char *rest) {
     if (strcmp(what, "frames") == 0) {
         int64_t id;
         if (parse_i64(next_token(&rest), &id) != 0) return 0;
-        int64_t slot = table_find(p, id);
-        if (slot < 0 || p->t->detail->frames[slot]) return 0;   /* not (yet) allocated: ignored */
+        int64_t a = table_find(p, id);
+        if (a < 0 || p->t->detail->frames[a]) return 0;   /* not (yet) allocated: ignored */
         while (*rest == ' ') rest++;
-        if (!(p->t->detail->frames[slot] = strdup(rest))) return fail(p, "out of memory");
+        if (!(p->t->detail->frames[a] = strdup(rest))) return fail(p, "out of memory");
     }
     return 0;
 }
@@ -364,7 +364,7 @@ static int read_stream(parser *p, FILE *in, const atomic_int *src_err) {
     return rc;
 }
 
-/* ---- input: a file, standard input or a pipe; plain or `gzip -dc` ------------------------ */
+/* ---- input: a file, standard input or a pipe; plain or `gzip -dc` ---------------------------- */
 
 /* Copies `prefix` and then everything of `src` into `dst` (a pipe), then closes dst. SIGPIPE is
  * blocked in this thread, so a reader that stops early makes write fail with EPIPE instead. A read of
@@ -596,7 +596,7 @@ static int load(const char *path, trace *out, int detail, char *err, size_t errl
         detail_room(&p, (void **)&out->detail->recorded_reserved, &p.rec_cap, out->num_events - 1,
                     sizeof(uint64_t)) != 0)
         rc = -1;
-    free(p.keys); free(p.vals); free(p.slot_bytes); free(p.slot_freed);
+    free(p.keys); free(p.vals); free(p.alloc_bytes); free(p.alloc_freed);
     if (rc != 0) trace_release(out);
     return rc;
 }
@@ -612,7 +612,7 @@ int trace_load_detail(const char *path, trace *out, char *err, size_t errlen) {
 void trace_release(trace *t) {
     free(t->events);
     if (t->detail) {
-        for (size_t i = 0; t->detail->frames && i < t->detail->slot_cap; i++) free(t->detail->frames[i]);
+        for (size_t i = 0; t->detail->frames && i < t->detail->alloc_cap; i++) free(t->detail->frames[i]);
         free(t->detail->time_us);
         free(t->detail->ids);
         free(t->detail->frames);

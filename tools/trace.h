@@ -3,7 +3,7 @@
  *
  * A trace is read whole into memory before anything is replayed: gzip files (magic 1f 8b) are
  * decompressed by running `gzip -dc`, plain files are read directly. Allocation ids, arbitrary
- * integers in the file, become dense slot numbers 0..num_slots-1 so that the replay can keep its
+ * integers in the file, become dense allocation numbers 0..num_allocs-1 so that the replay can keep its
  * pointers in a plain array. Every event is checked while reading: malformed lines, an id
  * allocated twice, and a free of an id that is not live are errors naming the file and line.
  */
@@ -17,7 +17,7 @@ enum { TRACE_ALLOC = 'a', TRACE_FREE = 'f' };
 
 typedef struct trace_event {
     uint64_t bytes;   /* requested bytes (for a free: the bytes of the allocation it frees) */
-    uint32_t slot;    /* dense index of the allocation id */
+    uint32_t alloc;   /* the allocation's number (its id's dense index: 0..num_allocs-1) */
     char     kind;    /* TRACE_ALLOC or TRACE_FREE */
 } trace_event;
 
@@ -25,9 +25,9 @@ typedef struct trace_event {
 typedef struct trace_detail {
     int64_t  *time_us;          /* [num_events]: the event's time_us (any int64; not always in order) */
     int64_t   time_min_us, time_max_us;  /* the earliest and latest of them (0 without events) */
-    int64_t  *ids;              /* [num_slots]: the allocation id of each slot, as in the file */
-    char    **frames;           /* [num_slots]: "# frames <id> F1<TAB>F2..." text, or NULL */
-    size_t    slot_cap;         /* room in ids and frames (at least num_slots) */
+    int64_t  *ids;              /* [num_allocs]: the id of each allocation number, as in the file */
+    char    **frames;           /* [num_allocs]: "# frames <id> F1<TAB>F2..." text, or NULL */
+    size_t    alloc_cap;        /* room in ids and frames (at least num_allocs) */
     uint64_t *recorded_reserved; /* [num_events] or NULL: the recording allocator's reserved bytes
                                     after the event ("# reserved <bytes>" lines; NULL when none) */
 } trace_detail;
@@ -35,8 +35,7 @@ typedef struct trace_detail {
 typedef struct trace {
     trace_event *events;
     size_t       num_events, cap_events;
-    size_t       num_allocs, num_frees;
-    size_t       num_slots;        /* distinct allocation ids */
+    size_t       num_allocs, num_frees;   /* num_allocs: distinct allocation ids too (an id is allocated once) */
     uint64_t     peak_live_bytes;  /* max over time of the requested bytes not yet freed */
     trace_detail *detail;          /* trace_load_detail only, else NULL */
 } trace;

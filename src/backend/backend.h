@@ -29,7 +29,7 @@
 
 typedef struct vram__device_caps {
     int    vmm_supported;     /* address reserve / physical create / map are available */
-    size_t granularity;       /* physical chunk granularity (2 MiB on an H200), a power of two */
+    size_t granularity;       /* the granule: the physical mapping unit (2 MiB on an H200), a power of two */
 } vram__device_caps;
 
 /* Counters of driver calls, for tests and benchmarks (the sim counts exactly; CUDA counts too):

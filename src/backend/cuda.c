@@ -1,6 +1,6 @@
 /*
  * cuda.c: the CUDA driver backend's calls, the contract of backend.h on the real driver (loaded and
- * resolved by vram__cuda_load.c, through cuda_internal.h). Every call that needs a context runs with the
+ * resolved by cuda_load.c, through cuda_internal.h). Every call that needs a context runs with the
  * device's primary context pushed on the calling thread and popped afterwards (vram__cuda_enter /
  * vram__cuda_leave), so that memory works with kernels launched by the CUDA runtime.
  *

@@ -1,9 +1,9 @@
 /*
  * cuda_internal.h: what the two files of the CUDA driver backend share: the table of the driver's
  * functions as resolved (cuda_api), a device's state, the backend's one state (vram__cuda_st) and the
- * calls cuda.c makes of vram__cuda_load.c. Nothing outside src/backend/cuda*.c includes this.
+ * calls cuda.c makes of cuda_load.c. Nothing outside src/backend/cuda*.c includes this.
  *
- *   vram__cuda_load.c  loading libcuda.so.1 and resolving its functions, cuInit and device discovery,
+ *   cuda_load.c  loading libcuda.so.1 and resolving its functions, cuInit and device discovery,
  *                unloading; the driver's errors as messages; entering and leaving a device's
  *                primary context
  *   cuda.c       the contract's calls (backend.h): devices, memory, virtual memory management,
@@ -12,8 +12,8 @@
  *
  * Invariants: vram__cuda_st is written only by vram__cuda_load / vram__cuda_unload, which the runtime serialises with
  * every other call (open and close run under its write lock); a device's ctx goes from NULL to the
- * retained primary context once (under cuda_retain_lock, in vram__cuda_load.c) and back only in close.
- * Locks: cuda_retain_lock (vram__cuda_load.c) for retaining a primary context; a device's ev_lock for its
+ * retained primary context once (under cuda_retain_lock, in cuda_load.c) and back only in close.
+ * Locks: cuda_retain_lock (cuda_load.c) for retaining a primary context; a device's ev_lock for its
  * spare events (cuda.c). Neither is held while the other is taken.
  */
 #ifndef VRAM_BACKEND_CUDA_INTERNAL_H
@@ -33,7 +33,7 @@
 typedef enum cuda_need { CUDA_ESSENTIAL, CUDA_OPTIONAL, CUDA_VMM } cuda_need;
 
 /* X(field, type, symbol, older symbol or NULL, need): the driver functions the backend resolves
- * (vram__cuda_load.c) into cuda_api's `field`, of type pfn_<type> (common/cuda_abi.h's table); `symbol` is
+ * (cuda_load.c) into cuda_api's `field`, of type pfn_<type> (common/cuda_abi.h's table); `symbol` is
  * the name cuda.h maps the call to, the older one has the same ABI. CUDA_OPTIONAL functions may be
  * missing (IPC, names of errors, pinned host memory and copies); without every CUDA_VMM one there is no
  * virtual memory management. */
@@ -116,7 +116,7 @@ typedef struct cuda_state {
 
 extern cuda_state vram__cuda_st;
 
-/* ---- vram__cuda_load.c ---------------------------------------------------------------------------- */
+/* ---- cuda_load.c ---------------------------------------------------------------------------- */
 
 /* Sets "<what>: <NAME> (<description>)" and returns the mapped status. */
 vram_status vram__cuda_fail(CUresult r, const char *fmt, ...) VRAM_PRINTF(2, 3);

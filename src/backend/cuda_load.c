@@ -1,5 +1,5 @@
 /*
- * vram__cuda_load.c: the CUDA driver library under the backend. libcuda.so.1 is loaded with dlopen at
+ * cuda_load.c: the CUDA driver library under the backend. libcuda.so.1 is loaded with dlopen at
  * open() (no CUDA toolkit is needed to build), its functions are resolved with dlsym (the versioned
  * names the driver's cuda.h maps to) into vram__cuda_st.api, cuInit runs and the devices are found, each
  * with its VMM support and granularity. A device's primary context is retained lazily, on its first

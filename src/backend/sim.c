@@ -21,8 +21,8 @@
  *     and device memory is a memcpy, made only when the device range is mapped (or a plain
  *     allocation's) and the host range lies in one host block (sim_host.c).
  *   - VRAM_SIM_SHARED=FILE makes the cards one machine's, shared with every process that names FILE
- *     (as the fake driver's FAKE_CUDA_SHARED): each process's bytes per card in a slot of the file, a
- *     slot of a process that is gone counting nothing; allocations and mem_info go by the sum, so one
+ *     (as the fake driver's FAKE_CUDA_SHARED): each process's bytes per card in an entry of the file,
+ *     the entry of a process that is gone counting nothing; allocations and mem_info go by the sum, so one
  *     process sees the memory another takes and gives back.
  *   - Sharing with other processes (IPC): a handle's first export gives it a memfd holding the
  *     bytes of its mapping (copied in, then the mapping is of the memfd: MAP_SHARED), and from then

@@ -4,12 +4,12 @@
  * address space, so a copy is a memcpy, made only when the device range is mapped and the host range
  * lies in one host_alloc block, as the driver's copies fault otherwise), and the cards shared with
  * other processes (VRAM_SIM_SHARED=FILE, the fake driver's FAKE_CUDA_SHARED for the simulated card:
- * each process's bytes per card in a slot of FILE, a slot of a process that is gone counting nothing,
+ * each process's bytes per card in an entry of FILE, the entry of a process that is gone counting nothing,
  * so that one process sees in mem_info, and meets in its allocations, the memory the others hold).
  *
  * Invariants: every host block is in vram__sim_st.hosts with its size; with VRAM_SIM_SHARED this process's
- * slot holds exactly vram__sim_st.dev[d].used for each visible device's card. Entry points take vram__sim_lock;
- * the slots are read and written under the file's flock (taken under vram__sim_lock, never the other way).
+ * entry holds exactly vram__sim_st.dev[d].used for each visible device's card. Entry points take vram__sim_lock;
+ * the entries are read and written under the file's flock (taken under vram__sim_lock, never the other way).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -77,8 +77,8 @@ vram_status vram__sim_host_free(int dev, void *host) {
 static int sim_host_range(const void *p, size_t size) {
     uintptr_t a = (uintptr_t)p;
     for (size_t i = 0; i < vram__sim_st.hosts.cap; i++) {
-        const sim_host *h = vram__sim_st.hosts.slots[i].val;
-        uintptr_t base = (uintptr_t)vram__sim_st.hosts.slots[i].key;
+        const sim_host *h = vram__sim_st.hosts.buckets[i].val;
+        uintptr_t base = (uintptr_t)vram__sim_st.hosts.buckets[i].key;
         if (h != NULL && a >= base && a - base <= h->size && size <= h->size - (a - base)) return 1;
     }
     return 0;
@@ -124,7 +124,7 @@ vram_status vram__sim_copy_to_device(int dev, uint64_t dst, const void *src, siz
 
 /* ---- the cards shared with other processes (VRAM_SIM_SHARED) --------------------------------- */
 
-#define SIM_SHARE_BYTES (SIM_SHARE_SLOTS * sizeof(sim_share_slot))
+#define SIM_SHARE_BYTES (SIM_SHARE_ENTRIES * sizeof(sim_share_entry))
 
 static int sim_pid_alive(int pid) {
     return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH);
@@ -139,7 +139,7 @@ vram_status vram__sim_share_open(void) {
                           strerror(errno));
     }
     const char *why = NULL;
-    sim_share_slot *t = NULL;
+    sim_share_entry *t = NULL;
     int me = -1;
     flock(fd, LOCK_EX);
     off_t end = lseek(fd, 0, SEEK_END);
@@ -150,10 +150,10 @@ vram_status vram__sim_share_open(void) {
         if (m == MAP_FAILED) why = strerror(errno);
         else t = m;
     }
-    for (int i = 0; t != NULL && i < SIM_SHARE_SLOTS && me < 0; i++) {
+    for (int i = 0; t != NULL && i < SIM_SHARE_ENTRIES && me < 0; i++) {
         if (t[i].pid == 0 || t[i].pid == (int)getpid() || !sim_pid_alive(t[i].pid)) me = i;
     }
-    if (t != NULL && me < 0) why = "all its slots are taken by live processes";
+    if (t != NULL && me < 0) why = "all its entries are taken by live processes";
     if (me >= 0) {
         memset(&t[me], 0, sizeof t[me]);
         t[me].pid = (int)getpid();
@@ -172,7 +172,7 @@ vram_status vram__sim_share_open(void) {
 
 void vram__sim_share_close(void) {
     if (vram__sim_st.share == NULL) return;
-    flock(vram__sim_st.share_fd, LOCK_EX);                 /* (a forked child's copy leaves its parent's slot) */
+    flock(vram__sim_st.share_fd, LOCK_EX);                 /* (a forked child's copy leaves its parent's entry) */
     if (vram__sim_st.share[vram__sim_st.share_me].pid == (int32_t)getpid()) {
         memset(&vram__sim_st.share[vram__sim_st.share_me], 0, sizeof vram__sim_st.share[vram__sim_st.share_me]);
     }
@@ -197,9 +197,9 @@ void vram__sim_share_write(int dev) {
 
 size_t vram__sim_card_held(int dev) {
     if (vram__sim_st.share == NULL) return vram__sim_st.dev[dev].used;
-    size_t sum = 0;                 /* every live process's slot, this one's included (it equals used) */
-    for (int i = 0; i < SIM_SHARE_SLOTS; i++) {
-        const sim_share_slot *t = &vram__sim_st.share[i];
+    size_t sum = 0;                 /* every live process's entry, this one's included (it equals used) */
+    for (int i = 0; i < SIM_SHARE_ENTRIES; i++) {
+        const sim_share_entry *t = &vram__sim_st.share[i];
         if (t->pid != 0 && sim_pid_alive(t->pid)) sum += t->used[vram__sim_st.dev[dev].card];
     }
     return sum;

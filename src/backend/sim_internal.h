@@ -45,14 +45,14 @@
 /* ---- bookkeeping types ---------------------------------------------------------------------- */
 
 /* An open-addressing hash table from non-zero 64-bit keys (addresses, handles) to records. */
-typedef struct sim_slot {
+typedef struct sim_bucket {
     uint64_t key;   /* 0: empty */
     void    *val;
-} sim_slot;
+} sim_bucket;
 
 typedef struct sim_table {
-    sim_slot *slots;
-    size_t    cap, count;   /* cap: 0 or a power of two */
+    sim_bucket *buckets;
+    size_t      cap, count;   /* cap: 0 or a power of two */
 } sim_table;
 
 typedef struct sim_mem {        /* a cuMemAlloc block; its address is the key */
@@ -114,15 +114,15 @@ typedef struct sim_host {       /* a host_alloc block; its address is the key */
     size_t size;
 } sim_host;
 
-/* VRAM_SIM_SHARED=FILE: the cards' use shared by every process that names FILE, a slot per process
- * (its pid and its bytes on each card); a slot whose process is gone counts nothing, as the driver
+/* VRAM_SIM_SHARED=FILE: the cards' use shared by every process that names FILE, an entry per process
+ * (its pid and its bytes on each card); an entry whose process is gone counts nothing, as the driver
  * frees a process's memory when it ends. Changed and summed under the file's flock. */
-#define SIM_SHARE_SLOTS 128
-typedef struct sim_share_slot {
+#define SIM_SHARE_ENTRIES 128
+typedef struct sim_share_entry {
     int32_t  pid;               /* 0: free */
     int32_t  pad;
     uint64_t used[SIM_MAX_CARDS];
-} sim_share_slot;
+} sim_share_entry;
 
 typedef struct sim_state {
     int                open;
@@ -134,8 +134,8 @@ typedef struct sim_state {
     int                copy_failures, host_failures;   /* copies / host allocations still to fail
                                                            (vram__sim_fail_copies) */
     sim_table          mems, phys, events, hosts;
-    sim_share_slot    *share;      /* VRAM_SIM_SHARED's slots (mapped), or NULL */
-    int                share_fd, share_me;   /* its descriptor and this process's slot */
+    sim_share_entry   *share;      /* VRAM_SIM_SHARED's entries (mapped), or NULL */
+    int                share_fd, share_me;   /* its descriptor and this process's entry */
     sim_resv          *resvs;
     sim_stream        *streams;
 } sim_state;
@@ -211,10 +211,10 @@ vram_status vram__sim_host_alloc(int dev, size_t size, void **host);
 vram_status vram__sim_host_free(int dev, void *host);
 vram_status vram__sim_copy_to_host(int dev, void *dst, uint64_t src, size_t size);
 vram_status vram__sim_copy_to_device(int dev, uint64_t dst, const void *src, size_t size);
-/* VRAM_SIM_SHARED: opens the file and takes a slot (VRAM_ERR_INVALID_ARGUMENT naming the variable when it
- * cannot); vram__sim_share_close gives the slot back. Between vram__sim_share_lock and vram__sim_share_unlock (the file's
- * flock): vram__sim_share_write stores dev's used bytes in this process's slot, vram__sim_card_held gives the bytes
- * held on dev's card: by every live process (their slots), or without the variable this one's. Without
+/* VRAM_SIM_SHARED: opens the file and takes an entry (VRAM_ERR_INVALID_ARGUMENT naming the variable when it
+ * cannot); vram__sim_share_close gives the entry back. Between vram__sim_share_lock and vram__sim_share_unlock (the file's
+ * flock): vram__sim_share_write stores dev's used bytes in this process's entry, vram__sim_card_held gives the bytes
+ * held on dev's card: by every live process (their entries), or without the variable this one's. Without
  * it the others do nothing. */
 vram_status vram__sim_share_open(void);
 void vram__sim_share_close(void);

@@ -26,60 +26,60 @@ static uint64_t sim_hash(uint64_t k) {
     return k ^ (k >> 33);
 }
 
-/* The slot holding `key`, or the empty slot where it would go (cap > 0, never full). */
-static size_t sim_tab_slot(const sim_table *t, uint64_t key) {
+/* The bucket holding `key`, or the empty bucket where it would go (cap > 0, never full). */
+static size_t sim_tab_bucket(const sim_table *t, uint64_t key) {
     size_t mask = t->cap - 1, i = (size_t)sim_hash(key) & mask;
-    while (t->slots[i].key != 0 && t->slots[i].key != key) i = (i + 1) & mask;
+    while (t->buckets[i].key != 0 && t->buckets[i].key != key) i = (i + 1) & mask;
     return i;
 }
 
 void *vram__sim_tab_get(const sim_table *t, uint64_t key) {
     if (t->cap == 0 || key == 0) return NULL;
-    return t->slots[sim_tab_slot(t, key)].val;
+    return t->buckets[sim_tab_bucket(t, key)].val;
 }
 
 /* Makes room for one more entry, so that vram__sim_tab_put after the side effects cannot fail. */
 int vram__sim_tab_reserve(sim_table *t) {
     if ((t->count + 1) * 4 <= t->cap * 3) return 0;
     size_t cap = t->cap ? t->cap * 2 : 64, old_cap = t->cap;
-    sim_slot *old = t->slots, *slots = calloc(cap, sizeof *slots);
-    if (slots == NULL) return -1;
-    t->slots = slots;
+    sim_bucket *old = t->buckets, *buckets = calloc(cap, sizeof *buckets);
+    if (buckets == NULL) return -1;
+    t->buckets = buckets;
     t->cap = cap;
     for (size_t i = 0; i < old_cap; i++)
-        if (old[i].key != 0) t->slots[sim_tab_slot(t, old[i].key)] = old[i];
+        if (old[i].key != 0) t->buckets[sim_tab_bucket(t, old[i].key)] = old[i];
     free(old);
     return 0;
 }
 
 void vram__sim_tab_put(sim_table *t, uint64_t key, void *val) {
-    size_t i = sim_tab_slot(t, key);
-    t->slots[i].key = key;
-    t->slots[i].val = val;
+    size_t i = sim_tab_bucket(t, key);
+    t->buckets[i].key = key;
+    t->buckets[i].val = val;
     t->count++;
 }
 
 /* Linear probing deletion by backward shift: no tombstones. */
 void vram__sim_tab_del(sim_table *t, uint64_t key) {
-    size_t mask = t->cap - 1, i = sim_tab_slot(t, key), j = i;
-    if (t->slots[i].key == 0) return;
+    size_t mask = t->cap - 1, i = sim_tab_bucket(t, key), j = i;
+    if (t->buckets[i].key == 0) return;
     for (;;) {
         j = (j + 1) & mask;
-        if (t->slots[j].key == 0) break;
-        size_t home = (size_t)sim_hash(t->slots[j].key) & mask;
+        if (t->buckets[j].key == 0) break;
+        size_t home = (size_t)sim_hash(t->buckets[j].key) & mask;
         int stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
         if (stays) continue;
-        t->slots[i] = t->slots[j];
+        t->buckets[i] = t->buckets[j];
         i = j;
     }
-    t->slots[i].key = 0;
-    t->slots[i].val = NULL;
+    t->buckets[i].key = 0;
+    t->buckets[i].val = NULL;
     t->count--;
 }
 
 void vram__sim_tab_clear(sim_table *t, void (*drop)(uint64_t key, void *val)) {
     for (size_t i = 0; i < t->cap; i++)
-        if (t->slots[i].key != 0) drop(t->slots[i].key, t->slots[i].val);
-    free(t->slots);
+        if (t->buckets[i].key != 0) drop(t->buckets[i].key, t->buckets[i].val);
+    free(t->buckets);
     memset(t, 0, sizeof *t);
 }

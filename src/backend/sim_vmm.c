@@ -386,8 +386,8 @@ int vram__sim_device_range(int dev, uint64_t addr, size_t size) {
     uint64_t end = 0;
     if (size == 0 || !vram__add_ok(addr, size, &end)) return 0;
     for (size_t i = 0; i < vram__sim_st.mems.cap; i++) {        /* a plain allocation holding it whole */
-        const sim_mem *m = vram__sim_st.mems.slots[i].val;
-        uint64_t base = vram__sim_st.mems.slots[i].key;
+        const sim_mem *m = vram__sim_st.mems.buckets[i].val;
+        uint64_t base = vram__sim_st.mems.buckets[i].key;
         if (m != NULL && m->dev == dev && addr >= base && end <= base + m->size) return 1;
     }
     sim_resv *r = sim_resv_holding(dev, addr, size);

@@ -1,6 +1,6 @@
 /*
  * cuda_abi.h: the part of the CUDA driver API (cuda.h) that vram's code uses, for its three users of
- * the driver: the backend (backend/cuda.c, vram__cuda_load.c), the preload library (shim/, whose exported
+ * the driver: the backend (backend/cuda.c, cuda_load.c), the preload library (shim/, whose exported
  * functions shim/cuda_driver.h declares), the Slurm plugin (spank/vram_spank.c), and shim/sleep.c's
  * process checkpoint API (`vram sleep`, `vram wake`, the idle watcher). Handles, result
  * codes, the enums and structs of the calls used, and one table of the driver functions,
@@ -168,7 +168,7 @@ typedef struct CUDA_ARRAY3D_DESCRIPTOR_st {
     unsigned int Flags;
 } CUDA_ARRAY3D_DESCRIPTOR;
 
-/* the CUDA < 3.2 descriptors of cuArrayCreate / cuArray3DCreate (no _v2): 32-bit extents */
+/* the CUDA < 3.2 descriptors of cuArrayCreate / cuArray3DCreate (no _v2): 32-bit dimensions */
 typedef struct CUDA_ARRAY_DESCRIPTOR_v1_st {
     unsigned int Width;
     unsigned int Height;

@@ -2,7 +2,7 @@
  * membarrier.h: the process-wide fence of asymmetric synchronization (membarrier.c). A thread on a
  * hot path writes a flag and reads another with a compiler barrier only; the rare thread on the
  * other side runs membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED), a full fence on every running
- * thread of the process, between its own write and read. Used by the runtime's reader slots
+ * thread of the process, between its own write and read. Used by the runtime's reader marks
  * (runtime.c) and the arena lock's bias (pool/lock.c). State: one flag, set once registration
  * succeeded (it holds for the process and its forks); no locks.
  */

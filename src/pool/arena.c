@@ -47,7 +47,7 @@
  * queries, statistics, the check, the memory map, trim and the idle tick, IPC export, sleep and
  * wake), and so is `settle`, what an entry does before anything walks the chunks or counts memory
  * (leave slot mode, flush the thread caches, recount the extents), and the out-of-memory report of a
- * request. Below it, in the order calls run (arena.h): vram__arena_alloc.c (the allocation path) and
+ * request. Below it, in the order calls run (arena.h): arena_alloc.c (the allocation path) and
  * sleep.c, plan_arena.c and plan_slots.c, backing.c, stream_order.c, split_merge.c, the readers
  * (stats.c, oom.c, pool_check.c, pool_snapshot.c), and the leaves.
  */
@@ -204,7 +204,7 @@ vram_status vram__arena_destroy(pool_arena *p) {
     return refusal;
 }
 
-/* ---- requests and frees (the allocation path: vram__arena_alloc.c) ----------------------------------- */
+/* ---- requests and frees (the allocation path: arena_alloc.c) ----------------------------------- */
 
 vram_status vram__arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size, int async, void *stream, void **ptr,
                         grow_result *quiet) {

@@ -18,17 +18,20 @@
  *   pending / deferred       freed on a stream, waiting for its event; freed while still used on
  *                     other streams, waiting for theirs (stream_order.c).
  *   solo              every stream-ordered request of the arena came on one stream.
- *   plan / zone / slot mode  the repeating step's placement (plan.c, plan_arena.c); the range at the
- *                     end of the VMM region it is placed in; a settled plan served by a lookup of a
- *                     record per planned request, its slot (plan_slots.c). "Slot" means nothing else
- *                     in the pool (threads are spread over TC_CACHES thread caches).
+ *   zone              a part of the VMM region with free bins of its own: the small zone at its
+ *                     start, the large one, and the plan's zone at its end.
+ *   plan / plan's zone / slot mode  the repeating step's placement (plan.c, plan_arena.c); the zone
+ *                     it is placed in; a settled plan served by a lookup of a
+ *                     record per planned request, its plan slot (plan_slots.c). "Slot" means nothing
+ *                     else in the pool (threads are spread over TC_CACHES thread caches; the pointer
+ *                     table's maps have buckets; an extent's record is an entry of pool_vmm.ext).
  *   settle            what the front door does before anything walks the chunks or counts memory:
  *                     leave slot mode, flush the thread caches, recount the extents (arena.c).
  *
  * Calls run one way (tests/code_shape.py graph checks that no two files call each other, directly
  * or around a circle):
  *   front door       arena.c: every call arenas.c makes on an arena, and settle
- *   allocation path  vram__arena_alloc.c (a request's plan place or best fit and its retry ladder, the
+ *   allocation path  arena_alloc.c (a request's plan place or best fit and its retry ladder, the
  *                    hand-out, the free by kind); sleep.c (sleep and wake) beside it
  *   plan             plan_arena.c (it returns the place it chose; the allocation path hands it out),
  *                    then plan_slots.c
@@ -256,7 +259,7 @@ struct pool_arena {
     void             *host_kept;     /* the pinned host block of the last offload, kept after its wake for the
                                       * next sleep (sleep.c; NULL: none), and its bytes */
     size_t            host_kept_bytes;
-    grow_result       failed;        /* why the last request that found no memory failed (vram__arena_alloc.c),
+    grow_result       failed;        /* why the last request that found no memory failed (arena_alloc.c),
                                       * for the front door's report */
     pool_shard        ptr_table[POOL_SHARDS];   /* each on its own cache line */
 };
@@ -364,15 +367,15 @@ vram_status vram__arena_wake_oom(pool_arena *p, const char *what, size_t need, g
 /* The refusal of a request of `size` bytes to an arena asleep (VRAM_ERR_OUT_OF_MEMORY, not counted as
  * an out-of-memory error: nothing is full). */
 vram_status vram__arena_asleep_refusal(const pool_arena *p, size_t size);
-/* What the arena keeps of a sleep, dropped (its destruction, a private slot made anew with no block). */
+/* What the arena keeps of a sleep, dropped (its destruction, a private pool index made anew with no block). */
 void        vram__arena_sleep_drop(pool_arena *p);
 /* The pinned host block kept from the last wake goes back to the driver (vram_trim, the destruction);
  * VRAM_OK, or the driver's refusal (the block is forgotten all the same). */
 vram_status vram__arena_host_kept_free_locked(pool_arena *p);
 
-/* ==== the allocation path (vram__arena_alloc.c) ========================================================= */
+/* ==== the allocation path (arena_alloc.c) ========================================================= */
 
-/* The plan's part of a request it sees (plan_sees): 1 when the plan served it (a slot, or the place it
+/* The plan's part of a request it sees (plan_sees): 1 when the plan served it (a plan slot, or the place it
  * chose, handed out here), 0 when best fit must. */
 int         vram__alloc_planned_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr);
 /* A request served best fit, through the retry ladder; VRAM_ERR_OUT_OF_MEMORY with p->failed, the

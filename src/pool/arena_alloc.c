@@ -1,5 +1,5 @@
 /*
- * vram__arena_alloc.c: the allocation path of one arena, below the front door (arena.c, which takes the
+ * arena_alloc.c: the allocation path of one arena, below the front door (arena.c, which takes the
  * lock, tries the thread caches and reports an out-of-memory failure). Owns the plan's part of a
  * request (plan_arena.c chooses a place, handed out here), the search for a chunk (best fit in the
  * free bins of the request's zone, a chunk freed on the caller's stream, a mapped run inside a
@@ -232,7 +232,7 @@ vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t round
 vram_status vram__free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e) {
     if (__builtin_expect(p->planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
         vram__plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
-        pool_lock_give(&p->lock);                 /* a slot of the plan's zone (plan_slots.c) */
+        pool_lock_give(&p->lock);                 /* a plan slot of the plan's zone (plan_slots.c) */
         return VRAM_OK;
     }
     if (how == VRAM_POOL_FREE_NOW) {

@@ -6,7 +6,7 @@
  * high-water mark, the hold_peak / hold_large policies) and giving memory back (vram_trim, idle
  * release by the low-water mark and stale extents).
  *
- * A card whose process is in the ledger with slots of its own (common/ledger_member.h) has a gate:
+ * A card whose process is in the ledger with ledger slots of its own (common/ledger_member.h) has a gate:
  * every take from the card budget passes it (a group's budget, a limit set from outside, checked and
  * published under the ledger's lock) and every give is published; a refusal is GROW_CARD_LIMIT, whose
  * report (oom.c) gives the gate's sentence.

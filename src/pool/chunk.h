@@ -25,7 +25,7 @@ typedef struct pool_chunk {
     struct pool_region  *region;
     struct pool_chunk   *left, *right;       /* FREE: the links of its size class's list (free_bins.c) */
     uint8_t              bin_fl, bin_sl;     /* FREE: that class, noted when indexed */
-    uint8_t              slot;               /* USED: handed out as a slot of the plan's zone (plan_slots.c),
+    uint8_t              slot;               /* USED: handed out as a plan slot of the plan's zone (plan_slots.c),
                                               * never parked; set at its hand-out, cleared at its free */
     uint8_t              asleep;             /* USED: a block of an arena asleep (sleep.c): its memory is off
                                               * the card, so it is never parked nor taken from a cache; set

@@ -249,7 +249,7 @@ vram_status vram__overflow_free(pool_overflow *o, void *ptr, vram__free_req *req
         vram__ptr_map_take(&o->table, addr);
         s = release_block(o, b);
         if (s != VRAM_OK) {                      /* the driver still holds it: live, counted, as it was */
-            vram__ptr_map_insert(&o->table, addr, &b->c);   /* (its slot was just freed: no allocation) */
+            vram__ptr_map_insert(&o->table, addr, &b->c);   /* (its bucket was just freed: no allocation) */
             s = vram__fail_wrap(s, "%s(%p)", vram__pool_free_name(req->how), ptr);
         }
     }
@@ -317,15 +317,15 @@ void vram__overflow_reset_stats(pool_overflow *o, int peaks) {
 vram_status vram__overflow_check(pool_overflow *o) {
     pthread_mutex_lock(&o->lock);
     size_t bytes = 0, n = 0;
-    for (size_t i = 0; o->table.slots != NULL && i <= o->table.mask; i++) {
-        const pool_chunk *c = o->table.slots[i].chunk;
-        if (o->table.slots[i].addr == 0) continue;
+    for (size_t i = 0; o->table.buckets != NULL && i <= o->table.mask; i++) {
+        const pool_chunk *c = o->table.buckets[i].chunk;
+        if (o->table.buckets[i].addr == 0) continue;
         n++;
         bytes += c->size;
-        if (c->addr != o->table.slots[i].addr || c->size < c->req || c->state != CHUNK_USED) {
+        if (c->addr != o->table.buckets[i].addr || c->size < c->req || c->state != CHUNK_USED) {
             pthread_mutex_unlock(&o->lock);
             return vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): the overflow block at 0x%llx is broken", o->name,
-                              (unsigned long long)o->table.slots[i].addr);
+                              (unsigned long long)o->table.buckets[i].addr);
         }
     }
     for (const ovf_block *b = o->late; b != NULL; b = b->next_late) bytes += b->c.size;

@@ -443,12 +443,12 @@ static void note_gram(plan_detector *d, uint64_t n, uint64_t key) {
      * a candidate's keys are compared themselves) */
     uint64_t g = mix(rotl(d->keys[(n - 3) % 4], 48) ^ rotl(d->keys[(n - 2) % 4], 32) ^
                      rotl(d->keys[(n - 1) % 4], 16) ^ key);
-    uint32_t *slot = &d->gram[g >> (64 - PLAN_GRAM_BITS)];
+    uint32_t *bucket = &d->gram[g >> (64 - PLAN_GRAM_BITS)];
     /* the distance back to the last request ending in this bucket, modulo 2^32 (an empty bucket, 0,
      * is further back than request 0; a stale one only costs a compare of keys) */
-    uint32_t back = (uint32_t)(n + 1) - *slot;
+    uint32_t back = (uint32_t)(n + 1) - *bucket;
     if (back > 0 && back <= n && back < PLAN_HISTORY / 2) d->gram_prev[n % PLAN_HISTORY] = back;
-    *slot = (uint32_t)(n + 1);
+    *bucket = (uint32_t)(n + 1);
 }
 
 int vram__plan_note_request(plan_detector *d, size_t size, uintptr_t stream, uint64_t *id, pool_plan *plan) {

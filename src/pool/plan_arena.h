@@ -17,7 +17,7 @@
  * a check that the chunk is free over the whole place, not a search) and handed out as any
  * block (the pointer table, the statistics, the mapping under it); an unplanned one (a block that
  * outlives its step) goes to best fit. The plan chooses the place and cuts it out; the allocation
- * path (vram__arena_alloc.c) hands it out and tells the plan (vram__plan_placed_locked), so that the plan never
+ * path (arena_alloc.c) hands it out and tells the plan (vram__plan_placed_locked), so that the plan never
  * calls up into the path that calls it. While the plan waits for its first step, a request whose block
  * lives into the next step is placed in the zone already; in the first step the blocks of the step
  * before may lie outside the zone, so a planned request's chunk is found by a walk up from its

@@ -38,31 +38,29 @@ static inline __attribute__((always_inline)) int ptr_table_put(pool_arena *p, po
     return r;
 }
 
-POOL_HELPER pool_chunk *ptr_table_get(pool_arena *p, uint64_t addr) {
+/* What a lookup does with the block it finds: get it, take it out of the table, or take it out unless it
+ * has uses on other streams (vram__ptr_map_take_unused). Each wrapper below passes a constant, so that the
+ * always-inlined lookup keeps one call of ptr_map and no test of `how`: a flag passed down to ptr_map at
+ * run time cost the free path 7-13 instructions a call (bench/instructions.sh, gpt2_train: 462-468
+ * against 455). */
+enum { PTR_TABLE_GET, PTR_TABLE_TAKE, PTR_TABLE_TAKE_UNUSED };
+
+static inline __attribute__((always_inline)) pool_chunk *ptr_table_lookup(pool_arena *p, uint64_t addr,
+                                                                          int how) {
     int shared = shards_shared(p);
     pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = vram__ptr_map_get(&sh->map, addr);
+    pool_chunk *c = how == PTR_TABLE_GET  ? vram__ptr_map_get(&sh->map, addr)
+                  : how == PTR_TABLE_TAKE ? vram__ptr_map_take(&sh->map, addr)
+                                          : vram__ptr_map_take_unused(&sh->map, addr);
     shard_open(sh, shared);
     return c;
 }
 
-POOL_HELPER pool_chunk *ptr_table_take(pool_arena *p, uint64_t addr) {
-    int shared = shards_shared(p);
-    pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = vram__ptr_map_take(&sh->map, addr);
-    shard_open(sh, shared);
-    return c;
-}
-
-/* The block at addr, out of the table unless it has uses on other streams (vram__ptr_map_take_unused). A
- * wrapper of its own rather than a flag to ptr_table_take: the flag cost the free path 7-13 instructions a
- * call (bench/instructions.sh, gpt2_train: 462-468 against 455). */
-POOL_HELPER pool_chunk *ptr_table_take_unused(pool_arena *p, uint64_t addr) {
-    int shared = shards_shared(p);
-    pool_shard *sh = shard_hold(p, addr, shared);
-    pool_chunk *c = vram__ptr_map_take_unused(&sh->map, addr);
-    shard_open(sh, shared);
-    return c;
+POOL_HELPER pool_chunk *ptr_table_get(pool_arena *p, uint64_t a) { return ptr_table_lookup(p, a, PTR_TABLE_GET); }
+POOL_HELPER pool_chunk *ptr_table_take(pool_arena *p, uint64_t a) { return ptr_table_lookup(p, a, PTR_TABLE_TAKE); }
+/* The block at a, out of the table unless it has uses on other streams. */
+POOL_HELPER pool_chunk *ptr_table_take_unused(pool_arena *p, uint64_t a) {
+    return ptr_table_lookup(p, a, PTR_TABLE_TAKE_UNUSED);
 }
 
 #endif /* VRAM_POOL_POINTER_TABLE_H */

@@ -30,7 +30,7 @@ typedef struct vram__card_budget {
     char           cap_source[VRAM_SOURCE_LEN];
     _Atomic size_t external;   /* a limit set on the process from outside it (the runtime's
                                   vram__limit_post), SIZE_MAX: none; cap is then at most this */
-    struct ledger_member *member;   /* the process in the ledger with slots of its own (runtime/limits.c),
+    struct ledger_member *member;   /* the process in the ledger with ledger slots of its own (runtime/limits.c),
                                        or NULL: every take from the card passes its gate, every give is
                                        published (common/ledger_member.h); set before the pools exist */
     int            member_card;     /* the card's index there */

@@ -94,7 +94,7 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
         /* (counted lazily: the front door recounted them from the blocks before the check) */
         if (vram__pool_vmm_check(&r->vmm, msg, sizeof msg) != 0) return msg;
         size_t busy = 0;
-        for (int32_t e = 0; e < r->vmm.next_slot; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
+        for (int32_t e = 0; e < r->vmm.ext_count; e++) busy += r->vmm.ext[e].size ? r->vmm.ext[e].busy : 0;
         if (busy != t->region_busy) return "the extents' bytes in use differ from the blocks in use";
         t->held += r->vmm.mapped + r->vmm.stuck_bytes;   /* (stuck: refused by the driver, still held) */
     } else {

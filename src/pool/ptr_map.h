@@ -1,7 +1,7 @@
 /*
  * ptr_map.h: live blocks by address, so that a free finds its chunk in O(1). Open addressing with
  * linear probing and backward-shift deletion (no tombstones); load kept at or below one half.
- * Address 0 marks an empty slot (the driver never hands out 0).
+ * Address 0 marks an empty bucket (the driver never hands out 0).
  */
 #ifndef VRAM_POOL_PTR_MAP_H
 #define VRAM_POOL_PTR_MAP_H
@@ -11,15 +11,15 @@
 
 #include "pool/chunk.h"
 
-typedef struct ptr_map_slot {
+typedef struct ptr_map_bucket {
     uint64_t    addr;
     pool_chunk *chunk;
-} ptr_map_slot;
+} ptr_map_bucket;
 
 typedef struct ptr_map {
-    ptr_map_slot *slots;
-    size_t        mask;    /* capacity - 1; capacity is a power of two */
-    size_t        count;
+    ptr_map_bucket *buckets;
+    size_t          mask;    /* capacity - 1; capacity is a power of two */
+    size_t          count;
 } ptr_map;
 
 void        vram__ptr_map_destroy(ptr_map *m);

@@ -4,7 +4,7 @@
  * process ends, so that a thread's record holds a number, a pool looks its tag's arena up by number,
  * and a name handed out (vram_get_tag) stays valid.
  *
- * Invariants: names[0 .. count) are distinct, valid names; a slot is written once, before count
+ * Invariants: names[0 .. count) are distinct, valid names; an entry is written once, before count
  * covers it (release), so readers that load count (acquire) read its name without the lock.
  * Lock: tags_lock serialises interning only.
  */

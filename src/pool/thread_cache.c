@@ -13,7 +13,7 @@
  *   - parked blocks stay USED in the pool (in `current`, under the limit and in the mappings'
  *     counts), so the limit and `reserved` are exactly what they are without the caches;
  *   - before the pool would map or take new memory, or fail, it flushes every cache and searches
- *     again (pool_alloc_locked, vram__arena_alloc.c), so parked blocks never cost growth nor an out-of-memory error;
+ *     again (pool_alloc_locked, arena_alloc.c), so parked blocks never cost growth nor an out-of-memory error;
  *     vram_trim, idle release and the pool's destruction flush too;
  *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
  *     only keep the figures below, nothing is parked);
@@ -131,7 +131,7 @@ int vram__tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     pool_spin_lock(&sh->lock, POOL_RANK_SHARD);
     pool_chunk *c = vram__ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
     tc_bin *b = c ? bin_of(tc, c->size) : NULL;
-    int park = c != NULL && c->uses == NULL && !c->slot && !c->asleep &&   /* (a slot: plan_slots.c; asleep: sleep.c) */
+    int park = c != NULL && c->uses == NULL && !c->slot && !c->asleep &&   /* (a plan slot: plan_slots.c; asleep: sleep.c) */
                c->size <= p->tc_max_block && c->size <= p->tc_cap - cached && (b->head == NULL || b->size == c->size);
     if (park) vram__ptr_map_take(&sh->map, addr);
     pool_spin_unlock(&sh->lock);

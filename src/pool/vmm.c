@@ -37,7 +37,7 @@ vram_status vram__pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, s
     v->max_extent = vram__round_up(max_extent ? max_extent : gran, gran);
     v->va_size = va_size;
     v->zone_start = va_size;
-    v->free_slot = -1;
+    v->ext_free = -1;
     size_t n = va_size / gran;
     v->gran_ext = malloc(n * sizeof *v->gran_ext);
     if (v->gran_ext == NULL) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a granule table");
@@ -122,8 +122,8 @@ static void extent_forget(pool_vmm *v, int32_t e, int released, pool_vmm_change 
         v->stuck_bytes += x->size;
     }
     x->size = 0;
-    x->next_free = v->free_slot;
-    v->free_slot = e;
+    x->next_free = v->ext_free;
+    v->ext_free = e;
 }
 
 /* Releases extent e, whose handle is mapped nowhere (untabled), and its record. */
@@ -161,7 +161,7 @@ static vram_status extent_unmap(pool_vmm *v, int32_t e, pool_vmm_change *chg) {
 vram_status vram__pool_vmm_destroy(pool_vmm *v, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
     if (v->gran_ext == NULL) return VRAM_OK;
-    for (int32_t e = 0; e < v->next_slot; e++) {   /* whatever the driver refuses: the range goes */
+    for (int32_t e = 0; e < v->ext_count; e++) {   /* whatever the driver refuses: the range goes */
         pool_extent *x = &v->ext[e];
         if (x->size == 0) continue;
         vram_status s = v->backend->unmap(v->dev, v->base + x->offset, x->size);
@@ -263,20 +263,20 @@ size_t vram__pool_vmm_mapped_run(const pool_vmm *v, uint64_t addr, size_t size, 
     return best;
 }
 
-static int32_t extent_slot(pool_vmm *v) {
-    if (v->free_slot >= 0) {
-        int32_t e = v->free_slot;
-        v->free_slot = v->ext[e].next_free;
+static int32_t extent_entry(pool_vmm *v) {
+    if (v->ext_free >= 0) {
+        int32_t e = v->ext_free;
+        v->ext_free = v->ext[e].next_free;
         return e;
     }
-    if (v->next_slot == v->cap) {
+    if (v->ext_count == v->cap) {
         int32_t cap = v->cap ? v->cap * 2 : 64;
         pool_extent *grown = realloc(v->ext, (size_t)cap * sizeof *grown);
         if (grown == NULL) return -1;
         v->ext = grown;
         v->cap = cap;
     }
-    return v->next_slot++;
+    return v->ext_count++;
 }
 
 /* Puts extent e (its size set) over the unmapped granules from g on in the table and the mapped
@@ -303,7 +303,7 @@ static void extent_table(pool_vmm *v, int32_t e, size_t g) {
 
 /* Maps one extent over the unmapped granules [g, g + n). */
 static vram_status extent_map(pool_vmm *v, size_t g, size_t n, pool_vmm_change *chg) {
-    int32_t e = extent_slot(v);
+    int32_t e = extent_entry(v);
     if (e < 0) return vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for an extent record");
     pool_extent *x = &v->ext[e];
     size_t size = n * v->gran;
@@ -315,8 +315,8 @@ static vram_status extent_map(pool_vmm *v, size_t g, size_t n, pool_vmm_change *
     }
     if (s != VRAM_OK) {
         x->size = 0;
-        x->next_free = v->free_slot;
-        v->free_slot = e;
+        x->next_free = v->ext_free;
+        v->ext_free = e;
         return s;
     }
     x->size = size;
@@ -352,14 +352,14 @@ static vram_status extent_move(pool_vmm *v, int32_t e, size_t g, pool_vmm_change
  * most n (from the end). Built once a call: O(E), then O(log E) a move (a scan of every
  * extent for every move was quadratic with thousands of one-granule extents). */
 typedef struct idle_set {
-    int32_t *ext;     /* extent slots by size, descending */
+    int32_t *ext;     /* extent indexes by size, descending */
     int32_t *next;    /* next[i]: an index >= i not taken yet (or count) */
     int32_t  count, tail;
 } idle_set;
 
 static int idle_set_build(const pool_vmm *v, idle_set *set) {
-    set->ext = malloc((size_t)(v->next_slot + 1) * sizeof *set->ext);
-    set->next = malloc((size_t)(v->next_slot + 1) * sizeof *set->next);
+    set->ext = malloc((size_t)(v->ext_count + 1) * sizeof *set->ext);
+    set->next = malloc((size_t)(v->ext_count + 1) * sizeof *set->next);
     if (set->ext == NULL || set->next == NULL) {
         free(set->ext);
         free(set->next);
@@ -367,7 +367,7 @@ static int idle_set_build(const pool_vmm *v, idle_set *set) {
     }
     /* a counting sort by granules, descending: sizes are at most max_extent (a few hundred granules) */
     size_t most = 0;
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         size_t n = v->ext[e].size >> v->gran_shift;
         if (v->ext[e].size != 0 && v->ext[e].busy == 0 && n > most) most = n;
     }
@@ -377,12 +377,12 @@ static int idle_set_build(const pool_vmm *v, idle_set *set) {
         free(set->next);
         return -1;
     }
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         if (v->ext[e].size != 0 && v->ext[e].busy == 0) start[most - (v->ext[e].size >> v->gran_shift) + 1]++;
     }
     for (size_t k = 1; k <= most + 1; k++) start[k] += start[k - 1];
     set->count = start[most + 1];
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         if (v->ext[e].size != 0 && v->ext[e].busy == 0) set->ext[start[most - (v->ext[e].size >> v->gran_shift)]++] = e;
     }
     free(start);
@@ -455,7 +455,7 @@ void vram__pool_vmm_release(pool_vmm *v, uint64_t addr, size_t size) {
 }
 
 void vram__pool_vmm_busy_begin(pool_vmm *v) {
-    for (int32_t e = 0; e < v->next_slot; e++) v->ext[e].busy = 0;
+    for (int32_t e = 0; e < v->ext_count; e++) v->ext[e].busy = 0;
 }
 
 void vram__pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size) {
@@ -474,7 +474,7 @@ void vram__pool_vmm_busy_add(pool_vmm *v, uint64_t addr, size_t size) {
 
 void vram__pool_vmm_busy_end(pool_vmm *v) {
     v->idle = 0;
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         if (v->ext[e].size != 0 && v->ext[e].busy == 0) v->idle += v->ext[e].size;
     }
     v->stale = 0;
@@ -527,7 +527,7 @@ vram_status vram__pool_vmm_export(pool_vmm *v, uint64_t addr, size_t size, ipc_p
 
 void vram__pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
     idle[0] = idle[1] = 0;
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         const pool_extent *x = &v->ext[e];
         if (x->size != 0 && x->busy == 0) idle[extent_zone(v, x)] += x->size;
     }
@@ -559,7 +559,7 @@ size_t vram__pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg)
     *chg = (pool_vmm_change){0};
     while (released < want && v->idle > 0) {
         int32_t best = -1;
-        for (int32_t e = 0; e < v->next_slot; e++) {
+        for (int32_t e = 0; e < v->ext_count; e++) {
             const pool_extent *x = &v->ext[e];
             if (x->size != 0 && x->busy == 0 && (best < 0 || x->size > v->ext[best].size)) best = e;
         }
@@ -574,7 +574,7 @@ size_t vram__pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg)
 size_t vram__pool_vmm_unmap_idle_outside(pool_vmm *v, size_t lo, size_t hi, pool_vmm_change *chg) {
     size_t released = 0;
     *chg = (pool_vmm_change){0};
-    for (int32_t e = 0; e < v->next_slot && v->idle > 0; e++) {
+    for (int32_t e = 0; e < v->ext_count && v->idle > 0; e++) {
         const pool_extent *x = &v->ext[e];
         if (x->size == 0 || x->busy != 0 || (x->offset < hi && x->offset + x->size > lo)) continue;
         size_t size = x->size;
@@ -590,7 +590,7 @@ void vram__pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
         v->touched_bits = calloc(words, sizeof *v->touched_bits);
         return;                            /* (without host memory, the next tick tries again) */
     }
-    for (int32_t e = 0; e < v->next_slot && v->idle > 0; e++) {
+    for (int32_t e = 0; e < v->ext_count && v->idle > 0; e++) {
         const pool_extent *x = &v->ext[e];
         if (x->size == 0 || x->busy != 0) continue;
         if (!bits_any(v->touched_bits, x->offset >> v->gran_shift, ((x->offset + x->size) >> v->gran_shift) - 1))
@@ -602,7 +602,7 @@ void vram__pool_vmm_unmap_stale(pool_vmm *v, pool_vmm_change *chg) {
 /* ---- sleep and wake ------------------------------------------------------------------------- */
 
 int64_t vram__pool_vmm_exported(const pool_vmm *v) {
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         if (v->ext[e].size != 0 && v->ext[e].fd >= 0) return (int64_t)v->ext[e].offset;
     }
     return -1;
@@ -610,7 +610,7 @@ int64_t vram__pool_vmm_exported(const pool_vmm *v) {
 
 void vram__pool_vmm_unmap_all(pool_vmm *v, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         if (v->ext[e].size != 0) (void)extent_unmap(v, e, chg);   /* (a refusal leaves it as it was) */
     }
     v->stale = 1;
@@ -673,7 +673,7 @@ vram_status vram__pool_vmm_map_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_
 
 void vram__pool_vmm_unmap_bits(pool_vmm *v, const uint64_t *bits, pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         const pool_extent *x = &v->ext[e];
         if (x->size == 0) continue;
         size_t g = x->offset >> v->gran_shift, last = g + (x->size >> v->gran_shift) - 1;
@@ -695,7 +695,7 @@ size_t vram__pool_vmm_mapped_bytes(const pool_vmm *v, uint64_t addr, size_t size
 
 int vram__pool_vmm_check(const pool_vmm *v, char *msg, size_t len) {
     size_t mapped = 0, idle = 0, zone_bytes[2] = {0, 0}, zone_count[2] = {0, 0};
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         const pool_extent *x = &v->ext[e];
         if (x->size == 0) continue;
         mapped += x->size;

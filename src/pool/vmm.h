@@ -29,7 +29,7 @@ typedef struct pool_extent {
     size_t   offset, size;   /* within the range */
     size_t   busy;           /* bytes of blocks in use that overlap it, as of the last recount */
     int32_t  fd;             /* exported to other processes: the descriptor kept for them; else -1 */
-    int32_t  next_free;      /* slot recycling */
+    int32_t  next_free;      /* an entry on pool_vmm's free list: the next one, or -1 */
 } pool_extent;
 
 /* What one call that maps, moves or gives back memory changed, returned to its caller (backing.c
@@ -59,7 +59,8 @@ typedef struct pool_vmm {
     uint64_t             quick_zone_lo;  /* base + zone_start and */
     uint64_t             quick_zone_end; /* base + zone_start + zone_prefix */
     pool_extent         *ext;
-    int32_t              next_slot, cap, free_slot;
+    int32_t              ext_count, cap, ext_free;   /* ext[0, ext_count) used or free; free ones listed
+                                                      * from ext_free (-1: none) through next_free */
     size_t               mapped;         /* bytes of all extents */
     size_t               idle;           /* bytes of extents with busy == 0, as of the last recount */
     int                  stale;          /* blocks changed since the last recount: busy and idle are old */

@@ -14,16 +14,17 @@
  * a look at the pools until it is under (a training step's frees bring it there within the step).
  *
  * The ledger (common/ledger_member.h): at the start the runtime decides whether the process is listed
- * and how (vram__limits_link_wlocked: following the preload library's slots under `vram run` on the
- * CUDA backend, slots of its own under `vram run` on the simulated backend or with VRAM_GROUP or
- * VRAM_LEDGER_DIR, else not at all), and a watcher thread waits on its slots' limits_gen (a shared
- * futex every setter wakes; a quarter of a second at most) and posts the limits set from outside
- * that it reads there: the hook above, so the warm path pays nothing for it.
+ * and how (vram__limits_link_wlocked: following the preload library's ledger slots under `vram run`
+ * on the CUDA backend, ledger slots of its own under `vram run` on the simulated backend or with
+ * VRAM_GROUP or VRAM_LEDGER_DIR, else not at all), and a watcher thread waits on its ledger slots'
+ * limits_gen (a shared futex every setter wakes; a quarter of a second at most) and posts the limits
+ * set from outside that it reads there: the hook above, so the warm path pays nothing for it.
  *
  * Invariants: posted_inv[i] is ~ what the last post said (0: none); applied_inv[i] ~ what the
  * card's budget and pools were given, under limits_mu; a card's budget cap is min(its configured cap,
  * applied). Locks: limits_mu (apply only: two readers applying at once would otherwise leave an
- * older value last), taken with the runtime held for reading, before any pool lock.
+ * older value last), taken with the runtime held for reading, before a device allocator's grow_lock
+ * or any arena lock.
  */
 #include <link.h>
 #include <pthread.h>
@@ -125,7 +126,7 @@ int vram__limits_preload_present(void) {
     return found;
 }
 
-/* The watcher: waits for a change of the process's slots (a shared futex that every setter wakes, or
+/* The watcher: waits for a change of the process's ledger slots (a shared futex that every setter wakes, or
  * a quarter of a second), reads the limits set from outside and posts them; the next call applies. */
 static void *watcher_main(void *arg) {
     (void)arg;
@@ -142,7 +143,7 @@ static void *watcher_main(void *arg) {
 
 vram_status vram__limits_link_wlocked(const vram__env *env, const size_t *start_limit) {
     int preload = vram__limits_preload_present();
-    /* under the preload library, the CUDA backend's driver calls are its to count: its slots are followed */
+    /* under the preload library, the CUDA backend's driver calls are its to count: its ledger slots are followed */
     int follow = preload && strcmp(rt.backend->name, "cuda") == 0;
     if (!follow && !preload && !env->group[0] && !env->ledger_dir_set) return VRAM_OK;   /* not listed */
     vram__ledger_member_init(&member);
@@ -208,6 +209,6 @@ void vram__limits_forked(void) {
     watcher_running = 0;                     /* (it stayed in the parent) */
     if (!member_on) return;
     for (int i = 0; i < VRAM_MAX_DEVICES; i++) rt.budgets[i].member = NULL;
-    vram__ledger_member_forget(&member);           /* the slots are the parent's */
+    vram__ledger_member_forget(&member);           /* the ledger slots are the parent's */
     member_on = 0;
 }

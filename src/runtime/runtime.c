@@ -71,15 +71,16 @@ static size_t min_system_memory(size_t available, int compute_major) {
     return 1800 * VRAM_MIB;
 }
 
-typedef struct card_plan {
+/* What a card starts with (setup_card): growth, the cap set on it and where from, the default amount. */
+typedef struct card_setup {
     int    growth;
     size_t cap;             /* 0: none */
     char   cap_source[VRAM_SOURCE_LEN];
     size_t default_amount;
     char   default_source[VRAM_SOURCE_LEN];
-} card_plan;
+} card_setup;
 
-static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
+static vram_status setup_cap(int i, const vram__env *env, card_setup *setup) {
     const vram__env_size *e = env->limit_dev[i].set ? &env->limit_dev[i]
                             : env->limit_all.set    ? &env->limit_all : NULL;
     size_t total = rt.devices[i].total_bytes;
@@ -88,11 +89,11 @@ static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
             return vram__fail(VRAM_ERR_CONFLICT, "%s is more than the %zu bytes of %s (%s)", e->text, total,
                               rt.devices[i].name, rt.devices[i].product);
         }
-        plan->cap = e->bytes;
-        snprintf(plan->cap_source, sizeof plan->cap_source, "%s", e->text);
+        setup->cap = e->bytes;
+        snprintf(setup->cap_source, sizeof setup->cap_source, "%s", e->text);
     } else if (rt.config[i].limit != 0) {
-        plan->cap = rt.config[i].limit;
-        snprintf(plan->cap_source, sizeof plan->cap_source, "vram_set_memory_limit(%d, %zu)", i, plan->cap);
+        setup->cap = rt.config[i].limit;
+        snprintf(setup->cap_source, sizeof setup->cap_source, "vram_set_memory_limit(%d, %zu)", i, setup->cap);
     }
     if (env->fraction_set) {
         size_t f = (size_t)(env->fraction * (double)total);
@@ -101,37 +102,37 @@ static vram_status plan_cap(int i, const vram__env *env, card_plan *plan) {
                               "least one byte (unset the variable for no limit)", env->fraction_text, total,
                               rt.devices[i].name);
         }
-        if (plan->cap == 0 || f < plan->cap) {
-            plan->cap = f;
-            snprintf(plan->cap_source, sizeof plan->cap_source, "%s of %zu bytes", env->fraction_text, total);
+        if (setup->cap == 0 || f < setup->cap) {
+            setup->cap = f;
+            snprintf(setup->cap_source, sizeof setup->cap_source, "%s of %zu bytes", env->fraction_text, total);
         }
     }
     return VRAM_OK;
 }
 
 /* Growth on card i: VRAM_FORCE_ALLOW_GROWTH, else what the program set. */
-static int planned_growth(int i, const vram__env *env) {
+static int setup_growth(int i, const vram__env *env) {
     return env->force_growth >= 0 ? env->force_growth : rt.config[i].growth_set && rt.config[i].growth;
 }
 
-static vram_status plan_card(int i, const vram__env *env, card_plan *plan) {
-    memset(plan, 0, sizeof *plan);
-    plan->growth = planned_growth(i, env);
-    vram_status s = plan_cap(i, env, plan);
+static vram_status setup_card(int i, const vram__env *env, card_setup *setup) {
+    memset(setup, 0, sizeof *setup);
+    setup->growth = setup_growth(i, env);
+    vram_status s = setup_cap(i, env, setup);
     if (s != VRAM_OK) return s;
     size_t free_bytes = 0, total = 0;
     s = rt.backend->mem_info(i, &free_bytes, &total);
     if (s != VRAM_OK) return vram__fail_wrap(s, "reading the free memory of %s", rt.devices[i].name);
     size_t reserve = min_system_memory(free_bytes, rt.devices[i].compute_major);
-    plan->default_amount = free_bytes > reserve ? free_bytes - reserve : 0;
-    snprintf(plan->default_source, sizeof plan->default_source,
+    setup->default_amount = free_bytes > reserve ? free_bytes - reserve : 0;
+    snprintf(setup->default_source, sizeof setup->default_source,
              "the default (free memory at start minus %zu MiB left to the system)", reserve / VRAM_MIB);
     return VRAM_OK;
 }
 
 /* Adds logical device rt.nlogical on card `phys` with `limit` bytes; `chosen`: the limit was set (an
  * environment variable, the API, a logical device's size), not the card's default. */
-static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t limit, int chosen,
+static vram_status add_logical_wlocked(int phys, const card_setup *setup, size_t limit, int chosen,
                                        const char *source) {
     if (rt.nlogical == VRAM_MAX_LOGICAL) {
         return vram__fail(VRAM_ERR_CONFLICT, "more than %d logical devices", VRAM_MAX_LOGICAL);
@@ -145,7 +146,7 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     vram__pool_config cfg = {
         .backend = rt.backend,
         .dev = phys,
-        .growth = plan->growth,
+        .growth = setup->growth,
         .limit = limit,
         .limit_chosen = chosen,
         .caps = rt.caps[phys],
@@ -172,28 +173,28 @@ static vram_status add_logical_wlocked(int phys, const card_plan *plan, size_t l
     return VRAM_OK;
 }
 
-static vram_status start_card_wlocked(int i, const card_plan *plan) {
+static vram_status start_card_wlocked(int i, const card_setup *setup) {
     vram__card_budget *b = &rt.budgets[i];
     atomic_store(&b->reserved, 0);
-    b->cap = plan->cap ? plan->cap : SIZE_MAX;
+    b->cap = setup->cap ? setup->cap : SIZE_MAX;
     atomic_store(&b->external, SIZE_MAX);      /* (a limit posted from outside: applied at the first call) */
-    snprintf(b->cap_source, sizeof b->cap_source, "%s", plan->cap ? plan->cap_source : "none");
-    rt.growth_in_force[i] = plan->growth;
-    rt.limit_in_force[i] = plan->cap;
+    snprintf(b->cap_source, sizeof b->cap_source, "%s", setup->cap ? setup->cap_source : "none");
+    rt.growth_in_force[i] = setup->growth;
+    rt.limit_in_force[i] = setup->cap;
     const rt_physical_config *c = &rt.config[i];
     if (c->nconfigs == 0) {
-        return add_logical_wlocked(i, plan, plan->cap ? plan->cap : plan->default_amount, plan->cap != 0,
-                                   plan->cap ? plan->cap_source : plan->default_source);
+        return add_logical_wlocked(i, setup, setup->cap ? setup->cap : setup->default_amount, setup->cap != 0,
+                                   setup->cap ? setup->cap_source : setup->default_source);
     }
     for (int k = 0; k < c->nconfigs; k++) {
         size_t limit = c->configs[k].memory_limit_mb * VRAM_MIB;
         char source[VRAM_SOURCE_LEN];
         snprintf(source, sizeof source, "the logical device configuration (%zu MiB)", c->configs[k].memory_limit_mb);
-        if (plan->cap != 0 && plan->cap < limit) {
-            limit = plan->cap;
-            snprintf(source, sizeof source, "%s", plan->cap_source);
+        if (setup->cap != 0 && setup->cap < limit) {
+            limit = setup->cap;
+            snprintf(source, sizeof source, "%s", setup->cap_source);
         }
-        vram_status s = add_logical_wlocked(i, plan, limit, 1, source);
+        vram_status s = add_logical_wlocked(i, setup, limit, 1, source);
         if (s != VRAM_OK) return s;
     }
     return VRAM_OK;
@@ -339,22 +340,22 @@ vram_status vram__rt_start_wlocked(void) {
     if (s == VRAM_OK) s = vram__env_read(&env, rt.ndev);
     if (s == VRAM_OK) s = check_visible_wlocked();
     if (s == VRAM_OK) s = apply_alloc_conf_wlocked(&env);
-    card_plan plans[VRAM_MAX_DEVICES];
+    card_setup setups[VRAM_MAX_DEVICES];
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
         if (rt.visible_in_force[i]) {
-            s = plan_card(i, &env, &plans[i]);
+            s = setup_card(i, &env, &setups[i]);
             continue;
         }
-        /* a hidden card is not planned (no driver call, no limit checked against it); what the program set
+        /* a hidden card is not set up (no driver call, no limit checked against it); what the program set
          * for it stays what is in force, for the configuration calls after the start */
-        rt.growth_in_force[i] = planned_growth(i, &env);
+        rt.growth_in_force[i] = setup_growth(i, &env);
         rt.limit_in_force[i] = rt.config[i].limit;
     }
     size_t start_limit[VRAM_MAX_DEVICES] = { 0 };
-    for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) start_limit[i] = rt.visible_in_force[i] ? plans[i].cap : 0;
+    for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) start_limit[i] = rt.visible_in_force[i] ? setups[i].cap : 0;
     if (s == VRAM_OK) s = vram__limits_link_wlocked(&env, start_limit);   /* before the pools take memory */
     for (int i = 0; s == VRAM_OK && i < rt.ndev; i++) {
-        if (rt.visible_in_force[i]) s = start_card_wlocked(i, &plans[i]);
+        if (rt.visible_in_force[i]) s = start_card_wlocked(i, &setups[i]);
     }
     if (s == VRAM_OK) s = idle_thread_start_wlocked();
     if (s != VRAM_OK) {
@@ -388,7 +389,7 @@ vram_status vram__rt_stop_wlocked(void) {
     idle_thread_stop_wlocked();
     vram__limits_watcher_stop_wlocked();
     vram_status refusal = destroy_pools_wlocked();   /* stopped all the same: the memory is the driver's now */
-    vram__limits_unlink_wlocked();                   /* (the slots go once the pools gave their memory back) */
+    vram__limits_unlink_wlocked();                   /* (the ledger slots go once the pools gave their memory back) */
     rt.backend->close();
     rt.discovered = 0;
     atomic_store(&rt.initialized, 0);
@@ -404,29 +405,29 @@ vram_status vram__rt_stop_wlocked(void) {
 /*
  * Calls that use a started runtime (allocation, free, stats) must not see it start or stop under
  * them. A plain reader-writer lock would make every such call write one shared cache line; instead
- * each thread announces itself in a slot of its own cache line (biased locking), and a writer
- * takes the rwlock, raises `rt_writer` and waits until every slot is clear. Readers that see the
- * flag, and threads beyond RT_SLOTS, take the rwlock's read side. The same word's RT_ATTENTION
+ * each thread announces itself in a reader mark of its own cache line (biased locking), and a writer
+ * takes the rwlock, raises `rt_writer` and waits until every mark is clear. Readers that see the
+ * flag, and threads beyond RT_MARKS, take the rwlock's read side. The same word's RT_ATTENTION
  * (limits.c: a limit posted from outside, or a logical device over a limit that moved) sends
  * readers the same way, where the first applies what is pending: no instruction more on the warm
  * path. A reader and a writer must not
- * miss each other: the reader stores its slot then loads the flag, the writer stores the flag then
- * loads the slots, and each needs a full fence between its store and its load. The writer (rare:
+ * miss each other: the reader stores its mark then loads the flag, the writer stores the flag then
+ * loads the marks, and each needs a full fence between its store and its load. The writer (rare:
  * start, shutdown, configuration) pays for both with membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED),
  * which runs a full fence on every running thread of the process, so that the reader (every
  * allocation and free) needs none: a plain store, a compiler barrier, a load. Where the kernel
  * has no such membarrier (before Linux 4.14, some sandboxes), readers keep a sequentially
  * consistent store (an exchange: a full fence on each call).
  */
-#define RT_SLOTS 256
+#define RT_MARKS 256
 
-typedef struct rt_slot {
+typedef struct rt_mark {
     atomic_int active;
     char       pad[64 - sizeof(atomic_int)];
-} rt_slot;
+} rt_mark;
 
-static rt_slot         rt_slots[RT_SLOTS];
-static atomic_int      rt_slot_taken[RT_SLOTS];
+static rt_mark         rt_marks[RT_MARKS];
+static atomic_int      rt_mark_taken[RT_MARKS];
 atomic_int             vram__rt_writer;   /* RT_WRITER | RT_ATTENTION (runtime.h) */
 #define rt_writer vram__rt_writer
 static atomic_int      rt_asym;        /* 1 once writers fence for readers (membarrier registered);
@@ -436,36 +437,36 @@ static pthread_key_t   rt_key;
 /* The calling thread's record: looked up once per call (vram__rt_self) and passed down. Not
  * inlined: inlined, GCC computes the thread-local's address again at every use (a __tls_get_addr
  * call each in libvram.so) instead of keeping the pointer. */
-static _Thread_local vram__thread rt_me = {.slot = -1};
+static _Thread_local vram__thread rt_me = {.mark = -1};
 
 VRAM_NOINLINE vram__thread *vram__rt_self(void) {
     return &rt_me;
 }
 
-static void slot_release(void *value) {
-    atomic_store(&rt_slot_taken[(intptr_t)value - 1], 0);
+static void mark_release(void *value) {
+    atomic_store(&rt_mark_taken[(intptr_t)value - 1], 0);
 }
 
 static void key_create(void) {
-    pthread_key_create(&rt_key, slot_release);
+    pthread_key_create(&rt_key, mark_release);
 }
 
-static int thread_slot(vram__thread *me) {
-    if (me->slot != -1) return me->slot;
-    me->slot = -2;
+static int thread_mark(vram__thread *me) {
+    if (me->mark != -1) return me->mark;
+    me->mark = -2;
     pthread_once(&rt_key_once, key_create);
-    for (int i = 0; i < RT_SLOTS; i++) {
+    for (int i = 0; i < RT_MARKS; i++) {
         int expected = 0;
-        if (atomic_compare_exchange_strong(&rt_slot_taken[i], &expected, 1)) {
-            me->slot = i;
+        if (atomic_compare_exchange_strong(&rt_mark_taken[i], &expected, 1)) {
+            me->mark = i;
             pthread_setspecific(rt_key, (void *)(intptr_t)(i + 1));
             break;
         }
     }
-    return me->slot;
+    return me->mark;
 }
 
-/* vram__rt_read_enter's way through the rwlock (a writer, no slot, or RT_ATTENTION): out of line, so
+/* vram__rt_read_enter's way through the rwlock (a writer, no mark, or RT_ATTENTION): out of line, so
  * that the fast path keeps its registers (with the limits' call inside, it pushed more). */
 static VRAM_NOINLINE int read_enter_locked(vram__thread *me) {
     rw_rdlock(&rt.lock);
@@ -479,30 +480,30 @@ static VRAM_NOINLINE int read_enter_locked(vram__thread *me) {
 }
 
 int vram__rt_read_enter(vram__thread *me) {
-    int slot = thread_slot(me);
-    if (slot >= 0) {
+    int mark = thread_mark(me);
+    if (mark >= 0) {
         if (atomic_load_explicit(&rt_asym, memory_order_relaxed)) {
-            atomic_store_explicit(&rt_slots[slot].active, 1, memory_order_relaxed);
+            atomic_store_explicit(&rt_marks[mark].active, 1, memory_order_relaxed);
             atomic_signal_fence(memory_order_seq_cst);   /* the writer's membarrier is the fence */
         } else {
-            atomic_store(&rt_slots[slot].active, 1);
+            atomic_store(&rt_marks[mark].active, 1);
         }
         if (!atomic_load(&rt_writer)) {              /* (nor RT_ATTENTION: limits.c) */
             if (atomic_load(&rt.initialized)) {
                 me->fast = 1;
                 return 1;
             }
-            atomic_store(&rt_slots[slot].active, 0);
+            atomic_store(&rt_marks[mark].active, 0);
             return 0;
         }
-        atomic_store(&rt_slots[slot].active, 0);
+        atomic_store(&rt_marks[mark].active, 0);
     }
     return read_enter_locked(me);
 }
 
 void vram__rt_leave(vram__thread *me) {
-    if (me->fast) {         /* release: the writer's load of the slot sees everything done before */
-        atomic_store_explicit(&rt_slots[me->slot].active, 0, memory_order_release);
+    if (me->fast) {         /* release: the writer's load of the mark sees everything done before */
+        atomic_store_explicit(&rt_marks[me->mark].active, 0, memory_order_release);
     } else {
         rw_unlock(&rt.lock);
     }
@@ -528,8 +529,8 @@ void vram__rt_write_lock(void) {
     }
     atomic_fetch_or(&rt_writer, RT_WRITER);
     if (atomic_load(&rt_asym)) vram__membarrier_fence();   /* the readers' fence (above) */
-    for (int i = 0; i < RT_SLOTS; i++) {
-        while (atomic_load(&rt_slots[i].active)) sched_yield();
+    for (int i = 0; i < RT_MARKS; i++) {
+        while (atomic_load(&rt_marks[i].active)) sched_yield();
     }
 }
 
@@ -559,7 +560,7 @@ static void fork_parent(void) {
 }
 
 /* In the child only this thread exists: what the others were doing at the fork (waiting for the lock,
- * a read slot marked for a moment on the way to it, the idle thread's wait) is forgotten. */
+ * a reader mark set for a moment on the way to it, the idle thread's wait) is forgotten. */
 static void fork_child(void) {
     rt.idle_thread_running = 0;       /* (it stayed in the parent) */
     pthread_cond_init(&rt.idle_wake, NULL);
@@ -569,7 +570,7 @@ static void fork_child(void) {
     rt.lock.writers_waiting = 0;
     pthread_cond_init(&rt.lock.cv, NULL);
     pthread_mutex_unlock(&rt.lock.mu);
-    for (int i = 0; i < RT_SLOTS; i++) atomic_store(&rt_slots[i].active, 0);
+    for (int i = 0; i < RT_MARKS; i++) atomic_store(&rt_marks[i].active, 0);
     atomic_fetch_and(&rt_writer, ~RT_WRITER);
     vram__limits_forked();
 }

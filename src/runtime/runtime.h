@@ -3,9 +3,10 @@
  * backend, and, once started, the logical devices with their pools.
  *
  * Locking: configuration, start and shutdown hold the runtime for writing (vram__rt_write_lock:
- * `rt.lock` plus draining the per-thread read slots); allocation, free and stats hold it for
+ * `rt.lock` plus draining the per-thread reader marks); allocation, free and stats hold it for
  * reading (vram__rt_read_enter), so they run concurrently and a shutdown cannot pull a pool away
- * underneath them. Lock order: the runtime, then a pool's lock.
+ * underneath them. Lock order: the runtime, then a device allocator's grow_lock, then an
+ * arena lock (docs/DESIGN.md, "Locks, in order").
  */
 #ifndef VRAM_RUNTIME_H
 #define VRAM_RUNTIME_H
@@ -79,8 +80,8 @@ void        vram__rt_write_unlock(void);
 /* The calling thread's record, looked up once per call (a thread-local: through libvram.so each
  * lookup is a __tls_get_addr call) and passed to the calls below and to the pool. */
 typedef struct vram__thread {
-    int               slot;      /* its read slot: -1 not chosen yet, -2 none free (the rwlock then) */
-    int               fast;      /* the read side now held is the slot (else the rwlock) */
+    int               mark;      /* its reader mark: -1 not chosen yet, -2 none free (the rwlock then) */
+    int               fast;      /* the read side now held is the mark (else the rwlock) */
     vram__pool_thread pool;      /* what the pools remember of the thread */
 } vram__thread;
 vram__thread *vram__rt_self(void);
@@ -127,17 +128,18 @@ void   vram__limits_started(void);
 
 /* The ledger (common/ledger_member.h; docs/DESIGN.md, "Limits that move"). At the start, before the
  * pools (writer lock held): whether the process is listed and how. Under the preload library with the
- * CUDA backend it follows the preload library's slots (which count its driver calls); else, under the
- * preload library (the simulated backend), with VRAM_GROUP or with VRAM_LEDGER_DIR it has slots of its
- * own, and each card's budget gets the member's gate; otherwise it is not listed. A ledger that cannot
- * be opened leaves the process unlisted (said with a group budget or VRAM_LOG=1), never failing the
- * start. `start_limit`: each card's limit in force at start (0 none). A watcher thread then posts the
- * limits set on its slots (vram__limit_post) as soon as they change. */
+ * CUDA backend it follows the preload library's ledger slots (which count its driver calls); else,
+ * under the preload library (the simulated backend), with VRAM_GROUP or with VRAM_LEDGER_DIR it has
+ * ledger slots of its own, and each card's budget gets the member's gate; otherwise it is not listed.
+ * A ledger that cannot be opened leaves the process unlisted (said with a group budget or VRAM_LOG=1),
+ * never failing the start. `start_limit`: each card's limit in force at start (0 none). A watcher
+ * thread then posts the limits set on its ledger slots (vram__limit_post) as soon as they change. */
 vram_status vram__limits_link_wlocked(const vram__env *env, const size_t *start_limit);
-/* Stops the watcher (shutdown, first); unlink, after the pools gave their memory back: slots freed. */
+/* Stops the watcher (shutdown, first); unlink, after the pools gave their memory back: its ledger
+ * slots freed. */
 void   vram__limits_watcher_stop_wlocked(void);
 void   vram__limits_unlink_wlocked(void);
-/* In the child of fork: not listed (the slots are the parent's). */
+/* In the child of fork: not listed (the ledger slots are the parent's). */
 void   vram__limits_forked(void);
 /* Whether libvram_preload.so is loaded in this process. */
 int    vram__limits_preload_present(void);

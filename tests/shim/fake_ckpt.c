@@ -20,7 +20,7 @@
  *   GetState(pid)    the state; GetRestoreThreadId(pid): the pid itself (the fake has no such thread)
  * A call in the wrong state is CUDA_ERROR_ILLEGAL_STATE; a pid of no live process of the shared
  * file CUDA_ERROR_INVALID_VALUE; a process of another user (not as root) CUDA_ERROR_NOT_PERMITTED. A
- * process that dies checkpointed leaves nothing behind (its slot counts nothing on any card). The
+ * process that dies checkpointed leaves nothing behind (its entry counts nothing on any card). The
  * checkpoint calls are not gated (they act on other processes). FAKE_CUDA_CHECKPOINT=off makes each
  * of them answer CUDA_ERROR_NOT_SUPPORTED (a sandbox that refuses them); the build with
  * FAKE_NO_CHECKPOINT (fakecuda-nockpt/) has none of them (a driver older than CUDA 12.8).
@@ -31,7 +31,7 @@
  * brings it back.
  *
  * Invariants: a process's state changes only here, under fake_lock (the shared file's flock); its
- * usage (fake_share_slot.used) is zero while CHECKPOINTED and its saved bytes zero otherwise. Locks:
+ * usage (fake_share_entry.used) is zero while CHECKPOINTED and its saved bytes zero otherwise. Locks:
  * fake_lock around each step; a lock's wait for the calls inside polls without it.
  */
 #ifndef _GNU_SOURCE
@@ -61,12 +61,37 @@ static int fake_ckpt_allowed(int pid) {
     return geteuid() == 0 || st.st_uid == geteuid();
 }
 
-/* Under fake_lock: pid's checkpoint state and usage, or the error of a call about it. */
-static CUresult fake_ckpt_target_unsafe(int pid, fake_ckpt_slot **ck, unsigned long long **used) {
+/* The process a call acts on: its entry of the shared file, its checkpoint state and its usage. */
+typedef struct fake_ckpt_target {
+    int                 at;     /* its entry's index, -1 when not found */
+    fake_ckpt_entry    *ck;
+    unsigned long long *used;   /* its bytes per ordinal */
+} fake_ckpt_target;
+
+enum { FAKE_CKPT_ANY = -1 };   /* a call that any state allows */
+
+/* The start of every call: takes fake_lock, finds pid, and checks that the call may act on it in its
+ * state now (`from`, or FAKE_CKPT_ANY); CUDA_SUCCESS, or the error of the call. The caller gives the
+ * lock back (fake_unlock) whatever the answer. */
+static CUresult fake_ckpt_begin(int pid, int from, fake_ckpt_target *t) {
+    *t = (fake_ckpt_target){ .at = -1 };
+    fake_lock();
     if (fake_ckpt_off()) return CUDA_ERROR_NOT_SUPPORTED;
     if (pid <= 0) return CUDA_ERROR_INVALID_VALUE;
     if (!fake_ckpt_allowed(pid)) return CUDA_ERROR_NOT_PERMITTED;
-    return fake_ckpt_find_unsafe(pid, ck, used) >= 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    t->at = fake_ckpt_find_unsafe(pid, &t->ck, &t->used);
+    if (t->at < 0) return CUDA_ERROR_INVALID_VALUE;
+    if (from != FAKE_CKPT_ANY && __atomic_load_n(&t->ck->state, __ATOMIC_SEQ_CST) != from)
+        return CUDA_ERROR_ILLEGAL_STATE;
+    return CUDA_SUCCESS;
+}
+
+/* A call that only moves pid from state `from` to `to` (Lock's first step, Unlock). */
+static CUresult fake_ckpt_move(int pid, int from, int to, fake_ckpt_target *t) {
+    CUresult r = fake_ckpt_begin(pid, from, t);
+    if (r == CUDA_SUCCESS) __atomic_store_n(&t->ck->state, to, __ATOMIC_SEQ_CST);
+    fake_unlock();
+    return r;
 }
 
 static uint64_t fake_ckpt_now_ms(void) {
@@ -77,21 +102,17 @@ static uint64_t fake_ckpt_now_ms(void) {
 
 CUresult impl_cuCheckpointProcessGetState(int pid, CUprocessState *state) {
     if (!state) return CUDA_ERROR_INVALID_VALUE;
-    fake_ckpt_slot *ck = NULL;
-    unsigned long long *used = NULL;
-    fake_lock();
-    CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
-    if (r == CUDA_SUCCESS) *state = (CUprocessState)__atomic_load_n(&ck->state, __ATOMIC_SEQ_CST);
+    fake_ckpt_target t;
+    CUresult r = fake_ckpt_begin(pid, FAKE_CKPT_ANY, &t);
+    if (r == CUDA_SUCCESS) *state = (CUprocessState)__atomic_load_n(&t.ck->state, __ATOMIC_SEQ_CST);
     fake_unlock();
     return r;
 }
 
 CUresult impl_cuCheckpointProcessGetRestoreThreadId(int pid, int *tid) {
     if (!tid) return CUDA_ERROR_INVALID_VALUE;
-    fake_ckpt_slot *ck = NULL;
-    unsigned long long *used = NULL;
-    fake_lock();
-    CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
+    fake_ckpt_target t;
+    CUresult r = fake_ckpt_begin(pid, FAKE_CKPT_ANY, &t);
     fake_unlock();
     if (r == CUDA_SUCCESS) *tid = pid;
     return r;
@@ -99,21 +120,15 @@ CUresult impl_cuCheckpointProcessGetRestoreThreadId(int pid, int *tid) {
 
 CUresult impl_cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args) {
     unsigned timeout = args ? args->timeoutMs : 0;
-    fake_ckpt_slot *ck = NULL;
-    unsigned long long *used = NULL;
-    fake_lock();
-    CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
-    if (r == CUDA_SUCCESS && __atomic_load_n(&ck->state, __ATOMIC_SEQ_CST) != CU_PROCESS_STATE_RUNNING)
-        r = CUDA_ERROR_ILLEGAL_STATE;
-    if (r == CUDA_SUCCESS) __atomic_store_n(&ck->state, CU_PROCESS_STATE_LOCKED, __ATOMIC_SEQ_CST);
-    fake_unlock();
+    fake_ckpt_target t;
+    CUresult r = fake_ckpt_move(pid, CU_PROCESS_STATE_RUNNING, CU_PROCESS_STATE_LOCKED, &t);
     if (r != CUDA_SUCCESS) return r;
     /* the calls already inside finish; new ones wait at the gate */
     uint64_t end = fake_ckpt_now_ms() + timeout;
-    while (__atomic_load_n(&ck->inflight, __ATOMIC_SEQ_CST) > 0) {
+    while (__atomic_load_n(&t.ck->inflight, __ATOMIC_SEQ_CST) > 0) {
         if (timeout && fake_ckpt_now_ms() >= end) {
             fake_lock();
-            __atomic_store_n(&ck->state, CU_PROCESS_STATE_RUNNING, __ATOMIC_SEQ_CST);
+            __atomic_store_n(&t.ck->state, CU_PROCESS_STATE_RUNNING, __ATOMIC_SEQ_CST);
             fake_unlock();
             return CUDA_ERROR_NOT_READY;
         }
@@ -124,20 +139,16 @@ CUresult impl_cuCheckpointProcessLock(int pid, CUcheckpointLockArgs *args) {
 
 CUresult impl_cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs *args) {
     (void)args;
-    fake_ckpt_slot *ck = NULL;
-    unsigned long long *used = NULL;
-    fake_lock();
-    CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
-    if (r == CUDA_SUCCESS && __atomic_load_n(&ck->state, __ATOMIC_SEQ_CST) != CU_PROCESS_STATE_LOCKED)
-        r = CUDA_ERROR_ILLEGAL_STATE;
+    fake_ckpt_target t;
+    CUresult r = fake_ckpt_begin(pid, CU_PROCESS_STATE_LOCKED, &t);
     if (r == CUDA_SUCCESS) {
         for (int o = 0; o < FAKE_MAX_DEVICES; o++) {
-            ck->saved[o] = used[o];
-            used[o] = 0;   /* off the card: the others may take the room */
+            t.ck->saved[o] = t.used[o];
+            t.used[o] = 0;   /* off the card: the others may take the room */
         }
-        ck->saved_data = ck->data;
-        ck->data = 0;
-        __atomic_store_n(&ck->state, CU_PROCESS_STATE_CHECKPOINTED, __ATOMIC_SEQ_CST);
+        t.ck->saved_data = t.ck->data;
+        t.ck->data = 0;
+        __atomic_store_n(&t.ck->state, CU_PROCESS_STATE_CHECKPOINTED, __ATOMIC_SEQ_CST);
     }
     fake_unlock();
     return r;
@@ -153,20 +164,15 @@ static int fake_ckpt_card_of_uuid(const CUuuid *u) {
 }
 
 CUresult impl_cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args) {
-    fake_ckpt_slot *ck = NULL;
-    unsigned long long *used = NULL;
-    fake_lock();
-    CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
-    int slot = r == CUDA_SUCCESS ? fake_ckpt_find_unsafe(pid, &ck, &used) : -1;
-    if (r == CUDA_SUCCESS && __atomic_load_n(&ck->state, __ATOMIC_SEQ_CST) != CU_PROCESS_STATE_CHECKPOINTED)
-        r = CUDA_ERROR_ILLEGAL_STATE;
+    fake_ckpt_target t;
+    CUresult r = fake_ckpt_begin(pid, CU_PROCESS_STATE_CHECKPOINTED, &t);
     int to[FAKE_MAX_DEVICES];   /* the card each ordinal goes back on */
-    for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) to[o] = fake_ckpt_slot_card(slot, o);
+    for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) to[o] = fake_ckpt_entry_card(t.at, o);
     if (r == CUDA_SUCCESS && args && args->gpuPairsCount) {
         if (!args->gpuPairs) r = CUDA_ERROR_INVALID_VALUE;
         for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) {
-            if (!ck->saved[o]) continue;
-            int from = fake_ckpt_slot_card(slot, o), found = 0;
+            if (!t.ck->saved[o]) continue;
+            int from = fake_ckpt_entry_card(t.at, o), found = 0;
             for (unsigned k = 0; k < args->gpuPairsCount && r == CUDA_SUCCESS; k++) {
                 if (fake_ckpt_card_of_uuid(&args->gpuPairs[k].oldUuid) != from) continue;
                 int nc = fake_ckpt_card_of_uuid(&args->gpuPairs[k].newUuid);
@@ -179,18 +185,18 @@ CUresult impl_cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)
     }
     /* room on every card for what goes back there, all or nothing */
     size_t need[FAKE_MAX_DEVICES] = { 0 };
-    for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) need[to[o]] += ck->saved[o];
+    for (int o = 0; r == CUDA_SUCCESS && o < FAKE_MAX_DEVICES; o++) need[to[o]] += t.ck->saved[o];
     for (int c = 0; r == CUDA_SUCCESS && c < FAKE_MAX_DEVICES; c++)
         if (need[c] && need[c] > fake_ckpt_card_room_unsafe(c)) r = CUDA_ERROR_OUT_OF_MEMORY;
     if (r == CUDA_SUCCESS) {
         for (int o = 0; o < FAKE_MAX_DEVICES; o++) {
-            used[o] = ck->saved[o];
-            ck->saved[o] = 0;
-            ck->card[o] = to[o] == o ? 0 : to[o] + 1;
+            t.used[o] = t.ck->saved[o];
+            t.ck->saved[o] = 0;
+            t.ck->card[o] = to[o] == o ? 0 : to[o] + 1;
         }
-        ck->data = ck->saved_data;
-        ck->saved_data = 0;
-        __atomic_store_n(&ck->state, CU_PROCESS_STATE_LOCKED, __ATOMIC_SEQ_CST);
+        t.ck->data = t.ck->saved_data;
+        t.ck->saved_data = 0;
+        __atomic_store_n(&t.ck->state, CU_PROCESS_STATE_LOCKED, __ATOMIC_SEQ_CST);
     }
     fake_unlock();
     return r;
@@ -198,15 +204,8 @@ CUresult impl_cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs *args)
 
 CUresult impl_cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs *args) {
     (void)args;
-    fake_ckpt_slot *ck = NULL;
-    unsigned long long *used = NULL;
-    fake_lock();
-    CUresult r = fake_ckpt_target_unsafe(pid, &ck, &used);
-    if (r == CUDA_SUCCESS && __atomic_load_n(&ck->state, __ATOMIC_SEQ_CST) != CU_PROCESS_STATE_LOCKED)
-        r = CUDA_ERROR_ILLEGAL_STATE;
-    if (r == CUDA_SUCCESS) __atomic_store_n(&ck->state, CU_PROCESS_STATE_RUNNING, __ATOMIC_SEQ_CST);
-    fake_unlock();
-    return r;
+    fake_ckpt_target t;
+    return fake_ckpt_move(pid, CU_PROCESS_STATE_LOCKED, CU_PROCESS_STATE_RUNNING, &t);
 }
 
 FAKE_EXPORT_UNGATED(cuCheckpointProcessGetRestoreThreadId, (int pid, int *tid), (pid, tid))

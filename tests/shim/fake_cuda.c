@@ -40,9 +40,9 @@
  * a driver may hand out internal entry points that no exported symbol names). FAKE_CUDA_VMM=off
  * makes cuMemCreate, cuMemAddressReserve and cuMulticastCreate fail with CUDA_ERROR_NOT_SUPPORTED
  * and the device attribute say so. FAKE_CUDA_SHARED=FILE makes the devices one machine's cards that
- * all processes naming FILE share: each process's held bytes per device are kept in FILE (a slot per
- * pid, under flock; slots of dead processes count nothing, as the driver frees a process's memory
- * when it ends), and each allocation and cuMemGetInfo go by the sum. After the slots the file keeps,
+ * all processes naming FILE share: each process's held bytes per device are kept in FILE (an entry per
+ * pid, under flock; entries of dead processes count nothing, as the driver frees a process's memory
+ * when it ends), and each allocation and cuMemGetInfo go by the sum. After the entries the file keeps,
  * per device, the highest sum any allocation reached (FAKE_SHARE_PEAK_AT: 8-byte counters), which
  * tests/shim/fault_test.py reads to check that a group never held more than its limit.
  *
@@ -58,7 +58,7 @@
  * address and handle counters, fake_cuda_held.
  * fake_internal.h says how the files call each other. Invariants: held[dev] is the sum of the
  * figures above (each file adds and subtracts its own through fake_hold_unsafe /
- * fake_unhold_unsafe) and never passes 16 GiB; with FAKE_CUDA_SHARED the process's slot always
+ * fake_unhold_unsafe) and never passes 16 GiB; with FAKE_CUDA_SHARED the process's entry always
  * equals held[]. Locks: fake_mu guards every bit of state of every file (fake_lock, which also takes
  * the shared file's flock); the thread's context stack is thread-local and needs no lock.
  */
@@ -92,36 +92,36 @@ static _Thread_local int fake_ctx_depth;
 
 /* ---- FAKE_CUDA_SHARED: the cards' usage shared between processes ---------------------------- */
 
-#define FAKE_SHARE_SLOTS 128
+#define FAKE_SHARE_ENTRIES 128
 
-typedef struct fake_share_slot {
+typedef struct fake_share_entry {
     int pid;    /* 0: free */
     int pad;
     unsigned long long used[FAKE_MAX_DEVICES];
-} fake_share_slot;
+} fake_share_entry;
 
-/* after the slots: unsigned long long peak[FAKE_MAX_DEVICES], the highest sum of live processes' bytes
- * per card; after the peaks, a fake_ckpt_slot per slot (the same index): the checkpoint API's state */
-#define FAKE_SHARE_PEAK_AT (FAKE_SHARE_SLOTS * sizeof(fake_share_slot))
+/* after the entries: unsigned long long peak[FAKE_MAX_DEVICES], the highest sum of live processes' bytes
+ * per card; after the peaks, a fake_ckpt_entry per entry (the same index): the checkpoint API's state */
+#define FAKE_SHARE_PEAK_AT (FAKE_SHARE_ENTRIES * sizeof(fake_share_entry))
 #define FAKE_SHARE_CKPT_AT (FAKE_SHARE_PEAK_AT + FAKE_MAX_DEVICES * sizeof(unsigned long long))
-#define FAKE_SHARE_BYTES (FAKE_SHARE_CKPT_AT + FAKE_SHARE_SLOTS * sizeof(fake_ckpt_slot))
+#define FAKE_SHARE_BYTES (FAKE_SHARE_CKPT_AT + FAKE_SHARE_ENTRIES * sizeof(fake_ckpt_entry))
 
-static fake_share_slot *fake_share;   /* the mapping, or NULL when not shared */
+static fake_share_entry *fake_share;   /* the mapping, or NULL when not shared */
 static int fake_share_fd = -1, fake_share_tried, fake_share_me = -1;
 
 static int fake_pid_alive(int pid) { return pid > 0 && (kill(pid, 0) == 0 || errno != ESRCH); }
 
-static fake_ckpt_slot *fake_ckpt_slots(void) { return (fake_ckpt_slot *)((char *)fake_share + FAKE_SHARE_CKPT_AT); }
+static fake_ckpt_entry *fake_ckpt_entries(void) { return (fake_ckpt_entry *)((char *)fake_share + FAKE_SHARE_CKPT_AT); }
 
-/* The card the process of slot i uses for its ordinal o: o itself, unless a restore moved it. */
-static int fake_slot_card(int i, int o) {
-    int c = fake_ckpt_slots()[i].card[o];
+/* The card the process of entry i uses for its ordinal o: o itself, unless a restore moved it. */
+static int fake_entry_card(int i, int o) {
+    int c = fake_ckpt_entries()[i].card[o];
     return c > 0 ? c - 1 : o;
 }
 
 static void fake_share_open_once_unsafe(void);
 
-/* Opens the shared file once and claims this process's slot (caller holds fake_mu); fake_share_tried
+/* Opens the shared file once and claims this process's entry (caller holds fake_mu); fake_share_tried
  * is set last, so that a reader that sees it (the gate, without the lock) sees fake_share too. */
 static void fake_share_open_unsafe(void) {
     if (fake_share_tried) return;
@@ -140,13 +140,13 @@ static void fake_share_open_once_unsafe(void) {
     if (end < (off_t)len && ftruncate(fd, (off_t)len) != 0) { flock(fd, LOCK_UN); close(fd); return; }
     void *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     if (m == MAP_FAILED) { flock(fd, LOCK_UN); close(fd); return; }
-    fake_share_slot *t = m;
+    fake_share_entry *t = m;
     int me = -1;
-    for (int i = 0; i < FAKE_SHARE_SLOTS && me < 0; i++)
+    for (int i = 0; i < FAKE_SHARE_ENTRIES && me < 0; i++)
         if (t[i].pid == 0 || t[i].pid == (int)getpid() || !fake_pid_alive(t[i].pid)) me = i;
     if (me >= 0) {
         memset(&t[me], 0, sizeof t[me]);
-        memset((char *)m + FAKE_SHARE_CKPT_AT + (size_t)me * sizeof(fake_ckpt_slot), 0, sizeof(fake_ckpt_slot));
+        memset((char *)m + FAKE_SHARE_CKPT_AT + (size_t)me * sizeof(fake_ckpt_entry), 0, sizeof(fake_ckpt_entry));
         t[me].pid = (int)getpid();
         fake_share = t;
         fake_share_fd = fd;
@@ -159,10 +159,10 @@ static void fake_share_open_once_unsafe(void) {
 /* Bytes held on card `card` by every live process (caller holds fake_mu and the flock; shared). */
 static size_t fake_card_used_unsafe(int card) {
     size_t sum = 0;
-    for (int i = 0; i < FAKE_SHARE_SLOTS; i++) {
+    for (int i = 0; i < FAKE_SHARE_ENTRIES; i++) {
         if (!fake_share[i].pid || (i != fake_share_me && !fake_pid_alive(fake_share[i].pid))) continue;
         for (int o = 0; o < FAKE_MAX_DEVICES; o++)
-            if (fake_share[i].used[o] && fake_slot_card(i, o) == card) sum += fake_share[i].used[o];
+            if (fake_share[i].used[o] && fake_entry_card(i, o) == card) sum += fake_share[i].used[o];
     }
     return sum;
 }
@@ -171,7 +171,7 @@ static size_t fake_card_used_unsafe(int card) {
  * when shared, the flock). */
 static size_t fake_used_unsafe(int dev) {
     if (!fake_share) return fake_used[dev];
-    return fake_card_used_unsafe(fake_slot_card(fake_share_me, dev));
+    return fake_card_used_unsafe(fake_entry_card(fake_share_me, dev));
 }
 
 void fake_lock(void) {
@@ -191,7 +191,7 @@ static void fake_publish_unsafe(int dev) {
     if (!fake_share) return;
     fake_share[fake_share_me].used[dev] = fake_used[dev];
     unsigned long long *peak = (unsigned long long *)((char *)fake_share + FAKE_SHARE_PEAK_AT);
-    int card = fake_slot_card(fake_share_me, dev);
+    int card = fake_entry_card(fake_share_me, dev);
     size_t sum = fake_card_used_unsafe(card);
     if (sum > peak[card]) peak[card] = sum;
 }
@@ -232,18 +232,18 @@ void fake_unhold_unsafe(int dev, size_t bytes) {
 
 /* ---- the checkpoint API's side of the shared file (fake_ckpt.c has the calls) -------------------- */
 
-/* The calling process's slot of the shared file, opened at its first call (the gate needs it). */
-static fake_ckpt_slot *fake_ckpt_mine(void) {
+/* The calling process's entry of the shared file, opened at its first call (the gate needs it). */
+static fake_ckpt_entry *fake_ckpt_mine(void) {
     if (!__atomic_load_n(&fake_share_tried, __ATOMIC_ACQUIRE)) {
         pthread_mutex_lock(&fake_mu);
         fake_share_open_unsafe();
         pthread_mutex_unlock(&fake_mu);
     }
-    return fake_share ? &fake_ckpt_slots()[fake_share_me] : NULL;
+    return fake_share ? &fake_ckpt_entries()[fake_share_me] : NULL;
 }
 
 void fake_gate_enter(void) {
-    fake_ckpt_slot *me = fake_ckpt_mine();
+    fake_ckpt_entry *me = fake_ckpt_mine();
     if (!me) return;
     for (;;) {
         __atomic_add_fetch(&me->inflight, 1, __ATOMIC_SEQ_CST);
@@ -254,21 +254,21 @@ void fake_gate_enter(void) {
 }
 
 int fake_checkpointed_self(void) {
-    fake_ckpt_slot *me = fake_ckpt_mine();
+    fake_ckpt_entry *me = fake_ckpt_mine();
     return me && __atomic_load_n(&me->state, __ATOMIC_SEQ_CST) == CU_PROCESS_STATE_CHECKPOINTED;
 }
 
 void fake_gate_leave(void) {
-    fake_ckpt_slot *me = fake_share ? &fake_ckpt_slots()[fake_share_me] : NULL;
+    fake_ckpt_entry *me = fake_share ? &fake_ckpt_entries()[fake_share_me] : NULL;
     if (me) __atomic_sub_fetch(&me->inflight, 1, __ATOMIC_SEQ_CST);
 }
 
-int fake_ckpt_find_unsafe(int pid, fake_ckpt_slot **ck, unsigned long long **used) {
+int fake_ckpt_find_unsafe(int pid, fake_ckpt_entry **ck, unsigned long long **used) {
     fake_share_open_unsafe();
     if (!fake_share || pid <= 0) return -1;
-    for (int i = 0; i < FAKE_SHARE_SLOTS; i++) {
+    for (int i = 0; i < FAKE_SHARE_ENTRIES; i++) {
         if (fake_share[i].pid != pid || !fake_pid_alive(pid)) continue;
-        *ck = &fake_ckpt_slots()[i];
+        *ck = &fake_ckpt_entries()[i];
         *used = fake_share[i].used;
         return i;
     }
@@ -280,12 +280,12 @@ size_t fake_ckpt_card_room_unsafe(int card) {
     return used >= bytes ? 0 : bytes - used;
 }
 
-int fake_ckpt_slot_card(int slot, int ordinal) { return fake_slot_card(slot, ordinal); }
+int fake_ckpt_entry_card(int entry, int ordinal) { return fake_entry_card(entry, ordinal); }
 
 /* The contents word of this process's device memory (fake_ckpt.c says what a checkpoint does to it);
  * reading or writing device memory waits while the process is locked, as any driver call does. */
 SHIM_EXPORT int fake_cuda_poke(unsigned long long value) {
-    fake_ckpt_slot *me = fake_ckpt_mine();
+    fake_ckpt_entry *me = fake_ckpt_mine();
     if (!me) return -1;
     fake_gate_enter();
     __atomic_store_n(&me->data, value, __ATOMIC_SEQ_CST);
@@ -294,7 +294,7 @@ SHIM_EXPORT int fake_cuda_poke(unsigned long long value) {
 }
 
 SHIM_EXPORT unsigned long long fake_cuda_peek(void) {
-    fake_ckpt_slot *me = fake_ckpt_mine();
+    fake_ckpt_entry *me = fake_ckpt_mine();
     if (!me) return 0;
     fake_gate_enter();
     unsigned long long v = __atomic_load_n(&me->data, __ATOMIC_SEQ_CST);
@@ -482,7 +482,7 @@ static int fake_mem_cards(size_t bytes[FAKE_MAX_DEVICES]) { return fake_mem_card
 static int fake_card_of(CUdevice dev) {
     int phys[FAKE_MAX_DEVICES], visible = fake_visible(phys);
     if (dev < 0 || dev >= FAKE_MAX_DEVICES) return -1;
-    if (fake_share && fake_ckpt_slots()[fake_share_me].card[dev] > 0) return fake_ckpt_slots()[fake_share_me].card[dev] - 1;
+    if (fake_share && fake_ckpt_entries()[fake_share_me].card[dev] > 0) return fake_ckpt_entries()[fake_share_me].card[dev] - 1;
     return visible >= 0 ? (dev < visible ? phys[dev] : -1) : dev;
 }
 

@@ -100,16 +100,16 @@ void fake_block_remove_unsafe(fake_block *b);       /* invalidates every fake_bl
 
 /* ---- the checkpoint API's state in the shared file (fake_cuda.c; the calls: fake_ckpt.c) ---------- */
 
-/* Per slot of FAKE_CUDA_SHARED (the same index as the process's usage): what another process did to
+/* Per entry of FAKE_CUDA_SHARED (the same index as the process's usage): what another process did to
  * this one through the checkpoint API. state and inflight are atomics shared by the processes; the
  * rest is changed under the file's flock (fake_lock). */
-typedef struct fake_ckpt_slot {
+typedef struct fake_ckpt_entry {
     int state;                                    /* CUprocessState */
     int inflight;                                 /* the process's calls inside the driver now */
     unsigned long long saved[FAKE_MAX_DEVICES];   /* checkpointed: its bytes per ordinal, off the cards */
     int card[FAKE_MAX_DEVICES];                   /* 0: ordinal o is card o; else card + 1 (a restore moved it) */
     unsigned long long data, saved_data;          /* the contents word (fake_cuda_poke); saved while checkpointed */
-} fake_ckpt_slot;
+} fake_ckpt_entry;
 
 /* Every call of the driver passes the gate (FAKE_EXPORT): while its process is locked or
  * checkpointed the call waits (polling, 1 ms) until it is unlocked; a call inside counts in inflight,
@@ -119,13 +119,13 @@ void fake_gate_enter(void);
 void fake_gate_leave(void);
 /* 1 when this process's device memory is checkpointed (fake_ckpt.c): a launch then faults (fake_launch.c). */
 int fake_checkpointed_self(void);
-/* Under fake_lock: the slot index of live process pid in the shared file with its checkpoint state
+/* Under fake_lock: the entry index of live process pid in the shared file with its checkpoint state
  * and usage per ordinal, or -1 (not shared, no such CUDA process). */
-int fake_ckpt_find_unsafe(int pid, fake_ckpt_slot **ck, unsigned long long **used);
+int fake_ckpt_find_unsafe(int pid, fake_ckpt_entry **ck, unsigned long long **used);
 /* Under fake_lock: what card `card` has left (every live process's bytes). */
 size_t fake_ckpt_card_room_unsafe(int card);
-/* The card slot `slot`'s process uses for its ordinal. */
-int fake_ckpt_slot_card(int slot, int ordinal);
+/* The card entry `entry`'s process uses for its ordinal. */
+int fake_ckpt_entry_card(int entry, int ordinal);
 
 /* ---- fault injection and the driver's error names (fake_fault.c) --------------------------------- */
 

@@ -6,7 +6,7 @@
  * and the CUDA < 3.2 entry points cuMemAlloc / cuMemAllocPitch, whose 32-bit addresses come from
  * their own counter: 0x10000000 and up, 1 MiB apart whatever the size (the addresses name the
  * allocations, nothing is behind them, so that a program can hold a card's worth of them: 3840 at
- * once), then, once it reaches 4 GiB, the lowest such slot no live block has; each holds its bytes. cuMemGetInfo(_v2) and cuDeviceTotalMem(_v2) tell the card (the
+ * once), then, once it reaches 4 GiB, the lowest such address no live block has; each holds its bytes. cuMemGetInfo(_v2) and cuDeviceTotalMem(_v2) tell the card (the
  * 32-bit ones clamped to UINT_MAX).
  *
  * Pools (stream-ordered allocation), as the driver keeps them: every device has a default pool,
@@ -66,7 +66,7 @@
 
 static unsigned long long fake_next_addr32 = FAKE_V1_BASE;
 
-/* An address below 4 GiB for an allocation, or 0 when every slot is taken. */
+/* An address below 4 GiB for an allocation, or 0 when every one is taken. */
 static unsigned long long fake_address32_unsafe(void) {
     if (fake_next_addr32 < FAKE_V1_END) {
         unsigned long long at = fake_next_addr32;

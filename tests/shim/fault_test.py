@@ -41,7 +41,7 @@ MEMBERS = 6
 FAULT_S = 10.0
 QUIET_S = 1.0
 REST_S = 2.0
-FAKE_SHARE_PEAK_AT = 128 * (4 + 4 + 16 * 8)   # fake_cuda.c: FAKE_SHARE_SLOTS * sizeof(fake_share_slot)
+FAKE_SHARE_PEAK_AT = 128 * (4 + 4 + 16 * 8)   # fake_cuda.c: FAKE_SHARE_ENTRIES * sizeof(fake_share_entry)
 
 
 class Test:
@@ -80,7 +80,7 @@ def main():
 
     start = time.monotonic()
     end = start + FAULT_S + QUIET_S + REST_S
-    members = {}        # slot index -> (Popen, out path, err path)
+    members = {}        # member index -> (Popen, out path, err path)
     finished = []       # (returncode, killed, out path, err path)
     generation = [0]
 

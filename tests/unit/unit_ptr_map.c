@@ -4,7 +4,7 @@
  * (backward-shift deletion, no tombstones), a run that wraps around the table's end, take_unused,
  * and randomized runs against a reference (a flag per address of a fixed universe).
  *
- * The tests learn where the table's hash puts an address from the table itself (the slot it takes
+ * The tests learn where the table's hash puts an address from the table itself (the bucket it takes
  * in an empty table of 64), not from a copy of the hash: a new hash keeps them meaningful.
  */
 #include <stdlib.h>
@@ -22,17 +22,17 @@ static uint64_t addr_of(size_t i) {
 }
 
 static size_t capacity(const ptr_map *m) {
-    return m->slots != NULL ? m->mask + 1 : 0;
+    return m->buckets != NULL ? m->mask + 1 : 0;
 }
 
-/* The slot an address takes alone in an empty table of FIRST_CAPACITY: its home there. */
+/* The bucket an address takes alone in an empty table of FIRST_CAPACITY: its home there. */
 static size_t home_of(uint64_t addr) {
     ptr_map m = {0};
     EXPECT_INT(vram__ptr_map_insert(&m, addr, &records[0]), ==, 0);
     EXPECT_SIZE(capacity(&m), ==, FIRST_CAPACITY);
     size_t at = SIZE_MAX;
     for (size_t i = 0; i < capacity(&m); i++) {
-        if (m.slots[i].addr == addr) at = i;
+        if (m.buckets[i].addr == addr) at = i;
     }
     vram__ptr_map_destroy(&m);
     EXPECT_SIZE(at, !=, SIZE_MAX);
@@ -47,10 +47,10 @@ static void with_home(size_t home, size_t from, size_t n, uint64_t *out) {
     }
 }
 
-/* Occupied slots == count, load at most one half, capacity a power of two. */
+/* Occupied buckets == count, load at most one half, capacity a power of two. */
 static void expect_shape(const ptr_map *m) {
     size_t used = 0, cap = capacity(m);
-    for (size_t i = 0; i < cap; i++) used += m->slots[i].addr != 0;
+    for (size_t i = 0; i < cap; i++) used += m->buckets[i].addr != 0;
     EXPECT_SIZE(used, ==, m->count);
     EXPECT_SIZE(2 * m->count, <=, cap);
     EXPECT_SIZE(cap & (cap - 1), ==, 0);
@@ -63,7 +63,7 @@ UNIT_TEST(ptr_map, empty_table_finds_nothing) {
     EXPECT_PTR(vram__ptr_map_take_unused(&m, addr_of(1)), ==, NULL);
     EXPECT_SIZE(m.count, ==, 0);
     vram__ptr_map_destroy(&m);                      /* of a table that never held anything */
-    EXPECT_PTR(m.slots, ==, NULL);
+    EXPECT_PTR(m.buckets, ==, NULL);
 }
 
 UNIT_TEST(ptr_map, insert_get_take_one) {
@@ -84,7 +84,7 @@ UNIT_TEST(ptr_map, insert_get_take_one) {
     expect_shape(&m);
     vram__ptr_map_destroy(&m);
     EXPECT_SIZE(m.count, ==, 0);
-    EXPECT_PTR(m.slots, ==, NULL);
+    EXPECT_PTR(m.buckets, ==, NULL);
 }
 
 /* The table doubles when an insert would pass half load, and keeps every entry through each growth. */
@@ -167,7 +167,7 @@ UNIT_TEST(ptr_map, a_probe_run_emptied_in_every_order) {
     every_removal_order(mixed, 7);
 }
 
-/* A run that starts at the last slot and goes on at slot 0, where keys of homes 0 and 1 are. */
+/* A run that starts at the last bucket and goes on at bucket 0, where keys of homes 0 and 1 are. */
 UNIT_TEST(ptr_map, a_probe_run_wrapping_around_the_end) {
     uint64_t keys[7];
     with_home(FIRST_CAPACITY - 1, 1, 3, keys);

@@ -402,7 +402,7 @@ UNIT_TEST(vmm, extents_are_at_most_max_extent) {
     EXPECT_SIZE(chg.mapped, ==, 12 * G);
     for (size_t g = 10; g < 22; g++) EXPECT_INT(fake.map_of[g], !=, 0);
     EXPECT_INT(fake.map_of[22], ==, 0);
-    for (int32_t e = 0; e < v->next_slot; e++) EXPECT_SIZE(v->ext[e].size, <=, 3 * G);
+    for (int32_t e = 0; e < v->ext_count; e++) EXPECT_SIZE(v->ext[e].size, <=, 3 * G);
     EXPECT_INT(fake.map_of[10], ==, fake.map_of[12]);
     EXPECT_INT(fake.map_of[12], !=, fake.map_of[13]);
     expect_all_queries(v);
@@ -445,7 +445,7 @@ UNIT_TEST(vmm, busy_counts_and_giving_back_the_largest_idle_first) {
     size_t size[2] = {512, 1024};
     recount(v, addr, size, 2);
     int32_t e4 = -1, e62 = -1;
-    for (int32_t e = 0; e < v->next_slot; e++) {
+    for (int32_t e = 0; e < v->ext_count; e++) {
         if (v->ext[e].offset == 4 * G) e4 = e;
         if (v->ext[e].offset == 62 * G) e62 = e;
     }
@@ -608,7 +608,7 @@ static void recount_model(pool_vmm *v, const model *m) {
     vram__pool_vmm_busy_begin(v);
     for (int i = 0; i < m->n; i++) vram__pool_vmm_busy_add(v, m->b[i].addr, m->b[i].size);
     vram__pool_vmm_busy_end(v);
-    for (int32_t e = 0; e < v->next_slot; e++) {     /* each extent's count: the bytes of blocks over it */
+    for (int32_t e = 0; e < v->ext_count; e++) {     /* each extent's count: the bytes of blocks over it */
         const pool_extent *x = &v->ext[e];
         if (x->size == 0) continue;
         size_t busy = 0;
@@ -686,7 +686,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
                 EXPECT_SIZE(k, >=, gran(addr));
                 EXPECT_SIZE(k, <=, gran(end - 1) + ahead / G);
             }
-            for (int32_t e = 0; e < v->next_slot; e++) EXPECT_SIZE(v->ext[e].size, <=, v->max_extent);
+            for (int32_t e = 0; e < v->ext_count; e++) EXPECT_SIZE(v->ext[e].size, <=, v->max_extent);
             pool_vmm_mark(v);
             m.b[m.n++] = (block){addr, size};
         } else if (op < 7 && m.n > 0) {                          /* a block freed */
@@ -722,7 +722,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
             recount_model(v, &m);
             size_t lo = (size_t)unit_rng_below(&rng, NG), hi = lo + (size_t)unit_rng_below(&rng, NG - lo + 1);
             vram__pool_vmm_unmap_idle_outside(v, lo * G, hi * G, &chg);
-            for (int32_t e = 0; e < v->next_slot; e++) {
+            for (int32_t e = 0; e < v->ext_count; e++) {
                 const pool_extent *x = &v->ext[e];
                 if (x->size == 0) continue;
                 int overlaps = x->offset < hi * G && x->offset + x->size > lo * G;
@@ -735,7 +735,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
             recount_model(v, &m);
             int32_t idle_untouched[NG];
             for (size_t g = 0; g < NG; g++) idle_untouched[g] = 0;
-            for (int32_t e = 0; e < v->next_slot; e++) {
+            for (int32_t e = 0; e < v->ext_count; e++) {
                 const pool_extent *x = &v->ext[e];
                 if (x->size == 0 || x->busy != 0) continue;
                 int t = 0;
