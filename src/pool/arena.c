@@ -111,7 +111,7 @@ vram_status vram__arena_create(const vram__pool_config *cfg, pool_shared *shared
     memset(p, 0, sizeof *p);
     p->cfg = *cfg;
     p->shared = shared;
-    p->plan_lo = UINT64_MAX;                          /* no plan's zone */
+    p->plan.lo = UINT64_MAX;                          /* no plan's zone */
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
     if (p->cfg.max_extent == 0 && (p->cfg.limit_chosen || p->cfg.plan)) {
         /* near a chosen limit, or for a plan's zone (its memory moves in from where best fit freed
@@ -129,8 +129,8 @@ vram_status vram__arena_create(const vram__pool_config *cfg, pool_shared *shared
         tcache = cfg->limit / 256;
         if (tcache > VRAM_POOL_TCACHE_MAX) tcache = VRAM_POOL_TCACHE_MAX;
     }
-    p->tc_cap = tcache;
-    p->tc_max_block = tcache / 4;
+    p->tc.cap = tcache;
+    p->tc.max_block = tcache / 4;
     p->uid = vram__pool_new_uid();
     vram_status s = vram__tc_init(p) == 0 ? VRAM_OK : vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for thread caches");
     pool_lock_take(&p->lock);                         /* (no other thread knows p yet: for the _locked calls) */
@@ -170,20 +170,20 @@ vram_status vram__arena_destroy(pool_arena *p) {
                           p->cfg.name, n, bytes);
     }
     vram__pending_reap_locked(p, 1);
-    while (p->pending != NULL) {          /* events that could not be waited for: drop them */
-        pool_chunk *c = p->pending;
+    while (p->order.pending != NULL) {          /* events that could not be waited for: drop them */
+        pool_chunk *c = p->order.pending;
         vram__pending_settle_locked(p, c);
     }
     vram__deferred_reap_locked(p, 1);
-    while (p->deferred != NULL) {         /* the same */
-        pool_uses *u = p->deferred->uses;
+    while (p->order.deferred != NULL) {         /* the same */
+        pool_uses *u = p->order.deferred->uses;
         if (u->unrecorded) u->done = u->nevents;   /* no event was recorded */
         u->unrecorded = 0;
         while (u->done < u->nevents) p->cfg.backend->event_destroy(p->cfg.dev, u->use[u->done++].event);
         vram__deferred_reap_locked(p, 0);
     }
     (void)vram__solo_fence_locked(p);           /* (a driver that cannot wait: the memory goes anyway) */
-    if (p->idle_fence != NULL) p->cfg.backend->event_destroy(p->cfg.dev, p->idle_fence);
+    if (p->solo.idle_fence != NULL) p->cfg.backend->event_destroy(p->cfg.dev, p->solo.idle_fence);
     vram_status refusal = VRAM_OK;        /* what the driver refused to free is lost: said, not kept */
     while (p->regions != NULL) {
         pool_region *r = p->regions;
@@ -222,7 +222,7 @@ vram_status vram__arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size,
     pool_chunk *c = NULL;
     /* the fast path: a block this thread parked. Only plain requests with caches on look (and
      * vram__tc_mine is where a second thread's arrival turns parking on) */
-    if (!async && p->tc_cap != 0 && vram__tc_take(p, vram__tc_mine(p, me), rounded, &c)) {
+    if (!async && p->tc.cap != 0 && vram__tc_take(p, vram__tc_mine(p, me), rounded, &c)) {
         *ptr = (void *)(uintptr_t)c->addr;
         return VRAM_OK;
     }
@@ -239,8 +239,8 @@ vram_status vram__arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size,
         pool_lock_give(&p->lock);
         return s;
     }
-    if (p->solo != SOLO_OFF) solo_note_request_locked(p, async, stream);
-    int plan = __builtin_expect(p->planner != NULL, 0) && plan_sees(p);   /* (not while its detector rests) */
+    if (p->solo.state != SOLO_OFF) solo_note_request_locked(p, async, stream);
+    int plan = __builtin_expect(p->plan.planner != NULL, 0) && plan_sees(p);   /* (not while its detector rests) */
     if (plan && vram__alloc_planned_locked(p, size, rounded, stream, ptr)) {
         pool_lock_give(&p->lock);                             /* served by the plan (plan_arena.h) */
         return VRAM_OK;
@@ -255,8 +255,8 @@ vram_status vram__arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size,
 vram_status vram__arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void *stream) {
     size_t rounded = vram__round_up(size, VRAM_POOL_UNIT);
     pool_lock_take(&p->lock);
-    if (p->pending != NULL) vram__pending_reap_locked(p, 1);
-    if (p->deferred != NULL) vram__deferred_reap_locked(p, 1);
+    if (p->order.pending != NULL) vram__pending_reap_locked(p, 1);
+    if (p->order.deferred != NULL) vram__deferred_reap_locked(p, 1);
     settle_locked(p, SETTLE_CACHES);
     pool_chunk *c = NULL;
     for (pool_region *r = p->regions; r != NULL && c == NULL; r = r->next) {
@@ -274,7 +274,7 @@ vram_status vram__arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void
     } else if ((c = vram__chunk_cut_at_locked(p, c, addr)) == NULL) {
         s = vram__fail(VRAM_ERR_OUT_OF_MEMORY, "host memory for a chunk record");
     } else {
-        if (p->solo != SOLO_OFF) solo_note_request_locked(p, 1, stream);
+        if (p->solo.state != SOLO_OFF) solo_note_request_locked(p, 1, stream);
         void *ptr = NULL;
         grow_result why = GROW_OK;
         s = vram__arena_take_locked(p, c, size, rounded, stream, &ptr, &why);
@@ -348,16 +348,16 @@ vram_status vram__arena_free(pool_arena *p, vram__pool_thread *me, void *ptr, vr
     }
     if (c->uses != NULL) {                        /* used on other streams too: wait for them */
         if (how != VRAM_POOL_FREE_OWNED_STREAM || vram__uses_beyond(c->uses, stream)) {
-            if (p->planner != NULL) vram__plan_free_locked(p, c, 0);
+            if (p->plan.planner != NULL) vram__plan_free_locked(p, c, 0);
             return vram__free_deferred_unlock(p, c, how, stream, asked);
         }
         free(c->uses);                            /* used on its owned-stream free's stream alone: */
         c->uses = NULL;                           /* that order covers it (this free fails no more) */
         ptr_table_take(p, addr);
     }
-    if (how == VRAM_POOL_FREE_OWNED_STREAM && p->solo == SOLO_ON) {
-        if (stream == p->solo_stream) {
-            p->solo_unfenced++;
+    if (how == VRAM_POOL_FREE_OWNED_STREAM && p->solo.state == SOLO_ON) {
+        if (stream == p->solo.stream) {
+            p->solo.unfenced++;
             how = VRAM_POOL_FREE_NOW;    /* free at once: whatever takes it is ordered after it */
         } else {
             solo_note_request_locked(p, 1, stream);   /* a block of another stream: solo no more */
@@ -438,7 +438,7 @@ void vram__arena_set_pinned(pool_arena *p, int pinned) {
     /* a private pool's streams are captured: its frees are never handed to another stream without
      * an event (solo would, after a fence a capture forbids). Private arenas are pinned from creation,
      * before any request, so nothing was freed the solo way. */
-    if (pinned) p->solo = SOLO_OFF;
+    if (pinned) p->solo.state = SOLO_OFF;
     pool_lock_give(&p->lock);
 }
 
@@ -602,8 +602,8 @@ vram_status vram__arena_trim(pool_arena *p, size_t keep_bytes) {
 void vram__arena_trim_settled(pool_arena *p) {
     pool_lock_take(&p->lock);
     settle_locked(p, SETTLE_CACHES);
-    if (p->pending != NULL) vram__pending_reap_locked(p, 1);
-    if (p->deferred != NULL) vram__deferred_reap_locked(p, 1);
+    if (p->order.pending != NULL) vram__pending_reap_locked(p, 1);
+    if (p->order.deferred != NULL) vram__deferred_reap_locked(p, 1);
     settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES);
     (void)vram__backing_trim_locked(p, 0);
     p->idle_low = arena_cached(p);

@@ -14,14 +14,15 @@
  *   region / chunk / block   memory an arena holds (plain, or the VMM range); a piece of a region in
  *                     address order (FREE, USED, PENDING); a USED chunk the program holds.
  *   pointer table     every live block by its address (`ptr_table`, pointer_table.h: shards of a ptr_map each).
- *   thread cache / parked    a thread's cache of blocks it freed, by exact size; a block in it.
+ *   thread cache / parked    a thread's cache of blocks it freed, by exact size; a block in it
+ *                     (the arena's part `tc`, thread_cache.c).
  *   pending / deferred       freed on a stream, waiting for its event; freed while still used on
- *                     other streams, waiting for theirs (stream_order.c).
- *   solo              every stream-ordered request of the arena came on one stream.
+ *                     other streams, waiting for theirs (the arena's part `order`, stream_order.c).
+ *   solo              every stream-ordered request of the arena came on one stream (part `solo`).
  *   zone              a part of the VMM region with free bins of its own: the small zone at its
  *                     start, the large one, and the plan's zone at its end.
  *   plan / plan's zone / slot mode  the repeating step's placement (plan.c, plan_arena.c); the zone
- *                     it is placed in; a settled plan served by a lookup of a
+ *                     it is placed in (both the arena's part `plan`); a settled plan served by a lookup of a
  *                     record per planned request, its plan slot (plan_slots.c). "Slot" means nothing
  *                     else in the pool (threads are spread over TC_CACHES thread caches; the pointer
  *                     table's maps have buckets; an extent's record is an entry of pool_vmm.ext).
@@ -186,17 +187,72 @@ typedef struct pool_shared {
  * growth at all, or the arena is asleep (sleep.c). */
 typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF, GROW_ASLEEP } grow_result;
 
-struct pool_arena {
-    /* read by every call without the arena lock, written at creation (and tc_first / tc_multi once):
-     * kept off the cache lines the lock and the counters below write */
-    _Alignas(64) vram__pool_config cfg;
-    pool_tcache      *tc;            /* TC_CACHES caches */
-    size_t            tc_cap;        /* bytes one cache may hold; 0: park nothing */
-    size_t            tc_max_block;  /* largest block a cache takes */
-    atomic_int        tc_first;      /* the first cache used, -1 before; */
-    atomic_int        tc_multi;      /* 1 once a second one was used: caches park from then on, and
+/* The parts of an arena (struct pool_arena below), one per word of the glossary. */
+
+/* The thread caches (thread_cache.c). Read without the arena lock, written at creation (and first /
+ * multi once). */
+typedef struct arena_tc {
+    pool_tcache      *caches;        /* TC_CACHES caches */
+    size_t            cap;           /* bytes one cache may hold; 0: park nothing */
+    size_t            max_block;     /* largest block a cache takes */
+    atomic_int        first;         /* the first cache used, -1 before; */
+    atomic_int        multi;         /* 1 once a second one was used: caches park from then on, and
                                       * the pointer table's shards take their own locks (set under
                                       * the arena lock) */
+} arena_tc;
+
+/* The plan (plan_arena.c, plan_slots.c): the repeating step's planner and the plan's zone. */
+typedef struct arena_plan {
+    uint64_t          lo, hi;        /* the plan's zone [lo, hi): the end of the large zone, whose free
+                                      * chunks are in bins and do not merge across lo (UINT64_MAX and 0:
+                                      * none) */
+    pool_chunk       *first;         /* the chunk that starts the plan's zone */
+    int               hold;          /* growth holds to hold_mark as with hold_peak: a plan waits for
+                                      * its first step, its first step runs until the settle request,
+                                      * or one ended (0 while a plan is followed after that) */
+    struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
+    uint64_t          nap;           /* with a planner: requests left until its resting detector looks
+                                      * again (plan_sees); 0: the planner sees every request */
+    free_bins         bins;          /* free chunks of the plan's zone */
+} arena_plan;
+
+/* Stream order (stream_order.c): the pending and the deferred lists. */
+typedef struct arena_order {
+    pool_chunk       *pending;       /* PENDING chunks, newest first */
+    pool_chunk       *pending_tail;  /* the oldest */
+    size_t            pending_count;
+    size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
+    pool_chunk       *deferred;      /* freed blocks still used on other streams (pool_uses), oldest */
+    pool_chunk       *deferred_tail; /* first; the newest */
+    size_t            deferred_count;
+} arena_order;
+
+/* One stream (see "solo" in stream_order.c): while every stream-ordered request of the arena has come
+ * on `stream` and no plain one since the first, owned-stream frees on it are free at once. */
+typedef struct arena_solo {
+    int               state;         /* SOLO_NONE, SOLO_ON or SOLO_OFF */
+    void             *stream;
+    uint64_t          unfenced;      /* frees made free at once since the stream was last waited for */
+    void             *idle_fence;    /* solo: an event the last idle tick recorded on the stream, which
+                                      * the next tick waits for without the lock (NULL: none needed) */
+    int               idle_fence_failed;   /* it could not be recorded: the next tick gives no extent back */
+} arena_solo;
+
+/* Sleep (sleep.c): what an arena keeps of a sleep. Whether it sleeps now is pool_arena's `asleep`,
+ * which every request reads beside the lock. */
+typedef struct arena_sleep {
+    struct pool_sleep *state;        /* while asleep, or while a private pool that slept keeps what to map
+                                      * again; NULL otherwise */
+    void             *host_kept;     /* the pinned host block of the last offload, kept after its wake for the
+                                      * next sleep (NULL: none), and its bytes */
+    size_t            host_kept_bytes;
+} arena_sleep;
+
+struct pool_arena {
+    /* read by every call without the arena lock, written at creation (and tc.first / tc.multi once):
+     * kept off the cache lines the lock and the counters below write */
+    _Alignas(64) vram__pool_config cfg;
+    arena_tc          tc;            /* the thread caches */
     uint64_t          uid;           /* this arena among all created in the process (ids.c) */
     pool_shared      *shared;        /* what the logical device's arenas share */
     unsigned          tag;           /* the tag its blocks carry (tags.c; 0: none): a tag's arena, or a
@@ -211,32 +267,10 @@ struct pool_arena {
     free_bins         sbins;         /* free chunks of the small zone [vmm->base, small_end) */
     uint64_t          small_end;     /* growth by mapping with cfg.small_max: where the small zone
                                       * ends and the large one begins (0: no small zone) */
-    uint64_t          plan_lo, plan_hi;   /* the plan's zone [plan_lo, plan_hi): the end of the large zone,
-                                      * whose free chunks are in pbins and do not merge across plan_lo
-                                      * (UINT64_MAX and 0: none) */
-    pool_chunk       *plan_first;    /* the chunk that starts the plan's zone */
-    int               plan_hold;     /* growth holds to hold_mark as with hold_peak: a plan waits for
-                                      * its first step, its first step runs until the settle request,
-                                      * or one ended (0 while a plan is followed after that) */
-    struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
-    uint64_t          plan_nap;      /* with a planner: requests left until its resting detector looks
-                                      * again (plan_sees); 0: the planner sees every request */
+    arena_plan        plan;          /* the plan's zone and its planner */
     pool_chunk       *last_taken;    /* the chunk the last hand-out gave (vram__arena_take_locked) */
-    pool_chunk       *pending;       /* PENDING chunks, newest first */
-    pool_chunk       *pending_tail;  /* the oldest */
-    size_t            pending_count;
-    size_t            unrecorded;    /* PENDING chunks with no event yet (owned-stream frees) */
-    pool_chunk       *deferred;      /* freed blocks still used on other streams (pool_uses), oldest */
-    pool_chunk       *deferred_tail; /* first; the newest */
-    size_t            deferred_count;
-    /* One stream (see "solo" in stream_order.c): while every stream-ordered request of the arena has come
-     * on solo_stream and no plain one since the first, owned-stream frees on it are free at once */
-    int               solo;          /* SOLO_NONE, SOLO_ON or SOLO_OFF */
-    void             *solo_stream;
-    uint64_t          solo_unfenced; /* frees made free at once since the stream was last waited for */
-    void             *idle_fence;    /* solo: an event the last idle tick recorded on the stream, which
-                                      * the next tick waits for without the lock (NULL: none needed) */
-    int               idle_fence_failed;   /* it could not be recorded: the next tick gives no extent back */
+    arena_order       order;         /* stream order's lists */
+    arena_solo        solo;          /* one stream */
     pool_chunk       *spare;         /* recycled chunk records */
     /* `current`, `used_count` and `peak` count blocks parked in thread caches as in use, and
      * num_allocs / num_frees count the pool's own hand-outs and releases (see thread_cache.c) */
@@ -253,12 +287,7 @@ struct pool_arena {
                                       * (no idle piece given back or moved: a CUDA graph captured its
                                       * addresses, freed blocks included) */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
-    free_bins         pbins;         /* free chunks of the plan's zone */
-    struct pool_sleep *sleep;        /* while asleep, or while a private pool that slept keeps what to map
-                                      * again (sleep.c); NULL otherwise */
-    void             *host_kept;     /* the pinned host block of the last offload, kept after its wake for the
-                                      * next sleep (sleep.c; NULL: none), and its bytes */
-    size_t            host_kept_bytes;
+    arena_sleep       sleep;         /* what it keeps of a sleep */
     grow_result       failed;        /* why the last request that found no memory failed (arena_alloc.c),
                                       * for the front door's report */
     pool_shard        ptr_table[POOL_SHARDS];   /* each on its own cache line */
@@ -472,14 +501,14 @@ static inline size_t arena_cached(const pool_arena *p) {
 /* The free bins that index chunk c: the small zone's, the plan's zone's or the rest's. */
 static inline free_bins *pool_bins_of(pool_arena *p, const pool_chunk *c) {
     if (c->addr < p->small_end) return c->region == p->vmm ? &p->sbins : &p->bins;
-    return __builtin_expect(c->addr >= p->plan_lo, 0) && c->region == p->vmm ? &p->pbins : &p->bins;
+    return __builtin_expect(c->addr >= p->plan.lo, 0) && c->region == p->vmm ? &p->plan.bins : &p->bins;
 }
 
 /* Whether addr is where one zone of the VMM region ends and the next begins (the small zone's end,
  * the plan's zone's start; the plan's zone reaches the region's end): chunks never span it and free
  * ones never merge across it. */
 static inline int pool_zone_edge(const pool_arena *p, uint64_t addr) {
-    return addr == p->small_end || addr == p->plan_lo;   /* (the plan's zone ends the region) */
+    return addr == p->small_end || addr == p->plan.lo;   /* (the plan's zone ends the region) */
 }
 
 /* the pointer table's shards */

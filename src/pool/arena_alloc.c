@@ -39,12 +39,12 @@ static free_bins *pool_zone_bins(pool_arena *p, size_t rounded) {
  * zone once its own is full), or a chunk freed on the caller's stream. */
 static pool_chunk *pool_find_locked(pool_arena *p, size_t rounded, int async, void *stream) {
     POOL_ASSERT_LOCKED(p);
-    if (p->pending != NULL) vram__pending_reap_locked(p, 0);
-    if (p->deferred != NULL) vram__deferred_reap_locked(p, 0);
+    if (p->order.pending != NULL) vram__pending_reap_locked(p, 0);
+    if (p->order.deferred != NULL) vram__deferred_reap_locked(p, 0);
     free_bins *zone = pool_zone_bins(p, rounded);
     pool_chunk *c = vram__free_bins_best_fit(zone, rounded);
     if (c == NULL && zone != &p->bins) c = vram__free_bins_best_fit(&p->bins, rounded);
-    if (async && p->pending != NULL) {
+    if (async && p->order.pending != NULL) {
         pool_chunk *q = vram__pending_best_fit_locked(p, stream, rounded);
         if (q != NULL && (c == NULL || q->size <= c->size)) return q;   /* a tie: its own */
     }
@@ -134,9 +134,9 @@ static int pool_would_grow_locked(const pool_chunk *c, size_t rounded) {
  * growth or a failure: cheapest tests first, the scan of the caches last. */
 static int pool_flush_helps_locked(pool_arena *p, const pool_chunk *c, size_t rounded) {
     POOL_ASSERT_LOCKED(p);
-    if (p->unrecorded == 0 && !vram__tc_parking(p)) return 0;      /* nothing could be handed back */
+    if (p->order.unrecorded == 0 && !vram__tc_parking(p)) return 0;      /* nothing could be handed back */
     if (!pool_would_grow_locked(c, rounded)) return 0;
-    return p->unrecorded > 0 || vram__tc_holds_any(p);
+    return p->order.unrecorded > 0 || vram__tc_holds_any(p);
 }
 
 /* The limit refused to map memory under the chunk best fit chose: a mapped run of either zone
@@ -157,20 +157,20 @@ static vram_status alloc_at_limit_locked(pool_arena *p, size_t size, size_t roun
  * still used on other streams; 1 when either gave memory back (the request tries again). */
 static int alloc_wait_helps_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    if (p->pending != NULL) {
-        size_t pending = p->pending_count;
+    if (p->order.pending != NULL) {
+        size_t pending = p->order.pending_count;
         vram__pending_reap_locked(p, 1);
         p->stats.syncs++;
-        if (p->pending_count < pending) {
+        if (p->order.pending_count < pending) {
             p->stats.retries++;
             return 1;
         }
     }
-    if (p->deferred != NULL) {
-        size_t deferred = p->deferred_count;
+    if (p->order.deferred != NULL) {
+        size_t deferred = p->order.deferred_count;
         vram__deferred_reap_locked(p, 1);
         p->stats.syncs++;
-        if (p->deferred_count < deferred) {
+        if (p->order.deferred_count < deferred) {
             p->stats.retries++;
             return 1;
         }
@@ -187,7 +187,7 @@ vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t round
     POOL_ASSERT_LOCKED(p);
     for (;;) {
         pool_chunk *c = pool_find_locked(p, rounded, async, stream);
-        if (c == NULL && p->pending != NULL) {
+        if (c == NULL && p->order.pending != NULL) {
             vram__pending_reap_locked(p, 1);
             p->stats.syncs++;
             c = pool_find_locked(p, rounded, async, stream);
@@ -195,7 +195,7 @@ vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t round
         }
         if (pool_flush_helps_locked(p, c, rounded)) {
             vram__pool_flush_caches_locked(p);              /* parked blocks first, then the driver */
-            if (p->unrecorded > 0) vram__pending_record_locked(p);   /* so that they settle soon */
+            if (p->order.unrecorded > 0) vram__pending_record_locked(p);   /* so that they settle soon */
             c = pool_find_locked(p, rounded, async, stream);
         }
         if (p->vmm != NULL && pool_would_grow_locked(c, rounded) &&
@@ -222,7 +222,7 @@ vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t round
             s = alloc_at_limit_locked(p, size, rounded, stream, ptr, &why);
         }
         if (s == VRAM_ERR_OUT_OF_MEMORY && alloc_wait_helps_locked(p)) continue;
-        if (s == VRAM_ERR_OUT_OF_MEMORY && p->plan_hi != 0 && vram__plan_give_way_locked(p)) continue;   /* (its zone's */
+        if (s == VRAM_ERR_OUT_OF_MEMORY && p->plan.hi != 0 && vram__plan_give_way_locked(p)) continue;   /* (its zone's */
         if (s == VRAM_ERR_OUT_OF_MEMORY) p->failed = why;
         if (s == VRAM_OK && p->reserved - p->current < p->idle_low) p->idle_low = p->reserved - p->current;
         return s;
@@ -230,7 +230,7 @@ vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t round
 }
 
 vram_status vram__free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e) {
-    if (__builtin_expect(p->planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
+    if (__builtin_expect(p->plan.planner != NULL, 0) && (c->plan_id != 0 || c->plan_k != 0 || c->slot) &&
         vram__plan_free_locked(p, c, how == VRAM_POOL_FREE_NOW)) {   /* (a block the planner saw) */
         pool_lock_give(&p->lock);                 /* a plan slot of the plan's zone (plan_slots.c) */
         return VRAM_OK;

@@ -285,7 +285,7 @@ grow_result vram__vmm_back_locked(pool_arena *p, const pool_chunk *c) {
      * An arena that plans holds too while a plan waits for its first step (the blocks placed in its
      * zone take the idle memory best fit leaves) and after one ended (the zone's memory serves best
      * fit before any more is mapped). */
-    int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large) || p->plan_hold;
+    int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large) || p->plan.hold;
     int tight = need > arena_headroom(p);        /* the limit: cached memory must serve (a retry) */
     int moved = (hold && p->reserved + need > p->hold_mark) || tight;
     p->stats.retries += (uint64_t)tight;
@@ -439,9 +439,9 @@ vram_status vram__arena_trim_plain_locked(pool_arena *p) {
 
 vram_status vram__backing_trim_locked(pool_arena *p, size_t keep) {
     POOL_ASSERT_LOCKED(p);
-    if (p->unrecorded > 0) vram__pending_record_locked(p);   /* so that they can settle (now or next time) */
-    if (p->pending != NULL) vram__pending_reap_locked(p, 0);
-    if (p->deferred != NULL) vram__deferred_reap_locked(p, 0);
+    if (p->order.unrecorded > 0) vram__pending_record_locked(p);   /* so that they can settle (now or next time) */
+    if (p->order.pending != NULL) vram__pending_reap_locked(p, 0);
+    if (p->order.deferred != NULL) vram__deferred_reap_locked(p, 0);
     size_t excess = arena_cached(p);
     if (excess <= keep) return VRAM_OK;
     vram_status refusal = VRAM_OK;
@@ -459,10 +459,10 @@ int vram__backing_idle_fence(pool_arena *p) {
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return -1;          /* no wait, nothing given back: the next tick */
     pool_lock_take(&p->lock);
-    void *fence = p->idle_fence;
-    int fenced = !p->idle_fence_failed;
-    p->idle_fence = NULL;
-    p->idle_fence_failed = 0;
+    void *fence = p->solo.idle_fence;
+    int fenced = !p->solo.idle_fence_failed;
+    p->solo.idle_fence = NULL;
+    p->solo.idle_fence_failed = 0;
     pool_lock_give(&p->lock);
     if (fence != NULL) {
         if (be->event_sync(p->cfg.dev, fence) != VRAM_OK) fenced = 0;
@@ -474,19 +474,19 @@ int vram__backing_idle_fence(pool_arena *p) {
 void vram__backing_idle_release_locked(pool_arena *p, int fenced) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
-    if (p->unrecorded > 0) vram__pending_record_locked(p);
-    if (p->pending != NULL) vram__pending_reap_locked(p, 0);
-    if (p->deferred != NULL) vram__deferred_reap_locked(p, 0);
+    if (p->order.unrecorded > 0) vram__pending_record_locked(p);
+    if (p->order.pending != NULL) vram__pending_reap_locked(p, 0);
+    if (p->order.deferred != NULL) vram__deferred_reap_locked(p, 0);
     if (p->vmm != NULL && !p->pinned) {          /* extents idle since before the last tick (no capture) */
         pool_vmm_change d = {0};
         vram__vmm_recount_locked(p);
         if (fenced) vram__pool_vmm_unmap_stale(&p->vmm->vmm, &d);   /* else the period goes on: the next tick's
                                                                  fence is later */
         vram__vmm_note_locked(p, &d);
-        if (p->solo == SOLO_ON && p->solo_unfenced > 0 &&
-            be->event_record(p->cfg.dev, p->solo_stream, &p->idle_fence) != VRAM_OK) {
-            p->idle_fence = NULL;
-            p->idle_fence_failed = 1;
+        if (p->solo.state == SOLO_ON && p->solo.unfenced > 0 &&
+            be->event_record(p->cfg.dev, p->solo.stream, &p->solo.idle_fence) != VRAM_OK) {
+            p->solo.idle_fence = NULL;
+            p->solo.idle_fence_failed = 1;
         }
     }
     size_t excess = arena_cached(p), unused = p->idle_low < excess ? p->idle_low : excess;

@@ -1,7 +1,7 @@
 /*
  * plan_arena.c: an arena following the plan of its repeating step (see plan_arena.h).
  *
- * Invariants: while armed or active, plan_lo < plan_hi bound the plan's zone, plan_hi - plan_lo is
+ * Invariants: while armed or active, plan.lo < plan.hi bound the plan's zone, plan.hi - plan.lo is
  * the plan's top rounded up to granules, and chunk[k] is the latest live block the plan placed for
  * request k (this step's, or the step before's while it lives into this one) or NULL; a block the
  * plan placed has plan_k = 1 + k until its free. A planned request is placed only in a FREE chunk
@@ -41,11 +41,11 @@ void vram__plan_arena_enable(pool_arena *p) {
         free(pl);
         return;
     }
-    p->planner = pl;
+    p->plan.planner = pl;
 }
 
 void vram__plan_arena_destroy(pool_arena *p) {
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (pl == NULL) return;
     vram__plan_detector_free(&pl->det);
     vram__plan_free(&pl->plan);
@@ -53,7 +53,7 @@ void vram__plan_arena_destroy(pool_arena *p) {
     free(pl->slot);
     free(pl->sorted);
     free(pl);
-    p->planner = NULL;
+    p->plan.planner = NULL;
 }
 
 /* Gives the plan's zone back to the large zone: its free chunks go to the large zone's bins (the
@@ -61,17 +61,17 @@ void vram__plan_arena_destroy(pool_arena *p) {
  * walk over the zone's chunks. */
 static void plan_zone_dissolve_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_chunk *first = p->plan_first, *last = NULL;
-    uint64_t hi = p->plan_hi;
+    pool_chunk *first = p->plan.first, *last = NULL;
+    uint64_t hi = p->plan.hi;
     if (hi == 0) return;
     for (pool_chunk *c = first; c != NULL && c->addr < hi; c = c->next) {
-        if (c->state == CHUNK_FREE) vram__free_bins_remove(&p->pbins, c);
+        if (c->state == CHUNK_FREE) vram__free_bins_remove(&p->plan.bins, c);
         c->plan_k = 0;
         last = c;
     }
-    p->plan_lo = UINT64_MAX;
-    p->plan_hi = 0;
-    p->plan_first = NULL;
+    p->plan.lo = UINT64_MAX;
+    p->plan.hi = 0;
+    p->plan.first = NULL;
     for (pool_chunk *c = first, *next; c != NULL; c = next) {
         next = c == last ? NULL : c->next;
         if (c->state != CHUNK_FREE) continue;
@@ -84,12 +84,12 @@ static void plan_zone_dissolve_locked(pool_arena *p) {
  * detector, fed again, has PLAN_QUIET requests to find what the program does now. */
 static void plan_end_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     vram__plan_slots_leave_locked(p);
     pl->quiet = 0;
     if (pl->active) pl->ends++;
     pl->active = pl->armed = 0;
-    p->plan_hold = 1;
+    p->plan.hold = 1;
     plan_zone_dissolve_locked(p);
 }
 
@@ -106,10 +106,10 @@ static int plan_zone_carve_locked(pool_arena *p, size_t bytes) {
     pool_chunk *z = vram__chunk_cut_at_locked(p, c, lo);                   /* [lo, the region's end) */
     if (z == NULL) return -1;
     vram__free_bins_remove(pool_bins_of(p, z), z);
-    p->plan_lo = lo;
-    p->plan_hi = lo + bytes;
-    p->plan_first = z;
-    vram__free_bins_insert(&p->pbins, z);
+    p->plan.lo = lo;
+    p->plan.hi = lo + bytes;
+    p->plan.first = z;
+    vram__free_bins_insert(&p->plan.bins, z);
     return 0;
 }
 
@@ -151,7 +151,7 @@ static size_t held_outside_plan_locked(const pool_arena *p, const pool_plan *pla
  * between those blocks, which the zone cannot use (resnet50_train at peak live / 0.995). */
 static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     size_t gran = p->cfg.caps.granularity, bytes = vram__round_up(plan->top, gran);
     if (p->cfg.limit_chosen && plan->planned > 0 &&
         bytes + gran + held_outside_plan_locked(p, plan) > p->cfg.limit) {
@@ -161,7 +161,7 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
         return;
     }
     /* (the detector placed nothing unless the step's blocks reached det.min_live) */
-    pool_chunk **chunk = plan->planned > 0 && p->plan_hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
+    pool_chunk **chunk = plan->planned > 0 && p->plan.hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
     if (chunk == NULL || plan_zone_carve_locked(p, bytes) != 0) {
         free(chunk);
         vram__plan_free(plan);
@@ -175,20 +175,20 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     pl->slot_misses = 0;
     pl->plan = *plan;
     pl->chunk = chunk;
-    pl->armed = p->plan_hold = 1;
+    pl->armed = p->plan.hold = 1;
     pl->given_back = pl->settle_due = 0;
 }
 
 /* The detector rests: the arena stops calling the planner (plan_sees) for PLAN_NAP requests. */
 static void plan_rest_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    p->planner->resting = 1;
-    p->plan_nap = PLAN_NAP;
+    p->plan.planner->resting = 1;
+    p->plan.nap = PLAN_NAP;
 }
 
 void vram__plan_noted_locked(pool_arena *p, pool_chunk *c, size_t rounded, void *stream) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (pl->active) return;
     int grew = p->reserved > pl->reserved_seen;
     pl->reserved_seen = p->reserved;
@@ -224,11 +224,11 @@ static int by_address(const void *a, const void *b) {
 /* The places of the blocks that live into the next step, by address (they are alive together at a
  * step's start: apart), their count in *n; NULL when there are none or no host memory. */
 static vmm_range *wrap_places(const pool_arena *p, size_t *n) {
-    const pool_plan *plan = &p->planner->plan;
+    const pool_plan *plan = &p->plan.planner->plan;
     vmm_range *r = malloc(plan->period * sizeof *r);
     *n = 0;
     for (uint32_t k = 0; r != NULL && k < plan->period; k++) {
-        uint64_t at = p->plan_lo + plan->offset[k];
+        uint64_t at = p->plan.lo + plan->offset[k];
         if (plan->wraps[k]) r[(*n)++] = (vmm_range){at, at + plan->size[k]};
     }
     if (r != NULL) qsort(r, *n, sizeof *r, by_address);
@@ -243,17 +243,17 @@ static vmm_range *wrap_places(const pool_arena *p, size_t *n) {
  * gets the idle memory and what is idle outside goes back (vram__plan_alloc_locked). */
 static void plan_step_begins_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     pl->steps++;
     pl->first = !pl->given_back;
     if (pl->first) {
         size_t n = 0;
         vmm_range *skip = wrap_places(p, &n);
-        pl->given_back_bytes += vram__vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, skip, n);
+        pl->given_back_bytes += vram__vmm_gather_idle_locked(p, p->plan.lo, p->plan.hi, skip, n);
         free(skip);
         pl->given_back = 1;
         pl->settle_due = pl->plan.settle > 0;
-        p->plan_hold = pl->settle_due;   /* until then, the idle memory in the zone serves first */
+        p->plan.hold = pl->settle_due;   /* until then, the idle memory in the zone serves first */
     } else if (!pl->settle_due && (pl->zone != NULL || vram__plan_slots_enter_locked(p))) {
         pl->slot_steps++;
     }
@@ -261,8 +261,8 @@ static void plan_step_begins_locked(pool_arena *p) {
 
 /* The zone's chunk holding address `at`, walking up from chunk c (in the zone, at or below `at`). */
 static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
-    while (c != NULL && c->addr < p->plan_hi && c->addr + c->size <= at) c = c->next;
-    return c != NULL && c->addr <= at && c->addr < p->plan_hi ? c : NULL;
+    while (c != NULL && c->addr < p->plan.hi && c->addr + c->size <= at) c = c->next;
+    return c != NULL && c->addr <= at && c->addr < p->plan.hi ? c : NULL;
 }
 
 /* Planned request k's place in the zone, cut from chunk c (free, holding the place): PLAN_PLACE with
@@ -271,8 +271,8 @@ static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
 static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t rounded, int before_first,
                              pool_chunk **place) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
-    uint64_t at = p->plan_lo + pl->plan.offset[k];
+    pool_planner *pl = p->plan.planner;
+    uint64_t at = p->plan.lo + pl->plan.offset[k];
     if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
         (c = vram__chunk_cut_at_locked(p, c, at)) == NULL) {
         plan_end_locked(p);
@@ -286,7 +286,7 @@ static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t ro
 
 int vram__plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, void *stream) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (taken == NULL) {                       /* (the limit: best fit tries, and reports) */
         plan_end_locked(p);
         return 0;
@@ -302,7 +302,7 @@ int vram__plan_placed_locked(pool_arena *p, pool_chunk *taken, size_t rounded, v
  * first step is placed in the zone already, so that the first step finds it where the plan says. */
 static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream, pool_chunk **place) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     const pool_plan *plan = &pl->plan;
     uint64_t k = pl->det.requests + plan->period - plan->start_request;   /* (in [1, period)) */
     if (k >= plan->period || plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || vram__tc_parking(p) ||
@@ -311,15 +311,15 @@ static int plan_before_first_locked(pool_arena *p, size_t rounded, void *stream,
         return PLAN_BEST_FIT;
     }
     if (!plan->wraps[k]) return PLAN_BEST_FIT;
-    uint64_t at = p->plan_lo + plan->offset[k];
-    return plan_place_locked(p, zone_chunk_at(p, p->plan_first, at), (uint32_t)k, rounded, 1, place);
+    uint64_t at = p->plan.lo + plan->offset[k];
+    return plan_place_locked(p, zone_chunk_at(p, p->plan.first, at), (uint32_t)k, rounded, 1, place);
 }
 
 int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *stream, void **ptr, pool_chunk **place) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (pl->armed && pl->det.requests == pl->plan.start_request) {
-        pl->armed = p->plan_hold = 0;
+        pl->armed = p->plan.hold = 0;
         pl->active = 1;
         pl->pos = 0;
     }
@@ -332,8 +332,8 @@ int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *st
         return PLAN_BEST_FIT;
     }
     if (pl->settle_due && k == plan->settle % plan->period) {
-        pl->settle_due = p->plan_hold = 0;
-        pl->given_back_bytes += vram__vmm_gather_idle_locked(p, p->plan_lo, p->plan_hi, NULL, 0);
+        pl->settle_due = p->plan.hold = 0;
+        pl->given_back_bytes += vram__vmm_gather_idle_locked(p, p->plan.lo, p->plan.hi, NULL, 0);
     }
     if (k == 0) plan_step_begins_locked(p);
     pl->pos = k + 1 == plan->period ? 0 : k + 1;
@@ -353,14 +353,14 @@ int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *st
     /* the free chunk holding the place starts where the planned block below it ends; in the first
      * step, blocks of the step before may lie there or not: a walk up from the last one known */
     int32_t q = pl->first ? plan->below_first[k] : plan->below[k];
-    pool_chunk *c = q < 0 ? p->plan_first : pl->chunk[q] != NULL ? pl->chunk[q]->next : NULL;
-    if (pl->first) c = zone_chunk_at(p, c != NULL ? c : p->plan_first, p->plan_lo + plan->offset[k]);
+    pool_chunk *c = q < 0 ? p->plan.first : pl->chunk[q] != NULL ? pl->chunk[q]->next : NULL;
+    if (pl->first) c = zone_chunk_at(p, c != NULL ? c : p->plan.first, p->plan.lo + plan->offset[k]);
     return plan_place_locked(p, c, k, rounded, 0, place);
 }
 
 int vram__plan_give_way_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (pl == NULL || (!pl->armed && !pl->active)) return 0;
     plan_end_locked(p);
     return 1;
@@ -368,7 +368,7 @@ int vram__plan_give_way_locked(pool_arena *p) {
 
 int vram__plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (c->slot) {                             /* a slot's (or one that was, before slot mode ended) */
         uint32_t k = c->plan_k - 1;
         int mine = pl->zone != NULL && c->plan_k != 0 && k < pl->plan.period && pl->slot[k] == c;
@@ -394,7 +394,7 @@ int vram__plan_free_locked(pool_arena *p, pool_chunk *c, int at_once) {
 
 void vram__plan_arena_end_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (pl == NULL) return;
     if (pl->active || pl->armed) plan_end_locked(p);
     else vram__plan_slots_leave_locked(p);
@@ -402,9 +402,9 @@ void vram__plan_arena_end_locked(pool_arena *p) {
 
 void vram__plan_arena_info_locked(const pool_arena *p, vram_memory_info *info) {
     POOL_ASSERT_LOCKED(p);
-    const pool_planner *pl = p->planner;
+    const pool_planner *pl = p->plan.planner;
     if (pl == NULL) return;
-    info->plan_bytes = pl->active ? (size_t)(p->plan_hi - p->plan_lo) : 0;
+    info->plan_bytes = pl->active ? (size_t)(p->plan.hi - p->plan.lo) : 0;
     info->plan_steps = pl->steps;
     info->plan_ends = pl->ends;
     info->plan_given_back = pl->given_back_bytes;

@@ -11,7 +11,7 @@
  * step whose planned blocks are a large part of what the arena holds, the arena carves the plan's
  * zone at the end of the VMM region (under a limit that was set, only when the zone fits it beside
  * the memory held outside the zone at the first step; else the plan is refused and detection stops): `top` bytes behind a zone edge, whose free chunks are indexed
- * apart (pbins), so that best fit never places there. From the plan's first request on, each
+ * apart (plan.bins), so that best fit never places there. From the plan's first request on, each
  * request of a step is compared with the plan's next one (size, stream). A planned one is cut at
  * its offset from the free chunk that starts where its planned neighbour below ends (a pointer and
  * a check that the chunk is free over the whole place, not a search) and handed out as any
@@ -26,7 +26,7 @@
  * outside it) and what is idle outside is given back to the driver (the plan no longer needs it);
  * growth holds until the plan's settle request, where, the step before's blocks living into the
  * first step being freed, the zone's rest is filled and the idle memory outside given back again.
- * While a plan waits and after one ended, growth holds to the arena's high-water mark (plan_hold:
+ * While a plan waits and after one ended, growth holds to the arena's high-water mark (plan.hold:
  * idle extents move under a block before more is mapped), so a changed program is served from the
  * zone's memory.
  *
@@ -76,17 +76,17 @@ typedef struct pool_planner {
     pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */
     size_t        given_back_bytes;     /* given back when plans came into force */
     /* the detector at rest (vram__plan_noted_locked) */
-    int           resting;       /* not fed: p->plan_nap counts the requests down to its next look */
+    int           resting;       /* not fed: p->plan.nap counts the requests down to its next look */
     int64_t       quiet;         /* requests fed since reserved memory last grew or a plan ended (a look
                                     starts below 0: it lasts PLAN_LOOK requests) */
     size_t        reserved_seen; /* the arena's reserved bytes at the last request fed */
 } pool_planner;
 
-/* Whether the planner sees this request (arena lock held, p->planner set): not while its detector
- * rests and no plan waits or is followed (p->plan_nap counts down to its next look; growth of
+/* Whether the planner sees this request (arena lock held, p->plan.planner set): not while its detector
+ * rests and no plan waits or is followed (p->plan.nap counts down to its next look; growth of
  * reserved memory ends the rest at the next request, vram__note_reserved_locked). */
 static inline int plan_sees(pool_arena *p) {
-    return p->plan_nap == 0 || --p->plan_nap == 0;
+    return p->plan.nap == 0 || --p->plan.nap == 0;
 }
 
 /* Gives arena p a planner (nothing when there is no host memory for one: p plans nothing). */

@@ -20,7 +20,7 @@
  *
  * Leaving rebuilds the zone's chunks: the live slots by address, a free chunk in each gap (records
  * kept aside on entering, so that leaving needs no host memory). Invariants: in slot mode every
- * planned k has slot[k], at plan_lo + offset[k] with the planned size, USED while its block is live
+ * planned k has slot[k], at plan.lo + offset[k] with the planned size, USED while its block is live
  * (then chunk[k] == slot[k], and the record's `slot` is 1) and FREE otherwise; no slot is in the
  * free bins or a thread cache (vram__tc_park refuses records with `slot` set). Pool lock held throughout.
  */
@@ -39,18 +39,18 @@
  * live into this one (at their places), none parked, pending or used on other streams. Its free
  * chunks in *nfree, its last chunk in *last. */
 static int zone_ready(const pool_arena *p, size_t *nfree, size_t *nlive, pool_chunk **last) {
-    const pool_planner *pl = p->planner;
+    const pool_planner *pl = p->plan.planner;
     const pool_plan *plan = &pl->plan;
     *nfree = *nlive = 0;
     *last = NULL;
-    if (p->vmm == NULL || pool_vmm_unmapped(&p->vmm->vmm, p->plan_lo, (size_t)(p->plan_hi - p->plan_lo)) != 0) {
+    if (p->vmm == NULL || pool_vmm_unmapped(&p->vmm->vmm, p->plan.lo, (size_t)(p->plan.hi - p->plan.lo)) != 0) {
         return 0;
     }
-    for (pool_chunk *c = p->plan_first; c != NULL && c->addr < p->plan_hi; c = c->next) {
+    for (pool_chunk *c = p->plan.first; c != NULL && c->addr < p->plan.hi; c = c->next) {
         if (c->state == CHUNK_USED) {
             uint32_t k = c->plan_k - 1;
             if (c->plan_k == 0 || k >= plan->period || pl->chunk[k] != c || !plan->wraps[k] || c->cached ||
-                c->uses != NULL || c->addr != p->plan_lo + plan->offset[k] || c->size != plan->size[k]) {
+                c->uses != NULL || c->addr != p->plan.lo + plan->offset[k] || c->size != plan->size[k]) {
                 return 0;
             }
             (*nlive)++;
@@ -92,9 +92,9 @@ static pool_chunk *pop(pool_chunk **list) {
 /* The zone's chunks [first, last] give way to record z: their free chunks' records go to the
  * reserve, the live ones become slots (out of the list). */
 static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool_chunk *z) {
-    pool_planner *pl = p->planner;
-    z->addr = p->plan_lo;
-    z->size = (size_t)(p->plan_hi - p->plan_lo);
+    pool_planner *pl = p->plan.planner;
+    z->addr = p->plan.lo;
+    z->size = (size_t)(p->plan.hi - p->plan.lo);
     z->region = p->vmm;
     z->state = CHUNK_USED;
     z->prev = first->prev;
@@ -103,11 +103,11 @@ static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool
         int end = c == last;
         next = c->next;
         if (c->state == CHUNK_FREE) {
-            vram__free_bins_remove(&p->pbins, c);
+            vram__free_bins_remove(&p->plan.bins, c);
             c->next = pl->reserve;
             pl->reserve = c;
         } else {
-            c->prev = c->next = NULL;     /* a live slot now: chunk[k] (tc_multi is 0: no thread */
+            c->prev = c->next = NULL;     /* a live slot now: chunk[k] (tc.multi is 0: no thread */
             c->slot = 1;                  /* parks without the arena lock; when one does, it sees this) */
         }
         if (end) break;
@@ -118,7 +118,7 @@ static void zone_to_one(pool_arena *p, pool_chunk *first, pool_chunk *last, pool
 
 int vram__plan_slots_enter_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     const pool_plan *plan = &pl->plan;
     size_t nfree, nlive;
     pool_chunk *last;
@@ -143,12 +143,12 @@ int vram__plan_slots_enter_locked(pool_arena *p) {
     pool_chunk *got = records(p, 1 + (plan->planned - nlive) + more);
     if (got == NULL) return 0;
     pool_chunk *z = pop(&got);
-    zone_to_one(p, p->plan_first, last, z);
+    zone_to_one(p, p->plan.first, last, z);
     for (uint32_t k = 0; k < plan->period; k++) {
         pool_chunk *c = plan->offset[k] == PLAN_UNPLANNED ? NULL : pl->chunk[k];
         if (plan->offset[k] != PLAN_UNPLANNED && c == NULL) {
             c = pop(&got);
-            c->addr = p->plan_lo + plan->offset[k];
+            c->addr = p->plan.lo + plan->offset[k];
             c->size = plan->size[k];
             c->region = p->vmm;
             c->state = CHUNK_FREE;
@@ -162,7 +162,7 @@ int vram__plan_slots_enter_locked(pool_arena *p) {
         c->next = pl->reserve;
         pl->reserve = c;
     }
-    pl->zone = p->plan_first = z;
+    pl->zone = p->plan.first = z;
     pool_vmm_mark(&p->vmm->vmm);
     return 1;
 }
@@ -181,7 +181,7 @@ static void link_after(pool_region *r, pool_chunk **tail, pool_chunk *c) {
 
 void vram__plan_slots_leave_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (pl == NULL || pl->zone == NULL) return;
     const pool_plan *plan = &pl->plan;
     size_t n = 0;
@@ -195,9 +195,9 @@ void vram__plan_slots_leave_locked(pool_arena *p) {
     qsort(pl->sorted, n, sizeof *pl->sorted, by_address);
     pool_chunk *z = pl->zone, *tail = z->prev, *after = z->next, *head = NULL;
     pool_region *r = z->region;
-    uint64_t at = p->plan_lo;
+    uint64_t at = p->plan.lo;
     for (size_t i = 0; i <= n; i++) {
-        uint64_t end = i < n ? pl->sorted[i]->addr : p->plan_hi;
+        uint64_t end = i < n ? pl->sorted[i]->addr : p->plan.hi;
         if (end > at) {                                   /* the free chunk before it */
             pool_chunk *g = pop(&pl->reserve);
             memset(g, 0, sizeof *g);
@@ -206,7 +206,7 @@ void vram__plan_slots_leave_locked(pool_arena *p) {
             g->region = r;
             g->state = CHUNK_FREE;
             link_after(r, &tail, g);
-            vram__free_bins_insert(&p->pbins, g);
+            vram__free_bins_insert(&p->plan.bins, g);
             if (head == NULL) head = g;
         }
         if (i == n) break;
@@ -218,13 +218,13 @@ void vram__plan_slots_leave_locked(pool_arena *p) {
     if (after != NULL) after->prev = tail; else r->last = tail;
     chunk_recycle_locked(p, z);
     while (pl->reserve != NULL) chunk_recycle_locked(p, pop(&pl->reserve));
-    p->plan_first = head;
+    p->plan.first = head;
     pl->zone = NULL;
     pool_vmm_mark(&r->vmm);
 }
 
 int vram__plan_slots_due_ok(const pool_arena *p, uint32_t k) {
-    const pool_planner *pl = p->planner;
+    const pool_planner *pl = p->plan.planner;
     const pool_plan *plan = &pl->plan;
     for (uint32_t i = plan->due_first[k]; i < plan->due_first[k + 1]; i++) {
         if (pl->slot[plan->due_k[i]]->state == CHUNK_USED) return 0;
@@ -234,7 +234,7 @@ int vram__plan_slots_due_ok(const pool_arena *p, uint32_t k) {
 
 int vram__plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     pool_chunk *c = pl->slot[k];
     if (c->state != CHUNK_FREE || ptr_table_put(p, c) != 0) return 0;
     c->state = CHUNK_USED;
@@ -250,7 +250,7 @@ int vram__plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *st
 
 void vram__plan_slots_idle_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_planner *pl = p->planner;
+    pool_planner *pl = p->plan.planner;
     if (pl == NULL) return;
     if (pl->zone != NULL && pl->slot_steps == pl->slot_steps_seen) vram__plan_slots_leave_locked(p);
     pl->slot_steps_seen = pl->slot_steps;

@@ -9,11 +9,11 @@
 
 #include "pool/arena.h"
 
-/* Both under the arena lock. Until the caches start parking (tc_multi, set under the arena lock
+/* Both under the arena lock. Until the caches start parking (tc.multi, set under the arena lock
  * before any thread may touch a shard without it), the arena lock alone guards the shards, and
  * their own locks are not taken: one atomic less per call for a single thread. */
 POOL_HELPER int shards_shared(const pool_arena *p) {
-    return atomic_load_explicit(&p->tc_multi, memory_order_relaxed);   /* stable under the arena lock */
+    return atomic_load_explicit(&p->tc.multi, memory_order_relaxed);   /* stable under the arena lock */
 }
 
 /* The shard of addr, its lock taken when the shards are shared; shard_open gives it back. */

@@ -29,12 +29,12 @@ static const char *check_chunk_locked(pool_arena *p, const pool_region *r, const
     if (c->addr < p->small_end && c->addr + c->size > p->small_end && r == p->vmm) {
         return "a chunk crosses the end of the small zone";
     }
-    if (r == p->vmm && p->plan_hi != 0 && c->addr < p->plan_hi && c->addr + c->size > p->plan_lo &&
-        (c->addr < p->plan_lo || c->addr + c->size > p->plan_hi)) {
+    if (r == p->vmm && p->plan.hi != 0 && c->addr < p->plan.hi && c->addr + c->size > p->plan.lo &&
+        (c->addr < p->plan.lo || c->addr + c->size > p->plan.hi)) {
         return "a chunk crosses an edge of the plan's zone";
     }
-    if (r == p->vmm && p->plan_hi != 0 && c->addr == p->plan_lo && c != p->plan_first) {
-        return "the plan's zone does not start with plan_first";
+    if (r == p->vmm && p->plan.hi != 0 && c->addr == p->plan.lo && c != p->plan.first) {
+        return "the plan's zone does not start with plan.first";
     }
     switch (c->state) {
     case CHUNK_FREE:
@@ -106,8 +106,8 @@ static const char *check_region_locked(pool_arena *p, const pool_region *r, chec
 /* The thread caches: every parked chunk is USED, marked, of its bin's size, and the bytes agree. */
 static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
     POOL_ASSERT_LOCKED(p);
-    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) {
-        const pool_tcache *tc = &p->tc[i];
+    for (int i = 0; p->tc.caches != NULL && i < TC_CACHES; i++) {
+        const pool_tcache *tc = &p->tc.caches[i];
         size_t bytes = 0;
         for (int k = 0; k < TC_BINS; k++) {
             for (const pool_chunk *c = tc->bin[k].head; c != NULL; c = c->cache_next) {
@@ -118,7 +118,7 @@ static const char *check_caches_locked(const pool_arena *p, size_t *parked) {
             }
         }
         if (bytes != atomic_load(&tc->cached)) return "a thread cache's byte count differs from its blocks";
-        if (bytes > p->tc_cap) return "a thread cache holds more than its cap";
+        if (bytes > p->tc.cap) return "a thread cache holds more than its cap";
     }
     return NULL;
 }
@@ -131,7 +131,7 @@ static const char *check_zones_locked(pool_arena *p) {
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
             if (c->state != CHUNK_FREE) continue;
-            int k = pool_bins_of(p, c) == &p->sbins ? 0 : pool_bins_of(p, c) == &p->pbins ? 1 : -1;
+            int k = pool_bins_of(p, c) == &p->sbins ? 0 : pool_bins_of(p, c) == &p->plan.bins ? 1 : -1;
             if (k < 0) continue;
             n[k]++;
             bytes[k] += c->size;
@@ -140,7 +140,7 @@ static const char *check_zones_locked(pool_arena *p) {
     if (n[0] != p->sbins.count || bytes[0] != p->sbins.bytes) {
         return "the small zone's free chunks and its bins disagree";
     }
-    if (n[1] != p->pbins.count || bytes[1] != p->pbins.bytes) {
+    if (n[1] != p->plan.bins.count || bytes[1] != p->plan.bins.bytes) {
         return "the plan's zone's free chunks and its bins disagree";
     }
     return NULL;
@@ -166,7 +166,7 @@ static const char *check_stats_locked(const pool_arena *p) {
     }
     if (st->held[0].cur != p->reserved) return "the statistics' reserved bytes differ from the pool's";
     if (st->req[0].cur > p->current) return "more bytes requested than handed out";
-    if (st->def_blocks[0] != p->deferred_count) return "the statistics' deferred blocks differ from the list";
+    if (st->def_blocks[0] != p->order.deferred_count) return "the statistics' deferred blocks differ from the list";
     return NULL;
 }
 
@@ -174,13 +174,13 @@ static const char *check_stats_locked(const pool_arena *p) {
 static const char *check_lists_locked(const pool_arena *p, size_t *pending, size_t *deferred) {
     POOL_ASSERT_LOCKED(p);
     const pool_chunk *last = NULL;
-    for (const pool_chunk *c = p->pending; c != NULL; c = c->pend_next) (*pending)++;
-    for (const pool_chunk *c = p->deferred; c != NULL && *deferred <= p->deferred_count; c = c->uses->next) {
+    for (const pool_chunk *c = p->order.pending; c != NULL; c = c->pend_next) (*pending)++;
+    for (const pool_chunk *c = p->order.deferred; c != NULL && *deferred <= p->order.deferred_count; c = c->uses->next) {
         if (c->uses == NULL || c->uses->nevents == 0) break;
         (*deferred)++;
         last = c;
     }
-    return last != p->deferred_tail ? "the deferred list's last block is not its tail" : NULL;
+    return last != p->order.deferred_tail ? "the deferred list's last block is not its tail" : NULL;
 }
 
 vram_status vram__check_locked(pool_arena *p) {
@@ -188,7 +188,7 @@ vram_status vram__check_locked(pool_arena *p) {
     char msg[256];
     check_tally t = {0};
     const char *why = NULL;
-    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) pool_spin_lock(&p->tc[i].lock, POOL_RANK_TCACHE);
+    for (int i = 0; p->tc.caches != NULL && i < TC_CACHES; i++) pool_spin_lock(&p->tc.caches[i].lock, POOL_RANK_TCACHE);
     for (int i = 0; i < POOL_SHARDS; i++) pool_spin_lock(&p->ptr_table[i].lock, POOL_RANK_SHARD);
     size_t parked = 0, mapped = 0;
     why = check_caches_locked(p, &parked);
@@ -201,21 +201,21 @@ vram_status vram__check_locked(pool_arena *p) {
     if (why == NULL) why = check_lists_locked(p, &pending, &deferred);
     if (why == NULL && vram__free_bins_check(&p->bins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL && vram__free_bins_check(&p->sbins, msg, sizeof msg) != 0) why = msg;
-    if (why == NULL && vram__free_bins_check(&p->pbins, msg, sizeof msg) != 0) why = msg;
+    if (why == NULL && vram__free_bins_check(&p->plan.bins, msg, sizeof msg) != 0) why = msg;
     if (why == NULL) why = check_zones_locked(p);
     if (why != NULL) {
-    } else if (t.free_count != p->bins.count + p->sbins.count + p->pbins.count ||
-               t.free_bytes != p->bins.bytes + p->sbins.bytes + p->pbins.bytes) {
+    } else if (t.free_count != p->bins.count + p->sbins.count + p->plan.bins.count ||
+               t.free_bytes != p->bins.bytes + p->sbins.bytes + p->plan.bins.bytes) {
         why = "free chunks and the free bins disagree";
     } else if (t.used_count != p->used_count || t.used_count != mapped + parked) {
         why = "live chunks, the pointer table and the live count disagree";
     } else if (t.used_bytes != p->current) {
         why = "current differs from the sum of live blocks";
-    } else if (t.pending_count != p->pending_count || pending != p->pending_count) {
+    } else if (t.pending_count != p->order.pending_count || pending != p->order.pending_count) {
         why = "pending chunks and the pending list disagree";
-    } else if (t.deferred_count != p->deferred_count || deferred != p->deferred_count) {
+    } else if (t.deferred_count != p->order.deferred_count || deferred != p->order.deferred_count) {
         why = "deferred blocks and their list disagree";
-    } else if (t.unrecorded != p->unrecorded) {
+    } else if (t.unrecorded != p->order.unrecorded) {
         why = "pending frees without an event and their count disagree";
     } else if (t.held != p->reserved) {
         why = "reserved differs from the bytes held from the driver";
@@ -231,6 +231,6 @@ vram_status vram__check_locked(pool_arena *p) {
     vram_status s = VRAM_OK;
     if (why != NULL) s = vram__fail(VRAM_ERR_INTERNAL, "vram_check(%s): %s", p->cfg.name, why);
     for (int i = POOL_SHARDS - 1; i >= 0; i--) pool_spin_unlock(&p->ptr_table[i].lock);
-    for (int i = TC_CACHES - 1; p->tc != NULL && i >= 0; i--) pool_spin_unlock(&p->tc[i].lock);
+    for (int i = TC_CACHES - 1; p->tc.caches != NULL && i >= 0; i--) pool_spin_unlock(&p->tc.caches[i].lock);
     return s;
 }

@@ -26,9 +26,9 @@
  * sleeps after the first copy at the bus's rate; vram_trim and the arena's end give it back). Any
  * failure undoes what the steps took: the arena stays asleep as it was.
  *
- * Invariants: asleep != 0 exactly while `sleep` holds the record of a sleep; then every USED chunk is
+ * Invariants: asleep != 0 exactly while `sleep.state` holds the record of a sleep; then every USED chunk is
  * marked asleep, none is parked, and record->bytes is their size; a chunk marked asleep is USED. A
- * block's bytes are at host + its run's host_off + its offset in the run. host_kept is set only while
+ * block's bytes are at host + its run's host_off + its offset in the run. sleep.host_kept is set only while
  * the arena is awake (a sleep takes it or frees it). Everything here runs under
  * the arena lock; the marks are written under the shards' locks too (thread_cache.c reads them
  * under those).
@@ -152,10 +152,10 @@ static int stream_add(void ***s, size_t *n, size_t *cap, void *stream) {
 static vram_status wait_streams_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
-    if (p->unrecorded > 0) vram__pending_record_locked(p);
-    if (p->pending != NULL) vram__pending_reap_locked(p, 1);
-    if (p->deferred != NULL) vram__deferred_reap_locked(p, 1);
-    if (p->pending != NULL || p->deferred != NULL || vram__solo_fence_locked(p) != 0) {
+    if (p->order.unrecorded > 0) vram__pending_record_locked(p);
+    if (p->order.pending != NULL) vram__pending_reap_locked(p, 1);
+    if (p->order.deferred != NULL) vram__deferred_reap_locked(p, 1);
+    if (p->order.pending != NULL || p->order.deferred != NULL || vram__solo_fence_locked(p) != 0) {
         return vram__fail_wrap(VRAM_ERR_DRIVER, "the frees in flight on streams of %s could not be waited for",
                                p->cfg.name);
     }
@@ -223,15 +223,15 @@ static vram_status offload_locked(pool_arena *p, pool_sleep *rec) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     vram_status s = VRAM_OK;
-    if (p->host_kept != NULL && p->host_kept_bytes >= rec->bytes) {
-        rec->host = p->host_kept;
-        rec->host_bytes = p->host_kept_bytes;
-        p->host_kept = NULL;
-        p->host_kept_bytes = 0;
+    if (p->sleep.host_kept != NULL && p->sleep.host_kept_bytes >= rec->bytes) {
+        rec->host = p->sleep.host_kept;
+        rec->host_bytes = p->sleep.host_kept_bytes;
+        p->sleep.host_kept = NULL;
+        p->sleep.host_kept_bytes = 0;
     } else {
-        if (p->host_kept != NULL) (void)be->host_free(p->cfg.dev, p->host_kept);   /* (a refusal: lost) */
-        p->host_kept = NULL;
-        p->host_kept_bytes = 0;
+        if (p->sleep.host_kept != NULL) (void)be->host_free(p->cfg.dev, p->sleep.host_kept);   /* (a refusal: lost) */
+        p->sleep.host_kept = NULL;
+        p->sleep.host_kept_bytes = 0;
         s = be->host_alloc(p->cfg.dev, rec->bytes, &rec->host);
         if (s != VRAM_OK) {
             rec->host = NULL;
@@ -267,7 +267,7 @@ static void record_free(pool_arena *p, pool_sleep *rec) {
 vram_status vram__sleep_locked(pool_arena *p, int offload) {
     POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;
-    if (p->planner != NULL) vram__plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
+    if (p->plan.planner != NULL) vram__plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
     vram__pool_flush_caches_locked(p);
     vram_status s = wait_streams_locked(p);
     if (s != VRAM_OK) return s;
@@ -298,7 +298,7 @@ vram_status vram__sleep_locked(pool_arena *p, int offload) {
     vram_status plain = vram__arena_trim_plain_locked(p);        /* empty plain regions (none in a private pool in use) */
     if (refused == VRAM_OK) refused = plain;
     p->asleep = 1;
-    p->sleep = rec;
+    p->sleep.state = rec;
     if (refused != VRAM_OK) {
         return vram__fail_wrap(refused, "%s sleeps, but the driver kept some of its memory (still counted)",
                                p->cfg.name);
@@ -319,16 +319,16 @@ vram_status vram__sleep_refusal(const pool_arena *p, size_t size) {
 
 void vram__sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
     POOL_ASSERT_LOCKED(p);
-    info->asleep_bytes = p->asleep ? p->sleep->bytes : 0;
-    info->asleep_host_bytes = p->asleep && p->sleep->host != NULL ? p->sleep->host_bytes : 0;
-    info->host_kept_bytes = p->host_kept_bytes;
+    info->asleep_bytes = p->asleep ? p->sleep.state->bytes : 0;
+    info->asleep_host_bytes = p->asleep && p->sleep.state->host != NULL ? p->sleep.state->host_bytes : 0;
+    info->host_kept_bytes = p->sleep.host_kept_bytes;
 }
 
 vram_status vram__sleep_host_kept_free_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    void *host = p->host_kept;
-    p->host_kept = NULL;
-    p->host_kept_bytes = 0;
+    void *host = p->sleep.host_kept;
+    p->sleep.host_kept = NULL;
+    p->sleep.host_kept_bytes = 0;
     vram_status s = host != NULL ? p->cfg.backend->host_free(p->cfg.dev, host) : VRAM_OK;
     return s != VRAM_OK ? vram__fail_wrap(s, "giving back the pinned host memory %s kept from a sleep", p->cfg.name)
                         : VRAM_OK;
@@ -336,8 +336,8 @@ vram_status vram__sleep_host_kept_free_locked(pool_arena *p) {
 
 void vram__sleep_free_locked(pool_arena *p, pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
-    pool_sleep *rec = p->sleep;
-    if (p->planner != NULL) (void)vram__plan_free_locked(p, c, 1);   /* (the detector's note; no plan is in force) */
+    pool_sleep *rec = p->sleep.state;
+    if (p->plan.planner != NULL) (void)vram__plan_free_locked(p, c, 1);   /* (the detector's note; no plan is in force) */
     c->asleep = 0;
     free(c->uses);                     /* (no stream can use memory that is not there) */
     c->uses = NULL;
@@ -351,14 +351,14 @@ void vram__sleep_free_locked(pool_arena *p, pool_chunk *c) {
 }
 
 void vram__sleep_drop(pool_arena *p) {
-    record_free(p, p->sleep);
-    p->sleep = NULL;
+    record_free(p, p->sleep.state);
+    p->sleep.state = NULL;
     p->asleep = 0;
 }
 
 const char *vram__sleep_check_marks_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    if ((p->asleep != 0) != (p->sleep != NULL)) return "an arena asleep has no record of its sleep, or the reverse";
+    if ((p->asleep != 0) != (p->sleep.state != NULL)) return "an arena asleep has no record of its sleep, or the reverse";
     size_t bytes = 0;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
@@ -369,8 +369,8 @@ const char *vram__sleep_check_marks_locked(pool_arena *p) {
             if (c->asleep) bytes += c->size;
         }
     }
-    if (p->asleep && bytes != p->sleep->bytes) return "the bytes asleep differ from the blocks marked asleep";
-    if (p->asleep && p->sleep->host != NULL && p->sleep->host_bytes < p->sleep->bytes) {
+    if (p->asleep && bytes != p->sleep.state->bytes) return "the bytes asleep differ from the blocks marked asleep";
+    if (p->asleep && p->sleep.state->host != NULL && p->sleep.state->host_bytes < p->sleep.state->bytes) {
         return "the host copy is smaller than the blocks asleep";
     }
     return NULL;
@@ -380,7 +380,7 @@ const char *vram__sleep_check_marks_locked(pool_arena *p) {
 
 vram_status vram__wake_plan_locked(pool_arena *p, size_t *need) {
     POOL_ASSERT_LOCKED(p);
-    pool_sleep *rec = p->sleep;
+    pool_sleep *rec = p->sleep.state;
     pool_vmm *v = &p->vmm->vmm;
     size_t words = vram__pool_vmm_bit_words(v);
     *need = 0;
@@ -398,14 +398,14 @@ vram_status vram__wake_plan_locked(pool_arena *p, size_t *need) {
 
 grow_result vram__wake_budget_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    grow_result why = vram__arena_budget_take(p, p->sleep->need);
-    p->sleep->taken = why == GROW_OK;
+    grow_result why = vram__arena_budget_take(p, p->sleep.state->need);
+    p->sleep.state->taken = why == GROW_OK;
     return why;
 }
 
 vram_status vram__wake_map_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_sleep *rec = p->sleep;
+    pool_sleep *rec = p->sleep.state;
     pool_vmm_change d;
     vram_status s = vram__pool_vmm_map_bits(&p->vmm->vmm, rec->want, &d);
     if (d.mapped < rec->need) vram__arena_budget_give(p, rec->need - d.mapped);   /* (only after a refusal) */
@@ -416,7 +416,7 @@ vram_status vram__wake_map_locked(pool_arena *p) {
 
 vram_status vram__wake_copy_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    pool_sleep *rec = p->sleep;
+    pool_sleep *rec = p->sleep.state;
     const vram__backend *be = p->cfg.backend;
     if (rec->host == NULL) return VRAM_OK;                   /* discarded, or no block left */
     const pool_chunk *c = p->vmm->first;
@@ -442,7 +442,7 @@ vram_status vram__wake_copy_locked(pool_arena *p) {
 
 void vram__wake_undo_locked(pool_arena *p, int mapped) {
     POOL_ASSERT_LOCKED(p);
-    pool_sleep *rec = p->sleep;
+    pool_sleep *rec = p->sleep.state;
     if (mapped) {                       /* what the map made goes back (the budgets with it) */
         pool_vmm_change d;
         vram__pool_vmm_unmap_bits(&p->vmm->vmm, rec->want, &d);
@@ -460,10 +460,10 @@ void vram__wake_done_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     mark_all_locked(p, 0);
     p->vmm->vmm.stale = 1;
-    if (p->sleep->host != NULL && p->host_kept == NULL) {   /* kept for the next sleep (offload_locked) */
-        p->host_kept = p->sleep->host;
-        p->host_kept_bytes = p->sleep->host_bytes;
-        p->sleep->host = NULL;
+    if (p->sleep.state->host != NULL && p->sleep.host_kept == NULL) {   /* kept for the next sleep (offload_locked) */
+        p->sleep.host_kept = p->sleep.state->host;
+        p->sleep.host_kept_bytes = p->sleep.state->host_bytes;
+        p->sleep.state->host = NULL;
     }
     vram__sleep_drop(p);
 }

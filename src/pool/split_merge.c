@@ -6,7 +6,7 @@
  *
  * Invariants kept: the chunks tile their region in address order; no two FREE chunks are
  * neighbours except across a zone's edge (the small zone's end, the plan's zone's ends: the zones
- * never merge); every FREE chunk is in its zone's free bins; plan_first starts the plan's zone.
+ * never merge); every FREE chunk is in its zone's free bins; plan.first starts the plan's zone.
  * Everything here is under the arena lock.
  */
 #include "pool/split_merge.h"
@@ -45,7 +45,7 @@ void vram__chunk_make_free_locked(pool_arena *p, pool_chunk *c, int was_busy) {
     } else if (join_next) {
         size_t size = next->size + c->size;
         next->addr = c->addr;
-        if (c == p->plan_first) p->plan_first = next;   /* next's record starts the zone now */
+        if (c == p->plan.first) p->plan.first = next;   /* next's record starts the zone now */
         chunk_unlink_locked(p, c);
         vram__free_bins_resize(bins, next, size);
     } else {

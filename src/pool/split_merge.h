@@ -73,7 +73,7 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
     b->next = c;
     if (c->prev) c->prev->next = b; else c->region->first = b;
     c->prev = b;
-    if (c == p->plan_first) p->plan_first = b;      /* b starts the plan's zone now */
+    if (c == p->plan.first) p->plan.first = b;      /* b starts the plan's zone now */
     c->addr += size;
     vram__free_bins_resize(bins, c, c->size - size);
     return b;
@@ -83,21 +83,21 @@ POOL_HELPER pool_chunk *chunk_take_front_locked(pool_arena *p, pool_chunk *c, si
 
 POOL_HELPER void pending_unlink_locked(pool_arena *p, pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
-    if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->pending = c->pend_next;
-    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->pending_tail = c->pend_prev;
+    if (c->pend_prev) c->pend_prev->pend_next = c->pend_next; else p->order.pending = c->pend_next;
+    if (c->pend_next) c->pend_next->pend_prev = c->pend_prev; else p->order.pending_tail = c->pend_prev;
     c->pend_prev = c->pend_next = NULL;
-    p->pending_count--;
-    if (c->event == NULL) p->unrecorded--;
+    p->order.pending_count--;
+    if (c->event == NULL) p->order.unrecorded--;
 }
 
 POOL_HELPER void pending_link_locked(pool_arena *p, pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
     c->pend_prev = NULL;
-    c->pend_next = p->pending;
-    if (p->pending) p->pending->pend_prev = c; else p->pending_tail = c;
-    p->pending = c;
-    p->pending_count++;
-    if (c->event == NULL) p->unrecorded++;
+    c->pend_next = p->order.pending;
+    if (p->order.pending) p->order.pending->pend_prev = c; else p->order.pending_tail = c;
+    p->order.pending = c;
+    p->order.pending_count++;
+    if (c->event == NULL) p->order.unrecorded++;
 }
 
 #endif /* VRAM_POOL_SPLIT_MERGE_H */

@@ -70,7 +70,7 @@ void vram__note_reserved_locked(pool_arena *p, size_t delta, int grow) {
         p->reserved += delta;
         if (p->reserved > p->peak_reserved) p->peak_reserved = p->reserved;
         if (p->reserved > p->hold_mark) p->hold_mark = p->reserved;
-        if (p->plan_nap > 1) p->plan_nap = 1;  /* the plan's detector looks from the next request on */
+        if (p->plan.nap > 1) p->plan.nap = 1;  /* the plan's detector looks from the next request on */
         size_t all = atomic_fetch_add(&p->shared->reserved, delta) + delta;   /* driver calls only */
         size_t peak = atomic_load(&p->shared->peak_reserved);
         while (all > peak && !atomic_compare_exchange_weak(&p->shared->peak_reserved, &peak, all)) {

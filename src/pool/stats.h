@@ -55,7 +55,7 @@ POOL_HELPER void note_used_locked(pool_arena *p, const pool_chunk *c, int alloc)
         if (p->used_count > st->blocks[0].peak) st->blocks[0].peak = p->used_count;
         st->req[0].cur += c->req;
         if (st->req[0].cur > st->req[0].peak) st->req[0].peak = st->req[0].cur;
-        if (p->deferred != NULL) vram__stats_active_peaks_locked(p);
+        if (p->order.deferred != NULL) vram__stats_active_peaks_locked(p);
     } else {
         p->current -= size;
         p->used_count--;

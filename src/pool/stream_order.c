@@ -4,7 +4,7 @@
  * still used on other streams: vram_record_stream), the solo state (one stream) and what an arena
  * leaves undone while a CUDA-graph capture is underway.
  *
- * Invariants: a PENDING chunk is in the pending list, and counts in `unrecorded` while it has no
+ * Invariants: a PENDING chunk is in the pending list, and counts in `order.unrecorded` while it has no
  * event; only its own stream takes it before its event completed. A deferred block is USED, out of
  * the pointer table and of the counts, in the deferred list, until every event of its uses
  * completed. While a capture is underway no event is recorded, queried or waited for here. The
@@ -53,7 +53,7 @@ void vram__pending_record_locked(pool_arena *p) {
     void *stream[PENDING_STREAMS_TRACKED];
     pool_event *event[PENDING_STREAMS_TRACKED];
     int nstreams = 0;
-    for (pool_chunk *c = p->pending; c != NULL && p->unrecorded > 0; c = c->pend_next) {
+    for (pool_chunk *c = p->order.pending; c != NULL && p->order.unrecorded > 0; c = c->pend_next) {
         if (c->event != NULL) continue;
         int k = 0;
         while (k < nstreams && stream[k] != c->stream) k++;
@@ -71,7 +71,7 @@ void vram__pending_record_locked(pool_arena *p) {
         if (event[k] == NULL) continue;
         c->event = event[k];
         c->event->refs++;
-        p->unrecorded--;
+        p->order.unrecorded--;
     }
 }
 
@@ -83,15 +83,15 @@ void vram__pending_reap_locked(pool_arena *p, int wait) {
     POOL_ASSERT_LOCKED(p);
     const vram__backend *be = p->cfg.backend;
     if (capture_underway(p)) return;
-    if (p->unrecorded > 0 && (wait || p->unrecorded >= PENDING_RECORD_BATCH)) vram__pending_record_locked(p);
-    while (wait && p->unrecorded > 0) {   /* a call records PENDING_STREAMS_TRACKED streams at most */
-        size_t before = p->unrecorded;
+    if (p->order.unrecorded > 0 && (wait || p->order.unrecorded >= PENDING_RECORD_BATCH)) vram__pending_record_locked(p);
+    while (wait && p->order.unrecorded > 0) {   /* a call records PENDING_STREAMS_TRACKED streams at most */
+        size_t before = p->order.unrecorded;
         vram__pending_record_locked(p);
-        if (p->unrecorded == before) break;   /* a stream whose event cannot be recorded */
+        if (p->order.unrecorded == before) break;   /* a stream whose event cannot be recorded */
     }
     void *blocked[PENDING_STREAMS_TRACKED];
     int nblocked = 0;
-    for (pool_chunk *c = p->pending_tail; c != NULL;) {
+    for (pool_chunk *c = p->order.pending_tail; c != NULL;) {
         pool_chunk *older_first_next = c->pend_prev;
         int done = 0, skip = c->event == NULL;
         for (int i = 0; !wait && i < nblocked && !skip; i++) skip = blocked[i] == c->stream;
@@ -136,7 +136,7 @@ pool_chunk *vram__pending_merge_locked(pool_arena *p, pool_chunk *c) {
 pool_chunk *vram__pending_best_fit_locked(pool_arena *p, void *stream, size_t size) {
     POOL_ASSERT_LOCKED(p);
     pool_chunk *best = NULL;
-    for (pool_chunk *c = p->pending; c != NULL; c = c->pend_next) {
+    for (pool_chunk *c = p->order.pending; c != NULL; c = c->pend_next) {
         if (c->stream == stream && c->size >= size && (best == NULL || c->size < best->size)) best = c;
     }
     return best;
@@ -208,9 +208,9 @@ VRAM_NOINLINE vram_status vram__free_deferred_unlock(pool_arena *p, pool_chunk *
     u->done = 0;
     u->unrecorded = later;
     u->next = NULL;                                    /* last in the list: oldest free first */
-    if (p->deferred_tail != NULL) p->deferred_tail->uses->next = c; else p->deferred = c;
-    p->deferred_tail = c;
-    p->deferred_count++;
+    if (p->order.deferred_tail != NULL) p->order.deferred_tail->uses->next = c; else p->order.deferred = c;
+    p->order.deferred_tail = c;
+    p->order.deferred_count++;
     note_used_locked(p, c, 0);
     vram__note_deferred_locked(p, c, 1);
     pool_lock_give(&p->lock);
@@ -244,7 +244,7 @@ VRAM_NOINLINE void vram__deferred_reap_locked(pool_arena *p, int wait) {
     void *blocked[PENDING_STREAMS_TRACKED];
     int nblocked = 0;
     pool_chunk *prev = NULL;
-    for (pool_chunk *c = p->deferred; c != NULL;) {
+    for (pool_chunk *c = p->order.deferred; c != NULL;) {
         pool_uses *u = c->uses;
         pool_chunk *next = u->next;
         if (u->unrecorded && deferred_record_locked(p, u) != 0) {   /* freed during a capture */
@@ -270,9 +270,9 @@ VRAM_NOINLINE void vram__deferred_reap_locked(pool_arena *p, int wait) {
             c = next;
             continue;
         }
-        if (prev != NULL) prev->uses->next = next; else p->deferred = next;
-        if (p->deferred_tail == c) p->deferred_tail = prev;
-        p->deferred_count--;
+        if (prev != NULL) prev->uses->next = next; else p->order.deferred = next;
+        if (p->order.deferred_tail == c) p->order.deferred_tail = prev;
+        p->order.deferred_count--;
         vram__note_deferred_locked(p, c, 0);
         free(u);
         c->uses = NULL;
@@ -296,14 +296,14 @@ VRAM_NOINLINE void vram__deferred_reap_locked(pool_arena *p, int wait) {
 /* Waits until S has done everything queued before now; 0, or -1 when the driver refused. */
 int vram__solo_fence_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
-    if (p->solo != SOLO_ON || p->solo_unfenced == 0) return 0;
+    if (p->solo.state != SOLO_ON || p->solo.unfenced == 0) return 0;
     if (capture_underway(p)) return -1;            /* no wait while a capture is underway */
     const vram__backend *be = p->cfg.backend;
     void *ev = NULL;
-    if (be->event_record(p->cfg.dev, p->solo_stream, &ev) != VRAM_OK) return -1;
+    if (be->event_record(p->cfg.dev, p->solo.stream, &ev) != VRAM_OK) return -1;
     vram_status s = be->event_sync(p->cfg.dev, ev);
     be->event_destroy(p->cfg.dev, ev);
     if (s != VRAM_OK) return -1;
-    p->solo_unfenced = 0;
+    p->solo.unfenced = 0;
     return 0;
 }

@@ -69,12 +69,12 @@ int vram__solo_fence_locked(pool_arena *p);
 /* A request (async: stream-ordered, on `stream`) is about to be served. */
 POOL_HELPER void solo_note_request_locked(pool_arena *p, int async, void *stream) {
     POOL_ASSERT_LOCKED(p);
-    if (p->solo == SOLO_NONE && async) {
-        p->solo = SOLO_ON;
-        p->solo_stream = stream;
-    } else if (p->solo == SOLO_ON && (!async || stream != p->solo_stream)) {
+    if (p->solo.state == SOLO_NONE && async) {
+        p->solo.state = SOLO_ON;
+        p->solo.stream = stream;
+    } else if (p->solo.state == SOLO_ON && (!async || stream != p->solo.stream)) {
         (void)vram__solo_fence_locked(p);        /* a driver that cannot wait has failed the stream anyway */
-        p->solo = SOLO_OFF;
+        p->solo.state = SOLO_OFF;
     }
 }
 

@@ -15,15 +15,15 @@
  *   - before the pool would map or take new memory, or fail, it flushes every cache and searches
  *     again (pool_alloc_locked, arena_alloc.c), so parked blocks never cost growth nor an out-of-memory error;
  *     vram_trim, idle release and the pool's destruction flush too;
- *   - a cache holds at most tc_cap bytes and only blocks of up to tc_max_block (tc_cap 0: caches
+ *   - a cache holds at most tc.cap bytes and only blocks of up to tc.max_block (tc.cap 0: caches
  *     only keep the figures below, nothing is parked);
- *   - caches park nothing until a second thread calls vram_malloc on the pool (tc_multi): a
+ *   - caches park nothing until a second thread calls vram_malloc on the pool (tc.multi): a
  *     single-threaded program gets exactly the pool without caches, placement and peak included;
  *   - the program's figures stay exact whenever no call is in flight: in use = the pool's
  *     `current` minus the parked bytes, allocations = the pool's plus the cache hits, frees = the
  *     pool's, less the flushed blocks, plus the parked ones. The peak is the pool's, which counts
  *     parked blocks as in use: with several threads it may exceed the exact peak by what their
- *     caches held at that moment (at most tc_cap each), never fall below it.
+ *     caches held at that moment (at most tc.cap each), never fall below it.
  *
  * Threads take caches in the order they first allocate (thread k uses cache k mod TC_CACHES), so a
  * cache outlives its thread and serves a later one; two threads sharing a cache stay correct (its
@@ -39,15 +39,15 @@
 _Static_assert(TC_BINS && (TC_BINS & (TC_BINS - 1)) == 0, "TC_BINS is a power of two");
 
 int vram__tc_init(pool_arena *p) {
-    atomic_init(&p->tc_first, -1);
-    atomic_init(&p->tc_multi, 0);
-    p->tc = aligned_alloc(64, sizeof(pool_tcache) * TC_CACHES);
-    if (p->tc == NULL) {
-        p->tc_cap = 0;
+    atomic_init(&p->tc.first, -1);
+    atomic_init(&p->tc.multi, 0);
+    p->tc.caches = aligned_alloc(64, sizeof(pool_tcache) * TC_CACHES);
+    if (p->tc.caches == NULL) {
+        p->tc.cap = 0;
         return -1;
     }
     for (int i = 0; i < TC_CACHES; i++) {
-        pool_tcache *tc = &p->tc[i];
+        pool_tcache *tc = &p->tc.caches[i];
         atomic_init(&tc->lock.held, 0);
         atomic_init(&tc->cached, 0);
         tc->hits = tc->parks = 0;
@@ -57,8 +57,8 @@ int vram__tc_init(pool_arena *p) {
 }
 
 void vram__tc_destroy(pool_arena *p) {
-    free(p->tc);
-    p->tc = NULL;
+    free(p->tc.caches);
+    p->tc.caches = NULL;
 }
 
 /* A second cache is in use: from now on caches park, and touch the pointer table without the pool
@@ -66,7 +66,7 @@ void vram__tc_destroy(pool_arena *p) {
  * and the later ones see it; a thread that sees it (acquire) sees all of that. */
 static void tc_start_parking(pool_arena *p) {
     pool_lock_take(&p->lock);
-    atomic_store_explicit(&p->tc_multi, 1, memory_order_release);
+    atomic_store_explicit(&p->tc.multi, 1, memory_order_release);
     pool_lock_give(&p->lock);
 }
 
@@ -75,17 +75,17 @@ static void tc_start_parking(pool_arena *p) {
 pool_tcache *vram__tc_mine(pool_arena *p, vram__pool_thread *me) {
     if (me->tc_pool == p && me->tc_uid == p->uid) return me->tc;      /* this thread was here before */
     int k = (int)((vram__pool_thread_seq(me) - 1) % TC_CACHES);
-    int first = atomic_load_explicit(&p->tc_first, memory_order_relaxed);
-    if (first != k && !atomic_load_explicit(&p->tc_multi, memory_order_relaxed)) {
+    int first = atomic_load_explicit(&p->tc.first, memory_order_relaxed);
+    if (first != k && !atomic_load_explicit(&p->tc.multi, memory_order_relaxed)) {
         int none = -1;
-        if (!(first == -1 && atomic_compare_exchange_strong(&p->tc_first, &none, k)) &&
-            atomic_load(&p->tc_first) != k) {
+        if (!(first == -1 && atomic_compare_exchange_strong(&p->tc.first, &none, k)) &&
+            atomic_load(&p->tc.first) != k) {
             tc_start_parking(p);
         }
     }
     me->tc_pool = p;
     me->tc_uid = p->uid;
-    me->tc = &p->tc[k];
+    me->tc = &p->tc.caches[k];
     return me->tc;
 }
 
@@ -95,7 +95,7 @@ static tc_bin *bin_of(pool_tcache *tc, size_t rounded) {
 }
 
 int vram__tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **out) {
-    if (rounded > p->tc_max_block || !atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
+    if (rounded > p->tc.max_block || !atomic_load_explicit(&p->tc.multi, memory_order_acquire)) return 0;
     pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     tc_bin *b = bin_of(tc, rounded);
     pool_chunk *c = b->size == rounded ? b->head : NULL;
@@ -124,7 +124,7 @@ int vram__tc_take(pool_arena *p, pool_tcache *tc, size_t rounded, pool_chunk **o
 }
 
 int vram__tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
-    if (!atomic_load_explicit(&p->tc_multi, memory_order_acquire)) return 0;
+    if (!atomic_load_explicit(&p->tc.multi, memory_order_acquire)) return 0;
     pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
     size_t cached = atomic_load_explicit(&tc->cached, memory_order_relaxed);
     pool_shard *sh = pool_shard_of(p, addr);
@@ -132,7 +132,7 @@ int vram__tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
     pool_chunk *c = vram__ptr_map_get(&sh->map, addr);   /* a USED chunk's size does not change */
     tc_bin *b = c ? bin_of(tc, c->size) : NULL;
     int park = c != NULL && c->uses == NULL && !c->slot && !c->asleep &&   /* (a plan slot: plan_slots.c; asleep: sleep.c) */
-               c->size <= p->tc_max_block && c->size <= p->tc_cap - cached && (b->head == NULL || b->size == c->size);
+               c->size <= p->tc.max_block && c->size <= p->tc.cap - cached && (b->head == NULL || b->size == c->size);
     if (park) vram__ptr_map_take(&sh->map, addr);
     pool_spin_unlock(&sh->lock);
     if (park) {
@@ -148,13 +148,13 @@ int vram__tc_park(pool_arena *p, pool_tcache *tc, uint64_t addr) {
 }
 
 int vram__tc_parking(const pool_arena *p) {
-    return p->tc_cap != 0 && atomic_load_explicit(&p->tc_multi, memory_order_relaxed);
+    return p->tc.cap != 0 && atomic_load_explicit(&p->tc.multi, memory_order_relaxed);
 }
 
 int vram__tc_holds_any(pool_arena *p) {
     if (!vram__tc_parking(p)) return 0;
     for (int i = 0; i < TC_CACHES; i++) {
-        if (atomic_load_explicit(&p->tc[i].cached, memory_order_relaxed) != 0) return 1;
+        if (atomic_load_explicit(&p->tc.caches[i].cached, memory_order_relaxed) != 0) return 1;
     }
     return 0;
 }
@@ -162,9 +162,9 @@ int vram__tc_holds_any(pool_arena *p) {
 pool_chunk *vram__tc_flush_all_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_chunk *first = NULL, **tail = &first;      /* in the order of the caches and their bins */
-    if (p->tc_cap == 0) return NULL;
+    if (p->tc.cap == 0) return NULL;
     for (int i = 0; i < TC_CACHES; i++) {
-        pool_tcache *tc = &p->tc[i];
+        pool_tcache *tc = &p->tc.caches[i];
         if (atomic_load_explicit(&tc->cached, memory_order_relaxed) == 0) continue;
         pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
         for (int k = 0; k < TC_BINS; k++) {
@@ -185,8 +185,8 @@ pool_chunk *vram__tc_flush_all_locked(pool_arena *p) {
 void vram__tc_stats_locked(pool_arena *p, tc_stats *out) {
     POOL_ASSERT_LOCKED(p);
     *out = (tc_stats){0};
-    for (int i = 0; p->tc != NULL && i < TC_CACHES; i++) {
-        pool_tcache *tc = &p->tc[i];
+    for (int i = 0; p->tc.caches != NULL && i < TC_CACHES; i++) {
+        pool_tcache *tc = &p->tc.caches[i];
         pool_spin_lock(&tc->lock, POOL_RANK_TCACHE);
         out->hits += tc->hits;
         out->parks += tc->parks;

@@ -46,7 +46,7 @@ static pool_arena *bare_arena(void) {
     pool_arena *p = aligned_alloc(_Alignof(pool_arena), sizeof *p);
     EXPECT(p != NULL);
     memset(p, 0, sizeof *p);
-    p->plan_lo = UINT64_MAX;
+    p->plan.lo = UINT64_MAX;
     pool_lock_init(&p->lock);
     return p;
 }

@@ -37,7 +37,7 @@ static pool_arena *arena_new(void) {
     pool_arena *p = aligned_alloc(_Alignof(pool_arena), sizeof *p);
     EXPECT(p != NULL);
     memset(p, 0, sizeof *p);
-    p->plan_lo = UINT64_MAX;          /* no plan's zone, no small zone: as vram__arena_create leaves it */
+    p->plan.lo = UINT64_MAX;          /* no plan's zone, no small zone: as vram__arena_create leaves it */
     pool_lock_init(&p->lock);
     pool_lock_take(&p->lock);         /* held throughout, as the _locked functions need (debug.h) */
     unit_on_failure(print_regions, p);
@@ -83,11 +83,11 @@ static pool_region *zoned_region(pool_arena *p) {
     p->regions = r;
     p->vmm = r;
     p->small_end = BASE + 16 * U;
-    p->plan_lo = BASE + 48 * U;
-    p->plan_hi = BASE + 64 * U;
+    p->plan.lo = BASE + 48 * U;
+    p->plan.hi = BASE + 64 * U;
     chunk_at(p, r, BASE, 16 * U);
     chunk_at(p, r, BASE + 16 * U, 32 * U);
-    p->plan_first = chunk_at(p, r, BASE + 48 * U, 16 * U);
+    p->plan.first = chunk_at(p, r, BASE + 48 * U, 16 * U);
     return r;
 }
 
@@ -144,10 +144,10 @@ static int in_bins(const free_bins *b, const pool_chunk *c) {
 
 /* split_merge.c's invariants: chunks tile each region in address order; no two free neighbours but
  * across a zone's edge; every free chunk in its zone's bins and only those (counts and bytes);
- * plan_first starts the plan's zone; the arena's figures are the sum of its used chunks. */
+ * plan.first starts the plan's zone; the arena's figures are the sum of its used chunks. */
 static void expect_sound(pool_arena *p) {
     size_t count[3] = {0, 0, 0}, bytes[3] = {0, 0, 0}, used = 0, used_bytes = 0;
-    free_bins *all[3] = {&p->bins, &p->sbins, &p->pbins};
+    free_bins *all[3] = {&p->bins, &p->sbins, &p->plan.bins};
     for (pool_region *r = p->regions; r != NULL; r = r->next) {
         uint64_t at = r->base;
         EXPECT(r->first != NULL && r->first->prev == NULL);
@@ -158,11 +158,11 @@ static void expect_sound(pool_arena *p) {
             EXPECT_PTR(c->region, ==, r);
             EXPECT(c->next != NULL || r->last == c);
             if (c->next) EXPECT_PTR(c->next->prev, ==, c);
-            if (p->plan_hi != 0) {       /* no chunk spans a zone's edge */
+            if (p->plan.hi != 0) {       /* no chunk spans a zone's edge */
                 uint64_t end = c->addr + c->size;
                 if (r == p->vmm) {
                     EXPECT(!(c->addr < p->small_end && end > p->small_end));
-                    EXPECT(!(c->addr < p->plan_lo && end > p->plan_lo));
+                    EXPECT(!(c->addr < p->plan.lo && end > p->plan.lo));
                 }
             }
             if (c->state == CHUNK_FREE) {
@@ -185,9 +185,9 @@ static void expect_sound(pool_arena *p) {
         EXPECT_SIZE(all[k]->count, ==, count[k]);
         EXPECT_SIZE(all[k]->bytes, ==, bytes[k]);
     }
-    if (p->plan_hi != 0) {
-        EXPECT(p->plan_first != NULL);
-        EXPECT_U64(p->plan_first->addr, ==, p->plan_lo);
+    if (p->plan.hi != 0) {
+        EXPECT(p->plan.first != NULL);
+        EXPECT_U64(p->plan.first->addr, ==, p->plan.lo);
     }
     EXPECT_SIZE(p->used_count, ==, used);
     EXPECT_SIZE(p->current, ==, used_bytes);
@@ -285,9 +285,9 @@ UNIT_TEST(split_merge, the_rest_of_a_pending_chunk_stays_pending) {
     EXPECT_PTR(rest->stream, ==, (void *)0x5);
     EXPECT_PTR(rest->event, ==, &ev);
     EXPECT_INT(ev.refs, ==, 2);
-    EXPECT_PTR(p->pending, ==, rest);
-    EXPECT_SIZE(p->pending_count, ==, 1);
-    EXPECT_SIZE(p->unrecorded, ==, 0);
+    EXPECT_PTR(p->order.pending, ==, rest);
+    EXPECT_SIZE(p->order.pending_count, ==, 1);
+    EXPECT_SIZE(p->order.unrecorded, ==, 0);
     EXPECT_SIZE(p->bins.count, ==, 0);          /* nothing pending is in the bins */
     /* one without an event yet (an owned-stream free): the rest counts as unrecorded too */
     pending_unlink_locked(p, rest);
@@ -296,8 +296,8 @@ UNIT_TEST(split_merge, the_rest_of_a_pending_chunk_stays_pending) {
     EXPECT_INT(vram__chunk_split_locked(p, rest, 4 * U), ==, 0);
     EXPECT_LAYOUT(r, "P8 P4 P20");
     EXPECT_PTR(rest->next->event, ==, NULL);
-    EXPECT_SIZE(p->unrecorded, ==, 1);
-    EXPECT_SIZE(p->pending_count, ==, 1);
+    EXPECT_SIZE(p->order.unrecorded, ==, 1);
+    EXPECT_SIZE(p->order.pending_count, ==, 1);
     arena_free_all(p);
 }
 
@@ -356,11 +356,11 @@ UNIT_TEST(split_merge, take_front_gives_a_new_record_and_keeps_the_chunks) {
 UNIT_TEST(split_merge, take_front_of_the_plans_first_chunk_moves_plan_first) {
     pool_arena *p = arena_new();
     pool_region *r = zoned_region(p);
-    pool_chunk *z = p->plan_first;
+    pool_chunk *z = p->plan.first;
     pool_chunk *b = take(p, z, 4 * U);
-    EXPECT_PTR(p->plan_first, ==, b);
+    EXPECT_PTR(p->plan.first, ==, b);
     EXPECT_LAYOUT(r, "F16 F32 U4 F12");
-    EXPECT(in_bins(&p->pbins, z));
+    EXPECT(in_bins(&p->plan.bins, z));
     expect_sound(p);
     vram__pool_release_used_locked(p, b);
     EXPECT_LAYOUT(r, "F16 F32 F16");
@@ -475,13 +475,13 @@ UNIT_TEST(split_merge, no_merge_across_a_zones_edge) {
     EXPECT_LAYOUT(r, "F16 F32 F16");
     EXPECT_SIZE(p->sbins.count, ==, 1);
     EXPECT_SIZE(p->bins.count, ==, 1);
-    EXPECT_SIZE(p->pbins.count, ==, 1);
+    EXPECT_SIZE(p->plan.bins.count, ==, 1);
     expect_sound(p);
     /* blocks on both sides of each edge */
     pool_chunk *s_last = take(p, vram__chunk_cut_at_locked(p, chunk_at_unit(r, 0), BASE + 12 * U), 4 * U);
     pool_chunk *l_first = take(p, chunk_at_unit(r, 16), 4 * U);
     pool_chunk *l_last = take(p, vram__chunk_cut_at_locked(p, chunk_at_unit(r, 20), BASE + 44 * U), 4 * U);
-    pool_chunk *z_first = take(p, p->plan_first, 4 * U);
+    pool_chunk *z_first = take(p, p->plan.first, 4 * U);
     EXPECT_LAYOUT(r, "F12 U4 U4 F24 U4 U4 F12");
     expect_sound(p);
     vram__pool_release_used_locked(p, l_first);       /* joins the large zone's free chunk, not the small's */
@@ -490,12 +490,12 @@ UNIT_TEST(split_merge, no_merge_across_a_zones_edge) {
     EXPECT_LAYOUT(r, "F16 F28 U4 U4 F12");
     vram__pool_release_used_locked(p, z_first);       /* the plan's zone's */
     EXPECT_LAYOUT(r, "F16 F28 U4 F16");
-    EXPECT_PTR(p->plan_first, ==, chunk_at_unit(r, 48));
+    EXPECT_PTR(p->plan.first, ==, chunk_at_unit(r, 48));
     vram__pool_release_used_locked(p, l_last);
     EXPECT_LAYOUT(r, "F16 F32 F16");
     EXPECT_SIZE(p->sbins.bytes, ==, 16 * U);
     EXPECT_SIZE(p->bins.bytes, ==, 32 * U);
-    EXPECT_SIZE(p->pbins.bytes, ==, 16 * U);
+    EXPECT_SIZE(p->plan.bins.bytes, ==, 16 * U);
     expect_sound(p);
     arena_free_all(p);
 }
@@ -504,12 +504,12 @@ UNIT_TEST(split_merge, no_merge_across_a_zones_edge) {
 UNIT_TEST(split_merge, plan_first_follows_a_merge_at_the_zones_start) {
     pool_arena *p = arena_new();
     pool_region *r = zoned_region(p);
-    pool_chunk *z = take(p, p->plan_first, 4 * U);
+    pool_chunk *z = take(p, p->plan.first, 4 * U);
     pool_chunk *rest = z->next;
-    EXPECT_PTR(p->plan_first, ==, z);
+    EXPECT_PTR(p->plan.first, ==, z);
     vram__pool_release_used_locked(p, z);
-    EXPECT_PTR(p->plan_first, ==, rest);
-    EXPECT_U64(rest->addr, ==, p->plan_lo);
+    EXPECT_PTR(p->plan.first, ==, rest);
+    EXPECT_U64(rest->addr, ==, p->plan.lo);
     EXPECT_LAYOUT(r, "F16 F32 F16");
     expect_sound(p);
     arena_free_all(p);
@@ -601,12 +601,12 @@ UNIT_TEST(split_merge, random_against_a_map_of_units) {
     r->size = UNITS * U;
     p->regions = p->vmm = r;
     p->small_end = BASE + SMALL_END * U;
-    p->plan_lo = BASE + PLAN_LO * U;
-    p->plan_hi = BASE + UNITS * U;
+    p->plan.lo = BASE + PLAN_LO * U;
+    p->plan.hi = BASE + UNITS * U;
     chunk_at(p, r, BASE, SMALL_END * U);
     chunk_at(p, r, BASE + SMALL_END * U, (PLAN_LO - SMALL_END) * U);
-    p->plan_first = chunk_at(p, r, BASE + PLAN_LO * U, (UNITS - PLAN_LO) * U);
-    free_bins *zbins[3] = {&p->sbins, &p->bins, &p->pbins};
+    p->plan.first = chunk_at(p, r, BASE + PLAN_LO * U, (UNITS - PLAN_LO) * U);
+    free_bins *zbins[3] = {&p->sbins, &p->bins, &p->plan.bins};
 
     static int owner[UNITS];                  /* 0: free, else 1 + the live block's index */
     static pool_chunk *live[MAXLIVE];
