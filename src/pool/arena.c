@@ -44,10 +44,10 @@
  *
  * This file is the arena's front door: every call the device allocator (arenas.c) makes on an
  * arena is here (creation, destruction, a request and a free with their thread-cache fast paths,
- * queries, statistics, the check, the memory map, trim and the idle tick, IPC export, sleep and
- * wake), and so is `settle`, what an entry does before anything walks the chunks or counts memory
- * (leave slot mode, flush the thread caches, recount the extents), and the out-of-memory report of a
- * request. Below it, in the order calls run (arena.h): arena_alloc.c (the allocation path) and
+ * queries, statistics, the check, the memory map, trim and the idle tick, IPC export), but for sleep
+ * and wake, which settle nothing and are sleep.c's own entries (declared with these in arena.h); and
+ * so is `settle`, what an entry does before anything walks the chunks or counts memory (leave slot
+ * mode, flush the thread caches, recount the extents), and the out-of-memory report of a request. Below it, in the order calls run (arena.h): arena_alloc.c (the allocation path) and
  * sleep.c, plan_arena.c and plan_slots.c, backing.c, stream_order.c, split_merge.c, the readers
  * (stats.c, oom.c, pool_check.c, pool_snapshot.c), and the leaves.
  */
@@ -193,8 +193,8 @@ vram_status vram__arena_destroy(pool_arena *p) {
         if (s != VRAM_OK && plain) vram__region_drop(r);
         if (s != VRAM_OK && refusal == VRAM_OK) refusal = s;
     }
-    vram__sleep_drop(p);                        /* (no block left: its host copy, what to map again) */
-    (void)vram__sleep_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
+    vram__arena_sleep_drop(p);                        /* (no block left: its host copy, what to map again) */
+    (void)vram__arena_host_kept_free_locked(p);   /* (a refusal: nothing more to do at the end) */
     vram__chunk_free_spares(p);
     for (int i = 0; i < POOL_SHARDS; i++) vram__ptr_map_destroy(&p->ptr_table[i].map);
     vram__tc_destroy(p);
@@ -228,7 +228,7 @@ vram_status vram__arena_alloc(pool_arena *p, vram__pool_thread *me, size_t size,
     }
     pool_lock_take_by(&p->lock, me);                              /* (its bias, lock.h) */
     if (__builtin_expect(p->asleep, 0)) {                         /* its memory is off the card (sleep.c) */
-        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : vram__sleep_refusal(p, size);
+        vram_status s = quiet != NULL ? VRAM_ERR_OUT_OF_MEMORY : vram__arena_asleep_refusal(p, size);
         if (quiet != NULL) *quiet = GROW_ASLEEP;
         pool_lock_give(&p->lock);
         return s;
@@ -266,7 +266,7 @@ vram_status vram__arena_alloc_at(pool_arena *p, uint64_t addr, size_t size, void
     }
     vram_status s = VRAM_OK;
     if (p->asleep) {
-        s = vram__sleep_refusal(p, size);
+        s = vram__arena_asleep_refusal(p, size);
     } else if (size == 0 || addr % VRAM_POOL_UNIT != 0 || rounded < size || c == NULL || c->state != CHUNK_FREE ||
         addr + rounded > c->addr + c->size) {
         s = vram__fail(VRAM_ERR_INVALID_ARGUMENT, "vram_private_malloc_at(%p, %zu): not a free range of %s",
@@ -620,61 +620,3 @@ void vram__arena_idle_tick(pool_arena *p) {
     pool_lock_give(&p->lock);
 }
 
-/* ---- sleep and wake (sleep.c) ----------------------------------------------------------------- */
-
-vram_status vram__arena_sleep_check_locked(pool_arena *p) {
-    POOL_ASSERT_LOCKED(p);
-    return vram__sleep_check_locked(p);
-}
-
-vram_status vram__arena_sleep_locked(pool_arena *p, int offload) {
-    POOL_ASSERT_LOCKED(p);
-    return vram__sleep_locked(p, offload);
-}
-
-vram_status vram__arena_wake_plan_locked(pool_arena *p, size_t *need) {
-    POOL_ASSERT_LOCKED(p);
-    return vram__wake_plan_locked(p, need);
-}
-
-grow_result vram__arena_wake_budget_locked(pool_arena *p) {
-    POOL_ASSERT_LOCKED(p);
-    return vram__wake_budget_locked(p);
-}
-
-vram_status vram__arena_wake_map_locked(pool_arena *p) {
-    POOL_ASSERT_LOCKED(p);
-    return vram__wake_map_locked(p);
-}
-
-vram_status vram__arena_wake_copy_locked(pool_arena *p) {
-    POOL_ASSERT_LOCKED(p);
-    return vram__wake_copy_locked(p);
-}
-
-void vram__arena_wake_undo_locked(pool_arena *p, int mapped) {
-    POOL_ASSERT_LOCKED(p);
-    vram__wake_undo_locked(p, mapped);
-}
-
-void vram__arena_wake_done_locked(pool_arena *p) {
-    POOL_ASSERT_LOCKED(p);
-    vram__wake_done_locked(p);
-}
-
-vram_status vram__arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
-    return vram__oom_wake_report(p, what, need, why);
-}
-
-vram_status vram__arena_asleep_refusal(const pool_arena *p, size_t size) {
-    return vram__sleep_refusal(p, size);
-}
-
-void vram__arena_sleep_drop(pool_arena *p) {
-    vram__sleep_drop(p);
-}
-
-vram_status vram__arena_host_kept_free_locked(pool_arena *p) {
-    POOL_ASSERT_LOCKED(p);
-    return vram__sleep_host_kept_free_locked(p);
-}

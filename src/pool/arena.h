@@ -374,8 +374,9 @@ void        vram__arena_snapshot_locked(pool_arena *p, int private_pool, vram_se
 /* The arena's reserved range [lo, hi) (VMM arenas; 0, 0 otherwise). It never moves. */
 void        vram__arena_range(const pool_arena *p, uint64_t *lo, uint64_t *hi);
 void        vram__arena_set_pinned(pool_arena *p, int pinned);
-/* Sleep and wake (sleep.c; arenas.c runs them over the arenas of a tag, each locked). Why the arena
- * cannot sleep now (VRAM_ERR_UNSUPPORTED, VRAM_ERR_CONFLICT with the message), or VRAM_OK. */
+/* Sleep and wake, defined in sleep.c (the wake's refusal in oom.c): they settle nothing, so the front
+ * door has no code of its own for them (arenas.c runs them over the arenas of a tag, each locked).
+ * Why the arena cannot sleep now (VRAM_ERR_UNSUPPORTED, VRAM_ERR_CONFLICT with the message), or VRAM_OK. */
 vram_status vram__arena_sleep_check_locked(pool_arena *p);
 /* Puts the arena to sleep (offload: its blocks' bytes copied to pinned host memory first). On failure
  * nothing changed; an unmap or release the driver refused is returned after the arena went to sleep
@@ -420,19 +421,6 @@ vram_status vram__arena_take_locked(pool_arena *p, pool_chunk *c, size_t size, s
  * Gives the arena lock back. */
 vram_status vram__free_by_kind_unlock(pool_arena *p, pool_chunk *c, vram__free_kind how, void *stream, pool_event *e);
 
-/* ==== sleep and wake of one arena (sleep.c): the front door's arena_sleep_* and arena_wake_* ====== */
-
-vram_status vram__sleep_check_locked(pool_arena *p);
-vram_status vram__sleep_locked(pool_arena *p, int offload);
-vram_status vram__wake_plan_locked(pool_arena *p, size_t *need);
-grow_result vram__wake_budget_locked(pool_arena *p);
-vram_status vram__wake_map_locked(pool_arena *p);
-vram_status vram__wake_copy_locked(pool_arena *p);
-void        vram__wake_undo_locked(pool_arena *p, int mapped);
-void        vram__wake_done_locked(pool_arena *p);
-vram_status vram__sleep_refusal(const pool_arena *p, size_t size);
-void        vram__sleep_drop(pool_arena *p);
-vram_status vram__sleep_host_kept_free_locked(pool_arena *p);
 /* The figures of vram_memory_info: bytes of blocks asleep, bytes of host memory holding them, pinned
  * host memory kept for the next sleep. */
 void        vram__sleep_info_locked(const pool_arena *p, vram_memory_info *info);
@@ -476,7 +464,6 @@ void        vram__stats_query_locked(pool_arena *p, vram_allocator_stats *out);
 /* The out-of-memory error (counted): this arena's figures, or with `all` those of every arena of the
  * logical device; the largest block a request could get within memory held. */
 vram_status vram__oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);
-vram_status vram__oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why);
 size_t      vram__pool_largest_free_locked(const pool_arena *p);
 /* The consistency check (vram_check) of everything but the sleep's marks: VRAM_OK or VRAM_ERR_INTERNAL. */
 vram_status vram__check_locked(pool_arena *p);

@@ -160,7 +160,7 @@ vram_status vram__oom_report_locked(pool_arena *p, size_t size, size_t rounded, 
     return pool_oom_report(p, size, rounded, why, all, all ? 0 : oom_stuck_locked(p));
 }
 
-vram_status vram__oom_wake_report(pool_arena *p, const char *what, size_t need, grow_result why) {
+vram_status vram__arena_wake_oom(pool_arena *p, const char *what, size_t need, grow_result why) {
     char driver_msg[1024], cause[1536];
     snprintf(driver_msg, sizeof driver_msg, "%s", vram_last_error());
     size_t reserved = atomic_load(&p->shared->reserved);

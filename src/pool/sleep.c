@@ -91,7 +91,7 @@ static void unmark_free_locked(pool_arena *p) {
 
 /* ---- going to sleep --------------------------------------------------------------------------- */
 
-vram_status vram__sleep_check_locked(pool_arena *p) {
+vram_status vram__arena_sleep_check_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;                       /* (it stays as it is) */
     if (!p->cfg.growth) {
@@ -264,7 +264,7 @@ static void record_free(pool_arena *p, pool_sleep *rec) {
     free(rec);
 }
 
-vram_status vram__sleep_locked(pool_arena *p, int offload) {
+vram_status vram__arena_sleep_locked(pool_arena *p, int offload) {
     POOL_ASSERT_LOCKED(p);
     if (p->asleep) return VRAM_OK;
     if (p->plan.planner != NULL) vram__plan_arena_end_locked(p);    /* (leaves slot mode: every block a chunk) */
@@ -308,7 +308,7 @@ vram_status vram__sleep_locked(pool_arena *p, int offload) {
 
 /* ---- asleep ------------------------------------------------------------------------------------ */
 
-vram_status vram__sleep_refusal(const pool_arena *p, size_t size) {
+vram_status vram__arena_asleep_refusal(const pool_arena *p, size_t size) {
     const char *tag = vram__tag_name(p->tag);
     char whose[128];
     if (tag != NULL) snprintf(whose, sizeof whose, "the memory of the tag '%s'", tag);
@@ -324,7 +324,7 @@ void vram__sleep_info_locked(const pool_arena *p, vram_memory_info *info) {
     info->host_kept_bytes = p->sleep.host_kept_bytes;
 }
 
-vram_status vram__sleep_host_kept_free_locked(pool_arena *p) {
+vram_status vram__arena_host_kept_free_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     void *host = p->sleep.host_kept;
     p->sleep.host_kept = NULL;
@@ -350,7 +350,7 @@ void vram__sleep_free_locked(pool_arena *p, pool_chunk *c) {
     }
 }
 
-void vram__sleep_drop(pool_arena *p) {
+void vram__arena_sleep_drop(pool_arena *p) {
     record_free(p, p->sleep.state);
     p->sleep.state = NULL;
     p->asleep = 0;
@@ -378,7 +378,7 @@ const char *vram__sleep_check_marks_locked(pool_arena *p) {
 
 /* ---- waking ------------------------------------------------------------------------------------ */
 
-vram_status vram__wake_plan_locked(pool_arena *p, size_t *need) {
+vram_status vram__arena_wake_plan_locked(pool_arena *p, size_t *need) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep.state;
     pool_vmm *v = &p->vmm->vmm;
@@ -396,14 +396,14 @@ vram_status vram__wake_plan_locked(pool_arena *p, size_t *need) {
     return VRAM_OK;
 }
 
-grow_result vram__wake_budget_locked(pool_arena *p) {
+grow_result vram__arena_wake_budget_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     grow_result why = vram__arena_budget_take(p, p->sleep.state->need);
     p->sleep.state->taken = why == GROW_OK;
     return why;
 }
 
-vram_status vram__wake_map_locked(pool_arena *p) {
+vram_status vram__arena_wake_map_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep.state;
     pool_vmm_change d;
@@ -414,7 +414,7 @@ vram_status vram__wake_map_locked(pool_arena *p) {
     return s;
 }
 
-vram_status vram__wake_copy_locked(pool_arena *p) {
+vram_status vram__arena_wake_copy_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep.state;
     const vram__backend *be = p->cfg.backend;
@@ -440,7 +440,7 @@ vram_status vram__wake_copy_locked(pool_arena *p) {
     return VRAM_OK;
 }
 
-void vram__wake_undo_locked(pool_arena *p, int mapped) {
+void vram__arena_wake_undo_locked(pool_arena *p, int mapped) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep.state;
     if (mapped) {                       /* what the map made goes back (the budgets with it) */
@@ -456,7 +456,7 @@ void vram__wake_undo_locked(pool_arena *p, int mapped) {
     rec->want = NULL;
 }
 
-void vram__wake_done_locked(pool_arena *p) {
+void vram__arena_wake_done_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     mark_all_locked(p, 0);
     p->vmm->vmm.stale = 1;
@@ -465,5 +465,5 @@ void vram__wake_done_locked(pool_arena *p) {
         p->sleep.host_kept_bytes = p->sleep.state->host_bytes;
         p->sleep.state->host = NULL;
     }
-    vram__sleep_drop(p);
+    vram__arena_sleep_drop(p);
 }
