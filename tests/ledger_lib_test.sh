@@ -25,10 +25,9 @@ if [[ $# -ne 3 ]]; then
 fi
 VRAM=$1 APP=$2 FAKE=$3
 
-unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_PRIORITY \
-      VRAM_OVERFLOW VRAM_OVERFLOW_MAX VRAM_LIMIT_MAX VRAM_GROUP_LIMIT_MAX VRAM_MEMORY_LIMIT VRAM_FORCE_ALLOW_GROWTH \
-      VRAM_ALLOC_CONF VRAM_MEMORY_FRACTION FAKE_CUDA_DEVICES FAKE_CUDA_MEM FAKE_CUDA_SHARED
-for v in $(compgen -e | grep -E '^VRAM_(MEMORY_)?LIMIT_' || true); do unset "$v"; done
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/procs.sh"   # procs_clean_env, vram_run_start, say, says, stop, slot
+procs_clean_env
 
 MiB=1048576
 GiB=1073741824
@@ -42,8 +41,6 @@ ANSWER_FIRST_WORD=1   # ledger_app's answers: "alloc=OK", or "alloc=ERR" and the
 
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"     # run, check, has
-# shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/procs.sh"   # vram_run_start, say, says, stop, slot
 trap procs_cleanup EXIT
 
 # start NAME [ENV=V ...] [VRAM RUN OPTIONS]: ledger_app under vram run.

@@ -1,10 +1,20 @@
 # tests/procs.sh: programs under `vram run` that a shell test drives line by line, as real processes
-# (tests/ledger_lib_test.sh, tests/shim/limit_test.sh). Sourced after TMP (a scratch directory) and VRAM
-# are set. Each process has a NAME: its pid in PID[NAME], the write end of its input fifo in FD[NAME],
+# (tests/ledger_lib_test.sh, tests/shim/limit_test.sh). Its functions use TMP (a scratch directory) and
+# VRAM, set by the test before it calls them. Each process has a NAME: its pid in PID[NAME], the write end of its input fifo in FD[NAME],
 # the answer lines read so far in LINES[NAME]; its output in $TMP/NAME.out, its errors in $TMP/NAME.err.
 # The test calls procs_cleanup at exit (every process left is killed, TMP removed).
 
 declare -A PID FD LINES
+
+# procs_clean_env: none of the caller's own vram, CUDA or fake-driver settings reaches the processes (the
+# test sets what it wants after this).
+procs_clean_env() {
+    unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_PRIORITY \
+          VRAM_OVERFLOW VRAM_OVERFLOW_MAX VRAM_LIMIT_MAX VRAM_GROUP_LIMIT_MAX VRAM_MEMORY_LIMIT VRAM_FORCE_ALLOW_GROWTH \
+          VRAM_ALLOC_CONF VRAM_MEMORY_FRACTION FAKE_CUDA_DEVICES FAKE_CUDA_MEM FAKE_CUDA_SHARED
+    local v
+    for v in $(compgen -e | grep -E '^VRAM_(MEMORY_)?LIMIT_' || true); do unset "$v"; done
+}
 
 procs_cleanup() {
     for name in "${!PID[@]}"; do kill -9 "${PID[$name]}" 2>/dev/null || true; done

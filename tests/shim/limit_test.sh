@@ -20,9 +20,9 @@ if [[ $# -ne 3 ]]; then
 fi
 VRAM=$1 FAKE=$2 APP=$3
 
-unset VRAM_LIMIT VRAM_LOG VRAM_GROWTH VRAM_GROUP VRAM_GROUP_LIMIT CUDA_VISIBLE_DEVICES LD_PRELOAD VRAM_PRIORITY \
-      VRAM_OVERFLOW VRAM_OVERFLOW_MAX VRAM_LIMIT_MAX VRAM_GROUP_LIMIT_MAX FAKE_CUDA_DEVICES FAKE_CUDA_MEM
-for v in $(compgen -e | grep '^VRAM_LIMIT_' || true); do unset "$v"; done
+# shellcheck source=/dev/null
+source "$(dirname "${BASH_SOURCE[0]}")/../procs.sh"   # procs_clean_env, vram_run_start, say, says, stop, slot
+procs_clean_env
 export LD_LIBRARY_PATH=$FAKE${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
 MiB=1048576
@@ -34,8 +34,6 @@ FAILED=0
 
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/../lib.sh"     # run, check, has
-# shellcheck source=/dev/null
-source "$(dirname "${BASH_SOURCE[0]}")/../procs.sh"   # vram_run_start, say, says, stop, slot
 trap procs_cleanup EXIT
 
 # start NAME [ENV=V ...] [VRAM RUN OPTIONS] -- DEV: a script process under vram run.
