@@ -31,9 +31,10 @@
  *
  * Calls run one way (tests/code_shape.py graph checks that no two files call each other, directly
  * or around a circle):
- *   front door       arena.c: every call arenas.c makes on an arena, and settle
+ *   front door       arena.c: every call arenas.c makes on an arena but sleep and wake, and settle
  *   allocation path  arena_alloc.c (a request's plan place or best fit and its retry ladder, the
- *                    hand-out, the free by kind); sleep.c (sleep and wake) beside it
+ *                    hand-out, the free by kind); sleep.c (sleep and wake, which arenas.c calls
+ *                    there: they settle nothing) beside it
  *   plan             plan_arena.c (it returns the place it chose; the allocation path hands it out),
  *                    then plan_slots.c
  *   backing memory   backing.c
@@ -318,7 +319,8 @@ typedef struct tc_stats {
 } tc_stats;
 void        vram__tc_stats_locked(pool_arena *p, tc_stats *out);      /* arena lock held */
 
-/* ==== the front door (arena.c): every call the device allocator (arenas.c) makes on an arena ===== */
+/* ==== the front door (arena.c): every call the device allocator (arenas.c) makes on an arena (sleep
+ * and wake below are sleep.c's, the wake's refusal oom.c's) ===================================== */
 
 typedef struct arena_figures {      /* every arena of a logical device together */
     size_t current, reserved, largest_free;

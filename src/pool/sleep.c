@@ -1,6 +1,7 @@
 /*
  * sleep.c: one arena's sleep and wake (vram_sleep, vram_wake; arenas.c picks the arenas of a tag and
- * runs these over them).
+ * runs these over them: vram__arena_sleep_* and vram__arena_wake_* are the arena's entries for them,
+ * declared in arena.h with the front door's, defined here since they settle nothing).
  *
  * An arena sleeps whole: a tag's arena holds only that tag's blocks in its own reserved range, so
  * every granule of it can go back without touching another tag's memory. Sleeping: the plan ends, the
