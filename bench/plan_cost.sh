@@ -11,6 +11,9 @@
 #   tail      reserved / live over pass 1's last quarter (tail_reserved_to_live)
 #   peak      peak reserved / peak live over the five passes
 #   steps     steps placed by a plan, ends: plans ended by a difference
+# The last row, load_60g, is a model's load: 480 blocks of 128 MiB (60 GiB) taken one after another
+# and none freed (a trace written here; its passes end with the replay's cleanup). INSTR and LIMIT
+# leave it out ("-": INSTR's card is smaller than the load).
 # With INSTR=1 (needs valgrind; minutes), two more, through libvram.so next to VRAM_BINARY loaded by
 # bench/lib_loop.c (built here with cc) as PyTorch loads it, on a simulated card of INSTR_CARD (default
 # 24GiB: valgrind lets a process reserve less address space than twice an H200):
@@ -23,7 +26,7 @@
 #             (bisected; "> 1.053" when 0.95 fails), as bench/limit.sh's BENCH_BISECT on vram alone
 #
 # Environment: TRACES (trace files, default traces/*.trace.gz and ../shared/traces/*.trace.gz not in
-# traces/), CARD (the simulated card, default 141GiB: an H200's memory), CONFS (default "default
+# traces/, then load_60g), CARD (the simulated card, default 141GiB: an H200's memory), CONFS (default "default
 # plan:false"; "default" is no VRAM_ALLOC_CONF), CC (default cc).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,6 +43,11 @@ if [ -z "$traces" ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+if [ -z "${TRACES:-}" ]; then
+    awk 'BEGIN { print "# gpumem-trace v1 workload=load_60g source=bench/plan_cost.sh device=none steps=1"
+                 for (i = 0; i < 480; i++) printf "a %d %d 0 %d\n", i, 128 * 1048576, i }' | gzip >"$tmp/load_60g.trace.gz"
+    traces="$traces $tmp/load_60g.trace.gz"
+fi
 LIB=$(dirname "$VRAM")/libvram.so
 if [ "${INSTR:-0}" = 1 ]; then
     command -v valgrind >/dev/null || { echo "bench/plan_cost.sh: INSTR=1 needs valgrind" >&2; exit 2; }
@@ -99,14 +107,17 @@ calls = [p["driver_allocs"] + p["driver_frees"] + p["driver_moves"] for p in d["
 print("%-20s %-11s %6d %6d %7s %7.4f %5s %4s" % (sys.argv[2], sys.argv[3], calls[0], sum(calls[2:5]),
       d["tail_reserved_to_live"], d["reserved_to_live"], d["plan_steps"], d["plan_ends"]), end="")
 EOF
-        if [ "${INSTR:-0}" = 1 ]; then
+        if [ "$name" = load_60g ]; then
+            [ "${INSTR:-0}" = 1 ] && printf ' %6s %8s' - -
+            [ "${LIMIT:-0}" = 1 ] && printf ' %7s' -
+        elif [ "${INSTR:-0}" = 1 ]; then
             n=$(gzip -dc "$t" | grep -c '^[af] ')
             one=$(callgrind_refs "$c" "$t" 1); three=$(callgrind_refs "$c" "$t" 3)
             st=$(LIB_LOOP_STATS=1000 callgrind_refs "$c" "$t" 2 vram_get_allocator_stats)
             calls=$(awk '/stats calls:/ {print $3}' "$tmp/lib_out")
             printf ' %6d %8d' $(((three - one) / (2 * n))) $((st / calls))
         fi
-        if [ "${LIMIT:-0}" = 1 ]; then
+        if [ "${LIMIT:-0}" = 1 ] && [ "$name" != load_60g ]; then
             peak=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["peak_live_bytes"])' "$tmp/r.json")
             printf ' %7s' "$(smallest_limit "$t" "$c" "$peak")"
         fi

@@ -116,6 +116,7 @@
     X(plan, plan_slots_block_shared_by_ipc) \
     X(plan, plan_places_a_block_living_into_the_next_step) \
     X(plan, plan_ended_serves_from_the_memory_held) \
+    X(plan, plan_load_maps_blocks_in_large_extents) \
     X(plan, plan_found_when_growth_wakes_the_resting_detector) \
     X(plan, plan_found_at_a_look_without_growth) \
     X(plan, plan_gives_way_to_the_limit) \

@@ -576,6 +576,76 @@ TEST(plan_ended_serves_from_the_memory_held) {
     check_counters_balanced();
 }
 
+/* A load with the plan on (one-granule extents) maps as without it (backing.c): on a 16 GiB card, no
+ * limit set, extents of about 16 GiB / 256 (58 MiB of the 14.5 GiB the simulated card lends). Sixteen
+ * blocks of 128 MiB make the same creates either way (with one-granule extents, 1,024); a 16 MiB
+ * block, below the load's 32 MiB, is 8 granules with the plan, one extent without. Two blocks freed
+ * (256 MiB, over 1/16 of the 2,064 MiB held) end the load: a block of 256 MiB then maps 128 granules
+ * with the plan (a few extents without), a block of 128 MiB fits one freed place, and one of 4 MiB
+ * lies at the start of the other, in the first of its three extents. The statistics, counted from the
+ * chunks with the plan and from the extents' counts without, agree: that extent is busy (free bytes
+ * in it are inactive split), the other two idle; trim gives back just those two. */
+TEST(plan_load_maps_blocks_in_large_extents) {
+    uint64_t load[2], small[2], big[2];
+    int64_t split[2];
+    size_t trimmed[2];
+    for (int plan = 0; plan <= 1; plan++) {
+        use_sim("16GiB");
+        CHECK_OK(vram_set_memory_growth(0, 1));
+        CHECK_OK(vram_set_alloc_conf(plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"
+                                          : "plan:false,map_ahead_mb:0,small_pool_kb:0"));
+        void *w[16] = {NULL}, *s = NULL, *b = NULL, *again = NULL, *bit = NULL;
+        vram__backend_counters c0 = sim_counters();
+        for (int i = 0; i < 16; i++) CHECK_OK(vram_malloc(&w[i], 128 * PMiB, 0));
+        vram__backend_counters c1 = sim_counters();
+        CHECK_OK(vram_malloc(&s, 16 * PMiB, 0));
+        vram__backend_counters c2 = sim_counters();
+        fill(w[15], 64 * KiB, 0xf);
+        CHECK_OK(vram_free(w[3]));
+        CHECK_OK(vram_free(w[9]));
+        CHECK_OK(vram_malloc(&b, 256 * PMiB, 0));
+        vram__backend_counters c3 = sim_counters();
+        load[plan] = c1.phys_create - c0.phys_create;
+        small[plan] = c2.phys_create - c1.phys_create;
+        big[plan] = c3.phys_create - c2.phys_create;
+        CHECK_OK(vram_malloc(&again, 128 * PMiB, 0));
+        CHECK_OK(vram_malloc(&bit, 4 * PMiB, 0));
+        CHECK_U64(sim_counters().phys_create, ==, c3.phys_create);
+        CHECK((again == w[3] && bit == w[9]) || (again == w[9] && bit == w[3]));
+        CHECK(filled(w[15], 64 * KiB, 0xf));
+        CHECK_ALL();
+        vram_allocator_stats st;
+        CHECK_OK(vram_get_allocator_stats(0, &st));
+        split[plan] = st.inactive_split_bytes[VRAM_STAT_ALL].current;
+        size_t before = INFO(0).reserved;
+        CHECK_SIZE(before, ==, (16 * 128 + 16 + 256) * PMiB);
+        CHECK_OK(vram_trim(0, 0));
+        trimmed[plan] = before - INFO(0).reserved;
+        CHECK_OK(vram_get_allocator_stats(0, &st));
+        CHECK_U64((uint64_t)st.inactive_split_bytes[VRAM_STAT_ALL].current, ==, (uint64_t)split[plan]);
+        for (int i = 0; i < 16; i++) {
+            if (i != 3 && i != 9) CHECK_OK(vram_free(w[i]));
+        }
+        CHECK_OK(vram_free(s));
+        CHECK_OK(vram_free(b));
+        CHECK_OK(vram_free(again));
+        CHECK_OK(vram_free(bit));
+        CHECK_ALL();
+        CHECK_OK(vram_shutdown());
+        check_counters_balanced();
+    }
+    CHECK_U64(load[1], ==, load[0]);
+    CHECK_U64(load[0], ==, 48);                          /* 58 + 58 + 12 MiB a block */
+    CHECK_U64(small[0], ==, 1);
+    CHECK_U64(small[1], ==, 8);
+    CHECK_U64(big[0], <=, 5);
+    CHECK_U64(big[1], ==, 128);
+    CHECK_U64((uint64_t)split[1], ==, (uint64_t)split[0]);
+    CHECK_U64((uint64_t)split[0], ==, (58 - 4) * PMiB);    /* the busy extent's free bytes */
+    CHECK_SIZE(trimmed[1], ==, trimmed[0]);
+    CHECK_SIZE(trimmed[0], ==, (128 - 58) * PMiB);
+}
+
 /* Requests that repeat nothing, each freed at once, sizes 64 KiB to 1 MiB: `n` of them, in memory
  * already held after the first few (reserved memory does not grow). */
 static void noise(int n) {

@@ -113,14 +113,18 @@ vram_status vram__arena_create(const vram__pool_config *cfg, pool_shared *shared
     p->shared = shared;
     p->plan.lo = UINT64_MAX;                          /* no plan's zone */
     if (p->cfg.caps.granularity == 0) p->cfg.caps.granularity = VRAM_POOL_FALLBACK_REGION;
-    if (p->cfg.max_extent == 0 && (p->cfg.limit_chosen || p->cfg.plan)) {
-        /* near a chosen limit, or for a plan's zone (its memory moves in from where best fit freed
-         * it, granule by granule): nothing stuck in an extent shared with a live block (pool.h) */
-        p->cfg.max_extent = p->cfg.caps.granularity;
-    } else if (p->cfg.max_extent == 0) {
+    if (p->cfg.max_extent == 0) {
         size_t e = p->cfg.limit / (p->cfg.limit >= POOL_LARGE_LIMIT ? POOL_EXTENT_DIV_LARGE : POOL_EXTENT_DIV);
-        p->cfg.max_extent = e < p->cfg.caps.granularity ? p->cfg.caps.granularity
-                          : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
+        e = e < p->cfg.caps.granularity ? p->cfg.caps.granularity : e > VRAM_POOL_MAX_EXTENT ? VRAM_POOL_MAX_EXTENT : e;
+        if (p->cfg.limit_chosen || p->cfg.plan) {
+            /* near a chosen limit, or for a plan's zone (its memory moves in from where best fit freed
+             * it, granule by granule): nothing stuck in an extent shared with a live block (pool.h);
+             * with a plan and no chosen limit, while the program loads, the extents e (backing.c) */
+            p->cfg.max_extent = p->cfg.caps.granularity;
+            p->load_extent = p->cfg.limit_chosen ? 0 : vram__round_up(e, p->cfg.caps.granularity);
+        } else {
+            p->cfg.max_extent = e;
+        }
     }
     pool_lock_init(&p->lock);
     for (int i = 0; i < POOL_SHARDS; i++) atomic_init(&p->ptr_table[i].lock.held, 0);

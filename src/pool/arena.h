@@ -288,6 +288,9 @@ struct pool_arena {
                                       * (no idle piece given back or moved: a CUDA graph captured its
                                       * addresses, freed blocks included) */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
+    size_t            load_extent;   /* one-granule extents (plan:true): the extent size while the
+                                      * program loads (backing.c), the size max_extent has without a
+                                      * plan; 0: none */
     arena_sleep       sleep;         /* what it keeps of a sleep */
     grow_result       failed;        /* why the last request that found no memory failed (arena_alloc.c),
                                       * for the front door's report */

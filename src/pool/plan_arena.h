@@ -41,7 +41,8 @@
  * memory too), and the detector looks again.
  *
  * Everything under the arena's lock. Only the first arena of a logical device plans, and only with
- * growth by mapping and the allocator option plan:true (the default; it maps granule by granule).
+ * growth by mapping and the allocator option plan:true (the default; it maps granule by granule, but
+ * for the large blocks of a load: backing.c).
  */
 #ifndef VRAM_POOL_PLAN_ARENA_H
 #define VRAM_POOL_PLAN_ARENA_H

@@ -50,7 +50,9 @@ typedef struct vram__pool_config {
                                             cost fewer driver calls, smaller ones go back more finely.
                                             0: limit / 256, between one granule and 256 MiB;
                                             limit / 128, at most 1 GiB, from 64 GiB (arena.h);
-                                            one granule when limit_chosen or plan */
+                                            one granule when limit_chosen or plan (with plan and
+                                            no chosen limit, the default size still for the
+                                            large blocks of a load: backing.c) */
     int                  limit_chosen;   /* the limit was set for this pool (an environment variable,
                                             vram_set_memory_limit, a fraction, a logical device's size),
                                             not the default of the whole card: a program is expected to

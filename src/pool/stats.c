@@ -178,20 +178,27 @@ static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split
 }
 
 /* The idle memory of the VMM region by zone (idle[1]: the small zone's, idle[2]: the rest), when its
- * extents are one granule each (a plan, a chosen limit): the mapped granules under no block (USED or
- * PENDING: all mapped), from one walk of its chunks, which go up by address (a granule two blocks
- * share counted once). Not the extents' counts: recounting them walks every extent, thousands of
- * granules, three times. */
+ * extents are one granule each (a plan, a chosen limit) but for a load's (backing.c): the bytes of
+ * the extents under no block (USED or PENDING: all mapped), from one walk of its chunks, which go up
+ * by address. A block's granules are busy, and so is the rest of the extents at its first and last
+ * granule (only those can reach beyond it), each granule counted once (`covered`). Not the extents'
+ * counts: recounting them walks every extent, thousands of granules, three times. */
 static void stats_idle_granules_locked(const pool_arena *p, size_t idle[3]) {
     POOL_ASSERT_LOCKED(p);
     const pool_vmm *v = &p->vmm->vmm;
-    size_t busy[3] = {0, 0, 0}, last = SIZE_MAX;          /* the last granule counted */
+    size_t busy[3] = {0, 0, 0}, covered = 0;              /* granules below `covered` are counted */
     for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
         if (c->state == CHUNK_FREE) continue;
         size_t g = (size_t)((c->addr - v->base) >> v->gran_shift);
-        size_t end = (size_t)((c->addr + c->size - 1 - v->base) >> v->gran_shift);
-        busy[c->addr < p->small_end ? 1 : 2] += (end - g + 1 - (g == last)) << v->gran_shift;
-        last = end;
+        size_t end = (size_t)((c->addr + c->size - 1 - v->base) >> v->gran_shift) + 1;
+        if (v->gran_ext[g] >= 0) g = v->ext[v->gran_ext[g]].offset >> v->gran_shift;
+        if (v->gran_ext[end - 1] >= 0) {
+            const pool_extent *x = &v->ext[v->gran_ext[end - 1]];
+            end = (x->offset + x->size) >> v->gran_shift;
+        }
+        if (g < covered) g = covered;
+        if (end > g) busy[c->addr < p->small_end ? 1 : 2] += (end - g) << v->gran_shift;
+        if (end > covered) covered = end;
     }
     idle[1] = v->zone_bytes[0] > busy[1] ? v->zone_bytes[0] - busy[1] : 0;
     idle[2] = v->zone_bytes[1] > busy[2] ? v->zone_bytes[1] - busy[2] : 0;

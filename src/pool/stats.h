@@ -20,8 +20,8 @@ static inline void stat_up(pool_stat *st, size_t v) {
 }
 
 
-/* Whether a query counts idle memory granule by granule from the chunks (extents of one granule), not
- * from the extents' counts, which then need no recount (VMM arenas). */
+/* Whether a query counts idle memory from the chunks (extents of one granule, but for a load's:
+ * stats.c), not from the extents' counts, which then need no recount (VMM arenas). */
 static inline int stats_idle_by_granule(const pool_arena *p) {
     return p->vmm->vmm.max_extent == p->vmm->vmm.gran;
 }

@@ -533,8 +533,10 @@ void vram__pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]) {
     }
 }
 
-vram_status vram__pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, pool_vmm_change *chg) {
+vram_status vram__pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, size_t largest,
+                                   pool_vmm_change *chg) {
     *chg = (pool_vmm_change){0};
+    size_t max_run = (largest ? largest : v->max_extent) >> v->gran_shift;
     size_t first = granule_of(v, addr), last = granule_of(v, addr + size - 1);
     size_t end = last + (ahead >> v->gran_shift), ngran = v->va_size >> v->gran_shift;
     if (end >= ngran) end = ngran - 1;
@@ -543,7 +545,7 @@ vram_status vram__pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size
             g = (v->ext[v->gran_ext[g]].offset + v->ext[v->gran_ext[g]].size) >> v->gran_shift;
             continue;
         }
-        size_t run = 1, max_run = v->max_extent >> v->gran_shift;
+        size_t run = 1;
         while (g + run <= last && v->gran_ext[g + run] < 0 && run < max_run) run++;
         /* the run that ends the block may take up to `ahead` more unmapped granules after it */
         while (g + run > last && g + run <= end && v->gran_ext[g + run] < 0 && run < max_run) run++;

@@ -93,10 +93,12 @@ static inline size_t pool_vmm_unmapped(const pool_vmm *v, uint64_t addr, size_t 
     if (end <= v->quick_end || (addr >= v->quick_zone_lo && end <= v->quick_zone_end)) return 0;
     return vram__pool_vmm_unmapped_slow(v, addr, size);
 }
-/* Maps what is unmapped under [addr, addr+size); the last run mapped may go on over up to `ahead`
- * more unmapped bytes after the block (fewer driver calls as the pool grows). On failure the
- * extents mapped on the way stay (idle). The caller marks the block in use. */
-vram_status vram__pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, pool_vmm_change *chg);
+/* Maps what is unmapped under [addr, addr+size) in extents of at most `largest` bytes (0: max_extent;
+ * a multiple of the granularity); the last run mapped may go on over up to `ahead` more unmapped bytes
+ * after the block (fewer driver calls as the pool grows). On failure the extents mapped on the way
+ * stay (idle). The caller marks the block in use. */
+vram_status vram__pool_vmm_acquire(pool_vmm *v, uint64_t addr, size_t size, size_t ahead, size_t largest,
+                                   pool_vmm_change *chg);
 /* A block over [addr, addr+size) (every granule of it mapped) was handed out, or was freed: the
  * counts are stale from now on. */
 static inline void pool_vmm_mark(pool_vmm *v) {

@@ -149,7 +149,7 @@ static uint64_t at_gran(size_t g) {
 /* Maps granules [g, g + n) as they would be for a block there (no ahead). */
 static void acquire(pool_vmm *v, size_t g, size_t n) {
     pool_vmm_change chg;
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(g), n * G, 0, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(g), n * G, 0, 0, &chg), ==, VRAM_OK);
 }
 
 /* Fresh busy counts for the blocks [addr[i], addr[i] + size[i]). */
@@ -335,7 +335,7 @@ UNIT_TEST(vmm, a_hole_of_one_granule_anywhere) {
         for (size_t a = word; a < word_end; a++) expect_queries(v, at_gran(a), (word_end - a) * G);
         EXPECT_SOUND(vram__pool_vmm_check(v, UNIT_WHY));
         pool_vmm_change chg;
-        EXPECT_INT(vram__pool_vmm_acquire(v, FAKE_BASE, NG * G, 0, &chg), ==, VRAM_OK);
+        EXPECT_INT(vram__pool_vmm_acquire(v, FAKE_BASE, NG * G, 0, 0, &chg), ==, VRAM_OK);
         EXPECT_SIZE(chg.mapped, ==, G);
         EXPECT_INT(fake.map_of[h], !=, 0);
         EXPECT_SIZE(v->mapped_prefix, ==, NG * G);
@@ -356,7 +356,7 @@ UNIT_TEST(vmm, ranges_across_words_edges) {
         for (size_t g = a; g < b; g++) n += fake.map_of[g] == 0;
         pool_vmm_change chg;
         EXPECT_SIZE(pool_vmm_unmapped(v, at_gran(a), (b - a) * G), ==, n * G);
-        EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(a), (b - a) * G, 0, &chg), ==, VRAM_OK);
+        EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(a), (b - a) * G, 0, 0, &chg), ==, VRAM_OK);
         EXPECT_SIZE(chg.mapped, ==, n * G);
         EXPECT_SIZE(mapped_granules(), ==, before + n);
         before += n;
@@ -374,19 +374,19 @@ UNIT_TEST(vmm, ahead_maps_on_past_the_block_to_the_next_mapped_granule) {
     pool_vmm *v = vmm_new(NG);
     acquire(v, 70, 2);                                  /* [70, 72) */
     pool_vmm_change chg;
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(60) + 100 * 256, G, 20 * G, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(60) + 100 * 256, G, 20 * G, 0, &chg), ==, VRAM_OK);
     /* the block's granule 60 and ahead up to 69: stops at the mapped 70 */
     for (size_t g = 60; g < 72; g++) EXPECT_INT(fake.map_of[g], !=, 0);
     EXPECT_INT(fake.map_of[59], ==, 0);
     EXPECT_INT(fake.map_of[72], ==, 0);
     EXPECT_SIZE(chg.mapped, ==, 10 * G);
     EXPECT_U64(chg.creates, ==, 1);
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(NG - 3), G, 20 * G, &chg), ==, VRAM_OK);   /* to the range's end */
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(NG - 3), G, 20 * G, 0, &chg), ==, VRAM_OK);   /* to the range's end */
     EXPECT_SIZE(chg.mapped, ==, 3 * G);
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(100), G, 0, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(100), G, 0, 0, &chg), ==, VRAM_OK);
     EXPECT_SIZE(chg.mapped, ==, G);
     EXPECT_INT(fake.map_of[101], ==, 0);
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(100), G, 5 * G, &chg), ==, VRAM_OK);     /* mapped: nothing */
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(100), G, 5 * G, 0, &chg), ==, VRAM_OK);     /* mapped: nothing */
     EXPECT_SIZE(chg.mapped, ==, 0);
     EXPECT_U64(chg.creates, ==, 0);
     expect_all_queries(v);
@@ -397,7 +397,7 @@ UNIT_TEST(vmm, ahead_maps_on_past_the_block_to_the_next_mapped_granule) {
 UNIT_TEST(vmm, extents_are_at_most_max_extent) {
     pool_vmm *v = vmm_new(3);
     pool_vmm_change chg;
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(10), 10 * G, 4 * G, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(10), 10 * G, 4 * G, 0, &chg), ==, VRAM_OK);
     EXPECT_U64(chg.creates, ==, 4);                     /* [10,13) [13,16) [16,19) [19,22) */
     EXPECT_SIZE(chg.mapped, ==, 12 * G);
     for (size_t g = 10; g < 22; g++) EXPECT_INT(fake.map_of[g], !=, 0);
@@ -409,12 +409,33 @@ UNIT_TEST(vmm, extents_are_at_most_max_extent) {
     vmm_free(v);
 }
 
+/* A caller's `largest` (a load under one-granule extents: backing.c) stands for max_extent in that
+ * call only. */
+UNIT_TEST(vmm, largest_of_a_call_stands_for_max_extent) {
+    pool_vmm *v = vmm_new(1);
+    pool_vmm_change chg;
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(10), 10 * G, 0, 4 * G, &chg), ==, VRAM_OK);
+    EXPECT_U64(chg.creates, ==, 3);                     /* [10,14) [14,18) [18,20) */
+    EXPECT_INT(fake.map_of[10], ==, fake.map_of[13]);
+    EXPECT_INT(fake.map_of[13], !=, fake.map_of[14]);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(30), 3 * G, 0, 0, &chg), ==, VRAM_OK);
+    EXPECT_U64(chg.creates, ==, 3);                     /* max_extent again: one granule each */
+    EXPECT_INT(fake.map_of[30], !=, fake.map_of[31]);
+    uint64_t addr[] = {at_gran(30)};
+    size_t size[] = {3 * G};
+    recount(v, addr, size, 1);                          /* [10, 20) idle: given back */
+    EXPECT_SIZE(vram__pool_vmm_unmap_idle(v, SIZE_MAX, &chg), ==, 10 * G);
+    EXPECT_U64(chg.releases, ==, 3);
+    expect_all_queries(v);
+    vmm_free(v);
+}
+
 /* A driver failure half-way: the extents mapped on the way stay (idle), the error keeps its name. */
 UNIT_TEST(vmm, a_failed_create_keeps_what_was_mapped) {
     pool_vmm *v = vmm_new(2);
     pool_vmm_change chg;
     fake.fail_create_at = 3;
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_ERR_OUT_OF_MEMORY);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, 0, &chg), ==, VRAM_ERR_OUT_OF_MEMORY);
     EXPECT(strstr(vram_last_error(), "CUDA_ERROR_OUT_OF_MEMORY") != NULL);
     EXPECT_SIZE(chg.mapped, ==, 4 * G);
     EXPECT_SIZE(mapped_granules(), ==, 4);
@@ -422,9 +443,9 @@ UNIT_TEST(vmm, a_failed_create_keeps_what_was_mapped) {
     EXPECT_SIZE(v->idle, ==, 4 * G);
     expect_all_queries(v);
     fake.fail_map_at = 1;
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_ERR_DRIVER);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, 0, &chg), ==, VRAM_ERR_DRIVER);
     EXPECT_U64(fake.creates, ==, fake.releases + 2);   /* the unmapped handle went back */
-    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, &chg), ==, VRAM_OK);
+    EXPECT_INT(vram__pool_vmm_acquire(v, at_gran(63), 8 * G, 0, 0, &chg), ==, VRAM_OK);
     EXPECT_SIZE(chg.mapped, ==, 4 * G);
     EXPECT_SIZE(mapped_granules(), ==, 8);
     expect_all_queries(v);
@@ -679,7 +700,7 @@ UNIT_TEST(vmm, random_against_the_drivers_truth) {
             }
             uint32_t mid[NG];
             memcpy(mid, fake.map_of, sizeof mid);
-            EXPECT_INT(vram__pool_vmm_acquire(v, addr, size, ahead, &chg), ==, VRAM_OK);
+            EXPECT_INT(vram__pool_vmm_acquire(v, addr, size, ahead, 0, &chg), ==, VRAM_OK);
             for (size_t k = 0; k < NG; k++) {                    /* only the block's and `ahead` after it */
                 if (fake.map_of[k] == mid[k]) continue;
                 EXPECT_INT(mid[k], ==, 0);
