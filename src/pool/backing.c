@@ -333,8 +333,9 @@ grow_result vram__vmm_back_locked(pool_arena *p, const pool_chunk *c) {
         grow_result refused = vram__arena_budget_take(p, need);
         if (refused != GROW_OK) return refused;
     }
-    size_t largest = need > 0 ? pool_load_extent_locked(p, c->size) : 0;   /* (a block's own extents: */
-    size_t ahead = need > 0 && c->addr >= p->small_end && largest == 0 ? pool_map_ahead_locked(p, need) : 0;   /* none ahead) */
+    /* a load's block gets extents of its own: nothing mapped ahead */
+    size_t largest = need > 0 ? pool_load_extent_locked(p, c->size) : 0;
+    size_t ahead = need > 0 && c->addr >= p->small_end && largest == 0 ? pool_map_ahead_locked(p, need) : 0;
     pool_vmm_change d;
     vram_status s = vram__pool_vmm_acquire(v, c->addr, c->size, ahead, largest, &d);
     vram__arena_budget_give(p, need + ahead - (d.mapped - d.unmapped));   /* unused ahead, or a failure */
