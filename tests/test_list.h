@@ -393,6 +393,7 @@
     X(allocstats, fraction_bad_arguments) \
     /* test_sleep.c */ \
     X(sleep, sleep_offload_wakes_at_the_same_addresses_with_the_bytes) \
+    X(sleep, sleep_wake_maps_large_blocks_in_their_own_extents) \
     X(sleep, sleep_discard_wakes_without_the_bytes) \
     X(sleep, sleep_copies_a_run_of_blocks_at_once) \
     X(sleep, sleep_tag_asleep_refuses_its_requests_only) \

@@ -119,9 +119,10 @@ vram_status vram__arena_create(const vram__pool_config *cfg, pool_shared *shared
         if (p->cfg.limit_chosen || p->cfg.plan) {
             /* near a chosen limit, or for a plan's zone (its memory moves in from where best fit freed
              * it, granule by granule): nothing stuck in an extent shared with a live block (pool.h);
-             * with a plan and no chosen limit, while the program loads, the extents e (backing.c) */
+             * with a plan and no chosen limit, the extents e for a large block while the program
+             * loads and at a wake (backing.c, sleep.c) */
             p->cfg.max_extent = p->cfg.caps.granularity;
-            p->load_extent = p->cfg.limit_chosen ? 0 : vram__round_up(e, p->cfg.caps.granularity);
+            p->block_extent = p->cfg.limit_chosen ? 0 : vram__round_up(e, p->cfg.caps.granularity);
         } else {
             p->cfg.max_extent = e;
         }

@@ -71,6 +71,9 @@
 #define POOL_EXTENT_DIV 256
 #define POOL_EXTENT_DIV_LARGE 128
 #define POOL_LARGE_LIMIT ((size_t)64 << 30)
+/* A block of at least this many granules may have extents of its own, of block_extent bytes (its load,
+ * a wake): it keeps them busy while it lives, and they go back whole */
+#define POOL_BLOCK_EXTENT_GRANULES 16
 #define POOL_MAP_AHEAD_DIV 16                      /* growth maps reserved / 16 beyond a block */
 #define POOL_MAP_AHEAD_BURST 256                   /* ...when it grew at most this many allocations ago */
 #define VRAM_POOL_TCACHE_MAX ((size_t)64 << 20)    /* the default thread cache on large cards */
@@ -288,9 +291,11 @@ struct pool_arena {
                                       * (no idle piece given back or moved: a CUDA graph captured its
                                       * addresses, freed blocks included) */
     uint64_t          last_growth;   /* num_allocs when the arena last mapped new memory */
-    size_t            load_extent;   /* one-granule extents (plan:true): the extent size while the
-                                      * program loads (backing.c), the size max_extent has without a
-                                      * plan; 0: none */
+    size_t            block_extent;  /* one-granule extents (plan:true, no chosen limit): the extents a
+                                      * block of POOL_BLOCK_EXTENT_GRANULES or more may have to itself,
+                                      * the size max_extent has without a plan: while the program loads
+                                      * (backing.c) and when a wake maps it again (sleep.c); 0: none */
+    int               loaded;        /* the program's load is over (backing.c) */
     arena_sleep       sleep;         /* what it keeps of a sleep */
     grow_result       failed;        /* why the last request that found no memory failed (arena_alloc.c),
                                       * for the front door's report */

@@ -269,23 +269,22 @@ static size_t vmm_move_idle_locked(pool_arena *p, const pool_chunk *c) {
 }
 
 /* The largest extent to map under a block of `size` bytes while the program loads (0: max_extent).
- * An arena of one-granule extents (plan:true) maps the blocks of at least POOL_LOAD_MIN_GRANULES
- * granules in extents of load_extent bytes (what max_extent is without a plan) until the program
+ * An arena of one-granule extents (plan:true) maps the blocks of at least POOL_BLOCK_EXTENT_GRANULES
+ * granules in extents of block_extent bytes (what max_extent is without a plan) until the program
  * has freed 1/POOL_LOAD_FREED of the bytes it holds in blocks: a model's weights or a serving
- * engine's cache, read in or taken at start, live as long as the program, so no idle granule is
- * stuck in their extents, and a 60 GiB load makes the driver calls it makes without a plan (480 x 128
- * MiB: 480 creates, not 30,720). The load ends once (load_extent becomes 0); a reset of the
- * statistics (`in` zeroed) ends it too. Smaller blocks keep one-granule extents: a few of them are
- * freed early after all, and a granule idle in a busy extent stays held (bench/plan_cost.sh, tail of
- * gpt2_train: 1.003 with 16 granules, 1.004 with 8, 1.005 with every block). */
+ * engine's cache, read in or taken at start, mostly live as long as the program, so no idle granule
+ * is stuck in their extents, and a 60 GiB load makes the driver calls it makes without a plan (480 x
+ * 128 MiB: 480 creates, not 30,720). The load ends once (`loaded`); a reset of the statistics (`in`
+ * zeroed) ends it too. Smaller blocks keep one-granule extents: a few of them are freed early after
+ * all, and a granule idle in a busy extent stays held (bench/plan_cost.sh, tail of gpt2_train: 1.003
+ * with 16 granules, 1.004 with 8, 1.005 with every block). */
 #define POOL_LOAD_FREED 16
-#define POOL_LOAD_MIN_GRANULES 16
 static size_t pool_load_extent_locked(pool_arena *p, size_t size) {
     POOL_ASSERT_LOCKED(p);
-    if (p->load_extent == 0) return 0;
+    if (p->block_extent == 0 || p->loaded) return 0;
     size_t in = p->stats.bytes[1].in + p->stats.bytes[2].in;   /* (bytes[0] is summed at queries) */
-    if (in < p->current || (in - p->current) > p->current / POOL_LOAD_FREED) p->load_extent = 0;
-    return size >= POOL_LOAD_MIN_GRANULES * p->cfg.caps.granularity ? p->load_extent : 0;
+    if (in < p->current || (in - p->current) > p->current / POOL_LOAD_FREED) p->loaded = 1;
+    return !p->loaded && size >= POOL_BLOCK_EXTENT_GRANULES * p->cfg.caps.granularity ? p->block_extent : 0;
 }
 
 /* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped (backing.h). */

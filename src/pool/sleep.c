@@ -404,11 +404,37 @@ grow_result vram__arena_wake_budget_locked(pool_arena *p) {
     return why;
 }
 
+/* With one-granule extents and block_extent (backing.c's load), a wake maps the whole granules of each
+ * block of at least POOL_BLOCK_EXTENT_GRANULES granules in extents of block_extent bytes, its own: the
+ * block keeps them busy while it lives and they go back whole, as a load's. A 60 GiB engine of 128 MiB
+ * blocks wakes with 480 creates, not 30,720; what is left (the blocks' edge granules, smaller blocks)
+ * goes granule by granule, as before. Everything it maps lies in rec->want (a block in use): the
+ * undo gives it back with the rest. *d: what it changed. */
+static vram_status wake_map_blocks_locked(pool_arena *p, pool_vmm_change *d) {
+    POOL_ASSERT_LOCKED(p);
+    pool_vmm *v = &p->vmm->vmm;
+    *d = (pool_vmm_change){0};
+    if (p->block_extent == 0) return VRAM_OK;
+    for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
+        if (c->state != CHUNK_USED || c->size < POOL_BLOCK_EXTENT_GRANULES * v->gran) continue;
+        uint64_t lo = vram__round_up(c->addr, v->gran), hi = (c->addr + c->size) & ~(uint64_t)(v->gran - 1);
+        pool_vmm_change one = {0};
+        vram_status s = hi > lo ? vram__pool_vmm_acquire(v, lo, (size_t)(hi - lo), 0, p->block_extent, &one) : VRAM_OK;
+        d->mapped += one.mapped;
+        d->creates += one.creates;
+        if (s != VRAM_OK) return s;
+    }
+    return VRAM_OK;
+}
+
 vram_status vram__arena_wake_map_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_sleep *rec = p->sleep.state;
-    pool_vmm_change d;
-    vram_status s = vram__pool_vmm_map_bits(&p->vmm->vmm, rec->want, &d);
+    pool_vmm_change d, rest = {0};
+    vram_status s = wake_map_blocks_locked(p, &d);
+    if (s == VRAM_OK) s = vram__pool_vmm_map_bits(&p->vmm->vmm, rec->want, &rest);
+    d.mapped += rest.mapped;
+    d.creates += rest.creates;
     if (d.mapped < rec->need) vram__arena_budget_give(p, rec->need - d.mapped);   /* (only after a refusal) */
     rec->need = d.mapped;
     vram__vmm_note_locked(p, &d);
