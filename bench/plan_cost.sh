@@ -12,7 +12,7 @@
 #   peak      peak reserved / peak live over the five passes
 #   steps     steps placed by a plan, ends: plans ended by a difference
 # The last row, load_60g, is a model's load: 480 blocks of 128 MiB (60 GiB) taken one after another
-# and none freed (a trace written here; its passes end with the replay's cleanup). INSTR and LIMIT
+# and none freed (tests/load_60g.trace; its passes end with the replay's cleanup). INSTR and LIMIT
 # leave it out ("-": INSTR's card is smaller than the load).
 # With INSTR=1 (needs valgrind; minutes), two more, through libvram.so next to VRAM_BINARY loaded by
 # bench/lib_loop.c (built here with cc) as PyTorch loads it, on a simulated card of INSTR_CARD (default
@@ -43,11 +43,7 @@ if [ -z "$traces" ]; then
 fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-if [ -z "${TRACES:-}" ]; then
-    awk 'BEGIN { print "# gpumem-trace v1 workload=load_60g source=bench/plan_cost.sh device=none steps=1"
-                 for (i = 0; i < 480; i++) printf "a %d %d 0 %d\n", i, 128 * 1048576, i }' | gzip >"$tmp/load_60g.trace.gz"
-    traces="$traces $tmp/load_60g.trace.gz"
-fi
+[ -z "${TRACES:-}" ] && traces="$traces tests/load_60g.trace"
 LIB=$(dirname "$VRAM")/libvram.so
 if [ "${INSTR:-0}" = 1 ]; then
     command -v valgrind >/dev/null || { echo "bench/plan_cost.sh: INSTR=1 needs valgrind" >&2; exit 2; }
@@ -97,7 +93,7 @@ printf '%-20s %-11s %6s %6s %7s %7s %5s %4s' trace conf cold p3_5 tail peak step
 [ "${LIMIT:-0}" = 1 ] && printf ' %7s' limit
 echo
 for t in $traces; do
-    name=$(basename "$t" .trace.gz)
+    name=$(basename "$(basename "$t" .gz)" .trace)
     for c in ${CONFS:-default plan:false}; do
         replay_json "$t" "$c" 5 >"$tmp/r.json"
         python3 - "$tmp/r.json" "$name" "$c" <<'EOF'

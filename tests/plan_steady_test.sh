@@ -4,7 +4,7 @@
 # with no limit (issue 40's table, bench/plan_cost.sh):
 #   - a program that repeats itself and forms no plan (the five traces of traces/ whose shapes vary)
 #     makes no driver call in passes 3-5 with the plan on, as with plan:false;
-#   - a model's load (480 blocks of 128 MiB, none freed: a trace written here) makes at most 1.1 x the
+#   - a model's load (480 blocks of 128 MiB, none freed: tests/load_60g.trace) makes at most 1.1 x the
 #     driver calls of plan:false in its cold pass (backing.c: a load's large blocks get plan:false's
 #     extents; granule by granule it made 30,720 against 480), and none in passes 3-5.
 # The four fixed-shape traces, where a plan forms and each pass starts the program again, still make
@@ -42,10 +42,8 @@ for t in bert_varlen gpt2_generate train_bert_varlen train_gpt2_generate transfo
     check "$t: no driver call in passes 3-5 with the plan on" '[[ $steady -eq 0 ]]'
 done
 
-awk 'BEGIN { print "# gpumem-trace v1 workload=load_60g source=tests/plan_steady_test.sh device=none steps=1"
-             for (i = 0; i < 480; i++) printf "a %d %d 0 %d\n", i, 128 * 1048576, i }' | gzip >"$TMP/load.trace.gz"
-replay "$TMP/load.trace.gz" "" load
-replay "$TMP/load.trace.gz" plan:false load-off
+replay "$SRC/tests/load_60g.trace" "" load
+replay "$SRC/tests/load_60g.trace" plan:false load-off
 on=$(calls "$TMP/load.json" 1 1)
 off=$(calls "$TMP/load-off.json" 1 1)
 steady=$(calls "$TMP/load.json" 3 5)

@@ -590,10 +590,8 @@ TEST(plan_load_maps_blocks_in_large_extents) {
     int64_t split[2];
     size_t trimmed[2];
     for (int plan = 0; plan <= 1; plan++) {
-        use_sim("16GiB");
-        CHECK_OK(vram_set_memory_growth(0, 1));
-        CHECK_OK(vram_set_alloc_conf(plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"
-                                          : "plan:false,map_ahead_mb:0,small_pool_kb:0"));
+        use_sim_growth(0, plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"       /* (0: no limit set) */
+                               : "plan:false,map_ahead_mb:0,small_pool_kb:0");
         void *w[16] = {NULL}, *s = NULL, *b = NULL, *again = NULL, *bit = NULL;
         vram__backend_counters c0 = sim_counters();
         for (int i = 0; i < 16; i++) CHECK_OK(vram_malloc(&w[i], 128 * PMiB, 0));

@@ -124,10 +124,8 @@ TEST(sleep_offload_wakes_at_the_same_addresses_with_the_bytes) {
 TEST(sleep_wake_maps_large_blocks_in_their_own_extents) {
     uint64_t woke[2];
     for (int plan = 0; plan <= 1; plan++) {
-        use_sim("16GiB");
-        CHECK_OK(vram_set_memory_growth(0, 1));
-        CHECK_OK(vram_set_alloc_conf(plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"
-                                          : "plan:false,map_ahead_mb:0,small_pool_kb:0"));
+        use_sim_growth(0, plan ? "plan:true,map_ahead_mb:0,small_pool_kb:0"       /* (0: no limit set) */
+                               : "plan:false,map_ahead_mb:0,small_pool_kb:0");
         void *x = NULL;
         CHECK_OK(vram_malloc(&x, 64 * MiB, 0));
         CHECK_OK(vram_free(x));                                      /* the load is over */
