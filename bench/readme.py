@@ -43,24 +43,24 @@ WIDTH = 110                      # the README's line width for prose (tables are
 # The results files each part of the section reads (in bench/results/).
 SOURCES = {
     "train": [
-        ("gpt2", "gpt2 (124M, batch 16 x 1024)", "2026-11-30-h200-train-3e0a95f.jsonl"),
-        ("resnet50", "resnet50 (batch 128)", "2026-11-30-h200-train-3e0a95f.jsonl"),
-        ("bert_varlen", "bert_varlen (8 shapes)", "2026-11-30-h200-train-3e0a95f.jsonl"),
-        ("gpt2_generate", "gpt2_generate (KV cache)", "2026-11-30-h200-train-3e0a95f-generate.jsonl"),
-        ("llama_trainer", "llama_trainer (Hugging Face `Trainer`)", "2026-12-01-h200-train-programs.jsonl"),
-        ("lightning_stats", "lightning_stats (Lightning, `DeviceStatsMonitor`)", "2026-12-01-h200-train-programs.jsonl"),
-        ("timm_vit", "timm_vit (ViT-B/16, `cudnn.benchmark`)", "2026-12-01-h200-train-programs.jsonl"),
+        ("gpt2", "gpt2 (124M, batch 16 x 1024)", "2026-12-05-h100-bc54577-train.jsonl"),
+        ("resnet50", "resnet50 (batch 128)", "2026-12-05-h100-bc54577-train.jsonl"),
+        ("bert_varlen", "bert_varlen (8 shapes)", "2026-12-05-h100-bc54577-train.jsonl"),
+        ("gpt2_generate", "gpt2_generate (KV cache)", "2026-12-05-h100-bc54577-train-generate.jsonl"),
+        ("llama_trainer", "llama_trainer (Hugging Face `Trainer`)", "2026-12-05-h100-bc54577-train-programs.jsonl"),
+        ("lightning_stats", "lightning_stats (Lightning, `DeviceStatsMonitor`)",
+         "2026-12-05-h100-bc54577-train-programs.jsonl"),
+        ("timm_vit", "timm_vit (ViT-B/16, `cudnn.benchmark`)", "2026-12-05-h100-bc54577-train-programs.jsonl"),
     ],
     # commands for files whose meta line says it in prose or without the environment (bench/results/README.md)
     "commands": {
-        "2026-12-01-h200-train-programs.jsonl":
+        "2026-12-05-h100-bc54577-train-programs.jsonl":
             "`python3 bench/train.py --workloads llama_trainer,lightning_stats,timm_vit --repeat 1 --cpus 2-5`, "
             "then the same with `--allocators vram,torch-async,torch-expandable,torch` (the reverse order)",
         "2026-11-29-h200-limit-639263a-vram.jsonl": "BENCH_PEERS=host bash bench/limit.sh",
     },
-    "llama": "2026-12-02-h200-plan-default-llama.jsonl",          # bench/plan_train.py, a process each
-    "plan_train": "2026-12-02-h200-plan-train.txt",               # bench/train.py, plan:true and plan:false
-    "first_steps": "2026-12-02-h200-plan-first-step.txt",         # bench/plan_train.py --steps 12
+    "llama": "2026-12-05-h100-bc54577-plan-llama.jsonl",          # bench/plan_train.py, a process each
+    "first_steps": "2026-12-05-h100-bc54577-plan-first-step.txt",  # bench/plan_train.py --steps 12
     "detect": "2026-12-02-h200-plan-default-detect.jsonl",        # bench/plan_detect.c
     # (peers' file, vram's file)
     "limit": [("2026-11-29-h200-limit-d8ba3f8.jsonl", "2026-11-29-h200-limit-639263a-vram.jsonl"),
@@ -73,7 +73,6 @@ COLUMNS = [("PyTorch default", "torch", "torch", "torch"),
            ("expandable segments", "torch-expandable", "torch-expandable", "torch-expandable"),
            ("cudaMallocAsync", "torch-async", "cumemallocasync", "cuda-async"),
            ("vram", "vram", "vram growth", "vram")]
-HOST_BOUND = ["gpt2_generate", "llama_trainer", "lightning_stats"]
 COUNT = {n: w for n, w in enumerate("zero one two three four five six seven eight nine ten".split())}
 
 
@@ -163,23 +162,8 @@ def limit_log(path):
     return meta, rows
 
 
-def plan_train_rows(path):
-    """(header, {(workload, conf): (median ms, peak reserved GiB)}) of the typed bench/train.py table
-    of 2026-12-02-h200-plan-train.txt: "WORKLOAD plan:P MEDIAN MEAN RESERVED USED" lines."""
-    text = read_text(path)
-    rows = {}
-    for i, line in enumerate(text.splitlines(), 1):
-        if not line.strip() or line.startswith("#"):
-            continue
-        f = line.split()
-        if len(f) != 6 or not f[1].startswith("plan:"):
-            raise ResultsError("%s:%d: not 'WORKLOAD plan:P MEDIAN MEAN RESERVED USED'" % (path, i))
-        rows[(f[0], f[1])] = (float(f[2]), f[4])
-    return header(path, text), rows
-
-
 def first_steps(path):
-    """(header, {conf: the first five steps' ms}) of 2026-12-02-h200-plan-first-step.txt's lines
+    """(header, {conf: the first five steps' ms}) of the first steps file's lines (SOURCES["first_steps"]):
     "CONF RATIO [MS, ...] first5 N"; a conf run twice keeps its last process (the file's first pays
     the machine's cold start)."""
     text = read_text(path)
@@ -408,6 +392,21 @@ def detect_figures(results):
     return head, (min(none), max(none)), (min(some), max(some)), len(none), len(some)
 
 
+def one_machine(metas, what):
+    """The one card a group of runs ran on ("H100 80GB HBM3"), however each file names it ("H100",
+    "NVIDIA H100 80GB HBM3"): the longest name of the group; ResultsError where the group spans cards."""
+    names = {m["machine"].replace("NVIDIA ", "").strip() for m in metas}
+    cards = {n.split()[0] for n in names}
+    if len(cards) != 1:
+        raise ResultsError("the %s runs are on several machines: %s" % (what, ", ".join(sorted(names))))
+    return max(names, key=len)
+
+
+def listing(items):
+    """'a', 'a and b', 'a, b and c'."""
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
 def spread_pct(lo_hi):
     lo, hi = lo_hi
     return (hi / lo - 1.0) * 100.0
@@ -443,24 +442,21 @@ def build(results):
     by, lhead = llama_figures(results)
     limits = [limit_figures(results, *spec) for spec in SOURCES["limit"]]
     grid, traces, bcells, bpeers, bvram = bisect_figures(results)
-    phead, prows = plan_train_rows(os.path.join(results, SOURCES["plan_train"]))
     fhead, five = first_steps(os.path.join(results, SOURCES["first_steps"]))
     dhead, d_none, d_some, n_none, n_some = detect_figures(results)
 
-    machines = {m["machine"].replace("NVIDIA ", "") for m in
-                [t[3] for t in train_rows] + [lhead, bpeers, bvram, phead, fhead, dhead] +
-                [x for l in limits for x in l[2:]]}
-    if len(machines) != 1:
-        raise ResultsError("the Results section's runs are on several machines: %s" % ", ".join(sorted(machines)))
-    machine = machines.pop()
+    trained = one_machine([t[3] for t in train_rows] + [lhead, fhead], "training and llama_plan")
+    limited = one_machine([bpeers, bvram] + [x for l in limits for x in l[2:]], "tight-limit")
     nine = COUNT.get(len(traces), str(len(traces)))
 
-    out = [para("On one NVIDIA %s; `python3 bench/readme.py` prints this section from "
+    where = ("On one NVIDIA %s" % trained if trained == limited else
+             "Training and llama_plan on one NVIDIA %s, the tight limits on one NVIDIA %s" % (trained, limited))
+    out = [para("%s; `python3 bench/readme.py` prints this section from "
                 "[`bench/results/`](bench/results/README.md) (ctest `bench_readme` checks it). Training: step time "
                 "(pooled over the rounds; vram against the fastest PyTorch allocator) and peak reserved, vram with "
                 "growth and no limit. Tight limit: traces completed at a limit %s and %s full, and the smallest "
                 "limit (to %s) each trace completes under. Bold: vram where it is the best of its row." % (
-                    machine, fraction_pct(limits[0][0]), fraction_pct(limits[1][0]), fraction_pct(grid["step"]))), ""]
+                    where, fraction_pct(limits[0][0]), fraction_pct(limits[1][0]), fraction_pct(grid["step"]))), ""]
     out.append("| workload | " + " | ".join(c[0] for c in COLUMNS) + " | command, date |")
     out.append("|---" * (len(COLUMNS) + 2) + "|")
     last = None
@@ -495,35 +491,21 @@ def build(results):
             v["layers"], v["d"], v["batch"], v["seq"], v["steps"], peak, v["plan_steps"], v["steps"], held(v),
             held(vf), fmt_ms(v["step_ms_median_second_half"]), fmt_ms(vf["step_ms_median_second_half"]))), ""]
 
-    figs = []
-    for w in ("gpt2", "resnet50", "bert_varlen"):
-        (t_ms, t_gib), (f_ms, f_gib) = prows[(w, "plan:true")], prows[(w, "plan:false")]
-        if float(t_gib) > float(f_gib):
-            raise ResultsError("%s: %s's peak is higher with the plan: the sentence below would be wrong"
-                               % (SOURCES["plan_train"], w))
-        figs.append(train_table.pct((t_ms / f_ms - 1.0) * 100.0))
-    notes += [para(
-        "The README's rows above llama_plan were measured before the plan was on by default. With it on (%s, %s), "
-        "gpt2's, resnet50's and bert_varlen's steps take %s, %s and %s against `plan:false` (one process "
-        "each) and their peaks reserved are no higher; gpt2_generate's step moved by more between processes "
-        "of the same build (below)." % (code(phead["command"]), phead["date"], *figs)), ""]
-
-    spreads = {w: max(spread_pct(x) for x in spread.values()) for w, _, _, _, spread, _ in train_rows}
-    lightning = next(p for w, _, _, _, _, p in train_rows if w == "lightning_stats")
-    if not lightning or not all(x > 0 for x in lightning):
-        raise ResultsError("lightning_stats: vram was not slower in every round: the sentence below would be wrong")
+    rounds = {w: len(p) for w, _, _, _, _, p in train_rows}
+    spreads = {w: max(spread_pct(x) for x in spread.values()) for w, _, _, _, spread, _ in train_rows
+               if rounds[w] > 1}
+    paired = {w: p for w, _, _, _, _, p in train_rows if len(p) > 1}
+    if not spreads or not paired:
+        raise ResultsError("no training row has two rounds: nothing to say of what moves between them")
     cumem = [l[1].get("cumemalloc") for l in limits]
     notes += [para(
-        "The host moves host-bound steps between processes of the same allocator: an allocator's slowest "
-        "round (its median step) against its fastest is at most %s. On lightning_stats vram was "
-        "slower than the fastest PyTorch allocator in each round (%s); on the H100 at a later tree it was not "
-        "(-0.92%% and -0.38%% a round, CPUs not pinned; GPU runs of the whole tree below): what made the gap "
-        "is not known. "
+        "The host moves host-bound steps between processes of the same allocator: where a workload ran two "
+        "rounds, an allocator's slowest round (its median step) against its fastest is at most %s. vram "
+        "against the fastest PyTorch allocator of the same round: %s. "
         "cudaMallocAsync's peak on timm_vit is its pool's high-water mark after cuDNN's benchmark tried its "
         "largest workspaces. Under the tight limits, plain cuMemAlloc completes %s." % (
-            ", ".join("+%.1f%% on %s" % (spreads[w], w) for w in HOST_BOUND[:-1]) + " and +%.1f%% on %s" % (
-                spreads[HOST_BOUND[-1]], HOST_BOUND[-1]),
-            ", ".join(train_table.pct(x) for x in lightning),
+            listing(["+%.1f%% on %s" % (spreads[w], w) for w in spreads]),
+            listing(["%s on %s" % (" and ".join(train_table.pct(x) for x in p), w) for w, p in paired.items()]),
             " and ".join("%d of %d traces at %s" % (c[0], c[1], fraction_pct(l[0])) for c, l in zip(cumem, limits)))), ""]
 
     true5 = five.get("plan:true")
@@ -535,9 +517,10 @@ def build(results):
         "the llama_plan loop's first five steps take {:,} ms with it against {:,} ms with `plan:false` "
         "({}, {}, each a fresh process); watching for the repeating step costs {:.2f}-{:.2f} ns an event on "
         "the {} traces of `traces/` that form no plan and {:.2f}-{:.2f} ns on the {} that do, placing the "
-        "plan included ({}, {}: the detector alone).".format(
+        "plan included ({}, {}, the {}'s host: the detector alone).".format(
             true5, false5, code(fhead["command"]), fhead["date"], d_none[0], d_none[1], COUNT.get(n_none, n_none),
-            d_some[0], d_some[1], COUNT.get(n_some, n_some), code(dhead["command"]), dhead["date"])), ""]
+            d_some[0], d_some[1], COUNT.get(n_some, n_some), code(dhead["command"]), dhead["date"],
+            dhead["machine"])), ""]
     return "\n".join(out), "\n".join(notes).rstrip("\n")
 
 
@@ -673,9 +656,10 @@ def self_test():
         ok(refused(limit_log, made("e.txt", "== vram growth: traces/t.trace.gz: x\n{\"failed_allocs\": 0}\n")),
            "a log without its heading")
 
-        pt = made("p.txt", "# H200, 2026-12-02: train.py\ngpt2 plan:true 77.68 77.83 17.203 17.438\n")
-        ok(plan_train_rows(pt)[1] == {("gpt2", "plan:true"): (77.68, "17.203")}, "the typed plan rows")
-        ok(refused(plan_train_rows, made("q.txt", "# H200, 2026-12-02: x\ngpt2 77.68\n")), "a short typed row")
+        h100 = [{"machine": "NVIDIA H100 80GB HBM3"}, {"machine": "H100"}]
+        ok(one_machine(h100, "x") == "H100 80GB HBM3", "one card however each file names it")
+        ok(refused(one_machine, h100 + [{"machine": "H200"}], "x"), "a group of runs on two cards")
+        ok(listing(["a"]) == "a" and listing(["a", "b", "c"]) == "a, b and c", "a listing")
         fs = made("f.txt", "# H200, 2026-12-02: plan_train.py\nplan:true 1.0038 [2645.6, 84.4] first5 3090\n"
                            "plan:false 1.1026 [623.3] first5 804\nplan:true 1.0038 [1004.6] first5 1473\n")
         ok(first_steps(fs)[1] == {"plan:true": 1473, "plan:false": 804}, "first steps: the last process of a conf")
@@ -722,7 +706,7 @@ def self_test():
             bench = made("BENCH.md", "# b\n\n## Figures\n\n### Notes on the README's table\n\n" + notes(RESULTS) +
                          "\n\n### Next\n\ntext\n")
             ok(check(bench, RESULTS) == 0, "bench/README.md's notes as printed pass --check")
-            wrong = made("BENCH2.md", open(bench).read().replace("1.0038 x", "1.004 x", 1))
+            wrong = made("BENCH2.md", open(bench).read().replace(" x the step's peak", "1 x the step's peak", 1))
             ok(check(wrong, RESULTS) == 1, "a figure in a sentence of the notes fails --check")
             ok(write(wrong, RESULTS) == 0 and open(wrong).read() == open(bench).read(),
                "--write restores the notes and keeps the next section")
