@@ -28,6 +28,12 @@
 #           runs), its slowdown; a guaranteed and an opportunistic job under one budget
 #   stats   bench/train.py lightning_stats under torch and vram (default and plan:false), and the cost of
 #           one torch.cuda.memory_stats() under each (bench/torch_stats_cost.py)
+#   train   the README's training rows (bench/readme.py's SOURCES): gpt2, resnet50 and bert_varlen, then
+#           gpt2_generate, under the four allocators (bench/train.py, CPUs 2-5); the Llama row is plan's
+#   programs  the README's framework rows: llama_trainer, lightning_stats and timm_vit, one round in each order
+#   limit   the README's tight-limit rows, vram's column (the peers' do not depend on vram's tree): every
+#           trace at 95% and 99.5% full and the bisection (bench/limit.sh with BENCH_PEERS=none)
+# At the end OUT is also packed as OUT.tgz (one file, for a machine that returns only so many files).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 OUT=${OUT_DIR:-build-gpu/final}
@@ -98,6 +104,8 @@ print("with ninja", shutil.which("ninja"), "vram.torch.mode", vram.torch.mode); 
         tail -n 12 "$OUT/pip.txt" ;;
     plan)
         part plan
+        # a first process pays a fresh machine's cold start (CUDA, the libraries' files): not a measured one
+        timeout 100 $PY bench/plan_train.py --allocator torch --steps 2 >/dev/null 2>&1
         for conf in "--plan true" "--plan false" "--allocator torch" "--allocator torch-expandable" "--allocator cuda-async"; do
             timeout 200 $PY bench/plan_train.py $conf --steps 12 >>"$OUT/plan-llama.jsonl" 2>>"$OUT/plan-llama.err" || rc=1
         done
@@ -147,7 +155,32 @@ PYEOF
         part limits
         timeout 400 bash bench/gpu_limits.sh build-gpu/run >"$OUT/limits.txt" 2>&1 || rc=1
         grep -E '^\{|^==|^peak' "$OUT/limits.txt" ;;
+    train)
+        part train
+        timeout 420 $PY bench/train.py --workloads gpt2,resnet50,bert_varlen --repeat 2 --cpus 2-5 --out "$OUT/train" \
+            >"$OUT/train.txt" 2>&1 || rc=1
+        timeout 300 $PY bench/train.py --workloads gpt2_generate --allocators torch,torch-expandable,vram --repeat 2 \
+            --cpus 2-5 --out "$OUT/train-generate" >"$OUT/train-generate.txt" 2>&1 || rc=1
+        grep -hE '^== \[|verdict' "$OUT/train.txt" "$OUT/train-generate.txt" ;;
+    programs)
+        part programs
+        timeout 280 $PY bench/train.py --workloads llama_trainer,lightning_stats,timm_vit --repeat 1 --cpus 2-5 \
+            --out "$OUT/programs-1" >"$OUT/programs-1.txt" 2>&1 || rc=1
+        timeout 280 $PY bench/train.py --workloads llama_trainer,lightning_stats,timm_vit --repeat 1 --cpus 2-5 \
+            --allocators vram,torch-async,torch-expandable,torch --out "$OUT/programs-2" >"$OUT/programs-2.txt" 2>&1 || rc=1
+        grep -hE '^== \[|verdict' "$OUT/programs-1.txt" "$OUT/programs-2.txt" ;;
+    limit)
+        part limit
+        for f in 0.95 0.995; do
+            BENCH_VRAM=$PWD/$B/vram BENCH_PEERS=none BENCH_FRACTION=$f BENCH_OUT="$OUT/limit-$f" timeout 200 \
+                bash bench/limit.sh >"$OUT/limit-$f.txt" 2>&1 || rc=1
+            grep -E '^Completed' "$OUT/limit-$f.txt"
+        done
+        BENCH_VRAM=$PWD/$B/vram BENCH_PEERS=none BENCH_BISECT=1 BENCH_JOBS=8 BENCH_OUT="$OUT/limit-bisect" timeout 300 \
+            bash bench/limit.sh >"$OUT/limit-bisect.txt" 2>&1 || rc=1
+        grep -E '^\| [a-z]' "$OUT/limit-bisect.txt" ;;
     *) echo "unknown part $p"; rc=2 ;;
     esac
 done
+[ $# -gt 0 ] && tar czf "$OUT.tgz" -C "$(dirname "$OUT")" "$(basename "$OUT")"
 exit $rc
