@@ -406,8 +406,8 @@ grow_result vram__arena_wake_budget_locked(pool_arena *p) {
 
 /* With one-granule extents and block_extent (backing.c's load), a wake maps the whole granules of each
  * block of at least POOL_BLOCK_EXTENT_GRANULES granules in extents of block_extent bytes, its own: the
- * block keeps them busy while it lives and they go back whole, as a load's. Four blocks over 187
- * granules wake with 18 creates, not 187 (tests/test_sleep.c); what is left (the blocks' edge granules,
+ * block keeps them busy while it lives and they go back whole, as a load's. Four blocks over 76
+ * granules wake with 14 creates, not 76 (tests/test_sleep.c); what is left (the blocks' edge granules,
  * smaller blocks) goes granule by granule, as before. Everything it maps lies in rec->want (a block in
  * use): the undo gives it back with the rest. *d: what it changed. */
 static vram_status wake_map_blocks_locked(pool_arena *p, pool_vmm_change *d) {
