@@ -418,10 +418,9 @@ static vram_status wake_map_blocks_locked(pool_arena *p, pool_vmm_change *d) {
     for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
         if (c->state != CHUNK_USED || c->size < POOL_BLOCK_EXTENT_GRANULES * v->gran) continue;
         uint64_t lo = vram__round_up(c->addr, v->gran), hi = (c->addr + c->size) & ~(uint64_t)(v->gran - 1);
-        pool_vmm_change one = {0};
-        vram_status s = hi > lo ? vram__pool_vmm_acquire(v, lo, (size_t)(hi - lo), 0, p->block_extent, &one) : VRAM_OK;
-        d->mapped += one.mapped;
-        d->creates += one.creates;
+        pool_vmm_change one;                   /* (16 granules hold 15 whole ones at least: hi > lo) */
+        vram_status s = vram__pool_vmm_acquire(v, lo, (size_t)(hi - lo), 0, p->block_extent, &one);
+        pool_vmm_change_add(d, &one);
         if (s != VRAM_OK) return s;
     }
     return VRAM_OK;
@@ -433,8 +432,7 @@ vram_status vram__arena_wake_map_locked(pool_arena *p) {
     pool_vmm_change d, rest = {0};
     vram_status s = wake_map_blocks_locked(p, &d);
     if (s == VRAM_OK) s = vram__pool_vmm_map_bits(&p->vmm->vmm, rec->want, &rest);
-    d.mapped += rest.mapped;
-    d.creates += rest.creates;
+    pool_vmm_change_add(&d, &rest);
     if (d.mapped < rec->need) vram__arena_budget_give(p, rec->need - d.mapped);   /* (only after a refusal) */
     rec->need = d.mapped;
     vram__vmm_note_locked(p, &d);

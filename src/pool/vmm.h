@@ -41,6 +41,15 @@ typedef struct pool_vmm_change {
     vram_status refused;                 /* the first unmap or release the driver refused, or VRAM_OK
                                           * (its message is this thread's last error) */
 } pool_vmm_change;
+/* Adds what one call changed (from) to what several changed together (to). */
+static inline void pool_vmm_change_add(pool_vmm_change *to, const pool_vmm_change *from) {
+    to->mapped += from->mapped;
+    to->unmapped += from->unmapped;
+    to->creates += from->creates;
+    to->releases += from->releases;
+    to->moves += from->moves;
+    if (to->refused == VRAM_OK) to->refused = from->refused;
+}
 
 typedef struct pool_vmm {
     const vram__backend *backend;
