@@ -63,10 +63,10 @@ SOURCES = {
     "first_steps": "2026-12-05-h100-bc54577-plan-first-step.txt",  # bench/plan_train.py --steps 12
     "detect": "2026-12-02-h200-plan-default-detect.jsonl",        # bench/plan_detect.c
     # (peers' file, vram's file)
-    "limit": [("2026-11-29-h200-limit-d8ba3f8.jsonl", "2026-11-29-h200-limit-639263a-vram.jsonl"),
-              ("2026-12-02-h200-limit-0995.jsonl", "2026-12-03-h200-limit-0995.txt")],
+    "limit": [("2026-11-29-h200-limit-d8ba3f8.jsonl", "2026-12-06-h200-65245c5-limit-095.jsonl"),
+              ("2026-12-02-h200-limit-0995.jsonl", "2026-12-06-h200-65245c5-limit-0995.jsonl")],
     "bisect": ("2026-12-02-h200-limit-bisect.jsonl", "2026-12-02-h200-limit-bisect.log",
-               "2026-12-03-h200-limit-bisect-vram.jsonl"),
+               "2026-12-06-h200-65245c5-limit-bisect-vram.jsonl"),
 }
 # The table's columns: (heading, bench/train.py's allocator, bench/table.py's allocator, plan_train.py's)
 COLUMNS = [("PyTorch default", "torch", "torch", "torch"),
