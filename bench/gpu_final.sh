@@ -18,7 +18,8 @@
 #           and ninja off the PATH; vram.torch.install() there and the mode it got; then with ninja on PATH
 #   plan    bench/plan_train.py: the Llama loop (first five steps, per-step time, held/peak) with vram
 #           default against plan:false and PyTorch's three allocators; bench/train.py gpt2_generate with
-#           vram default against plan:false
+#           vram default against plan:false; first two unmeasured processes (PyTorch's, vram's) pay the
+#           machine's cold start
 #   sleep   bench/gpu_sleep.py: a generate-then-train loop with the engine's tagged memory slept between
 #           phases, against the same loop undisturbed (identical tokens and losses); offload and wake
 #           bandwidth against a plain pinned copy; a CUDA graph replayed after a wake
@@ -104,8 +105,11 @@ print("with ninja", shutil.which("ninja"), "vram.torch.mode", vram.torch.mode); 
         tail -n 12 "$OUT/pip.txt" ;;
     plan)
         part plan
-        # a first process pays a fresh machine's cold start (CUDA, the libraries' files): not a measured one
-        timeout 100 $PY bench/plan_train.py --allocator torch --steps 2 >/dev/null 2>&1
+        # a first process pays a fresh machine's cold start (CUDA, the libraries' files, vram.torch's first
+        # load): two unmeasured ones, PyTorch's and vram's (plan_train.py takes 4 steps at least)
+        for conf in "--allocator torch" "--plan true"; do
+            timeout 100 $PY bench/plan_train.py $conf --steps 4 >/dev/null 2>>"$OUT/plan-warmup.err" || rc=1
+        done
         for conf in "--plan true" "--plan false" "--allocator torch" "--allocator torch-expandable" "--allocator cuda-async"; do
             timeout 200 $PY bench/plan_train.py $conf --steps 12 >>"$OUT/plan-llama.jsonl" 2>>"$OUT/plan-llama.err" || rc=1
         done

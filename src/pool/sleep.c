@@ -410,6 +410,7 @@ grow_result vram__arena_wake_budget_locked(pool_arena *p) {
  * granules wake with 14 creates, not 76 (tests/test_sleep.c); what is left (the blocks' edge granules,
  * smaller blocks) goes granule by granule, as before. Everything it maps lies in rec->want (a block in
  * use): the undo gives it back with the rest. *d: what it changed. */
+_Static_assert(POOL_BLOCK_EXTENT_GRANULES >= 2, "a block this large holds a whole granule");
 static vram_status wake_map_blocks_locked(pool_arena *p, pool_vmm_change *d) {
     POOL_ASSERT_LOCKED(p);
     pool_vmm *v = &p->vmm->vmm;
@@ -418,7 +419,7 @@ static vram_status wake_map_blocks_locked(pool_arena *p, pool_vmm_change *d) {
     for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
         if (c->state != CHUNK_USED || c->size < POOL_BLOCK_EXTENT_GRANULES * v->gran) continue;
         uint64_t lo = vram__round_up(c->addr, v->gran), hi = (c->addr + c->size) & ~(uint64_t)(v->gran - 1);
-        pool_vmm_change one;                   /* (16 granules hold 15 whole ones at least: hi > lo) */
+        pool_vmm_change one;                   /* (hi > lo: 2 granules or more hold a whole one) */
         vram_status s = vram__pool_vmm_acquire(v, lo, (size_t)(hi - lo), 0, p->block_extent, &one);
         pool_vmm_change_add(d, &one);
         if (s != VRAM_OK) return s;
