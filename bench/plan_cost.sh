@@ -10,7 +10,7 @@
 #   p3_5      driver calls of passes 3-5 (a program that repeats itself: 0 once settled)
 #   tail      reserved / live over pass 1's last quarter (tail_reserved_to_live)
 #   peak      peak reserved / peak live over the five passes
-#   steps     steps placed by a plan, ends: plans ended by a difference
+#   steps     steps placed by a plan, ends: plans ended early
 # The last row, load_60g, is a model's load: 480 blocks of 128 MiB (60 GiB) taken one after another
 # and none freed (tests/load_60g.trace; its passes end with the replay's cleanup). INSTR and LIMIT
 # leave it out ("-": INSTR's card is smaller than the load).

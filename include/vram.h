@@ -362,7 +362,9 @@ VRAM_API vram_status vram_get_live_limit(int logical_device, size_t *bytes, size
  *                           block living within a step (or into the next one until its free there)
  *                           from an offline plan of the step, in a range as large as the step's live
  *                           peak, giving back what the plan does not need; memory is mapped granule
- *                           by granule; any difference from the plan ends it, and best fit serves
+ *                           by granule; a request off the plan goes to best fit while the plan bends
+ *                           (it goes on once the program's requests are its own again), and a plan
+ *                           that would hold more than the pool ever held gives way: best fit serves
  *                           from the memory held before it maps more (default true; false maps
  *                           larger pieces: fewer driver calls the first time memory is mapped)
  *   overflow:host|none      a plain or stream-ordered request that the device cannot serve (its
@@ -439,9 +441,11 @@ VRAM_API void  vram_plugin_release(void *ptr);
        anew (an unmap and a map each) */                                                            \
     X(uint64_t, num_driver_moves)                                                                   \
     /* the repeating step's plan (allocator option plan, on by default): the bytes of its range     \
-       while one is in force (0: none), the steps begun under a plan, the plans ended by a          \
-       difference, and the bytes given back when plans came into force (what best fit held that     \
-       the plans did not need) */                                                                   \
+       while one is in force (0: none), the steps begun under a plan, the plans ended early (the    \
+       program off the plan for longer than a step, blocks kept past their places, more memory than \
+       the pool ever held, a stream-ordered free of a planned block, a second thread), and the      \
+       bytes given back when plans came into force (what best fit held that the plans did not need) \
+       */                                                                                           \
     X(size_t, plan_bytes)                                                                           \
     X(uint64_t, plan_steps)                                                                         \
     X(uint64_t, plan_ends)                                                                          \

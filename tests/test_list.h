@@ -115,7 +115,9 @@
     X(plan, plan_slots_block_used_on_another_stream) \
     X(plan, plan_slots_block_shared_by_ipc) \
     X(plan, plan_places_a_block_living_into_the_next_step) \
-    X(plan, plan_ended_serves_from_the_memory_held) \
+    X(plan, plan_astray_serves_from_the_memory_held) \
+    X(plan, plan_bends_around_requests_of_its_own) \
+    X(plan, plan_evicts_a_block_kept_past_its_place) \
     X(plan, plan_load_maps_blocks_in_large_extents) \
     X(plan, plan_found_when_growth_wakes_the_resting_detector) \
     X(plan, plan_found_at_a_look_without_growth) \

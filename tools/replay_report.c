@@ -144,7 +144,7 @@ static void text_driver(FILE *f, const replay_job *job, const replay_result *r, 
                 s->driver_allocs_warm, s->driver_frees_warm, s->driver_moves_warm, job->passes);
     if (r->plan_steps > 0 || r->plan_ends > 0)
         fprintf(f, "plan:             %" PRIu64 " steps placed from the repeating step's plan (%" PRIu64
-                   " by a lookup), %" PRIu64 " plans ended by a difference, %zu bytes given back when plans came"
+                   " by a lookup), %" PRIu64 " plans ended early, %zu bytes given back when plans came"
                    " into force\n", r->plan_steps, r->plan_slot_steps, r->plan_ends, r->plan_given_back);
     if (r->plan_refused > 0)
         fprintf(f, "plan refused:     %" PRIu64 " (the plan's range did not fit beside the blocks from before its step"

@@ -188,8 +188,9 @@ typedef struct pool_shared {
 } pool_shared;
 
 /* Why a request got no memory: the limit (the logical device's), the card's budget, the driver, no
- * growth at all, or the arena is asleep (sleep.c). */
-typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF, GROW_ASLEEP } grow_result;
+ * growth at all, the arena is asleep (sleep.c), or a plan in force would hold more than the arena's
+ * high-water mark (it gives way: arena_alloc.c). */
+typedef enum grow_result { GROW_OK, GROW_LIMIT, GROW_CARD_LIMIT, GROW_DRIVER, GROW_OFF, GROW_ASLEEP, GROW_PLAN } grow_result;
 
 /* The parts of an arena (struct pool_arena below), one per word of the glossary. */
 
@@ -214,6 +215,11 @@ typedef struct arena_plan {
     int               hold;          /* growth holds to hold_mark as with hold_peak: a plan waits for
                                       * its first step, its first step runs until the settle request,
                                       * or one ended (0 while a plan is followed after that) */
+    int               keep;          /* a plan is in force past its first step's settle request: its
+                                      * zone's idle memory is not moved nor given back for other blocks,
+                                      * and growth holds to hold_mark (GROW_PLAN past it: backing.c) */
+    int               lend;          /* with keep: the program is off the plan for now (plan_arena.c):
+                                      * the zone's idle memory serves blocks outside it first */
     struct pool_planner *planner;    /* the repeating step's plan (plan_arena.c); NULL: none */
     uint64_t          nap;           /* with a planner: requests left until its resting detector looks
                                       * again (plan_sees); 0: the planner sees every request */

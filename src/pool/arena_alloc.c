@@ -221,6 +221,7 @@ vram_status vram__alloc_best_fit_locked(pool_arena *p, size_t size, size_t round
         if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_LIMIT && p->vmm != NULL) {
             s = alloc_at_limit_locked(p, size, rounded, stream, ptr, &why);
         }
+        if (s == VRAM_ERR_OUT_OF_MEMORY && why == GROW_PLAN && vram__plan_give_way_locked(p)) continue;
         if (s == VRAM_ERR_OUT_OF_MEMORY && alloc_wait_helps_locked(p)) continue;
         if (s == VRAM_ERR_OUT_OF_MEMORY && p->plan.hi != 0 && vram__plan_give_way_locked(p)) continue;   /* (its zone's */
         if (s == VRAM_ERR_OUT_OF_MEMORY) p->failed = why;

@@ -287,6 +287,8 @@ static size_t pool_load_extent_locked(pool_arena *p, size_t size) {
     return !p->loaded && size >= POOL_BLOCK_EXTENT_GRANULES * p->cfg.caps.granularity ? p->block_extent : 0;
 }
 
+static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c, size_t need);
+
 /* Makes sure the physical memory under the (taken, CHUNK_USED) chunk c is mapped (backing.h). */
 grow_result vram__vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     POOL_ASSERT_LOCKED(p);
@@ -294,6 +296,24 @@ grow_result vram__vmm_back_locked(pool_arena *p, const pool_chunk *c) {
     size_t need = pool_vmm_unmapped(v, c->addr, c->size);
     pool_vmm_mark(v);                            /* c is in use now (CHUNK_USED) */
     if (need == 0) return GROW_OK;               /* the common case: memory already mapped */
+    if (!p->plan.keep || c->region != p->vmm) return vmm_back_locked(p, c, need);
+    /* a plan in force: growth holds to the high-water mark (idle memory moves under c before more
+     * is mapped), and past it the plan gives way (GROW_PLAN: the caller ends it and tries again), so
+     * that following a plan never holds more than the arena held before. The zone's idle memory is
+     * the plan's (neither moved under c nor given back) but while the program is off the plan
+     * (plan.lend): then it serves blocks outside the zone first, and the zone's blocks take idle
+     * memory back when the plan goes on */
+    if (!p->plan.lend || c->addr >= p->plan.lo) {
+        v->keep_lo = (size_t)(p->plan.lo - v->base);
+        v->keep_hi = (size_t)(p->plan.hi - v->base);
+    }
+    grow_result r = vmm_back_locked(p, c, need);
+    v->keep_lo = v->keep_hi = 0;
+    return r;
+}
+
+static grow_result vmm_back_locked(pool_arena *p, const pool_chunk *c, size_t need) {
+    pool_vmm *v = &c->region->vmm;
     /* hold_peak, and hold_large for a large block: rather than map beyond the high-water mark, move
      * idle extents (they lie in holes this block does not fit) under the block, then give back the
      * idle ones that do not fit its unmapped runs, so that fragmentation does not raise what the
@@ -304,7 +324,8 @@ grow_result vram__vmm_back_locked(pool_arena *p, const pool_chunk *c) {
      * An arena that plans holds too while a plan waits for its first step (the blocks placed in its
      * zone take the idle memory best fit leaves) and after one ended (the zone's memory serves best
      * fit before any more is mapped). */
-    int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large) || p->plan.hold;
+    int hold = p->cfg.hold_peak || (p->cfg.hold_large > 0 && c->size >= p->cfg.hold_large) || p->plan.hold ||
+               p->plan.keep;
     int tight = need > arena_headroom(p);        /* the limit: cached memory must serve (a retry) */
     int moved = (hold && p->reserved + need > p->hold_mark) || tight;
     p->stats.retries += (uint64_t)tight;
@@ -318,6 +339,7 @@ grow_result vram__vmm_back_locked(pool_arena *p, const pool_chunk *c) {
         if (p->reserved == before) break;
         need = pool_vmm_unmapped(v, c->addr, c->size);
     }
+    if (p->plan.keep && need > 0 && p->reserved + need > p->hold_mark) return GROW_PLAN;
     size_t room;                                 /* (read once a round: other arenas change it) */
     while (need > (room = arena_headroom(p)) && vmm_idle_locked(p) > 0) {
         vmm_unmap_idle_locked(p, need - room, NULL);

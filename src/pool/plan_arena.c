@@ -5,10 +5,13 @@
  * the plan's top rounded up to granules, and chunk[k] is the latest live block the plan placed for
  * request k (this step's, or the step before's while it lives into this one) or NULL; a block the
  * plan placed has plan_k = 1 + k until its free. A planned request is placed only in a FREE chunk
- * that covers its whole place (the chunk after its planned neighbour below, which must be alive; in
- * the first step, the zone's chunk found at the place): so
- * whatever the program frees early or late, no two live blocks overlap; a free that comes late
- * leaves the place taken, and the plan ends there. Pool lock held throughout.
+ * that covers its whole place (the chunk after its planned neighbour below; in the first step, after
+ * the plan was found again (plan_astray_locked), or when that chunk does not hold the place, the
+ * zone's chunk found at the place by a walk): so whatever the program frees early or late, no two
+ * live blocks overlap; a free that comes late leaves the place taken, and the request goes to best
+ * fit (plan_evict_late_locked). Only blocks the plan placed lie in the zone. plan.keep is set only
+ * while active, past the settle request (plan.lend, set while the program is off the plan, counts only
+ * with it). Pool lock held throughout.
  */
 #include "pool/plan_arena.h"
 
@@ -50,6 +53,7 @@ void vram__plan_arena_destroy(pool_arena *p) {
     vram__plan_detector_free(&pl->det);
     vram__plan_free(&pl->plan);
     free(pl->chunk);
+    free(pl->evicted);
     free(pl->slot);
     free(pl->sorted);
     free(pl);
@@ -90,6 +94,7 @@ static void plan_end_locked(pool_arena *p) {
     if (pl->active) pl->ends++;
     pl->active = pl->armed = 0;
     p->plan.hold = 1;
+    p->plan.keep = p->plan.lend = 0;
     plan_zone_dissolve_locked(p);
 }
 
@@ -162,13 +167,19 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     }
     /* (the detector placed nothing unless the step's blocks reached det.min_live) */
     pool_chunk **chunk = plan->planned > 0 && p->plan.hi == 0 ? calloc(plan->period, sizeof *chunk) : NULL;
-    if (chunk == NULL || plan_zone_carve_locked(p, bytes) != 0) {
+    uint8_t *evicted = chunk != NULL ? calloc(plan->period, 1) : NULL;
+    if (evicted == NULL || plan_zone_carve_locked(p, bytes) != 0) {
         free(chunk);
+        free(evicted);
         vram__plan_free(plan);
         return;
     }
     vram__plan_free(&pl->plan);
     free(pl->chunk);
+    free(pl->evicted);
+    pl->evicted = evicted;
+    pl->evicted_bytes = 0;
+    pl->astray = pl->confirm = 0;
     free(pl->slot);
     free(pl->sorted);
     pl->slot = pl->sorted = NULL;
@@ -254,6 +265,7 @@ static void plan_step_begins_locked(pool_arena *p) {
         pl->given_back = 1;
         pl->settle_due = pl->plan.settle > 0;
         p->plan.hold = pl->settle_due;   /* until then, the idle memory in the zone serves first */
+        p->plan.keep = !pl->settle_due;
     } else if (!pl->settle_due && (pl->zone != NULL || vram__plan_slots_enter_locked(p))) {
         pl->slot_steps++;
     }
@@ -265,17 +277,84 @@ static pool_chunk *zone_chunk_at(pool_arena *p, pool_chunk *c, uint64_t at) {
     return c != NULL && c->addr <= at && c->addr < p->plan.hi ? c : NULL;
 }
 
+/* Whether chunk c is free over [at, at + size). */
+static int chunk_holds(const pool_chunk *c, uint64_t at, size_t size) {
+    return c != NULL && c->state == CHUNK_FREE && c->addr <= at && at + size <= c->addr + c->size;
+}
+
+/* A request, while the plan is followed, that is not the plan's next one, or one after such. The
+ * program may have inserted requests of its own (a block made in its first step only, the optimizer's
+ * state, an evaluation's batch) or begun again (a replay's next pass: the weights, then the same
+ * steps): the plan bends rather than ends. Such a request goes to best fit, outside the zone, whose
+ * idle memory serves it first (plan.lend: backing.c; slot mode is left so that the zone's free chunks
+ * are seen idle). The plan goes on once PLAN_RESYNC requests in a row are its own from its next one
+ * on (they go to best fit too): one request in a row would not do, since an optimizer makes its state
+ * in the sizes and order of the parameters, two blocks each, which the step's own requests may match
+ * one by one. Once more requests than the step has were off the plan (those that matched it while
+ * it was being found again not counted), the program does something else: the plan ends. */
+static int plan_astray_locked(pool_arena *p, size_t rounded, void *stream) {
+    POOL_ASSERT_LOCKED(p);
+    pool_planner *pl = p->plan.planner;
+    const pool_plan *plan = &pl->plan;
+    uint32_t at = (uint32_t)(((uint64_t)pl->pos + pl->confirm) % plan->period);
+    vram__plan_slots_leave_locked(p);           /* (its idle memory serves best fit meanwhile) */
+    p->plan.lend = 1;
+    if (plan->size[at] == rounded && plan->stream[at] == (uintptr_t)stream) {
+        pl->confirm++;
+    } else {
+        pl->confirm = plan->size[pl->pos] == rounded && plan->stream[pl->pos] == (uintptr_t)stream;
+        if (pl->confirm == 0 && ++pl->astray > plan->period) {
+            plan_end_locked(p);
+            return PLAN_BEST_FIT;
+        }
+    }
+    if (pl->confirm == PLAN_RESYNC) {           /* back on the plan: after these, its request at + 1 */
+        pl->pos = at + 1 == plan->period ? 0 : at + 1;
+        pl->astray = pl->confirm = 0;
+        pl->first = 1;
+        p->plan.lend = 0;
+    }
+    return PLAN_BEST_FIT;
+}
+
+/* Request h's blocks go to best fit from now on (evicted): one of them outlived the plan's place for
+ * it (freed late, or the program's own request that looked like the plan's: an optimizer's state made
+ * in the first step where the later steps make blocks of the same sizes in the same order), so that
+ * the next time the program makes it, it does not stand in the zone. 0 once the evicted requests'
+ * blocks come to more than 1/PLAN_EVICTED of the zone (the plan then ends: best fit would hold less). */
+#define PLAN_EVICTED 16
+static int plan_evict(pool_arena *p, uint32_t h) {
+    pool_planner *pl = p->plan.planner;
+    if (!pl->evicted[h]) {
+        pl->evicted[h] = 1;
+        pl->evicted_bytes += pl->plan.size[h];
+    }
+    return pl->evicted_bytes <= (p->plan.hi - p->plan.lo) / PLAN_EVICTED;
+}
+
+/* A planned request's place [at, at + size) is taken: the blocks the plan placed there are late
+ * (plan_evict); 1, or 0 when the plan must end. */
+static int plan_evict_late_locked(pool_arena *p, uint64_t at, size_t size) {
+    POOL_ASSERT_LOCKED(p);
+    int ok = 1;
+    for (pool_chunk *c = zone_chunk_at(p, p->plan.first, at); c != NULL && c->addr < at + size; c = c->next) {
+        if (c->state == CHUNK_USED && c->plan_k != 0) ok &= plan_evict(p, c->plan_k - 1);
+    }
+    return ok;
+}
+
 /* Planned request k's place in the zone, cut from chunk c (free, holding the place): PLAN_PLACE with
  * *place, for the allocation path to hand out (vram__plan_placed_locked then), or, when c does not hold
- * the place, PLAN_BEST_FIT (the plan ends). */
+ * the place, PLAN_BEST_FIT: the blocks there are late (plan_evict_late_locked) and this request goes
+ * outside the zone (before the plan's first step, or when too much was evicted, the plan ends). */
 static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t rounded, int before_first,
                              pool_chunk **place) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->plan.planner;
     uint64_t at = p->plan.lo + pl->plan.offset[k];
-    if (c == NULL || c->state != CHUNK_FREE || c->addr > at || at + rounded > c->addr + c->size ||
-        (c = vram__chunk_cut_at_locked(p, c, at)) == NULL) {
-        plan_end_locked(p);
+    if (!chunk_holds(c, at, rounded) || (c = vram__chunk_cut_at_locked(p, c, at)) == NULL) {
+        if (before_first || !plan_evict_late_locked(p, at, rounded)) plan_end_locked(p);
+        else p->plan.lend = 1;                  /* (this request goes outside the zone) */
         return PLAN_BEST_FIT;
     }
     pl->place_k = k;
@@ -327,12 +406,16 @@ int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *st
     if (!pl->active) return PLAN_BEST_FIT;
     const pool_plan *plan = &pl->plan;
     uint32_t k = pl->pos;
-    if (plan->size[k] != rounded || plan->stream[k] != (uintptr_t)stream || vram__tc_parking(p) || arena_still(p)) {
+    if (vram__tc_parking(p) || arena_still(p)) {
         plan_end_locked(p);
         return PLAN_BEST_FIT;
     }
+    int next = plan->size[k] == rounded && plan->stream[k] == (uintptr_t)stream;
+    if (!next || pl->astray > 0 || pl->confirm > 0) return plan_astray_locked(p, rounded, stream);
+    p->plan.lend = 0;
     if (pl->settle_due && k == plan->settle % plan->period) {
         pl->settle_due = p->plan.hold = 0;
+        p->plan.keep = 1;
         pl->given_back_bytes += vram__vmm_gather_idle_locked(p, p->plan.lo, p->plan.hi, NULL, 0);
     }
     if (k == 0) plan_step_begins_locked(p);
@@ -341,7 +424,7 @@ int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *st
         if (!vram__plan_slots_due_ok(p, k)) {
             pl->slot_misses++;
             vram__plan_slots_leave_locked(p);        /* a block freed late: the zone's chunks decide */
-        } else if (plan->offset[k] == PLAN_UNPLANNED) {
+        } else if (plan->offset[k] == PLAN_UNPLANNED || pl->evicted[k]) {
             return PLAN_BEST_FIT;
         } else if (vram__plan_slot_take_locked(p, k, size, stream, ptr)) {
             return PLAN_SERVED;
@@ -349,12 +432,14 @@ int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *st
             vram__plan_slots_leave_locked(p);
         }
     }
-    if (plan->offset[k] == PLAN_UNPLANNED) return PLAN_BEST_FIT;
+    if (plan->offset[k] == PLAN_UNPLANNED || pl->evicted[k]) return PLAN_BEST_FIT;
     /* the free chunk holding the place starts where the planned block below it ends; in the first
-     * step, blocks of the step before may lie there or not: a walk up from the last one known */
+     * step, blocks of the step before may lie there or not: a walk up from the last one known (and
+     * from the zone's start when the block below is not the plan's: off the plan, or evicted) */
     int32_t q = pl->first ? plan->below_first[k] : plan->below[k];
     pool_chunk *c = q < 0 ? p->plan.first : pl->chunk[q] != NULL ? pl->chunk[q]->next : NULL;
-    if (pl->first) c = zone_chunk_at(p, c != NULL ? c : p->plan.first, p->plan.lo + plan->offset[k]);
+    uint64_t at = p->plan.lo + plan->offset[k];
+    if (pl->first || !chunk_holds(c, at, rounded)) c = zone_chunk_at(p, c != NULL && c->addr <= at ? c : p->plan.first, at);
     return plan_place_locked(p, c, k, rounded, 0, place);
 }
 

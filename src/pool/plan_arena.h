@@ -28,17 +28,30 @@
  * first step being freed, the zone's rest is filled and the idle memory outside given back again.
  * While a plan waits and after one ended, growth holds to the arena's high-water mark (plan.hold:
  * idle extents move under a block before more is mapped), so a changed program is served from the
- * zone's memory.
+ * zone's memory. Once the plan is in force (past the settle request: plan.keep), the zone's idle
+ * memory is its own: growth of blocks outside the zone holds to the mark with the idle memory outside
+ * the zone, and a block that would take the arena past the mark makes the plan give way (it ends,
+ * and the block is tried again by best fit), so that following a plan never holds more than the
+ * arena held without it (backing.c, GROW_PLAN).
  *
  * From the plan's second step on, plan_slots.c serves it in slot mode (each planned request a lookup
  * of its own record; see there), leaving it for the zone's chunks whenever a block is freed later
  * than planned and before anything walks the arena's chunks.
  *
- * The plan ends the moment the program differs from it: another size or stream, a stream-ordered
- * or deferred free of a planned block, a second thread (thread caches), a place that is not free
- * (a block freed later than the plan said). A block freed earlier only frees its place earlier.
- * The zone goes back to the large zone at once (its blocks are best fit's from then on, its free
- * memory too), and the detector looks again.
+ * A request that differs from the plan's next one (another size or stream) does not end it: the
+ * program inserted requests of its own, or began again (a replay's next pass, an evaluation between
+ * epochs). The plan bends (plan_astray_locked): such requests go to best fit, outside the zone, whose
+ * idle memory serves them first meanwhile (plan.lend); the plan goes on once PLAN_RESYNC requests in a
+ * row are its own from its next one on, and ends after more requests off it than its step has. A
+ * planned place that is not free holds a block of the plan's that outlived it (freed late, or the
+ * program's own request that looked like the plan's: an optimizer's state made in the first step has
+ * the sizes and order of the later steps' requests): that request is evicted (best fit's from then on,
+ * so that it does not stand in the zone the next time) and the request whose place it took goes to
+ * best fit this time; the plan ends once the evicted requests' blocks come to more than 1/16 of its
+ * zone. A block freed earlier only frees its place earlier. The plan ends at once at a stream-ordered
+ * or deferred free of a planned block and at a second thread (thread caches); an ended plan's zone
+ * goes back to the large zone (its blocks are best fit's from then on, its free memory too), and the
+ * detector looks again.
  *
  * Everything under the arena's lock. Only the first arena of a logical device plans, and only with
  * growth by mapping and the allocator option plan:true (the default; it maps granule by granule, but
@@ -49,6 +62,10 @@
 
 #include "pool/plan.h"
 #include "pool/arena.h"
+
+/* Requests in a row equal to the plan's from its next one on that put it back on track after two or
+ * more that were not (plan_astray_locked). */
+#define PLAN_RESYNC 8
 
 typedef struct pool_planner {
     plan_detector det;
@@ -76,6 +93,14 @@ typedef struct pool_planner {
     pool_chunk  **sorted;        /* [planned]: scratch for leaving slot mode */
     pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */
     size_t        given_back_bytes;     /* given back when plans came into force */
+    /* a program off the plan for a while (plan_astray_locked) */
+    uint32_t      astray;        /* requests off the plan since it was last followed (not counting those
+                                    that matched it while it was found again) */
+    uint32_t      confirm;       /* the last requests in a row equal to the plan's from its next one on
+                                    (PLAN_RESYNC of them put it back on track) */
+    uint8_t      *evicted;       /* [period]: 1 once a block of request k outlived its place (found
+                                    taken by it): best fit serves k from then on */
+    size_t        evicted_bytes; /* the evicted requests' sizes together */
     /* the detector at rest (vram__plan_noted_locked) */
     int           resting;       /* not fed: p->plan.nap counts the requests down to its next look */
     int64_t       quiet;         /* requests fed since reserved memory last grew or a plan ended (a look

@@ -357,6 +357,11 @@ typedef struct idle_set {
     int32_t  count, tail;
 } idle_set;
 
+/* Whether extent x is idle and may be moved or given back: not in [keep_lo, keep_hi). */
+static int extent_spare(const pool_vmm *v, const pool_extent *x) {
+    return x->size != 0 && x->busy == 0 && (x->offset >= v->keep_hi || x->offset + x->size <= v->keep_lo);
+}
+
 static int idle_set_build(const pool_vmm *v, idle_set *set) {
     set->ext = malloc((size_t)(v->ext_count + 1) * sizeof *set->ext);
     set->next = malloc((size_t)(v->ext_count + 1) * sizeof *set->next);
@@ -369,7 +374,7 @@ static int idle_set_build(const pool_vmm *v, idle_set *set) {
     size_t most = 0;
     for (int32_t e = 0; e < v->ext_count; e++) {
         size_t n = v->ext[e].size >> v->gran_shift;
-        if (v->ext[e].size != 0 && v->ext[e].busy == 0 && n > most) most = n;
+        if (extent_spare(v, &v->ext[e]) && n > most) most = n;
     }
     int32_t *start = calloc(most + 2, sizeof *start);
     if (start == NULL) {
@@ -378,12 +383,12 @@ static int idle_set_build(const pool_vmm *v, idle_set *set) {
         return -1;
     }
     for (int32_t e = 0; e < v->ext_count; e++) {
-        if (v->ext[e].size != 0 && v->ext[e].busy == 0) start[most - (v->ext[e].size >> v->gran_shift) + 1]++;
+        if (extent_spare(v, &v->ext[e])) start[most - (v->ext[e].size >> v->gran_shift) + 1]++;
     }
     for (size_t k = 1; k <= most + 1; k++) start[k] += start[k - 1];
     set->count = start[most + 1];
     for (int32_t e = 0; e < v->ext_count; e++) {
-        if (v->ext[e].size != 0 && v->ext[e].busy == 0) set->ext[start[most - (v->ext[e].size >> v->gran_shift)]++] = e;
+        if (extent_spare(v, &v->ext[e])) set->ext[start[most - (v->ext[e].size >> v->gran_shift)]++] = e;
     }
     free(start);
     for (int32_t i = 0; i <= set->count; i++) set->next[i] = i;
@@ -563,7 +568,7 @@ size_t vram__pool_vmm_unmap_idle(pool_vmm *v, size_t want, pool_vmm_change *chg)
         int32_t best = -1;
         for (int32_t e = 0; e < v->ext_count; e++) {
             const pool_extent *x = &v->ext[e];
-            if (x->size != 0 && x->busy == 0 && (best < 0 || x->size > v->ext[best].size)) best = e;
+            if (extent_spare(v, x) && (best < 0 || x->size > v->ext[best].size)) best = e;
         }
         if (best < 0) break;
         size_t size = v->ext[best].size;

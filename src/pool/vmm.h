@@ -83,6 +83,10 @@ typedef struct pool_vmm {
      * what the pool reserves) until vram__pool_vmm_destroy releases them */
     uint64_t            *stuck;
     size_t               nstuck, stuck_bytes;
+    /* [keep_lo, keep_hi) (offsets; keep_hi 0: none): idle extents there are neither moved nor given
+     * back by vram__pool_vmm_move_idle and vram__pool_vmm_unmap_idle (the zone of a plan in force,
+     * set by the caller around the growth of one block) */
+    size_t               keep_lo, keep_hi;
 } pool_vmm;
 
 vram_status vram__pool_vmm_init(pool_vmm *v, const vram__backend *be, int dev, size_t gran, size_t va_size,
@@ -138,7 +142,8 @@ void        vram__pool_vmm_zone_idle(const pool_vmm *v, size_t idle[2]);
  * memory there: each an unmap and a map of its handle (on the H200 about 70-150 us, against
  * 300-1,100 us to release an extent of 512 MiB-2 GiB and create another: bench/vmm_costs.c). The
  * largest that fits a run first; the run that ends the block may take an extent reaching over the
- * unmapped granules after it (each a move in *chg). Needs fresh counts. */
+ * unmapped granules after it (each a move in *chg). Needs fresh counts. Extents in [keep_lo, keep_hi)
+ * stay (as in vram__pool_vmm_unmap_idle). */
 void        vram__pool_vmm_move_idle(pool_vmm *v, uint64_t addr, size_t size, pool_vmm_change *chg);
 /* Gives back idle extents, largest first, until at least `want` bytes went back or none is left;
  * returns the bytes given back. Needs fresh counts (as do the two below). */
