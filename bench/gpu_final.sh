@@ -106,9 +106,9 @@ print("with ninja", shutil.which("ninja"), "vram.torch.mode", vram.torch.mode); 
     plan)
         part plan
         # a first process pays a fresh machine's cold start (CUDA, the libraries' files, vram.torch's first
-        # load): two unmeasured ones, PyTorch's and vram's (plan_train.py takes 4 steps at least)
+        # load): two unmeasured ones, PyTorch's and vram's (plan_train.py sums its first five steps)
         for conf in "--allocator torch" "--plan true"; do
-            timeout 100 $PY bench/plan_train.py $conf --steps 4 >/dev/null 2>>"$OUT/plan-warmup.err" || rc=1
+            timeout 100 $PY bench/plan_train.py $conf --steps 5 >/dev/null 2>>"$OUT/plan-warmup.err" || rc=1
         done
         for conf in "--plan true" "--plan false" "--allocator torch" "--allocator torch-expandable" "--allocator cuda-async"; do
             timeout 200 $PY bench/plan_train.py $conf --steps 12 >>"$OUT/plan-llama.jsonl" 2>>"$OUT/plan-llama.err" || rc=1

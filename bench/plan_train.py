@@ -46,8 +46,8 @@ def main():
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--limit", default=None, help="VRAM_MEMORY_LIMIT, e.g. 40GiB")
     a = ap.parse_args()
-    if a.steps < 4 or a.layers < 1 or a.d < 64 or a.batch < 1 or a.seq < 16:
-        ap.error("--steps >= 4, --layers >= 1, --d >= 64, --batch >= 1, --seq >= 16")
+    if a.steps < 5 or a.layers < 1 or a.d < 64 or a.batch < 1 or a.seq < 16:
+        ap.error("--steps >= 5 (the first five are summed), --layers >= 1, --d >= 64, --batch >= 1, --seq >= 16")
     if a.limit and a.allocator != "vram":
         ap.error("--limit is vram's (VRAM_MEMORY_LIMIT)")
     vram_mode = None
