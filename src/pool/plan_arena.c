@@ -333,11 +333,13 @@ static int plan_evict(pool_arena *p, uint32_t h) {
 }
 
 /* A planned request's place [at, at + size) is taken: the blocks the plan placed there are late
- * (plan_evict); 1, or 0 when the plan must end. */
-static int plan_evict_late_locked(pool_arena *p, uint64_t at, size_t size) {
+ * (plan_evict); 1, or 0 when the plan must end. `near`: a chunk of the zone at or below `at` to walk
+ * up from (else the zone's start). */
+static int plan_evict_late_locked(pool_arena *p, pool_chunk *near, uint64_t at, size_t size) {
     POOL_ASSERT_LOCKED(p);
     int ok = 1;
-    for (pool_chunk *c = zone_chunk_at(p, p->plan.first, at); c != NULL && c->addr < at + size; c = c->next) {
+    if (near == NULL || near->addr > at || near->addr < p->plan.lo) near = p->plan.first;
+    for (pool_chunk *c = zone_chunk_at(p, near, at); c != NULL && c->addr < at + size; c = c->next) {
         if (c->state == CHUNK_USED && c->plan_k != 0) ok &= plan_evict(p, c->plan_k - 1);
     }
     return ok;
@@ -352,14 +354,15 @@ static int plan_place_locked(pool_arena *p, pool_chunk *c, uint32_t k, size_t ro
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->plan.planner;
     uint64_t at = p->plan.lo + pl->plan.offset[k];
-    if (!chunk_holds(c, at, rounded) || (c = vram__chunk_cut_at_locked(p, c, at)) == NULL) {
-        if (before_first || !plan_evict_late_locked(p, at, rounded)) plan_end_locked(p);
+    pool_chunk *cut = chunk_holds(c, at, rounded) ? vram__chunk_cut_at_locked(p, c, at) : NULL;
+    if (cut == NULL) {
+        if (before_first || !plan_evict_late_locked(p, c, at, rounded)) plan_end_locked(p);
         else p->plan.lend = 1;                  /* (this request goes outside the zone) */
         return PLAN_BEST_FIT;
     }
     pl->place_k = k;
     pl->place_before_first = before_first;
-    *place = c;
+    *place = cut;
     return PLAN_PLACE;
 }
 
@@ -411,7 +414,7 @@ int vram__plan_alloc_locked(pool_arena *p, size_t size, size_t rounded, void *st
         return PLAN_BEST_FIT;
     }
     int next = plan->size[k] == rounded && plan->stream[k] == (uintptr_t)stream;
-    if (!next || pl->astray > 0 || pl->confirm > 0) return plan_astray_locked(p, rounded, stream);
+    if (!next || pl->astray > 0) return plan_astray_locked(p, rounded, stream);   /* (confirm > 0: astray too) */
     p->plan.lend = 0;
     if (pl->settle_due && k == plan->settle % plan->period) {
         pl->settle_due = p->plan.hold = 0;
