@@ -110,6 +110,7 @@
     X(plan, plan_ends_when_a_free_comes_late) \
     X(plan, plan_slots_serve_the_settled_step) \
     X(plan, plan_slots_left_for_a_late_free_the_plan_goes_on) \
+    X(plan, plan_slots_stats_read_the_live_slots) \
     X(plan, plan_slots_trim_gives_back_the_zone) \
     X(plan, plan_slots_end_when_a_second_thread_allocates) \
     X(plan, plan_slots_block_used_on_another_stream) \

@@ -984,6 +984,66 @@ TEST(plan_slots_left_for_a_late_free_the_plan_goes_on) {
     check_counters_balanced();
 }
 
+/* A step of a (15 MiB), b (17), a freed, c (31), b and c freed: the plan places c and a at the zone's
+ * start and b at 31 MiB (a zone of 48). The statistics in slot mode read the zone through its live
+ * slots (the query does not leave slot mode: tests/plan_cost_test.sh counts what it costs) and give
+ * what its chunks give once slot mode is left (vram_get_segments leaves it), at a point of each of four
+ * steps: a alone, the gap [15, 48) above it: one free chunk split off a block, 1 MiB of it in the
+ * granule a ends in; a and b, the gap [15, 31) beside both: one, 2 MiB (a's last granule, b's first);
+ * b alone, the gap [0, 31) below it: one, 1 MiB; b and c: none. W (8 MiB, whole granules, outside)
+ * adds nothing. */
+static void odd_step_ops(void **a, void **b, void **c, int from, int to) {
+    for (int op = from; op < to; op++) {
+        switch (op) {
+        case 0: CHECK_OK(vram_malloc(a, 15 * PMiB, 0)); break;
+        case 1: CHECK_OK(vram_malloc(b, 17 * PMiB, 0)); break;
+        case 2: CHECK_OK(vram_free(*a)); break;
+        case 3: CHECK_OK(vram_malloc(c, 31 * PMiB, 0)); break;
+        case 4: CHECK_OK(vram_free(*b)); break;
+        default: CHECK_OK(vram_free(*c)); break;
+        }
+    }
+}
+
+TEST(plan_slots_stats_read_the_live_slots) {
+    use_sim_growth(1 * GiB, "plan:true,map_ahead_mb:0,small_pool_kb:0");
+    void *w = NULL, *a = NULL, *b = NULL, *c = NULL;
+    CHECK_OK(vram_malloc(&w, 8 * PMiB, 0));
+    for (int step = 1; step <= 6; step++) odd_step_ops(&a, &b, &c, 0, 6);
+    void *zone = c;
+    CHECK((char *)b - (char *)zone == (ptrdiff_t)(31 * PMiB));
+    uint64_t slots = INFO(0).plan_slot_steps;
+    CHECK_U64(slots, ==, 2);
+    const int64_t split_n[4] = {1, 1, 1, 0};
+    const int64_t split_mib[4] = {1, 2, 1, 0};
+    const int64_t live_mib[4] = {8 + 15, 8 + 32, 8 + 17, 8 + 48};
+    for (int point = 0; point < 4; point++) {
+        odd_step_ops(&a, &b, &c, 0, point + 1);
+        vram_allocator_stats slot, chunks;
+        CHECK_OK(vram_get_allocator_stats(0, &slot));
+        CHECK_INT(slot.inactive_split[0].current, ==, split_n[point]);
+        CHECK_INT(slot.inactive_split_bytes[0].current, ==, split_mib[point] * (int64_t)PMiB);
+        CHECK_INT(slot.allocated_bytes[0].current, ==, live_mib[point] * (int64_t)PMiB);
+        CHECK_INT(slot.reserved_bytes[0].current, ==, 56 * (int64_t)PMiB);
+        vram_segment_info segs[8];
+        vram_block_info blocks[16];
+        size_t nsegs = 0, nblocks = 0;
+        CHECK_OK(vram_get_segments(0, segs, 8, &nsegs, blocks, 16, &nblocks));   /* (slot mode left) */
+        CHECK_OK(vram_get_allocator_stats(0, &chunks));
+        CHECK(memcmp(&slot, &chunks, sizeof slot) == 0);
+        odd_step_ops(&a, &b, &c, point + 1, 6);
+        CHECK(a == zone && c == zone && (char *)b - (char *)zone == (ptrdiff_t)(31 * PMiB));
+        CHECK_U64(INFO(0).plan_slot_steps, ==, slots + 1 + (uint64_t)point);
+    }
+    vram_memory_info info = INFO(0);
+    CHECK_U64(info.plan_ends, ==, 0);
+    CHECK_SIZE(info.reserved, ==, 56 * PMiB);
+    CHECK_OK(vram_free(w));
+    CHECK_ALL();
+    CHECK_OK(vram_shutdown());
+    check_counters_balanced();
+}
+
 /* vram_trim in slot mode gives the zone's free memory back (the zone is one record in use while in
  * slot mode: trimming leaves it first): W alone is held. The next step maps its blocks again by
  * the zone's chunks, the one after is a lookup. */

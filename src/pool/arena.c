@@ -561,11 +561,16 @@ void vram__arena_reset_accumulated_locked(pool_arena *p) {
 
 void vram__arena_allocator_stats_locked(pool_arena *p, vram_allocator_stats *out) {
     POOL_ASSERT_LOCKED(p);
-    /* the zone's blocks as chunks; parked blocks are the pool's, not the program's; the extents'
-     * idle bytes, unless counted granule by granule from the chunks */
+    /* parked blocks are the pool's, not the program's; idle bytes granule by granule from the chunks
+     * and a plan's zone in slot mode read through its live slots (leaving slot mode for a query, and
+     * entering it again at the next step, cost twice a query: torch.cuda.memory_stats() once a step,
+     * as Lightning's DeviceStatsMonitor calls it), or else the zone's blocks as chunks and the extents'
+     * idle bytes */
     int by_granule = p->vmm == NULL || stats_idle_by_granule(p);
-    settle_locked(p, SETTLE_SLOTS | SETTLE_CACHES | (by_granule ? 0 : SETTLE_EXTENTS));
-    vram__stats_query_locked(p, out);
+    settle_locked(p, SETTLE_CACHES | (by_granule ? 0 : SETTLE_SLOTS | SETTLE_EXTENTS));
+    pool_zone_view zv;
+    vram__plan_slots_view_locked(p, &zv);
+    vram__stats_query_locked(p, &zv, out);
 }
 
 vram_status vram__arena_oom(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all) {

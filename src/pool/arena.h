@@ -473,10 +473,19 @@ void        vram__pool_flush_caches_locked(pool_arena *p);
 /* ==== the readers: statistics (stats.c: stats.h), the out-of-memory report (oom.c), the check
  * (pool_check.c), the memory map (pool_snapshot.c). Each reads what the front door settled. ===== */
 
+/* A plan's zone in slot mode as a reader sees it: the record standing for it in the region's list
+ * (`zone`, NULL out of slot mode) and its live blocks by address (`live`, `n`), which the record hides. */
+typedef struct pool_zone_view {
+    const pool_chunk  *zone;
+    pool_chunk *const *live;
+    size_t             n;
+} pool_zone_view;
+
 void        vram__stats_reset_peak_locked(pool_arena *p);
 void        vram__stats_reset_accumulated_locked(pool_arena *p);
-/* The arena's figures added to what *out holds (arenas.c sums over arenas). */
-void        vram__stats_query_locked(pool_arena *p, vram_allocator_stats *out);
+/* The arena's figures added to what *out holds (arenas.c sums over arenas). `zv`: the plan's zone in
+ * slot mode (its `zone` NULL otherwise), read through its live blocks (extents of one granule only). */
+void        vram__stats_query_locked(pool_arena *p, const pool_zone_view *zv, vram_allocator_stats *out);
 /* The out-of-memory error (counted): this arena's figures, or with `all` those of every arena of the
  * logical device; the largest block a request could get within memory held. */
 vram_status vram__oom_report_locked(pool_arena *p, size_t size, size_t rounded, grow_result why, const arena_figures *all);

@@ -56,6 +56,7 @@ void vram__plan_arena_destroy(pool_arena *p) {
     free(pl->evicted);
     free(pl->slot);
     free(pl->sorted);
+    free(pl->by_offset);
     free(pl);
     p->plan.planner = NULL;
 }
@@ -182,7 +183,9 @@ static void plan_arm_locked(pool_arena *p, pool_plan *plan) {
     pl->astray = pl->confirm = 0;
     free(pl->slot);
     free(pl->sorted);
+    free(pl->by_offset);
     pl->slot = pl->sorted = NULL;
+    pl->by_offset = NULL;
     pl->slot_misses = 0;
     pl->plan = *plan;
     pl->chunk = chunk;

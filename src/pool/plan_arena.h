@@ -90,7 +90,9 @@ typedef struct pool_planner {
     pool_chunk   *zone;          /* in slot mode (else NULL): the record standing for the zone in the
                                     region's list */
     pool_chunk  **slot;          /* [period]: planned request k's record (NULL: unplanned); slot mode */
-    pool_chunk  **sorted;        /* [planned]: scratch for leaving slot mode */
+    pool_chunk  **sorted;        /* [planned]: scratch, the live slots by address (a leave, a query) */
+    uint32_t     *by_offset;     /* [planned]: the planned requests by offset */
+    size_t        nby_offset;
     pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */
     size_t        given_back_bytes;     /* given back when plans came into force */
     /* a program off the plan for a while (plan_astray_locked) */
@@ -142,9 +144,10 @@ int  vram__plan_free_locked(pool_arena *p, pool_chunk *c, int at_once);
 /* Slot mode (plan_slots.c), arena lock held. Enter: at a step's start, when the zone is mapped whole
  * and holds no live block but those of the step before that live into this one: 1 when it did.
  * Leave: the zone's chunks as before (its live blocks, the free chunks between them); nothing
- * without a planner or out of slot mode. Every walk of an arena's chunks (snapshot, statistics,
- * check, the out-of-memory report, trim, the live blocks, destruction) leaves first: the front
- * door's settle (arena.c). */
+ * without a planner or out of slot mode. Every walk of an arena's chunks (snapshot, check, the
+ * out-of-memory report, trim, the live blocks, destruction) leaves first: the front door's settle
+ * (arena.c); the statistics read the zone through its live slots (vram__plan_slots_view_locked),
+ * or leave too where idle memory is counted from the extents. */
 int  vram__plan_slots_enter_locked(pool_arena *p);
 void vram__plan_slots_leave_locked(pool_arena *p);
 /* Slot mode: request k of the step (planned) gets its slot: 1, or 0 when the slot is taken or the
@@ -152,6 +155,10 @@ void vram__plan_slots_leave_locked(pool_arena *p);
 int  vram__plan_slot_take_locked(pool_arena *p, uint32_t k, size_t size, void *stream, void **ptr);
 /* Slot mode: the blocks the plan has freed by request k are free: 1, or 0 (one was freed late). */
 int  vram__plan_slots_due_ok(const pool_arena *p, uint32_t k);
+/* Slot mode: the zone as a reader sees it without leaving (arena.h's pool_zone_view: the live slots
+ * sorted by address in the planner's scratch, valid until the next call on the arena); zone NULL out
+ * of slot mode. */
+void vram__plan_slots_view_locked(pool_arena *p, pool_zone_view *zv);
 /* The idle tick: slot mode is left when no step began since the last tick (the program stopped
  * stepping), so that the zone's idle memory can go back as any. */
 void vram__plan_slots_idle_locked(pool_arena *p);

@@ -35,6 +35,51 @@
 
 #define PLAN_SLOT_MISSES 8
 
+static int by_key(const void *a, const void *b) {
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The planner's slot table and its scratch, and the planned requests by offset (by_offset: once a
+ * plan, so that its live slots come by address without a sort: no two live ones overlap). 0, or -1
+ * without host memory (nothing kept). */
+static int by_offset_make(pool_planner *pl) {
+    const pool_plan *plan = &pl->plan;
+    size_t n = plan->planned ? plan->planned : 1;
+    uint64_t *key = malloc(n * sizeof *key);
+    pl->slot = calloc(plan->period, sizeof *pl->slot);
+    pl->sorted = malloc(n * sizeof *pl->sorted);
+    pl->by_offset = malloc(n * sizeof *pl->by_offset);
+    if (key == NULL || pl->slot == NULL || pl->sorted == NULL || pl->by_offset == NULL) {
+        free(key);
+        free(pl->slot);
+        free(pl->sorted);
+        free(pl->by_offset);
+        pl->slot = pl->sorted = NULL;
+        pl->by_offset = NULL;
+        return -1;
+    }
+    size_t m = 0;
+    for (uint32_t k = 0; k < plan->period; k++) {   /* (k < PLAN_MAX_STEP = 2^15; offsets below 2^48) */
+        if (plan->offset[k] != PLAN_UNPLANNED) key[m++] = (uint64_t)plan->offset[k] << 16 | k;
+    }
+    qsort(key, m, sizeof *key, by_key);
+    for (size_t i = 0; i < m; i++) pl->by_offset[i] = (uint32_t)(key[i] & 0xffff);
+    pl->nby_offset = m;
+    free(key);
+    return 0;
+}
+
+/* The live slots by address into the planner's scratch (`sorted`); their count. */
+static size_t live_by_address(pool_planner *pl) {
+    size_t n = 0;
+    for (size_t i = 0; i < pl->nby_offset; i++) {
+        pool_chunk *c = pl->slot[pl->by_offset[i]];
+        if (c->state == CHUNK_USED) pl->sorted[n++] = c;
+    }
+    return n;
+}
+
 /* Whether the zone can be one record now: mapped whole, its live blocks only the step before's that
  * live into this one (at their places), none parked, pending or used on other streams. Its free
  * chunks in *nfree, its last chunk in *last. */
@@ -126,16 +171,7 @@ int vram__plan_slots_enter_locked(pool_arena *p) {
         !zone_ready(p, &nfree, &nlive, &last)) {
         return 0;
     }
-    if (pl->slot == NULL) {
-        pl->slot = calloc(plan->period, sizeof *pl->slot);
-        pl->sorted = malloc((plan->planned ? plan->planned : 1) * sizeof *pl->sorted);
-        if (pl->slot == NULL || pl->sorted == NULL) {
-            free(pl->slot);
-            free(pl->sorted);
-            pl->slot = pl->sorted = NULL;
-            return 0;
-        }
-    }
+    if (pl->slot == NULL && by_offset_make(pl) != 0) return 0;
     /* the zone's record, a slot for each planned request not live, and planned + 1 records in all
      * for the free chunks of a leave (at most one a gap between live blocks): the zone's own free
      * chunks' records, and more */
@@ -167,11 +203,6 @@ int vram__plan_slots_enter_locked(pool_arena *p) {
     return 1;
 }
 
-static int by_address(const void *a, const void *b) {
-    uint64_t x = (*(pool_chunk *const *)a)->addr, y = (*(pool_chunk *const *)b)->addr;
-    return (x > y) - (x < y);
-}
-
 /* Puts c after *tail in region r's list (the list's first when *tail is NULL); c is the tail now. */
 static void link_after(pool_region *r, pool_chunk **tail, pool_chunk *c) {
     c->prev = *tail;
@@ -179,20 +210,27 @@ static void link_after(pool_region *r, pool_chunk **tail, pool_chunk *c) {
     *tail = c;
 }
 
+void vram__plan_slots_view_locked(pool_arena *p, pool_zone_view *zv) {
+    POOL_ASSERT_LOCKED(p);
+    pool_planner *pl = p->plan.planner;
+    *zv = (pool_zone_view){0};
+    if (pl == NULL || pl->zone == NULL) return;
+    zv->n = live_by_address(pl);
+    zv->zone = pl->zone;
+    zv->live = pl->sorted;
+}
+
 void vram__plan_slots_leave_locked(pool_arena *p) {
     POOL_ASSERT_LOCKED(p);
     pool_planner *pl = p->plan.planner;
     if (pl == NULL || pl->zone == NULL) return;
     const pool_plan *plan = &pl->plan;
-    size_t n = 0;
+    size_t n = live_by_address(pl);
     for (uint32_t k = 0; k < plan->period; k++) {
         pool_chunk *c = pl->slot[k];
         pl->slot[k] = NULL;
-        if (c == NULL) continue;
-        if (c->state == CHUNK_USED) pl->sorted[n++] = c;
-        else chunk_recycle_locked(p, c);
+        if (c != NULL && c->state != CHUNK_USED) chunk_recycle_locked(p, c);
     }
-    qsort(pl->sorted, n, sizeof *pl->sorted, by_address);
     pool_chunk *z = pl->zone, *tail = z->prev, *after = z->next, *head = NULL;
     pool_region *r = z->region;
     uint64_t at = p->plan.lo;

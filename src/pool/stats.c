@@ -9,8 +9,10 @@
  * brought up to date before every query and reset. held and segs follow every driver call
  * (vram__stats_held_locked). A query's idle memory is the extents' (recounted), or with extents of one
  * granule each the mapped granules under no block (the same figure, from one walk of the chunks).
- * A reader (arena.h): the front door settles the arena before a query (slot mode left, the thread
- * caches flushed, the extents recounted unless by granule). Everything here is under the arena lock.
+ * A reader (arena.h): the front door settles the arena before a query (the thread caches flushed;
+ * slot mode left and the extents recounted unless idle memory is counted by granule: then a plan's
+ * zone in slot mode is read through its live blocks, the figures those of its chunks had it left).
+ * Everything here is under the arena lock.
  */
 #include "pool/stats.h"
 
@@ -158,59 +160,89 @@ static int stats_split_chunk(const pool_arena *p, const pool_region *r, const po
     return beside && (r->kind == REGION_PLAIN || vram__pool_vmm_mapped_run(&r->vmm, c->addr, c->size, NULL) > 0);
 }
 
-/* By the kind of memory (the small zone's, the rest): the bytes of blocks over it (USED: handed out,
- * parked or deferred) and how many free chunks (FREE or PENDING) are split off blocks. */
-static void stats_zones_locked(const pool_arena *p, size_t used[3], size_t split_n[3]) {
+/* Block [addr, addr + size) of the VMM region: its granules are busy, and so is the rest of the
+ * extents at its first and last granule (only those can reach beyond it), each granule counted once
+ * (*covered: the granules below it are counted; blocks come by address). */
+static inline void stats_busy_granules(const pool_vmm *v, uint64_t addr, size_t size, size_t *busy, size_t *covered) {
+    size_t g = (size_t)((addr - v->base) >> v->gran_shift);
+    size_t end = (size_t)((addr + size - 1 - v->base) >> v->gran_shift) + 1;
+    if (v->gran_ext[g] >= 0) g = v->ext[v->gran_ext[g]].offset >> v->gran_shift;
+    if (v->gran_ext[end - 1] >= 0) {
+        const pool_extent *x = &v->ext[v->gran_ext[end - 1]];
+        end = (x->offset + x->size) >> v->gran_shift;
+    }
+    if (g < *covered) g = *covered;
+    if (end > g) *busy += (end - g) << v->gran_shift;
+    if (end > *covered) *covered = end;
+}
+
+/* What a query reads from the chunks, in one walk, by the kind of memory (the small zone's, the
+ * rest): the bytes of blocks over it (USED: handed out, parked or deferred), how many free chunks
+ * (FREE or PENDING) are split off blocks, and, when `busy` is given (idle memory counted by granule:
+ * extents of one granule each, but for a load's), the bytes of the VMM region's extents under some
+ * block (USED or PENDING: mapped). A plan's zone in slot mode (zv->zone) is read through its live
+ * blocks: their bytes and granules, and a split free chunk for each gap beside one (the zone is mapped
+ * whole; its ends are zone edges, so a gap there is beside the block within only). */
+static inline __attribute__((always_inline)) void stats_walk_region(const pool_arena *p, const pool_zone_view *zv,
+                                                                    const pool_region *r, const pool_vmm *v, int slots,
+                                                                    size_t used[3], size_t split_n[3], size_t *busy) {
+    const pool_chunk *zone = zv->zone;
+    uint64_t small_end = r->kind == REGION_VMM ? p->small_end : 0;
+    size_t u[3] = {0, 0, 0}, n[3] = {0, 0, 0}, b[3] = {0, 0, 0}, covered = 0;   /* (granules below it counted) */
+    for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
+        int k = c->addr < small_end ? 1 : 2;
+        if (slots && c->state == CHUNK_USED && c == zone) {
+            uint64_t at = p->plan.lo;
+            for (size_t i = 0; i < zv->n; i++) {
+                const pool_chunk *x = zv->live[i];
+                u[k] += x->size;
+                n[k] += x->addr > at;                     /* the gap below it */
+                at = x->addr + x->size;
+                if (v != NULL) stats_busy_granules(v, x->addr, x->size, &b[k], &covered);
+            }
+            n[k] += zv->n > 0 && at < p->plan.hi;         /* the gap above the last */
+            continue;
+        }
+        if (c->state == CHUNK_USED) {
+            u[k] += c->size;
+        } else if (stats_split_chunk(p, r, c)) {
+            n[k]++;
+        }
+        if (v != NULL && c->state != CHUNK_FREE) stats_busy_granules(v, c->addr, c->size, &b[k], &covered);
+    }
+    for (int k = 1; k < 3; k++) {
+        used[k] += u[k];
+        split_n[k] += n[k];
+        if (busy != NULL) busy[k] += b[k];
+    }
+}
+
+/* The walk of every region (stats_walk_region, specialized by what it reads there). */
+static void stats_walk_locked(const pool_arena *p, const pool_zone_view *zv, size_t used[3], size_t split_n[3],
+                              size_t *busy) {
     POOL_ASSERT_LOCKED(p);
     for (int k = 0; k < 3; k++) used[k] = split_n[k] = 0;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
-        for (const pool_chunk *c = r->first; c != NULL; c = c->next) {
-            int k = r->kind == REGION_VMM && c->addr < p->small_end ? 1 : 2;
-            if (c->state == CHUNK_USED) {
-                used[k] += c->size;
-            } else if (stats_split_chunk(p, r, c)) {
-                split_n[k]++;
-            }
-        }
+        if (r != p->vmm) stats_walk_region(p, zv, r, NULL, 0, used, split_n, NULL);   /* (specialized) */
+        else if (busy == NULL) stats_walk_region(p, zv, r, NULL, zv->zone != NULL, used, split_n, NULL);
+        else if (zv->zone != NULL) stats_walk_region(p, zv, r, &r->vmm, 1, used, split_n, busy);
+        else stats_walk_region(p, zv, r, &r->vmm, 0, used, split_n, busy);
     }
     used[0] = used[1] + used[2];
     split_n[0] = split_n[1] + split_n[2];
 }
 
-/* The idle memory of the VMM region by zone (idle[1]: the small zone's, idle[2]: the rest), when its
- * extents are one granule each (a plan, a chosen limit) but for a load's (backing.c): the bytes of
- * the extents under no block (USED or PENDING: all mapped), from one walk of its chunks, which go up
- * by address. A block's granules are busy, and so is the rest of the extents at its first and last
- * granule (only those can reach beyond it), each granule counted once (`covered`). Not the extents'
- * counts: recounting them walks every extent, thousands of granules, three times. */
-static void stats_idle_granules_locked(const pool_arena *p, size_t idle[3]) {
-    POOL_ASSERT_LOCKED(p);
-    const pool_vmm *v = &p->vmm->vmm;
-    size_t busy[3] = {0, 0, 0}, covered = 0;              /* granules below `covered` are counted */
-    for (const pool_chunk *c = p->vmm->first; c != NULL; c = c->next) {
-        if (c->state == CHUNK_FREE) continue;
-        size_t g = (size_t)((c->addr - v->base) >> v->gran_shift);
-        size_t end = (size_t)((c->addr + c->size - 1 - v->base) >> v->gran_shift) + 1;
-        if (v->gran_ext[g] >= 0) g = v->ext[v->gran_ext[g]].offset >> v->gran_shift;
-        if (v->gran_ext[end - 1] >= 0) {
-            const pool_extent *x = &v->ext[v->gran_ext[end - 1]];
-            end = (x->offset + x->size) >> v->gran_shift;
-        }
-        if (g < covered) g = covered;
-        if (end > g) busy[c->addr < p->small_end ? 1 : 2] += (end - g) << v->gran_shift;
-        if (end > covered) covered = end;
-    }
-    idle[1] = v->zone_bytes[0] > busy[1] ? v->zone_bytes[0] - busy[1] : 0;
-    idle[2] = v->zone_bytes[1] > busy[2] ? v->zone_bytes[1] - busy[2] : 0;
-}
-
-void vram__stats_query_locked(pool_arena *p, vram_allocator_stats *out) {
+void vram__stats_query_locked(pool_arena *p, const pool_zone_view *zv, vram_allocator_stats *out) {
     POOL_ASSERT_LOCKED(p);
     pool_stats *st = &p->stats;
     vram__stats_sync_all_locked(p);
-    size_t idle[3] = {0, 0, 0};
-    if (p->vmm != NULL && stats_idle_by_granule(p)) {
-        stats_idle_granules_locked(p, idle);
+    size_t idle[3] = {0, 0, 0}, used[3], split_n[3], mapped_busy[3] = {0, 0, 0};
+    int by_granule = p->vmm != NULL && stats_idle_by_granule(p);
+    stats_walk_locked(p, zv, used, split_n, by_granule ? mapped_busy : NULL);
+    if (by_granule) {
+        const pool_vmm *v = &p->vmm->vmm;
+        idle[1] = v->zone_bytes[0] > mapped_busy[1] ? v->zone_bytes[0] - mapped_busy[1] : 0;
+        idle[2] = v->zone_bytes[1] > mapped_busy[2] ? v->zone_bytes[1] - mapped_busy[2] : 0;
     } else if (p->vmm != NULL) {
         vram__pool_vmm_zone_idle(&p->vmm->vmm, &idle[1]);   /* (recounted: stats_idle_by_granule) */
     }
@@ -218,8 +250,6 @@ void vram__stats_query_locked(pool_arena *p, vram_allocator_stats *out) {
         if (r->kind == REGION_PLAIN && r->first == r->last && r->first->state == CHUNK_FREE) idle[2] += r->held;
     }
     idle[0] = idle[1] + idle[2];
-    size_t used[3], split_n[3];
-    stats_zones_locked(p, used, split_n);
     for (int k = 0; k < 3; k++) {
         stat_add_to(&out->allocation[k], &st->blocks[k]);
         stat_add_to(&out->allocated_bytes[k], &st->bytes[k]);
