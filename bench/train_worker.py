@@ -191,7 +191,8 @@ def _peaks(res, torch, vram, allocator, device_used_peak):
         res["peak_reserved_source"] = "vram_get_memory_info peak_reserved"
         res["peak_allocated_bytes"] = info["peak"]
         res["allocator_stats"] = {k: info[k] for k in ("num_allocs", "num_driver_allocs", "num_driver_frees",
-                                                        "num_ooms", "reserved", "limit")}
+                                                        "num_driver_moves", "num_ooms", "reserved", "limit",
+                                                        "plan_steps", "plan_slot_steps", "plan_ends") if k in info}
         if not info["num_allocs"]:
             res["error"] = "vram served no allocation: vram.torch.install() did not take effect"
     else:
