@@ -18,8 +18,9 @@
 # bench/lib_loop.c (built here with cc) as PyTorch loads it, on a simulated card of INSTR_CARD (default
 # 24GiB: valgrind lets a process reserve less address space than twice an H200):
 #   instr     instructions per warm call: callgrind's count of 3 passes less 1 pass, over 2 passes' events
-#   stats     instructions of one vram_get_allocator_stats in the last pass (LIB_LOOP_STATS, callgrind's
-#             --toggle-collect), what torch.cuda.memory_stats() costs
+#   stats     instructions one vram_get_allocator_stats (what torch.cuda.memory_stats() calls) costs the
+#             program: 4 passes with LIB_LOOP_STATS=300 (a query every 300 events of the last pass) less 4
+#             passes without, over the queries: the query and what the calls after it pay for it
 # With LIMIT=1 (minutes), one more:
 #   limit     the smallest limit as limit / peak live: the largest fraction F of peak live / limit on the
 #             grid 0.95, 0.9525, ... 1.0 under which 2 passes complete with no failed allocation
@@ -109,9 +110,10 @@ EOF
         elif [ "${INSTR:-0}" = 1 ]; then
             n=$(gzip -dc "$t" | grep -c '^[af] ')
             one=$(callgrind_refs "$c" "$t" 1); three=$(callgrind_refs "$c" "$t" 3)
-            st=$(LIB_LOOP_STATS=1000 callgrind_refs "$c" "$t" 2 vram_get_allocator_stats)
+            with=$(LIB_LOOP_STATS=300 callgrind_refs "$c" "$t" 4)
             calls=$(awk '/stats calls:/ {print $3}' "$tmp/lib_out")
-            printf ' %6d %8d' $(((three - one) / (2 * n))) $((st / calls))
+            without=$(callgrind_refs "$c" "$t" 4)
+            printf ' %6d %8d' $(((three - one) / (2 * n))) $(((with - without) / calls))
         fi
         if [ "${LIMIT:-0}" = 1 ] && [ "$name" != load_60g ]; then
             peak=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["peak_live_bytes"])' "$tmp/r.json")
