@@ -221,10 +221,11 @@ static inline __attribute__((always_inline)) void stats_walk_region(const pool_a
 static void stats_walk_locked(const pool_arena *p, const pool_zone_view *zv, size_t used[3], size_t split_n[3],
                               size_t *busy) {
     POOL_ASSERT_LOCKED(p);
+    POOL_ASSERT(busy != NULL || zv->zone == NULL, "a query that counts idle memory from the extents left slot mode");
     for (int k = 0; k < 3; k++) used[k] = split_n[k] = 0;
     for (const pool_region *r = p->regions; r != NULL; r = r->next) {
         if (r != p->vmm) stats_walk_region(p, zv, r, NULL, 0, used, split_n, NULL);   /* (specialized) */
-        else if (busy == NULL) stats_walk_region(p, zv, r, NULL, zv->zone != NULL, used, split_n, NULL);
+        else if (busy == NULL) stats_walk_region(p, zv, r, NULL, 0, used, split_n, NULL);   /* (slot mode left) */
         else if (zv->zone != NULL) stats_walk_region(p, zv, r, &r->vmm, 1, used, split_n, busy);
         else stats_walk_region(p, zv, r, &r->vmm, 0, used, split_n, busy);
     }
