@@ -62,11 +62,11 @@ replay_json() {
     VRAM_ALLOC_CONF=$(conf_env "$c") "$VRAM" replay "$t" --growth --passes "$n" --json --allow-failures "$@" 2>/dev/null
 }
 
-# callgrind_refs CONF TRACE PASSES [TOGGLE]: instructions lib_loop ran (or only those in TOGGLE)
+# callgrind_refs CONF TRACE PASSES: instructions lib_loop ran
 callgrind_refs() {
-    local c=$1 t=$2 n=$3 toggle=${4:-}
+    local c=$1 t=$2 n=$3
     gzip -dc "$t" | VRAM_SIM_DEVICES=${INSTR_CARD:-24GiB} VRAM_ALLOC_CONF=$(conf_env "$c") valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-        ${toggle:+--toggle-collect=$toggle} "$tmp/lib_loop" "$LIB" "$n" 2>&1 >"$tmp/lib_out" |
+        "$tmp/lib_loop" "$LIB" "$n" 2>&1 >"$tmp/lib_out" |
         awk '/refs:/ {gsub(",", "", $NF); print $NF}'
 }
 

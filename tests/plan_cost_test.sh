@@ -38,12 +38,12 @@ fi
 unset VRAM_ALLOC_CONF VRAM_MEMORY_LIMIT VRAM_MEMORY_FRACTION CUDA_VISIBLE_DEVICES
 export VRAM_BACKEND=sim VRAM_SIM_DEVICES=24GiB
 
-# refs TRACE CONF PASSES [TOGGLE]: the instructions lib_loop ran (only those under TOGGLE, if given)
+# refs TRACE CONF PASSES: the instructions lib_loop ran
 refs() {
-    local t=$1 c=$2 n=$3 toggle=${4:-}
+    local t=$1 c=$2 n=$3
     gzip -dc "$SRC/traces/$t.trace.gz" |
         VRAM_ALLOC_CONF=$c valgrind --tool=callgrind --callgrind-out-file=/dev/null \
-            ${toggle:+--toggle-collect=$toggle} "$LOOP" "$LIB" "$n" 2>"$TMP/vg" >"$TMP/loop" ||
+            "$LOOP" "$LIB" "$n" 2>"$TMP/vg" >"$TMP/loop" ||
         { cat "$TMP/vg" "$TMP/loop" >&2; return 1; }
     local r
     r=$(awk '/refs:/ {gsub(",", "", $NF); print $NF}' "$TMP/vg")

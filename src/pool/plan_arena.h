@@ -92,7 +92,6 @@ typedef struct pool_planner {
     pool_chunk  **slot;          /* [period]: planned request k's record (NULL: unplanned); slot mode */
     pool_chunk  **sorted;        /* [planned]: scratch, the live slots by address (a leave, a query) */
     uint32_t     *by_offset;     /* [planned]: the planned requests by offset */
-    size_t        nby_offset;
     pool_chunk   *reserve;       /* slot mode: records for the free chunks of the zone on leaving it */
     size_t        given_back_bytes;     /* given back when plans came into force */
     /* a program off the plan for a while (plan_astray_locked) */

@@ -59,13 +59,12 @@ static int by_offset_make(pool_planner *pl) {
         pl->by_offset = NULL;
         return -1;
     }
-    size_t m = 0;
+    size_t m = 0;                                   /* (m comes to plan->planned) */
     for (uint32_t k = 0; k < plan->period; k++) {   /* (k < PLAN_MAX_STEP = 2^15; offsets below 2^48) */
         if (plan->offset[k] != PLAN_UNPLANNED) key[m++] = (uint64_t)plan->offset[k] << 16 | k;
     }
     qsort(key, m, sizeof *key, by_key);
     for (size_t i = 0; i < m; i++) pl->by_offset[i] = (uint32_t)(key[i] & 0xffff);
-    pl->nby_offset = m;
     free(key);
     return 0;
 }
@@ -73,7 +72,7 @@ static int by_offset_make(pool_planner *pl) {
 /* The live slots by address into the planner's scratch (`sorted`); their count. */
 static size_t live_by_address(pool_planner *pl) {
     size_t n = 0;
-    for (size_t i = 0; i < pl->nby_offset; i++) {
+    for (uint32_t i = 0; i < pl->plan.planned; i++) {
         pool_chunk *c = pl->slot[pl->by_offset[i]];
         if (c->state == CHUNK_USED) pl->sorted[n++] = c;
     }
