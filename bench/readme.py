@@ -43,24 +43,24 @@ WIDTH = 110                      # the README's line width for prose (tables are
 # The results files each part of the section reads (in bench/results/).
 SOURCES = {
     "train": [
-        ("gpt2", "gpt2 (124M, batch 16 x 1024)", "2026-12-06-h100-84d44a9-train.jsonl"),
-        ("resnet50", "resnet50 (batch 128)", "2026-12-06-h100-84d44a9-train.jsonl"),
-        ("bert_varlen", "bert_varlen (8 shapes)", "2026-12-06-h100-84d44a9-train.jsonl"),
-        ("gpt2_generate", "gpt2_generate (KV cache)", "2026-12-06-h100-84d44a9-train-generate.jsonl"),
-        ("llama_trainer", "llama_trainer (Hugging Face `Trainer`)", "2026-12-06-h100-84d44a9-train-programs.jsonl"),
+        ("gpt2", "gpt2 (124M, batch 16 x 1024)", "2026-12-06-h100-d344de9-train.jsonl"),
+        ("resnet50", "resnet50 (batch 128)", "2026-12-06-h100-d344de9-train.jsonl"),
+        ("bert_varlen", "bert_varlen (8 shapes)", "2026-12-06-h100-d344de9-train.jsonl"),
+        ("gpt2_generate", "gpt2_generate (KV cache)", "2026-12-06-h100-d344de9-train-generate.jsonl"),
+        ("llama_trainer", "llama_trainer (Hugging Face `Trainer`)", "2026-12-06-h100-d344de9-train-programs.jsonl"),
         ("lightning_stats", "lightning_stats (Lightning, `DeviceStatsMonitor`)",
-         "2026-12-06-h100-84d44a9-train-programs.jsonl"),
-        ("timm_vit", "timm_vit (ViT-B/16, `cudnn.benchmark`)", "2026-12-06-h100-84d44a9-train-programs.jsonl"),
+         "2026-12-06-h100-d344de9-train-programs.jsonl"),
+        ("timm_vit", "timm_vit (ViT-B/16, `cudnn.benchmark`)", "2026-12-06-h100-d344de9-train-programs.jsonl"),
     ],
     # commands for files whose meta line says it in prose or without the environment (bench/results/README.md)
     "commands": {
-        "2026-12-06-h100-84d44a9-train-programs.jsonl":
+        "2026-12-06-h100-d344de9-train-programs.jsonl":
             "`python3 bench/train.py --workloads llama_trainer,lightning_stats,timm_vit --repeat 1 --cpus 2-5`, "
             "then the same with `--allocators vram,torch-async,torch-expandable,torch` (the reverse order)",
         "2026-11-29-h200-limit-639263a-vram.jsonl": "BENCH_PEERS=host bash bench/limit.sh",
     },
-    "llama": "2026-12-06-h100-4fc0fbb-plan-llama.jsonl",          # bench/plan_train.py, a process each
-    "first_steps": "2026-12-06-h100-4fc0fbb-plan-first-step.txt",  # bench/plan_train.py --steps 12
+    "llama": "2026-12-06-h100-d344de9-plan-llama.jsonl",          # bench/plan_train.py, a process each
+    "first_steps": "2026-12-06-h100-d344de9-plan-first-step.txt",  # bench/plan_train.py --steps 12
     "detect": "2026-12-02-h200-plan-default-detect.jsonl",        # bench/plan_detect.c
     # (peers' file, vram's file)
     "limit": [("2026-11-29-h200-limit-d8ba3f8.jsonl", "2026-12-06-h200-65245c5-limit-095.jsonl"),
