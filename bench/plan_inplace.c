@@ -92,7 +92,7 @@ static uint64_t place(cyc *blk, size_t n, uint64_t cycle, const range *ob, size_
     for (size_t i = 0; i < n; i++) {
         cyc *x = order[i];
         size_t m = nob;
-        memcpy(busy, ob, nob * sizeof *busy);
+        if (nob > 0) memcpy(busy, ob, nob * sizeof *busy);
         for (size_t k = 0; k < i; k++) {
             if (together(order[k], x, cycle)) busy[m++] = (range){order[k]->off, order[k]->off + order[k]->size};
         }
@@ -252,6 +252,8 @@ int main(int argc, char **argv) {
     if (t1 == SIZE_MAX) {
         fprintf(stderr, "plan_inplace: %s: no plan reached its second step%s%s\n", path, conf ? " under " : "",
                 conf ? conf : "");
+        free(addr), free(dies), free(born), free(live), free(ptrs);
+        trace_release(&t);
         return 1;
     }
     uint64_t cycle = t1 - t0, ob_bytes = 0, small_bytes = 0, unplanned_bytes = 0;
