@@ -34,7 +34,8 @@ say() { printf '== %s\n' "$*" >&2; }
 bench_command() {
     local cmd="bash $1" v
     for v in BENCH_FRACTION BENCH_PASSES BENCH_REPEAT BENCH_CPU BENCH_POLICIES BENCH_CONFS BENCH_PEERS BENCH_TRACES \
-             BENCH_BISECT BENCH_BISECT_LO BENCH_BISECT_HI BENCH_BISECT_STEP BENCH_JOBS BENCH_EXCLUSIVE; do
+             BENCH_BISECT BENCH_BISECT_LO BENCH_BISECT_HI BENCH_BISECT_STEP BENCH_JOBS BENCH_EXCLUSIVE \
+             BENCH_CARD_BYTES; do
         if [ -n "${!v:-}" ]; then cmd="$v=\"${!v}\" $cmd"; fi
     done
     echo "$cmd"

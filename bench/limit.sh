@@ -40,6 +40,13 @@
 #                         share the card, so allocators whose limit counts the whole card's memory
 #                         run after the others, one at a time, when N > 1:
 #   BENCH_EXCLUSIVE="..." those allocators (default "cumemalloc": it counts cuMemGetInfo's used bytes)
+#   BENCH_CARD_BYTES=B    the card memory the bisections running at once may take together (default:
+#                         card 0's free memory at the start; no cap without a GPU); a bisection starts
+#                         when its footprint fits beside the running ones' (its largest limit, an
+#                         eighth more and 1 GiB; one larger than B runs alone)
+# A probe that fails because the card itself is full (the driver refused; bench/table.py card_full),
+# not the limit, stops its bisection: with others running, its probes go to logs/limit/pair.N.full.jsonl
+# and it is bisected again alone after them; alone, its cell says "not measured".
 #
 #   BENCH_BISECT=1 BENCH_JOBS=8 bash bench/limit.sh
 #   PYTHON, CXX, CUDA_HOME   python3, g++, /usr/local/cuda
@@ -59,6 +66,8 @@ STEP=${BENCH_BISECT_STEP:-0.0025}
 NJOBS=${BENCH_JOBS:-1}
 read -r -a EXCLUSIVE <<<"${BENCH_EXCLUSIVE-cumemalloc}"
 case $NJOBS in ''|*[!0-9]*|0) echo "bench/limit.sh: BENCH_JOBS is a number above 0, not '$NJOBS'" >&2; exit 2 ;; esac
+case ${BENCH_CARD_BYTES-1} in ''|*[!0-9]*|0)
+    echo "bench/limit.sh: BENCH_CARD_BYTES is a number of bytes above 0, not '$BENCH_CARD_BYTES'" >&2; exit 2 ;; esac
 
 # The machine, vram and bench/peers built, the commit, the folders: shared with bench/run.sh.
 # shellcheck source=bench/build.sh
@@ -108,13 +117,14 @@ peak_json() {
     local file="$OUT_DIR/logs/limit/$name.peak.json"
     : >"$file"
     if [ -n "$VRAM" ]; then
-        env -u VRAM_SIM_DEVICES -u CUDA_VISIBLE_DEVICES VRAM_BACKEND=sim \
+        env -u VRAM_SIM_DEVICES -u VRAM_SIM_SHARED -u CUDA_VISIBLE_DEVICES VRAM_BACKEND=sim \
             "$VRAM" replay "$1" --passes 1 --json >"$file" 2>"$OUT_DIR/logs/limit/$name.peak.err" || true
     fi
     echo "$file"
 }
 
-# probe KEY TRACE GRID_LINE OUTPUT: one probe of a bisection ("FRACTION LIMIT"); prints ok, fail or error.
+# probe KEY TRACE GRID_LINE OUTPUT: one probe of a bisection ("FRACTION LIMIT"); prints ok, fail, full
+# (the card itself out of memory, not the limit: bench/table.py card_full) or error.
 probe() {
     local f l
     read -r f l <<<"$3"
@@ -123,22 +133,29 @@ probe() {
 }
 
 # bisect_pair KEY TRACE GRID OUTPUT: the bisection of one allocator on one trace over GRID's lines
-# (table.py bisect-grid); every probe's line goes to OUTPUT.
+# (table.py bisect-grid); every probe's line goes to OUTPUT. Returns 3, the bisection stopped, where a
+# probe found the card itself full (its answer is not the limit's).
 bisect_pair() {
     local key=$1 trace=$2 output=$4 grid lo=0 hi mid lo_ok=0 out
     mapfile -t grid <"$3"
     hi=$((${#grid[@]} - 1))
     out=$(probe "$key" "$trace" "${grid[hi]}" "$output")
+    if [ "$out" = full ]; then say "$key: $trace: the card itself full at ${grid[hi]%% *}"; return 3; fi
     if [ "$out" != fail ]; then                      # completes at HI, or cannot run at all
         say "$key: $trace: $out at ${grid[hi]%% *}"
-        return
+        return 0
     fi
     while ((hi - lo > 1)); do
         mid=$(((lo + hi) / 2))
         out=$(probe "$key" "$trace" "${grid[mid]}" "$output")
+        if [ "$out" = full ]; then say "$key: $trace: the card itself full at ${grid[mid]%% *}"; return 3; fi
         if [ "$out" = ok ]; then lo=$mid lo_ok=1; else hi=$mid; fi
     done
-    if ((!lo_ok)) && [ "$(probe "$key" "$trace" "${grid[0]}" "$output")" = ok ]; then lo_ok=1; fi
+    if ((!lo_ok)); then
+        out=$(probe "$key" "$trace" "${grid[0]}" "$output")
+        if [ "$out" = full ]; then say "$key: $trace: the card itself full at ${grid[0]%% *}"; return 3; fi
+        if [ "$out" = ok ]; then lo_ok=1; fi
+    fi
     if ((lo_ok)); then
         say "$key: $trace: completes at ${grid[lo]%% *}, fails at ${grid[hi]%% *}"
     else
@@ -147,6 +164,24 @@ bisect_pair() {
 }
 
 is_exclusive() { local a; for a in "${EXCLUSIVE[@]}"; do [ "$a" = "$1" ] && return 0; done; return 1; }
+
+# run_pair I [alone]: pair I's bisection (pairs[I]) into logs/limit/pair.I.jsonl. Where a probe found the
+# card itself full while others ran, its probes move to pair.I.full.jsonl and pair.I.retry asks for the
+# bisection again, alone; alone, a full card is the answer (the cell says "not measured").
+run_pair() {
+    local i=$1 trace key grid rc=0 base="$OUT_DIR/logs/limit/pair.$1"
+    IFS=$'\t' read -r trace key grid <<<"${pairs[i]}"
+    say "$key: $trace: bisecting"
+    bisect_pair "$key" "$trace" "$grid" "$base.jsonl" || rc=$?
+    if ((rc == 3)) && [ "${2:-}" != alone ]; then
+        cat "$base.jsonl" >>"$base.full.jsonl" && : >"$base.jsonl" && touch "$base.retry"
+    fi
+}
+
+# footprint GRID: the most card memory a bisection over GRID may take: its largest limit (the grid's
+# first line, LO's), an eighth more (cuMemAllocAsync's pool passes the limit by a block before its
+# trim) and 1 GiB for the process's context.
+footprint() { local f l; read -r f l <"$1"; echo $((l + l / 8 + (1 << 30))); }
 
 # ---- bisection (BENCH_BISECT=1) ----------------------------------------------------------------
 if [ "$BISECT" = 1 ]; then
@@ -161,20 +196,43 @@ if [ "$BISECT" = 1 ]; then
         fi
         for key in "vram growth" "${PEER_ALLOCATORS[@]}"; do pairs+=("$trace"$'\t'"$key"$'\t'"$grid"); done
     done
-    say "${#pairs[@]} bisections over [$LO, $HI] to $STEP, $NJOBS at once"
+    # the card's memory that bisections running at once may take (BENCH_CARD_BYTES, else card 0's free
+    # memory now; none on a machine without a GPU, where vram's card is simulated and host takes none)
+    CARD=${BENCH_CARD_BYTES:-}
+    if [ -z "$CARD" ] && [ "$GPU_NAME" != "?" ] && ((NJOBS > 1)); then
+        free=$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null | head -n 1 | xargs || true)
+        if [[ $free =~ ^[0-9]+$ ]]; then CARD=$((free << 20)); fi
+    fi
+    say "${#pairs[@]} bisections over [$LO, $HI] to $STEP, $NJOBS at once${CARD:+, taking at most $CARD bytes of the card}"
     later=()
+    declare -A held=()                                # running bisection's pid -> its footprint
+    used=0
     for i in "${!pairs[@]}"; do
         IFS=$'\t' read -r trace key grid <<<"${pairs[i]}"
-        if ((NJOBS == 1)); then bisect_pair "$key" "$trace" "$grid" "$OUT_DIR/logs/limit/pair.$i.jsonl"; continue; fi
+        if ((NJOBS == 1)); then run_pair "$i" alone; continue; fi
         if is_exclusive "$key"; then later+=("$i"); continue; fi
-        bisect_pair "$key" "$trace" "$grid" "$OUT_DIR/logs/limit/pair.$i.jsonl" &
-        while (($(jobs -rp | wc -l) >= NJOBS)); do wait -n || true; done
+        fp=0
+        [ -n "$CARD" ] && fp=$(footprint "$grid")
+        # wait for a slot, and for room on the card (a bisection larger than the card runs alone)
+        while ((${#held[@]} >= NJOBS)) || { [ -n "$CARD" ] && ((${#held[@]} > 0 && used + fp > CARD)); }; do
+            done_pid=""
+            wait -n -p done_pid || true
+            if [ -n "$done_pid" ] && [ -n "${held[$done_pid]+x}" ]; then
+                used=$((used - held[$done_pid])); unset "held[$done_pid]"
+            fi
+        done
+        run_pair "$i" &
+        held[$!]=$fp; used=$((used + fp))
     done
     wait
-    for i in "${later[@]}"; do                        # alone on the card, one after the other
+    for i in "${!pairs[@]}"; do                       # those that met the card full: again, alone
+        [ -e "$OUT_DIR/logs/limit/pair.$i.retry" ] || continue
+        rm -f "$OUT_DIR/logs/limit/pair.$i.retry"
         IFS=$'\t' read -r trace key grid <<<"${pairs[i]}"
-        bisect_pair "$key" "$trace" "$grid" "$OUT_DIR/logs/limit/pair.$i.jsonl"
+        say "$key: $trace: bisected again, alone on the card"
+        run_pair "$i" alone
     done
+    for i in "${later[@]}"; do run_pair "$i" alone; done   # alone on the card, one after the other
     for i in "${!pairs[@]}"; do cat "$OUT_DIR/logs/limit/pair.$i.jsonl" >>"$RESULTS"; rm -f "$OUT_DIR/logs/limit/pair.$i.jsonl"; done
     "$PY" bench/table.py bisect "$RESULTS" >"$TABLE"
     say "results: $RESULTS; table: $TABLE"

@@ -25,8 +25,10 @@
       peak live as limit-for finds it. With --append, adds {"limit": {"trace", "peak_live_bytes",
       "trace_allocs", "bisect": {"lo", "hi", "step"}, "source"}} to FILE.
   table.py probe < one tagged JSON line
-      prints ok (the replay ran and no allocation failed), fail (it ran and some failed) or error
-      (it did not run: the line has "error").
+      prints ok (the replay ran and no allocation failed), fail (it ran and some failed under the
+      limit), full (it ran and its first failure was the card itself out of memory, not the limit:
+      the driver refused, another process held the card) or error (it did not run: the line has
+      "error").
   table.py bisect RESULTS.jsonl
       prints the table of bench/limit.sh's bisection (BENCH_BISECT=1): per trace, per allocator, the
       smallest limit at which every pass completed, as limit / peak live, and the smallest allocator.
@@ -485,11 +487,34 @@ def cmd_bisect_grid(args):
         print(x, limit_for(peak, x))
 
 
+UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+TORCH_OOM = re.compile(r"Tried to allocate ([0-9.]+) (B|KiB|MiB|GiB)\. GPU \d+ has a total capacity of [0-9.]+ "
+                       r"(?:B|KiB|MiB|GiB) of which ([0-9.]+) (B|KiB|MiB|GiB) is free")
+
+
+def card_full(err):
+    """Whether a failed allocation's message says that the card itself had no memory for it (the driver
+    refused: another process held it), not that the allocator's limit was reached: vram's "the card
+    itself is full"; bench/peers' cuMemAlloc and cuMemAllocAsync rows name the driver's
+    CUDA_ERROR_OUT_OF_MEMORY (their limits say "over the limit"); PyTorch's message is the same for
+    both, but under its limit the card has more free than was asked for, and when full less."""
+    if not err:
+        return False
+    if "the card itself is full" in err or "CUDA_ERROR_OUT_OF_MEMORY" in err:
+        return True
+    m = TORCH_OOM.search(err)
+    return bool(m) and float(m.group(3)) * UNITS[m.group(4)] < float(m.group(1)) * UNITS[m.group(2)]
+
+
 def probe_outcome(r):
-    """ok: the replay ran and every allocation succeeded; fail: it ran and some failed; error: it did not run."""
+    """ok: the replay ran and every allocation succeeded; fail: it ran and some failed under the limit;
+    full: it ran and its first failure was the card itself out of memory (card_full); error: it did not
+    run."""
     if r is None or "error" in r or not isinstance(r.get("failed_allocs"), int):
         return "error"
-    return "ok" if r["failed_allocs"] == 0 else "fail"
+    if r["failed_allocs"] == 0:
+        return "ok"
+    return "full" if card_full(r.get("first_error")) else "fail"
 
 
 def cmd_probe(args):
@@ -499,7 +524,10 @@ def cmd_probe(args):
 def bisect_cell(probes, rec):
     """(cell, ratio or None) of one allocator on one trace: the smallest limit it completed under, as
     limit / peak live, from its probes (the largest fraction that completed)."""
-    ran = [r for r in probes if probe_outcome(r) != "error"]
+    full = next((r for r in probes if probe_outcome(r) == "full"), None)
+    if full:                                   # the bisection stopped there: what it found is not the limit's
+        return "not measured (the card itself full at %s)" % full["bisect_fraction"], None
+    ran = [r for r in probes if probe_outcome(r) in ("ok", "fail")]
     if not ran:
         err = next((r.get("error") for r in probes if r.get("error")), "no probe")
         return "did not run (%s)" % shorten(err, 60), None
@@ -692,6 +720,26 @@ def cmd_self_test(args):
     check([probe_outcome(x) for x in ({"failed_allocs": 0}, {"failed_allocs": 2}, {"error": "exit status 1"},
                                        {"failed_allocs": 0, "error": "exit status 124"}, None)] ==
           ["ok", "fail", "error", "error", "error"], "probe outcomes"); n += 1
+    # first errors of probes on an H100 (bench/limit.sh BENCH_BISECT=1 BENCH_JOBS=8, 2026-12-06): under the
+    # limit, then with the card itself full of the other probes' memory, one pair per allocator
+    under = ["pass 1, thread 0: event 74303, alloc of 1965128448 bytes: VRAM_ERR_OUT_OF_MEMORY: out of memory on "
+             "/device:GPU:0: cannot allocate 1965128448 bytes: the memory limit of 12941578172 bytes is reached",
+             "cuMemAlloc(1937780736): the device's used bytes went 13363052544 above their value before the replay, "
+             "over the limit of 12941578172 (block freed again)",
+             "cuMemAllocAsync(1937780736): the pool's reserved bytes went over the limit of 12941578172: 13220446208 "
+             "after trimming the pool to 0 (block freed again)",
+             "raw_alloc(1937780736): CUDA out of memory. Tried to allocate 1.81 GiB. GPU 0 has a total capacity of "
+             "79.18 GiB of which 39.16 GiB is free. Process 2733 has 1.77 GiB memory in use."]
+    full = ["pass 1, thread 0: event 465, alloc of 25690112 bytes: VRAM_ERR_OUT_OF_MEMORY: out of memory on "
+            "/device:GPU:0: cannot allocate 25690112 bytes: the card itself is full: the driver refused more memory "
+            "(cuMemCreate(2097152 bytes) on device 0: CUDA_ERROR_OUT_OF_MEMORY (out of memory))",
+            "cuMemAllocAsync(73924608): CUDA_ERROR_OUT_OF_MEMORY (out of memory)",
+            "raw_alloc(100663296): CUDA out of memory. Tried to allocate 96.00 MiB. GPU 0 has a total capacity of "
+            "79.18 GiB of which 57.12 MiB is free. Process 3104 has 7.58 GiB memory in use.",
+            "raw_alloc(2937925632): CUDA out of memory. Tried to allocate 2.74 GiB. GPU 0 has a total capacity of "
+            "79.18 GiB of which 685.12 MiB is free."]
+    check([probe_outcome({"failed_allocs": 3, "first_error": e}) for e in under + full] ==
+          ["fail"] * len(under) + ["full"] * len(full), "under the limit (fail) against the card full (full)"); n += 1
 
     def probe_row(alloc, f, failed, **kw):
         r = {"allocator": alloc, "trace": "traces/t.trace.gz", "bisect_fraction": f,
@@ -713,6 +761,8 @@ def cmd_self_test(args):
     # vram: 0.98 completed, 0.9875 failed: ceil(1000 / 0.98) = 1021; host completes at 1.0: 1000 / 1000
     check("| t | 1,000 | 1.0210 | did not run (exit status 1: no GPU) | > 1.1111 (fails at 0.90) | "
           "1.0000 (completes at 1.0) | host malloc / free (loop floor) |" in t, "bisect table row: " + t); n += 1
+    t = printed(cmd_bisect, bis[:11] + [probe_row("torch", "0.9750", 4, first_error=full[2])])
+    check("| 1.0210 | not measured (the card itself full at 0.9750) | 1.0000 (completes at 1.0) |" in t, "a bisection that met the card full is not measured: " + t); n += 1
     bis[6]["failed_allocs"] = 0                      # host fails: vram is then the smallest
     bis[7]["failed_allocs"] = 1
     t = printed(cmd_bisect, bis + [probe_row("host", "0.9800", 0), probe_row("host", "0.99", 1)])
