@@ -62,11 +62,11 @@ SOURCES = {
     "llama": "2026-12-06-h100-d344de9-plan-llama.jsonl",          # bench/plan_train.py, a process each
     "first_steps": "2026-12-06-h100-d344de9-plan-first-step.txt",  # bench/plan_train.py --steps 12
     "detect": "2026-12-02-h200-plan-default-detect.jsonl",        # bench/plan_detect.c
-    # (peers' file, vram's file)
-    "limit": [("2026-11-29-h200-limit-d8ba3f8.jsonl", "2026-12-06-h200-65245c5-limit-095.jsonl"),
-              ("2026-12-02-h200-limit-0995.jsonl", "2026-12-06-h200-65245c5-limit-0995.jsonl")],
-    "bisect": ("2026-12-02-h200-limit-bisect.jsonl", "2026-12-02-h200-limit-bisect.log",
-               "2026-12-06-h200-65245c5-limit-bisect-vram.jsonl"),
+    # (peers' file, vram's file: the same file where one run measured both)
+    "limit": [("2026-12-06-h100-d344de9-limit-095.jsonl", "2026-12-06-h100-d344de9-limit-095.jsonl"),
+              ("2026-12-06-h100-d344de9-limit-0995.jsonl", "2026-12-06-h100-d344de9-limit-0995.jsonl")],
+    # (peers' file, its log of a bisection stopped early or None, vram's file)
+    "bisect": ("2026-12-06-h100-553a5dd-limit-bisect.jsonl", None, "2026-12-06-h100-553a5dd-limit-bisect.jsonl"),
 }
 # The table's columns: (heading, bench/train.py's allocator, bench/table.py's allocator, plan_train.py's)
 COLUMNS = [("PyTorch default", "torch", "torch", "torch"),
@@ -351,7 +351,7 @@ def bisect_range(cells, traces, alloc):
 
 
 def bisect_figures(results):
-    peers, log, vram = (os.path.join(results, n) for n in SOURCES["bisect"])
+    peers, log, vram = (n and os.path.join(results, n) for n in SOURCES["bisect"])
     try:
         pmeta, grid, limits, traces, _, pcells, _ = table.bisect_results(peers, log)
         _, vgrid, _, vtraces, _, vcells, _ = table.bisect_results(vram)
@@ -470,8 +470,9 @@ def build(results):
         run = ran(pmeta) + ("" if vmeta == pmeta else "; vram: " + ran(vmeta))
         out.append("| %s traces under a limit %s full | %s | %s |" % (
             nine, fraction_pct(fraction), " | ".join(limit_row(done, i == 0)), run))
-    out.append("| smallest limit a trace runs under, / its peak live (%s traces) | %s | %s; vram: %s |" % (
-        nine, " | ".join(bisect_row(grid, traces, bcells)), ran(bpeers), ran(bvram)))
+    out.append("| smallest limit a trace runs under, / its peak live (%s traces) | %s | %s |" % (
+        nine, " | ".join(bisect_row(grid, traces, bcells)),
+        ran(bpeers) + ("" if bvram == bpeers else "; vram: " + ran(bvram))))
     out.append("")
     out.append(para(
         "The plan's share, what moves between runs and the plan's cost: [notes](bench/README.md#notes-on-the-readmes-table); "

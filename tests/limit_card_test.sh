@@ -26,7 +26,6 @@ APP=$(cd "$(dirname "$2")" && pwd)/$(basename "$2")
 # shellcheck source=/dev/null
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # start_test(), run(), check(), has()
 start_test "$1"                                  # VRAM, SRC, TMP, PASSED, FAILED
-PY=${PYTHON:-python3}
 if ! command -v "${CXX:-g++}" >/dev/null; then
     echo "no C++ compiler (${CXX:-g++}) for bench/peers' host row"
     [[ -n ${CI:-} ]] && exit 1
@@ -68,7 +67,7 @@ check "BENCH_CARD_BYTES=4GiB refused: a number of bytes" '[[ $RC -eq 2 ]] && has
 # ---- 2. the card full of another process's memory ---------------------------------------------
 export VRAM_BACKEND=sim VRAM_SIM_DEVICES=4GiB VRAM_SIM_SHARED=$TMP/card
 coproc HOLDER { VRAM_ALLOC_CONF=map_ahead_mb:0 VRAM_LIMIT=3GiB exec "$APP"; }
-HOLDER_IN=${HOLDER[1]} HOLDER_OUT=${HOLDER[0]}
+HOLDER_IN=${HOLDER[1]} HOLDER_OUT=${HOLDER[0]} HOLDER_PROC=$HOLDER_PID   # (bash unsets HOLDER_* when it ends)
 trap '{ echo quit >&"$HOLDER_IN"; } 2>/dev/null || true; rm -rf "$TMP"' EXIT
 echo "alloc 3072" >&"$HOLDER_IN"
 read -r -t 20 HELD <&"$HOLDER_OUT" || HELD="no answer"
@@ -86,7 +85,7 @@ check "the results keep the second probe alone ($(grep -c "\"allocator\": \"vram
 check "vram's cell: not measured, full at 1.0: '$(cell 3)'" '[[ $(cell 3) == "not measured (the card itself full at 1.0)" ]]'
 check "host's cell: completes at 1.0: '$(cell 4)'" '[[ $(cell 4) == "1.0000 (completes at 1.0)" ]]'
 { echo quit >&"$HOLDER_IN"; } 2>/dev/null || true
-wait "$HOLDER_PID" 2>/dev/null || true
+wait "$HOLDER_PROC" 2>/dev/null || true
 
 echo "$PASSED passed, $FAILED failed"
 [[ $FAILED -eq 0 ]]
