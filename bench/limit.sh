@@ -66,6 +66,9 @@ STEP=${BENCH_BISECT_STEP:-0.0025}
 NJOBS=${BENCH_JOBS:-1}
 read -r -a EXCLUSIVE <<<"${BENCH_EXCLUSIVE-cumemalloc}"
 case $NJOBS in ''|*[!0-9]*|0) echo "bench/limit.sh: BENCH_JOBS is a number above 0, not '$NJOBS'" >&2; exit 2 ;; esac
+if ((NJOBS > 1 && BASH_VERSINFO[0] * 100 + BASH_VERSINFO[1] < 501)); then
+    echo "bench/limit.sh: BENCH_JOBS above 1 needs bash 5.1 or later (wait -n -p), not $BASH_VERSION" >&2; exit 2
+fi
 case ${BENCH_CARD_BYTES-1} in ''|*[!0-9]*|0)
     echo "bench/limit.sh: BENCH_CARD_BYTES is a number of bytes above 0, not '$BENCH_CARD_BYTES'" >&2; exit 2 ;; esac
 
@@ -215,10 +218,12 @@ if [ "$BISECT" = 1 ]; then
         [ -n "$CARD" ] && fp=$(footprint "$grid")
         # wait for a slot, and for room on the card (a bisection larger than the card runs alone)
         while ((${#held[@]} >= NJOBS)) || { [ -n "$CARD" ] && ((${#held[@]} > 0 && used + fp > CARD)); }; do
-            done_pid=""
-            wait -n -p done_pid || true
+            done_pid="" wrc=0
+            wait -n -p done_pid || wrc=$?
             if [ -n "$done_pid" ] && [ -n "${held[$done_pid]+x}" ]; then
                 used=$((used - held[$done_pid])); unset "held[$done_pid]"
+            elif ((wrc == 127)); then                 # no job left to wait for: none is running
+                held=(); used=0
             fi
         done
         run_pair "$i" &
