@@ -762,7 +762,8 @@ def cmd_self_test(args):
     check("| t | 1,000 | 1.0210 | did not run (exit status 1: no GPU) | > 1.1111 (fails at 0.90) | "
           "1.0000 (completes at 1.0) | host malloc / free (loop floor) |" in t, "bisect table row: " + t); n += 1
     t = printed(cmd_bisect, bis[:11] + [probe_row("torch", "0.9750", 4, first_error=full[2])])
-    check("| 1.0210 | not measured (the card itself full at 0.9750) | 1.0000 (completes at 1.0) |" in t, "a bisection that met the card full is not measured: " + t); n += 1
+    check("| 1.0210 | not measured (the card itself full at 0.9750) | 1.0000 (completes at 1.0) |" in t,
+          "a bisection that met the card full is not measured: " + t); n += 1
     bis[6]["failed_allocs"] = 0                      # host fails: vram is then the smallest
     bis[7]["failed_allocs"] = 1
     t = printed(cmd_bisect, bis + [probe_row("host", "0.9800", 0), probe_row("host", "0.99", 1)])
